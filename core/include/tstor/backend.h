@@ -1,0 +1,197 @@
+/* tstor backend ABI: what a backend module sees of the core.
+ *
+ * A backend is a shared object with one exported symbol, `tstor_backend_entry`
+ * (TSTOR_BACKEND_DEFINE writes it). The core dlopens the module, reads the
+ * entry's struct_size and abi_version before calling anything, refuses a newer
+ * major version, then calls init() with a registrar: a table of core services
+ * through which the module registers device types, allocators and copy kernels
+ * and reads its own [backend NAME] config keys.
+ *
+ * Versioning rules (as sqlite3_vfs): every table begins with its size and the
+ * ABI version it was built against. Fields are only ever appended, and the core
+ * treats a field past a table's declared struct_size as absent (NULL). A change
+ * of TSTOR_ABI_MAJOR means old modules are refused; minor bumps keep them
+ * loading.
+ *
+ * Threading: the core may call any op from any thread, concurrently, once init
+ * has returned. init and fini are called with the core's loader lock held and
+ * never concurrently with other ops of the same module.
+ *
+ * Errors: ops return 0 or a negative TSTOR_E* code; they describe a failure
+ * with reg->set_error(), which fills the caller's tstor_last_error().
+ */
+#ifndef TSTOR_BACKEND_H
+#define TSTOR_BACKEND_H
+
+#include <stdarg.h>
+#include <tstor/tstor.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TSTOR_ABI_MAJOR 1
+#define TSTOR_ABI_MINOR 0
+#define TSTOR_ABI_VERSION ((uint32_t)((TSTOR_ABI_MAJOR << 16) | TSTOR_ABI_MINOR))
+#define TSTOR_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
+#define TSTOR_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
+
+/* The core's handle for a loaded module; opaque, passed back to the registrar. */
+typedef struct tstor_module tstor_module;
+
+/* -------------------------------------------------------------- allocators */
+
+/* What an allocation hands back to the core. */
+typedef struct tstor_block {
+  void *ptr;       /* device address of the bytes; NULL for 0 bytes or no-data devices */
+  void *alloc_ctx; /* the allocator's own record, given back to free(); may be NULL */
+} tstor_block;
+
+enum {
+  TSTOR_ALLOC_PINNED = 1 << 0 /* host memory that asynchronous device copies may use */
+};
+
+typedef struct tstor_allocator_ops {
+  uint32_t struct_size; /* sizeof(tstor_allocator_ops) as the module was built */
+  uint32_t abi_version; /* TSTOR_ABI_VERSION as the module was built */
+  const char *name;     /* "cpu", "cuda", "cuda-pinned"; static, for messages */
+  uint32_t flags;       /* TSTOR_ALLOC_* */
+
+  /* Required. Allocate nbytes (0 allowed) on device `index`, for use on `stream`
+   * (NULL: the device's default stream). The memory belongs to the core until
+   * free() is called for it exactly once, with the same nbytes. */
+  int (*allocate)(void *state, int index, size_t nbytes, void *stream, tstor_block *out);
+  void (*free)(void *state, int index, void *ptr, size_t nbytes, void *alloc_ctx);
+
+  /* Optional (NULL when absent). Grow or shrink in place or by moving, keeping
+   * min(old, new) bytes; on failure the block is unchanged. Without it the core
+   * allocates, copies and frees. */
+  int (*reallocate)(void *state, int index, tstor_block *block, size_t old_nbytes,
+                    size_t new_nbytes);
+  /* The block is used on `stream` too: do not reuse it before that work is done. */
+  int (*record_stream)(void *state, int index, void *ptr, void *alloc_ctx, void *stream);
+  /* Statistics, as tstor_stats; the core zeroes *out first. */
+  int (*stats)(void *state, int index, tstor_stats *out);
+  int (*reset_peak)(void *state, int index);
+  int (*empty_cache)(void *state, int index);
+} tstor_allocator_ops;
+
+/* ------------------------------------------------------------ device types */
+
+enum {
+  TSTOR_DEVICE_HOST = 1 << 0,   /* bytes are host memory the core may read and write */
+  TSTOR_DEVICE_NO_DATA = 1 << 1 /* sizes only: allocations hand back NULL (meta) */
+};
+
+typedef struct tstor_device_ops {
+  uint32_t struct_size; /* sizeof(tstor_device_ops) as the module was built */
+  uint32_t abi_version; /* TSTOR_ABI_VERSION as the module was built */
+  const char *type_name; /* "cpu", "cuda", "hpu"; static; [a-z0-9_-]+, unique */
+  uint32_t flags;        /* TSTOR_DEVICE_* */
+
+  /* Required. Number of devices of this type (>= 0), fixed after init. */
+  int (*device_count)(void *state);
+  /* Required. The allocator storages of this type get by default. */
+  const tstor_allocator_ops *allocator;
+
+  /* Optional. Fill nbytes at ptr with copies of pattern (pattern_size of 1, 2,
+   * 4, 8 or 16; nbytes a multiple of it). Without it the core copies a pattern
+   * from host memory. */
+  int (*fill)(void *state, int index, void *ptr, size_t nbytes, const void *pattern,
+              size_t pattern_size, void *stream);
+  /* Optional. Wait for all work on the device. */
+  int (*synchronize)(void *state, int index);
+
+  /* Optional streams and events; all or none. Without them the core offers
+   * streams whose work completes before each call returns. */
+  int (*stream_create)(void *state, int index, void **out);
+  void (*stream_destroy)(void *state, int index, void *stream);
+  int (*stream_synchronize)(void *state, int index, void *stream);
+  int (*stream_wait_event)(void *state, int index, void *stream, void *event);
+  int (*event_create)(void *state, int index, void **out);
+  void (*event_destroy)(void *state, int index, void *event);
+  int (*event_record)(void *state, int index, void *event, void *stream);
+  int (*event_query)(void *state, int index, void *event); /* 0 or TSTOR_EAGAIN */
+  int (*event_synchronize)(void *state, int index, void *event);
+} tstor_device_ops;
+
+/* A copy kernel for one (source type, destination type) pair: nbytes from src
+ * on device src_index to dst on device dst_index. With stream non-NULL (a
+ * stream of the kernel's own module) it may return before the copy is done;
+ * with NULL it must be complete on return. */
+typedef int (*tstor_copy_fn)(void *state, void *dst, int dst_index, const void *src,
+                             int src_index, size_t nbytes, void *stream);
+
+/* --------------------------------------------------------------- registrar */
+
+enum { TSTOR_LOG_ERROR = 0, TSTOR_LOG_WARN = 1, TSTOR_LOG_INFO = 2, TSTOR_LOG_DEBUG = 3 };
+
+typedef struct tstor_registrar {
+  uint32_t struct_size; /* sizeof(tstor_registrar) as the core was built */
+  uint32_t abi_version; /* the core's TSTOR_ABI_VERSION */
+
+  /* Registration, during init() only. The tables and state stay the module's
+   * and must live until fini(). A name already registered gives TSTOR_EEXIST. */
+  int (*register_device_type)(tstor_module *m, const tstor_device_ops *ops, void *state);
+  /* Another allocator for an existing or own device type, by type name (a
+   * pinned host allocator is registered for "cpu" with TSTOR_ALLOC_PINNED). */
+  int (*register_allocator)(tstor_module *m, const char *device_type,
+                            const tstor_allocator_ops *ops, void *state);
+  int (*register_copy)(tstor_module *m, const char *src_type, const char *dst_type,
+                       tstor_copy_fn fn, void *state);
+
+  /* This module's [backend NAME] keys. The value (owned by the core, valid until
+   * fini) or NULL when the key is absent. A key never asked for is reported to
+   * the user as unknown. */
+  const char *(*config_get)(tstor_module *m, const char *key);
+  /* Typed readers: *out = default when absent; TSTOR_ECONFIG with the file and
+   * line in the message when the value is malformed or outside [min, max]. */
+  int (*config_int)(tstor_module *m, const char *key, long long def, long long min,
+                    long long max, long long *out);
+  int (*config_bool)(tstor_module *m, const char *key, int def, int *out);
+
+  /* Messages at or below the configured log level go to stderr. */
+  void (*log)(tstor_module *m, int level, const char *fmt, ...)
+#if defined(__GNUC__)
+      __attribute__((format(printf, 3, 4)))
+#endif
+      ;
+  /* Sets the calling thread's tstor_last_error() detail; returns `code`. */
+  int (*set_error)(int code, const char *fmt, ...)
+#if defined(__GNUC__)
+      __attribute__((format(printf, 2, 3)))
+#endif
+      ;
+} tstor_registrar;
+
+/* -------------------------------------------------------------- entry point */
+
+/* init() returns 0 when it registered something, TSTOR_EDECLINED when it has
+ * nothing to offer here (no driver, no device), or another TSTOR_E* code when
+ * it failed; in both last cases it writes the reason into msg (NUL-terminated,
+ * at most msg_size bytes) and the core drops whatever it registered. fini() is
+ * called once, after init succeeded, when the module is about to be unloaded:
+ * after its context is closed and its last storage released. */
+typedef struct tstor_backend_entry {
+  uint32_t struct_size; /* sizeof(tstor_backend_entry) as the module was built */
+  uint32_t abi_version; /* TSTOR_ABI_VERSION as the module was built */
+  int (*init)(const tstor_registrar *reg, tstor_module *m, void **module_state, char *msg,
+              size_t msg_size);
+  void (*fini)(void *module_state);
+} tstor_backend_entry;
+
+#define TSTOR_BACKEND_ENTRY_SYMBOL "tstor_backend_entry"
+
+/* Defines the module's entry point; use once, at file scope. */
+#define TSTOR_BACKEND_DEFINE(init_fn, fini_fn)                                       \
+  TSTOR_EXTERN const tstor_backend_entry tstor_backend_entry = {                   \
+      sizeof(tstor_backend_entry), TSTOR_ABI_VERSION, (init_fn), (fini_fn)}
+
+/* Fills in the two header fields of an ops table. */
+#define TSTOR_OPS_HEADER(type) sizeof(type), TSTOR_ABI_VERSION
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TSTOR_BACKEND_H */

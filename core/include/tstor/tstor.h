@@ -1,0 +1,357 @@
+/* tstor: refcounted tensor storage on any device.
+ *
+ * This header is the whole user-facing API of the core. It reads top to bottom:
+ * export macro, version, errors, contexts, devices, storages, streams and events,
+ * statistics. Backend authors read backend.h instead.
+ *
+ * Conventions
+ *   - Every function that can fail returns int: 0 on success, a negative TSTOR_E*
+ *     code otherwise. The human-readable detail of the last failure on this thread
+ *     is tstor_last_error(). A failed call leaves every object as it was.
+ *   - A NULL tstor_context * means the process-wide default context, opened on
+ *     first use from $TSTOR_CONFIG or the embedded default configuration.
+ *   - Ownership is stated in each comment. "Returns a new reference" means the
+ *     caller must tstor_storage_release() it exactly once.
+ *   - Every function is thread-safe unless its comment says otherwise. Writing to
+ *     the same bytes from two threads at once is the caller's business, as in C.
+ */
+#ifndef TSTOR_TSTOR_H
+#define TSTOR_TSTOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define TSTOR_EXTERN __attribute__((visibility("default")))
+#else
+#define TSTOR_EXTERN
+#endif
+
+/* ---------------------------------------------------------------- version */
+
+#define TSTOR_VERSION_MAJOR 0
+#define TSTOR_VERSION_MINOR 1
+#define TSTOR_VERSION_PATCH 0
+#define TSTOR_VERSION_HEX \
+  ((TSTOR_VERSION_MAJOR << 16) | (TSTOR_VERSION_MINOR << 8) | TSTOR_VERSION_PATCH)
+
+/* The version of the library actually loaded, as TSTOR_VERSION_HEX / "0.1.0".
+ * The string is static; do not free it. */
+TSTOR_EXTERN unsigned tstor_version(void);
+TSTOR_EXTERN const char *tstor_version_string(void);
+
+/* ----------------------------------------------------------------- errors */
+
+/* One table gives every code its value, name and message. */
+#define TSTOR_ERRNO_MAP(XX)                                                   \
+  XX(EINVAL, -1, "invalid argument")                                          \
+  XX(ENOMEM, -2, "out of memory")                                             \
+  XX(ENODEV, -3, "no such device")                                            \
+  XX(ENOENT, -4, "no such file or name")                                      \
+  XX(ECONFIG, -5, "invalid configuration")                                    \
+  XX(ELOAD, -6, "cannot load backend module")                                 \
+  XX(EABI, -7, "backend ABI version mismatch")                                \
+  XX(EDECLINED, -8, "backend declined to load")                               \
+  XX(EEXIST, -9, "already exists")                                            \
+  XX(ENODATA, -10, "storage has no data")                                     \
+  XX(ENOTSUP, -11, "operation not supported")                                 \
+  XX(ESIZE, -12, "size mismatch")                                             \
+  XX(ERANGE, -13, "index or value out of range")                              \
+  XX(EOVERFLOW, -14, "size overflows")                                        \
+  XX(EBUSY, -15, "resource busy")                                             \
+  XX(EIO, -16, "input/output error")                                          \
+  XX(EACCES, -17, "permission denied")                                        \
+  XX(EAGAIN, -18, "not ready yet")                                            \
+  XX(EBACKEND, -19, "backend failure")                                        \
+  XX(EMFILE, -20, "too many open files")                                      \
+  XX(ENOSPC, -21, "no space left")                                            \
+  XX(EDTYPE, -22, "unsupported dtype conversion")
+
+typedef enum {
+  TSTOR_OK = 0,
+#define TSTOR__ERR_ENUM(name, value, msg) TSTOR_##name = value,
+  TSTOR_ERRNO_MAP(TSTOR__ERR_ENUM)
+#undef TSTOR__ERR_ENUM
+  TSTOR__ERR_LAST = -23
+} tstor_errno;
+
+/* "invalid argument" / "TSTOR_EINVAL" for a code; a static string for unknown
+ * codes too. Never NULL; do not free. */
+TSTOR_EXTERN const char *tstor_strerror(int err);
+TSTOR_EXTERN const char *tstor_err_name(int err);
+
+/* The detail of the last failure on the calling thread ("cuda:3: no such device,
+ * 1 cuda device(s) present"). Valid until the next tstor call on this thread;
+ * owned by the library. "" when nothing has failed yet. */
+TSTOR_EXTERN const char *tstor_last_error(void);
+
+/* ---------------------------------------------------------------- context */
+
+/* A context owns a configuration, the backend modules it loaded and the registry
+ * of devices they provide. Storages keep what they need alive on their own: a
+ * context may be closed while its storages live on. */
+typedef struct tstor_context tstor_context;
+
+/* Opens a context from the INI file at `path`. With path NULL: $TSTOR_CONFIG if
+ * set, else the embedded default configuration. On success *out is a new
+ * context the caller closes with tstor_context_close(). On failure *out is
+ * NULL and nothing stays loaded. */
+TSTOR_EXTERN int tstor_context_open(const char *path, tstor_context **out);
+
+/* As tstor_context_open, from INI text in memory. `name` stands for the file
+ * in messages and relative library paths resolve against backend_dir only.
+ * The text is copied; the caller keeps it. */
+TSTOR_EXTERN int tstor_context_open_string(const char *ini_text, const char *name,
+                                           tstor_context **out);
+
+/* Drops the caller's reference. Backend modules are unloaded once the last
+ * storage that came from them is released too. NULL is a no-op; closing the
+ * default context (NULL) is not possible. */
+TSTOR_EXTERN void tstor_context_close(tstor_context *ctx);
+
+/* The process-wide default context, opened on first use; borrowed, never
+ * closed by the caller. Fails as tstor_context_open(NULL, ...) would. */
+TSTOR_EXTERN int tstor_context_default(tstor_context **out);
+
+/* The config the context was opened from: a path, or "embedded default", or the
+ * name given to tstor_context_open_string. Owned by the context. */
+TSTOR_EXTERN const char *tstor_context_config_name(tstor_context *ctx);
+
+/* What happened to each configured backend, for `tstor info` and diagnostics. */
+typedef enum {
+  TSTOR_BACKEND_LOADED = 0,
+  TSTOR_BACKEND_DECLINED = 1, /* the module ran and said it has nothing to offer */
+  TSTOR_BACKEND_FAILED = 2,   /* an optional module could not be loaded */
+  TSTOR_BACKEND_DISABLED = 3  /* enabled = no in the config */
+} tstor_backend_state;
+
+typedef struct tstor_backend_info {
+  const char *name;      /* section name, "cuda"; owned by the context */
+  const char *library;   /* resolved path of the module; owned by the context */
+  tstor_backend_state state;
+  const char *message;   /* reason for DECLINED/FAILED, "" otherwise; owned by the context */
+  int optional;          /* 1 when the config says optional = yes */
+} tstor_backend_info;
+
+/* Number of [backend] sections, and the i-th one in file order. The strings in
+ * *out live as long as the context. */
+TSTOR_EXTERN int tstor_backend_count(tstor_context *ctx);
+TSTOR_EXTERN int tstor_backend_get(tstor_context *ctx, int i, tstor_backend_info *out);
+
+/* ---------------------------------------------------------------- devices */
+
+/* A device is a registered type plus an index, written "cuda:1". Type ids are
+ * small integers that are only meaningful within the context that gave them. */
+typedef struct tstor_device {
+  int32_t type;
+  int32_t index;
+} tstor_device;
+
+/* Parses "cpu", "cuda", "cuda:1". A type without an index means index 0. Fails
+ * with TSTOR_ENODEV for an unknown type or an index past the device count. */
+TSTOR_EXTERN int tstor_device_parse(tstor_context *ctx, const char *text, tstor_device *out);
+
+/* Writes the device as "type:index" ("cpu:0", "cuda:1") into buf, NUL-terminated,
+ * so that tstor_device_parse reads it back. Fails with TSTOR_ERANGE when it does
+ * not fit, TSTOR_ENODEV for a device the context does not know. */
+TSTOR_EXTERN int tstor_device_format(tstor_context *ctx, tstor_device dev, char *buf,
+                                     size_t size);
+
+/* Registered device types: how many, the name of type id `type` (owned by the
+ * context), and the number of devices of a type (0 or more). */
+TSTOR_EXTERN int tstor_device_type_count(tstor_context *ctx);
+TSTOR_EXTERN const char *tstor_device_type_name(tstor_context *ctx, int type);
+TSTOR_EXTERN int tstor_device_count(tstor_context *ctx, int type);
+
+/* The configured default device (default_device / $TSTOR_DEFAULT_DEVICE). */
+TSTOR_EXTERN int tstor_device_default(tstor_context *ctx, tstor_device *out);
+
+/* How bytes move from one device type to another. */
+typedef enum {
+  TSTOR_COPY_DIRECT = 0, /* a kernel registered for the pair */
+  TSTOR_COPY_HOST = 1,   /* both sides are host memory: memcpy */
+  TSTOR_COPY_STAGED = 2, /* through a host buffer, with two kernels */
+  TSTOR_COPY_CHECK = 3,  /* the destination holds no data (meta): sizes checked only */
+  TSTOR_COPY_NONE = 4    /* impossible: the source holds no data */
+} tstor_copy_path;
+
+/* The path a copy from type `src` to type `dst` takes; TSTOR_ENODEV for bad ids. */
+TSTOR_EXTERN int tstor_copy_path_of(tstor_context *ctx, int src_type, int dst_type);
+
+/* --------------------------------------------------------------- storages */
+
+typedef struct tstor_storage tstor_storage;
+
+enum {
+  TSTOR_FLAG_RESIZABLE = 1 << 0, /* resize is allowed */
+  TSTOR_FLAG_VIEW = 1 << 1,      /* shares the bytes of a base storage */
+  TSTOR_FLAG_MAPPED = 1 << 2,    /* maps a file */
+  TSTOR_FLAG_SHARED = 1 << 3,    /* visible to other processes */
+  TSTOR_FLAG_PINNED = 1 << 4,    /* page-locked host memory */
+  TSTOR_FLAG_BORROWED = 1 << 5,  /* the caller owns the bytes */
+  TSTOR_FLAG_NO_DATA = 1 << 6    /* sizes only (meta) */
+};
+
+/* Creates a storage of `nbytes` uninitialised bytes on `dev` (0 bytes is
+ * fine). *out is a new reference. */
+TSTOR_EXTERN int tstor_storage_new(tstor_context *ctx, tstor_device dev, size_t nbytes,
+                                   tstor_storage **out);
+
+/* Wraps `nbytes` at `data`, which lives on `dev`, without taking ownership: the
+ * caller keeps the bytes alive past the storage's last release and frees them
+ * itself (Torch7's Storage(size, ptr)). Not resizable. *out is a new reference. */
+TSTOR_EXTERN int tstor_storage_wrap(tstor_context *ctx, tstor_device dev, void *data,
+                                    size_t nbytes, tstor_storage **out);
+
+/* Takes ownership of `nbytes` at `data`: `deleter(data, deleter_ctx)` is called
+ * exactly once, when the last reference goes. On failure the deleter is NOT
+ * called and the caller still owns `data`. *out is a new reference. */
+typedef void (*tstor_deleter)(void *data, void *deleter_ctx);
+TSTOR_EXTERN int tstor_storage_wrap_owned(tstor_context *ctx, tstor_device dev, void *data,
+                                          size_t nbytes, tstor_deleter deleter,
+                                          void *deleter_ctx, tstor_storage **out);
+
+/* A storage for bytes [offset, offset + nbytes) of `base`. It shares the bytes
+ * and holds a reference on the base (on the base's own base for a view of a
+ * view). Not resizable. *out is a new reference; `base` stays the caller's. */
+TSTOR_EXTERN int tstor_storage_view(tstor_storage *base, size_t offset, size_t nbytes,
+                                    tstor_storage **out);
+
+/* Adds a reference / drops one. The last release frees the bytes (or calls the
+ * deleter, or drops the base of a view) and may unload the backend module.
+ * Releasing NULL is a no-op; releasing past zero aborts in debug builds. */
+TSTOR_EXTERN tstor_storage *tstor_storage_retain(tstor_storage *s);
+TSTOR_EXTERN void tstor_storage_release(tstor_storage *s);
+/* The current reference count (a snapshot, for tests and diagnostics). */
+TSTOR_EXTERN long tstor_storage_use_count(const tstor_storage *s);
+
+/* Accessors. data() is NULL for a meta or zero-byte storage and is owned by the
+ * storage; it stays valid until resize or the last release. For a device that
+ * is not host memory it is a device address, not to be dereferenced. */
+TSTOR_EXTERN void *tstor_storage_data(const tstor_storage *s);
+TSTOR_EXTERN size_t tstor_storage_nbytes(const tstor_storage *s);
+TSTOR_EXTERN tstor_device tstor_storage_device(const tstor_storage *s);
+TSTOR_EXTERN unsigned tstor_storage_flags(const tstor_storage *s);
+/* The context the storage was created in; borrowed. */
+TSTOR_EXTERN tstor_context *tstor_storage_context(const tstor_storage *s);
+/* The base of a view (borrowed), or NULL; and the view's byte offset in it. */
+TSTOR_EXTERN tstor_storage *tstor_storage_base(const tstor_storage *s);
+TSTOR_EXTERN size_t tstor_storage_offset(const tstor_storage *s);
+
+/* Like tstor_storage_data, but fails with TSTOR_ENODATA for a meta storage:
+ * for callers that are about to read or write bytes. */
+TSTOR_EXTERN int tstor_storage_data_checked(const tstor_storage *s, void **out);
+
+/* Changes the size, keeping the first min(old, new) bytes; new bytes are
+ * uninitialised. Refused (TSTOR_ENOTSUP) for views, borrowed, mapped and shared
+ * storages, and for storages with other views on them (TSTOR_EBUSY). The data
+ * pointer may move. Not thread-safe against other users of the same storage. */
+TSTOR_EXTERN int tstor_storage_resize(tstor_storage *s, size_t nbytes);
+
+/* Copies all of src into dst; their sizes must match (TSTOR_ESIZE). Works
+ * between any two devices: a direct kernel, or staged through host memory.
+ * Synchronous: the bytes are in dst when it returns. */
+TSTOR_EXTERN int tstor_storage_copy(tstor_storage *dst, const tstor_storage *src);
+
+/* Sets every byte of s to `value`. */
+TSTOR_EXTERN int tstor_storage_fill(tstor_storage *s, uint8_t value);
+
+/* Fills s with copies of a pattern of `pattern_size` bytes (1, 2, 4, 8 or 16):
+ * nbytes must be a multiple of pattern_size (TSTOR_ESIZE). */
+TSTOR_EXTERN int tstor_storage_fill_pattern(tstor_storage *s, const void *pattern,
+                                            size_t pattern_size);
+
+/* A new storage on the same device with a copy of the bytes. *out is a new
+ * reference, resizable and not a view, whatever s was. */
+TSTOR_EXTERN int tstor_storage_clone(const tstor_storage *s, tstor_storage **out);
+
+/* The storage on device `dev`: s itself (one more reference) when it is already
+ * there, else a copy. *out is a new reference either way. */
+TSTOR_EXTERN int tstor_storage_to(tstor_storage *s, tstor_device dev, tstor_storage **out);
+
+/* A new storage of `nbytes` on the same device as s (PyTorch's new()). */
+TSTOR_EXTERN int tstor_storage_new_like(const tstor_storage *s, size_t nbytes,
+                                        tstor_storage **out);
+
+/* ------------------------------------------------------ streams and events */
+
+/* A stream is an ordered queue of work on one device; an event marks a point in
+ * it. On devices without asynchronous work (cpu, meta) streams exist and every
+ * operation on them completes before the call returns. */
+typedef struct tstor_stream tstor_stream;
+typedef struct tstor_event tstor_event;
+
+/* A new stream on `dev`; the caller frees it with tstor_stream_free(), which
+ * waits for its work first. */
+TSTOR_EXTERN int tstor_stream_new(tstor_context *ctx, tstor_device dev, tstor_stream **out);
+TSTOR_EXTERN void tstor_stream_free(tstor_stream *stream);
+/* Waits until all work queued on the stream has finished. */
+TSTOR_EXTERN int tstor_stream_synchronize(tstor_stream *stream);
+/* Makes later work on `stream` wait for `event` (without blocking the host). */
+TSTOR_EXTERN int tstor_stream_wait_event(tstor_stream *stream, tstor_event *event);
+
+/* A new event on `dev`; freed with tstor_event_free(). */
+TSTOR_EXTERN int tstor_event_new(tstor_context *ctx, tstor_device dev, tstor_event **out);
+TSTOR_EXTERN void tstor_event_free(tstor_event *event);
+/* Marks the current end of `stream`. */
+TSTOR_EXTERN int tstor_event_record(tstor_event *event, tstor_stream *stream);
+/* 0 when the work before the event has finished, TSTOR_EAGAIN when not yet. */
+TSTOR_EXTERN int tstor_event_query(tstor_event *event);
+TSTOR_EXTERN int tstor_event_synchronize(tstor_event *event);
+
+/* Queues a copy of src into dst on `stream` and returns. The copy is truly
+ * asynchronous only where the backend can make it so (for CUDA, host memory
+ * must be pinned, as in PyTorch); otherwise it completes before returning.
+ * Both storages must stay alive until the stream has passed the copy: the
+ * caller keeps its references until then. */
+TSTOR_EXTERN int tstor_storage_copy_async(tstor_storage *dst, const tstor_storage *src,
+                                          tstor_stream *stream);
+
+/* Tells the allocator that `stream` uses s, so its bytes are not reused
+ * until that work is done (PyTorch's record_stream). */
+TSTOR_EXTERN int tstor_storage_record_stream(tstor_storage *s, tstor_stream *stream);
+
+/* Waits until all work on every stream of `dev` has finished. */
+TSTOR_EXTERN int tstor_synchronize(tstor_context *ctx, tstor_device dev);
+
+/* ------------------------------------------------------- pinned host memory */
+
+/* A pinned (page-locked) copy of cpu storage s, from the first backend that
+ * offers a pinned host allocator (cuda). *out is a new reference; s itself
+ * when it is already pinned. TSTOR_ENOTSUP when no backend offers one. */
+TSTOR_EXTERN int tstor_storage_pin(tstor_storage *s, tstor_storage **out);
+TSTOR_EXTERN int tstor_storage_is_pinned(const tstor_storage *s);
+
+/* ------------------------------------------------------------- statistics */
+
+/* The same questions for every device, answered by its allocator. Counters the
+ * backend does not keep are 0. */
+typedef struct tstor_stats {
+  uint64_t allocated;       /* bytes handed out to storages now */
+  uint64_t reserved;        /* bytes obtained from the device (cached included) */
+  uint64_t active;          /* bytes in blocks in use, rounding included */
+  uint64_t peak_allocated;  /* high-water marks since the last reset */
+  uint64_t peak_reserved;
+  uint64_t peak_active;
+  uint64_t alloc_count;     /* successful allocations */
+  uint64_t free_count;
+  uint64_t cache_hits;      /* allocations served from the cache */
+  uint64_t retries;         /* allocations that succeeded after emptying the cache */
+  uint64_t oom_count;       /* allocations that failed for lack of memory */
+} tstor_stats;
+
+TSTOR_EXTERN int tstor_device_stats(tstor_context *ctx, tstor_device dev, tstor_stats *out);
+/* Sets the peaks to the current values. */
+TSTOR_EXTERN int tstor_device_reset_peak(tstor_context *ctx, tstor_device dev);
+/* Returns cached, unused blocks to the device. */
+TSTOR_EXTERN int tstor_device_empty_cache(tstor_context *ctx, tstor_device dev);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TSTOR_TSTOR_H */

@@ -1,0 +1,260 @@
+/* Core internals shared between the core's files; never installed. Names carry
+ * a double underscore. */
+#ifndef TSTOR_INTERNAL_H
+#define TSTOR_INTERNAL_H
+
+#include "config.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include <tstor/backend.h>
+#include <tstor/tstor.h>
+
+#define TSTOR__MAX_TYPES 32
+#define TSTOR__MAX_BACKENDS 64
+#define TSTOR__ERRBUF 1024
+
+#if defined(__GNUC__)
+#define TSTOR__PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define TSTOR__LIKELY(x) __builtin_expect(!!(x), 1)
+#define TSTOR__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define TSTOR__PRINTF(f, a)
+#define TSTOR__LIKELY(x) (x)
+#define TSTOR__UNLIKELY(x) (x)
+#endif
+
+/* ---------------------------------------------------------------- errors */
+
+/* Records the calling thread's detail message and returns `code`. */
+int tstor__err(int code, const char *fmt, ...) TSTOR__PRINTF(2, 3);
+int tstor__verr(int code, const char *fmt, va_list ap);
+/* Clears the detail (for calls that succeed after an earlier failure). */
+void tstor__err_clear(void);
+/* Prefixes the current detail with "prefix: " (keeps the inner reason). */
+void tstor__err_prefix(const char *fmt, ...) TSTOR__PRINTF(1, 2);
+
+/* --------------------------------------------------------- memory hooks */
+
+/* Every allocation of the core's own bookkeeping goes through these, so that
+ * tests can make the Nth one fail. */
+void *tstor__malloc(size_t n);
+void *tstor__calloc(size_t count, size_t n);
+void *tstor__realloc(void *p, size_t n);
+char *tstor__strdup(const char *s);
+void tstor__free(void *p);
+/* Formats into a new string from tstor__malloc, or NULL. */
+char *tstor__asprintf(const char *fmt, ...) TSTOR__PRINTF(1, 2);
+
+/* ---------------------------------------------------------------- config */
+
+typedef struct tstor__kv {
+  char *key;
+  char *value;
+  int line;
+  int used; /* asked for by the backend (unknown keys are the unused ones) */
+} tstor__kv;
+
+typedef struct tstor__section {
+  char *name;    /* backend name: the part after "backend " */
+  int line;      /* line of the [backend NAME] header */
+  char *library; /* required */
+  char *entry;   /* symbol override, or NULL */
+  int optional;
+  int enabled;
+  tstor__kv *keys; /* backend-specific keys, in file order */
+  int nkeys;
+} tstor__section;
+
+typedef struct tstor__config {
+  char *name;     /* the file's path, or a caller's name for in-memory text */
+  char *dir;      /* the file's folder (NULL for in-memory text) */
+  char *default_device;
+  int default_device_line;
+  char *backend_dir; /* colon-separated list, or NULL */
+  int log_level;
+  tstor__section *sections;
+  int nsections;
+} tstor__config;
+
+/* Parses INI text. On error returns TSTOR_ECONFIG with "NAME:LINE: reason" in
+ * the detail and *out NULL. `name` and `dir` are copied. */
+int tstor__config_parse(const char *text, size_t len, const char *name, const char *dir,
+                        tstor__config **out);
+/* Reads the file at path and parses it. */
+int tstor__config_load(const char *path, tstor__config **out);
+void tstor__config_free(tstor__config *cfg);
+/* Parses "error|warn|info|debug" (or 0-3). */
+int tstor__parse_log_level(const char *s, int *out);
+int tstor__parse_bool(const char *s, int *out);
+
+extern const char tstor__default_config[];
+
+/* -------------------------------------------------------------- modules */
+
+struct tstor_module {
+  tstor_context *ctx;
+  tstor__section *section; /* owned by the context's config */
+  char *path;              /* resolved library path */
+  void *dl;
+  const tstor_backend_entry *entry;
+  void *state;      /* module_state from init */
+  int initialized;  /* init succeeded: fini is owed */
+  int registering;  /* inside init: registration allowed */
+};
+
+/* ------------------------------------------------------------- registry */
+
+typedef struct tstor__allocator {
+  tstor_allocator_ops ops; /* the module's table, widened to our size (absent = NULL) */
+  void *state;
+  tstor_module *module;
+  int type; /* device type id it allocates for */
+} tstor__allocator;
+
+typedef struct tstor__devtype {
+  char *name;
+  tstor_device_ops ops; /* widened copy, absent fields NULL */
+  void *state;
+  tstor_module *module;
+  int count;
+  tstor__allocator *allocator;
+  int has_streams;
+} tstor__devtype;
+
+typedef struct tstor__copy_entry {
+  tstor_copy_fn fn;
+  void *state;
+  tstor_module *module;
+} tstor__copy_entry;
+
+/* What a module registered while in init: committed when init succeeds,
+ * dropped otherwise. */
+typedef struct tstor__pending_copy {
+  char *src, *dst;
+  tstor__copy_entry entry;
+} tstor__pending_copy;
+
+/* --------------------------------------------------------------- context */
+
+typedef struct tstor__backend {
+  tstor_backend_info info; /* strings point into the fields below / config */
+  char *message;
+  char *library;
+  tstor_module *module; /* NULL unless loaded */
+} tstor__backend;
+
+struct tstor_context {
+  atomic_long refs; /* the opener's, plus one per live storage, stream, event */
+  tstor__config *config;
+  int log_level;
+
+  tstor__backend backends[TSTOR__MAX_BACKENDS];
+  int nbackends;
+
+  tstor__devtype types[TSTOR__MAX_TYPES];
+  int ntypes;
+  int host_type; /* first type with TSTOR_DEVICE_HOST, or -1 */
+  tstor__allocator *allocators[TSTOR__MAX_TYPES * 4];
+  int nallocators;
+  tstor__pending_copy *copies;
+  int ncopies;
+  /* copy_table[src][dst]; filled once all modules are loaded */
+  tstor__copy_entry copy_table[TSTOR__MAX_TYPES][TSTOR__MAX_TYPES];
+  int copy_path[TSTOR__MAX_TYPES][TSTOR__MAX_TYPES];
+
+  tstor_device default_device;
+};
+
+/* Resolves NULL to the default context; returns 0 or an error. */
+int tstor__ctx(tstor_context **ctx);
+void tstor__ctx_retain(tstor_context *ctx);
+void tstor__ctx_release(tstor_context *ctx);
+
+/* Loads, initialises and registers every enabled backend of the context's
+ * config; unloads everything and fails on the first required one that fails. */
+int tstor__load_backends(tstor_context *ctx);
+/* Calls fini and dlcloses every loaded module, in reverse order. */
+void tstor__unload_backends(tstor_context *ctx);
+
+/* Builds copy_table and copy_path once registration is over. */
+void tstor__registry_finish(tstor_context *ctx);
+void tstor__registry_free(tstor_context *ctx);
+/* Drops everything `m` registered (a failed or declined init). */
+void tstor__registry_drop_module(tstor_context *ctx, tstor_module *m);
+extern const tstor_registrar tstor__registrar;
+
+/* Validates a device against the context: 0 or TSTOR_ENODEV with detail. */
+int tstor__check_device(tstor_context *ctx, tstor_device dev);
+/* The first allocator with all of `flags` for type `type`, or NULL. */
+tstor__allocator *tstor__find_allocator(tstor_context *ctx, int type, uint32_t flags);
+
+void tstor__log(tstor_context *ctx, int level, const char *fmt, ...) TSTOR__PRINTF(3, 4);
+
+/* --------------------------------------------------------------- storage */
+
+struct tstor_storage {
+  atomic_long refs;
+  void *data;
+  size_t nbytes;
+  tstor_device device;
+  unsigned flags;
+  tstor_context *ctx; /* holds a reference */
+  /* Who frees the bytes: an allocator, or a deleter, or nobody (borrowed, view). */
+  tstor__allocator *alloc;
+  void *alloc_ctx;
+  tstor_deleter deleter;
+  void *deleter_ctx;
+  /* Views: the base holds the bytes; we hold a reference on it. */
+  tstor_storage *base;
+  size_t offset;
+  atomic_long nviews; /* live views on this storage: resize is refused while > 0 */
+  /* Set when the bytes map a file or shared memory; owned by the storage. */
+  char *filename;
+  /* Serialises operations that replace the bytes of a live storage
+   * (share_memory, pin-in-place); 0 free, 1 held. */
+  atomic_int swap_lock;
+};
+
+/* Allocates the storage object itself (not its bytes), with one reference,
+ * a context reference, and every other field zero. */
+int tstor__storage_alloc(tstor_context *ctx, tstor_device dev, tstor_storage **out);
+/* A new storage whose bytes come from `alloc`. */
+int tstor__storage_new_with(tstor_context *ctx, tstor_device dev, tstor__allocator *alloc,
+                            size_t nbytes, void *stream, tstor_storage **out);
+
+/* ----------------------------------------------------------------- copy */
+
+/* Copies nbytes between two device addresses of the context's devices, through
+ * the copy table. stream is a backend stream handle of `stream_module` or NULL
+ * (synchronous). */
+int tstor__copy_bytes(tstor_context *ctx, tstor_device dst_dev, void *dst,
+                      tstor_device src_dev, const void *src, size_t nbytes,
+                      tstor_module *stream_module, void *stream);
+/* Fills nbytes at ptr on dev with a pattern. */
+int tstor__fill_bytes(tstor_context *ctx, tstor_device dev, void *ptr, size_t nbytes,
+                      const void *pattern, size_t pattern_size);
+
+/* -------------------------------------------------------------- helpers */
+
+/* 0 and *out = a * b, or TSTOR_EOVERFLOW. */
+static inline int tstor__mul_size(size_t a, size_t b, size_t *out) {
+  if (b != 0 && a > (size_t)-1 / b) return TSTOR_EOVERFLOW;
+  *out = a * b;
+  return 0;
+}
+
+static inline void tstor__lock_spin(atomic_int *lock) {
+  int expected = 0;
+  while (!atomic_compare_exchange_weak_explicit(lock, &expected, 1, memory_order_acquire,
+                                                memory_order_relaxed))
+    expected = 0;
+}
+static inline void tstor__unlock_spin(atomic_int *lock) {
+  atomic_store_explicit(lock, 0, memory_order_release);
+}
+
+#endif /* TSTOR_INTERNAL_H */

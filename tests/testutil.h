@@ -1,0 +1,48 @@
+/* Helpers shared by the Check suites. */
+#ifndef TSTOR_TESTUTIL_H
+#define TSTOR_TESTUTIL_H
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <tstor/tstor.h>
+
+/* Asserts that a tstor call succeeded, printing the error and its detail when not. */
+#define ck_tstor_ok(expr)                                                              \
+  do {                                                                                 \
+    int ck_rc_ = (expr);                                                               \
+    ck_assert_msg(ck_rc_ == 0, "%s failed: %s (%s): %s", #expr, tstor_err_name(ck_rc_), \
+                  tstor_strerror(ck_rc_), tstor_last_error());                         \
+  } while (0)
+
+/* Asserts that a tstor call failed with `code`. */
+#define ck_tstor_err(expr, code)                                                      \
+  do {                                                                                \
+    int ck_rc_ = (expr);                                                              \
+    ck_assert_msg(ck_rc_ == (code), "%s returned %s, expected %s (detail: %s)", #expr, \
+                  tstor_err_name(ck_rc_), tstor_err_name(code), tstor_last_error());  \
+  } while (0)
+
+/* Asserts that the thread's last error detail contains `needle`. */
+#define ck_last_error_has(needle)                                                 \
+  ck_assert_msg(strstr(tstor_last_error(), (needle)) != NULL,                     \
+                "last error \"%s\" does not mention \"%s\"", tstor_last_error(), \
+                (needle))
+
+/* Runs a suite and returns the process exit status for automake. */
+static inline int tstor_test_run(Suite *suite) {
+  SRunner *runner = srunner_create(suite);
+  srunner_run_all(runner, CK_NORMAL);
+  int failed = srunner_ntests_failed(runner);
+  srunner_free(runner);
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
+/* The modules directory of the build tree (set by the test environment). */
+static inline const char *tstor_test_backend_dir(void) {
+  const char *d = getenv("TSTOR_BACKEND_DIR");
+  return d ? d : ".";
+}
+
+#endif
