@@ -113,6 +113,14 @@ typedef struct tstor_device_ops {
   int (*event_record)(void *state, int index, void *event, void *stream);
   int (*event_query)(void *state, int index, void *event); /* 0 or TSTOR_EAGAIN */
   int (*event_synchronize)(void *state, int index, void *event);
+
+  /* Optional. Converts `count` elements at src (dtype src_dtype) into dst
+   * (dtype dst_dtype), both on device `index`, with the results tstor's host
+   * conversion gives (tstor/typed.h). dtypes are tstor_dtype values. Returns
+   * TSTOR_ENOTSUP for a pair it does not handle; the core then stages through
+   * the host. */
+  int (*convert)(void *state, int index, void *dst, int dst_dtype, const void *src,
+                 int src_dtype, size_t count, void *stream);
 } tstor_device_ops;
 
 /* A copy kernel for one (source type, destination type) pair: nbytes from src
