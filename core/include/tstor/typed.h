@@ -1,0 +1,278 @@
+/* tstor typed storage: dtypes, typed element access and converting copies.
+ *
+ * A typed storage is not a new object: it is a tstor_storage read as an array
+ * of one dtype, exactly as PyTorch's TypedStorage wraps an UntypedStorage and
+ * Torch7's torch.IntStorage is a THStorage of int. Every function here takes the
+ * storage and the dtype side by side, so different dtypes may view the same
+ * bytes. The element count is nbytes / element_size; a storage whose size is
+ * not a multiple of the element size is refused (TSTOR_ESIZE).
+ *
+ * Typed operations work on every device. On host-memory devices they read and
+ * write the bytes directly; on other devices they use the device's own convert
+ * op where it has one (backend.h) and otherwise stage through host memory.
+ * Meta storages have sizes and no data: size queries, creation and resizing
+ * work, element access fails with TSTOR_ENODATA.
+ *
+ * Conversions give the results of PyTorch's CPU tensor.to(dtype), bit for bit,
+ * for every pair PyTorch converts; see tstor_dtype_convert for the details and
+ * for what happens where C leaves the result undefined. Conversions to or from
+ * a quantized dtype are refused with TSTOR_EDTYPE, as PyTorch refuses them.
+ */
+#ifndef TSTOR_TYPED_H
+#define TSTOR_TYPED_H
+
+#include <stdio.h>
+#include <tstor/tstor.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ dtypes */
+
+/* The values are c10::ScalarType's, so a dtype crosses into PyTorch (and into a
+ * backend's convert op, which receives them as int) unchanged. They are fixed:
+ * never renumbered. 18-22 are PyTorch's bits types, which have no storages and
+ * are not dtypes here. */
+typedef enum tstor_dtype {
+  TSTOR_UINT8 = 0,            /* torch.uint8,  Byte */
+  TSTOR_INT8 = 1,             /* torch.int8,   Char */
+  TSTOR_INT16 = 2,            /* torch.int16,  Short */
+  TSTOR_INT32 = 3,            /* torch.int32,  Int */
+  TSTOR_INT64 = 4,            /* torch.int64,  Long */
+  TSTOR_FLOAT16 = 5,          /* torch.float16, Half: IEEE binary16 */
+  TSTOR_FLOAT32 = 6,          /* torch.float32, Float */
+  TSTOR_FLOAT64 = 7,          /* torch.float64, Double */
+  TSTOR_COMPLEX32 = 8,        /* torch.complex32 (chalf): two float16, real first */
+  TSTOR_COMPLEX64 = 9,        /* torch.complex64, ComplexFloat */
+  TSTOR_COMPLEX128 = 10,      /* torch.complex128, ComplexDouble */
+  TSTOR_BOOL = 11,            /* torch.bool, one byte, 0 or 1 */
+  TSTOR_QINT8 = 12,           /* torch.qint8: int8 codes of a quantized tensor */
+  TSTOR_QUINT8 = 13,          /* torch.quint8 */
+  TSTOR_QINT32 = 14,          /* torch.qint32 */
+  TSTOR_BFLOAT16 = 15,        /* torch.bfloat16: the top half of a float32 */
+  TSTOR_QUINT4X2 = 16,        /* torch.quint4x2: two 4-bit codes per byte */
+  TSTOR_QUINT2X4 = 17,        /* torch.quint2x4: four 2-bit codes per byte */
+  TSTOR_FLOAT8_E5M2 = 23,     /* OCP FP8 E5M2: bias 15, inf and NaN as IEEE */
+  TSTOR_FLOAT8_E4M3FN = 24,   /* OCP FP8 E4M3: bias 7, no inf, NaN S.1111.111 */
+  TSTOR_FLOAT8_E5M2FNUZ = 25, /* E5M2, bias 16, no inf, no -0, NaN 0x80 */
+  TSTOR_FLOAT8_E4M3FNUZ = 26  /* E4M3, bias 8, no inf, no -0, NaN 0x80 */
+} tstor_dtype;
+
+/* One past the largest dtype value, for loops and tables (check validity with
+ * tstor_dtype_info: not every value below it is a dtype). */
+#define TSTOR_DTYPE_END 27
+
+typedef enum tstor_dtype_kind {
+  TSTOR_KIND_BOOL = 0,
+  TSTOR_KIND_UNSIGNED = 1, /* uint8 */
+  TSTOR_KIND_SIGNED = 2,   /* int8 .. int64 */
+  TSTOR_KIND_FLOAT = 3,    /* float16, bfloat16, float32, float64, the float8s */
+  TSTOR_KIND_COMPLEX = 4,  /* complex32, complex64, complex128 */
+  TSTOR_KIND_QUANTIZED = 5 /* qint8, quint8, qint32, quint4x2, quint2x4 */
+} tstor_dtype_kind;
+
+typedef struct tstor_dtype_info {
+  tstor_dtype dtype;
+  const char *name;        /* PyTorch's name without "torch.": "float32" */
+  const char *alias;       /* PyTorch's other name ("float", "half", "cfloat"), or NULL */
+  const char *legacy_name; /* the storage class stem, "Float" for torch.FloatStorage
+                              (Torch7's name where Torch7 had one), or NULL */
+  const char *scalar_type; /* c10::ScalarType's name: "Float", "ComplexHalf" */
+  size_t element_size;     /* bytes per element; 1 for the packed quint4x2/2x4 */
+  tstor_dtype_kind kind;
+  int is_signed;           /* 1 for signed integers and every float or complex */
+  tstor_dtype underlying;  /* the integer type a quantized dtype stores (qint8 ->
+                              int8; quint4x2 -> uint8); the dtype itself otherwise */
+} tstor_dtype_info;
+
+/* The description of `dtype`, or NULL when it is not a dtype. Static; never
+ * freed. */
+TSTOR_EXTERN const tstor_dtype_info *tstor_dtype_info_of(tstor_dtype dtype);
+
+/* Shorthands: "float32" (or "?" for a non-dtype) and the element size (0 for a
+ * non-dtype). The string is static. */
+TSTOR_EXTERN const char *tstor_dtype_name(tstor_dtype dtype);
+TSTOR_EXTERN size_t tstor_dtype_size(tstor_dtype dtype);
+
+/* Parses a dtype name: PyTorch's ("float32", "torch.float32", "float", "half",
+ * "chalf"), the storage class ("FloatStorage", "torch.FloatStorage", "Float")
+ * or c10's ("ComplexFloat"). Case matters, as in PyTorch. TSTOR_ENOENT for an
+ * unknown name, TSTOR_EINVAL for NULL. */
+TSTOR_EXTERN int tstor_dtype_parse(const char *name, tstor_dtype *out);
+
+/* 0 when PyTorch converts src_dtype to dst_dtype, TSTOR_EDTYPE when it refuses
+ * (a quantized dtype on either side, unless both are the same dtype: a copy),
+ * TSTOR_EINVAL for a non-dtype. Sets the error detail on failure. */
+TSTOR_EXTERN int tstor_dtype_can_convert(tstor_dtype dst_dtype, tstor_dtype src_dtype);
+
+/* Converts `count` elements of host memory at src (src_dtype) into dst
+ * (dst_dtype). The buffers must not overlap unless dst == src and both dtypes
+ * have the same size. This is the reference conversion that every device's
+ * convert op matches. Large counts are split over worker threads (see
+ * tstor_set_num_threads).
+ *
+ * Results are those of PyTorch's CPU tensor.to(dst_dtype):
+ *   - float to float16/bfloat16/float8 rounds to nearest, ties to even, with
+ *     subnormals, infinities and signed zeros kept. float64 to float16,
+ *     bfloat16 or a float8 goes through float32, rounding twice, as PyTorch does.
+ *     NaN becomes 0x7E00 (float16, sign kept), 0xFFFF (bfloat16), 0x7F with the
+ *     sign (e4m3fn, e5m2) or 0x80 (the fnuz formats). float8_e4m3fn and the fnuz
+ *     formats have no infinity: values past their range, infinities included,
+ *     become NaN; e5m2 overflows to infinity.
+ *   - complex to real keeps the real part; real to complex has a +0 imaginary
+ *     part; complex to bool, like every complex to real conversion, looks at the
+ *     real part only (PyTorch 1.13: 1j becomes false).
+ *   - to bool: nonzero (NaN included) is true.
+ *   - integer to narrower integer wraps (keeps the low bits).
+ *   - float to integer truncates toward zero. Where C leaves it undefined (NaN,
+ *     infinity, out of range) tstor does what x86 does and PyTorch therefore
+ *     gives: to int64 the result is INT64_MIN; to int32, int16 and int8 the value
+ *     is first made an int32 (INT32_MIN when it does not fit) and then wrapped;
+ *     to uint8 it is made an int64 (INT64_MIN when it does not fit) and wrapped,
+ *     so -1.0 becomes 255 and 300.0 becomes 44. Never a trap, on any machine.
+ * TSTOR_EDTYPE where tstor_dtype_can_convert refuses; TSTOR_EINVAL for a NULL
+ * buffer with count > 0. Nothing is written on failure. */
+TSTOR_EXTERN int tstor_dtype_convert(void *dst, tstor_dtype dst_dtype, const void *src,
+                                     tstor_dtype src_dtype, size_t count);
+
+/* Worker threads for large host conversions, copies and fills: n >= 1, or 0
+ * for the default ($TSTOR_NUM_THREADS, else the number of online CPUs).
+ * Process-wide. Returns the previous setting (0 when it was the default). */
+TSTOR_EXTERN int tstor_set_num_threads(int n);
+/* The number of threads large operations use now (>= 1). */
+TSTOR_EXTERN int tstor_get_num_threads(void);
+
+/* ----------------------------------------------------------- typed storages */
+
+/* Byte order of an external buffer (PyTorch's from_buffer byte_order). */
+typedef enum tstor_byte_order {
+  TSTOR_ORDER_NATIVE = 0,
+  TSTOR_ORDER_LITTLE = 1,
+  TSTOR_ORDER_BIG = 2
+} tstor_byte_order;
+
+/* A new resizable storage of `count` uninitialised elements of `dtype` on `dev`
+ * (Torch7's torch.IntStorage(n)). *out is a new reference. */
+TSTOR_EXTERN int tstor_typed_new(tstor_context *ctx, tstor_device dev, tstor_dtype dtype,
+                                 size_t count, tstor_storage **out);
+
+/* Number of `dtype` elements in s (Torch7's size(), PyTorch's size()).
+ * TSTOR_ESIZE when nbytes is not a multiple of the element size. */
+TSTOR_EXTERN int tstor_typed_size(const tstor_storage *s, tstor_dtype dtype, size_t *out);
+
+/* Resizes s to `count` elements, keeping the first ones (Torch7's resize()).
+ * Same rules as tstor_storage_resize. */
+TSTOR_EXTERN int tstor_typed_resize(tstor_storage *s, tstor_dtype dtype, size_t count);
+
+/* A view of elements [offset, offset + count) of base (Torch7's
+ * torch.IntStorage(storage, offset, size), with a 0-based offset). *out is a new
+ * reference holding one on base; base stays the caller's. */
+TSTOR_EXTERN int tstor_typed_view(tstor_storage *base, tstor_dtype dtype, size_t offset,
+                                  size_t count, tstor_storage **out);
+
+/* Reads / writes element `index` as raw bytes of the dtype (element_size bytes
+ * at value). TSTOR_ERANGE for an index past the end, with the index and size in
+ * the detail. */
+TSTOR_EXTERN int tstor_typed_get(const tstor_storage *s, tstor_dtype dtype, size_t index,
+                                 void *value);
+TSTOR_EXTERN int tstor_typed_set(tstor_storage *s, tstor_dtype dtype, size_t index,
+                                 const void *value);
+
+/* Element access by number, converting as tstor_dtype_convert does (x[i] = 3.7
+ * in an IntStorage stores 3; a complex element reads as its real part).
+ * Quantized dtypes read and write their integer codes, as PyTorch does. */
+TSTOR_EXTERN int tstor_typed_get_f64(const tstor_storage *s, tstor_dtype dtype,
+                                     size_t index, double *out);
+TSTOR_EXTERN int tstor_typed_set_f64(tstor_storage *s, tstor_dtype dtype, size_t index,
+                                     double value);
+TSTOR_EXTERN int tstor_typed_get_i64(const tstor_storage *s, tstor_dtype dtype,
+                                     size_t index, int64_t *out);
+TSTOR_EXTERN int tstor_typed_set_i64(tstor_storage *s, tstor_dtype dtype, size_t index,
+                                     int64_t value);
+
+/* A new storage on `dev` holding `count` values read from the C array `values`
+ * of `values_dtype`, converted to `dtype` (Torch7's torch.IntStorage({1,2,3,4})
+ * is int32_t v[] = {1, 2, 3, 4} with both dtypes TSTOR_INT32). The caller keeps
+ * `values`. *out is a new reference. */
+TSTOR_EXTERN int tstor_typed_from_array(tstor_context *ctx, tstor_device dev,
+                                        tstor_dtype dtype, const void *values,
+                                        tstor_dtype values_dtype, size_t count,
+                                        tstor_storage **out);
+
+/* Copies all of s, converted to `out_dtype`, into the C array `out` of
+ * `out_count` elements (PyTorch's tolist). TSTOR_ESIZE when out_count is not
+ * the storage's element count. */
+TSTOR_EXTERN int tstor_typed_to_array(const tstor_storage *s, tstor_dtype dtype, void *out,
+                                      tstor_dtype out_dtype, size_t out_count);
+
+/* Sets every element to the element_size bytes at value (Torch7's fill()). */
+TSTOR_EXTERN int tstor_typed_fill(tstor_storage *s, tstor_dtype dtype, const void *value);
+
+/* A new storage on `dev` from nbytes of `buffer` read as elements of `dtype` in
+ * byte order `order` (PyTorch's from_buffer). nbytes must be a multiple of the
+ * element size (TSTOR_ESIZE). For complex dtypes each half is swapped on its
+ * own. The caller keeps the buffer. *out is a new reference. */
+TSTOR_EXTERN int tstor_typed_from_buffer(tstor_context *ctx, tstor_device dev,
+                                         tstor_dtype dtype, const void *buffer,
+                                         size_t nbytes, tstor_byte_order order,
+                                         tstor_storage **out);
+
+/* Reverses the bytes of every element in place (each half of a complex element
+ * on its own, as PyTorch's byteswap). */
+TSTOR_EXTERN int tstor_typed_byteswap(tstor_storage *s, tstor_dtype dtype);
+
+/* Converting copy (Torch7's copy(), PyTorch's copy_): every element of src, read
+ * as src_dtype, converted into dst as dst_dtype. The element counts must match
+ * (TSTOR_ESIZE). Any two devices. dst and src may be the same bytes only when
+ * the two dtypes have the same size. A dst without data (meta) is only
+ * size-checked, as tstor_storage_copy does. */
+TSTOR_EXTERN int tstor_typed_copy(tstor_storage *dst, tstor_dtype dst_dtype,
+                                  const tstor_storage *src, tstor_dtype src_dtype);
+
+/* A new storage on s's device with s's elements converted to `dtype` (PyTorch's
+ * .float(), .double(), .type(), Torch7's :float()...). A meta storage gives a
+ * meta storage of the new size. *out is a new reference; s stays the caller's. */
+TSTOR_EXTERN int tstor_typed_convert(const tstor_storage *s, tstor_dtype dtype,
+                                     tstor_dtype new_dtype, tstor_storage **out);
+
+/* Torch7's string(str): makes byte/char storage s exactly `len` bytes long (it
+ * must be resizable, or already of that size) and copies the bytes in, NULs
+ * included. dtype must be uint8 or int8 (TSTOR_EINVAL otherwise). */
+TSTOR_EXTERN int tstor_typed_set_string(tstor_storage *s, tstor_dtype dtype, const void *bytes,
+                                        size_t len);
+
+/* Torch7's string(): copies the storage's bytes into buf (at most `size`) and
+ * sets *len to the storage's byte size. TSTOR_ERANGE, with *len set, when buf
+ * is too small; buf may then be NULL with size 0 to ask for the length. No NUL
+ * is appended. */
+TSTOR_EXTERN int tstor_typed_get_string(const tstor_storage *s, tstor_dtype dtype, void *buf,
+                                        size_t size, size_t *len);
+
+/* ---------------------------------------------------------------- printing */
+
+enum {
+  /* Footer as Torch7: "[torch.IntStorage of size 4]"; without it, as PyTorch:
+   * "[torch.storage.TypedStorage(dtype=torch.int32, device=cpu) of size 4]" */
+  TSTOR_PRINT_TORCH7 = 1 << 0
+};
+
+/* Writes one element as PyTorch's str() of it would ("1", "1.5", "-0.0",
+ * "nan", "1e+20", "True", "(1+2j)"; a float element is shown as the shortest
+ * decimal that reads back to the same double) into buf, NUL-terminated. *len,
+ * when non-NULL, gets the length without the NUL. TSTOR_ERANGE when it does not
+ * fit (64 bytes always do). */
+TSTOR_EXTERN int tstor_dtype_format(tstor_dtype dtype, const void *value, char *buf,
+                                    size_t size, size_t *len);
+
+/* Prints s as Torch7 and PyTorch print storages: each element on its own line,
+ * indented by one space, then a footer naming the dtype, device and size. A
+ * storage without data (meta) prints the footer only. */
+TSTOR_EXTERN int tstor_typed_print(FILE *f, const tstor_storage *s, tstor_dtype dtype,
+                                   unsigned flags);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TSTOR_TYPED_H */
