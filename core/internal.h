@@ -100,7 +100,7 @@ struct tstor_module {
   tstor__section *section; /* owned by the context's config */
   char *path;              /* resolved library path */
   void *dl;
-  const tstor_backend_entry *entry;
+  const tstor_backend_def *entry;
   void *state;      /* module_state from init */
   int initialized;  /* init succeeded: fini is owed */
   int registering;  /* inside init: registration allowed */

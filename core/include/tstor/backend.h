@@ -180,20 +180,20 @@ typedef struct tstor_registrar {
  * at most msg_size bytes) and the core drops whatever it registered. fini() is
  * called once, after init succeeded, when the module is about to be unloaded:
  * after its context is closed and its last storage released. */
-typedef struct tstor_backend_entry {
-  uint32_t struct_size; /* sizeof(tstor_backend_entry) as the module was built */
+typedef struct tstor_backend_def {
+  uint32_t struct_size; /* sizeof(tstor_backend_def) as the module was built */
   uint32_t abi_version; /* TSTOR_ABI_VERSION as the module was built */
   int (*init)(const tstor_registrar *reg, tstor_module *m, void **module_state, char *msg,
               size_t msg_size);
   void (*fini)(void *module_state);
-} tstor_backend_entry;
+} tstor_backend_def;
 
 #define TSTOR_BACKEND_ENTRY_SYMBOL "tstor_backend_entry"
 
 /* Defines the module's entry point; use once, at file scope. */
 #define TSTOR_BACKEND_DEFINE(init_fn, fini_fn)                                       \
-  TSTOR_EXTERN const tstor_backend_entry tstor_backend_entry = {                   \
-      sizeof(tstor_backend_entry), TSTOR_ABI_VERSION, (init_fn), (fini_fn)}
+  TSTOR_EXTERN const tstor_backend_def tstor_backend_entry = {                     \
+      sizeof(tstor_backend_def), TSTOR_ABI_VERSION, (init_fn), (fini_fn)}
 
 /* Fills in the two header fields of an ops table. */
 #define TSTOR_OPS_HEADER(type) sizeof(type), TSTOR_ABI_VERSION

@@ -1,0 +1,57 @@
+/* Error codes and the per-thread detail message. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static _Thread_local char last_error[TSTOR__ERRBUF];
+
+const char *tstor_strerror(int err) {
+  switch (err) {
+    case TSTOR_OK: return "success";
+#define TSTOR__STR(name, value, msg) \
+  case TSTOR_##name: return msg;
+    TSTOR_ERRNO_MAP(TSTOR__STR)
+#undef TSTOR__STR
+  }
+  return "unknown error";
+}
+
+const char *tstor_err_name(int err) {
+  switch (err) {
+    case TSTOR_OK: return "TSTOR_OK";
+#define TSTOR__NAME(name, value, msg) \
+  case TSTOR_##name: return "TSTOR_" #name;
+    TSTOR_ERRNO_MAP(TSTOR__NAME)
+#undef TSTOR__NAME
+  }
+  return "TSTOR_EUNKNOWN";
+}
+
+const char *tstor_last_error(void) { return last_error; }
+
+int tstor__verr(int code, const char *fmt, va_list ap) {
+  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  return code;
+}
+
+int tstor__err(int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  tstor__verr(code, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+void tstor__err_clear(void) { last_error[0] = '\0'; }
+
+void tstor__err_prefix(const char *fmt, ...) {
+  char inner[TSTOR__ERRBUF];
+  memcpy(inner, last_error, sizeof inner);
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(last_error, sizeof last_error, fmt, ap);
+  va_end(ap);
+  if (n >= 0 && (size_t)n < sizeof last_error)
+    snprintf(last_error + n, sizeof last_error - (size_t)n, ": %s", inner);
+}

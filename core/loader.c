@@ -1,0 +1,292 @@
+/* Finding, loading and initialising backend modules, and the registrar they
+ * call back into. */
+#include "internal.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The smallest entry table the core accepts: the header and init. */
+#define TSTOR__ENTRY_MIN (offsetof(tstor_backend_def, init) + sizeof(void (*)(void)))
+
+static int is_file(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Tries `dir/lib` for each directory of a colon-separated list; relative
+ * directories are taken against the config's folder. */
+static char *search_dirs(const tstor__config *cfg, const char *list, const char *lib,
+                         char *tried, size_t tried_size) {
+  const char *p = list;
+  while (p && *p) {
+    const char *colon = strchr(p, ':');
+    size_t n = colon ? (size_t)(colon - p) : strlen(p);
+    if (n > 0) {
+      char *path;
+      if (p[0] == '/' || !cfg->dir)
+        path = tstor__asprintf("%.*s/%s", (int)n, p, lib);
+      else
+        path = tstor__asprintf("%s/%.*s/%s", cfg->dir, (int)n, p, lib);
+      if (!path) return NULL;
+      if (p[0] != '/' && !cfg->dir) {
+        /* A relative directory with nothing to be relative to: skip it rather
+         * than search the working directory. */
+        tstor__free(path);
+      } else if (is_file(path)) {
+        return path;
+      } else {
+        size_t used = strlen(tried);
+        snprintf(tried + used, tried_size - used, "%s%s", used ? ", " : "", path);
+        tstor__free(path);
+      }
+    }
+    p = colon ? colon + 1 : NULL;
+  }
+  return NULL;
+}
+
+/* Resolves a section's library to a path: absolute as given; relative against
+ * $TSTOR_BACKEND_DIR, backend_dir, then the config file's folder; never the
+ * working directory. */
+static int resolve_library(tstor_context *ctx, const tstor__section *sec, char **out) {
+  const tstor__config *cfg = ctx->config;
+  const char *lib = sec->library;
+  *out = NULL;
+  if (lib[0] == '/') {
+    *out = tstor__strdup(lib);
+    return *out ? 0 : tstor__err(TSTOR_ENOMEM, "out of memory");
+  }
+  char tried[TSTOR__ERRBUF / 2] = "";
+  const char *lists[3] = {getenv("TSTOR_BACKEND_DIR"), cfg->backend_dir, cfg->dir};
+  for (int i = 0; i < 3; i++) {
+    if (!lists[i] || !*lists[i]) continue;
+    *out = search_dirs(cfg, lists[i], lib, tried, sizeof tried);
+    if (*out) return 0;
+  }
+  return tstor__err(TSTOR_ELOAD, "library %s not found (tried: %s)", lib,
+                    tried[0] ? tried : "no backend_dir and no config folder");
+}
+
+static int load_module(tstor_context *ctx, tstor__backend *b, tstor__section *sec) {
+  char msg[TSTOR__ERRBUF / 2] = "";
+  tstor_module *m = tstor__calloc(1, sizeof *m);
+  if (!m) return tstor__err(TSTOR_ENOMEM, "out of memory");
+  m->ctx = ctx;
+  m->section = sec;
+  m->path = b->library;
+
+  dlerror();
+  m->dl = dlopen(m->path, RTLD_NOW | RTLD_LOCAL);
+  if (!m->dl) {
+    const char *why = dlerror();
+    tstor__free(m);
+    return tstor__err(TSTOR_ELOAD, "cannot load %s: %s", b->library, why ? why : "unknown");
+  }
+  const char *symbol = sec->entry ? sec->entry : TSTOR_BACKEND_ENTRY_SYMBOL;
+  m->entry = dlsym(m->dl, symbol);
+  int rc = 0;
+  if (!m->entry) {
+    rc = tstor__err(TSTOR_ELOAD, "%s has no entry point '%s'", b->library, symbol);
+  } else if (TSTOR_ABI_MAJOR_OF(m->entry->abi_version) != TSTOR_ABI_MAJOR) {
+    rc = tstor__err(TSTOR_EABI,
+                    "%s was built for backend ABI %u.%u; this tstor speaks ABI %u.%u",
+                    b->library, TSTOR_ABI_MAJOR_OF(m->entry->abi_version),
+                    TSTOR_ABI_MINOR_OF(m->entry->abi_version), TSTOR_ABI_MAJOR, TSTOR_ABI_MINOR);
+  } else if (m->entry->struct_size < TSTOR__ENTRY_MIN || !m->entry->init) {
+    rc = tstor__err(TSTOR_EABI, "%s: entry table too small (%u bytes) or without init",
+                    b->library, m->entry->struct_size);
+  }
+  if (rc == 0) {
+    m->registering = 1;
+    rc = m->entry->init(&tstor__registrar, m, &m->state, msg, sizeof msg);
+    m->registering = 0;
+    msg[sizeof msg - 1] = '\0';
+    if (rc == 0) {
+      m->initialized = 1;
+      for (int i = 0; i < sec->nkeys && rc == 0; i++) {
+        if (!sec->keys[i].used)
+          rc = tstor__err(TSTOR_ECONFIG, "%s:%d: unknown key '%s' in [backend %s]",
+                          ctx->config->name, sec->keys[i].line, sec->keys[i].key, sec->name);
+      }
+    } else if (rc == TSTOR_EDECLINED) {
+      tstor__err(TSTOR_EDECLINED, "%s", msg[0] ? msg : "declined");
+    } else if (rc == TSTOR_ECONFIG && !msg[0]) {
+      /* a bad key read through the registrar: its detail is already set */
+    } else {
+      if (rc >= 0 || rc <= TSTOR__ERR_LAST) rc = TSTOR_EBACKEND; /* not one of ours */
+      tstor__err(rc, "init failed: %s", msg[0] ? msg : tstor_strerror(rc));
+    }
+  }
+  if (rc != 0) {
+    tstor__registry_drop_module(ctx, m);
+    if (m->initialized && m->entry->struct_size >= offsetof(tstor_backend_def, fini) +
+                                                        sizeof m->entry->fini &&
+        m->entry->fini)
+      m->entry->fini(m->state);
+    dlclose(m->dl);
+    tstor__free(m);
+    return rc;
+  }
+  b->module = m;
+  return 0;
+}
+
+int tstor__load_backends(tstor_context *ctx) {
+  tstor__config *cfg = ctx->config;
+  for (int i = 0; i < cfg->nsections; i++) {
+    tstor__section *sec = &cfg->sections[i];
+    tstor__backend *b = &ctx->backends[ctx->nbackends++];
+    b->info.name = sec->name;
+    b->info.optional = sec->optional;
+    b->info.library = sec->library;
+    b->info.message = "";
+    if (!sec->enabled) {
+      b->info.state = TSTOR_BACKEND_DISABLED;
+      continue;
+    }
+    int rc = resolve_library(ctx, sec, &b->library);
+    if (rc == 0) {
+      b->info.library = b->library;
+      rc = load_module(ctx, b, sec);
+    }
+    if (rc == 0) {
+      b->info.state = TSTOR_BACKEND_LOADED;
+      tstor__log(ctx, TSTOR_LOG_INFO, "backend %s loaded from %s", sec->name, b->info.library);
+      continue;
+    }
+    if (rc == TSTOR_ENOMEM || rc == TSTOR_ECONFIG) return rc;
+    b->message = tstor__strdup(tstor_last_error());
+    if (!b->message) return tstor__err(TSTOR_ENOMEM, "out of memory");
+    b->info.message = b->message;
+    if (rc == TSTOR_EDECLINED) {
+      b->info.state = TSTOR_BACKEND_DECLINED;
+      tstor__log(ctx, TSTOR_LOG_INFO, "backend %s declined: %s", sec->name, b->message);
+      continue;
+    }
+    b->info.state = TSTOR_BACKEND_FAILED;
+    if (sec->optional) {
+      tstor__log(ctx, TSTOR_LOG_INFO, "optional backend %s not loaded: %s", sec->name,
+                 b->message);
+      continue;
+    }
+    tstor__err_prefix("%s:%d: backend %s", cfg->name, sec->line, sec->name);
+    return rc;
+  }
+  return 0;
+}
+
+void tstor__unload_backends(tstor_context *ctx) {
+  for (int i = ctx->nbackends - 1; i >= 0; i--) {
+    tstor__backend *b = &ctx->backends[i];
+    tstor_module *m = b->module;
+    if (m) {
+      if (m->entry->struct_size >= offsetof(tstor_backend_def, fini) + sizeof m->entry->fini &&
+          m->entry->fini)
+        m->entry->fini(m->state);
+      dlclose(m->dl);
+      tstor__free(m);
+    }
+    tstor__free(b->message);
+    tstor__free(b->library);
+  }
+  ctx->nbackends = 0;
+}
+
+/* ------------------------------------------------------------- registrar */
+
+static const char *reg_config_get(tstor_module *m, const char *key) {
+  if (!m || !key) return NULL;
+  for (int i = 0; i < m->section->nkeys; i++) {
+    if (strcmp(m->section->keys[i].key, key) == 0) {
+      m->section->keys[i].used = 1;
+      return m->section->keys[i].value;
+    }
+  }
+  return NULL;
+}
+
+static int key_line(tstor_module *m, const char *key) {
+  for (int i = 0; i < m->section->nkeys; i++)
+    if (strcmp(m->section->keys[i].key, key) == 0) return m->section->keys[i].line;
+  return 0;
+}
+
+static int reg_config_int(tstor_module *m, const char *key, long long def, long long min,
+                          long long max, long long *out) {
+  const char *v = reg_config_get(m, key);
+  *out = def;
+  if (!v) return 0;
+  errno = 0;
+  char *end;
+  long long x = strtoll(v, &end, 0);
+  if (end == v || *end != '\0' || errno == ERANGE || x < min || x > max)
+    return tstor__err(TSTOR_ECONFIG,
+                      "%s:%d: [backend %s] %s = '%s': expected an integer from %lld to %lld",
+                      m->ctx->config->name, key_line(m, key), m->section->name, key, v, min, max);
+  *out = x;
+  return 0;
+}
+
+static int reg_config_bool(tstor_module *m, const char *key, int def, int *out) {
+  const char *v = reg_config_get(m, key);
+  *out = def;
+  if (!v) return 0;
+  if (tstor__parse_bool(v, out) != 0)
+    return tstor__err(TSTOR_ECONFIG, "%s:%d: [backend %s] %s = '%s': expected yes or no",
+                      m->ctx->config->name, key_line(m, key), m->section->name, key, v);
+  return 0;
+}
+
+static void reg_log(tstor_module *m, int level, const char *fmt, ...) {
+  if (!m || level > m->ctx->log_level) return;
+  char buf[TSTOR__ERRBUF];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "tstor: %s: %s\n", m->section->name, buf);
+}
+
+static int reg_set_error(int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  tstor__verr(code, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+int tstor__registry_register_device_type(tstor_module *m, const tstor_device_ops *ops,
+                                         void *state);
+int tstor__registry_register_allocator(tstor_module *m, const char *type,
+                                       const tstor_allocator_ops *ops, void *state);
+int tstor__registry_register_copy(tstor_module *m, const char *src, const char *dst,
+                                  tstor_copy_fn fn, void *state);
+
+const tstor_registrar tstor__registrar = {
+    sizeof(tstor_registrar),
+    TSTOR_ABI_VERSION,
+    tstor__registry_register_device_type,
+    tstor__registry_register_allocator,
+    tstor__registry_register_copy,
+    reg_config_get,
+    reg_config_int,
+    reg_config_bool,
+    reg_log,
+    reg_set_error,
+};
+
+void tstor__log(tstor_context *ctx, int level, const char *fmt, ...) {
+  if (level > ctx->log_level) return;
+  char buf[TSTOR__ERRBUF];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "tstor: %s\n", buf);
+}

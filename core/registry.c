@@ -1,0 +1,351 @@
+/* The registry: device types, allocators and the copy table of a context.
+ *
+ * Registration happens only while a context is being opened, one module at a
+ * time under the loader; afterwards the registry is read-only, so lookups
+ * take no lock. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Copies a module's table into ours: fields past its declared size stay NULL. */
+static void widen(void *dst, size_t dst_size, const void *src, uint32_t src_size) {
+  memset(dst, 0, dst_size);
+  memcpy(dst, src, src_size < dst_size ? src_size : dst_size);
+}
+
+static int check_header(tstor_module *m, const char *what, uint32_t size, uint32_t abi,
+                        size_t min_size) {
+  if (!m || !m->registering)
+    return tstor__err(TSTOR_EINVAL, "%s registered outside init", what);
+  if (TSTOR_ABI_MAJOR_OF(abi) != TSTOR_ABI_MAJOR)
+    return tstor__err(TSTOR_EABI, "%s table built for ABI %u.%u; this tstor speaks %u.%u", what,
+                      TSTOR_ABI_MAJOR_OF(abi), TSTOR_ABI_MINOR_OF(abi), TSTOR_ABI_MAJOR,
+                      TSTOR_ABI_MINOR);
+  if (size < min_size)
+    return tstor__err(TSTOR_EABI, "%s table too small (%u bytes, at least %zu)", what, size,
+                      min_size);
+  return 0;
+}
+
+static int valid_type_name(const char *s) {
+  if (!s || !*s || strlen(s) > 32) return 0;
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_' || *s == '-'))
+      return 0;
+  return 1;
+}
+
+static int find_type(tstor_context *ctx, const char *name) {
+  for (int i = 0; i < ctx->ntypes; i++)
+    if (strcmp(ctx->types[i].name, name) == 0) return i;
+  return -1;
+}
+
+#define MIN_ALLOC_OPS (offsetof(tstor_allocator_ops, free) + sizeof(void (*)(void)))
+#define MIN_DEVICE_OPS (offsetof(tstor_device_ops, allocator) + sizeof(void *))
+
+static int add_allocator(tstor_context *ctx, tstor_module *m, const tstor_allocator_ops *ops,
+                         void *state, int type, tstor__allocator **out) {
+  int rc = check_header(m, "allocator", ops ? ops->struct_size : 0, ops ? ops->abi_version : 0,
+                        MIN_ALLOC_OPS);
+  if (rc) return rc;
+  if (!ops->allocate || !ops->free)
+    return tstor__err(TSTOR_EINVAL, "allocator %s lacks allocate or free",
+                      ops->name ? ops->name : "?");
+  if (ctx->nallocators == (int)(sizeof ctx->allocators / sizeof ctx->allocators[0]))
+    return tstor__err(TSTOR_ENOMEM, "too many allocators");
+  tstor__allocator *a = tstor__calloc(1, sizeof *a);
+  if (!a) return tstor__err(TSTOR_ENOMEM, "out of memory");
+  widen(&a->ops, sizeof a->ops, ops, ops->struct_size);
+  a->state = state;
+  a->module = m;
+  a->type = type;
+  ctx->allocators[ctx->nallocators++] = a;
+  *out = a;
+  return 0;
+}
+
+int tstor__registry_register_device_type(tstor_module *m, const tstor_device_ops *ops,
+                                         void *state);
+int tstor__registry_register_device_type(tstor_module *m, const tstor_device_ops *ops,
+                                         void *state) {
+  int rc = check_header(m, "device", ops ? ops->struct_size : 0, ops ? ops->abi_version : 0,
+                        MIN_DEVICE_OPS);
+  if (rc) return rc;
+  tstor_context *ctx = m->ctx;
+  if (!valid_type_name(ops->type_name))
+    return tstor__err(TSTOR_EINVAL, "invalid device type name \"%s\" (use a-z, 0-9, '_', '-')",
+                      ops->type_name ? ops->type_name : "(null)");
+  int existing = find_type(ctx, ops->type_name);
+  if (existing >= 0)
+    return tstor__err(TSTOR_EEXIST, "device type \"%s\" is already registered by backend %s",
+                      ops->type_name, ctx->types[existing].module->section->name);
+  if (!ops->device_count || !ops->allocator)
+    return tstor__err(TSTOR_EINVAL, "device type %s lacks device_count or allocator",
+                      ops->type_name);
+  if (ctx->ntypes == TSTOR__MAX_TYPES)
+    return tstor__err(TSTOR_ENOMEM, "too many device types (at most %d)", TSTOR__MAX_TYPES);
+  int count = ops->device_count(state);
+  if (count < 0)
+    return tstor__err(TSTOR_EBACKEND, "device type %s reported %d devices", ops->type_name,
+                      count);
+
+  tstor__devtype *t = &ctx->types[ctx->ntypes];
+  memset(t, 0, sizeof *t);
+  widen(&t->ops, sizeof t->ops, ops, ops->struct_size);
+  t->name = tstor__strdup(ops->type_name);
+  if (!t->name) return tstor__err(TSTOR_ENOMEM, "out of memory");
+  rc = add_allocator(ctx, m, ops->allocator, state, ctx->ntypes, &t->allocator);
+  if (rc) {
+    tstor__free(t->name);
+    return rc;
+  }
+  t->state = state;
+  t->module = m;
+  t->count = count;
+  t->has_streams = t->ops.stream_create && t->ops.stream_destroy && t->ops.stream_synchronize &&
+                   t->ops.stream_wait_event && t->ops.event_create && t->ops.event_destroy &&
+                   t->ops.event_record && t->ops.event_query && t->ops.event_synchronize;
+  ctx->ntypes++;
+  return 0;
+}
+
+int tstor__registry_register_allocator(tstor_module *m, const char *type,
+                                       const tstor_allocator_ops *ops, void *state);
+int tstor__registry_register_allocator(tstor_module *m, const char *type,
+                                       const tstor_allocator_ops *ops, void *state) {
+  if (!m || !type) return tstor__err(TSTOR_EINVAL, "allocator without a device type");
+  tstor_context *ctx = m->ctx;
+  int t = find_type(ctx, type);
+  if (t < 0)
+    return tstor__err(TSTOR_ENODEV,
+                      "allocator for unknown device type \"%s\" (list its backend first)", type);
+  tstor__allocator *a;
+  return add_allocator(ctx, m, ops, state, t, &a);
+}
+
+int tstor__registry_register_copy(tstor_module *m, const char *src, const char *dst,
+                                  tstor_copy_fn fn, void *state);
+int tstor__registry_register_copy(tstor_module *m, const char *src, const char *dst,
+                                  tstor_copy_fn fn, void *state) {
+  if (!m || !m->registering) return tstor__err(TSTOR_EINVAL, "copy registered outside init");
+  if (!valid_type_name(src) || !valid_type_name(dst) || !fn)
+    return tstor__err(TSTOR_EINVAL, "copy kernel needs two type names and a function");
+  tstor_context *ctx = m->ctx;
+  for (int i = 0; i < ctx->ncopies; i++)
+    if (strcmp(ctx->copies[i].src, src) == 0 && strcmp(ctx->copies[i].dst, dst) == 0)
+      return tstor__err(TSTOR_EEXIST, "a copy kernel %s -> %s is already registered", src, dst);
+  tstor__pending_copy *c = tstor__realloc(ctx->copies, sizeof *c * (size_t)(ctx->ncopies + 1));
+  if (!c) return tstor__err(TSTOR_ENOMEM, "out of memory");
+  ctx->copies = c;
+  c = &ctx->copies[ctx->ncopies];
+  c->src = tstor__strdup(src);
+  c->dst = tstor__strdup(dst);
+  if (!c->src || !c->dst) {
+    tstor__free(c->src);
+    tstor__free(c->dst);
+    return tstor__err(TSTOR_ENOMEM, "out of memory");
+  }
+  c->entry.fn = fn;
+  c->entry.state = state;
+  c->entry.module = m;
+  ctx->ncopies++;
+  return 0;
+}
+
+void tstor__registry_drop_module(tstor_context *ctx, tstor_module *m) {
+  /* A module registers after every earlier one, so its entries are the last. */
+  while (ctx->ncopies > 0 && ctx->copies[ctx->ncopies - 1].entry.module == m) {
+    ctx->ncopies--;
+    tstor__free(ctx->copies[ctx->ncopies].src);
+    tstor__free(ctx->copies[ctx->ncopies].dst);
+  }
+  while (ctx->nallocators > 0 && ctx->allocators[ctx->nallocators - 1]->module == m)
+    tstor__free(ctx->allocators[--ctx->nallocators]);
+  while (ctx->ntypes > 0 && ctx->types[ctx->ntypes - 1].module == m)
+    tstor__free(ctx->types[--ctx->ntypes].name);
+}
+
+void tstor__registry_finish(tstor_context *ctx) {
+  ctx->host_type = -1;
+  for (int i = 0; i < ctx->ntypes; i++) {
+    if (ctx->types[i].ops.flags & TSTOR_DEVICE_HOST) {
+      ctx->host_type = i;
+      break;
+    }
+  }
+  for (int i = 0; i < ctx->ncopies; i++) {
+    int s = find_type(ctx, ctx->copies[i].src), d = find_type(ctx, ctx->copies[i].dst);
+    if (s < 0 || d < 0) {
+      tstor__log(ctx, TSTOR_LOG_DEBUG, "copy kernel %s -> %s ignored: type not registered",
+                 ctx->copies[i].src, ctx->copies[i].dst);
+      continue;
+    }
+    ctx->copy_table[s][d] = ctx->copies[i].entry;
+  }
+  int h = ctx->host_type;
+  for (int s = 0; s < ctx->ntypes; s++) {
+    uint32_t sf = ctx->types[s].ops.flags;
+    for (int d = 0; d < ctx->ntypes; d++) {
+      uint32_t df = ctx->types[d].ops.flags;
+      int path;
+      if (df & TSTOR_DEVICE_NO_DATA)
+        path = TSTOR_COPY_CHECK;
+      else if (sf & TSTOR_DEVICE_NO_DATA)
+        path = TSTOR_COPY_NONE;
+      else if (ctx->copy_table[s][d].fn)
+        path = TSTOR_COPY_DIRECT;
+      else if ((sf & TSTOR_DEVICE_HOST) && (df & TSTOR_DEVICE_HOST))
+        path = TSTOR_COPY_HOST;
+      else if (h >= 0 && ((sf & TSTOR_DEVICE_HOST) || ctx->copy_table[s][h].fn) &&
+               ((df & TSTOR_DEVICE_HOST) || ctx->copy_table[h][d].fn))
+        path = TSTOR_COPY_STAGED;
+      else
+        path = TSTOR_COPY_NONE;
+      ctx->copy_path[s][d] = path;
+    }
+  }
+}
+
+void tstor__registry_free(tstor_context *ctx) {
+  for (int i = 0; i < ctx->ncopies; i++) {
+    tstor__free(ctx->copies[i].src);
+    tstor__free(ctx->copies[i].dst);
+  }
+  tstor__free(ctx->copies);
+  ctx->copies = NULL;
+  ctx->ncopies = 0;
+  for (int i = 0; i < ctx->nallocators; i++) tstor__free(ctx->allocators[i]);
+  ctx->nallocators = 0;
+  for (int i = 0; i < ctx->ntypes; i++) tstor__free(ctx->types[i].name);
+  ctx->ntypes = 0;
+}
+
+tstor__allocator *tstor__find_allocator(tstor_context *ctx, int type, uint32_t flags) {
+  for (int i = 0; i < ctx->nallocators; i++) {
+    tstor__allocator *a = ctx->allocators[i];
+    if (a->type == type && (a->ops.flags & flags) == flags) return a;
+  }
+  return NULL;
+}
+
+/* ------------------------------------------------------------ devices */
+
+int tstor__check_device(tstor_context *ctx, tstor_device dev) {
+  if (TSTOR__UNLIKELY(dev.type < 0 || dev.type >= ctx->ntypes))
+    return tstor__err(TSTOR_ENODEV, "unknown device type id %d (%d types registered)", dev.type,
+                      ctx->ntypes);
+  if (TSTOR__UNLIKELY(dev.index < 0 || dev.index >= ctx->types[dev.type].count))
+    return tstor__err(TSTOR_ENODEV, "%s:%d: no such device (%d %s device(s) present)",
+                      ctx->types[dev.type].name, dev.index, ctx->types[dev.type].count,
+                      ctx->types[dev.type].name);
+  return 0;
+}
+
+int tstor_device_parse(tstor_context *ctx, const char *text, tstor_device *out) {
+  int rc = tstor__ctx(&ctx);
+  if (rc) return rc;
+  if (!text || !out) return tstor__err(TSTOR_EINVAL, "device_parse: NULL argument");
+  const char *colon = strchr(text, ':');
+  size_t n = colon ? (size_t)(colon - text) : strlen(text);
+  int type = -1;
+  for (int i = 0; i < ctx->ntypes; i++) {
+    if (strlen(ctx->types[i].name) == n && memcmp(ctx->types[i].name, text, n) == 0) {
+      type = i;
+      break;
+    }
+  }
+  if (type < 0) return tstor__err(TSTOR_ENODEV, "unknown device type in \"%s\"", text);
+  long index = 0;
+  if (colon) {
+    const char *p = colon + 1;
+    if (*p < '0' || *p > '9')
+      return tstor__err(TSTOR_EINVAL, "bad device index in \"%s\"", text);
+    char *end;
+    index = strtol(p, &end, 10);
+    if (*end != '\0' || index > INT32_MAX)
+      return tstor__err(TSTOR_EINVAL, "bad device index in \"%s\"", text);
+  }
+  tstor_device dev = {type, (int32_t)index};
+  rc = tstor__check_device(ctx, dev);
+  if (rc) return rc;
+  *out = dev;
+  return 0;
+}
+
+int tstor_device_format(tstor_context *ctx, tstor_device dev, char *buf, size_t size) {
+  int rc = tstor__ctx(&ctx);
+  if (rc) return rc;
+  if (!buf) return tstor__err(TSTOR_EINVAL, "device_format: NULL buffer");
+  if (dev.type < 0 || dev.type >= ctx->ntypes || dev.index < 0)
+    return tstor__err(TSTOR_ENODEV, "unknown device (type id %d, index %d)", dev.type,
+                      dev.index);
+  int n = snprintf(buf, size, "%s:%d", ctx->types[dev.type].name, dev.index);
+  if (n < 0 || (size_t)n >= size) {
+    if (size) buf[0] = '\0';
+    return tstor__err(TSTOR_ERANGE, "device name needs %d bytes, buffer has %zu", n + 1, size);
+  }
+  return 0;
+}
+
+int tstor_device_type_count(tstor_context *ctx) {
+  int rc = tstor__ctx(&ctx);
+  return rc ? rc : ctx->ntypes;
+}
+
+const char *tstor_device_type_name(tstor_context *ctx, int type) {
+  if (tstor__ctx(&ctx) != 0 || type < 0 || type >= ctx->ntypes) return NULL;
+  return ctx->types[type].name;
+}
+
+int tstor_device_count(tstor_context *ctx, int type) {
+  int rc = tstor__ctx(&ctx);
+  if (rc) return rc;
+  if (type < 0 || type >= ctx->ntypes)
+    return tstor__err(TSTOR_ENODEV, "unknown device type id %d", type);
+  return ctx->types[type].count;
+}
+
+int tstor_device_default(tstor_context *ctx, tstor_device *out) {
+  int rc = tstor__ctx(&ctx);
+  if (rc) return rc;
+  if (!out) return tstor__err(TSTOR_EINVAL, "device_default: NULL argument");
+  *out = ctx->default_device;
+  return 0;
+}
+
+int tstor_copy_path_of(tstor_context *ctx, int src_type, int dst_type) {
+  int rc = tstor__ctx(&ctx);
+  if (rc) return rc;
+  if (src_type < 0 || src_type >= ctx->ntypes || dst_type < 0 || dst_type >= ctx->ntypes)
+    return tstor__err(TSTOR_ENODEV, "unknown device type id (%d or %d)", src_type, dst_type);
+  return ctx->copy_path[src_type][dst_type];
+}
+
+static int allocator_op(tstor_context *ctx, tstor_device dev, int which, tstor_stats *out) {
+  int rc = tstor__ctx(&ctx);
+  if (rc) return rc;
+  rc = tstor__check_device(ctx, dev);
+  if (rc) return rc;
+  tstor__allocator *a = ctx->types[dev.type].allocator;
+  switch (which) {
+    case 0:
+      if (!out) return tstor__err(TSTOR_EINVAL, "device_stats: NULL argument");
+      memset(out, 0, sizeof *out);
+      return a->ops.stats ? a->ops.stats(a->state, dev.index, out) : 0;
+    case 1: return a->ops.reset_peak ? a->ops.reset_peak(a->state, dev.index) : 0;
+    default: return a->ops.empty_cache ? a->ops.empty_cache(a->state, dev.index) : 0;
+  }
+}
+
+int tstor_device_stats(tstor_context *ctx, tstor_device dev, tstor_stats *out) {
+  return allocator_op(ctx, dev, 0, out);
+}
+int tstor_device_reset_peak(tstor_context *ctx, tstor_device dev) {
+  return allocator_op(ctx, dev, 1, NULL);
+}
+int tstor_device_empty_cache(tstor_context *ctx, tstor_device dev) {
+  return allocator_op(ctx, dev, 2, NULL);
+}

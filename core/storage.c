@@ -1,0 +1,324 @@
+/* The storage object: bytes on a device, a refcount, and who frees them. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int tstor__storage_alloc(tstor_context *ctx, tstor_device dev, tstor_storage **out) {
+  tstor_storage *s = tstor__malloc(sizeof *s);
+  if (TSTOR__UNLIKELY(!s)) return tstor__err(TSTOR_ENOMEM, "out of memory for a storage");
+  memset(s, 0, sizeof *s);
+  atomic_init(&s->refs, 1);
+  atomic_init(&s->nviews, 0);
+  atomic_init(&s->swap_lock, 0);
+  s->device = dev;
+  s->ctx = ctx;
+  if (ctx->types[dev.type].ops.flags & TSTOR_DEVICE_NO_DATA) s->flags = TSTOR_FLAG_NO_DATA;
+  tstor__ctx_retain(ctx);
+  *out = s;
+  return 0;
+}
+
+/* Frees the object (not its bytes) and drops its context reference. */
+static void storage_free(tstor_storage *s) {
+  tstor_context *ctx = s->ctx;
+  tstor__free(s->filename);
+  tstor__free(s);
+  tstor__ctx_release(ctx);
+}
+
+static int alloc_failed(tstor_context *ctx, tstor_device dev, tstor__allocator *a,
+                        size_t nbytes, int rc) {
+  const char *detail = tstor_last_error();
+  if (rc == TSTOR_ENOMEM && !detail[0])
+    tstor__err(rc, "%s:%d: cannot allocate %zu bytes", ctx->types[dev.type].name, dev.index,
+               nbytes);
+  else if (!detail[0])
+    tstor__err(rc, "%s allocator failed for %zu bytes", a->ops.name ? a->ops.name : "?", nbytes);
+  return rc;
+}
+
+int tstor__storage_new_with(tstor_context *ctx, tstor_device dev, tstor__allocator *a,
+                            size_t nbytes, void *stream, tstor_storage **out) {
+  tstor_storage *s;
+  int rc = tstor__storage_alloc(ctx, dev, &s);
+  if (TSTOR__UNLIKELY(rc)) return rc;
+  tstor_block block = {NULL, NULL};
+  tstor__err_clear();
+  rc = a->ops.allocate(a->state, dev.index, nbytes, stream, &block);
+  if (TSTOR__UNLIKELY(rc)) {
+    storage_free(s);
+    return alloc_failed(ctx, dev, a, nbytes, rc);
+  }
+  s->data = block.ptr;
+  s->alloc_ctx = block.alloc_ctx;
+  s->alloc = a;
+  s->nbytes = nbytes;
+  s->flags |= TSTOR_FLAG_RESIZABLE;
+  if (a->ops.flags & TSTOR_ALLOC_PINNED) s->flags |= TSTOR_FLAG_PINNED;
+  *out = s;
+  return 0;
+}
+
+int tstor_storage_new(tstor_context *ctx, tstor_device dev, size_t nbytes, tstor_storage **out) {
+  int rc = tstor__ctx(&ctx);
+  if (TSTOR__UNLIKELY(rc)) return rc;
+  if (TSTOR__UNLIKELY(!out)) return tstor__err(TSTOR_EINVAL, "storage_new: NULL out");
+  rc = tstor__check_device(ctx, dev);
+  if (TSTOR__UNLIKELY(rc)) return rc;
+  return tstor__storage_new_with(ctx, dev, ctx->types[dev.type].allocator, nbytes, NULL, out);
+}
+
+static int wrap(tstor_context *ctx, tstor_device dev, void *data, size_t nbytes,
+                tstor_deleter deleter, void *deleter_ctx, tstor_storage **out) {
+  int rc = tstor__ctx(&ctx);
+  if (rc) return rc;
+  if (!out) return tstor__err(TSTOR_EINVAL, "storage_wrap: NULL out");
+  rc = tstor__check_device(ctx, dev);
+  if (rc) return rc;
+  int no_data = (ctx->types[dev.type].ops.flags & TSTOR_DEVICE_NO_DATA) != 0;
+  if (no_data && data)
+    return tstor__err(TSTOR_EINVAL, "%s holds no data: wrap it with data NULL",
+                      ctx->types[dev.type].name);
+  if (!no_data && !data && nbytes > 0)
+    return tstor__err(TSTOR_EINVAL, "storage_wrap: NULL data for %zu bytes", nbytes);
+  tstor_storage *s;
+  rc = tstor__storage_alloc(ctx, dev, &s);
+  if (rc) return rc;
+  s->data = data;
+  s->nbytes = nbytes;
+  s->deleter = deleter;
+  s->deleter_ctx = deleter_ctx;
+  if (!deleter) s->flags |= TSTOR_FLAG_BORROWED;
+  *out = s;
+  return 0;
+}
+
+int tstor_storage_wrap(tstor_context *ctx, tstor_device dev, void *data, size_t nbytes,
+                       tstor_storage **out) {
+  return wrap(ctx, dev, data, nbytes, NULL, NULL, out);
+}
+
+int tstor_storage_wrap_owned(tstor_context *ctx, tstor_device dev, void *data, size_t nbytes,
+                             tstor_deleter deleter, void *deleter_ctx, tstor_storage **out) {
+  if (!deleter) return tstor__err(TSTOR_EINVAL, "storage_wrap_owned: NULL deleter");
+  return wrap(ctx, dev, data, nbytes, deleter, deleter_ctx, out);
+}
+
+int tstor_storage_view(tstor_storage *base, size_t offset, size_t nbytes, tstor_storage **out) {
+  if (!base || !out) return tstor__err(TSTOR_EINVAL, "storage_view: NULL argument");
+  if (offset > base->nbytes || nbytes > base->nbytes - offset)
+    return tstor__err(TSTOR_ERANGE,
+                      "view of bytes [%zu, %zu + %zu) is outside a storage of %zu bytes", offset,
+                      offset, nbytes, base->nbytes);
+  /* A view of a view refers to the root, so chains never grow. */
+  tstor_storage *root = base->base ? base->base : base;
+  size_t root_offset = base->offset + offset;
+  tstor_storage *s;
+  int rc = tstor__storage_alloc(base->ctx, base->device, &s);
+  if (rc) return rc;
+  s->data = root->data ? (char *)root->data + root_offset : NULL;
+  s->nbytes = nbytes;
+  s->flags = TSTOR_FLAG_VIEW | (root->flags & (TSTOR_FLAG_MAPPED | TSTOR_FLAG_SHARED |
+                                               TSTOR_FLAG_PINNED | TSTOR_FLAG_BORROWED |
+                                               TSTOR_FLAG_NO_DATA));
+  s->base = tstor_storage_retain(root);
+  s->offset = root_offset;
+  atomic_fetch_add_explicit(&root->nviews, 1, memory_order_relaxed);
+  *out = s;
+  return 0;
+}
+
+tstor_storage *tstor_storage_retain(tstor_storage *s) {
+  if (s) atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+  return s;
+}
+
+void tstor_storage_release(tstor_storage *s) {
+  if (!s) return;
+  long before = atomic_fetch_sub_explicit(&s->refs, 1, memory_order_release);
+  if (TSTOR__LIKELY(before > 1)) return;
+  if (TSTOR__UNLIKELY(before < 1)) {
+    fprintf(stderr, "tstor: storage %p released more times than retained\n", (void *)s);
+    abort();
+  }
+  atomic_thread_fence(memory_order_acquire);
+  if (s->base) {
+    atomic_fetch_sub_explicit(&s->base->nviews, 1, memory_order_relaxed);
+    tstor_storage_release(s->base);
+  } else if (s->alloc) {
+    s->alloc->ops.free(s->alloc->state, s->device.index, s->data, s->nbytes, s->alloc_ctx);
+  } else if (s->deleter) {
+    s->deleter(s->data, s->deleter_ctx);
+  }
+  storage_free(s);
+}
+
+long tstor_storage_use_count(const tstor_storage *s) {
+  return s ? atomic_load_explicit(&((tstor_storage *)s)->refs, memory_order_relaxed) : 0;
+}
+
+void *tstor_storage_data(const tstor_storage *s) { return s ? s->data : NULL; }
+size_t tstor_storage_nbytes(const tstor_storage *s) { return s ? s->nbytes : 0; }
+tstor_device tstor_storage_device(const tstor_storage *s) {
+  tstor_device none = {-1, -1};
+  return s ? s->device : none;
+}
+unsigned tstor_storage_flags(const tstor_storage *s) { return s ? s->flags : 0; }
+tstor_context *tstor_storage_context(const tstor_storage *s) { return s ? s->ctx : NULL; }
+tstor_storage *tstor_storage_base(const tstor_storage *s) { return s ? s->base : NULL; }
+size_t tstor_storage_offset(const tstor_storage *s) { return s ? s->offset : 0; }
+
+int tstor_storage_data_checked(const tstor_storage *s, void **out) {
+  if (!s || !out) return tstor__err(TSTOR_EINVAL, "storage_data_checked: NULL argument");
+  if (s->flags & TSTOR_FLAG_NO_DATA)
+    return tstor__err(TSTOR_ENODATA, "a %s storage has no data",
+                      s->ctx->types[s->device.type].name);
+  *out = s->data;
+  return 0;
+}
+
+int tstor_storage_resize(tstor_storage *s, size_t nbytes) {
+  if (!s) return tstor__err(TSTOR_EINVAL, "storage_resize: NULL storage");
+  static const struct {
+    unsigned flag;
+    const char *what;
+  } refused[] = {{TSTOR_FLAG_VIEW, "a view"},
+                 {TSTOR_FLAG_BORROWED, "a borrowed storage"},
+                 {TSTOR_FLAG_MAPPED, "a file-mapped storage"},
+                 {TSTOR_FLAG_SHARED, "a shared-memory storage"}};
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+    if (s->flags & refused[i].flag)
+      return tstor__err(TSTOR_ENOTSUP, "cannot resize %s", refused[i].what);
+  if (!(s->flags & TSTOR_FLAG_RESIZABLE))
+    return tstor__err(TSTOR_ENOTSUP, "cannot resize a storage with a caller's deleter");
+  long views = atomic_load_explicit(&s->nviews, memory_order_relaxed);
+  if (views > 0)
+    return tstor__err(TSTOR_EBUSY, "cannot resize: %ld view(s) share its bytes", views);
+  if (nbytes == s->nbytes) return 0;
+  tstor__allocator *a = s->alloc;
+  tstor__err_clear();
+  if (a->ops.reallocate) {
+    tstor_block block = {s->data, s->alloc_ctx};
+    int rc = a->ops.reallocate(a->state, s->device.index, &block, s->nbytes, nbytes);
+    if (rc) return alloc_failed(s->ctx, s->device, a, nbytes, rc);
+    s->data = block.ptr;
+    s->alloc_ctx = block.alloc_ctx;
+    s->nbytes = nbytes;
+    return 0;
+  }
+  tstor_block block = {NULL, NULL};
+  int rc = a->ops.allocate(a->state, s->device.index, nbytes, NULL, &block);
+  if (rc) return alloc_failed(s->ctx, s->device, a, nbytes, rc);
+  size_t keep = nbytes < s->nbytes ? nbytes : s->nbytes;
+  if (keep > 0 && !(s->flags & TSTOR_FLAG_NO_DATA)) {
+    rc = tstor__copy_bytes(s->ctx, s->device, block.ptr, s->device, s->data, keep, NULL, NULL);
+    if (rc) {
+      a->ops.free(a->state, s->device.index, block.ptr, nbytes, block.alloc_ctx);
+      return rc;
+    }
+  }
+  a->ops.free(a->state, s->device.index, s->data, s->nbytes, s->alloc_ctx);
+  s->data = block.ptr;
+  s->alloc_ctx = block.alloc_ctx;
+  s->nbytes = nbytes;
+  return 0;
+}
+
+static int check_pair(const tstor_storage *dst, const tstor_storage *src, const char *what) {
+  if (!dst || !src) return tstor__err(TSTOR_EINVAL, "%s: NULL storage", what);
+  if (dst->ctx != src->ctx)
+    return tstor__err(TSTOR_EINVAL, "%s: storages belong to different contexts", what);
+  if (dst->nbytes != src->nbytes)
+    return tstor__err(TSTOR_ESIZE, "%s: source has %zu bytes, destination %zu", what,
+                      src->nbytes, dst->nbytes);
+  return 0;
+}
+
+int tstor_storage_copy(tstor_storage *dst, const tstor_storage *src) {
+  int rc = check_pair(dst, src, "storage_copy");
+  if (rc) return rc;
+  if (dst == src) return 0;
+  return tstor__copy_bytes(dst->ctx, dst->device, dst->data, src->device, src->data,
+                           src->nbytes, NULL, NULL);
+}
+
+int tstor_storage_fill(tstor_storage *s, uint8_t value) {
+  if (!s) return tstor__err(TSTOR_EINVAL, "storage_fill: NULL storage");
+  return tstor__fill_bytes(s->ctx, s->device, s->data, s->nbytes, &value, 1);
+}
+
+int tstor_storage_fill_pattern(tstor_storage *s, const void *pattern, size_t pattern_size) {
+  if (!s || !pattern) return tstor__err(TSTOR_EINVAL, "storage_fill_pattern: NULL argument");
+  if (pattern_size != 1 && pattern_size != 2 && pattern_size != 4 && pattern_size != 8 &&
+      pattern_size != 16)
+    return tstor__err(TSTOR_EINVAL, "pattern of %zu bytes (expected 1, 2, 4, 8 or 16)",
+                      pattern_size);
+  if (s->nbytes % pattern_size)
+    return tstor__err(TSTOR_ESIZE, "%zu bytes are not a whole number of %zu-byte patterns",
+                      s->nbytes, pattern_size);
+  return tstor__fill_bytes(s->ctx, s->device, s->data, s->nbytes, pattern, pattern_size);
+}
+
+static int new_copy(const tstor_storage *s, tstor_device dev, tstor_storage **out) {
+  tstor_storage *c;
+  int rc = tstor__storage_new_with(s->ctx, dev, s->ctx->types[dev.type].allocator, s->nbytes,
+                                   NULL, &c);
+  if (rc) return rc;
+  rc = tstor__copy_bytes(s->ctx, dev, c->data, s->device, s->data, s->nbytes, NULL, NULL);
+  if (rc) {
+    tstor_storage_release(c);
+    return rc;
+  }
+  *out = c;
+  return 0;
+}
+
+int tstor_storage_clone(const tstor_storage *s, tstor_storage **out) {
+  if (!s || !out) return tstor__err(TSTOR_EINVAL, "storage_clone: NULL argument");
+  return new_copy(s, s->device, out);
+}
+
+int tstor_storage_to(tstor_storage *s, tstor_device dev, tstor_storage **out) {
+  if (!s || !out) return tstor__err(TSTOR_EINVAL, "storage_to: NULL argument");
+  int rc = tstor__check_device(s->ctx, dev);
+  if (rc) return rc;
+  if (dev.type == s->device.type && dev.index == s->device.index) {
+    *out = tstor_storage_retain(s);
+    return 0;
+  }
+  return new_copy(s, dev, out);
+}
+
+int tstor_storage_new_like(const tstor_storage *s, size_t nbytes, tstor_storage **out) {
+  if (!s || !out) return tstor__err(TSTOR_EINVAL, "storage_new_like: NULL argument");
+  return tstor__storage_new_with(s->ctx, s->device, s->ctx->types[s->device.type].allocator,
+                                 nbytes, NULL, out);
+}
+
+int tstor_storage_pin(tstor_storage *s, tstor_storage **out) {
+  if (!s || !out) return tstor__err(TSTOR_EINVAL, "storage_pin: NULL argument");
+  if (s->flags & TSTOR_FLAG_PINNED) {
+    *out = tstor_storage_retain(s);
+    return 0;
+  }
+  tstor_context *ctx = s->ctx;
+  if (!(ctx->types[s->device.type].ops.flags & TSTOR_DEVICE_HOST))
+    return tstor__err(TSTOR_EINVAL, "only host storages can be pinned (this one is on %s)",
+                      ctx->types[s->device.type].name);
+  tstor__allocator *a = tstor__find_allocator(ctx, s->device.type, TSTOR_ALLOC_PINNED);
+  if (!a)
+    return tstor__err(TSTOR_ENOTSUP,
+                      "no loaded backend offers pinned host memory (the cuda backend does)");
+  tstor_storage *p;
+  int rc = tstor__storage_new_with(ctx, s->device, a, s->nbytes, NULL, &p);
+  if (rc) return rc;
+  if (s->nbytes) memcpy(p->data, s->data, s->nbytes);
+  *out = p;
+  return 0;
+}
+
+int tstor_storage_is_pinned(const tstor_storage *s) {
+  return s && (s->flags & TSTOR_FLAG_PINNED) ? 1 : 0;
+}

@@ -1,0 +1,83 @@
+/* tstor info: what this installation and its config provide. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+static const char *state_name(tstor_backend_state s) {
+  switch (s) {
+    case TSTOR_BACKEND_LOADED: return "loaded";
+    case TSTOR_BACKEND_DECLINED: return "declined";
+    case TSTOR_BACKEND_FAILED: return "failed";
+    case TSTOR_BACKEND_DISABLED: return "disabled";
+  }
+  return "?";
+}
+
+static const char *path_name(int path) {
+  switch (path) {
+    case TSTOR_COPY_DIRECT: return "direct";
+    case TSTOR_COPY_HOST: return "host";
+    case TSTOR_COPY_STAGED: return "staged";
+    case TSTOR_COPY_CHECK: return "check";
+    case TSTOR_COPY_NONE: return "-";
+  }
+  return "?";
+}
+
+int tstor_cmd_info(int argc, char **argv) {
+  const char *config = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
+      config = argv[++i];
+    } else if (strcmp(argv[i], "--help") == 0) {
+      printf("usage: tstor info [--config FILE]\n\n"
+             "Shows the tstor version, the config in use, each configured backend and\n"
+             "its state, the devices, and how bytes move between device types.\n");
+      return 0;
+    } else {
+      fprintf(stderr, "tstor info: unknown argument '%s' (try tstor info --help)\n", argv[i]);
+      return EXIT_USAGE;
+    }
+  }
+  tstor_context *ctx;
+  int rc = tstor_open_for_command(config, &ctx);
+  if (rc) return rc;
+
+  printf("tstor %s\n", tstor_version_string());
+  printf("config: %s\n", tstor_context_config_name(ctx));
+  tstor_device def;
+  char name[64];
+  if (tstor_device_default(ctx, &def) == 0 && tstor_device_format(ctx, def, name, sizeof name) == 0)
+    printf("default device: %s\n", name);
+
+  printf("\nbackends:\n");
+  for (int i = 0; i < tstor_backend_count(ctx); i++) {
+    tstor_backend_info b;
+    if (tstor_backend_get(ctx, i, &b) != 0) continue;
+    printf("  %-10s %-9s%s %s%s%s\n", b.name, state_name(b.state), b.optional ? " (optional)" : "",
+           b.library, b.message[0] ? "\n             reason: " : "", b.message);
+  }
+
+  int ntypes = tstor_device_type_count(ctx);
+  printf("\ndevices:\n");
+  for (int t = 0; t < ntypes; t++) {
+    int count = tstor_device_count(ctx, t);
+    printf("  %-10s %d device%s", tstor_device_type_name(ctx, t), count, count == 1 ? "" : "s");
+    for (int d = 0; d < count && d < 8; d++) printf("%s%s:%d", d ? ", " : "  (", tstor_device_type_name(ctx, t), d);
+    printf("%s\n", count > 8 ? ", ...)" : count > 0 ? ")" : "");
+  }
+
+  printf("\ncopy table (row: source, column: destination):\n  %-10s", "");
+  for (int d = 0; d < ntypes; d++) printf(" %-8s", tstor_device_type_name(ctx, d));
+  printf("\n");
+  for (int s = 0; s < ntypes; s++) {
+    printf("  %-10s", tstor_device_type_name(ctx, s));
+    for (int d = 0; d < ntypes; d++) printf(" %-8s", path_name(tstor_copy_path_of(ctx, s, d)));
+    printf("\n");
+  }
+  printf("  (direct: a backend kernel; host: memcpy; staged: through host memory;\n"
+         "   check: sizes only, the destination holds no data; -: impossible)\n");
+  tstor_context_close(ctx);
+  return 0;
+}

@@ -1,0 +1,18 @@
+/* The subcommands of the tstor program. Each takes the arguments after its
+ * name (argv[0] is the subcommand) and returns the process exit status. */
+#ifndef TSTOR_COMMANDS_H
+#define TSTOR_COMMANDS_H
+
+#include <tstor/tstor.h>
+
+/* Exit statuses, as sysexits.h uses them. */
+enum { EXIT_USAGE = 2, EXIT_FAILED = 1 };
+
+int tstor_cmd_info(int argc, char **argv);
+int tstor_cmd_bench(int argc, char **argv);
+
+/* Opens the context named by --config (or the default rules), printing the
+ * error on failure. Returns 0 or an exit status. */
+int tstor_open_for_command(const char *config, tstor_context **out);
+
+#endif
