@@ -137,13 +137,15 @@ tstor_storage *tstor_storage_retain(tstor_storage *s) {
 
 void tstor_storage_release(tstor_storage *s) {
   if (!s) return;
-  long before = atomic_fetch_sub_explicit(&s->refs, 1, memory_order_release);
+  /* A count of 1 means the caller holds the only reference: nobody else can
+   * retain concurrently, so the last release needs no read-modify-write. */
+  long before = atomic_load_explicit(&s->refs, memory_order_acquire);
+  if (before != 1) before = atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel);
   if (TSTOR__LIKELY(before > 1)) return;
   if (TSTOR__UNLIKELY(before < 1)) {
     fprintf(stderr, "tstor: storage %p released more times than retained\n", (void *)s);
     abort();
   }
-  atomic_thread_fence(memory_order_acquire);
   if (s->base) {
     atomic_fetch_sub_explicit(&s->base->nviews, 1, memory_order_relaxed);
     tstor_storage_release(s->base);
