@@ -279,9 +279,8 @@ int tstor_device_format(tstor_context *ctx, tstor_device dev, char *buf, size_t 
   int rc = tstor__ctx(&ctx);
   if (rc) return rc;
   if (!buf) return tstor__err(TSTOR_EINVAL, "device_format: NULL buffer");
-  if (dev.type < 0 || dev.type >= ctx->ntypes || dev.index < 0)
-    return tstor__err(TSTOR_ENODEV, "unknown device (type id %d, index %d)", dev.type,
-                      dev.index);
+  rc = tstor__check_device(ctx, dev);
+  if (rc) return rc;
   int n = snprintf(buf, size, "%s:%d", ctx->types[dev.type].name, dev.index);
   if (n < 0 || (size_t)n >= size) {
     if (size) buf[0] = '\0';
