@@ -2,6 +2,8 @@
  * call back into. */
 #include "internal.h"
 
+#include "fault.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
@@ -20,10 +22,12 @@ static int is_file(const char *path) {
 }
 
 /* Tries `dir/lib` for each directory of a colon-separated list; relative
- * directories are taken against the config's folder. */
-static char *search_dirs(const tstor__config *cfg, const char *list, const char *lib,
-                         char *tried, size_t tried_size) {
+ * directories are taken against the config's folder. *found is the first
+ * path that exists, or NULL; fails only for want of memory. */
+static int search_dirs(const tstor__config *cfg, const char *list, const char *lib,
+                       char *tried, size_t tried_size, char **found) {
   const char *p = list;
+  *found = NULL;
   while (p && *p) {
     const char *colon = strchr(p, ':');
     size_t n = colon ? (size_t)(colon - p) : strlen(p);
@@ -33,13 +37,14 @@ static char *search_dirs(const tstor__config *cfg, const char *list, const char 
         path = tstor__asprintf("%.*s/%s", (int)n, p, lib);
       else
         path = tstor__asprintf("%s/%.*s/%s", cfg->dir, (int)n, p, lib);
-      if (!path) return NULL;
+      if (!path) return tstor__err(TSTOR_ENOMEM, "out of memory resolving %s", lib);
       if (p[0] != '/' && !cfg->dir) {
         /* A relative directory with nothing to be relative to: skip it rather
          * than search the working directory. */
         tstor__free(path);
       } else if (is_file(path)) {
-        return path;
+        *found = path;
+        return 0;
       } else {
         size_t used = strlen(tried);
         snprintf(tried + used, tried_size - used, "%s%s", used ? ", " : "", path);
@@ -48,7 +53,7 @@ static char *search_dirs(const tstor__config *cfg, const char *list, const char 
     }
     p = colon ? colon + 1 : NULL;
   }
-  return NULL;
+  return 0;
 }
 
 /* Resolves a section's library to a path: absolute as given; relative against
@@ -66,8 +71,8 @@ static int resolve_library(tstor_context *ctx, const tstor__section *sec, char *
   const char *lists[3] = {getenv("TSTOR_BACKEND_DIR"), cfg->backend_dir, cfg->dir};
   for (int i = 0; i < 3; i++) {
     if (!lists[i] || !*lists[i]) continue;
-    *out = search_dirs(cfg, lists[i], lib, tried, sizeof tried);
-    if (*out) return 0;
+    int rc = search_dirs(cfg, lists[i], lib, tried, sizeof tried, out);
+    if (rc || *out) return rc;
   }
   return tstor__err(TSTOR_ELOAD, "library %s not found (tried: %s)", lib,
                     tried[0] ? tried : "no backend_dir and no config folder");
@@ -82,9 +87,10 @@ static int load_module(tstor_context *ctx, tstor__backend *b, tstor__section *se
   m->path = b->library;
 
   dlerror();
-  m->dl = dlopen(m->path, RTLD_NOW | RTLD_LOCAL);
+  int injected = tstor__fault_check(TSTOR_FAULT_DLOPEN);
+  m->dl = injected ? NULL : dlopen(m->path, RTLD_NOW | RTLD_LOCAL);
   if (!m->dl) {
-    const char *why = dlerror();
+    const char *why = injected ? "injected fault" : dlerror();
     tstor__free(m);
     return tstor__err(TSTOR_ELOAD, "cannot load %s: %s", b->library, why ? why : "unknown");
   }
@@ -279,6 +285,7 @@ const tstor_registrar tstor__registrar = {
     reg_config_bool,
     reg_log,
     reg_set_error,
+    tstor__fault_should_fail,
 };
 
 void tstor__log(tstor_context *ctx, int level, const char *fmt, ...) {

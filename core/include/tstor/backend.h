@@ -76,6 +76,50 @@ typedef struct tstor_allocator_ops {
   int (*empty_cache)(void *state, int index);
 } tstor_allocator_ops;
 
+/* ------------------------------------------- file mapping and shared memory */
+
+/* How map() opens and maps an object (tstor/mapped.h is the user's side). */
+enum {
+  TSTOR_MAP_SHARED = 1 << 0,   /* MAP_SHARED: writes reach the object and every other
+                                  mapping of it; without it a private copy-on-write map */
+  TSTOR_MAP_SHM = 1 << 1,      /* name is a POSIX shared-memory object (shm_open) */
+  TSTOR_MAP_CREATE = 1 << 2,   /* with SHARED: create name (mode 0600) when missing and
+                                  grow it to nbytes with the space reserved, not sparse */
+  TSTOR_MAP_WHOLE = 1 << 3,    /* map the object's whole size (an empty one is an error) */
+  TSTOR_MAP_UNIQUE = 1 << 4,   /* with SHM: create a new object under a fresh unguessable
+                                  name (O_EXCL, mode 0600); name is ignored */
+  TSTOR_MAP_UNLINK = 1 << 5,   /* with UNIQUE: unlink the name as soon as it is open */
+  TSTOR_MAP_OWN_NAME = 1 << 6, /* with UNIQUE: unlink the name when the block is freed
+                                  (by the process that created it, not by a fork child) */
+  TSTOR_MAP_KEEP_FD = 1 << 7   /* keep a descriptor open, for mapping_info() */
+};
+
+/* One map() call: the core fills the inputs, the backend the outputs. */
+typedef struct tstor_map_request {
+  uint32_t struct_size; /* sizeof(tstor_map_request) as the core was built */
+  uint32_t abi_version; /* the core's TSTOR_ABI_VERSION */
+  const char *name;     /* a path, or a shm name with TSTOR_MAP_SHM; borrowed; NULL with
+                           fd >= 0 or TSTOR_MAP_UNIQUE */
+  int fd;               /* >= 0: map this descriptor instead of a name; borrowed (the
+                           backend duplicates what it keeps), -1 otherwise */
+  uint32_t flags;       /* TSTOR_MAP_* */
+  size_t nbytes;        /* bytes to map from offset 0; ignored with TSTOR_MAP_WHOLE */
+  /* Outputs, written only on success. */
+  tstor_block block;    /* the mapping; the core frees it with this device type's
+                           allocator free(ptr, mapped_nbytes, alloc_ctx) */
+  size_t mapped_nbytes; /* bytes mapped (ptr is NULL for 0) */
+  char created_name[64]; /* TSTOR_MAP_UNIQUE: the name created, NUL-terminated */
+} tstor_map_request;
+
+/* What a block from map() is. */
+typedef struct tstor_mapping_info {
+  uint32_t struct_size; /* sizeof(tstor_mapping_info) as the core was built */
+  uint32_t abi_version; /* the core's TSTOR_ABI_VERSION */
+  uint32_t flags;       /* the TSTOR_MAP_* it was mapped with */
+  int fd;               /* the kept descriptor, owned by the backend (dup it to keep
+                           it past the block), or -1 */
+} tstor_mapping_info;
+
 /* ------------------------------------------------------------ device types */
 
 enum {
@@ -121,6 +165,23 @@ typedef struct tstor_device_ops {
    * the host. */
   int (*convert)(void *state, int index, void *dst, int dst_dtype, const void *src,
                  int src_dtype, size_t count, void *stream);
+
+  /* Optional, all three or none: file mapping and shared memory for a device
+   * type whose bytes are host memory (tstor/mapped.h). NULL: the core refuses
+   * those calls on this type with TSTOR_ENOTSUP.
+   *
+   * map() maps what `req` names and fills its outputs. The block belongs to
+   * the core from then on; the core frees it exactly once with this type's
+   * allocator free(), whose alloc_ctx tells a mapping from an allocation. On
+   * failure nothing stays open, mapped, created or grown. */
+  int (*map)(void *state, int index, tstor_map_request *req);
+  /* Describes a block that map() returned (its alloc_ctx); fills *out, whose
+   * descriptor stays the backend's. TSTOR_ENOTSUP when alloc_ctx is not one. */
+  int (*mapping_info)(void *state, int index, void *alloc_ctx, tstor_mapping_info *out);
+  /* Unlinks the names that TSTOR_MAP_UNIQUE created for processes, of this
+   * user, that have since died without unlinking them; *removed (non-NULL)
+   * counts them. */
+  int (*shm_sweep)(void *state, int *removed);
 } tstor_device_ops;
 
 /* A copy kernel for one (source type, destination type) pair: nbytes from src
@@ -133,6 +194,16 @@ typedef int (*tstor_copy_fn)(void *state, void *dst, int dst_index, const void *
 /* --------------------------------------------------------------- registrar */
 
 enum { TSTOR_LOG_ERROR = 0, TSTOR_LOG_WARN = 1, TSTOR_LOG_INFO = 2, TSTOR_LOG_DEBUG = 3 };
+
+/* What a module is about to acquire, for the registrar's should_fail. */
+enum {
+  TSTOR_FAULT_MALLOC = 1 << 0, /* host memory for bookkeeping (state, records) */
+  TSTOR_FAULT_ALLOC = 1 << 1,  /* the bytes of a storage, on any device */
+  TSTOR_FAULT_MMAP = 1 << 2,   /* mmap of a file or of shared memory */
+  TSTOR_FAULT_SHM = 1 << 3,    /* shm_open / memfd_create */
+  TSTOR_FAULT_DLOPEN = 1 << 4, /* loading a shared object */
+  TSTOR_FAULT_ALL = (1 << 5) - 1
+};
 
 typedef struct tstor_registrar {
   uint32_t struct_size; /* sizeof(tstor_registrar) as the core was built */
@@ -170,7 +241,21 @@ typedef struct tstor_registrar {
       __attribute__((format(printf, 2, 3)))
 #endif
       ;
+
+  /* Fault injection, for tests. A module calls it right before each
+   * acquisition of a resource of kind `what` (TSTOR_FAULT_*) and, when it
+   * returns nonzero, fails that acquisition as if the system had refused it
+   * (errno is set to what the real call would give). Always 0 unless a test
+   * armed the core's fault injection. Present when struct_size covers it:
+   * TSTOR_REGISTRAR_HAS(reg, should_fail). */
+  int (*should_fail)(int what);
 } tstor_registrar;
+
+/* Whether the core's registrar has `field` (one appended after this module's
+ * oldest supported core). */
+#define TSTOR_REGISTRAR_HAS(reg, field)                                           \
+  ((reg)->struct_size >= offsetof(tstor_registrar, field) + sizeof((reg)->field) && \
+   (reg)->field != NULL)
 
 /* -------------------------------------------------------------- entry point */
 
