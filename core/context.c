@@ -22,13 +22,14 @@ void tstor__ctx_retain(tstor_context *ctx) {
 }
 
 void tstor__ctx_release(tstor_context *ctx) {
-  long before = atomic_fetch_sub_explicit(&ctx->refs, 1, memory_order_release);
+  /* acq_rel rather than release + an acquire fence: the same ordering, and
+   * one ThreadSanitizer understands (it ignores standalone fences). */
+  long before = atomic_fetch_sub_explicit(&ctx->refs, 1, memory_order_acq_rel);
   if (before > 1) return;
   if (before < 1) {
     fprintf(stderr, "tstor: context released more times than retained\n");
     abort();
   }
-  atomic_thread_fence(memory_order_acquire);
   destroy(ctx);
 }
 
