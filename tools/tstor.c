@@ -16,6 +16,7 @@ static const struct {
 } commands[] = {
     {"info", tstor_cmd_info, "show the version, config, backends, devices and copy table"},
     {"bench", tstor_cmd_bench, "measure storage operations against libc, side by side"},
+    {"conformance", tstor_cmd_conformance, "check a backend module and print a pass/fail table"},
 };
 
 static void usage(FILE *out) {
