@@ -1,0 +1,439 @@
+/* Host dtype conversion: one loop per (source, destination) pair, each giving
+ * what PyTorch's CPU tensor.to(dtype) gives, bit for bit.
+ *
+ * PyTorch converts with C++ static_cast through its scalar classes, and those
+ * define the results we reproduce:
+ *   - float16, bfloat16 and the float8 formats hold a float32 value: they are
+ *     read as float32 and written from float32, so float64 and int64 values
+ *     are rounded to float32 first (two roundings, as in PyTorch).
+ *   - complex sources give their real part to real destinations.
+ *   - float-to-integer casts that C leaves undefined are done the way x86's
+ *     cvtt* instructions do them (see typed.h), written out so that the result
+ *     is the same on every machine and sanitizers see no undefined behaviour.
+ *
+ * Every loop is a load (to int64_t, float or double), a store from that value
+ * and nothing else, with no branches the vectoriser cannot turn into selects;
+ * typed.am compiles this file with the vectoriser on. */
+#include "typed_internal.h"
+
+#include <string.h>
+
+/* ------------------------------------------------------------ bit access */
+
+static inline uint32_t f2u(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+static inline float u2f(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* ------------------------------------------------------- float16 (binary16) */
+
+static inline float f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t a = h & 0x7fffu;
+  /* Normal: rebias the exponent by 127 - 15. */
+  uint32_t normal = (a << 13) + 0x38000000u;
+  /* Infinity and NaN keep an all-ones exponent; a NaN comes out quiet, with its
+   * payload, as the conversion instructions and PyTorch's code give it. */
+  uint32_t special = 0x7f800000u | (a << 13) | (a > 0x7c00u ? 0x00400000u : 0);
+  /* Subnormal (and zero): a is the value in units of 2^-24, exact in float. */
+  uint32_t sub = f2u((float)a * 0x1p-24f);
+  uint32_t r = a < 0x0400u ? sub : a >= 0x7c00u ? special : normal;
+  return u2f(sign | r);
+}
+
+static inline uint16_t f32_to_f16(float f) {
+  uint32_t x = f2u(f);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t a = x & 0x7fffffffu;
+  /* Normal result: drop 13 mantissa bits, rounding to nearest even; a carry
+   * out of the mantissa correctly bumps the exponent. */
+  uint32_t normal = (a - 0x38000000u + 0x0fffu + ((a >> 13) & 1u)) >> 13;
+  /* Subnormal result: adding 0.5 (whose ulp is 2^-24, the float16 subnormal
+   * step) lets the FPU round to nearest even for us. */
+  uint32_t sub = f2u(u2f(a) + 0.5f) - 0x3f000000u;
+  uint32_t r = a < 0x38800000u ? sub : normal;
+  r = a >= 0x477ff000u ? 0x7c00u : r; /* 65520 and up round to infinity */
+  r = a > 0x7f800000u ? 0x7e00u : r;  /* NaN: PyTorch writes the canonical one */
+  return (uint16_t)(sign | r);
+}
+
+/* ------------------------------------------------------------- bfloat16 */
+
+static inline float bf16_to_f32(uint16_t h) { return u2f((uint32_t)h << 16); }
+
+/* NaN becomes all ones from float32 and float64 (PyTorch's vectorised loops)
+ * and the canonical 0x7fc0 from every other source (its scalar loops). */
+static inline uint16_t f32_to_bf16(float f, uint16_t nan) {
+  uint32_t x = f2u(f);
+  uint32_t r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  return (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? nan : r);
+}
+static inline uint16_t f32_to_bf16_vector(float f) { return f32_to_bf16(f, 0xffffu); }
+static inline uint16_t f32_to_bf16_scalar(float f) { return f32_to_bf16(f, 0x7fc0u); }
+
+/* --------------------------------------------------------------- float8 */
+
+/* Encoding, as PyTorch 2.x does it: round to nearest even, where rounding past
+ * the largest finite value gives the overflow code (NaN or infinity) of the
+ * format. `ebias` is 127 minus the format's bias, `mbits` its mantissa width.
+ * A subnormal result is rounded by the FPU, adding a power of two whose ulp is
+ * the format's smallest subnormal. */
+#define FP8_ROUND(a, ebias, mbits)                                                  \
+  (((a) - ((uint32_t)(ebias) << 23) + ((1u << (22 - (mbits))) - 1u) +               \
+    (((a) >> (23 - (mbits))) & 1u)) >>                                              \
+   (23 - (mbits)))
+
+static inline uint8_t f32_to_e4m3fn(float f) {
+  uint32_t x = f2u(f), a = x & 0x7fffffffu;
+  uint32_t sign = (x >> 24) & 0x80u;
+  const float magic = 16384.0f; /* ulp 2^-9 */
+  uint32_t sub = f2u(u2f(a) + magic) - f2u(magic);
+  uint32_t r = a < 0x3c800000u ? sub : FP8_ROUND(a, 120, 3); /* below 2^-6 */
+  r = a >= 0x43f00000u ? 0x7fu : r; /* 480 and up, inf, NaN: NaN */
+  return (uint8_t)(sign | r);
+}
+
+static inline uint8_t f32_to_e5m2(float f) {
+  uint32_t x = f2u(f), a = x & 0x7fffffffu;
+  uint32_t sign = (x >> 24) & 0x80u;
+  const float magic = 128.0f; /* ulp 2^-16 */
+  uint32_t sub = f2u(u2f(a) + magic) - f2u(magic);
+  uint32_t r = a < 0x38800000u ? sub : FP8_ROUND(a, 112, 2); /* below 2^-14 */
+  r = a >= 0x47800000u ? 0x7cu : r; /* 65536 and up: infinity */
+  r = a > 0x7f800000u ? 0x7fu : r;
+  return (uint8_t)(sign | r);
+}
+
+static inline uint8_t f32_to_e4m3fnuz(float f) {
+  uint32_t x = f2u(f), a = x & 0x7fffffffu;
+  uint32_t sign = (x >> 24) & 0x80u;
+  const float magic = 8192.0f; /* ulp 2^-10 */
+  uint32_t sub = f2u(u2f(a) + magic) - f2u(magic);
+  uint32_t r = a < 0x3c000000u ? sub : FP8_ROUND(a, 119, 3); /* below 2^-7 */
+  r = r == 0 ? 0 : sign | r; /* no negative zero; 0x80 from rounding is NaN */
+  return (uint8_t)(a >= 0x43800000u ? 0x80u : r); /* 256 and up, inf, NaN */
+}
+
+static inline uint8_t f32_to_e5m2fnuz(float f) {
+  uint32_t x = f2u(f), a = x & 0x7fffffffu;
+  uint32_t sign = (x >> 24) & 0x80u;
+  const float magic = 64.0f; /* ulp 2^-17 */
+  uint32_t sub = f2u(u2f(a) + magic) - f2u(magic);
+  uint32_t r = a < 0x38000000u ? sub : FP8_ROUND(a, 111, 2); /* below 2^-15 */
+  r = r == 0 ? 0 : sign | r;
+  return (uint8_t)(a >= 0x47800000u ? 0x80u : r); /* 65536 and up, inf, NaN */
+}
+
+/* Decoding. NaNs come out as PyTorch 2.x's c10 gives them: 0x7ff00000 with the
+ * sign for e4m3fn, the float16 NaN of the same top byte for e5m2, and
+ * 0x7f800001 for the fnuz formats. */
+static inline float fp8_decode(uint8_t x, unsigned mbits, unsigned ebias, float sub_unit) {
+  uint32_t sign = (uint32_t)(x & 0x80u) << 24;
+  uint32_t e = (x & 0x7fu) >> mbits, m = x & ((1u << mbits) - 1u);
+  uint32_t normal = ((e + ebias) << 23) | (m << (23 - mbits));
+  uint32_t sub = f2u((float)m * sub_unit);
+  return u2f(sign | (e == 0 ? sub : normal));
+}
+
+static inline float e4m3fn_to_f32(uint8_t x) {
+  return (x & 0x7fu) == 0x7fu ? u2f(((uint32_t)(x & 0x80u) << 24) | 0x7ff00000u)
+                              : fp8_decode(x, 3, 120, 0x1p-9f);
+}
+static inline float e5m2_to_f32(uint8_t x) { return f16_to_f32((uint16_t)(x << 8)); }
+static inline float e4m3fnuz_to_f32(uint8_t x) {
+  return x == 0x80u ? u2f(0x7f800001u) : fp8_decode(x, 3, 119, 0x1p-10f);
+}
+static inline float e5m2fnuz_to_f32(uint8_t x) {
+  return x == 0x80u ? u2f(0x7f800001u) : fp8_decode(x, 2, 111, 0x1p-17f);
+}
+
+/* --------------------------------------------------- float to integer casts */
+
+/* x86's cvtt*: truncation, and the "integer indefinite" value (the minimum)
+ * for NaN and anything that does not fit. */
+static inline int32_t f32_to_i32(float v) {
+  return v >= -0x1p31f && v < 0x1p31f ? (int32_t)v : INT32_MIN;
+}
+static inline int64_t f32_to_i64(float v) {
+  return v >= -0x1p63f && v < 0x1p63f ? (int64_t)v : INT64_MIN;
+}
+static inline int32_t f64_to_i32(double v) {
+  return v > -2147483649.0 && v < 2147483648.0 ? (int32_t)v : INT32_MIN;
+}
+static inline int64_t f64_to_i64(double v) {
+  return v >= -0x1p63 && v < 0x1p63 ? (int64_t)v : INT64_MIN;
+}
+
+/* ------------------------------------------------------ loads and stores */
+
+typedef struct { uint16_t re, im; } c32_t;
+typedef struct { float re, im; } c64_t;
+typedef struct { double re, im; } c128_t;
+
+/* For each dtype: the C type it is read as (LT), the type it is written as
+ * (ST: integers are written unsigned so that wrapping is defined C), a load
+ * giving int64_t, float or double, the imaginary part's load (0 for reals)
+ * and a store from each of the three. */
+typedef uint8_t bool_lt, bool_st;
+typedef uint8_t u8_lt, u8_st;
+typedef int8_t i8_lt;
+typedef uint8_t i8_st;
+typedef int16_t i16_lt;
+typedef uint16_t i16_st;
+typedef int32_t i32_lt;
+typedef uint32_t i32_st;
+typedef int64_t i64_lt;
+typedef uint64_t i64_st;
+typedef uint16_t f16_lt, f16_st, bf16_lt, bf16_st;
+typedef float f32_lt, f32_st;
+typedef double f64_lt, f64_st;
+typedef c32_t c32_lt, c32_st;
+typedef c64_t c64_lt, c64_st;
+typedef c128_t c128_lt, c128_st;
+typedef uint8_t e5m2_lt, e5m2_st, e4m3fn_lt, e4m3fn_st, e5m2fnuz_lt, e5m2fnuz_st,
+    e4m3fnuz_lt, e4m3fnuz_st;
+
+#define LOAD_bool(x) ((int64_t)((x) != 0))
+#define LOAD_u8(x) ((int64_t)(x))
+#define LOAD_i8(x) ((int64_t)(x))
+#define LOAD_i16(x) ((int64_t)(x))
+#define LOAD_i32(x) ((int64_t)(x))
+#define LOAD_i64(x) ((int64_t)(x))
+#define LOAD_f16(x) f16_to_f32(x)
+#define LOAD_bf16(x) bf16_to_f32(x)
+#define LOAD_f32(x) (x)
+#define LOAD_f64(x) (x)
+#define LOAD_c32(x) f16_to_f32((x).re)
+#define LOAD_c64(x) ((x).re)
+#define LOAD_c128(x) ((x).re)
+#define LOAD_e5m2(x) e5m2_to_f32(x)
+#define LOAD_e4m3fn(x) e4m3fn_to_f32(x)
+#define LOAD_e5m2fnuz(x) e5m2fnuz_to_f32(x)
+#define LOAD_e4m3fnuz(x) e4m3fnuz_to_f32(x)
+
+#define IM_bool(x) ((int64_t)0)
+#define IM_u8(x) ((int64_t)0)
+#define IM_i8(x) ((int64_t)0)
+#define IM_i16(x) ((int64_t)0)
+#define IM_i32(x) ((int64_t)0)
+#define IM_i64(x) ((int64_t)0)
+#define IM_f16(x) 0.0f
+#define IM_bf16(x) 0.0f
+#define IM_f32(x) 0.0f
+#define IM_f64(x) 0.0
+#define IM_c32(x) f16_to_f32((x).im)
+#define IM_c64(x) ((x).im)
+#define IM_c128(x) ((x).im)
+#define IM_e5m2(x) 0.0f
+#define IM_e4m3fn(x) 0.0f
+#define IM_e5m2fnuz(x) 0.0f
+#define IM_e4m3fnuz(x) 0.0f
+
+/* A store chosen by the type of the loaded value. */
+#define STORE_BY(v, fi, ff, fd) _Generic((v), int64_t: fi, float: ff, double: fd)(v)
+
+static inline uint8_t bool_i(int64_t v) { return v != 0; }
+static inline uint8_t bool_f(float v) { return v != 0; }
+static inline uint8_t bool_d(double v) { return v != 0; }
+/* uint8 goes through int64 in PyTorch, so that -1.0 is 255 on every machine. */
+static inline uint8_t u8_i(int64_t v) { return (uint8_t)v; }
+static inline uint8_t u8_f(float v) { return (uint8_t)f32_to_i64(v); }
+static inline uint8_t u8_d(double v) { return (uint8_t)f64_to_i64(v); }
+static inline uint8_t i8_i(int64_t v) { return (uint8_t)v; }
+static inline uint8_t i8_f(float v) { return (uint8_t)f32_to_i32(v); }
+static inline uint8_t i8_d(double v) { return (uint8_t)f64_to_i32(v); }
+static inline uint16_t i16_i(int64_t v) { return (uint16_t)v; }
+static inline uint16_t i16_f(float v) { return (uint16_t)f32_to_i32(v); }
+static inline uint16_t i16_d(double v) { return (uint16_t)f64_to_i32(v); }
+static inline uint32_t i32_i(int64_t v) { return (uint32_t)v; }
+static inline uint32_t i32_f(float v) { return (uint32_t)f32_to_i32(v); }
+static inline uint32_t i32_d(double v) { return (uint32_t)f64_to_i32(v); }
+static inline uint64_t i64_i(int64_t v) { return (uint64_t)v; }
+static inline uint64_t i64_f(float v) { return (uint64_t)f32_to_i64(v); }
+static inline uint64_t i64_d(double v) { return (uint64_t)f64_to_i64(v); }
+static inline float f32_i(int64_t v) { return (float)v; }
+static inline float f32_f(float v) { return v; }
+static inline float f32_d(double v) { return (float)v; }
+static inline double f64_i(int64_t v) { return (double)v; }
+static inline double f64_f(float v) { return (double)v; }
+static inline double f64_d(double v) { return v; }
+
+/* The float32-based formats: everything reaches them as a float32. */
+#define VIA_F32(name, type, enc)                                  \
+  static inline type name##_i(int64_t v) { return enc((float)v); } \
+  static inline type name##_f(float v) { return enc(v); }          \
+  static inline type name##_d(double v) { return enc((float)v); }
+VIA_F32(f16, uint16_t, f32_to_f16)
+VIA_F32(bf16, uint16_t, f32_to_bf16_vector)
+VIA_F32(bf16s, uint16_t, f32_to_bf16_scalar)
+VIA_F32(e5m2, uint8_t, f32_to_e5m2)
+VIA_F32(e4m3fn, uint8_t, f32_to_e4m3fn)
+VIA_F32(e5m2fnuz, uint8_t, f32_to_e5m2fnuz)
+VIA_F32(e4m3fnuz, uint8_t, f32_to_e4m3fnuz)
+#undef VIA_F32
+
+#define STORE_bool(S, re, im) STORE_BY(re, bool_i, bool_f, bool_d)
+#define STORE_u8(S, re, im) STORE_BY(re, u8_i, u8_f, u8_d)
+#define STORE_i8(S, re, im) STORE_BY(re, i8_i, i8_f, i8_d)
+#define STORE_i16(S, re, im) STORE_BY(re, i16_i, i16_f, i16_d)
+#define STORE_i32(S, re, im) STORE_BY(re, i32_i, i32_f, i32_d)
+#define STORE_i64(S, re, im) STORE_BY(re, i64_i, i64_f, i64_d)
+#define STORE_f16(S, re, im) STORE_BY(re, f16_i, f16_f, f16_d)
+#define STORE_bf16(S, re, im) BF16_##S(re)
+#define BF16_VECTOR(re) STORE_BY(re, bf16_i, bf16_f, bf16_d)
+#define BF16_SCALAR(re) STORE_BY(re, bf16s_i, bf16s_f, bf16s_d)
+#define BF16_f16 BF16_SCALAR
+#define BF16_c32 BF16_SCALAR
+#define BF16_c64 BF16_SCALAR
+#define BF16_c128 BF16_SCALAR
+#define BF16_bool BF16_VECTOR
+#define BF16_u8 BF16_VECTOR
+#define BF16_i8 BF16_VECTOR
+#define BF16_i16 BF16_VECTOR
+#define BF16_i32 BF16_VECTOR
+#define BF16_i64 BF16_VECTOR
+#define BF16_bf16 BF16_VECTOR
+#define BF16_f32 BF16_VECTOR
+#define BF16_f64 BF16_VECTOR
+#define BF16_e5m2 BF16_VECTOR
+#define BF16_e4m3fn BF16_VECTOR
+#define BF16_e5m2fnuz BF16_VECTOR
+#define BF16_e4m3fnuz BF16_VECTOR
+#define STORE_f32(S, re, im) STORE_BY(re, f32_i, f32_f, f32_d)
+#define STORE_f64(S, re, im) STORE_BY(re, f64_i, f64_f, f64_d)
+#define STORE_e5m2(S, re, im) STORE_BY(re, e5m2_i, e5m2_f, e5m2_d)
+#define STORE_e4m3fn(S, re, im) STORE_BY(re, e4m3fn_i, e4m3fn_f, e4m3fn_d)
+#define STORE_e5m2fnuz(S, re, im) STORE_BY(re, e5m2fnuz_i, e5m2fnuz_f, e5m2fnuz_d)
+#define STORE_e4m3fnuz(S, re, im) STORE_BY(re, e4m3fnuz_i, e4m3fnuz_f, e4m3fnuz_d)
+/* Complex destinations: each part as the matching real dtype would store it
+ * (the parts of complex32 as float16). */
+#define STORE_c32(S, re, im) ((c32_t){STORE_f16(S, re, 0), STORE_f16(S, im, 0)})
+#define STORE_c64(S, re, im) ((c64_t){STORE_f32(S, re, 0), STORE_f32(S, im, 0)})
+#define STORE_c128(S, re, im) ((c128_t){STORE_f64(S, re, 0), STORE_f64(S, im, 0)})
+
+/* --------------------------------------------------------------- kernels */
+
+typedef void (*cvt_fn)(void *dst, const void *src, size_t n);
+
+#define KERNEL(S, D)                                                \
+  static void cvt_##S##_##D(void *dst, const void *src, size_t n) { \
+    const S##_lt *s = src;                                          \
+    D##_st *d = dst;                                                \
+    for (size_t i = 0; i < n; i++) {                                \
+      S##_lt x = s[i];                                              \
+      d[i] = STORE_##D(S, LOAD_##S(x), IM_##S(x));                  \
+    }                                                               \
+  }
+
+/* Every dtype that converts, with its enum value; twice, because a macro
+ * cannot expand itself and the table is a cross product. */
+#define CONVERTIBLE(X, A) \
+  X(A, bool, TSTOR_BOOL) \
+  X(A, u8, TSTOR_UINT8) \
+  X(A, i8, TSTOR_INT8) \
+  X(A, i16, TSTOR_INT16) \
+  X(A, i32, TSTOR_INT32) \
+  X(A, i64, TSTOR_INT64) \
+  X(A, f16, TSTOR_FLOAT16) \
+  X(A, bf16, TSTOR_BFLOAT16) \
+  X(A, f32, TSTOR_FLOAT32) \
+  X(A, f64, TSTOR_FLOAT64) \
+  X(A, c32, TSTOR_COMPLEX32) \
+  X(A, c64, TSTOR_COMPLEX64) \
+  X(A, c128, TSTOR_COMPLEX128) \
+  X(A, e5m2, TSTOR_FLOAT8_E5M2) \
+  X(A, e4m3fn, TSTOR_FLOAT8_E4M3FN) \
+  X(A, e5m2fnuz, TSTOR_FLOAT8_E5M2FNUZ) \
+  X(A, e4m3fnuz, TSTOR_FLOAT8_E4M3FNUZ)
+#define CONVERTIBLE_DST(X, A) \
+  X(A, bool, TSTOR_BOOL) \
+  X(A, u8, TSTOR_UINT8) \
+  X(A, i8, TSTOR_INT8) \
+  X(A, i16, TSTOR_INT16) \
+  X(A, i32, TSTOR_INT32) \
+  X(A, i64, TSTOR_INT64) \
+  X(A, f16, TSTOR_FLOAT16) \
+  X(A, bf16, TSTOR_BFLOAT16) \
+  X(A, f32, TSTOR_FLOAT32) \
+  X(A, f64, TSTOR_FLOAT64) \
+  X(A, c32, TSTOR_COMPLEX32) \
+  X(A, c64, TSTOR_COMPLEX64) \
+  X(A, c128, TSTOR_COMPLEX128) \
+  X(A, e5m2, TSTOR_FLOAT8_E5M2) \
+  X(A, e4m3fn, TSTOR_FLOAT8_E4M3FN) \
+  X(A, e5m2fnuz, TSTOR_FLOAT8_E5M2FNUZ) \
+  X(A, e4m3fnuz, TSTOR_FLOAT8_E4M3FNUZ)
+
+/* Same-dtype pairs get kernels too (unused: those are copies), which keeps the
+ * table generation a plain cross product. */
+#define DEF_DST(S, D, DV) KERNEL(S, D)
+#define DEF_SRC(unused, S, SV) CONVERTIBLE_DST(DEF_DST, S)
+CONVERTIBLE(DEF_SRC, _)
+
+#define ROW_DST(S, D, DV) [DV] = cvt_##S##_##D,
+#define ROW_SRC(unused, S, SV) [SV] = {CONVERTIBLE_DST(ROW_DST, S)},
+static const cvt_fn kernels[TSTOR_DTYPE_END][TSTOR_DTYPE_END] = {CONVERTIBLE(ROW_SRC, _)};
+
+/* complex32 to float16 copies the real half as it is (PyTorch moves the Half
+ * without a float32 round trip, so NaN payloads survive). */
+static void cvt_c32_f16_bits(void *dst, const void *src, size_t n) {
+  const c32_t *s = src;
+  uint16_t *d = dst;
+  for (size_t i = 0; i < n; i++) d[i] = s[i].re;
+}
+
+void tstor__convert_serial(void *dst, tstor_dtype dst_dtype, const void *src,
+                           tstor_dtype src_dtype, size_t n) {
+  if (n == 0) return;
+  if (dst_dtype == src_dtype) {
+    memmove(dst, src, n * tstor_dtype_size(src_dtype));
+    return;
+  }
+  if (src_dtype == TSTOR_COMPLEX32 && dst_dtype == TSTOR_FLOAT16)
+    cvt_c32_f16_bits(dst, src, n);
+  else
+    kernels[src_dtype][dst_dtype](dst, src, n);
+}
+
+/* ------------------------------------------------------- threaded driver */
+
+typedef struct convert_job {
+  void *dst;
+  const void *src;
+  tstor_dtype dst_dtype, src_dtype;
+  size_t dsize, ssize;
+} convert_job;
+
+static void convert_range(void *arg, size_t begin, size_t end) {
+  const convert_job *j = arg;
+  tstor__convert_serial((char *)j->dst + begin * j->dsize, j->dst_dtype,
+                        (const char *)j->src + begin * j->ssize, j->src_dtype, end - begin);
+}
+
+int tstor_dtype_convert(void *dst, tstor_dtype dst_dtype, const void *src,
+                        tstor_dtype src_dtype, size_t count) {
+  int rc = tstor_dtype_can_convert(dst_dtype, src_dtype);
+  if (rc) return rc;
+  if (count == 0) return 0;
+  if (dst == NULL || src == NULL)
+    return tstor__err(TSTOR_EINVAL, "dtype_convert: NULL buffer for %zu elements", count);
+  convert_job job = {dst, src, dst_dtype, src_dtype, tstor_dtype_size(dst_dtype),
+                     tstor_dtype_size(src_dtype)};
+  if (dst_dtype == src_dtype) {
+    size_t nbytes;
+    if (tstor__mul_size(count, job.ssize, &nbytes))
+      return tstor__err(TSTOR_EOVERFLOW, "dtype_convert: %zu elements overflow", count);
+    if (dst != src) tstor__host_copy(dst, src, nbytes);
+    return 0;
+  }
+  /* Threads only when the ranges cannot overlap: an in-place conversion (same
+   * element size) is split at the same indices on both sides, which is safe. */
+  tstor__parallel_for(count, job.ssize + job.dsize, 64, convert_range, &job);
+  return 0;
+}

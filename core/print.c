@@ -1,0 +1,229 @@
+/* Printing storages as PyTorch and Torch7 print them, and formatting one
+ * element as Python's str() of PyTorch's item would. */
+#include "typed_internal.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------- shortest floats */
+
+/* The shortest decimal that reads back as x (finite, > 0), as Python's repr
+ * finds it: `digits` gets the significant digits without trailing zeros and
+ * *exp10 the power of ten of the first one. printf rounds correctly, so the
+ * first precision whose correctly rounded string reads back is the shortest;
+ * at a power of two, where the gap below x is half the gap above, a neighbour
+ * of that string can read back when it does not, so they are tried too. */
+static void shortest_digits(double x, char digits[32], int *exp10) {
+  char buf[48], t[48];
+  for (int p = 1; p <= 17; p++) {
+    snprintf(buf, sizeof buf, "%.*e", p - 1, x);
+    char *e = strchr(buf, 'e');
+    int scale = atoi(e + 1) - (p - 1); /* buf is m * 10^scale */
+    uint64_t m = 0;
+    for (const char *c = buf; c < e; c++)
+      if (*c != '.') m = m * 10 + (uint64_t)(*c - '0');
+    /* m first; then the neighbour on x's side of m, then the other. */
+    snprintf(t, sizeof t, "%" PRIu64 "e%d", m, scale);
+    double vm = strtod(t, NULL);
+    uint64_t cands[3] = {m, vm > x ? m - 1 : m + 1, vm > x ? m + 1 : m - 1};
+    for (int k = 0; k < 3; k++) {
+      if (cands[k] == 0) continue;
+      snprintf(t, sizeof t, "%" PRIu64 "e%d", cands[k], scale);
+      if (strtod(t, NULL) != x) continue;
+      /* Strip trailing zeros; 999 + 1 has one digit more than p. */
+      int n = snprintf(t, sizeof t, "%" PRIu64, cands[k]);
+      *exp10 = scale + n - 1;
+      while (n > 1 && t[n - 1] == '0') t[--n] = '\0';
+      memcpy(digits, t, (size_t)n + 1);
+      return;
+    }
+  }
+  /* Not reached: 17 significant digits always read back. */
+  snprintf(digits, 32, "%d", 0);
+  *exp10 = 0;
+}
+
+enum { FMT_ADD_DOT_0 = 1, FMT_SIGN = 2 };
+
+/* Python's repr of a float ('r' format): fixed notation for exponents from -5
+ * to 15, scientific otherwise. */
+static int format_double(char *out, size_t size, double x, int flags) {
+  const char *sign = signbit(x) ? "-" : (flags & FMT_SIGN) ? "+" : "";
+  if (isnan(x)) return snprintf(out, size, "%snan", (flags & FMT_SIGN) ? "+" : "");
+  if (isinf(x)) return snprintf(out, size, "%sinf", sign);
+  if (x == 0) return snprintf(out, size, "%s0%s", sign, (flags & FMT_ADD_DOT_0) ? ".0" : "");
+  char d[32];
+  int e;
+  shortest_digits(fabs(x), d, &e);
+  int n = (int)strlen(d);
+  char body[64];
+  if (e <= -5 || e >= 16) {
+    if (n == 1)
+      snprintf(body, sizeof body, "%ce%c%02d", d[0], e < 0 ? '-' : '+', abs(e));
+    else
+      snprintf(body, sizeof body, "%c.%se%c%02d", d[0], d + 1, e < 0 ? '-' : '+', abs(e));
+  } else if (e >= 0) {
+    char intpart[32], frac[32];
+    if (n <= e + 1) {
+      memcpy(intpart, d, (size_t)n);
+      memset(intpart + n, '0', (size_t)(e + 1 - n));
+      intpart[e + 1] = '\0';
+      frac[0] = '\0';
+    } else {
+      memcpy(intpart, d, (size_t)e + 1);
+      intpart[e + 1] = '\0';
+      snprintf(frac, sizeof frac, "%s", d + e + 1);
+    }
+    if (frac[0])
+      snprintf(body, sizeof body, "%s.%s", intpart, frac);
+    else
+      snprintf(body, sizeof body, "%s%s", intpart, (flags & FMT_ADD_DOT_0) ? ".0" : "");
+  } else {
+    snprintf(body, sizeof body, "0.%.*s%s", -e - 1, "0000", d);
+  }
+  return snprintf(out, size, "%s%s", sign, body);
+}
+
+/* --------------------------------------------------------------- elements */
+
+static int format_element(tstor_dtype dtype, const void *value, char *out, size_t size) {
+  const tstor_dtype_info *d = tstor_dtype_info_of(dtype);
+  tstor_dtype as = d->underlying;
+  switch (d->kind == TSTOR_KIND_QUANTIZED ? tstor_dtype_info_of(as)->kind : d->kind) {
+    case TSTOR_KIND_BOOL:
+      return snprintf(out, size, "%s", *(const unsigned char *)value ? "True" : "False");
+    case TSTOR_KIND_UNSIGNED:
+    case TSTOR_KIND_SIGNED: {
+      int64_t v;
+      tstor__convert_serial(&v, TSTOR_INT64, value, as, 1);
+      return snprintf(out, size, "%" PRId64, v);
+    }
+    case TSTOR_KIND_FLOAT: {
+      double v;
+      tstor__convert_serial(&v, TSTOR_FLOAT64, value, dtype, 1);
+      return format_double(out, size, v, FMT_ADD_DOT_0);
+    }
+    default: { /* complex: as Python's repr of a complex */
+      double parts[2];
+      tstor__convert_serial(parts, TSTOR_COMPLEX128, value, dtype, 1);
+      char re[40], im[40];
+      if (parts[0] == 0 && !signbit(parts[0])) {
+        format_double(im, sizeof im, parts[1], 0);
+        return snprintf(out, size, "%sj", im);
+      }
+      format_double(re, sizeof re, parts[0], 0);
+      format_double(im, sizeof im, parts[1], FMT_SIGN);
+      return snprintf(out, size, "(%s%sj)", re, im);
+    }
+  }
+}
+
+int tstor_dtype_format(tstor_dtype dtype, const void *value, char *buf, size_t size,
+                       size_t *len) {
+  if (tstor__dtype(dtype, "dtype_format") == NULL) return TSTOR_EINVAL;
+  if (value == NULL || buf == NULL) return tstor__err(TSTOR_EINVAL, "dtype_format: NULL argument");
+  char tmp[80];
+  int n = format_element(dtype, value, tmp, sizeof tmp);
+  if (len) *len = (size_t)n;
+  if ((size_t)n >= size) {
+    if (size > 0) buf[0] = '\0';
+    return tstor__err(TSTOR_ERANGE, "dtype_format: %d characters do not fit in %zu bytes", n,
+                      size);
+  }
+  memcpy(buf, tmp, (size_t)n + 1);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- storages */
+
+/* "cpu" and "meta" as PyTorch writes them (one device each, no index); other
+ * devices as "cuda:1". */
+static void device_text(const tstor_storage *s, char *out, size_t size) {
+  const tstor__devtype *t = &s->ctx->types[s->device.type];
+  if (t->ops.flags & (TSTOR_DEVICE_HOST | TSTOR_DEVICE_NO_DATA) && s->device.index == 0)
+    snprintf(out, size, "%s", t->name);
+  else
+    snprintf(out, size, "%s:%d", t->name, (int)s->device.index);
+}
+
+static void footer(FILE *f, const tstor_storage *s, const tstor_dtype_info *d, size_t n,
+                   unsigned flags) {
+  char dev[96];
+  device_text(s, dev, sizeof dev);
+  if (flags & TSTOR_PRINT_TORCH7) {
+    const char *stem = d->legacy_name ? d->legacy_name : d->scalar_type;
+    const tstor__devtype *t = &s->ctx->types[s->device.type];
+    if (t->ops.flags & TSTOR_DEVICE_HOST)
+      fprintf(f, "[torch.%sStorage of size %zu]\n", stem, n);
+    else
+      fprintf(f, "[torch.%sStorage of size %zu on %s]\n", stem, n, dev);
+  } else {
+    fprintf(f, "[torch.storage.TypedStorage(dtype=torch.%s, device=%s) of size %zu]\n", d->name,
+            dev, n);
+  }
+}
+
+/* Formats elements [0, n) chunk by chunk, staging them through host memory,
+ * and calls back with each string; stops at the first error. */
+typedef void (*element_cb)(void *arg, const char *text, int len);
+
+static int each_element(const tstor_storage *s, const tstor_dtype_info *d, size_t n,
+                        element_cb cb, void *arg) {
+  enum { CHUNK = 4096 };
+  size_t es = d->element_size;
+  unsigned char *buf = tstor__malloc(CHUNK * es);
+  if (buf == NULL) return tstor__err(TSTOR_ENOMEM, "print: no memory for a staging buffer");
+  int rc = 0;
+  for (size_t i = 0; i < n && rc == 0; i += CHUNK) {
+    size_t k = n - i < CHUNK ? n - i : CHUNK;
+    rc = tstor__typed_read(s, i * es, buf, k * es);
+    for (size_t j = 0; j < k && rc == 0; j++) {
+      char text[80];
+      int len = format_element(d->dtype, buf + j * es, text, sizeof text);
+      cb(arg, text, len);
+    }
+  }
+  tstor__free(buf);
+  return rc;
+}
+
+typedef struct print_state {
+  FILE *f;
+  int width;
+} print_state;
+
+static void widest(void *arg, const char *text, int len) {
+  print_state *p = arg;
+  (void)text;
+  if (len > p->width) p->width = len;
+}
+
+static void print_line(void *arg, const char *text, int len) {
+  print_state *p = arg;
+  (void)len;
+  fprintf(p->f, " %*s\n", p->width, text);
+}
+
+int tstor_typed_print(FILE *f, const tstor_storage *s, tstor_dtype dtype, unsigned flags) {
+  if (f == NULL || s == NULL) return tstor__err(TSTOR_EINVAL, "typed_print: NULL argument");
+  size_t n;
+  int rc = tstor_typed_size(s, dtype, &n);
+  if (rc) return rc;
+  const tstor_dtype_info *d = tstor_dtype_info_of(dtype);
+  const tstor__devtype *t = &s->ctx->types[s->device.type];
+  if ((s->flags & TSTOR_FLAG_NO_DATA) || (t->ops.flags & TSTOR_DEVICE_NO_DATA)) {
+    fputs("...\n", f); /* PyTorch's placeholder for elements a meta storage lacks */
+  } else if (n == 0) {
+    fputs(" \n", f);
+  } else {
+    /* Torch7 right-aligns the column; PyTorch does not. */
+    print_state p = {f, 0};
+    if ((flags & TSTOR_PRINT_TORCH7) && (rc = each_element(s, d, n, widest, &p))) return rc;
+    if ((rc = each_element(s, d, n, print_line, &p))) return rc;
+  }
+  footer(f, s, d, n, flags);
+  if (ferror(f)) return tstor__err(TSTOR_EIO, "typed_print: write error");
+  return 0;
+}
