@@ -7,6 +7,8 @@
 
 #include <tstor/backend.h>
 
+#include "mapped.h"
+
 #define CPU_ALIGNMENT 64
 
 typedef struct cpu_state {
@@ -50,6 +52,7 @@ static int cpu_allocate(void *state, int index, size_t nbytes, void *stream, tst
 }
 
 static void cpu_free(void *state, int index, void *ptr, size_t nbytes, void *alloc_ctx) {
+  if (cpu_mapping_free(alloc_ctx)) return; /* a file or shared-memory mapping */
   cpu_state *st = state;
   (void)index;
   (void)alloc_ctx;
@@ -104,6 +107,9 @@ static const tstor_device_ops cpu_device = {
     .flags = TSTOR_DEVICE_HOST,
     .device_count = cpu_device_count,
     .allocator = &cpu_allocator,
+    .map = cpu_map,
+    .mapping_info = cpu_mapping_info,
+    .shm_sweep = cpu_shm_sweep,
 };
 
 static int cpu_init(const tstor_registrar *reg, tstor_module *m, void **module_state, char *msg,
@@ -113,6 +119,7 @@ static int cpu_init(const tstor_registrar *reg, tstor_module *m, void **module_s
   cpu_state *st = calloc(1, sizeof *st);
   if (!st) return TSTOR_ENOMEM;
   st->reg = reg;
+  cpu_mapped_init(reg);
   int rc = reg->register_device_type(m, &cpu_device, st);
   if (rc == 0) rc = reg->register_copy(m, "cpu", "cpu", cpu_copy, st);
   if (rc != 0) {
