@@ -1,0 +1,197 @@
+/* Converting copies against the vectors generated with PyTorch: every pair of
+ * dtypes, special values and random ones, on one thread and split over
+ * several, in place, and the conversions PyTorch refuses. */
+#include "typedtest.h"
+
+#include <math.h>
+
+static typedtest_vectors vec;
+
+static void setup(void) { typedtest_load(&vec); }
+static void teardown(void) { typedtest_free(&vec); }
+
+/* Compares n converted elements with the expected ones; reports the first few
+ * differences with their source element. */
+static int compare(const typedtest_block *b, int d, const unsigned char *got, size_t n,
+                   size_t first_index) {
+  tstor_dtype dt = b->dst_dtype[d];
+  size_t des = tstor_dtype_size(dt), ses = tstor_dtype_size(b->src_dtype);
+  int bad = 0;
+  for (size_t i = 0; i < n; i++) {
+    size_t k = (first_index + i) % b->count;
+    if (memcmp(got + i * des, b->dst[d] + k * des, des) != 0) {
+      if (bad < 5)
+        fprintf(stderr, "%s -> %s [%zu]: source %s gave %s, PyTorch %s\n",
+                tstor_dtype_name(b->src_dtype), tstor_dtype_name(dt), k,
+                typedtest_hex(b->src + k * ses, ses), typedtest_hex(got + i * des, des),
+                typedtest_hex(b->dst[d] + k * des, des));
+      bad++;
+    }
+  }
+  return bad;
+}
+
+START_TEST(every_pair_matches_pytorch) {
+  int bad_pairs = 0, pairs = 0;
+  for (int bi = 0; bi < vec.nblocks; bi++) {
+    const typedtest_block *b = &vec.blocks[bi];
+    for (int d = 0; d < b->ndst; d++) {
+      size_t des = tstor_dtype_size(b->dst_dtype[d]);
+      unsigned char *out = malloc(des * b->count);
+      ck_assert_ptr_nonnull(out);
+      memset(out, 0xEE, des * b->count);
+      ck_tstor_ok(tstor_dtype_convert(out, b->dst_dtype[d], b->src, b->src_dtype, b->count));
+      int bad = compare(b, d, out, b->count, 0);
+      if (bad) {
+        fprintf(stderr, "%s -> %s: %d of %u elements differ\n", tstor_dtype_name(b->src_dtype),
+                tstor_dtype_name(b->dst_dtype[d]), bad, b->count);
+        bad_pairs++;
+      }
+      pairs++;
+      free(out);
+    }
+  }
+  ck_assert_int_eq(pairs, 17 * 17);
+  ck_assert_msg(bad_pairs == 0, "%d of %d dtype pairs differ from PyTorch", bad_pairs, pairs);
+}
+END_TEST
+
+/* Large enough to be split over threads, and with odd lengths so the split
+ * points land anywhere: the same results as one thread. */
+START_TEST(threaded_conversion_matches) {
+  static const tstor_dtype pairs[][2] = {
+      {TSTOR_FLOAT32, TSTOR_FLOAT64}, {TSTOR_FLOAT64, TSTOR_FLOAT32},
+      {TSTOR_FLOAT32, TSTOR_FLOAT16}, {TSTOR_FLOAT16, TSTOR_FLOAT32},
+      {TSTOR_FLOAT32, TSTOR_BFLOAT16}, {TSTOR_BFLOAT16, TSTOR_FLOAT32},
+      {TSTOR_FLOAT32, TSTOR_INT32}, {TSTOR_INT32, TSTOR_FLOAT32},
+      {TSTOR_COMPLEX128, TSTOR_UINT8}, {TSTOR_INT64, TSTOR_FLOAT8_E4M3FN}};
+  int old = tstor_set_num_threads(3);
+  for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
+    const typedtest_block *b = NULL;
+    int d = -1;
+    for (int bi = 0; bi < vec.nblocks && !b; bi++)
+      if (vec.blocks[bi].src_dtype == pairs[p][0]) b = &vec.blocks[bi];
+    ck_assert_ptr_nonnull(b);
+    for (int k = 0; k < b->ndst; k++)
+      if (b->dst_dtype[k] == pairs[p][1]) d = k;
+    ck_assert_int_ge(d, 0);
+    size_t n = (size_t)b->count * 1013 + 7; /* a few MB, not a multiple of anything */
+    size_t ses = tstor_dtype_size(pairs[p][0]), des = tstor_dtype_size(pairs[p][1]);
+    unsigned char *src = malloc(n * ses), *out = malloc(n * des);
+    ck_assert_ptr_nonnull(src);
+    ck_assert_ptr_nonnull(out);
+    for (size_t i = 0; i < n; i++) memcpy(src + i * ses, b->src + (i % b->count) * ses, ses);
+    ck_tstor_ok(tstor_dtype_convert(out, pairs[p][1], src, pairs[p][0], n));
+    ck_assert_int_eq(compare(b, d, out, n, 0), 0);
+    free(src);
+    free(out);
+  }
+  tstor_set_num_threads(old);
+}
+END_TEST
+
+START_TEST(in_place_same_size) {
+  /* float32 <-> int32 over the same bytes, as a typed view of one storage may. */
+  float f[4] = {1.5f, -2.5f, 1e10f, NAN};
+  ck_tstor_ok(tstor_dtype_convert(f, TSTOR_INT32, f, TSTOR_FLOAT32, 4));
+  int32_t i[4];
+  memcpy(i, f, sizeof i);
+  ck_assert_int_eq(i[0], 1);
+  ck_assert_int_eq(i[1], -2);
+  ck_assert_int_eq(i[2], INT32_MIN);
+  ck_assert_int_eq(i[3], INT32_MIN);
+}
+END_TEST
+
+START_TEST(out_of_range_floats_are_defined) {
+  /* What typed.h promises, spelled out. */
+  const double v[] = {300.0, -1.0, 1e10, -1e10, INFINITY, -INFINITY, NAN, 1e30, -0.9};
+  const int n = sizeof v / sizeof v[0];
+  uint8_t u8[9];
+  int8_t i8[9];
+  int16_t i16[9];
+  int32_t i32[9];
+  int64_t i64[9];
+  ck_tstor_ok(tstor_dtype_convert(u8, TSTOR_UINT8, v, TSTOR_FLOAT64, n));
+  ck_tstor_ok(tstor_dtype_convert(i8, TSTOR_INT8, v, TSTOR_FLOAT64, n));
+  ck_tstor_ok(tstor_dtype_convert(i16, TSTOR_INT16, v, TSTOR_FLOAT64, n));
+  ck_tstor_ok(tstor_dtype_convert(i32, TSTOR_INT32, v, TSTOR_FLOAT64, n));
+  ck_tstor_ok(tstor_dtype_convert(i64, TSTOR_INT64, v, TSTOR_FLOAT64, n));
+  const uint8_t eu8[] = {44, 255, 0, 0, 0, 0, 0, 0, 0};
+  const int8_t ei8[] = {44, -1, 0, 0, 0, 0, 0, 0, 0};
+  const int16_t ei16[] = {300, -1, 0, 0, 0, 0, 0, 0, 0};
+  const int32_t ei32[] = {300, -1, INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN,
+                          INT32_MIN, 0};
+  const int64_t ei64[] = {300, -1, 10000000000LL, -10000000000LL, INT64_MIN, INT64_MIN,
+                          INT64_MIN, INT64_MIN, 0};
+  for (int k = 0; k < n; k++) {
+    ck_assert_msg(u8[k] == eu8[k], "uint8(%g) = %d", v[k], u8[k]);
+    ck_assert_msg(i8[k] == ei8[k], "int8(%g) = %d", v[k], i8[k]);
+    ck_assert_msg(i16[k] == ei16[k], "int16(%g) = %d", v[k], i16[k]);
+    ck_assert_msg(i32[k] == ei32[k], "int32(%g) = %d", v[k], i32[k]);
+    ck_assert_msg(i64[k] == ei64[k], "int64(%g) = %lld", v[k], (long long)i64[k]);
+  }
+}
+END_TEST
+
+START_TEST(quantized_conversions_are_refused) {
+  const tstor_dtype q[] = {TSTOR_QINT8, TSTOR_QUINT8, TSTOR_QINT32, TSTOR_QUINT4X2,
+                           TSTOR_QUINT2X4};
+  unsigned char in[16] = {1, 2, 3, 4}, out[16];
+  memset(out, 0x5A, sizeof out);
+  for (size_t k = 0; k < sizeof q / sizeof q[0]; k++) {
+    ck_tstor_err(tstor_dtype_convert(out, TSTOR_FLOAT32, in, q[k], 1), TSTOR_EDTYPE);
+    ck_last_error_has(tstor_dtype_name(q[k]));
+    ck_tstor_err(tstor_dtype_convert(out, q[k], in, TSTOR_INT8, 1), TSTOR_EDTYPE);
+    ck_tstor_err(tstor_dtype_can_convert(q[k], TSTOR_FLOAT32), TSTOR_EDTYPE);
+    /* The same quantized dtype is a copy, which PyTorch does. */
+    ck_tstor_ok(tstor_dtype_can_convert(q[k], q[k]));
+  }
+  ck_tstor_err(tstor_dtype_convert(out, TSTOR_QINT8, in, TSTOR_QUINT8, 1), TSTOR_EDTYPE);
+  for (size_t k = 0; k < sizeof out; k++) ck_assert_int_eq(out[k], 0x5A); /* untouched */
+  ck_tstor_ok(tstor_dtype_convert(out, TSTOR_QINT32, in, TSTOR_QINT32, 1));
+  ck_assert_int_eq(memcmp(out, in, 4), 0);
+}
+END_TEST
+
+START_TEST(bad_arguments) {
+  float f = 1;
+  ck_tstor_err(tstor_dtype_convert(&f, (tstor_dtype)19, &f, TSTOR_FLOAT32, 1), TSTOR_EINVAL);
+  ck_last_error_has("19 is not a dtype");
+  ck_tstor_err(tstor_dtype_convert(&f, TSTOR_FLOAT32, &f, (tstor_dtype)-1, 1), TSTOR_EINVAL);
+  ck_tstor_err(tstor_dtype_convert(&f, TSTOR_FLOAT32, &f, (tstor_dtype)TSTOR_DTYPE_END, 1),
+               TSTOR_EINVAL);
+  ck_tstor_err(tstor_dtype_convert(NULL, TSTOR_FLOAT64, &f, TSTOR_FLOAT32, 1), TSTOR_EINVAL);
+  ck_last_error_has("NULL");
+  ck_tstor_ok(tstor_dtype_convert(NULL, TSTOR_FLOAT64, NULL, TSTOR_FLOAT32, 0));
+}
+END_TEST
+
+START_TEST(thread_count) {
+  int old = tstor_set_num_threads(5);
+  ck_assert_int_eq(tstor_get_num_threads(), 5);
+  ck_assert_int_eq(tstor_set_num_threads(0), 5);
+  ck_assert_int_ge(tstor_get_num_threads(), 1);
+  tstor_set_num_threads(-3); /* treated as the default */
+  ck_assert_int_ge(tstor_get_num_threads(), 1);
+  tstor_set_num_threads(old);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("convert");
+  TCase *tc = tcase_create("vectors");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, every_pair_matches_pytorch);
+  tcase_add_test(tc, threaded_conversion_matches);
+  suite_add_tcase(s, tc);
+  TCase *rules = tcase_create("rules");
+  tcase_add_test(rules, in_place_same_size);
+  tcase_add_test(rules, out_of_range_floats_are_defined);
+  tcase_add_test(rules, quantized_conversions_are_refused);
+  tcase_add_test(rules, bad_arguments);
+  tcase_add_test(rules, thread_count);
+  suite_add_tcase(s, rules);
+  return tstor_test_run(s);
+}

@@ -1,0 +1,714 @@
+/* Typed storage operations: sizes, element access, arrays, fill, buffers,
+ * byteswap, strings, converting copies and views, on cpu, on meta, on a device
+ * the core must stage through ("fake", whose bytes are scrambled), and on one
+ * with its own convert op ("convdev"); and Torch7's Storage documentation,
+ * example by example. */
+#define _GNU_SOURCE
+#include "coretest.h"
+#include "typedtest.h"
+
+#include <math.h>
+
+static tstor_context *ctx;
+static tstor_device cpu, meta, fake0, fake1, conv0;
+
+static void setup(void) {
+  ctx = coretest_open(coretest_fmt("%s[backend convdev]\nlibrary = %s\n",
+                                   coretest_fake_section("fake", NULL),
+                                   coretest_plugin("convdev")));
+  cpu = coretest_dev(ctx, "cpu");
+  meta = coretest_dev(ctx, "meta");
+  fake0 = coretest_dev(ctx, "fake:0");
+  fake1 = coretest_dev(ctx, "fake:1");
+  conv0 = coretest_dev(ctx, "convdev:0");
+}
+static void teardown(void) { tstor_context_close(ctx); }
+
+/* A new storage of `count` dtype elements holding values[i] (as doubles). */
+static tstor_storage *make(tstor_device dev, tstor_dtype dt, const double *values, size_t count) {
+  tstor_storage *s;
+  ck_tstor_ok(tstor_typed_from_array(ctx, dev, dt, values, TSTOR_FLOAT64, count, &s));
+  return s;
+}
+
+static double at(const tstor_storage *s, tstor_dtype dt, size_t i) {
+  double v;
+  ck_tstor_ok(tstor_typed_get_f64(s, dt, i, &v));
+  return v;
+}
+
+/* ------------------------------------------------------------- sizes */
+
+START_TEST(sizes_and_resize) {
+  tstor_storage *s;
+  ck_tstor_ok(tstor_typed_new(ctx, cpu, TSTOR_FLOAT64, 10, &s));
+  size_t n;
+  ck_tstor_ok(tstor_typed_size(s, TSTOR_FLOAT64, &n));
+  ck_assert_uint_eq(n, 10);
+  ck_assert_uint_eq(tstor_storage_nbytes(s), 80);
+  ck_tstor_ok(tstor_typed_size(s, TSTOR_COMPLEX128, &n));
+  ck_assert_uint_eq(n, 5);
+  ck_tstor_ok(tstor_typed_size(s, TSTOR_UINT8, &n));
+  ck_assert_uint_eq(n, 80);
+  ck_tstor_ok(tstor_typed_resize(s, TSTOR_INT16, 3));
+  ck_assert_uint_eq(tstor_storage_nbytes(s), 6);
+  ck_tstor_err(tstor_typed_size(s, TSTOR_INT32, &n), TSTOR_ESIZE);
+  ck_last_error_has("not a whole number of int32");
+  ck_tstor_err(tstor_typed_size(s, (tstor_dtype)18, &n), TSTOR_EINVAL);
+  ck_tstor_err(tstor_typed_size(NULL, TSTOR_INT8, &n), TSTOR_EINVAL);
+  ck_tstor_err(tstor_typed_size(s, TSTOR_INT8, NULL), TSTOR_EINVAL);
+  ck_tstor_err(tstor_typed_resize(s, TSTOR_INT64, SIZE_MAX / 4), TSTOR_EOVERFLOW);
+  ck_assert_uint_eq(tstor_storage_nbytes(s), 6);
+  tstor_storage_release(s);
+  ck_tstor_err(tstor_typed_new(ctx, cpu, TSTOR_INT64, SIZE_MAX / 4, &s), TSTOR_EOVERFLOW);
+  ck_tstor_err(tstor_typed_new(ctx, cpu, (tstor_dtype)22, 1, &s), TSTOR_EINVAL);
+  ck_tstor_err(tstor_typed_new(ctx, cpu, TSTOR_INT8, 1, NULL), TSTOR_EINVAL);
+  /* Meta storages have sizes. */
+  ck_tstor_ok(tstor_typed_new(ctx, meta, TSTOR_COMPLEX64, 7, &s));
+  ck_tstor_ok(tstor_typed_size(s, TSTOR_COMPLEX64, &n));
+  ck_assert_uint_eq(n, 7);
+  ck_tstor_ok(tstor_typed_resize(s, TSTOR_COMPLEX64, 9));
+  ck_assert_uint_eq(tstor_storage_nbytes(s), 72);
+  tstor_storage_release(s);
+}
+END_TEST
+
+/* ---------------------------------------------------- element access */
+
+START_TEST(get_set_and_bounds) {
+  tstor_device devs[] = {cpu, fake1, conv0};
+  for (size_t k = 0; k < 3; k++) {
+    tstor_storage *s;
+    int32_t v[] = {10, 20, 30};
+    ck_tstor_ok(tstor_typed_from_array(ctx, devs[k], TSTOR_INT32, v, TSTOR_INT32, 3, &s));
+    int32_t x = 0;
+    ck_tstor_ok(tstor_typed_get(s, TSTOR_INT32, 2, &x));
+    ck_assert_int_eq(x, 30);
+    x = -7;
+    ck_tstor_ok(tstor_typed_set(s, TSTOR_INT32, 1, &x));
+    ck_assert_double_eq(at(s, TSTOR_INT32, 1), -7);
+    /* Out of range: a clear error and nothing changed. */
+    ck_tstor_err(tstor_typed_get(s, TSTOR_INT32, 3, &x), TSTOR_ERANGE);
+    ck_last_error_has("index 3 is out of range for a storage of 3 int32 elements");
+    x = 99;
+    ck_tstor_err(tstor_typed_set(s, TSTOR_INT32, 3, &x), TSTOR_ERANGE);
+    ck_tstor_err(tstor_typed_set(s, TSTOR_INT32, SIZE_MAX, &x), TSTOR_ERANGE);
+    ck_tstor_err(tstor_typed_set_f64(s, TSTOR_INT32, 5, 1.0), TSTOR_ERANGE);
+    ck_tstor_err(tstor_typed_get(s, TSTOR_INT32, 0, NULL), TSTOR_EINVAL);
+    ck_tstor_err(tstor_typed_set(s, TSTOR_INT32, 0, NULL), TSTOR_EINVAL);
+    ck_tstor_err(tstor_typed_get_f64(s, TSTOR_INT32, 0, NULL), TSTOR_EINVAL);
+    ck_tstor_err(tstor_typed_get_i64(s, TSTOR_INT32, 0, NULL), TSTOR_EINVAL);
+    ck_tstor_err(tstor_typed_get(s, TSTOR_INT64, 0, &x), TSTOR_ESIZE); /* 12 bytes */
+    int32_t all[3];
+    ck_tstor_ok(tstor_typed_to_array(s, TSTOR_INT32, all, TSTOR_INT32, 3));
+    ck_assert_int_eq(all[0], 10);
+    ck_assert_int_eq(all[1], -7);
+    ck_assert_int_eq(all[2], 30);
+    /* By number: converted as a cast. */
+    ck_tstor_ok(tstor_typed_set_f64(s, TSTOR_INT32, 0, 3.7));
+    ck_assert_double_eq(at(s, TSTOR_INT32, 0), 3);
+    ck_tstor_ok(tstor_typed_set_f64(s, TSTOR_INT32, 0, -3.7));
+    int64_t i64;
+    ck_tstor_ok(tstor_typed_get_i64(s, TSTOR_INT32, 0, &i64));
+    ck_assert_int_eq(i64, -3);
+    ck_tstor_ok(tstor_typed_set_i64(s, TSTOR_INT32, 2, INT64_C(0x100000005)));
+    ck_assert_double_eq(at(s, TSTOR_INT32, 2), 5); /* wraps */
+    /* The same bytes as bytes: a typed view is the storage plus a dtype. */
+    ck_tstor_ok(tstor_typed_set_i64(s, TSTOR_UINT8, 0, 0x7f));
+    ck_assert_double_eq(at(s, TSTOR_UINT8, 0), 0x7f);
+    tstor_storage_release(s);
+  }
+}
+END_TEST
+
+START_TEST(numbers_by_dtype) {
+  tstor_storage *s;
+  ck_tstor_ok(tstor_typed_new(ctx, cpu, TSTOR_COMPLEX64, 2, &s));
+  float c[2] = {1.5f, -2.0f};
+  ck_tstor_ok(tstor_typed_set(s, TSTOR_COMPLEX64, 0, c));
+  ck_assert_double_eq(at(s, TSTOR_COMPLEX64, 0), 1.5); /* the real part */
+  ck_tstor_ok(tstor_typed_set_f64(s, TSTOR_COMPLEX64, 1, 4.0));
+  float back[2];
+  ck_tstor_ok(tstor_typed_get(s, TSTOR_COMPLEX64, 1, back));
+  ck_assert_float_eq(back[0], 4.0f);
+  ck_assert_float_eq(back[1], 0.0f);
+  tstor_storage_release(s);
+
+  ck_tstor_ok(tstor_typed_new(ctx, cpu, TSTOR_FLOAT16, 1, &s));
+  ck_tstor_ok(tstor_typed_set_f64(s, TSTOR_FLOAT16, 0, 65519.0));
+  ck_assert_double_eq(at(s, TSTOR_FLOAT16, 0), 65504.0);
+  ck_tstor_ok(tstor_typed_set_f64(s, TSTOR_FLOAT16, 0, 65520.0));
+  ck_assert(isinf(at(s, TSTOR_FLOAT16, 0)));
+  tstor_storage_release(s);
+
+  ck_tstor_ok(tstor_typed_new(ctx, cpu, TSTOR_BOOL, 1, &s));
+  ck_tstor_ok(tstor_typed_set_f64(s, TSTOR_BOOL, 0, NAN));
+  ck_assert_double_eq(at(s, TSTOR_BOOL, 0), 1);
+  ck_tstor_ok(tstor_typed_set_f64(s, TSTOR_BOOL, 0, -0.0));
+  ck_assert_double_eq(at(s, TSTOR_BOOL, 0), 0);
+  tstor_storage_release(s);
+
+  /* Quantized storages read and write their integer codes, as PyTorch's do. */
+  ck_tstor_ok(tstor_typed_new(ctx, cpu, TSTOR_QINT8, 2, &s));
+  ck_tstor_ok(tstor_typed_set_i64(s, TSTOR_QINT8, 0, -5));
+  ck_tstor_ok(tstor_typed_set_f64(s, TSTOR_QINT8, 1, 200.0));
+  ck_assert_double_eq(at(s, TSTOR_QINT8, 0), -5);
+  ck_assert_double_eq(at(s, TSTOR_QINT8, 1), -56);
+  ck_assert_double_eq(at(s, TSTOR_QUINT8, 1), 200);
+  tstor_storage_release(s);
+
+  ck_tstor_ok(tstor_typed_new(ctx, cpu, TSTOR_FLOAT8_E4M3FN, 1, &s));
+  ck_tstor_ok(tstor_typed_set_f64(s, TSTOR_FLOAT8_E4M3FN, 0, 470.0));
+  ck_assert(isnan(at(s, TSTOR_FLOAT8_E4M3FN, 0))); /* past 464: no infinity, NaN */
+  ck_tstor_ok(tstor_typed_set_f64(s, TSTOR_FLOAT8_E4M3FN, 0, 0.1));
+  ck_assert_double_eq(at(s, TSTOR_FLOAT8_E4M3FN, 0), 0.1015625);
+  tstor_storage_release(s);
+}
+END_TEST
+
+/* -------------------------------------------------------------- arrays */
+
+START_TEST(arrays_in_and_out) {
+  const double v[] = {1.25, -2.5, 1e10, NAN};
+  tstor_device devs[] = {cpu, fake0, conv0};
+  for (size_t k = 0; k < 3; k++) {
+    tstor_storage *s = make(devs[k], TSTOR_FLOAT32, v, 4);
+    ck_assert_uint_eq(tstor_storage_nbytes(s), 16);
+    int32_t i[4];
+    ck_tstor_ok(tstor_typed_to_array(s, TSTOR_FLOAT32, i, TSTOR_INT32, 4));
+    ck_assert_int_eq(i[0], 1);
+    ck_assert_int_eq(i[1], -2);
+    ck_assert_int_eq(i[2], INT32_MIN);
+    ck_assert_int_eq(i[3], INT32_MIN);
+    double d[4];
+    ck_tstor_ok(tstor_typed_to_array(s, TSTOR_FLOAT32, d, TSTOR_FLOAT64, 4));
+    ck_assert_double_eq(d[1], -2.5);
+    ck_assert(isnan(d[3]));
+    ck_tstor_err(tstor_typed_to_array(s, TSTOR_FLOAT32, d, TSTOR_FLOAT64, 3), TSTOR_ESIZE);
+    ck_tstor_err(tstor_typed_to_array(s, TSTOR_FLOAT32, NULL, TSTOR_FLOAT64, 4), TSTOR_EINVAL);
+    ck_tstor_err(tstor_typed_to_array(s, TSTOR_FLOAT32, d, TSTOR_QINT32, 4), TSTOR_EDTYPE);
+    tstor_storage_release(s);
+  }
+  tstor_storage *s;
+  ck_tstor_err(tstor_typed_from_array(ctx, cpu, TSTOR_QUINT8, v, TSTOR_FLOAT64, 4, &s),
+               TSTOR_EDTYPE);
+  ck_last_error_has("quint8");
+  ck_tstor_err(tstor_typed_from_array(ctx, cpu, TSTOR_FLOAT32, NULL, TSTOR_FLOAT64, 4, &s),
+               TSTOR_EINVAL);
+  ck_tstor_err(tstor_typed_from_array(ctx, cpu, TSTOR_FLOAT32, v, TSTOR_FLOAT64, 4, NULL),
+               TSTOR_EINVAL);
+  /* Empty, and on meta (sizes only). */
+  ck_tstor_ok(tstor_typed_from_array(ctx, cpu, TSTOR_FLOAT32, NULL, TSTOR_FLOAT64, 0, &s));
+  ck_assert_uint_eq(tstor_storage_nbytes(s), 0);
+  tstor_storage_release(s);
+  ck_tstor_ok(tstor_typed_from_array(ctx, meta, TSTOR_INT16, v, TSTOR_FLOAT64, 4, &s));
+  ck_assert_uint_eq(tstor_storage_nbytes(s), 8);
+  double d[4];
+  ck_tstor_err(tstor_typed_to_array(s, TSTOR_INT16, d, TSTOR_FLOAT64, 4), TSTOR_ENODATA);
+  ck_last_error_has("no data");
+  int16_t x = 1;
+  ck_tstor_err(tstor_typed_get(s, TSTOR_INT16, 0, &x), TSTOR_ENODATA);
+  ck_tstor_err(tstor_typed_set(s, TSTOR_INT16, 0, &x), TSTOR_ENODATA);
+  ck_tstor_err(tstor_typed_get(s, TSTOR_INT16, 9, &x), TSTOR_ERANGE); /* bounds first */
+  tstor_storage_release(s);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- fill */
+
+START_TEST(fill_every_size) {
+  const tstor_dtype dts[] = {TSTOR_BOOL, TSTOR_INT16, TSTOR_FLOAT32, TSTOR_INT64,
+                             TSTOR_COMPLEX128};
+  tstor_device devs[] = {cpu, fake1};
+  for (size_t k = 0; k < 2; k++)
+    for (size_t t = 0; t < sizeof dts / sizeof dts[0]; t++) {
+      size_t es = tstor_dtype_size(dts[t]);
+      unsigned char value[16], got[16];
+      for (size_t b = 0; b < es; b++) value[b] = (unsigned char)(0x11 * (b + 1));
+      if (dts[t] == TSTOR_BOOL) value[0] = 1;
+      tstor_storage *s;
+      ck_tstor_ok(tstor_typed_new(ctx, devs[k], dts[t], 1001, &s));
+      ck_tstor_ok(tstor_typed_fill(s, dts[t], value));
+      for (size_t i = 0; i < 1001; i += 97) {
+        ck_tstor_ok(tstor_typed_get(s, dts[t], i, got));
+        ck_assert_int_eq(memcmp(got, value, es), 0);
+      }
+      ck_tstor_ok(tstor_typed_get(s, dts[t], 1000, got));
+      ck_assert_int_eq(memcmp(got, value, es), 0);
+      ck_tstor_err(tstor_typed_fill(s, dts[t], NULL), TSTOR_EINVAL);
+      tstor_storage_release(s);
+    }
+  /* Large enough for the worker threads, every byte checked. */
+  int old = tstor_set_num_threads(3);
+  tstor_storage *s;
+  size_t n = ((size_t)3 << 20) + 5;
+  ck_tstor_ok(tstor_typed_new(ctx, cpu, TSTOR_FLOAT32, n, &s));
+  float one = 1.5f;
+  ck_tstor_ok(tstor_typed_fill(s, TSTOR_FLOAT32, &one));
+  const float *p = tstor_storage_data(s);
+  size_t wrong = 0;
+  for (size_t i = 0; i < n; i++) wrong += p[i] != 1.5f;
+  ck_assert_uint_eq(wrong, 0);
+  tstor_storage_release(s);
+  tstor_set_num_threads(old);
+  /* Meta: no data. */
+  ck_tstor_ok(tstor_typed_new(ctx, meta, TSTOR_FLOAT32, 4, &s));
+  ck_tstor_err(tstor_typed_fill(s, TSTOR_FLOAT32, &one), TSTOR_ENODATA);
+  tstor_storage_release(s);
+}
+END_TEST
+
+/* ---------------------------------------------------- buffers and order */
+
+START_TEST(from_buffer_byte_orders) {
+  /* torch.ShortStorage.from_buffer(b'\x01\x02', 'big') is 258. */
+  const unsigned char two[] = {0x01, 0x02};
+  tstor_device devs[] = {cpu, fake0};
+  for (size_t k = 0; k < 2; k++) {
+    tstor_storage *s;
+    ck_tstor_ok(tstor_typed_from_buffer(ctx, devs[k], TSTOR_INT16, two, 2, TSTOR_ORDER_BIG, &s));
+    ck_assert_double_eq(at(s, TSTOR_INT16, 0), 258);
+    tstor_storage_release(s);
+    ck_tstor_ok(
+        tstor_typed_from_buffer(ctx, devs[k], TSTOR_INT16, two, 2, TSTOR_ORDER_LITTLE, &s));
+    ck_assert_double_eq(at(s, TSTOR_INT16, 0), 513);
+    tstor_storage_release(s);
+    ck_tstor_ok(tstor_typed_from_buffer(ctx, devs[k], TSTOR_UINT8, two, 2, TSTOR_ORDER_BIG, &s));
+    ck_assert_double_eq(at(s, TSTOR_UINT8, 1), 2);
+    tstor_storage_release(s);
+    /* complex64, big-endian: each float on its own (1.0f, 2.0f). */
+    const unsigned char c[] = {0x3f, 0x80, 0, 0, 0x40, 0, 0, 0};
+    ck_tstor_ok(tstor_typed_from_buffer(ctx, devs[k], TSTOR_COMPLEX64, c, 8, TSTOR_ORDER_BIG, &s));
+    float parts[2];
+    ck_tstor_ok(tstor_typed_get(s, TSTOR_COMPLEX64, 0, parts));
+    ck_assert_float_eq(parts[0], 1.0f);
+    ck_assert_float_eq(parts[1], 2.0f);
+    tstor_storage_release(s);
+  }
+  tstor_storage *s = (tstor_storage *)&s; /* must stay as it is on failure */
+  tstor_storage *const before = s;
+  ck_tstor_err(tstor_typed_from_buffer(ctx, cpu, TSTOR_INT32, two, 2, TSTOR_ORDER_BIG, &s),
+               TSTOR_ESIZE);
+  ck_tstor_err(tstor_typed_from_buffer(ctx, cpu, TSTOR_INT16, two, 2, (tstor_byte_order)7, &s),
+               TSTOR_EINVAL);
+  ck_tstor_err(tstor_typed_from_buffer(ctx, cpu, TSTOR_INT16, NULL, 2, TSTOR_ORDER_BIG, &s),
+               TSTOR_EINVAL);
+  ck_assert_ptr_eq(s, before);
+  ck_tstor_ok(tstor_typed_from_buffer(ctx, meta, TSTOR_INT16, two, 2, TSTOR_ORDER_BIG, &s));
+  ck_assert_uint_eq(tstor_storage_nbytes(s), 2);
+  tstor_storage_release(s);
+}
+END_TEST
+
+START_TEST(byteswap_by_dtype) {
+  tstor_device devs[] = {cpu, fake1};
+  for (size_t k = 0; k < 2; k++) {
+    const unsigned char bytes[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+    static const struct {
+      tstor_dtype dt;
+      unsigned char want[16];
+    } cases[] = {
+        {TSTOR_UINT8, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}},
+        {TSTOR_BOOL, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}},
+        {TSTOR_INT16, {2, 1, 4, 3, 6, 5, 8, 7, 10, 9, 12, 11, 14, 13, 16, 15}},
+        {TSTOR_FLOAT32, {4, 3, 2, 1, 8, 7, 6, 5, 12, 11, 10, 9, 16, 15, 14, 13}},
+        {TSTOR_INT64, {8, 7, 6, 5, 4, 3, 2, 1, 16, 15, 14, 13, 12, 11, 10, 9}},
+        {TSTOR_COMPLEX32, {2, 1, 4, 3, 6, 5, 8, 7, 10, 9, 12, 11, 14, 13, 16, 15}},
+        {TSTOR_COMPLEX64, {4, 3, 2, 1, 8, 7, 6, 5, 12, 11, 10, 9, 16, 15, 14, 13}},
+        {TSTOR_COMPLEX128, {8, 7, 6, 5, 4, 3, 2, 1, 16, 15, 14, 13, 12, 11, 10, 9}},
+        {TSTOR_QINT32, {4, 3, 2, 1, 8, 7, 6, 5, 12, 11, 10, 9, 16, 15, 14, 13}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+      tstor_storage *s;
+      ck_tstor_ok(tstor_typed_from_buffer(ctx, devs[k], TSTOR_UINT8, bytes, 16,
+                                          TSTOR_ORDER_NATIVE, &s));
+      ck_tstor_ok(tstor_typed_byteswap(s, cases[c].dt));
+      unsigned char got[16];
+      ck_tstor_ok(tstor_typed_to_array(s, TSTOR_UINT8, got, TSTOR_UINT8, 16));
+      ck_assert_msg(memcmp(got, cases[c].want, 16) == 0, "byteswap as %s",
+                    tstor_dtype_name(cases[c].dt));
+      tstor_storage_release(s);
+    }
+  }
+  tstor_storage *s;
+  ck_tstor_ok(tstor_typed_new(ctx, cpu, TSTOR_UINT8, 6, &s));
+  ck_tstor_err(tstor_typed_byteswap(s, TSTOR_INT32), TSTOR_ESIZE);
+  tstor_storage_release(s);
+  ck_tstor_ok(tstor_typed_new(ctx, meta, TSTOR_INT32, 6, &s));
+  ck_tstor_err(tstor_typed_byteswap(s, TSTOR_INT32), TSTOR_ENODATA);
+  tstor_storage_release(s);
+}
+END_TEST
+
+/* ------------------------------------------------------------- strings */
+
+START_TEST(strings_with_nuls) {
+  tstor_device devs[] = {cpu, fake0};
+  for (size_t k = 0; k < 2; k++) {
+    tstor_storage *s;
+    ck_tstor_ok(tstor_typed_new(ctx, devs[k], TSTOR_INT8, 0, &s));
+    const char text[] = "a\0b\0c"; /* 5 bytes, two NULs */
+    ck_tstor_ok(tstor_typed_set_string(s, TSTOR_INT8, text, 5));
+    ck_assert_uint_eq(tstor_storage_nbytes(s), 5);
+    char buf[8];
+    size_t len = 0;
+    ck_tstor_ok(tstor_typed_get_string(s, TSTOR_UINT8, buf, sizeof buf, &len));
+    ck_assert_uint_eq(len, 5);
+    ck_assert_int_eq(memcmp(buf, text, 5), 0);
+    /* Too small: ERANGE with the length; NULL/0 asks for it. */
+    ck_tstor_err(tstor_typed_get_string(s, TSTOR_INT8, buf, 4, &len), TSTOR_ERANGE);
+    ck_assert_uint_eq(len, 5);
+    len = 0;
+    ck_tstor_err(tstor_typed_get_string(s, TSTOR_INT8, NULL, 0, &len), TSTOR_ERANGE);
+    ck_assert_uint_eq(len, 5);
+    ck_tstor_err(tstor_typed_set_string(s, TSTOR_INT16, "ab", 2), TSTOR_EINVAL);
+    ck_last_error_has("only uint8 and int8");
+    ck_tstor_err(tstor_typed_get_string(s, TSTOR_FLOAT32, buf, sizeof buf, &len), TSTOR_EINVAL);
+    ck_tstor_err(tstor_typed_set_string(s, TSTOR_INT8, NULL, 3), TSTOR_EINVAL);
+    ck_assert_uint_eq(tstor_storage_nbytes(s), 5); /* unchanged by the failures */
+    ck_tstor_ok(tstor_typed_set_string(s, TSTOR_INT8, "", 0));
+    ck_assert_uint_eq(tstor_storage_nbytes(s), 0);
+    tstor_storage_release(s);
+  }
+  /* A storage that cannot be resized keeps its size and bytes. */
+  tstor_storage *base, *view;
+  ck_tstor_ok(tstor_typed_new(ctx, cpu, TSTOR_UINT8, 8, &base));
+  ck_tstor_ok(tstor_typed_set_string(base, TSTOR_UINT8, "abcdefgh", 8));
+  ck_tstor_ok(tstor_typed_view(base, TSTOR_UINT8, 2, 3, &view));
+  ck_tstor_err(tstor_typed_set_string(view, TSTOR_UINT8, "xxxxx", 5), TSTOR_ENOTSUP);
+  ck_tstor_ok(tstor_typed_set_string(view, TSTOR_UINT8, "XYZ", 3)); /* same size: fine */
+  char buf[8];
+  size_t len;
+  ck_tstor_ok(tstor_typed_get_string(base, TSTOR_UINT8, buf, sizeof buf, &len));
+  ck_assert_int_eq(memcmp(buf, "abXYZfgh", 8), 0);
+  tstor_storage_release(view);
+  tstor_storage_release(base);
+  tstor_storage *m;
+  ck_tstor_ok(tstor_typed_new(ctx, meta, TSTOR_UINT8, 3, &m));
+  ck_tstor_err(tstor_typed_set_string(m, TSTOR_UINT8, "abcd", 4), TSTOR_ENODATA);
+  ck_assert_uint_eq(tstor_storage_nbytes(m), 3);
+  tstor_storage_release(m);
+}
+END_TEST
+
+/* --------------------------------------------------------------- views */
+
+START_TEST(views_share_bytes) {
+  const double v[] = {0, 1, 2, 3, 4, 5, 6, 7};
+  tstor_storage *s = make(cpu, TSTOR_INT32, v, 8), *view;
+  ck_tstor_ok(tstor_typed_view(s, TSTOR_INT32, 2, 4, &view));
+  ck_assert_uint_eq(tstor_storage_nbytes(view), 16);
+  ck_assert_double_eq(at(view, TSTOR_INT32, 0), 2);
+  ck_tstor_ok(tstor_typed_set_f64(view, TSTOR_INT32, 3, -1));
+  ck_assert_double_eq(at(s, TSTOR_INT32, 5), -1);
+  tstor_storage_release(view);
+  ck_tstor_err(tstor_typed_view(s, TSTOR_INT32, 6, 3, &view), TSTOR_ERANGE);
+  ck_tstor_err(tstor_typed_view(s, TSTOR_INT32, 9, 0, &view), TSTOR_ERANGE);
+  ck_tstor_err(tstor_typed_view(s, TSTOR_INT32, 1, SIZE_MAX, &view), TSTOR_ERANGE);
+  ck_tstor_ok(tstor_typed_view(s, TSTOR_INT32, 8, 0, &view));
+  tstor_storage_release(view);
+  /* Overlapping converting copies between views of the same bytes: int32 ->
+   * int64 spreading over its own source, and back. */
+  tstor_storage *wide, *narrow;
+  ck_tstor_ok(tstor_typed_view(s, TSTOR_INT32, 0, 4, &narrow)); /* elements 0..3 */
+  ck_tstor_ok(tstor_typed_view(s, TSTOR_INT64, 0, 4, &wide));   /* all 32 bytes */
+  ck_tstor_ok(tstor_typed_copy(wide, TSTOR_INT64, narrow, TSTOR_INT32));
+  for (int i = 0; i < 4; i++) ck_assert_double_eq(at(wide, TSTOR_INT64, (size_t)i), i);
+  ck_tstor_ok(tstor_typed_set_f64(wide, TSTOR_INT64, 3, 33));
+  ck_tstor_ok(tstor_typed_copy(narrow, TSTOR_INT32, wide, TSTOR_INT64));
+  ck_assert_double_eq(at(s, TSTOR_INT32, 3), 33);
+  ck_assert_double_eq(at(s, TSTOR_INT32, 1), 1);
+  /* In place, same size: float32 over its own int32 bytes. */
+  ck_tstor_ok(tstor_typed_copy(narrow, TSTOR_FLOAT32, narrow, TSTOR_INT32));
+  ck_assert_double_eq(at(narrow, TSTOR_FLOAT32, 3), 33.0);
+  tstor_storage_release(wide);
+  tstor_storage_release(narrow);
+  tstor_storage_release(s);
+}
+END_TEST
+
+/* ------------------------------------------------------ converting copy */
+
+START_TEST(copy_between_devices) {
+  const double v[] = {1.5, -2.25, 65519.0, 1e-8, NAN, -INFINITY, 3e38, 7};
+  const size_t n = sizeof v / sizeof v[0];
+  float want[8];
+  for (size_t i = 0; i < n; i++) want[i] = (float)v[i];
+  tstor_device devs[] = {cpu, fake0, fake1, conv0};
+  for (size_t a = 0; a < 4; a++)
+    for (size_t b = 0; b < 4; b++) {
+      tstor_storage *src = make(devs[a], TSTOR_FLOAT64, v, n), *mid, *dst;
+      ck_tstor_ok(tstor_typed_new(ctx, devs[b], TSTOR_FLOAT16, n, &mid));
+      ck_tstor_ok(tstor_typed_copy(mid, TSTOR_FLOAT16, src, TSTOR_FLOAT64));
+      ck_tstor_ok(tstor_typed_convert(mid, TSTOR_FLOAT16, TSTOR_FLOAT32, &dst));
+      ck_assert_int_eq(tstor_storage_device(dst).type, devs[b].type);
+      float got[8];
+      ck_tstor_ok(tstor_typed_to_array(dst, TSTOR_FLOAT32, got, TSTOR_FLOAT32, n));
+      uint16_t h[8];
+      ck_tstor_ok(tstor_dtype_convert(h, TSTOR_FLOAT16, want, TSTOR_FLOAT32, n));
+      float exp[8];
+      ck_tstor_ok(tstor_dtype_convert(exp, TSTOR_FLOAT32, h, TSTOR_FLOAT16, n));
+      ck_assert_msg(memcmp(got, exp, sizeof got) == 0, "copy %zu -> %zu", a, b);
+      /* Same dtype between devices: bytes. */
+      tstor_storage *same;
+      ck_tstor_ok(tstor_typed_new(ctx, devs[a], TSTOR_FLOAT32, n, &same));
+      ck_tstor_ok(tstor_typed_copy(same, TSTOR_FLOAT32, dst, TSTOR_FLOAT32));
+      ck_tstor_ok(tstor_typed_to_array(same, TSTOR_FLOAT32, got, TSTOR_FLOAT32, n));
+      ck_assert_int_eq(memcmp(got, exp, sizeof got), 0);
+      tstor_storage_release(same);
+      tstor_storage_release(src);
+      tstor_storage_release(mid);
+      tstor_storage_release(dst);
+    }
+}
+END_TEST
+
+START_TEST(copy_errors_leave_destination) {
+  const double v[] = {1, 2, 3};
+  tstor_storage *a = make(cpu, TSTOR_INT32, v, 3), *b = make(fake0, TSTOR_INT64, v, 2), *m;
+  ck_tstor_err(tstor_typed_copy(b, TSTOR_INT64, a, TSTOR_INT32), TSTOR_ESIZE);
+  ck_last_error_has("source has 3 int32 elements, destination 2 int64");
+  ck_tstor_err(tstor_typed_copy(a, TSTOR_QINT32, a, TSTOR_INT32), TSTOR_EDTYPE);
+  ck_tstor_err(tstor_typed_copy(a, TSTOR_INT32, NULL, TSTOR_INT32), TSTOR_EINVAL);
+  ck_tstor_err(tstor_typed_copy(a, (tstor_dtype)20, a, TSTOR_INT32), TSTOR_EINVAL);
+  ck_assert_double_eq(at(b, TSTOR_INT64, 1), 2);
+  ck_assert_double_eq(at(a, TSTOR_INT32, 2), 3);
+  /* Meta: a meta destination is size-checked only; a meta source has no data. */
+  ck_tstor_ok(tstor_typed_new(ctx, meta, TSTOR_FLOAT64, 3, &m));
+  ck_tstor_ok(tstor_typed_copy(m, TSTOR_FLOAT64, a, TSTOR_INT32));
+  ck_tstor_err(tstor_typed_copy(a, TSTOR_INT32, m, TSTOR_FLOAT64), TSTOR_ENODATA);
+  tstor_storage *c;
+  ck_tstor_ok(tstor_typed_convert(m, TSTOR_FLOAT64, TSTOR_INT16, &c));
+  ck_assert_uint_eq(tstor_storage_nbytes(c), 6);
+  ck_assert_int_eq(tstor_storage_device(c).type, meta.type);
+  tstor_storage_release(c);
+  c = (tstor_storage *)&c;
+  ck_tstor_err(tstor_typed_convert(a, TSTOR_INT32, TSTOR_QUINT8, &c), TSTOR_EDTYPE);
+  ck_assert_ptr_eq(c, (tstor_storage *)&c);
+  /* A different context. */
+  tstor_context *other = coretest_open(NULL);
+  tstor_storage *o;
+  ck_tstor_ok(tstor_typed_new(other, coretest_dev(other, "cpu"), TSTOR_INT32, 3, &o));
+  ck_tstor_err(tstor_typed_copy(o, TSTOR_INT32, a, TSTOR_INT32), TSTOR_EINVAL);
+  ck_last_error_has("different contexts");
+  tstor_storage_release(o);
+  tstor_context_close(other);
+  tstor_storage_release(m);
+  tstor_storage_release(a);
+  tstor_storage_release(b);
+}
+END_TEST
+
+static long *convert_calls(void) {
+  void *h = dlopen(coretest_plugin("convdev"), RTLD_NOW | RTLD_NOLOAD);
+  ck_assert_ptr_nonnull(h);
+  long *p = dlsym(h, "convdev_convert_calls");
+  dlclose(h); /* still loaded by the context */
+  ck_assert_ptr_nonnull(p);
+  return p;
+}
+
+START_TEST(device_convert_op) {
+  volatile long *calls = convert_calls();
+  long before = *calls;
+  const double v[] = {0.1, -3, 1e30, NAN};
+  tstor_storage *f = make(conv0, TSTOR_FLOAT32, v, 4), *d;
+  ck_tstor_ok(tstor_typed_new(ctx, conv0, TSTOR_FLOAT64, 4, &d));
+  ck_tstor_ok(tstor_typed_copy(d, TSTOR_FLOAT64, f, TSTOR_FLOAT32));
+  ck_assert_int_eq(*calls, before + 1); /* the device did it */
+  ck_assert_double_eq(at(d, TSTOR_FLOAT64, 0), (double)0.1f);
+  ck_assert(isnan(at(d, TSTOR_FLOAT64, 3)));
+  /* A pair it declines is staged, with the same results. */
+  tstor_storage *h;
+  ck_tstor_ok(tstor_typed_new(ctx, conv0, TSTOR_FLOAT16, 4, &h));
+  ck_tstor_ok(tstor_typed_copy(h, TSTOR_FLOAT16, d, TSTOR_FLOAT64));
+  ck_assert_int_eq(*calls, before + 1);
+  ck_assert_double_eq(at(h, TSTOR_FLOAT16, 1), -3);
+  ck_assert(isinf(at(h, TSTOR_FLOAT16, 2)));
+  /* Different devices of the type: staged, not the op. */
+  tstor_storage *d1;
+  ck_tstor_ok(tstor_typed_new(ctx, coretest_dev(ctx, "convdev:1"), TSTOR_FLOAT64, 4, &d1));
+  ck_tstor_ok(tstor_typed_copy(d1, TSTOR_FLOAT64, f, TSTOR_FLOAT32));
+  ck_assert_int_eq(*calls, before + 1);
+  ck_assert_double_eq(at(d1, TSTOR_FLOAT64, 1), -3);
+  /* The op's failure reaches the caller with its message. */
+  tstor_storage *f13, *d13;
+  ck_tstor_ok(tstor_typed_new(ctx, conv0, TSTOR_FLOAT32, 13, &f13));
+  ck_tstor_ok(tstor_typed_new(ctx, conv0, TSTOR_FLOAT64, 13, &d13));
+  ck_tstor_err(tstor_typed_copy(d13, TSTOR_FLOAT64, f13, TSTOR_FLOAT32), TSTOR_EBACKEND);
+  ck_last_error_has("convdev: injected failure");
+  tstor_storage_release(f13);
+  tstor_storage_release(d13);
+  tstor_storage_release(d1);
+  tstor_storage_release(h);
+  tstor_storage_release(d);
+  tstor_storage_release(f);
+}
+END_TEST
+
+START_TEST(large_copies_split_over_threads) {
+  int old = tstor_set_num_threads(2);
+  size_t n = ((size_t)5 << 20) + 3;
+  tstor_storage *a, *b, *c;
+  ck_tstor_ok(tstor_typed_new(ctx, cpu, TSTOR_INT32, n, &a));
+  int32_t *p = tstor_storage_data(a);
+  for (size_t i = 0; i < n; i++) p[i] = (int32_t)(i * 2654435761u);
+  ck_tstor_ok(tstor_typed_convert(a, TSTOR_INT32, TSTOR_FLOAT64, &b));
+  ck_tstor_ok(tstor_typed_new(ctx, cpu, TSTOR_INT32, n, &c));
+  ck_tstor_ok(tstor_typed_copy(c, TSTOR_INT32, b, TSTOR_FLOAT64));
+  ck_assert_int_eq(memcmp(tstor_storage_data(c), p, n * 4), 0);
+  ck_tstor_ok(tstor_typed_copy(c, TSTOR_INT32, a, TSTOR_INT32)); /* same dtype */
+  ck_assert_int_eq(memcmp(tstor_storage_data(c), p, n * 4), 0);
+  tstor_storage_release(a);
+  tstor_storage_release(b);
+  tstor_storage_release(c);
+  tstor_set_num_threads(old);
+}
+END_TEST
+
+START_TEST(printing_other_devices) {
+  const double v[] = {1, 2.5};
+  tstor_storage *s = make(fake1, TSTOR_FLOAT32, v, 2);
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  ck_tstor_ok(tstor_typed_print(f, s, TSTOR_FLOAT32, 0));
+  ck_tstor_ok(tstor_typed_print(f, s, TSTOR_FLOAT32, TSTOR_PRINT_TORCH7));
+  fclose(f);
+  ck_assert_str_eq(text,
+                   " 1.0\n 2.5\n[torch.storage.TypedStorage(dtype=torch.float32, device=fake:1) of "
+                   "size 2]\n 1.0\n 2.5\n[torch.FloatStorage of size 2 on fake:1]\n");
+  free(text);
+  tstor_storage_release(s);
+}
+END_TEST
+
+/* ------------------------------------------- Torch7's Storage documentation */
+
+static char *printed(const tstor_storage *s, tstor_dtype dt) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  ck_tstor_ok(tstor_typed_print(f, s, dt, TSTOR_PRINT_TORCH7));
+  fclose(f);
+  return text;
+}
+
+START_TEST(torch7_docs) {
+  /* x = torch.IntStorage(10):fill(1)
+   * y = torch.DoubleStorage(10):copy(x) */
+  tstor_storage *x, *y;
+  ck_tstor_ok(tstor_typed_new(ctx, cpu, TSTOR_INT32, 10, &x));
+  int32_t one = 1;
+  ck_tstor_ok(tstor_typed_fill(x, TSTOR_INT32, &one));
+  ck_tstor_ok(tstor_typed_new(ctx, cpu, TSTOR_FLOAT64, 10, &y));
+  ck_tstor_ok(tstor_typed_copy(y, TSTOR_FLOAT64, x, TSTOR_INT32));
+  for (size_t i = 0; i < 10; i++) ck_assert_double_eq(at(y, TSTOR_FLOAT64, i), 1.0);
+  tstor_storage_release(x);
+  tstor_storage_release(y);
+
+  /* x = torch.DoubleStorage(10) -- a storage of 10 doubles, uninitialised
+   * print(x[5]) -- Lua's 1-based 5 is index 4 */
+  ck_tstor_ok(tstor_typed_new(ctx, cpu, TSTOR_FLOAT64, 10, &x));
+  size_t n;
+  ck_tstor_ok(tstor_typed_size(x, TSTOR_FLOAT64, &n));
+  ck_assert_uint_eq(n, 10);
+  double x5;
+  ck_tstor_ok(tstor_typed_get_f64(x, TSTOR_FLOAT64, 4, &x5));
+  tstor_storage_release(x);
+
+  /* > = torch.IntStorage({1,2,3,4}) */
+  int32_t v[] = {1, 2, 3, 4};
+  ck_tstor_ok(tstor_typed_from_array(ctx, cpu, TSTOR_INT32, v, TSTOR_INT32, 4, &x));
+  char *text = printed(x, TSTOR_INT32);
+  ck_assert_str_eq(text, " 1\n 2\n 3\n 4\n[torch.IntStorage of size 4]\n");
+  free(text);
+  tstor_storage_release(x);
+
+  /* x = torch.IntStorage(10):fill(0) */
+  ck_tstor_ok(tstor_typed_new(ctx, cpu, TSTOR_INT32, 10, &x));
+  int32_t zero = 0;
+  ck_tstor_ok(tstor_typed_fill(x, TSTOR_INT32, &zero));
+  ck_assert_double_eq(at(x, TSTOR_INT32, 9), 0);
+  tstor_storage_release(x);
+
+  /* x = torch.DoubleStorage(10):fill(1)
+   * y = torch.DoubleStorage():resize(x:size()):copy(x) */
+  ck_tstor_ok(tstor_typed_new(ctx, cpu, TSTOR_FLOAT64, 10, &x));
+  double d1 = 1;
+  ck_tstor_ok(tstor_typed_fill(x, TSTOR_FLOAT64, &d1));
+  ck_tstor_ok(tstor_typed_new(ctx, cpu, TSTOR_FLOAT64, 0, &y));
+  ck_tstor_ok(tstor_typed_size(x, TSTOR_FLOAT64, &n));
+  ck_tstor_ok(tstor_typed_resize(y, TSTOR_FLOAT64, n));
+  ck_tstor_ok(tstor_typed_copy(y, TSTOR_FLOAT64, x, TSTOR_FLOAT64));
+  ck_assert_double_eq(at(y, TSTOR_FLOAT64, 9), 1);
+  tstor_storage_release(x);
+  tstor_storage_release(y);
+
+  /* > x = torch.CharStorage():string("blah blah")
+   * > print(x)  and  print(x:string()) */
+  ck_tstor_ok(tstor_typed_new(ctx, cpu, TSTOR_INT8, 0, &x));
+  ck_tstor_ok(tstor_typed_set_string(x, TSTOR_INT8, "blah blah", 9));
+  text = printed(x, TSTOR_INT8);
+  ck_assert_str_eq(text, "  98\n 108\n  97\n 104\n  32\n  98\n 108\n  97\n 104\n"
+                         "[torch.CharStorage of size 9]\n");
+  free(text);
+  char buf[16];
+  size_t len;
+  ck_tstor_ok(tstor_typed_get_string(x, TSTOR_INT8, buf, sizeof buf, &len));
+  ck_assert_uint_eq(len, 9);
+  ck_assert_int_eq(memcmp(buf, "blah blah", 9), 0);
+  tstor_storage_release(x);
+
+  /* $ echo "Hello World" > hello.txt
+   * > x = torch.CharStorage('hello.txt')   -- here: the file's bytes, read
+   * > = x                                  -- 72 101 ... 10, size 12
+   * > = x:string()                         -- Hello World
+   * > = x:fill(42):string()                -- twelve '*' */
+  const char *path = coretest_write_file(".txt", "Hello World\n", 12);
+  FILE *f = fopen(path, "rb");
+  ck_assert_ptr_nonnull(f);
+  char file[64];
+  size_t got = fread(file, 1, sizeof file, f);
+  fclose(f);
+  unlink(path);
+  ck_tstor_ok(tstor_typed_new(ctx, cpu, TSTOR_INT8, 0, &x));
+  ck_tstor_ok(tstor_typed_set_string(x, TSTOR_INT8, file, got));
+  text = printed(x, TSTOR_INT8);
+  ck_assert_str_eq(text, "  72\n 101\n 108\n 108\n 111\n  32\n  87\n 111\n 114\n 108\n 100\n"
+                         "  10\n[torch.CharStorage of size 12]\n");
+  free(text);
+  ck_tstor_ok(tstor_typed_get_string(x, TSTOR_INT8, buf, sizeof buf, &len));
+  ck_assert_uint_eq(len, 12);
+  ck_assert_int_eq(memcmp(buf, "Hello World\n", 12), 0);
+  int8_t star = 42;
+  ck_tstor_ok(tstor_typed_fill(x, TSTOR_INT8, &star));
+  ck_tstor_ok(tstor_typed_get_string(x, TSTOR_INT8, buf, sizeof buf, &len));
+  ck_assert_int_eq(memcmp(buf, "************", 12), 0);
+  tstor_storage_release(x);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("typed");
+  TCase *tc = tcase_create("typed");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, sizes_and_resize);
+  tcase_add_test(tc, get_set_and_bounds);
+  tcase_add_test(tc, numbers_by_dtype);
+  tcase_add_test(tc, arrays_in_and_out);
+  tcase_add_test(tc, fill_every_size);
+  tcase_add_test(tc, from_buffer_byte_orders);
+  tcase_add_test(tc, byteswap_by_dtype);
+  tcase_add_test(tc, strings_with_nuls);
+  tcase_add_test(tc, views_share_bytes);
+  tcase_add_test(tc, copy_between_devices);
+  tcase_add_test(tc, copy_errors_leave_destination);
+  tcase_add_test(tc, device_convert_op);
+  tcase_add_test(tc, large_copies_split_over_threads);
+  tcase_add_test(tc, printing_other_devices);
+  tcase_add_test(tc, torch7_docs);
+  suite_add_tcase(s, tc);
+  return tstor_test_run(s);
+}
