@@ -9,15 +9,20 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ini.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* inih reads at most INI_MAX_LINE - 1 bytes per line, newline included. */
 #define TSTOR__MAX_LINE (INI_MAX_LINE - 2)
 #define TSTOR__MAX_CONFIG (1 << 20)
+
+/* Keys whose values are not strings, so set_string cannot tell a repeat. */
+enum { SEEN_LOG_LEVEL = 1, SEEN_OPTIONAL = 2, SEEN_ENABLED = 4 };
 
 typedef struct parser {
   const char *text, *end, *pos;
@@ -25,6 +30,7 @@ typedef struct parser {
   int section;       /* -1: none yet, -2: [tstor], >= 0: index into cfg->sections */
   int prev_key;      /* the last significant line was a key (continuations follow keys) */
   int seen_tstor;
+  unsigned seen_keys; /* SEEN_* of the current section, for duplicates */
   int err_line;      /* first error */
   char err[TSTOR__ERRBUF];
   tstor__config *cfg;
@@ -73,6 +79,7 @@ static void section_header(parser *p, const char *s, const char *eol) {
   name[n] = '\0';
 
   p->prev_key = 0;
+  p->seen_keys = 0;
   if (strcmp(name, "tstor") == 0) {
     if (p->seen_tstor) fail(p, "duplicate section [tstor]");
     p->seen_tstor = 1;
@@ -194,6 +201,15 @@ static int set_string(parser *p, char **field, const char *key, const char *valu
   return 1;
 }
 
+static int first_time(parser *p, unsigned bit, const char *key) {
+  if (p->seen_keys & bit) {
+    fail(p, "duplicate key '%s'", key);
+    return 0;
+  }
+  p->seen_keys |= bit;
+  return 1;
+}
+
 static int handle_tstor_key(parser *p, const char *key, const char *value) {
   tstor__config *cfg = p->cfg;
   if (strcmp(key, "default_device") == 0) {
@@ -206,6 +222,7 @@ static int handle_tstor_key(parser *p, const char *key, const char *value) {
     return set_string(p, &cfg->backend_dir, key, value);
   }
   if (strcmp(key, "log_level") == 0) {
+    if (!first_time(p, SEEN_LOG_LEVEL, key)) return 1;
     if (tstor__parse_log_level(value, &cfg->log_level) != 0)
       fail(p, "bad log_level '%s' (expected error, warn, info or debug)", value);
     return 1;
@@ -225,6 +242,7 @@ static int handle_backend_key(parser *p, tstor__section *sec, const char *key, c
   }
   if (strcmp(key, "optional") == 0 || strcmp(key, "enabled") == 0) {
     int *field = key[0] == 'o' ? &sec->optional : &sec->enabled;
+    if (!first_time(p, key[0] == 'o' ? SEEN_OPTIONAL : SEEN_ENABLED, key)) return 1;
     if (tstor__parse_bool(value, field) != 0)
       fail(p, "bad value '%s' for %s (expected yes or no)", value, key);
     return 1;
@@ -332,9 +350,12 @@ int tstor__config_parse(const char *text, size_t len, const char *name, const ch
 
 int tstor__config_load(const char *path, tstor__config **out) {
   *out = NULL;
-  FILE *f = fopen(path, "rb");
+  /* Non-blocking, so that a FIFO is refused below instead of waited on. */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
   if (!f) {
     int e = errno;
+    if (fd >= 0) close(fd);
     return tstor__err(e == ENOENT ? TSTOR_ENOENT : e == EACCES ? TSTOR_EACCES : TSTOR_EIO,
                       "cannot open config %s: %s", path, strerror(e));
   }

@@ -64,6 +64,12 @@ static int resolve_library(tstor_context *ctx, const tstor__section *sec, char *
   const char *lib = sec->library;
   *out = NULL;
   if (lib[0] == '/') {
+    /* dlopen would wait forever on a FIFO and read a device to its end. */
+    struct stat st;
+    if (stat(lib, &st) != 0)
+      return tstor__err(TSTOR_ELOAD, "cannot load %s: %s", lib, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+      return tstor__err(TSTOR_ELOAD, "cannot load %s: not a regular file", lib);
     *out = tstor__strdup(lib);
     return *out ? 0 : tstor__err(TSTOR_ENOMEM, "out of memory");
   }

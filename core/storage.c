@@ -24,6 +24,11 @@ int tstor__storage_alloc(tstor_context *ctx, tstor_device dev, tstor_storage **o
 static void storage_free(tstor_storage *s) {
   tstor_context *ctx = s->ctx;
   tstor__free(s->filename);
+  /* Marks the object dead for tstor_storage_release's check. The allocator
+   * reuses only the first words of a freed block for its own links, so a
+   * release past zero still finds the mark until the memory is handed out
+   * again (and ASan or valgrind report the access itself). */
+  s->ctx = NULL;
   tstor__free(s);
   tstor__ctx_release(ctx);
 }
@@ -135,17 +140,20 @@ tstor_storage *tstor_storage_retain(tstor_storage *s) {
   return s;
 }
 
+_Noreturn static void released_past_zero(const tstor_storage *s) {
+  fprintf(stderr, "tstor: storage %p released more times than retained\n", (const void *)s);
+  abort();
+}
+
 void tstor_storage_release(tstor_storage *s) {
   if (!s) return;
+  if (TSTOR__UNLIKELY(s->ctx == NULL)) released_past_zero(s);
   /* A count of 1 means the caller holds the only reference: nobody else can
    * retain concurrently, so the last release needs no read-modify-write. */
   long before = atomic_load_explicit(&s->refs, memory_order_acquire);
   if (before != 1) before = atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel);
   if (TSTOR__LIKELY(before > 1)) return;
-  if (TSTOR__UNLIKELY(before < 1)) {
-    fprintf(stderr, "tstor: storage %p released more times than retained\n", (void *)s);
-    abort();
-  }
+  if (TSTOR__UNLIKELY(before < 1)) released_past_zero(s);
   if (s->base) {
     atomic_fetch_sub_explicit(&s->base->nviews, 1, memory_order_relaxed);
     tstor_storage_release(s->base);

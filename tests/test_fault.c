@@ -17,7 +17,7 @@
 
 #include <dirent.h>
 
-CORETEST_ASAN_OPTIONS
+CORETEST_SANITIZER_OPTIONS
 
 /* Enough for a sweep: the longest operation here acquires well under this. */
 #define SWEEP_LIMIT 5000
