@@ -2,6 +2,7 @@
  *
  * Built like any outside backend, against tstor/backend.h only. */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,27 +10,18 @@
 
 #include "mapped.h"
 
-#define CPU_ALIGNMENT 64
+#include "cache.h"
+
+#define CPU_ALIGNMENT CPU_CACHE_ALIGNMENT
 
 typedef struct cpu_state {
   const tstor_registrar *reg;
-  atomic_ullong allocated, peak, allocs, frees;
+  cpu_cache *cache; /* blocks and statistics (cache.h) */
 } cpu_state;
 
 static int cpu_device_count(void *state) {
   (void)state;
   return 1;
-}
-
-static void note_alloc(cpu_state *st, size_t nbytes) {
-  unsigned long long now =
-      atomic_fetch_add_explicit(&st->allocated, nbytes, memory_order_relaxed) + nbytes;
-  unsigned long long peak = atomic_load_explicit(&st->peak, memory_order_relaxed);
-  while (now > peak &&
-         !atomic_compare_exchange_weak_explicit(&st->peak, &peak, now, memory_order_relaxed,
-                                                memory_order_relaxed)) {
-  }
-  atomic_fetch_add_explicit(&st->allocs, 1, memory_order_relaxed);
 }
 
 static int cpu_allocate(void *state, int index, size_t nbytes, void *stream, tstor_block *out) {
@@ -42,11 +34,10 @@ static int cpu_allocate(void *state, int index, size_t nbytes, void *stream, tst
   /* Round up so that the whole last cache line belongs to the storage. */
   size_t rounded = (nbytes + CPU_ALIGNMENT - 1) & ~(size_t)(CPU_ALIGNMENT - 1);
   if (rounded < nbytes) return st->reg->set_error(TSTOR_EOVERFLOW, "cpu: %zu bytes overflow", nbytes);
-  void *p = aligned_alloc(CPU_ALIGNMENT, rounded);
-  if (!p)
+  void *p = NULL;
+  if (cpu_cache_alloc(st->cache, nbytes, &p) != 0)
     return st->reg->set_error(TSTOR_ENOMEM, "cpu: cannot allocate %zu bytes of host memory",
                               nbytes);
-  note_alloc(st, nbytes);
   out->ptr = p;
   return 0;
 }
@@ -57,28 +48,27 @@ static void cpu_free(void *state, int index, void *ptr, size_t nbytes, void *all
   (void)index;
   (void)alloc_ctx;
   if (!ptr) return;
-  free(ptr);
-  atomic_fetch_sub_explicit(&st->allocated, nbytes, memory_order_relaxed);
-  atomic_fetch_add_explicit(&st->frees, 1, memory_order_relaxed);
+  cpu_cache_free(st->cache, ptr, nbytes);
 }
 
 static int cpu_stats(void *state, int index, tstor_stats *out) {
   cpu_state *st = state;
   (void)index;
-  out->allocated = out->reserved = out->active =
-      atomic_load_explicit(&st->allocated, memory_order_relaxed);
-  out->peak_allocated = out->peak_reserved = out->peak_active =
-      atomic_load_explicit(&st->peak, memory_order_relaxed);
-  out->alloc_count = atomic_load_explicit(&st->allocs, memory_order_relaxed);
-  out->free_count = atomic_load_explicit(&st->frees, memory_order_relaxed);
+  cpu_cache_stats(st->cache, out);
   return 0;
 }
 
 static int cpu_reset_peak(void *state, int index) {
   cpu_state *st = state;
   (void)index;
-  atomic_store_explicit(&st->peak, atomic_load_explicit(&st->allocated, memory_order_relaxed),
-                        memory_order_relaxed);
+  cpu_cache_reset_peak(st->cache);
+  return 0;
+}
+
+static int cpu_empty_cache(void *state, int index) {
+  cpu_state *st = state;
+  (void)index;
+  cpu_cache_empty(st->cache);
   return 0;
 }
 
@@ -99,6 +89,7 @@ static const tstor_allocator_ops cpu_allocator = {
     .free = cpu_free,
     .stats = cpu_stats,
     .reset_peak = cpu_reset_peak,
+    .empty_cache = cpu_empty_cache,
 };
 
 static const tstor_device_ops cpu_device = {
@@ -112,17 +103,36 @@ static const tstor_device_ops cpu_device = {
     .shm_sweep = cpu_shm_sweep,
 };
 
+/* The block cache, with this context's [backend cpu] keys (docs/config.md). */
+static int cpu_open_cache(const tstor_registrar *reg, tstor_module *m, cpu_state *st, char *msg,
+                          size_t msg_size) {
+  cpu_cache_config cfg;
+  long long max_bytes, max_blocks;
+  int rc = reg->config_bool(m, "cache", 1, &cfg.enabled);
+  if (rc == 0)
+    rc = reg->config_int(m, "cache_max_bytes", 16LL << 20, 0, 1LL << 40, &max_bytes);
+  if (rc == 0) rc = reg->config_int(m, "cache_max_blocks", 32, 0, 1 << 20, &max_blocks);
+  if (rc != 0) return rc;
+  cfg.max_bytes = (size_t)max_bytes;
+  cfg.max_blocks = (unsigned)max_blocks;
+  rc = cpu_cache_open(&cfg, &st->cache);
+  if (rc != 0)
+    snprintf(msg, msg_size, "cannot set up the block cache: out of %s",
+             rc == TSTOR_ENOMEM ? "memory" : "thread keys");
+  return rc;
+}
+
 static int cpu_init(const tstor_registrar *reg, tstor_module *m, void **module_state, char *msg,
                     size_t msg_size) {
-  (void)msg;
-  (void)msg_size;
   cpu_state *st = calloc(1, sizeof *st);
   if (!st) return TSTOR_ENOMEM;
   st->reg = reg;
   cpu_mapped_init(reg);
-  int rc = reg->register_device_type(m, &cpu_device, st);
+  int rc = cpu_open_cache(reg, m, st, msg, msg_size);
+  if (rc == 0) rc = reg->register_device_type(m, &cpu_device, st);
   if (rc == 0) rc = reg->register_copy(m, "cpu", "cpu", cpu_copy, st);
   if (rc != 0) {
+    cpu_cache_close(st->cache);
     free(st);
     return rc;
   }
@@ -130,6 +140,10 @@ static int cpu_init(const tstor_registrar *reg, tstor_module *m, void **module_s
   return 0;
 }
 
-static void cpu_fini(void *module_state) { free(module_state); }
+static void cpu_fini(void *module_state) {
+  cpu_state *st = module_state;
+  cpu_cache_close(st->cache);
+  free(st);
+}
 
 TSTOR_BACKEND_DEFINE(cpu_init, cpu_fini);

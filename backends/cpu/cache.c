@@ -1,0 +1,510 @@
+/* The cpu backend's per-thread block cache and allocation counters (cache.h).
+ *
+ * Counters. Each thread keeps, per context, counters that only it writes, with
+ * relaxed atomic loads and stores (plain moves, no read-modify-write); a read
+ * of the statistics sums them under the process lock, and a thread that exits
+ * folds its own into the context's retired totals first. So allocated, active,
+ * reserved, alloc_count, free_count, cache_hits, retries and oom_count are
+ * exact for every call that returned before the read (one racing with the read
+ * may be seen in part).
+ *
+ * Peaks. A thread's byte counters are deltas that it adds to the context's
+ * shared totals once they reach CPU_FLUSH_BYTES either way. At each allocation
+ * the thread compares shared total + its own delta with the peak: the peaks
+ * are exact while one thread allocates at a time; with several, each other
+ * thread's pending delta (less than CPU_FLUSH_BYTES, either sign) may be
+ * missing from the value compared. peak_reserved is compared at allocations
+ * that obtain a new block. A read never reports a peak below the current value.
+ */
+#include "cache.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__GNUC__)
+#define CPU_LIKELY(x) __builtin_expect(!!(x), 1)
+#define CPU_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define CPU_LIKELY(x) (x)
+#define CPU_UNLIKELY(x) (x)
+#endif
+
+/* Size classes: 64, 128, 192, 256, then four per power of two up to 1 MiB. */
+#define CPU_NCLASSES 52
+#define CPU_FLUSH_BYTES ((int64_t)4 << 20)
+
+typedef struct counts {
+  _Atomic int64_t allocated; /* requested bytes, not yet in the context's totals */
+  _Atomic int64_t active;    /* block bytes (class or 64-byte rounding), likewise */
+  _Atomic uint64_t allocs, frees, hits, retries, ooms;
+} counts;
+
+typedef struct bin {
+  void *head; /* free blocks, linked through their first word */
+  unsigned count;
+} bin;
+
+typedef struct thread_cache {
+  struct thread_cache *prev, *next; /* in g.threads, under g.lock */
+  unsigned epoch;                   /* g.empty_epoch when last emptied */
+  _Atomic uint64_t cached;          /* bytes in bins: written by the owner, read under g.lock */
+  int64_t cached_pending;           /* change of `cached` not yet in g.cached_total */
+  counts *counts;                   /* one per context slot; resized by the owner under g.lock */
+  int ncounts;
+  bin bins[CPU_NCLASSES];
+} thread_cache;
+
+struct cpu_cache {
+  cpu_cache_config cfg;
+  int slot; /* index of this context's counters in every thread_cache */
+  _Atomic int64_t allocated, active; /* flushed totals */
+  _Atomic uint64_t peak_allocated, peak_active, peak_reserved;
+};
+
+/* Process-wide state: one per loaded module, shared by all its contexts. */
+static struct {
+  pthread_mutex_t lock;
+  int users;              /* open handles */
+  pthread_key_t key;      /* valid while users > 0; its value is the thread's cache */
+  thread_cache *threads;  /* every thread's cache */
+  unsigned char *slot_used;
+  counts *retired; /* per slot: what exited threads counted */
+  int nslots;
+  _Atomic unsigned empty_epoch;  /* bumped by cpu_cache_empty */
+  _Atomic int64_t cached_total;  /* all threads' cached bytes, less their pending changes */
+} g = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* ------------------------------------------------------------------ helpers */
+
+static inline int64_t load_i(_Atomic int64_t *v) {
+  return atomic_load_explicit(v, memory_order_relaxed);
+}
+static inline uint64_t load_u(_Atomic uint64_t *v) {
+  return atomic_load_explicit(v, memory_order_relaxed);
+}
+/* Owner-only updates: nobody else writes these, so no read-modify-write. */
+static inline void store_i(_Atomic int64_t *v, int64_t x) {
+  atomic_store_explicit(v, x, memory_order_relaxed);
+}
+static inline void bump_u(_Atomic uint64_t *v, uint64_t n) {
+  atomic_store_explicit(v, load_u(v) + n, memory_order_relaxed);
+}
+
+static void raise_peak(_Atomic uint64_t *peak, int64_t value) {
+  if (value <= 0) return;
+  uint64_t seen = load_u(peak);
+  while ((uint64_t)value > seen &&
+         !atomic_compare_exchange_weak_explicit(peak, &seen, (uint64_t)value,
+                                                memory_order_relaxed, memory_order_relaxed)) {
+  }
+}
+
+static void counts_zero(counts *k) {
+  store_i(&k->allocated, 0);
+  store_i(&k->active, 0);
+  atomic_store_explicit(&k->allocs, 0, memory_order_relaxed);
+  atomic_store_explicit(&k->frees, 0, memory_order_relaxed);
+  atomic_store_explicit(&k->hits, 0, memory_order_relaxed);
+  atomic_store_explicit(&k->retries, 0, memory_order_relaxed);
+  atomic_store_explicit(&k->ooms, 0, memory_order_relaxed);
+}
+
+/* dst += src; dst is written by nobody else (under g.lock or a dead thread's). */
+static void counts_add(counts *dst, counts *src) {
+  store_i(&dst->allocated, load_i(&dst->allocated) + load_i(&src->allocated));
+  store_i(&dst->active, load_i(&dst->active) + load_i(&src->active));
+  bump_u(&dst->allocs, load_u(&src->allocs));
+  bump_u(&dst->frees, load_u(&src->frees));
+  bump_u(&dst->hits, load_u(&src->hits));
+  bump_u(&dst->retries, load_u(&src->retries));
+  bump_u(&dst->ooms, load_u(&src->ooms));
+}
+
+static inline size_t round_block(size_t nbytes) {
+  return (nbytes + CPU_CACHE_ALIGNMENT - 1) & ~(size_t)(CPU_CACHE_ALIGNMENT - 1);
+}
+
+/* The size class of a request of 1 to CPU_CACHE_MAX_BLOCK bytes; *block gets
+ * the class's block size. Four classes per power of two keep the rounding
+ * under 25%. */
+static inline int size_class(size_t nbytes, size_t *block) {
+  size_t r = round_block(nbytes);
+  if (r <= 256) {
+    *block = r;
+    return (int)(r >> 6) - 1;
+  }
+  int p = 63 - __builtin_clzll((unsigned long long)(r - 1)); /* 2^p < r <= 2^(p+1) */
+  size_t step = (size_t)1 << (p - 2);
+  size_t size = (r + step - 1) & ~(step - 1);
+  *block = size;
+  return 4 + (p - 8) * 4 + (int)(size >> (p - 2)) - 5;
+}
+
+/* ----------------------------------------------------------- thread caches */
+
+/* Moves the owner's pending change of cached bytes into the shared total. */
+static void cached_flush(thread_cache *t) {
+  if (t->cached_pending)
+    atomic_fetch_add_explicit(&g.cached_total, t->cached_pending, memory_order_relaxed);
+  t->cached_pending = 0;
+}
+
+static inline void cached_change(thread_cache *t, int64_t delta) {
+  atomic_store_explicit(&t->cached, (uint64_t)((int64_t)load_u(&t->cached) + delta),
+                        memory_order_relaxed);
+  t->cached_pending += delta;
+  if (CPU_UNLIKELY(t->cached_pending >= CPU_FLUSH_BYTES ||
+                   t->cached_pending <= -CPU_FLUSH_BYTES))
+    cached_flush(t);
+}
+
+/* Frees every block in the thread's bins. The owner, or anyone while the owner
+ * makes no calls (exit, last close). */
+static void thread_drain(thread_cache *t) {
+  for (int i = 0; i < CPU_NCLASSES; i++) {
+    void *p = t->bins[i].head;
+    while (p) {
+      void *next = *(void **)p;
+      free(p);
+      p = next;
+    }
+    t->bins[i].head = NULL;
+    t->bins[i].count = 0;
+  }
+  cached_change(t, -(int64_t)load_u(&t->cached));
+  cached_flush(t);
+}
+
+static void thread_unlink(thread_cache *t) {
+  if (t->prev) t->prev->next = t->next;
+  else g.threads = t->next;
+  if (t->next) t->next->prev = t->prev;
+}
+
+/* Frees a thread's cache: its blocks, counters and record. Under g.lock. */
+static void thread_destroy(thread_cache *t) {
+  thread_drain(t);
+  thread_unlink(t);
+  free(t->counts);
+  free(t);
+}
+
+/* The thread key's destructor: the thread is exiting, so its blocks go back
+ * and its counters join the retired totals. The last close may have freed the
+ * record already, in the instant before it deleted the key (the destructor was
+ * on its way): only a record still listed is touched. */
+static void thread_exit(void *arg) {
+  thread_cache *t = arg;
+  pthread_mutex_lock(&g.lock);
+  thread_cache *it = g.threads;
+  while (it && it != t) it = it->next;
+  if (it) {
+    int n = t->ncounts < g.nslots ? t->ncounts : g.nslots;
+    for (int i = 0; i < n; i++) counts_add(&g.retired[i], &t->counts[i]);
+    thread_destroy(t);
+  }
+  pthread_mutex_unlock(&g.lock);
+}
+
+static thread_cache *thread_new(void) {
+  thread_cache *t = calloc(1, sizeof *t);
+  if (!t) return NULL;
+  pthread_mutex_lock(&g.lock);
+  if (pthread_setspecific(g.key, t) != 0) {
+    pthread_mutex_unlock(&g.lock);
+    free(t);
+    return NULL;
+  }
+  t->epoch = atomic_load_explicit(&g.empty_epoch, memory_order_relaxed);
+  t->next = g.threads;
+  if (g.threads) g.threads->prev = t;
+  g.threads = t;
+  pthread_mutex_unlock(&g.lock);
+  return t;
+}
+
+/* The calling thread's cache, made on first use; NULL when out of memory (the
+ * caller then goes without a cache and counts under the lock). */
+static inline thread_cache *thread_get(void) {
+  thread_cache *t = pthread_getspecific(g.key);
+  return CPU_LIKELY(t != NULL) ? t : thread_new();
+}
+
+/* Grows the thread's counters to cover every slot; NULL when out of memory. */
+static counts *counts_grow(thread_cache *t, int slot) {
+  pthread_mutex_lock(&g.lock);
+  counts *k = realloc(t->counts, (size_t)g.nslots * sizeof *k);
+  if (k) {
+    for (int i = t->ncounts; i < g.nslots; i++) counts_zero(&k[i]);
+    t->counts = k;
+    t->ncounts = g.nslots;
+  }
+  pthread_mutex_unlock(&g.lock);
+  return k ? &k[slot] : NULL;
+}
+
+static inline counts *counts_of(thread_cache *t, const cpu_cache *c) {
+  if (CPU_UNLIKELY(!t)) return NULL;
+  if (CPU_LIKELY(c->slot < t->ncounts)) return &t->counts[c->slot];
+  return counts_grow(t, c->slot);
+}
+
+/* ---------------------------------------------------------------- counting */
+
+/* Records one allocation (dreq > 0) or free (dreq < 0) of dreq requested and
+ * dblock block bytes in the thread's counters k, flushing and comparing the
+ * peaks as the top of this file says. */
+static inline void count_bytes(cpu_cache *c, thread_cache *t, counts *k, int64_t dreq,
+                               int64_t dblock, int new_block) {
+  int64_t req = load_i(&k->allocated) + dreq;
+  int64_t blk = load_i(&k->active) + dblock;
+  if (CPU_UNLIKELY(req >= CPU_FLUSH_BYTES || req <= -CPU_FLUSH_BYTES ||
+                   blk >= CPU_FLUSH_BYTES || blk <= -CPU_FLUSH_BYTES)) {
+    atomic_fetch_add_explicit(&c->allocated, req, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->active, blk, memory_order_relaxed);
+    req = blk = 0;
+  }
+  store_i(&k->allocated, req);
+  store_i(&k->active, blk);
+  if (dreq <= 0) return;
+  int64_t active = load_i(&c->active) + blk;
+  int64_t allocated = load_i(&c->allocated) + req;
+  if (CPU_UNLIKELY((uint64_t)allocated > load_u(&c->peak_allocated)))
+    raise_peak(&c->peak_allocated, allocated);
+  if (CPU_UNLIKELY((uint64_t)active > load_u(&c->peak_active)))
+    raise_peak(&c->peak_active, active);
+  if (new_block) {
+    int64_t cached =
+        atomic_load_explicit(&g.cached_total, memory_order_relaxed) + (t ? t->cached_pending : 0);
+    raise_peak(&c->peak_reserved, active + cached);
+  }
+}
+
+/* Counting without a thread cache (none could be made): straight into the
+ * shared totals and the retired counters. */
+static void count_locked(cpu_cache *c, int64_t dreq, int64_t dblock, int alloc, int retry,
+                         int oom) {
+  pthread_mutex_lock(&g.lock);
+  counts *r = &g.retired[c->slot];
+  if (oom) {
+    bump_u(&r->ooms, 1);
+  } else {
+    bump_u(alloc ? &r->allocs : &r->frees, 1);
+    if (retry) bump_u(&r->retries, 1);
+  }
+  pthread_mutex_unlock(&g.lock);
+  if (oom) return;
+  int64_t allocated = atomic_fetch_add_explicit(&c->allocated, dreq, memory_order_relaxed) + dreq;
+  int64_t active = atomic_fetch_add_explicit(&c->active, dblock, memory_order_relaxed) + dblock;
+  if (alloc) {
+    raise_peak(&c->peak_allocated, allocated);
+    raise_peak(&c->peak_active, active);
+    raise_peak(&c->peak_reserved,
+               active + atomic_load_explicit(&g.cached_total, memory_order_relaxed));
+  }
+}
+
+/* ------------------------------------------------------------------ the API */
+
+int cpu_cache_alloc(cpu_cache *c, size_t nbytes, void **out) {
+  thread_cache *t = thread_get();
+  size_t block;
+  int cls = -1;
+  if (c->cfg.enabled && nbytes <= CPU_CACHE_MAX_BLOCK) cls = size_class(nbytes, &block);
+  else block = round_block(nbytes);
+  if (t && CPU_UNLIKELY(t->epoch != atomic_load_explicit(&g.empty_epoch, memory_order_relaxed))) {
+    thread_drain(t);
+    t->epoch = atomic_load_explicit(&g.empty_epoch, memory_order_relaxed);
+  }
+  void *p;
+  int hit = 0, retry = 0;
+  if (cls >= 0 && t && t->bins[cls].head) {
+    bin *b = &t->bins[cls];
+    p = b->head;
+    b->head = *(void **)p;
+    b->count--;
+    cached_change(t, -(int64_t)block);
+    hit = 1;
+  } else {
+    p = aligned_alloc(CPU_CACHE_ALIGNMENT, block);
+    if (CPU_UNLIKELY(!p) && t && load_u(&t->cached) > 0) {
+      /* Our own cached blocks may be what stands in the way. */
+      thread_drain(t);
+      p = aligned_alloc(CPU_CACHE_ALIGNMENT, block);
+      retry = p != NULL;
+    }
+  }
+  counts *k = counts_of(t, c);
+  if (CPU_UNLIKELY(!k)) {
+    count_locked(c, (int64_t)nbytes, (int64_t)block, 1, retry, p == NULL);
+  } else if (CPU_UNLIKELY(!p)) {
+    bump_u(&k->ooms, 1);
+  } else {
+    bump_u(&k->allocs, 1);
+    if (hit) bump_u(&k->hits, 1);
+    if (CPU_UNLIKELY(retry)) bump_u(&k->retries, 1);
+    count_bytes(c, t, k, (int64_t)nbytes, (int64_t)block, !hit);
+  }
+  if (CPU_UNLIKELY(!p)) return TSTOR_ENOMEM;
+  *out = p;
+  return 0;
+}
+
+void cpu_cache_free(cpu_cache *c, void *ptr, size_t nbytes) {
+  thread_cache *t = thread_get();
+  size_t block;
+  int cls = -1;
+  if (c->cfg.enabled && nbytes <= CPU_CACHE_MAX_BLOCK) cls = size_class(nbytes, &block);
+  else block = round_block(nbytes);
+  if (t && CPU_UNLIKELY(t->epoch != atomic_load_explicit(&g.empty_epoch, memory_order_relaxed))) {
+    thread_drain(t);
+    t->epoch = atomic_load_explicit(&g.empty_epoch, memory_order_relaxed);
+  }
+  if (cls >= 0 && t && t->bins[cls].count < c->cfg.max_blocks &&
+      load_u(&t->cached) + block <= c->cfg.max_bytes) {
+    bin *b = &t->bins[cls];
+    *(void **)ptr = b->head;
+    b->head = ptr;
+    b->count++;
+    cached_change(t, (int64_t)block);
+  } else {
+    free(ptr);
+  }
+  counts *k = counts_of(t, c);
+  if (CPU_UNLIKELY(!k)) {
+    count_locked(c, -(int64_t)nbytes, -(int64_t)block, 0, 0, 0);
+    return;
+  }
+  bump_u(&k->frees, 1);
+  count_bytes(c, t, k, -(int64_t)nbytes, -(int64_t)block, 0);
+}
+
+/* The handle's current byte totals and counts, and all threads' cached bytes. */
+static void current(cpu_cache *c, counts *sum, uint64_t *cached) {
+  counts_zero(sum);
+  *cached = 0;
+  pthread_mutex_lock(&g.lock);
+  counts_add(sum, &g.retired[c->slot]);
+  for (thread_cache *t = g.threads; t; t = t->next) {
+    *cached += load_u(&t->cached);
+    if (c->slot < t->ncounts) counts_add(sum, &t->counts[c->slot]);
+  }
+  pthread_mutex_unlock(&g.lock);
+  store_i(&sum->allocated, load_i(&sum->allocated) + load_i(&c->allocated));
+  store_i(&sum->active, load_i(&sum->active) + load_i(&c->active));
+  /* A read racing with frees on other threads may see a free before its
+   * allocation's flush. */
+  if (load_i(&sum->allocated) < 0) store_i(&sum->allocated, 0);
+  if (load_i(&sum->active) < 0) store_i(&sum->active, 0);
+}
+
+void cpu_cache_stats(cpu_cache *c, tstor_stats *out) {
+  counts sum;
+  uint64_t cached;
+  current(c, &sum, &cached);
+  out->allocated = (uint64_t)load_i(&sum.allocated);
+  out->active = (uint64_t)load_i(&sum.active);
+  out->reserved = out->active + cached;
+  raise_peak(&c->peak_allocated, (int64_t)out->allocated);
+  raise_peak(&c->peak_active, (int64_t)out->active);
+  raise_peak(&c->peak_reserved, (int64_t)out->reserved);
+  out->peak_allocated = load_u(&c->peak_allocated);
+  out->peak_active = load_u(&c->peak_active);
+  out->peak_reserved = load_u(&c->peak_reserved);
+  out->alloc_count = load_u(&sum.allocs);
+  out->free_count = load_u(&sum.frees);
+  out->cache_hits = load_u(&sum.hits);
+  out->retries = load_u(&sum.retries);
+  out->oom_count = load_u(&sum.ooms);
+}
+
+void cpu_cache_reset_peak(cpu_cache *c) {
+  counts sum;
+  uint64_t cached;
+  current(c, &sum, &cached);
+  atomic_store_explicit(&c->peak_allocated, (uint64_t)load_i(&sum.allocated),
+                        memory_order_relaxed);
+  atomic_store_explicit(&c->peak_active, (uint64_t)load_i(&sum.active), memory_order_relaxed);
+  atomic_store_explicit(&c->peak_reserved, (uint64_t)load_i(&sum.active) + cached,
+                        memory_order_relaxed);
+}
+
+void cpu_cache_empty(cpu_cache *c) {
+  (void)c; /* the blocks are the process's, not one context's */
+  unsigned epoch = atomic_fetch_add_explicit(&g.empty_epoch, 1, memory_order_relaxed) + 1;
+  thread_cache *t = pthread_getspecific(g.key);
+  if (t) {
+    thread_drain(t);
+    t->epoch = epoch;
+  }
+}
+
+/* Gives a handle a slot in every thread's counters. Under g.lock. */
+static int slot_take(void) {
+  int slot = 0;
+  while (slot < g.nslots && g.slot_used[slot]) slot++;
+  if (slot == g.nslots) {
+    int n = g.nslots ? 2 * g.nslots : 4;
+    unsigned char *used = realloc(g.slot_used, (size_t)n);
+    if (!used) return -1;
+    g.slot_used = used;
+    counts *retired = realloc(g.retired, (size_t)n * sizeof *retired);
+    if (!retired) return -1;
+    g.retired = retired;
+    memset(g.slot_used + g.nslots, 0, (size_t)(n - g.nslots));
+    g.nslots = n;
+  }
+  /* A slot's last owner may have left counts in threads that outlived it. */
+  counts_zero(&g.retired[slot]);
+  for (thread_cache *t = g.threads; t; t = t->next)
+    if (slot < t->ncounts) counts_zero(&t->counts[slot]);
+  g.slot_used[slot] = 1;
+  return slot;
+}
+
+int cpu_cache_open(const cpu_cache_config *config, cpu_cache **out) {
+  cpu_cache *c = calloc(1, sizeof *c);
+  if (!c) return TSTOR_ENOMEM;
+  c->cfg = *config;
+  pthread_mutex_lock(&g.lock);
+  if (g.users == 0 && pthread_key_create(&g.key, thread_exit) != 0) {
+    pthread_mutex_unlock(&g.lock);
+    free(c);
+    return TSTOR_EAGAIN;
+  }
+  c->slot = slot_take();
+  if (c->slot < 0) {
+    if (g.users == 0) pthread_key_delete(g.key);
+    pthread_mutex_unlock(&g.lock);
+    free(c);
+    return TSTOR_ENOMEM;
+  }
+  g.users++;
+  pthread_mutex_unlock(&g.lock);
+  *out = c;
+  return 0;
+}
+
+void cpu_cache_close(cpu_cache *c) {
+  if (!c) return;
+  pthread_mutex_lock(&g.lock);
+  g.slot_used[c->slot] = 0;
+  if (--g.users == 0) {
+    /* The module may be unmapped once we return: no destructor of ours may run
+     * after that, and no thread may keep blocks. Deleting the key first stops
+     * destructors that have not started; thread_exit skips records freed here. */
+    pthread_key_delete(g.key);
+    while (g.threads) thread_destroy(g.threads);
+    free(g.slot_used);
+    free(g.retired);
+    g.slot_used = NULL;
+    g.retired = NULL;
+    g.nslots = 0;
+    atomic_store_explicit(&g.cached_total, 0, memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&g.lock);
+  free(c);
+}
