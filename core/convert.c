@@ -388,6 +388,21 @@ static void cvt_c32_f16_bits(void *dst, const void *src, size_t n) {
   for (size_t i = 0; i < n; i++) d[i] = s[i].re;
 }
 
+static void convert_aligned(void *dst, tstor_dtype dst_dtype, const void *src,
+                            tstor_dtype src_dtype, size_t n) {
+  if (src_dtype == TSTOR_COMPLEX32 && dst_dtype == TSTOR_FLOAT16)
+    cvt_c32_f16_bits(dst, src, n);
+  else
+    kernels[src_dtype][dst_dtype](dst, src, n);
+}
+
+/* The alignment the loops read and write a dtype with: its size, or that of
+ * one part of a complex. */
+static size_t alignment(tstor_dtype dt) {
+  const tstor_dtype_info *d = tstor_dtype_info_of(dt);
+  return d->kind == TSTOR_KIND_COMPLEX ? d->element_size / 2 : d->element_size;
+}
+
 void tstor__convert_serial(void *dst, tstor_dtype dst_dtype, const void *src,
                            tstor_dtype src_dtype, size_t n) {
   if (n == 0) return;
@@ -395,10 +410,20 @@ void tstor__convert_serial(void *dst, tstor_dtype dst_dtype, const void *src,
     memmove(dst, src, n * tstor_dtype_size(src_dtype));
     return;
   }
-  if (src_dtype == TSTOR_COMPLEX32 && dst_dtype == TSTOR_FLOAT16)
-    cvt_c32_f16_bits(dst, src, n);
-  else
-    kernels[src_dtype][dst_dtype](dst, src, n);
+  if ((uintptr_t)src % alignment(src_dtype) == 0 && (uintptr_t)dst % alignment(dst_dtype) == 0) {
+    convert_aligned(dst, dst_dtype, src, src_dtype, n);
+    return;
+  }
+  /* A view at an odd byte offset: through aligned buffers on the stack. */
+  _Alignas(16) unsigned char sbuf[4096], dbuf[4096];
+  size_t ses = tstor_dtype_size(src_dtype), des = tstor_dtype_size(dst_dtype);
+  size_t chunk = sizeof sbuf / (ses > des ? ses : des);
+  for (size_t i = 0; i < n; i += chunk) {
+    size_t k = n - i < chunk ? n - i : chunk;
+    memcpy(sbuf, (const char *)src + i * ses, k * ses);
+    convert_aligned(dbuf, dst_dtype, sbuf, src_dtype, k);
+    memcpy((char *)dst + i * des, dbuf, k * des);
+  }
 }
 
 /* ------------------------------------------------------- threaded driver */

@@ -103,6 +103,33 @@ START_TEST(in_place_same_size) {
 }
 END_TEST
 
+/* Buffers at odd addresses (a view at an odd byte offset) convert the same. */
+START_TEST(misaligned_buffers) {
+  int old = tstor_set_num_threads(2);
+  size_t n = ((size_t)1 << 19) + 11;
+  unsigned char *src = malloc(n * 8 + 1), *a = malloc(n * 4 + 3), *b = malloc(n * 4);
+  ck_assert(src && a && b);
+  for (size_t i = 0; i < n; i++) {
+    double v = ((double)i - (double)n / 2) * 1.37;
+    memcpy(src + 1 + i * 8, &v, 8);
+  }
+  ck_tstor_ok(tstor_dtype_convert(a + 3, TSTOR_FLOAT32, src + 1, TSTOR_FLOAT64, n));
+  double *aligned = malloc(n * 8);
+  memcpy(aligned, src + 1, n * 8);
+  ck_tstor_ok(tstor_dtype_convert(b, TSTOR_FLOAT32, aligned, TSTOR_FLOAT64, n));
+  ck_assert_int_eq(memcmp(a + 3, b, n * 4), 0);
+  /* In place at an odd address, same size. */
+  ck_tstor_ok(tstor_dtype_convert(a + 3, TSTOR_INT32, a + 3, TSTOR_FLOAT32, n));
+  ck_tstor_ok(tstor_dtype_convert(b, TSTOR_INT32, b, TSTOR_FLOAT32, n));
+  ck_assert_int_eq(memcmp(a + 3, b, n * 4), 0);
+  free(aligned);
+  free(src);
+  free(a);
+  free(b);
+  tstor_set_num_threads(old);
+}
+END_TEST
+
 START_TEST(out_of_range_floats_are_defined) {
   /* What typed.h promises, spelled out. */
   const double v[] = {300.0, -1.0, 1e10, -1e10, INFINITY, -INFINITY, NAN, 1e30, -0.9};
@@ -188,6 +215,7 @@ int main(void) {
   suite_add_tcase(s, tc);
   TCase *rules = tcase_create("rules");
   tcase_add_test(rules, in_place_same_size);
+  tcase_add_test(rules, misaligned_buffers);
   tcase_add_test(rules, out_of_range_floats_are_defined);
   tcase_add_test(rules, quantized_conversions_are_refused);
   tcase_add_test(rules, bad_arguments);

@@ -424,6 +424,18 @@ START_TEST(views_share_bytes) {
   tstor_storage_release(wide);
   tstor_storage_release(narrow);
   tstor_storage_release(s);
+  /* A view at an odd byte offset: misaligned elements work too. */
+  tstor_storage *bytes, *odd, *dbl;
+  ck_tstor_ok(tstor_typed_new(ctx, cpu, TSTOR_UINT8, 17, &bytes));
+  ck_tstor_ok(tstor_storage_view(bytes, 1, 16, &odd));
+  for (size_t i = 0; i < 4; i++) ck_tstor_ok(tstor_typed_set_f64(odd, TSTOR_FLOAT32, i, 0.5 + (double)i));
+  ck_tstor_ok(tstor_typed_convert(odd, TSTOR_FLOAT32, TSTOR_FLOAT64, &dbl));
+  for (size_t i = 0; i < 4; i++) ck_assert_double_eq(at(dbl, TSTOR_FLOAT64, i), 0.5 + (double)i);
+  ck_tstor_ok(tstor_typed_copy(odd, TSTOR_INT32, odd, TSTOR_FLOAT32));
+  ck_assert_double_eq(at(odd, TSTOR_INT32, 3), 3);
+  tstor_storage_release(dbl);
+  tstor_storage_release(odd);
+  tstor_storage_release(bytes);
 }
 END_TEST
 

@@ -108,7 +108,8 @@ TSTOR_EXTERN int tstor_dtype_can_convert(tstor_dtype dst_dtype, tstor_dtype src_
 
 /* Converts `count` elements of host memory at src (src_dtype) into dst
  * (dst_dtype). The buffers must not overlap unless dst == src and both dtypes
- * have the same size. This is the reference conversion that every device's
+ * have the same size; they may have any alignment (a misaligned one takes a
+ * slower path). This is the reference conversion that every device's
  * convert op matches. Large counts are split over worker threads (see
  * tstor_set_num_threads).
  *
