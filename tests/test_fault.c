@@ -16,6 +16,7 @@
 #include "internal.h"
 
 #include <dirent.h>
+#include <tstor/typed.h>
 
 CORETEST_SANITIZER_OPTIONS
 
@@ -397,6 +398,100 @@ START_TEST(storage_operations) {
 }
 END_TEST
 
+/* ---------------------------------------------------------- typed storages */
+
+static void setup_typed_fake(fx *f) {
+  const float v[50] = {1.5f, -2.25f, 3.0f, 1e20f, -0.0f};
+  ck_tstor_ok(tstor_typed_from_array(f->ctx, f->fake0, TSTOR_FLOAT32, v, TSTOR_FLOAT32, 50,
+                                     &f->a));
+  ck_tstor_ok(tstor_typed_new(f->ctx, f->fake1, TSTOR_FLOAT64, 50, &f->b));
+  write_pattern(f, f->b, 11);
+  snapshot(f, f->a);
+}
+
+static void setup_typed_cpu(fx *f) {
+  ck_tstor_ok(tstor_typed_new(f->ctx, f->cpu, TSTOR_UINT8, 100, &f->a));
+  write_pattern(f, f->a, 13);
+  snapshot(f, f->a);
+}
+
+static void b_unchanged_by_bytes(fx *f) {
+  /* b was written with pattern 11 and must still hold it. */
+  unsigned char now[200];
+  read_bytes(f, f->b, now, sizeof now);
+  for (size_t i = 0; i < sizeof now; i++)
+    ck_assert_msg(now[i] == (unsigned char)(i * 7 + 11), "b changed at byte %zu", i);
+  a_unchanged(f);
+}
+
+static int run_typed_new(fx *f) {
+  return tstor_typed_new(f->ctx, f->fake0, TSTOR_BFLOAT16, 33, &f->out);
+}
+static int run_typed_view(fx *f) {
+  return tstor_typed_view(f->a, TSTOR_FLOAT32, 5, 10, &f->out);
+}
+static int run_typed_resize(fx *f) { return tstor_typed_resize(f->a, TSTOR_FLOAT32, 4000); }
+static int run_typed_from_array(fx *f) {
+  const int32_t v[40] = {1, -2, 3, 1 << 30};
+  return tstor_typed_from_array(f->ctx, f->fake0, TSTOR_FLOAT16, v, TSTOR_INT32, 40, &f->out);
+}
+static int run_typed_from_buffer(fx *f) {
+  const unsigned char buf[64] = {0, 0, 0, 1, 0, 0, 0, 2};
+  return tstor_typed_from_buffer(f->ctx, f->fake1, TSTOR_INT32, buf, sizeof buf,
+                                 TSTOR_ORDER_BIG, &f->out);
+}
+static int run_typed_to_array(fx *f) {
+  double out[50];
+  return tstor_typed_to_array(f->a, TSTOR_FLOAT32, out, TSTOR_FLOAT64, 50);
+}
+static int run_typed_fill(fx *f) {
+  const float one = 1.0f;
+  return tstor_typed_fill(f->a, TSTOR_FLOAT32, &one);
+}
+static int run_typed_byteswap(fx *f) { return tstor_typed_byteswap(f->a, TSTOR_INT32); }
+static int run_typed_copy(fx *f) {
+  return tstor_typed_copy(f->b, TSTOR_FLOAT64, f->a, TSTOR_FLOAT32);
+}
+static int run_typed_convert(fx *f) {
+  return tstor_typed_convert(f->a, TSTOR_FLOAT32, TSTOR_COMPLEX64, &f->out);
+}
+static int run_typed_set_string(fx *f) {
+  return tstor_typed_set_string(f->a, TSTOR_UINT8, "a longer string than the storage", 33);
+}
+static int run_typed_print(fx *f) {
+  FILE *devnull = fopen("/dev/null", "w");
+  ck_assert_ptr_nonnull(devnull);
+  int rc = tstor_typed_print(devnull, f->a, TSTOR_FLOAT32, 0);
+  fclose(devnull);
+  return rc;
+}
+
+static const sweep_op typed_ops[] = {
+    {"typed_new fake bfloat16", MEM, NULL, run_typed_new, NULL, out_exists, 0},
+    {"typed_view", MEM, setup_typed_fake, run_typed_view, a_unchanged, out_exists, 0},
+    {"typed_resize", MEM, setup_typed_fake, run_typed_resize, a_unchanged, NULL, 0},
+    {"typed_from_array int32 -> fake float16", MEM, NULL, run_typed_from_array, NULL,
+     out_exists, 0},
+    {"typed_from_buffer big-endian fake", MEM, NULL, run_typed_from_buffer, NULL, out_exists,
+     0},
+    {"typed_to_array fake", MEM, setup_typed_fake, run_typed_to_array, a_unchanged, NULL, 0},
+    {"typed_fill fake", MEM, setup_typed_fake, run_typed_fill, a_unchanged, NULL, 0},
+    {"typed_byteswap fake", MEM, setup_typed_fake, run_typed_byteswap, a_unchanged, NULL, 0},
+    {"typed_copy fake float32 -> fake float64", MEM, setup_typed_fake, run_typed_copy,
+     b_unchanged_by_bytes, NULL, 0},
+    {"typed_convert fake -> complex64", MEM, setup_typed_fake, run_typed_convert, a_unchanged,
+     out_exists, 0},
+    {"typed_set_string cpu", MEM, setup_typed_cpu, run_typed_set_string, a_unchanged, NULL, 0},
+    {"typed_print fake", MEM, setup_typed_fake, run_typed_print, a_unchanged, NULL, 0},
+};
+
+START_TEST(typed_operations) {
+  tstor_context *ctx = open_fixture();
+  sweep_table(ctx, typed_ops, sizeof typed_ops / sizeof typed_ops[0]);
+  tstor_context_close(ctx);
+}
+END_TEST
+
 /* ---------------------------------------------------- the control itself */
 
 START_TEST(control_counts_and_fails_the_nth) {
@@ -432,6 +527,7 @@ int main(void) {
   tcase_add_test(tc, control_counts_and_fails_the_nth);
   tcase_add_test(tc, context_open);
   tcase_add_test(tc, storage_operations);
+  tcase_add_test(tc, typed_operations);
   suite_add_tcase(s, tc);
   return tstor_test_run(s);
 }
