@@ -1,0 +1,31 @@
+/* Device kernels of the cuda backend (kernels.cu, built by nvcc), called from
+ * the C host code. Each launches asynchronously on `stream` and returns a
+ * cudaError_t as int: cudaSuccess once the launch is queued. */
+#ifndef TSTOR_CUDA_KERNELS_H
+#define TSTOR_CUDA_KERNELS_H
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Fills nbytes at ptr with copies of the pattern_size bytes at pattern (1, 2,
+ * 4, 8 or 16; nbytes a multiple of it). Any alignment of ptr. The pattern is
+ * read on the host before return. */
+int tstor__cuda_launch_fill(void *ptr, size_t nbytes, const void *pattern,
+                            size_t pattern_size, cudaStream_t stream);
+
+/* Converts count elements at src (tstor_dtype src_dtype) into dst (dst_dtype)
+ * exactly as tstor_dtype_convert does on the host. -1 when the kernels do not
+ * handle the pair (quantized dtypes) or a pointer is not aligned for its
+ * dtype; nothing is queued then. */
+int tstor__cuda_launch_convert(void *dst, int dst_dtype, const void *src, int src_dtype,
+                               size_t count, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
