@@ -22,6 +22,21 @@
 #include "conformance.h"
 
 #define CPU_LIBRARY "tstor-cpu.so"
+/* In-memory configs have no folder: relative libraries resolve against
+ * $TSTOR_BACKEND_DIR, then this. */
+#define BACKEND_DIR_LINE "backend_dir = " TSTOR_PKGLIBDIR "\n"
+
+/* The alloc section asks for impossible sizes on purpose; under a sanitizer
+ * the allocators must say no (NULL) rather than abort. $ASAN_OPTIONS and
+ * $TSAN_OPTIONS still win. */
+#if defined(__SANITIZE_ADDRESS__)
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+#endif
+#if defined(__SANITIZE_THREAD__)
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void) { return "allocator_may_return_null=1"; }
+#endif
 
 /* ----------------------------------------------------------- the results */
 
@@ -115,7 +130,7 @@ static int key_given(const char *item, const char *const *list, int from, int n)
 }
 
 char *conf_config_text(const conf_options *opt, const char *const *extra, int nextra) {
-  size_t n = 256 + strlen(opt->library) + strlen(opt->name);
+  size_t n = 256 + strlen(BACKEND_DIR_LINE) + strlen(opt->library) + strlen(opt->name);
   for (int i = 0; i < opt->nkeys; i++) n += strlen(opt->keys[i]) + 8;
   for (int i = 0; i < nextra; i++) n += strlen(extra[i]) + 8;
   char *text = malloc(n), *p = text;
@@ -123,7 +138,7 @@ char *conf_config_text(const conf_options *opt, const char *const *extra, int ne
     fprintf(stderr, "tstor conformance: out of memory\n");
     exit(EXIT_FAILED);
   }
-  p += sprintf(p, "[tstor]\nlog_level = warn\n");
+  p += sprintf(p, "[tstor]\nlog_level = warn\n" BACKEND_DIR_LINE);
   if (opt->add_cpu) p += sprintf(p, "[backend cpu]\nlibrary = " CPU_LIBRARY "\n");
   p += sprintf(p, "[backend %s]\nlibrary = %s\noptional = yes\n", opt->name, opt->library);
   /* KEY=VALUE becomes "KEY = VALUE"; the last value of a key wins, and `extra`
@@ -347,8 +362,9 @@ static char *default_name(const char *path) {
  * host memory itself. Fails when there is no cpu backend to be found. */
 static int find_cpu_backend(const char *library, int *is_cpu) {
   tstor_context *ctx;
-  int rc = tstor_context_open_string("[backend cpu]\nlibrary = " CPU_LIBRARY "\n",
-                                     "conformance.ini", &ctx);
+  int rc = tstor_context_open_string(
+      "[tstor]\n" BACKEND_DIR_LINE "[backend cpu]\nlibrary = " CPU_LIBRARY "\n",
+      "conformance.ini", &ctx);
   const char *base = strrchr(library, '/');
   if (rc != 0) {
     if (strcmp(base ? base + 1 : library, CPU_LIBRARY) == 0) {

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Builds backends the way a third party does: against an installed tstor, from
+# a folder of their own, with nothing but pkg-config. Installs tstor from a
+# build tree into its prefix; copies backends/hpu-stub and the guide's example
+# (docs/examples/minimal-backend.c) into empty folders; builds the first with
+# its Makefile.standalone and the second with the command the guide gives; runs
+# the installed `tstor conformance` on both; builds a program against the
+# installed library that loads the out-of-tree module.
+#
+#   tests/out-of-tree.sh BUILD_DIR PREFIX   BUILD_DIR configured with --prefix=PREFIX
+#   tests/out-of-tree.sh                    configures and builds one in a temporary folder
+set -euo pipefail
+src=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/tstor-oot.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+if [ $# -ge 2 ]; then
+  build=$(cd "$1" && pwd)
+  prefix=$2
+else
+  build=$work/build
+  prefix=$work/prefix
+  mkdir -p "$build"
+  echo "configuring and building tstor in $build"
+  (cd "$build" && "$src/configure" --prefix="$prefix" > configure.log &&
+    make -j2 > make.log 2>&1) || { tail -n 40 "$build/make.log"; exit 1; }
+fi
+
+echo "installing tstor into $prefix"
+make -C "$build" install > "$work/install.log" 2>&1 || { tail -40 "$work/install.log"; exit 1; }
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+pkg-config --exists tstor || { echo "tstor.pc is not in $prefix/lib/pkgconfig"; exit 1; }
+# From here on nothing may come from the build tree.
+unset TSTOR_BACKEND_DIR TSTOR_CONFIG TSTOR_DEFAULT_DEVICE
+tstor="$prefix/bin/tstor"
+
+echo "building hpu-stub out of tree"
+mkdir "$work/hpu-stub"
+cp "$src"/backends/hpu-stub/*.c "$src"/backends/hpu-stub/*.h \
+  "$src"/backends/hpu-stub/Makefile.standalone "$work/hpu-stub/"
+make -C "$work/hpu-stub" -f Makefile.standalone CFLAGS="-O2 -g -Werror"
+make -C "$work/hpu-stub" -f Makefile.standalone install DESTDIR="$work/stage"
+test -f "$work/stage$(pkg-config --variable=backenddir tstor)/tstor-hpu-stub.so"
+
+echo "building the guide's example as the guide says"
+mkdir "$work/toy"
+cp "$src/docs/examples/minimal-backend.c" "$work/toy/"
+(cd "$work/toy" &&
+  cc -std=c11 -Wall -Wextra -Werror -shared -fPIC -fvisibility=hidden \
+    $(pkg-config --cflags tstor) minimal-backend.c -o tstor-toy.so)
+
+echo "checking both with the installed tstor conformance"
+"$tstor" conformance "$work/hpu-stub/tstor-hpu-stub.so" --no-hardware devices=0
+"$tstor" conformance "$work/toy/tstor-toy.so" --name toy --no-hardware devices=0 --align 64
+
+echo "an application built against the installed library loads the module"
+cat > "$work/app.c" <<'APP'
+#include <stdio.h>
+#include <string.h>
+#include <tstor/tstor.h>
+
+int main(int argc, char **argv) {
+  if (argc != 2) return 2;
+  char ini[4096];
+  snprintf(ini, sizeof ini, "[tstor]\nbackend_dir = " BACKEND_DIR "\n"
+                            "[backend cpu]\nlibrary = tstor-cpu.so\n"
+                            "[backend hpu]\nlibrary = %s\ndevices = 3\n", argv[1]);
+  tstor_context *ctx;
+  tstor_device hpu, cpu;
+  tstor_storage *d, *h;
+  char in[64] = "bytes that went to the hpu and back", out[64] = "";
+  if (tstor_context_open_string(ini, "app.ini", &ctx) || tstor_device_parse(ctx, "hpu:2", &hpu) ||
+      tstor_device_parse(ctx, "cpu", &cpu) || tstor_storage_new(ctx, hpu, sizeof in, &d) ||
+      tstor_storage_wrap(ctx, cpu, in, sizeof in, &h) || tstor_storage_copy(d, h)) {
+    fprintf(stderr, "app: %s\n", tstor_last_error());
+    return 1;
+  }
+  tstor_storage_release(h);
+  if (tstor_storage_wrap(ctx, cpu, out, sizeof out, &h) || tstor_storage_copy(h, d)) {
+    fprintf(stderr, "app: %s\n", tstor_last_error());
+    return 1;
+  }
+  printf("%s\n", out);
+  tstor_storage_release(h);
+  tstor_storage_release(d);
+  tstor_context_close(ctx);
+  return strcmp(in, out) != 0;
+}
+APP
+cc -std=c11 -Wall -Wextra -Werror "$work/app.c" -o "$work/app" \
+  -DBACKEND_DIR="\"$(pkg-config --variable=backenddir tstor)\"" $(pkg-config --cflags --libs tstor) \
+  -Wl,-rpath,"$(pkg-config --variable=libdir tstor)"
+"$work/app" "$work/hpu-stub/tstor-hpu-stub.so"
+
+echo "out-of-tree builds: ok"
