@@ -241,7 +241,12 @@ static int cuda_init(const tstor_registrar *reg, tstor_module *m, void **module_
     return TSTOR_ENOMEM;
   }
   rc = tstor__cuda_allocators_open(cu, 1);
-  if (rc == 0) rc = reg->register_device_type(m, &cuda_device_ops, cu);
+  if (rc) {
+    snprintf(msg, msg_size, "cannot set up the allocators (error %d)", rc);
+    cuda_fini(cu);
+    return rc;
+  }
+  rc = reg->register_device_type(m, &cuda_device_ops, cu);
   if (rc == 0) {
     int prc = reg->register_allocator(m, "cpu", &tstor__cuda_pinned_allocator, cu);
     if (prc)
