@@ -1,6 +1,6 @@
 #!/bin/sh
-# `tstor conformance` on every in-tree backend, the guide's minimal backend
-# and the older-ABI plugin: all must pass. Then on plugins/conf_broken.so,
+# `tstor conformance` on every in-tree backend (cuda when it was built), the
+# guide's minimal backend and the older-ABI plugin: all must pass. Then on plugins/conf_broken.so,
 # whose bugs the suite must find, with a crash and a hang reported as rows.
 set -u
 tstor=${TSTOR_BIN:-../tools/tstor}
@@ -48,6 +48,10 @@ must_pass "meta" "$modules/tstor-meta.so"
 must_pass "hpu-stub" "$modules/tstor-hpu-stub.so" --no-hardware devices=0
 must_pass "hpu-stub, one device, slow copies" "$modules/tstor-hpu-stub.so" \
   --section load,copy,async,threads --set devices=1 --set copy_delay_us=200
+# Where a GPU is present every section runs; elsewhere the module declines.
+if [ -f "$modules/tstor-cuda.so" ]; then
+  must_pass "cuda" "$modules/tstor-cuda.so"
+fi
 must_pass "guide example" "$plugins/guide_minimal.so" --name toy --no-hardware devices=0 --align 64
 must_pass "older ABI tables" "$plugins/abi_evolution.so" --name older
 
