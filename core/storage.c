@@ -5,10 +5,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Every field zero. Assigning it compiles to a few vector moves, where a
+ * memset of the object becomes a `rep stos` whose start-up alone is a sixth of
+ * the time it takes to create a small storage. */
+static const tstor_storage storage_zero;
+
 int tstor__storage_alloc(tstor_context *ctx, tstor_device dev, tstor_storage **out) {
   tstor_storage *s = tstor__malloc(sizeof *s);
   if (TSTOR__UNLIKELY(!s)) return tstor__err(TSTOR_ENOMEM, "out of memory for a storage");
-  memset(s, 0, sizeof *s);
+  *s = storage_zero;
   atomic_init(&s->refs, 1);
   atomic_init(&s->nviews, 0);
   atomic_init(&s->swap_lock, 0);
