@@ -24,6 +24,15 @@ int tstor__cuda_launch_fill(void *ptr, size_t nbytes, const void *pattern,
 int tstor__cuda_launch_convert(void *dst, int dst_dtype, const void *src, int src_dtype,
                                size_t count, cudaStream_t stream);
 
+#ifdef TSTOR_CUDA_EMULATE
+/* The same kernel bodies run in a loop on the host, for test_cuda_kernels:
+ * cudaSuccess (0) or -1 as above. Built only with TSTOR_CUDA_EMULATE. */
+int tstor__cuda_emulate_convert(void *dst, int dst_dtype, const void *src, int src_dtype,
+                                size_t count);
+void tstor__cuda_emulate_fill(void *ptr, size_t nbytes, const void *pattern,
+                              size_t pattern_size);
+#endif
+
 #ifdef __cplusplus
 }
 #endif
