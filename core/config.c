@@ -274,6 +274,10 @@ static int handler(void *user, const char *section, const char *key, const char 
   parser *p = user;
   (void)section; /* the reader tracked it, with its line */
   if (p->err_line) return 1;
+  if (!*key) { /* a line that starts with '=' or ':' */
+    fail(p, "missing key name before '=' or ':'");
+    return 1;
+  }
   if (p->section == -1) {
     fail(p, "key '%s' outside any section", key);
     return 1;

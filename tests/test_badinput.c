@@ -87,7 +87,7 @@ END_TEST
 
 /* ---------------------------------------------------------- section headers */
 
-START_TEST(odd_section_headers) {
+START_TEST(odd_section_headers_and_keyless_lines) {
   const struct {
     const char *text;
     int line;
@@ -106,6 +106,11 @@ START_TEST(odd_section_headers) {
       {"]tstor[\n", 1},
       {"[tstor]\n[backend \xff\xfe]\nlibrary = x.so\n", 2},
       {"[tstor]\n[TSTOR]\n", 2},
+      /* Lines with a value and no key (found by fuzzing: a backend kept them
+       * as a key named ""). */
+      {"[tstor]\n= cpu\n", 2},
+      {"[tstor]\n[backend cpu]\nlibrary = tstor-cpu.so\n: value\n", 4},
+      {"[tstor]\n[backend cpu]\nlibrary = tstor-cpu.so\n  =\n", 4},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     expect_text(cases[i].text, TSTOR_ECONFIG, cases[i].line, NULL);
@@ -454,7 +459,7 @@ int main(void) {
   TCase *tc = tcase_create("config");
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, duplicate_keys_are_errors);
-  tcase_add_test(tc, odd_section_headers);
+  tcase_add_test(tc, odd_section_headers_and_keyless_lines);
   tcase_add_test(tc, nul_bytes_anywhere_in_a_file);
   tcase_add_test(tc, numbers_out_of_range);
   tcase_add_test(tc, config_paths_that_are_not_files);
