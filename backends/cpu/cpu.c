@@ -19,6 +19,11 @@ typedef struct cpu_state {
   cpu_cache *cache; /* blocks and statistics (cache.h) */
 } cpu_state;
 
+/* The core's fault injection (tests only): whether to fail this acquisition. */
+static int cpu_should_fail(const tstor_registrar *reg, int what) {
+  return TSTOR_REGISTRAR_HAS(reg, should_fail) && reg->should_fail(what);
+}
+
 static int cpu_device_count(void *state) {
   (void)state;
   return 1;
@@ -35,7 +40,7 @@ static int cpu_allocate(void *state, int index, size_t nbytes, void *stream, tst
   size_t rounded = (nbytes + CPU_ALIGNMENT - 1) & ~(size_t)(CPU_ALIGNMENT - 1);
   if (rounded < nbytes) return st->reg->set_error(TSTOR_EOVERFLOW, "cpu: %zu bytes overflow", nbytes);
   void *p = NULL;
-  if (cpu_cache_alloc(st->cache, nbytes, &p) != 0)
+  if (cpu_should_fail(st->reg, TSTOR_FAULT_ALLOC) || cpu_cache_alloc(st->cache, nbytes, &p) != 0)
     return st->reg->set_error(TSTOR_ENOMEM, "cpu: cannot allocate %zu bytes of host memory",
                               nbytes);
   out->ptr = p;
@@ -124,7 +129,7 @@ static int cpu_open_cache(const tstor_registrar *reg, tstor_module *m, cpu_state
 
 static int cpu_init(const tstor_registrar *reg, tstor_module *m, void **module_state, char *msg,
                     size_t msg_size) {
-  cpu_state *st = calloc(1, sizeof *st);
+  cpu_state *st = cpu_should_fail(reg, TSTOR_FAULT_MALLOC) ? NULL : calloc(1, sizeof *st);
   if (!st) return TSTOR_ENOMEM;
   st->reg = reg;
   cpu_mapped_init(reg);
