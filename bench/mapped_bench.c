@@ -160,12 +160,18 @@ static const char *fs_name(const char *path) {
   struct statfs f;
   if (statfs(path, &f) != 0) return "?";
   switch ((unsigned long)f.f_type) {
-    case 0xEF53: return "ext4";
-    case 0x58465342: return "xfs";
-    case 0x9123683E: return "btrfs";
-    case 0x01021994: return "tmpfs";
-    case 0x794c7630: return "overlayfs";
-    default: return "other";
+    case 0xEF53:
+      return "ext4";
+    case 0x58465342:
+      return "xfs";
+    case 0x9123683E:
+      return "btrfs";
+    case 0x01021994:
+      return "tmpfs";
+    case 0x794c7630:
+      return "overlayfs";
+    default:
+      return "other";
   }
 }
 
@@ -209,7 +215,8 @@ int main(int argc, char **argv) {
       mib = 64;
       rounds = 2;
     } else {
-      fprintf(stderr, "usage: bench_mapped [--size MIB] [--rounds N] [--dir DIR] [--cold] [--quick]\n");
+      fprintf(stderr,
+              "usage: bench_mapped [--size MIB] [--rounds N] [--dir DIR] [--cold] [--quick]\n");
       return 2;
     }
   }

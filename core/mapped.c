@@ -136,8 +136,8 @@ static int mapping_info(const tstor_storage *s, tstor_mapping_info *info) {
 
 /* ---------------------------------------------------------------- files */
 
-int tstor_storage_from_file(tstor_context *ctx, const char *filename, unsigned flags,
-                            size_t size, size_t elem_size, tstor_storage **out) {
+int tstor_storage_from_file(tstor_context *ctx, const char *filename, unsigned flags, size_t size,
+                            size_t elem_size, tstor_storage **out) {
   int rc = tstor__ctx(&ctx);
   if (rc) return rc;
   if (!filename || !out) return tstor__err(TSTOR_EINVAL, "from_file: NULL argument");
@@ -147,8 +147,8 @@ int tstor_storage_from_file(tstor_context *ctx, const char *filename, unsigned f
   if (elem_size == 0) return tstor__err(TSTOR_EINVAL, "from_file: element size 0");
   size_t nbytes;
   if (tstor__mul_size(size, elem_size, &nbytes))
-    return tstor__err(TSTOR_EOVERFLOW, "from_file: %zu elements of %zu bytes overflow size_t",
-                      size, elem_size);
+    return tstor__err(TSTOR_EOVERFLOW, "from_file: %zu elements of %zu bytes overflow size_t", size,
+                      elem_size);
   int type;
   rc = host_mapper(ctx, "from_file", &type);
   if (rc) return rc;
@@ -194,8 +194,7 @@ static int move_to_shm(tstor_storage *s, int named, const char *what) {
   if (rc) return rc;
   long views = atomic_load_explicit(&s->nviews, memory_order_acquire);
   if (views > 0)
-    return tstor__err(TSTOR_EBUSY, "%s: %ld view(s) point at the bytes it would move", what,
-                      views);
+    return tstor__err(TSTOR_EBUSY, "%s: %ld view(s) point at the bytes it would move", what, views);
 
   tstor_map_request req;
   request_init(&req,
@@ -279,8 +278,7 @@ static int shared_fd(const tstor_storage *s, const char *what, int *fd) {
     return tstor__err(TSTOR_EINVAL,
                       "%s: a view; export its base (tstor_storage_base) and view that", what);
   if (!(load_flags(s) & TSTOR_FLAG_SHARED))
-    return tstor__err(TSTOR_EINVAL, "%s: the storage is not shared (share_memory it first)",
-                      what);
+    return tstor__err(TSTOR_EINVAL, "%s: the storage is not shared (share_memory it first)", what);
   tstor_mapping_info info;
   if (mapping_info(s, &info) || info.fd < 0)
     return tstor__err(TSTOR_EINVAL, "%s: the storage holds no descriptor to export", what);
@@ -327,8 +325,7 @@ int tstor_storage_import_fd(tstor_context *ctx, int fd, size_t nbytes, tstor_sto
   rc = host_mapper(ctx, "import_fd", &type);
   if (rc) return rc;
   tstor_map_request req;
-  request_init(&req, TSTOR_MAP_SHARED | TSTOR_MAP_KEEP_FD | (nbytes ? 0 : TSTOR_MAP_WHOLE),
-               nbytes);
+  request_init(&req, TSTOR_MAP_SHARED | TSTOR_MAP_KEEP_FD | (nbytes ? 0 : TSTOR_MAP_WHOLE), nbytes);
   req.fd = fd;
   return map_new(ctx, type, &req, TSTOR_FLAG_SHARED, NULL, "import_fd", out);
 }
@@ -429,7 +426,8 @@ int tstor_storage_recv(tstor_context *ctx, int sock, tstor_storage **out) {
 
   if (got == 0 && nfds == 0)
     rc = tstor__err(TSTOR_EIO, "recv: the peer closed the socket before sending a storage");
-  else if (got != sizeof h || (msg.msg_flags & MSG_TRUNC) || memcmp(h.magic, "TSTR", 4) != 0 || h.version != WIRE_VERSION)
+  else if (got != sizeof h || (msg.msg_flags & MSG_TRUNC) || memcmp(h.magic, "TSTR", 4) != 0 ||
+           h.version != WIRE_VERSION)
     rc = tstor__err(TSTOR_EIO, "recv: not a tstor storage message (%zu bytes)", got);
   else if (nfds == 0 && (msg.msg_flags & MSG_CTRUNC))
     rc = tstor__err(TSTOR_EMFILE,
@@ -499,10 +497,9 @@ int tstor_storage_import_name(tstor_context *ctx, const char *name, size_t nbyte
   rc = host_mapper(ctx, "import_name", &type);
   if (rc) return rc;
   tstor_map_request req;
-  request_init(&req,
-               TSTOR_MAP_SHM | TSTOR_MAP_SHARED | TSTOR_MAP_KEEP_FD |
-                   (nbytes ? 0 : TSTOR_MAP_WHOLE),
-               nbytes);
+  request_init(
+      &req, TSTOR_MAP_SHM | TSTOR_MAP_SHARED | TSTOR_MAP_KEEP_FD | (nbytes ? 0 : TSTOR_MAP_WHOLE),
+      nbytes);
   req.name = name;
   return map_new(ctx, type, &req, TSTOR_FLAG_SHARED, name, "import_name", out);
 }

@@ -7,7 +7,7 @@
 
 #include "config.h" /* _GNU_SOURCE, before any system header */
 
-#include "testutil.h"
+#include "coretest.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -15,7 +15,6 @@
 #include <ftw.h>
 #include <grp.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -23,39 +22,17 @@
 #include <tstor/mapped.h>
 #include <unistd.h>
 
-#define MAPTEST_INI                \
-  "[tstor]\n"                      \
-  "default_device = cpu\n"         \
-  "[backend cpu]\n"                \
-  "library = tstor-cpu.so\n"       \
-  "[backend meta]\n"               \
-  "library = tstor-meta.so\n"
-
 static tstor_context *ctx;
 static tstor_device cpu, meta;
 static char tmpdir[256];
 
-/* A formatted string in a static ring of buffers. */
-static inline const char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
-static inline const char *fmt(const char *f, ...) {
-  static char ring[16][512];
-  static int next;
-  char *buf = ring[next++ % 16];
-  va_list ap;
-  va_start(ap, f);
-  int n = vsnprintf(buf, sizeof ring[0], f, ap);
-  va_end(ap);
-  ck_assert(n >= 0 && (size_t)n < sizeof ring[0]);
-  return buf;
-}
-
 /* A path in this test's scratch folder. */
-static inline const char *scratch(const char *name) { return fmt("%s/%s", tmpdir, name); }
+static inline const char *scratch(const char *name) { return coretest_fmt("%s/%s", tmpdir, name); }
 
 static inline void open_ctx(void) {
-  ck_tstor_ok(tstor_context_open_string(MAPTEST_INI, "maptest.ini", &ctx));
-  ck_tstor_ok(tstor_device_parse(ctx, "cpu", &cpu));
-  ck_tstor_ok(tstor_device_parse(ctx, "meta", &meta));
+  ctx = coretest_open(NULL);
+  cpu = coretest_dev(ctx, "cpu");
+  meta = coretest_dev(ctx, "meta");
   const char *base = getenv("TMPDIR");
   snprintf(tmpdir, sizeof tmpdir, "%s/tstor-maptest-XXXXXX", base ? base : "/tmp");
   ck_assert_ptr_nonnull(mkdtemp(tmpdir));
@@ -140,7 +117,7 @@ static inline int count_shm(pid_t pid) {
 
 /* A shared-memory name of this process for the tests' own objects. */
 static inline const char *shm_name(const char *tag) {
-  return fmt("/tstortest-%ld-%s", (long)getpid(), tag);
+  return coretest_fmt("/tstortest-%ld-%s", (long)getpid(), tag);
 }
 
 typedef struct held {
@@ -153,25 +130,25 @@ static inline held holding(void) {
 }
 
 /* Asserts that the process holds what it held at `before`. */
-#define ck_holds(before)                                                                   \
-  do {                                                                                     \
-    held now_ = holding();                                                                 \
-    ck_assert_msg(now_.fds == (before).fds, "descriptors: %d before, %d now", (before).fds, \
-                  now_.fds);                                                               \
-    ck_assert_msg(now_.maps == (before).maps, "mappings: %d before, %d now",               \
-                  (before).maps, now_.maps);                                               \
-    ck_assert_msg(now_.shm == (before).shm, "/dev/shm names: %d before, %d now",          \
-                  (before).shm, now_.shm);                                                 \
+#define ck_holds(before)                                                                       \
+  do {                                                                                         \
+    held now_ = holding();                                                                     \
+    ck_assert_msg(now_.fds == (before).fds, "descriptors: %d before, %d now", (before).fds,    \
+                  now_.fds);                                                                   \
+    ck_assert_msg(now_.maps == (before).maps, "mappings: %d before, %d now", (before).maps,    \
+                  now_.maps);                                                                  \
+    ck_assert_msg(now_.shm == (before).shm, "/dev/shm names: %d before, %d now", (before).shm, \
+                  now_.shm);                                                                   \
   } while (0)
 
 /* Asserts that `expr` fails with `code`, leaves *out untouched and leaks
  * nothing. */
-#define ck_fails_clean(expr, code)      \
-  do {                                  \
-    held before_ = holding();           \
-    ck_tstor_err((expr), (code));       \
-    ck_assert(tstor_last_error()[0]);   \
-    ck_holds(before_);                  \
+#define ck_fails_clean(expr, code)    \
+  do {                                \
+    held before_ = holding();         \
+    ck_tstor_err((expr), (code));     \
+    ck_assert(tstor_last_error()[0]); \
+    ck_holds(before_);                \
   } while (0)
 
 /* ------------------------------------------------------ other processes */

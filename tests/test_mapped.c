@@ -157,7 +157,7 @@ START_TEST(shm_names) {
   ck_tstor_ok(tstor_storage_from_file(ctx, name, TSTOR_FILE_SHARED | TSTOR_FILE_SHM, 64, 1, &a));
   ck_assert_int_eq(count_shm(getpid()), before.shm + 1);
   struct stat st;
-  ck_assert_int_eq(stat(fmt("/dev/shm%s", name), &st), 0);
+  ck_assert_int_eq(stat(coretest_fmt("/dev/shm%s", name), &st), 0);
   ck_assert_uint_eq(st.st_mode & 0777, 0600);
   ck_assert_int_eq(st.st_size, 64);
   ck_assert_str_eq(tstor_storage_filename(a), name);
@@ -197,9 +197,9 @@ START_TEST(missing_file) {
   ck_fails_clean(tstor_storage_from_file(ctx, path, TSTOR_FILE_SHARED, 0, 1, &s), TSTOR_ENOENT);
   ck_last_error_has("no size");
   ck_assert_int_eq(file_size(path), -1);
-  ck_fails_clean(tstor_storage_from_file(ctx, scratch("no/such/dir.bin"), TSTOR_FILE_SHARED, 10, 1,
-                                         &s),
-                 TSTOR_ENOENT);
+  ck_fails_clean(
+      tstor_storage_from_file(ctx, scratch("no/such/dir.bin"), TSTOR_FILE_SHARED, 10, 1, &s),
+      TSTOR_ENOENT);
   const char *name = shm_name("missing");
   ck_fails_clean(tstor_storage_from_file(ctx, name, TSTOR_FILE_SHM, 0, 1, &s), TSTOR_ENOENT);
   ck_fails_clean(tstor_storage_from_file(ctx, name, TSTOR_FILE_SHM | TSTOR_FILE_SHARED, 0, 1, &s),
@@ -305,9 +305,9 @@ START_TEST(size_overflows) {
   ck_fails_clean(tstor_storage_from_file(ctx, path, TSTOR_FILE_SHARED, SIZE_MAX / 3, 3 * 2, &s),
                  TSTOR_EOVERFLOW);
   /* Fits size_t, but no mapping can be that large. */
-  ck_fails_clean(tstor_storage_from_file(ctx, path, TSTOR_FILE_SHARED, (size_t)PTRDIFF_MAX + 1, 1,
-                                         &s),
-                 TSTOR_EOVERFLOW);
+  ck_fails_clean(
+      tstor_storage_from_file(ctx, path, TSTOR_FILE_SHARED, (size_t)PTRDIFF_MAX + 1, 1, &s),
+      TSTOR_EOVERFLOW);
   const char *fresh = scratch("ovf-new.bin");
   ck_fails_clean(tstor_storage_from_file(ctx, fresh, TSTOR_FILE_SHARED, SIZE_MAX, 1, &s),
                  TSTOR_EOVERFLOW);
@@ -391,8 +391,8 @@ START_TEST(too_many_open_files) {
   char msg1[512];
   snprintf(msg1, sizeof msg1, "%s", tstor_last_error());
   int rc2 = tstor_storage_from_file(ctx, fresh, TSTOR_FILE_SHARED, 10, 1, &s);
-  int rc3 = tstor_storage_from_file(ctx, shm_name("fd"), TSTOR_FILE_SHARED | TSTOR_FILE_SHM, 10,
-                                    1, &s);
+  int rc3 =
+      tstor_storage_from_file(ctx, shm_name("fd"), TSTOR_FILE_SHARED | TSTOR_FILE_SHM, 10, 1, &s);
   restore_nofile(old);
   ck_assert_int_eq(rc1, TSTOR_EMFILE);
   ck_assert_msg(strstr(msg1, "Too many open files"), "detail: %s", msg1);

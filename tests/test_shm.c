@@ -488,7 +488,7 @@ START_TEST(export_import_name) {
   ck_assert_str_eq(tstor_storage_filename(s), name);
   ck_assert_int_eq(count_shm(getpid()), before.shm + 1);
   struct stat st;
-  ck_assert_int_eq(stat(fmt("/dev/shm%s", name), &st), 0);
+  ck_assert_int_eq(stat(coretest_fmt("/dev/shm%s", name), &st), 0);
   ck_assert_uint_eq(st.st_mode & 0777, 0600);
   /* Exporting again gives the same name. */
   char again[TSTOR_SHM_NAME_MAX];
@@ -622,8 +622,8 @@ START_TEST(fault_sweep) {
       held before = holding();
       char name[TSTOR_SHM_NAME_MAX];
       tstor__fault_arm(kinds, n, 0);
-      int rc = named ? tstor_storage_export_name(s, name, sizeof name)
-                     : tstor_storage_share_memory(s);
+      int rc =
+          named ? tstor_storage_export_name(s, name, sizeof name) : tstor_storage_share_memory(s);
       unsigned long failed = tstor__fault_failed();
       tstor__fault_disarm();
       if (rc == 0) {

@@ -10,7 +10,7 @@
 
 #include <dlfcn.h>
 
-static int squat_next;      /* how many coming O_EXCL creations find their name taken */
+static int squat_next; /* how many coming O_EXCL creations find their name taken */
 static char squatted[32][64];
 static int nsquatted;
 static int fallocate_error; /* what posix_fallocate returns; 0: the real call */
@@ -54,7 +54,7 @@ static void clear_squatters(void) {
 /* A squatter's object is still there, as it made it. */
 static void ck_squatter_untouched(int i) {
   struct stat st;
-  ck_assert_int_eq(stat(fmt("/dev/shm%s", squatted[i]), &st), 0);
+  ck_assert_int_eq(stat(coretest_fmt("/dev/shm%s", squatted[i]), &st), 0);
   ck_assert_uint_eq(st.st_mode & 0777, 0666);
   ck_assert_int_eq(st.st_size, 0);
 }
@@ -97,8 +97,8 @@ START_TEST(every_name_squatted) {
     held before = holding();
     squat_next = 1000;
     char name[TSTOR_SHM_NAME_MAX];
-    int rc = named ? tstor_storage_export_name(s, name, sizeof name)
-                   : tstor_storage_share_memory(s);
+    int rc =
+        named ? tstor_storage_export_name(s, name, sizeof name) : tstor_storage_share_memory(s);
     ck_tstor_err(rc, TSTOR_EEXIST);
     ck_last_error_has("squatting");
     ck_assert_int_ge(nsquatted, 2);
@@ -122,9 +122,9 @@ START_TEST(shared_memory_full) {
     tstor_storage *s = new_cpu(1 << 20);
     void *data = tstor_storage_data(s);
     char name[TSTOR_SHM_NAME_MAX];
-    ck_fails_clean(named ? tstor_storage_export_name(s, name, sizeof name)
-                         : tstor_storage_share_memory(s),
-                   TSTOR_ENOSPC);
+    ck_fails_clean(
+        named ? tstor_storage_export_name(s, name, sizeof name) : tstor_storage_share_memory(s),
+        TSTOR_ENOSPC);
     ck_last_error_has("cannot reserve");
     ck_assert_ptr_eq(tstor_storage_data(s), data);
     ck_assert_int_eq(tstor_storage_is_shared(s), 0);
@@ -136,8 +136,9 @@ START_TEST(shared_memory_full) {
    * there keeps its size. */
   tstor_storage *s = NULL;
   const char *name = shm_name("full");
-  ck_fails_clean(tstor_storage_from_file(ctx, name, TSTOR_FILE_SHM | TSTOR_FILE_SHARED, 4096, 1, &s),
-                 TSTOR_ENOSPC);
+  ck_fails_clean(
+      tstor_storage_from_file(ctx, name, TSTOR_FILE_SHM | TSTOR_FILE_SHARED, 4096, 1, &s),
+      TSTOR_ENOSPC);
   ck_assert_int_eq(shm_unlink(name), -1);
   const char *fresh = scratch("full.bin");
   ck_fails_clean(tstor_storage_from_file(ctx, fresh, TSTOR_FILE_SHARED, 4096, 1, &s), TSTOR_ENOSPC);

@@ -41,8 +41,8 @@ typedef struct mapping {
   uint32_t flags; /* the TSTOR_MAP_* it was made with */
   void *addr;     /* NULL for 0 bytes */
   size_t len;
-  int fd;         /* kept descriptor, or -1 */
-  pid_t creator;  /* a fork child inherits the record but must not unlink the name */
+  int fd;              /* kept descriptor, or -1 */
+  pid_t creator;       /* a fork child inherits the record but must not unlink the name */
   char owned_name[64]; /* unlinked when freed; "" for none */
 } mapping;
 
@@ -152,7 +152,8 @@ static int open_unique(int *fd_out, char name[64]) {
     int rc = random_bytes(r, sizeof r);
     if (rc) return rc;
     int len = snprintf(name, 64, "/" SHM_PREFIX "%ld-", (long)getpid());
-    for (size_t i = 0; i < sizeof r; i++) len += snprintf(name + len, 64 - (size_t)len, "%02x", r[i]);
+    for (size_t i = 0; i < sizeof r; i++)
+      len += snprintf(name + len, 64 - (size_t)len, "%02x", r[i]);
     int fd = should_fail(TSTOR_FAULT_SHM) ? -1 : shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
     if (fd >= 0) {
       *fd_out = fd;
@@ -180,8 +181,8 @@ static int open_one(const char *name, int shm, int oflag, mode_t mode) {
 
 /* Opens an existing object, or creates it (mode 0600) when allowed; a racing
  * creator makes us open theirs. */
-static int open_named(const tstor_map_request *req, const char *what, int may_create,
-                      int *fd_out, int *created) {
+static int open_named(const tstor_map_request *req, const char *what, int may_create, int *fd_out,
+                      int *created) {
   int shm = (req->flags & TSTOR_MAP_SHM) != 0;
   int access = (req->flags & TSTOR_MAP_SHARED) ? O_RDWR : O_RDONLY;
   for (int attempt = 0; attempt < 4; attempt++) {
@@ -300,8 +301,8 @@ int cpu_map(void *state, int index, tstor_map_request *req) {
     }
     if (st.st_mode & 077) {
       rc = fail(TSTOR_EACCES,
-                "cpu: %s has mode 0%03o, open to other users: refusing it (tstor makes 0600)",
-                what, (unsigned)(st.st_mode & 0777));
+                "cpu: %s has mode 0%03o, open to other users: refusing it (tstor makes 0600)", what,
+                (unsigned)(st.st_mode & 0777));
       goto out;
     }
   }
@@ -315,9 +316,9 @@ int cpu_map(void *state, int index, tstor_map_request *req) {
     want = have;
   } else if (want > have) {
     if (!shared || !(fl & (TSTOR_MAP_CREATE | TSTOR_MAP_UNIQUE))) {
-      rc = fail(TSTOR_ESIZE, "cpu: %s holds %zu bytes, %zu asked (%s)", what, have, want,
-                shared ? "an import never grows what it maps"
-                       : "a private mapping never grows the file");
+      rc = fail(
+          TSTOR_ESIZE, "cpu: %s holds %zu bytes, %zu asked (%s)", what, have, want,
+          shared ? "an import never grows what it maps" : "a private mapping never grows the file");
       goto out;
     }
     /* Reserve the space now: a full disk or /dev/shm is an error here, not a

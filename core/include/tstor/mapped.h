@@ -67,9 +67,8 @@ enum {
  * without a size; a private mapping larger than the file), TSTOR_EOVERFLOW
  * (size * elem_size overflows or exceeds what can be mapped), TSTOR_EMFILE,
  * TSTOR_ENOSPC (no room to grow it), TSTOR_ENOMEM. */
-TSTOR_EXTERN int tstor_storage_from_file(tstor_context *ctx, const char *filename,
-                                         unsigned flags, size_t size, size_t elem_size,
-                                         tstor_storage **out);
+TSTOR_EXTERN int tstor_storage_from_file(tstor_context *ctx, const char *filename, unsigned flags,
+                                         size_t size, size_t elem_size, tstor_storage **out);
 
 /* The file or shared-memory name the storage maps (a view answers for its
  * base); NULL when it maps none, which includes tstor_storage_share_memory
