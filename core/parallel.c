@@ -10,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #define MAX_THREADS 64
 
@@ -117,44 +120,71 @@ void tstor__host_copy(void *dst, const void *src, size_t nbytes) {
   tstor__parallel_for(nbytes, 2, 4096, copy_range, &job);
 }
 
+/* -------------------------------------------------------- streaming stores */
+
+void tstor__stream_copy(void *dst, const void *src, size_t nbytes) {
+#if defined(__SSE2__)
+  char *d = dst;
+  const char *s = src;
+  size_t i = 0;
+  for (; i + 64 <= nbytes; i += 64) {
+    __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 16));
+    __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 32));
+    __m128i e = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 48));
+    _mm_stream_si128((__m128i *)(void *)(d + i), a);
+    _mm_stream_si128((__m128i *)(void *)(d + i + 16), b);
+    _mm_stream_si128((__m128i *)(void *)(d + i + 32), c);
+    _mm_stream_si128((__m128i *)(void *)(d + i + 48), e);
+  }
+  for (; i + 16 <= nbytes; i += 16)
+    _mm_stream_si128((__m128i *)(void *)(d + i),
+                     _mm_loadu_si128((const __m128i *)(const void *)(s + i)));
+  memcpy(d + i, s + i, nbytes - i);
+#else
+  memcpy(dst, src, nbytes);
+#endif
+}
+
+void tstor__stream_fence(void) {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
+
 /* ------------------------------------------------------------------ fill */
 
 typedef struct fill_job {
   char *dst;
   unsigned char pattern[16];
   size_t psize;
+  int stream;
 } fill_job;
 
-/* Loops on the pattern's own width, which the compiler turns into wide
- * stores. Ranges start on multiples of 64 bytes, so each begins with a whole
- * pattern. */
-static void fill_range(void *arg, size_t begin, size_t end) {
-  const fill_job *j = arg;
-  char *p = j->dst + begin;
-  size_t nbytes = end - begin;
-  switch (j->psize) {
-    case 1: memset(p, j->pattern[0], nbytes); return;
+TSTOR__AVX2_CLONES static void fill_plain(char *p, size_t nbytes, const unsigned char *pattern, size_t psize) {
+  switch (psize) {
+    case 1: memset(p, pattern[0], nbytes); return;
     case 2: {
       uint16_t v;
-      memcpy(&v, j->pattern, 2);
+      memcpy(&v, pattern, 2);
       for (size_t i = 0; i < nbytes / 2; i++) memcpy(p + 2 * i, &v, 2);
       return;
     }
     case 4: {
       uint32_t v;
-      memcpy(&v, j->pattern, 4);
+      memcpy(&v, pattern, 4);
       for (size_t i = 0; i < nbytes / 4; i++) memcpy(p + 4 * i, &v, 4);
       return;
     }
     case 8: {
       uint64_t v;
-      memcpy(&v, j->pattern, 8);
+      memcpy(&v, pattern, 8);
       for (size_t i = 0; i < nbytes / 8; i++) memcpy(p + 8 * i, &v, 8);
       return;
     }
     default: {
       uint64_t v[2];
-      memcpy(v, j->pattern, 16);
+      memcpy(v, pattern, 16);
       for (size_t i = 0; i < nbytes / 16; i++) {
         memcpy(p + 16 * i, &v[0], 8);
         memcpy(p + 16 * i + 8, &v[1], 8);
@@ -164,11 +194,41 @@ static void fill_range(void *arg, size_t begin, size_t end) {
   }
 }
 
+/* Ranges start on multiples of 64 bytes from the start of the fill, so each
+ * begins with a whole pattern. A fill too large for the caches streams a
+ * 4 KiB block of the pattern past them (a pattern of equal bytes is a memset,
+ * which does that itself). */
+static void fill_range(void *arg, size_t begin, size_t end) {
+  const fill_job *j = arg;
+  char *p = j->dst + begin;
+  size_t nbytes = end - begin;
+  if (!j->stream) {
+    fill_plain(p, nbytes, j->pattern, j->psize);
+    return;
+  }
+  size_t head = (16 - (uintptr_t)p % 16) % 16;
+  if (head > nbytes) head = nbytes;
+  /* The block starts at the first 16-byte boundary, so it begins `head` bytes
+   * into the pattern. */
+  _Alignas(64) unsigned char block[4096];
+  for (size_t i = 0; i < sizeof block; i++) block[i] = j->pattern[(head + i) % j->psize];
+  for (size_t i = 0; i < head; i++) p[i] = (char)j->pattern[i % j->psize];
+  for (size_t off = head; off < nbytes; off += sizeof block) {
+    size_t k = nbytes - off < sizeof block ? nbytes - off : sizeof block;
+    tstor__stream_copy(p + off, block, k);
+  }
+  tstor__stream_fence();
+}
+
 void tstor__host_fill(void *dst, size_t nbytes, const void *pattern, size_t psize) {
   fill_job job;
   job.dst = dst;
   job.psize = psize;
   memcpy(job.pattern, pattern, psize);
+  int uniform = 1;
+  for (size_t i = 1; i < psize; i++) uniform &= job.pattern[i] == job.pattern[0];
+  if (uniform) job.psize = 1; /* 0.0, -1 and the like: memset */
+  job.stream = job.psize > 1 && nbytes >= TSTOR__STREAM_MIN_BYTES;
   tstor__parallel_for(nbytes, 1, 64, fill_range, &job);
 }
 

@@ -45,6 +45,31 @@ void tstor__byteswap_units(void *p, size_t n, size_t unit);
 void tstor__host_fill(void *dst, size_t nbytes, const void *pattern, size_t psize);
 void tstor__host_copy(void *dst, const void *src, size_t nbytes);
 
+/* Destinations of at least this many bytes are written with non-temporal
+ * stores: they do not fit in the caches (32 MiB of L3 is common) and would
+ * only evict what does. */
+#define TSTOR__STREAM_MIN_BYTES ((size_t)16 << 20)
+
+/* Copies nbytes of host memory to dst, which must be 16-byte aligned, with
+ * non-temporal stores where the machine has them (plain stores elsewhere).
+ * Call tstor__stream_fence() after the last one, before the bytes are handed
+ * to another thread. */
+void tstor__stream_copy(void *dst, const void *src, size_t nbytes);
+void tstor__stream_fence(void);
+
+/* Built twice, for AVX2 and the baseline, the loader choosing (GCC's
+ * target_clones, an ifunc), on x86-64 where the compiler can. */
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define TSTOR__CLONES 1
+#endif
+#endif
+#ifdef TSTOR__CLONES
+#define TSTOR__AVX2_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define TSTOR__AVX2_CLONES
+#endif
+
 /* The byte order of this machine. */
 static inline int tstor__little_endian(void) {
   const uint16_t one = 1;

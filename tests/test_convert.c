@@ -90,6 +90,36 @@ START_TEST(threaded_conversion_matches) {
 }
 END_TEST
 
+/* Results of 16 MiB and more are streamed past the caches from a small
+ * buffer: the same bytes, wherever the destination starts. */
+START_TEST(streamed_results_match) {
+  static const tstor_dtype pairs[][2] = {{TSTOR_FLOAT32, TSTOR_FLOAT64},
+                                         {TSTOR_FLOAT64, TSTOR_FLOAT16},
+                                         {TSTOR_INT64, TSTOR_UINT8}};
+  int old = tstor_set_num_threads(2);
+  for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
+    const typedtest_block *b = NULL;
+    int d = -1;
+    for (int bi = 0; bi < vec.nblocks && !b; bi++)
+      if (vec.blocks[bi].src_dtype == pairs[p][0]) b = &vec.blocks[bi];
+    ck_assert_ptr_nonnull(b);
+    for (int k = 0; k < b->ndst; k++)
+      if (b->dst_dtype[k] == pairs[p][1]) d = k;
+    size_t ses = tstor_dtype_size(pairs[p][0]), des = tstor_dtype_size(pairs[p][1]);
+    size_t n = ((size_t)17 << 20) / des + 5;
+    unsigned char *src = malloc(n * ses), *out = malloc((n + 1) * des);
+    ck_assert(src && out);
+    for (size_t i = 0; i < n; i++) memcpy(src + i * ses, b->src + (i % b->count) * ses, ses);
+    /* One element in, so the destination is not on a cache line. */
+    ck_tstor_ok(tstor_dtype_convert(out + des, pairs[p][1], src, pairs[p][0], n));
+    ck_assert_int_eq(compare(b, d, out + des, n, 0), 0);
+    free(src);
+    free(out);
+  }
+  tstor_set_num_threads(old);
+}
+END_TEST
+
 START_TEST(in_place_same_size) {
   /* float32 <-> int32 over the same bytes, as a typed view of one storage may. */
   float f[4] = {1.5f, -2.5f, 1e10f, NAN};
@@ -212,6 +242,7 @@ int main(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, every_pair_matches_pytorch);
   tcase_add_test(tc, threaded_conversion_matches);
+  tcase_add_test(tc, streamed_results_match);
   suite_add_tcase(s, tc);
   TCase *rules = tcase_create("rules");
   tcase_add_test(rules, in_place_same_size);

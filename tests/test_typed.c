@@ -238,19 +238,33 @@ START_TEST(fill_every_size) {
       ck_tstor_err(tstor_typed_fill(s, dts[t], NULL), TSTOR_EINVAL);
       tstor_storage_release(s);
     }
-  /* Large enough for the worker threads, every byte checked. */
+  /* Large enough for the worker threads (3 MiB) and for streaming stores
+   * (16 MiB and up, from an odd element so the start is not on a line), every
+   * byte checked, and nothing written past the end. */
   int old = tstor_set_num_threads(3);
-  tstor_storage *s;
-  size_t n = ((size_t)3 << 20) + 5;
-  ck_tstor_ok(tstor_typed_new(ctx, cpu, TSTOR_FLOAT32, n, &s));
-  float one = 1.5f;
-  ck_tstor_ok(tstor_typed_fill(s, TSTOR_FLOAT32, &one));
-  const float *p = tstor_storage_data(s);
-  size_t wrong = 0;
-  for (size_t i = 0; i < n; i++) wrong += p[i] != 1.5f;
-  ck_assert_uint_eq(wrong, 0);
-  tstor_storage_release(s);
+  tstor_storage *s, *base;
+  const size_t sizes[] = {((size_t)3 << 20) + 5, ((size_t)17 << 20) / 16 + 3};
+  for (size_t k = 0; k < 2; k++) {
+    size_t n = sizes[k];
+    ck_tstor_ok(tstor_typed_new(ctx, cpu, TSTOR_COMPLEX64, n + 2, &base));
+    memset(tstor_storage_data(base), 0x77, (n + 2) * 8);
+    ck_tstor_ok(tstor_typed_view(base, TSTOR_COMPLEX64, 1, n, &s));
+    float value[2] = {1.5f, -2.0f};
+    ck_tstor_ok(tstor_typed_fill(s, TSTOR_COMPLEX64, value));
+    const float *p = tstor_storage_data(s);
+    size_t wrong = 0;
+    for (size_t i = 0; i < n; i++) wrong += p[2 * i] != 1.5f || p[2 * i + 1] != -2.0f;
+    ck_assert_uint_eq(wrong, 0);
+    const unsigned char *raw = tstor_storage_data(base);
+    for (size_t i = 0; i < 8; i++) {
+      ck_assert_int_eq(raw[i], 0x77);
+      ck_assert_int_eq(raw[(n + 1) * 8 + i], 0x77);
+    }
+    tstor_storage_release(s);
+    tstor_storage_release(base);
+  }
   tstor_set_num_threads(old);
+  float one = 1.5f;
   /* Meta: no data. */
   ck_tstor_ok(tstor_typed_new(ctx, meta, TSTOR_FLOAT32, 4, &s));
   ck_tstor_err(tstor_typed_fill(s, TSTOR_FLOAT32, &one), TSTOR_ENODATA);
