@@ -5,6 +5,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* A huge request must fail with TSTOR_ENOMEM, not stop the sanitizer run. */
 const char *__asan_default_options(void);
@@ -555,6 +557,69 @@ START_TEST(many_threads) {
 }
 END_TEST
 
+static atomic_int stop_reading;
+
+/* Reads the statistics (which takes the cache's lock) until told to stop. */
+static void *read_stats_until_stopped(void *arg) {
+  worker *w = arg;
+  tstor_device dev;
+  if (tstor_device_parse(w->ctx, "cpu", &dev) != 0) w->failures++;
+  while (!atomic_load(&stop_reading)) {
+    tstor_stats st;
+    if (tstor_device_stats(w->ctx, dev, &st) != 0) w->failures++;
+  }
+  return NULL;
+}
+
+/* Runs in a forked child: creates a storage and reads the statistics, and
+ * reports through `fd` (the child's exit status may be a leak checker's). */
+static void child_uses_the_cache(tstor_context *ctx, int fd) {
+  tstor_device dev;
+  tstor_storage *s = NULL;
+  tstor_stats st;
+  char ok = tstor_device_parse(ctx, "cpu", &dev) == 0 &&
+            tstor_storage_new(ctx, dev, 4096, &s) == 0 &&
+            tstor_device_stats(ctx, dev, &st) == 0 && st.allocated == 4096;
+  tstor_storage_release(s);
+  ssize_t n = write(fd, &ok, 1);
+  _exit(n == 1 ? 0 : 1);
+}
+
+/* A child forked while another thread is inside the cache can still use it. */
+START_TEST(fork_while_another_thread_counts) {
+  tstor_context *ctx = open_cpu(NULL);
+  tstor_storage_release(new_storage(ctx, 4096));
+  atomic_store(&stop_reading, 0);
+  worker w = {ctx, NULL, NULL, 0};
+  pthread_t t;
+  ck_assert_int_eq(pthread_create(&t, NULL, read_stats_until_stopped, &w), 0);
+  int failed = 0; /* no assertion while the reader runs: it would outlive w */
+  for (int i = 0; i < 20 && !failed; i++) {
+    int fds[2];
+    if (pipe(fds) != 0) {
+      failed = 1;
+      break;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(fds[0]);
+      child_uses_the_cache(ctx, fds[1]);
+    }
+    close(fds[1]);
+    char ok = 0;
+    if (pid < 0 || read(fds[0], &ok, 1) != 1 || !ok) failed = i + 1;
+    close(fds[0]);
+    if (pid > 0 && waitpid(pid, NULL, 0) != pid) failed = i + 1;
+  }
+  atomic_store(&stop_reading, 1);
+  ck_assert_int_eq(pthread_join(t, NULL), 0);
+  ck_assert_msg(!failed, "forked child %d could not use the cache", failed);
+  ck_assert_int_eq(w.failures, 0);
+  expect_idle(ctx, 1);
+  tstor_context_close(ctx);
+}
+END_TEST
+
 static Suite *cpu_cache_suite(void) {
   Suite *s = suite_create("cpu_cache");
   TCase *reuse = tcase_create("reuse");
@@ -584,6 +649,7 @@ static Suite *cpu_cache_suite(void) {
   tcase_add_test(threads, empty_cache_reaches_other_threads);
   tcase_add_test(threads, threads_outliving_the_module);
   tcase_add_test(threads, many_threads);
+  tcase_add_test(threads, fork_while_another_thread_counts);
   suite_add_tcase(s, threads);
   return s;
 }

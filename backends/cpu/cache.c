@@ -75,6 +75,7 @@ static struct {
   int nslots;
   _Atomic unsigned empty_epoch;  /* bumped by cpu_cache_empty */
   _Atomic int64_t cached_total;  /* all threads' cached bytes, less their pending changes */
+  int atfork;                    /* fork handlers registered (they go when the module does) */
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* ------------------------------------------------------------------ helpers */
@@ -465,11 +466,18 @@ static int slot_take(void) {
   return slot;
 }
 
+/* A child forked while another thread held the lock would never get it: fork
+ * waits for the lock, and both sides release it. glibc drops the handlers of a
+ * module when it is unloaded. */
+static void fork_prepare(void) { pthread_mutex_lock(&g.lock); }
+static void fork_done(void) { pthread_mutex_unlock(&g.lock); }
+
 int cpu_cache_open(const cpu_cache_config *config, cpu_cache **out) {
   cpu_cache *c = calloc(1, sizeof *c);
   if (!c) return TSTOR_ENOMEM;
   c->cfg = *config;
   pthread_mutex_lock(&g.lock);
+  if (!g.atfork) g.atfork = pthread_atfork(fork_prepare, fork_done, fork_done) == 0;
   if (g.users == 0 && pthread_key_create(&g.key, thread_exit) != 0) {
     pthread_mutex_unlock(&g.lock);
     free(c);
