@@ -16,7 +16,13 @@
 #include "internal.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <tstor/mapped.h>
 #include <tstor/typed.h>
+#include <unistd.h>
 
 CORETEST_SANITIZER_OPTIONS
 
@@ -33,6 +39,9 @@ typedef struct fx {
   tstor_event *event;
   void *mem;             /* wrap: caller-owned bytes */
   int deleted;           /* wrap_owned: deleter calls */
+  char path[256];        /* mapped: a scratch file, removed after each run */
+  char name[64];         /* mapped: a shared-memory name */
+  int sock[2];           /* mapped: a socket pair (0, 0 when none) */
   unsigned char before[256]; /* bytes of a (or b) before the operation */
   size_t nbytes_before;
   void *data_before;
@@ -120,7 +129,42 @@ static void assert_as_snapshot(fx *f, tstor_storage *s) {
   }
 }
 
+/* Mappings of files and shared memory: what a failed mapping must not
+ * leave behind. */
+static int count_file_maps(void) {
+  FILE *m = fopen("/proc/self/maps", "r");
+  ck_assert_ptr_nonnull(m);
+  char line[4096];
+  int n = 0;
+  while (fgets(line, sizeof line, m)) {
+    char path[2] = "";
+    if (sscanf(line, "%*s %*s %*s %*s %*s %1s", path) == 1 && path[0] == '/') n++;
+  }
+  fclose(m);
+  return n;
+}
+
+/* Shared-memory objects of this process in /dev/shm ("tstor-PID-..."). */
+static int count_own_shm(void) {
+  char prefix[32];
+  snprintf(prefix, sizeof prefix, "tstor-%ld-", (long)getpid());
+  DIR *d = opendir("/dev/shm");
+  if (!d) return 0;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)))
+    if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) n++;
+  closedir(d);
+  return n;
+}
+
 static void release_all(fx *f) {
+  if (f->path[0]) unlink(f->path);
+  if (f->name[0] && strncmp(f->name, "/fault-", 7) == 0) shm_unlink(f->name);
+  if (f->sock[0] > 0) {
+    close(f->sock[0]);
+    close(f->sock[1]);
+  }
   tstor_storage_release(f->out);
   tstor_storage_release(f->a);
   tstor_storage_release(f->b);
@@ -150,7 +194,7 @@ static int sweep_once(tstor_context *ctx, const sweep_op *op, unsigned long nth,
   if (op->setup) op->setup(&f);
   long ctx_refs = ctx ? atomic_load(&ctx->refs) : 0;
   uint64_t allocated = ctx ? cpu_allocated(&f) : 0;
-  int fds = count_fds();
+  int fds = count_fds(), maps = count_file_maps(), shms = count_own_shm();
 
   tstor__fault_arm(op->kinds, nth, persist);
   int rc = op->run(&f);
@@ -178,6 +222,10 @@ static int sweep_once(tstor_context *ctx, const sweep_op *op, unsigned long nth,
                     (unsigned long long)allocated, (unsigned long long)cpu_allocated(&f));
     }
     ck_assert_msg(count_fds() == fds, "%s: open files %d -> %d", where, fds, count_fds());
+    ck_assert_msg(count_file_maps() == maps, "%s: file mappings %d -> %d", where, maps,
+                  count_file_maps());
+    ck_assert_msg(count_own_shm() == shms, "%s: shared-memory names %d -> %d", where, shms,
+                  count_own_shm());
     if (op->unchanged) op->unchanged(&f);
     f.out = NULL; /* never handed out on failure */
     f.stream = NULL;
@@ -492,6 +540,142 @@ START_TEST(typed_operations) {
 }
 END_TEST
 
+/* ----------------------------------------------- files and shared memory */
+
+static void scratch_path(fx *f) {
+  const char *dir = getenv("TMPDIR");
+  static int serial;
+  snprintf(f->path, sizeof f->path, "%s/tstor-fault-%ld-%d", dir ? dir : "/tmp",
+           (long)getpid(), serial++);
+  unlink(f->path);
+}
+
+static void setup_file(fx *f) {
+  scratch_path(f);
+  unsigned char bytes[200];
+  for (size_t i = 0; i < sizeof bytes; i++) bytes[i] = (unsigned char)(i * 7 + 1);
+  FILE *w = fopen(f->path, "wb");
+  ck_assert_ptr_nonnull(w);
+  ck_assert_uint_eq(fwrite(bytes, 1, sizeof bytes, w), sizeof bytes);
+  ck_assert_int_eq(fclose(w), 0);
+}
+
+static void file_unchanged(fx *f) {
+  struct stat st;
+  ck_assert_int_eq(stat(f->path, &st), 0);
+  ck_assert_int_eq(st.st_size, 200);
+}
+
+static void file_not_created(fx *f) {
+  ck_assert_msg(access(f->path, F_OK) != 0, "a failed from_file left %s behind", f->path);
+}
+
+static void shm_not_created(fx *f) {
+  int fd = shm_open(f->name, O_RDONLY, 0);
+  if (fd >= 0) close(fd);
+  ck_assert_msg(fd < 0, "a failed from_file left %s behind", f->name);
+}
+
+static void out_maps_200(fx *f) {
+  ck_assert_ptr_nonnull(f->out);
+  ck_assert_uint_eq(tstor_storage_nbytes(f->out), 200);
+  ck_assert_int_eq(((unsigned char *)tstor_storage_data(f->out))[199], (unsigned char)(199 * 7 + 1));
+}
+
+static int run_from_file_private(fx *f) {
+  return tstor_storage_from_file(f->ctx, f->path, 0, 0, 1, &f->out);
+}
+
+static int run_from_file_create(fx *f) {
+  return tstor_storage_from_file(f->ctx, f->path, TSTOR_FILE_SHARED, 50, 4, &f->out);
+}
+
+static void setup_shm_name(fx *f) {
+  static int serial;
+  snprintf(f->name, sizeof f->name, "/fault-%ld-%d", (long)getpid(), serial++);
+  shm_unlink(f->name);
+}
+
+static int run_from_shm_create(fx *f) {
+  return tstor_storage_from_file(f->ctx, f->name, TSTOR_FILE_SHARED | TSTOR_FILE_SHM, 300, 1,
+                                 &f->out);
+}
+
+static void not_shared(fx *f) {
+  a_unchanged(f);
+  ck_assert_int_eq(tstor_storage_is_shared(f->a), 0);
+  ck_assert_uint_eq(tstor_storage_flags(f->a) & TSTOR_FLAG_SHARED, 0);
+}
+
+static void now_shared(fx *f) {
+  ck_assert_int_eq(tstor_storage_is_shared(f->a), 1);
+  unsigned char now[200];
+  read_bytes(f, f->a, now, sizeof now);
+  ck_assert(memcmp(now, f->before, sizeof now) == 0);
+}
+
+static int run_share_memory(fx *f) { return tstor_storage_share_memory(f->a); }
+
+static int run_export_name(fx *f) { return tstor_storage_export_name(f->a, f->name, sizeof f->name); }
+
+static void setup_shared_a(fx *f) {
+  setup_cpu_a(f);
+  ck_tstor_ok(tstor_storage_share_memory(f->a));
+  snapshot(f, f->a);
+}
+
+static void setup_named_a(fx *f) {
+  setup_cpu_a(f);
+  ck_tstor_ok(tstor_storage_export_name(f->a, f->name, sizeof f->name));
+  snapshot(f, f->a);
+}
+
+static void setup_socket_a(fx *f) {
+  setup_shared_a(f);
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, f->sock), 0);
+}
+
+static int run_export_import_fd(fx *f) {
+  int fd = -1;
+  int rc = tstor_storage_export_fd(f->a, &fd);
+  if (rc) return rc;
+  rc = tstor_storage_import_fd(f->ctx, fd, 0, &f->out);
+  close(fd);
+  return rc;
+}
+
+static int run_import_name(fx *f) { return tstor_storage_import_name(f->ctx, f->name, 0, &f->out); }
+
+static int run_send_recv(fx *f) {
+  int rc = tstor_storage_send(f->a, f->sock[0]);
+  if (rc) return rc;
+  return tstor_storage_recv(f->ctx, f->sock[1], &f->out);
+}
+
+static const sweep_op mapped_ops[] = {
+    {"from_file private", TSTOR_FAULT_ALL, setup_file, run_from_file_private, file_unchanged,
+     out_maps_200, 0},
+    {"from_file shared, created", TSTOR_FAULT_ALL, scratch_path, run_from_file_create,
+     file_not_created, out_exists, 0},
+    {"from_file shm, created", TSTOR_FAULT_ALL, setup_shm_name, run_from_shm_create,
+     shm_not_created, out_exists, 0},
+    {"share_memory", TSTOR_FAULT_ALL, setup_cpu_a, run_share_memory, not_shared, now_shared, 0},
+    {"export_name", TSTOR_FAULT_ALL, setup_cpu_a, run_export_name, not_shared, now_shared, 0},
+    {"export_fd + import_fd", TSTOR_FAULT_ALL, setup_shared_a, run_export_import_fd,
+     a_unchanged, out_equals_a, 0},
+    {"import_name", TSTOR_FAULT_ALL, setup_named_a, run_import_name, a_unchanged, out_equals_a,
+     0},
+    {"send + recv", TSTOR_FAULT_ALL, setup_socket_a, run_send_recv, a_unchanged, out_equals_a,
+     0},
+};
+
+START_TEST(mapped_operations) {
+  tstor_context *ctx = open_fixture();
+  sweep_table(ctx, mapped_ops, sizeof mapped_ops / sizeof mapped_ops[0]);
+  tstor_context_close(ctx);
+}
+END_TEST
+
 /* ---------------------------------------------------- the control itself */
 
 START_TEST(control_counts_and_fails_the_nth) {
@@ -528,6 +712,7 @@ int main(void) {
   tcase_add_test(tc, context_open);
   tcase_add_test(tc, storage_operations);
   tcase_add_test(tc, typed_operations);
+  tcase_add_test(tc, mapped_operations);
   suite_add_tcase(s, tc);
   return tstor_test_run(s);
 }
