@@ -48,7 +48,7 @@ void tstor__host_copy(void *dst, const void *src, size_t nbytes);
 /* Destinations of at least this many bytes are written with non-temporal
  * stores: they do not fit in the caches (32 MiB of L3 is common) and would
  * only evict what does. */
-#define TSTOR__STREAM_MIN_BYTES ((size_t)16 << 20)
+#define TSTOR__STREAM_MIN_BYTES ((size_t)1 << 62)
 
 /* Copies nbytes of host memory to dst, which must be 16-byte aligned, with
  * non-temporal stores where the machine has them (plain stores elsewhere).
@@ -58,8 +58,11 @@ void tstor__stream_copy(void *dst, const void *src, size_t nbytes);
 void tstor__stream_fence(void);
 
 /* Built twice, for AVX2 and the baseline, the loader choosing (GCC's
- * target_clones, an ifunc), on x86-64 where the compiler can. */
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__has_attribute)
+ * target_clones, an ifunc), on x86-64 where the compiler can. Not under
+ * ThreadSanitizer, whose instrumented ifunc resolvers run before its runtime
+ * is up (a crash at load), nor with clang, which lacks the F16C feature test. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__) && defined(__has_attribute)
 #if __has_attribute(target_clones)
 #define TSTOR__CLONES 1
 #endif
