@@ -406,6 +406,34 @@ START_TEST(thread_exit_gives_its_blocks_back) {
 }
 END_TEST
 
+static void *allocate_one_and_exit(void *arg) {
+  worker *w = arg;
+  tstor_device dev;
+  if (tstor_device_parse(w->ctx, "cpu", &dev) != 0 ||
+      tstor_storage_new(w->ctx, dev, 1000, &w->out) != 0)
+    w->failures++;
+  return NULL;
+}
+
+/* What a thread allocated before it exited counts in the peaks that follow. */
+START_TEST(peak_counts_what_exited_threads_hold) {
+  tstor_context *ctx = open_cpu(NULL);
+  worker w = {ctx, NULL, NULL, 0};
+  pthread_t t;
+  ck_assert_int_eq(pthread_create(&t, NULL, allocate_one_and_exit, &w), 0);
+  ck_assert_int_eq(pthread_join(t, NULL), 0);
+  ck_assert_int_eq(w.failures, 0);
+  tstor_storage_release(new_storage(ctx, 500));
+  tstor_stats st = stats_of(ctx);
+  ck_assert_uint_eq(st.allocated, 1000);
+  ck_assert_uint_eq(st.peak_allocated, 1500);
+  ck_assert_uint_eq(st.peak_active, 1024 + 512);
+  tstor_storage_release(w.out);
+  expect_idle(ctx, 2);
+  tstor_context_close(ctx);
+}
+END_TEST
+
 static void *hold_a_cache(void *arg) {
   worker *w = arg;
   tstor_device dev;
@@ -646,6 +674,7 @@ static Suite *cpu_cache_suite(void) {
   TCase *threads = tcase_create("threads");
   tcase_set_timeout(threads, 60);
   tcase_add_test(threads, thread_exit_gives_its_blocks_back);
+  tcase_add_test(threads, peak_counts_what_exited_threads_hold);
   tcase_add_test(threads, empty_cache_reaches_other_threads);
   tcase_add_test(threads, threads_outliving_the_module);
   tcase_add_test(threads, many_threads);

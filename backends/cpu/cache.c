@@ -3,18 +3,20 @@
  * Counters. Each thread keeps, per context, counters that only it writes, with
  * relaxed atomic loads and stores (plain moves, no read-modify-write); a read
  * of the statistics sums them under the process lock, and a thread that exits
- * folds its own into the context's retired totals first. So allocated, active,
+ * folds its own into the context's totals first. So allocated, active,
  * reserved, alloc_count, free_count, cache_hits, retries and oom_count are
  * exact for every call that returned before the read (one racing with the read
  * may be seen in part).
  *
  * Peaks. A thread's byte counters are deltas that it adds to the context's
- * shared totals once they reach CPU_FLUSH_BYTES either way. At each allocation
- * the thread compares shared total + its own delta with the peak: the peaks
- * are exact while one thread allocates at a time; with several, each other
- * thread's pending delta (less than CPU_FLUSH_BYTES, either sign) may be
- * missing from the value compared. peak_reserved is compared at allocations
- * that obtain a new block. A read never reports a peak below the current value.
+ * shared totals once they reach CPU_FLUSH_BYTES either way, or when it exits.
+ * At each allocation the thread compares shared total + its own delta with
+ * the peak. So the peaks are exact when one thread does all of a context's
+ * allocating and releasing (others may have done so and exited); otherwise
+ * the value compared lacks the pending delta of each other live thread that
+ * used the context: less than CPU_FLUSH_BYTES, of either sign.
+ * peak_reserved is compared at allocations that take a new block from the C
+ * library. A read never reports a peak below the current value.
  */
 #include "cache.h"
 
@@ -70,8 +72,8 @@ static struct {
   int users;              /* open handles */
   pthread_key_t key;      /* valid while users > 0; its value is the thread's cache */
   thread_cache *threads;  /* every thread's cache */
-  unsigned char *slot_used;
-  counts *retired; /* per slot: what exited threads counted */
+  cpu_cache **slot_owner; /* per slot: the handle using it, or NULL */
+  counts *retired;        /* per slot: the counts of threads that exited */
   int nslots;
   _Atomic unsigned empty_epoch;  /* bumped by cpu_cache_empty */
   _Atomic int64_t cached_total;  /* all threads' cached bytes, less their pending changes */
@@ -193,10 +195,11 @@ static void thread_destroy(thread_cache *t) {
   free(t);
 }
 
-/* The thread key's destructor: the thread is exiting, so its blocks go back
- * and its counters join the retired totals. The last close may have freed the
- * record already, in the instant before it deleted the key (the destructor was
- * on its way): only a record still listed is touched. */
+/* The thread key's destructor: the thread is exiting, so its blocks go back,
+ * its pending bytes join the contexts' shared totals and its counts the
+ * retired ones. The last close may have freed the record already, in the
+ * instant before it deleted the key (the destructor was on its way): only a
+ * record still listed is touched. */
 static void thread_exit(void *arg) {
   thread_cache *t = arg;
   pthread_mutex_lock(&g.lock);
@@ -204,7 +207,16 @@ static void thread_exit(void *arg) {
   while (it && it != t) it = it->next;
   if (it) {
     int n = t->ncounts < g.nslots ? t->ncounts : g.nslots;
-    for (int i = 0; i < n; i++) counts_add(&g.retired[i], &t->counts[i]);
+    for (int i = 0; i < n; i++) {
+      cpu_cache *c = g.slot_owner[i];
+      if (!c) continue; /* counts of a closed handle, zeroed when the slot is reused */
+      counts *k = &t->counts[i];
+      atomic_fetch_add_explicit(&c->allocated, load_i(&k->allocated), memory_order_relaxed);
+      atomic_fetch_add_explicit(&c->active, load_i(&k->active), memory_order_relaxed);
+      store_i(&k->allocated, 0);
+      store_i(&k->active, 0);
+      counts_add(&g.retired[i], k);
+    }
     thread_destroy(t);
   }
   pthread_mutex_unlock(&g.lock);
@@ -444,25 +456,25 @@ void cpu_cache_empty(cpu_cache *c) {
 }
 
 /* Gives a handle a slot in every thread's counters. Under g.lock. */
-static int slot_take(void) {
+static int slot_take(cpu_cache *c) {
   int slot = 0;
-  while (slot < g.nslots && g.slot_used[slot]) slot++;
+  while (slot < g.nslots && g.slot_owner[slot]) slot++;
   if (slot == g.nslots) {
     int n = g.nslots ? 2 * g.nslots : 4;
-    unsigned char *used = realloc(g.slot_used, (size_t)n);
-    if (!used) return -1;
-    g.slot_used = used;
+    cpu_cache **owner = realloc(g.slot_owner, (size_t)n * sizeof *owner);
+    if (!owner) return -1;
+    g.slot_owner = owner;
     counts *retired = realloc(g.retired, (size_t)n * sizeof *retired);
     if (!retired) return -1;
     g.retired = retired;
-    memset(g.slot_used + g.nslots, 0, (size_t)(n - g.nslots));
+    for (int i = g.nslots; i < n; i++) g.slot_owner[i] = NULL;
     g.nslots = n;
   }
   /* A slot's last owner may have left counts in threads that outlived it. */
   counts_zero(&g.retired[slot]);
   for (thread_cache *t = g.threads; t; t = t->next)
     if (slot < t->ncounts) counts_zero(&t->counts[slot]);
-  g.slot_used[slot] = 1;
+  g.slot_owner[slot] = c;
   return slot;
 }
 
@@ -483,7 +495,7 @@ int cpu_cache_open(const cpu_cache_config *config, cpu_cache **out) {
     free(c);
     return TSTOR_EAGAIN;
   }
-  c->slot = slot_take();
+  c->slot = slot_take(c);
   if (c->slot < 0) {
     if (g.users == 0) pthread_key_delete(g.key);
     pthread_mutex_unlock(&g.lock);
@@ -499,16 +511,16 @@ int cpu_cache_open(const cpu_cache_config *config, cpu_cache **out) {
 void cpu_cache_close(cpu_cache *c) {
   if (!c) return;
   pthread_mutex_lock(&g.lock);
-  g.slot_used[c->slot] = 0;
+  g.slot_owner[c->slot] = NULL;
   if (--g.users == 0) {
     /* The module may be unmapped once we return: no destructor of ours may run
      * after that, and no thread may keep blocks. Deleting the key first stops
      * destructors that have not started; thread_exit skips records freed here. */
     pthread_key_delete(g.key);
     while (g.threads) thread_destroy(g.threads);
-    free(g.slot_used);
+    free(g.slot_owner);
     free(g.retired);
-    g.slot_used = NULL;
+    g.slot_owner = NULL;
     g.retired = NULL;
     g.nslots = 0;
     atomic_store_explicit(&g.cached_total, 0, memory_order_relaxed);
