@@ -50,11 +50,11 @@ typedef struct bin {
 } bin;
 
 typedef struct thread_cache {
-  struct thread_cache *prev, *next; /* in g.threads, under g.lock */
-  unsigned epoch;                   /* g.empty_epoch when last emptied */
-  _Atomic uint64_t cached;          /* bytes in bins: written by the owner, read under g.lock */
-  int64_t cached_pending;           /* change of `cached` not yet in g.cached_total */
-  counts *counts;                   /* one per context slot; resized by the owner under g.lock */
+  struct thread_cache *prev, *next; /* in shared.threads, under shared.lock */
+  unsigned epoch;                   /* shared.empty_epoch when last emptied */
+  _Atomic uint64_t cached;          /* bytes in bins: the owner writes, others read under lock */
+  int64_t cached_pending;           /* change of `cached` not yet in shared.cached_total */
+  counts *counts;                   /* one per context slot; the owner resizes it under lock */
   int ncounts;
   bin bins[CPU_NCLASSES];
 } thread_cache;
@@ -78,7 +78,7 @@ static struct {
   _Atomic unsigned empty_epoch;  /* bumped by cpu_cache_empty */
   _Atomic int64_t cached_total;  /* all threads' cached bytes, less their pending changes */
   int atfork;                    /* fork handlers registered (they go when the module does) */
-} g = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} shared = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -115,7 +115,7 @@ static void counts_zero(counts *k) {
   atomic_store_explicit(&k->ooms, 0, memory_order_relaxed);
 }
 
-/* dst += src; dst is written by nobody else (under g.lock or a dead thread's). */
+/* dst += src; dst is written by nobody else (under shared.lock or a dead thread's). */
 static void counts_add(counts *dst, counts *src) {
   store_i(&dst->allocated, load_i(&dst->allocated) + load_i(&src->allocated));
   store_i(&dst->active, load_i(&dst->active) + load_i(&src->active));
@@ -151,7 +151,7 @@ static inline int size_class(size_t nbytes, size_t *block) {
 /* Moves the owner's pending change of cached bytes into the shared total. */
 static void cached_flush(thread_cache *t) {
   if (t->cached_pending)
-    atomic_fetch_add_explicit(&g.cached_total, t->cached_pending, memory_order_relaxed);
+    atomic_fetch_add_explicit(&shared.cached_total, t->cached_pending, memory_order_relaxed);
   t->cached_pending = 0;
 }
 
@@ -181,13 +181,22 @@ static void thread_drain(thread_cache *t) {
   cached_flush(t);
 }
 
+/* Frees the blocks if cpu_cache_empty was called since the thread last looked. */
+static inline void thread_catch_up(thread_cache *t) {
+  unsigned epoch = atomic_load_explicit(&shared.empty_epoch, memory_order_relaxed);
+  if (CPU_UNLIKELY(t->epoch != epoch)) {
+    thread_drain(t);
+    t->epoch = epoch;
+  }
+}
+
 static void thread_unlink(thread_cache *t) {
   if (t->prev) t->prev->next = t->next;
-  else g.threads = t->next;
+  else shared.threads = t->next;
   if (t->next) t->next->prev = t->prev;
 }
 
-/* Frees a thread's cache: its blocks, counters and record. Under g.lock. */
+/* Frees a thread's cache: its blocks, counters and record. Under shared.lock. */
 static void thread_destroy(thread_cache *t) {
   thread_drain(t);
   thread_unlink(t);
@@ -202,60 +211,60 @@ static void thread_destroy(thread_cache *t) {
  * record still listed is touched. */
 static void thread_exit(void *arg) {
   thread_cache *t = arg;
-  pthread_mutex_lock(&g.lock);
-  thread_cache *it = g.threads;
+  pthread_mutex_lock(&shared.lock);
+  thread_cache *it = shared.threads;
   while (it && it != t) it = it->next;
   if (it) {
-    int n = t->ncounts < g.nslots ? t->ncounts : g.nslots;
+    int n = t->ncounts < shared.nslots ? t->ncounts : shared.nslots;
     for (int i = 0; i < n; i++) {
-      cpu_cache *c = g.slot_owner[i];
+      cpu_cache *c = shared.slot_owner[i];
       if (!c) continue; /* counts of a closed handle, zeroed when the slot is reused */
       counts *k = &t->counts[i];
       atomic_fetch_add_explicit(&c->allocated, load_i(&k->allocated), memory_order_relaxed);
       atomic_fetch_add_explicit(&c->active, load_i(&k->active), memory_order_relaxed);
       store_i(&k->allocated, 0);
       store_i(&k->active, 0);
-      counts_add(&g.retired[i], k);
+      counts_add(&shared.retired[i], k);
     }
     thread_destroy(t);
   }
-  pthread_mutex_unlock(&g.lock);
+  pthread_mutex_unlock(&shared.lock);
 }
 
 static thread_cache *thread_new(void) {
   thread_cache *t = calloc(1, sizeof *t);
   if (!t) return NULL;
-  pthread_mutex_lock(&g.lock);
-  if (pthread_setspecific(g.key, t) != 0) {
-    pthread_mutex_unlock(&g.lock);
+  pthread_mutex_lock(&shared.lock);
+  if (pthread_setspecific(shared.key, t) != 0) {
+    pthread_mutex_unlock(&shared.lock);
     free(t);
     return NULL;
   }
-  t->epoch = atomic_load_explicit(&g.empty_epoch, memory_order_relaxed);
-  t->next = g.threads;
-  if (g.threads) g.threads->prev = t;
-  g.threads = t;
-  pthread_mutex_unlock(&g.lock);
+  t->epoch = atomic_load_explicit(&shared.empty_epoch, memory_order_relaxed);
+  t->next = shared.threads;
+  if (shared.threads) shared.threads->prev = t;
+  shared.threads = t;
+  pthread_mutex_unlock(&shared.lock);
   return t;
 }
 
 /* The calling thread's cache, made on first use; NULL when out of memory (the
  * caller then goes without a cache and counts under the lock). */
 static inline thread_cache *thread_get(void) {
-  thread_cache *t = pthread_getspecific(g.key);
+  thread_cache *t = pthread_getspecific(shared.key);
   return CPU_LIKELY(t != NULL) ? t : thread_new();
 }
 
 /* Grows the thread's counters to cover every slot; NULL when out of memory. */
 static counts *counts_grow(thread_cache *t, int slot) {
-  pthread_mutex_lock(&g.lock);
-  counts *k = realloc(t->counts, (size_t)g.nslots * sizeof *k);
+  pthread_mutex_lock(&shared.lock);
+  counts *k = realloc(t->counts, (size_t)shared.nslots * sizeof *k);
   if (k) {
-    for (int i = t->ncounts; i < g.nslots; i++) counts_zero(&k[i]);
+    for (int i = t->ncounts; i < shared.nslots; i++) counts_zero(&k[i]);
     t->counts = k;
-    t->ncounts = g.nslots;
+    t->ncounts = shared.nslots;
   }
-  pthread_mutex_unlock(&g.lock);
+  pthread_mutex_unlock(&shared.lock);
   return k ? &k[slot] : NULL;
 }
 
@@ -290,9 +299,8 @@ static inline void count_bytes(cpu_cache *c, thread_cache *t, counts *k, int64_t
   if (CPU_UNLIKELY((uint64_t)active > load_u(&c->peak_active)))
     raise_peak(&c->peak_active, active);
   if (new_block) {
-    int64_t cached =
-        atomic_load_explicit(&g.cached_total, memory_order_relaxed) + (t ? t->cached_pending : 0);
-    raise_peak(&c->peak_reserved, active + cached);
+    int64_t cached = atomic_load_explicit(&shared.cached_total, memory_order_relaxed);
+    raise_peak(&c->peak_reserved, active + cached + (t ? t->cached_pending : 0));
   }
 }
 
@@ -300,15 +308,15 @@ static inline void count_bytes(cpu_cache *c, thread_cache *t, counts *k, int64_t
  * shared totals and the retired counters. */
 static void count_locked(cpu_cache *c, int64_t dreq, int64_t dblock, int alloc, int retry,
                          int oom) {
-  pthread_mutex_lock(&g.lock);
-  counts *r = &g.retired[c->slot];
+  pthread_mutex_lock(&shared.lock);
+  counts *r = &shared.retired[c->slot];
   if (oom) {
     bump_u(&r->ooms, 1);
   } else {
     bump_u(alloc ? &r->allocs : &r->frees, 1);
     if (retry) bump_u(&r->retries, 1);
   }
-  pthread_mutex_unlock(&g.lock);
+  pthread_mutex_unlock(&shared.lock);
   if (oom) return;
   int64_t allocated = atomic_fetch_add_explicit(&c->allocated, dreq, memory_order_relaxed) + dreq;
   int64_t active = atomic_fetch_add_explicit(&c->active, dblock, memory_order_relaxed) + dblock;
@@ -316,7 +324,7 @@ static void count_locked(cpu_cache *c, int64_t dreq, int64_t dblock, int alloc, 
     raise_peak(&c->peak_allocated, allocated);
     raise_peak(&c->peak_active, active);
     raise_peak(&c->peak_reserved,
-               active + atomic_load_explicit(&g.cached_total, memory_order_relaxed));
+               active + atomic_load_explicit(&shared.cached_total, memory_order_relaxed));
   }
 }
 
@@ -328,10 +336,7 @@ int cpu_cache_alloc(cpu_cache *c, size_t nbytes, void **out) {
   int cls = -1;
   if (c->cfg.enabled && nbytes <= CPU_CACHE_MAX_BLOCK) cls = size_class(nbytes, &block);
   else block = round_block(nbytes);
-  if (t && CPU_UNLIKELY(t->epoch != atomic_load_explicit(&g.empty_epoch, memory_order_relaxed))) {
-    thread_drain(t);
-    t->epoch = atomic_load_explicit(&g.empty_epoch, memory_order_relaxed);
-  }
+  if (t) thread_catch_up(t);
   void *p;
   int hit = 0, retry = 0;
   if (cls >= 0 && t && t->bins[cls].head) {
@@ -372,10 +377,7 @@ void cpu_cache_free(cpu_cache *c, void *ptr, size_t nbytes) {
   int cls = -1;
   if (c->cfg.enabled && nbytes <= CPU_CACHE_MAX_BLOCK) cls = size_class(nbytes, &block);
   else block = round_block(nbytes);
-  if (t && CPU_UNLIKELY(t->epoch != atomic_load_explicit(&g.empty_epoch, memory_order_relaxed))) {
-    thread_drain(t);
-    t->epoch = atomic_load_explicit(&g.empty_epoch, memory_order_relaxed);
-  }
+  if (t) thread_catch_up(t);
   if (cls >= 0 && t && t->bins[cls].count < c->cfg.max_blocks &&
       load_u(&t->cached) + block <= c->cfg.max_bytes) {
     bin *b = &t->bins[cls];
@@ -399,13 +401,13 @@ void cpu_cache_free(cpu_cache *c, void *ptr, size_t nbytes) {
 static void current(cpu_cache *c, counts *sum, uint64_t *cached) {
   counts_zero(sum);
   *cached = 0;
-  pthread_mutex_lock(&g.lock);
-  counts_add(sum, &g.retired[c->slot]);
-  for (thread_cache *t = g.threads; t; t = t->next) {
+  pthread_mutex_lock(&shared.lock);
+  counts_add(sum, &shared.retired[c->slot]);
+  for (thread_cache *t = shared.threads; t; t = t->next) {
     *cached += load_u(&t->cached);
     if (c->slot < t->ncounts) counts_add(sum, &t->counts[c->slot]);
   }
-  pthread_mutex_unlock(&g.lock);
+  pthread_mutex_unlock(&shared.lock);
   store_i(&sum->allocated, load_i(&sum->allocated) + load_i(&c->allocated));
   store_i(&sum->active, load_i(&sum->active) + load_i(&c->active));
   /* A read racing with frees on other threads may see a free before its
@@ -447,84 +449,84 @@ void cpu_cache_reset_peak(cpu_cache *c) {
 
 void cpu_cache_empty(cpu_cache *c) {
   (void)c; /* the blocks are the process's, not one context's */
-  unsigned epoch = atomic_fetch_add_explicit(&g.empty_epoch, 1, memory_order_relaxed) + 1;
-  thread_cache *t = pthread_getspecific(g.key);
+  unsigned epoch = atomic_fetch_add_explicit(&shared.empty_epoch, 1, memory_order_relaxed) + 1;
+  thread_cache *t = pthread_getspecific(shared.key);
   if (t) {
     thread_drain(t);
     t->epoch = epoch;
   }
 }
 
-/* Gives a handle a slot in every thread's counters. Under g.lock. */
+/* Gives a handle a slot in every thread's counters. Under shared.lock. */
 static int slot_take(cpu_cache *c) {
   int slot = 0;
-  while (slot < g.nslots && g.slot_owner[slot]) slot++;
-  if (slot == g.nslots) {
-    int n = g.nslots ? 2 * g.nslots : 4;
-    cpu_cache **owner = realloc(g.slot_owner, (size_t)n * sizeof *owner);
+  while (slot < shared.nslots && shared.slot_owner[slot]) slot++;
+  if (slot == shared.nslots) {
+    int n = shared.nslots ? 2 * shared.nslots : 4;
+    cpu_cache **owner = realloc(shared.slot_owner, (size_t)n * sizeof *owner);
     if (!owner) return -1;
-    g.slot_owner = owner;
-    counts *retired = realloc(g.retired, (size_t)n * sizeof *retired);
+    shared.slot_owner = owner;
+    counts *retired = realloc(shared.retired, (size_t)n * sizeof *retired);
     if (!retired) return -1;
-    g.retired = retired;
-    for (int i = g.nslots; i < n; i++) g.slot_owner[i] = NULL;
-    g.nslots = n;
+    shared.retired = retired;
+    for (int i = shared.nslots; i < n; i++) shared.slot_owner[i] = NULL;
+    shared.nslots = n;
   }
   /* A slot's last owner may have left counts in threads that outlived it. */
-  counts_zero(&g.retired[slot]);
-  for (thread_cache *t = g.threads; t; t = t->next)
+  counts_zero(&shared.retired[slot]);
+  for (thread_cache *t = shared.threads; t; t = t->next)
     if (slot < t->ncounts) counts_zero(&t->counts[slot]);
-  g.slot_owner[slot] = c;
+  shared.slot_owner[slot] = c;
   return slot;
 }
 
 /* A child forked while another thread held the lock would never get it: fork
  * waits for the lock, and both sides release it. glibc drops the handlers of a
  * module when it is unloaded. */
-static void fork_prepare(void) { pthread_mutex_lock(&g.lock); }
-static void fork_done(void) { pthread_mutex_unlock(&g.lock); }
+static void fork_prepare(void) { pthread_mutex_lock(&shared.lock); }
+static void fork_done(void) { pthread_mutex_unlock(&shared.lock); }
 
 int cpu_cache_open(const cpu_cache_config *config, cpu_cache **out) {
   cpu_cache *c = calloc(1, sizeof *c);
   if (!c) return TSTOR_ENOMEM;
   c->cfg = *config;
-  pthread_mutex_lock(&g.lock);
-  if (!g.atfork) g.atfork = pthread_atfork(fork_prepare, fork_done, fork_done) == 0;
-  if (g.users == 0 && pthread_key_create(&g.key, thread_exit) != 0) {
-    pthread_mutex_unlock(&g.lock);
+  pthread_mutex_lock(&shared.lock);
+  if (!shared.atfork) shared.atfork = pthread_atfork(fork_prepare, fork_done, fork_done) == 0;
+  if (shared.users == 0 && pthread_key_create(&shared.key, thread_exit) != 0) {
+    pthread_mutex_unlock(&shared.lock);
     free(c);
     return TSTOR_EAGAIN;
   }
   c->slot = slot_take(c);
   if (c->slot < 0) {
-    if (g.users == 0) pthread_key_delete(g.key);
-    pthread_mutex_unlock(&g.lock);
+    if (shared.users == 0) pthread_key_delete(shared.key);
+    pthread_mutex_unlock(&shared.lock);
     free(c);
     return TSTOR_ENOMEM;
   }
-  g.users++;
-  pthread_mutex_unlock(&g.lock);
+  shared.users++;
+  pthread_mutex_unlock(&shared.lock);
   *out = c;
   return 0;
 }
 
 void cpu_cache_close(cpu_cache *c) {
   if (!c) return;
-  pthread_mutex_lock(&g.lock);
-  g.slot_owner[c->slot] = NULL;
-  if (--g.users == 0) {
+  pthread_mutex_lock(&shared.lock);
+  shared.slot_owner[c->slot] = NULL;
+  if (--shared.users == 0) {
     /* The module may be unmapped once we return: no destructor of ours may run
      * after that, and no thread may keep blocks. Deleting the key first stops
      * destructors that have not started; thread_exit skips records freed here. */
-    pthread_key_delete(g.key);
-    while (g.threads) thread_destroy(g.threads);
-    free(g.slot_owner);
-    free(g.retired);
-    g.slot_owner = NULL;
-    g.retired = NULL;
-    g.nslots = 0;
-    atomic_store_explicit(&g.cached_total, 0, memory_order_relaxed);
+    pthread_key_delete(shared.key);
+    while (shared.threads) thread_destroy(shared.threads);
+    free(shared.slot_owner);
+    free(shared.retired);
+    shared.slot_owner = NULL;
+    shared.retired = NULL;
+    shared.nslots = 0;
+    atomic_store_explicit(&shared.cached_total, 0, memory_order_relaxed);
   }
-  pthread_mutex_unlock(&g.lock);
+  pthread_mutex_unlock(&shared.lock);
   free(c);
 }
