@@ -127,6 +127,12 @@ static int load_module(tstor_context *ctx, tstor__backend *b, tstor__section *se
                           ctx->config->name, sec->keys[i].line, sec->keys[i].key, sec->name);
       }
     } else if (rc == TSTOR_EDECLINED) {
+      /* A backend may decline before reading its keys, so an unread key is
+       * only suspicious here; backends should read their keys first. */
+      for (int i = 0; i < sec->nkeys; i++)
+        if (!sec->keys[i].used)
+          tstor__log(ctx, TSTOR_LOG_WARN, "%s:%d: [backend %s] key '%s' was not read before the backend declined",
+                     ctx->config->name, sec->keys[i].line, sec->name, sec->keys[i].key);
       tstor__err(TSTOR_EDECLINED, "%s", msg[0] ? msg : "declined");
     } else if (rc == TSTOR_ECONFIG && !msg[0]) {
       /* a bad key read through the registrar: its detail is already set */
@@ -212,21 +218,35 @@ void tstor__unload_backends(tstor_context *ctx) {
 
 /* ------------------------------------------------------------- registrar */
 
-static const char *reg_config_get(tstor_module *m, const char *key) {
-  if (!m || !key) return NULL;
-  for (int i = 0; i < m->section->nkeys; i++) {
-    if (strcmp(m->section->keys[i].key, key) == 0) {
-      m->section->keys[i].used = 1;
-      return m->section->keys[i].value;
-    }
-  }
+static tstor__kv *find_key(tstor_module *m, const char *key) {
+  for (int i = 0; i < m->section->nkeys; i++)
+    if (strcmp(m->section->keys[i].key, key) == 0) return &m->section->keys[i];
   return NULL;
 }
 
-static int key_line(tstor_module *m, const char *key) {
-  for (int i = 0; i < m->section->nkeys; i++)
-    if (strcmp(m->section->keys[i].key, key) == 0) return m->section->keys[i].line;
-  return 0;
+static const char *reg_config_get(tstor_module *m, const char *key) {
+  if (!m || !key) return NULL;
+  tstor__kv *kv = find_key(m, key);
+  if (!kv) return NULL;
+  kv->used = 1;
+  return kv->value;
+}
+
+/* "FILE:LINE: [backend NAME] key = 'value': reason", the line being the key's
+ * (or the section's, for a key that is absent). */
+static int reg_config_error(tstor_module *m, const char *key, const char *fmt, ...)
+    TSTOR__PRINTF(3, 4);
+static int reg_config_error(tstor_module *m, const char *key, const char *fmt, ...) {
+  if (!m || !key || !fmt) return tstor__err(TSTOR_EINVAL, "config_error: NULL argument");
+  const tstor__kv *kv = find_key(m, key);
+  char reason[TSTOR__ERRBUF / 2];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(reason, sizeof reason, fmt, ap);
+  va_end(ap);
+  return tstor__err(TSTOR_ECONFIG, "%s:%d: [backend %s] %s = '%s': %s", m->ctx->config->name,
+                    kv ? kv->line : m->section->line, m->section->name, key,
+                    kv ? kv->value : "", reason);
 }
 
 static int reg_config_int(tstor_module *m, const char *key, long long def, long long min,
@@ -238,9 +258,7 @@ static int reg_config_int(tstor_module *m, const char *key, long long def, long 
   char *end;
   long long x = strtoll(v, &end, 0);
   if (end == v || *end != '\0' || errno == ERANGE || x < min || x > max)
-    return tstor__err(TSTOR_ECONFIG,
-                      "%s:%d: [backend %s] %s = '%s': expected an integer from %lld to %lld",
-                      m->ctx->config->name, key_line(m, key), m->section->name, key, v, min, max);
+    return reg_config_error(m, key, "expected an integer from %lld to %lld", min, max);
   *out = x;
   return 0;
 }
@@ -249,9 +267,7 @@ static int reg_config_bool(tstor_module *m, const char *key, int def, int *out) 
   const char *v = reg_config_get(m, key);
   *out = def;
   if (!v) return 0;
-  if (tstor__parse_bool(v, out) != 0)
-    return tstor__err(TSTOR_ECONFIG, "%s:%d: [backend %s] %s = '%s': expected yes or no",
-                      m->ctx->config->name, key_line(m, key), m->section->name, key, v);
+  if (tstor__parse_bool(v, out) != 0) return reg_config_error(m, key, "expected yes or no");
   return 0;
 }
 
@@ -292,6 +308,7 @@ const tstor_registrar tstor__registrar = {
     reg_log,
     reg_set_error,
     tstor__fault_should_fail,
+    reg_config_error,
 };
 
 void tstor__log(tstor_context *ctx, int level, const char *fmt, ...) {

@@ -338,6 +338,22 @@ START_TEST(backend_keys_are_the_backends) {
 }
 END_TEST
 
+/* A backend's own check, through the registrar's config_error, names the file
+ * and line of the key as the core's own checks do. */
+START_TEST(backend_config_error_names_the_line) {
+  const char *text = coretest_fmt("%s[backend fake]\nlibrary = %s\ndevices = 1\nlabel = Loud\n",
+                                  CORETEST_BASE_INI, coretest_plugin("fake"));
+  int line = 0;
+  for (const char *p = text; *p; p++)
+    if (*p == '\n') line++;
+  expect_text_error(text, TSTOR_ECONFIG, line);
+  ck_last_error_has("[backend fake] label = 'Loud': use lower case");
+  ck_assert(!coretest_is_loaded(coretest_plugin("fake")));
+  tstor_context *ctx = coretest_open(coretest_fake_section("fake", "label = quiet"));
+  tstor_context_close(ctx);
+}
+END_TEST
+
 START_TEST(backend_typed_values_are_checked) {
   const char *values[] = {"devices = lots", "devices = 9", "devices = -1", "devices = 3x",
                           "devices = 99999999999999999999999"};
@@ -597,6 +613,7 @@ int main(void) {
   tcase_add_test(tc, text_lines_of_200_and_more_characters);
   tcase_add_test(tc, unknown_backend_key_after_init);
   tcase_add_test(tc, backend_typed_values_are_checked);
+  tcase_add_test(tc, backend_config_error_names_the_line);
   suite_add_tcase(s, tc);
   tc = tcase_create("environment");
   tcase_add_test(tc, env_config_names_the_file);

@@ -111,6 +111,12 @@ START_TEST(bad_config_values_are_refused) {
     ck_assert_msg(strstr(tstor_last_error(), key) != NULL, "detail \"%s\" does not name %s",
                   tstor_last_error(), key);
     ck_last_error_has("[backend cuda]");
+    /* The bad key is the last line: the detail names it as FILE:LINE. */
+    int lineno = 1;
+    for (const char *c = ini; c[1] != '\0'; c++) lineno += *c == '\n';
+    char where[64];
+    snprintf(where, sizeof where, "cuda-bad.ini:%d:", lineno);
+    ck_last_error_has(where);
   }
 }
 END_TEST

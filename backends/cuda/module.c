@@ -97,6 +97,15 @@ static const tstor_device_ops cuda_device_ops = {
 
 /* --------------------------------------------------------------- config */
 
+/* A bad value, with the file and line where the core can give them (a core
+ * older than the registrar's config_error cannot). */
+static int config_error(const tstor_registrar *reg, tstor_module *m, const char *key,
+                        const char *reason) {
+  if (TSTOR_REGISTRAR_HAS(reg, config_error)) return reg->config_error(m, key, "%s", reason);
+  return reg->set_error(TSTOR_ECONFIG, "[backend cuda] %s = '%s': %s", key,
+                        reg->config_get(m, key), reason);
+}
+
 static int read_config(const tstor_registrar *reg, tstor_module *m, tstor__cuda_config *cfg) {
   int rc = reg->config_bool(m, "caching", 1, &cfg->caching);
   if (rc) return rc;
@@ -105,18 +114,12 @@ static int read_config(const tstor_registrar *reg, tstor_module *m, tstor__cuda_
   /* PyTorch's lower limit: a block under its large-buffer size is never split
    * in a way this key could change. */
   if (cfg->max_split_size_mb != 0 && cfg->max_split_size_mb <= 20)
-    return reg->set_error(TSTOR_ECONFIG,
-                          "[backend cuda] max_split_size_mb = %lld: use 0 (no limit) or a size "
-                          "above 20",
-                          cfg->max_split_size_mb);
+    return config_error(reg, m, "max_split_size_mb", "use 0 (no limit) or a size above 20");
   rc = reg->config_int(m, "roundup_power2_divisions", 0, 0, 1024, &cfg->roundup_power2_divisions);
   if (rc) return rc;
   long long d = cfg->roundup_power2_divisions;
   if (d > 1 && (d & (d - 1)) != 0)
-    return reg->set_error(TSTOR_ECONFIG,
-                          "[backend cuda] roundup_power2_divisions = %lld: use a power of two "
-                          "(or 0 for none)",
-                          d);
+    return config_error(reg, m, "roundup_power2_divisions", "use a power of two (or 0 for none)");
   const char *gc = reg->config_get(m, "garbage_collection_threshold");
   cfg->gc_threshold = 0;
   if (gc) {
@@ -124,10 +127,8 @@ static int read_config(const tstor_registrar *reg, tstor_module *m, tstor__cuda_
     errno = 0;
     double v = strtod(gc, &end);
     if (end == gc || *end != '\0' || errno == ERANGE || !isfinite(v) || v < 0 || v >= 1)
-      return reg->set_error(TSTOR_ECONFIG,
-                            "[backend cuda] garbage_collection_threshold = '%s': expected a "
-                            "fraction from 0 (off) up to, not including, 1",
-                            gc);
+      return config_error(reg, m, "garbage_collection_threshold",
+                          "expected a fraction from 0 (off) up to, not including, 1");
     cfg->gc_threshold = v;
   }
   return 0;

@@ -142,6 +142,10 @@ static int fake_init(const tstor_registrar *reg, tstor_module *m, void **module_
   long long count;
   int rc = reg->config_int(m, "devices", 2, 0, 8, &count);
   if (rc != 0) return rc;
+  /* A check config_int cannot express, reported through config_error. */
+  const char *label = reg->config_get(m, "label");
+  for (const char *c = label; c != NULL && *c != '\0'; c++)
+    if (*c >= 'A' && *c <= 'Z') return reg->config_error(m, "label", "use lower case");
   fake_state *st = calloc(1, sizeof *st);
   if (st == NULL) return TSTOR_ENOMEM;
   st->count = (int)count;

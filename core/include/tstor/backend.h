@@ -249,6 +249,17 @@ typedef struct tstor_registrar {
    * armed the core's fault injection. Present when struct_size covers it:
    * TSTOR_REGISTRAR_HAS(reg, should_fail). */
   int (*should_fail)(int what);
+
+  /* Reports a bad value of this module's key `key` as the core reports its
+   * own: sets the calling thread's detail to "FILE:LINE: [backend NAME] key =
+   * 'value': " followed by the formatted reason, and returns TSTOR_ECONFIG
+   * for init() to return. For checks config_int/config_bool cannot express
+   * (a power of two, a value that depends on another key). */
+  int (*config_error)(tstor_module *m, const char *key, const char *fmt, ...)
+#if defined(__GNUC__)
+      __attribute__((format(printf, 3, 4)))
+#endif
+      ;
 } tstor_registrar;
 
 /* Whether the core's registrar has `field` (one appended after this module's
