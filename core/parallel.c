@@ -1,8 +1,16 @@
 /* Large host loops split over threads, as PyTorch splits them over its intra-op
- * pool: the thread count, the split, and the byte loops that use it (copy,
- * fill, byteswap). Threads are started per call and joined before returning:
- * no pool outlives a call, so nothing is left running at fork or unload, and
- * for the sizes that are split (a megabyte and up) the start costs little. */
+ * pool: the thread count, the pool, the split, and the byte loops that use it
+ * (copy, fill, byteswap).
+ *
+ * The pool's workers are started on first use and sleep between jobs. A
+ * sleeping thread that is woken gets a CPU sooner than a new one on a busy
+ * machine (the scheduler debits new threads), which is why threads are not
+ * started per call. A job is cut into a few more pieces than there are
+ * threads and the pieces are handed out one at a time, so a thread that
+ * shares its core with another process does less of the work instead of
+ * holding everyone up. One job runs at a time: a caller that finds the pool
+ * busy does its job alone. After fork() the child starts a pool of its own;
+ * at unload (or exit) the workers are stopped and joined. */
 #include "typed_internal.h"
 
 #include <errno.h>
@@ -47,54 +55,136 @@ int tstor_get_num_threads(void) {
   return default_threads;
 }
 
-typedef struct range_task {
+/* Pieces per thread: enough for a busy core to hand work to an idle one. */
+#define PIECES_PER_THREAD 4
+
+typedef struct pool {
+  pthread_mutex_t lock; /* everything below */
+  pthread_cond_t wake;  /* a new job, or stop */
+  pthread_cond_t done;  /* the last piece of a job finished */
+  pthread_t ids[MAX_THREADS];
+  int nworkers;
+  int stop;
+  unsigned long generation; /* of the current job */
   tstor__range_fn fn;
   void *arg;
-  size_t begin, end;
-} range_task;
+  size_t n, per, pieces, next, unfinished;
+} pool;
 
-static void *run_task(void *p) {
-  range_task *t = p;
-  t->fn(t->arg, t->begin, t->end);
+static pool P = {.lock = PTHREAD_MUTEX_INITIALIZER,
+                 .wake = PTHREAD_COND_INITIALIZER,
+                 .done = PTHREAD_COND_INITIALIZER};
+/* Held by the caller whose job the pool is running. */
+static pthread_mutex_t job_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+/* Runs pieces of job `gen` until none is left; called and returns with
+ * P.lock held. */
+static void run_pieces(unsigned long gen) {
+  while (P.generation == gen && P.next < P.pieces) {
+    size_t i = P.next++;
+    tstor__range_fn fn = P.fn;
+    void *arg = P.arg;
+    size_t begin = i * P.per, end = P.n - begin < P.per ? P.n : begin + P.per;
+    pthread_mutex_unlock(&P.lock);
+    fn(arg, begin, end);
+    pthread_mutex_lock(&P.lock);
+    if (--P.unfinished == 0) pthread_cond_signal(&P.done);
+  }
+}
+
+static void *worker(void *unused) {
+  (void)unused;
+  pthread_mutex_lock(&P.lock);
+  unsigned long seen = P.generation;
+  for (;;) {
+    while (!P.stop && P.generation == seen) pthread_cond_wait(&P.wake, &P.lock);
+    if (P.stop) break;
+    seen = P.generation;
+    run_pieces(seen);
+  }
+  pthread_mutex_unlock(&P.lock);
   return NULL;
+}
+
+static void before_fork(void) {
+  pthread_mutex_lock(&job_lock);
+  pthread_mutex_lock(&P.lock);
+}
+static void after_fork_parent(void) {
+  pthread_mutex_unlock(&P.lock);
+  pthread_mutex_unlock(&job_lock);
+}
+/* The child has none of the workers: it forgets them and starts its own. The
+ * condition variables still count the parent's sleeping workers as waiters
+ * (glibc would wait for them forever), so they are made afresh. */
+static void after_fork_child(void) {
+  P.nworkers = 0;
+  P.stop = 0;
+  pthread_cond_init(&P.wake, NULL);
+  pthread_cond_init(&P.done, NULL);
+  pthread_mutex_unlock(&P.lock);
+  pthread_mutex_unlock(&job_lock);
+}
+static void register_atfork(void) {
+  pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+}
+
+__attribute__((destructor)) static void stop_pool(void) {
+  pthread_mutex_lock(&P.lock);
+  int n = P.nworkers;
+  P.stop = 1;
+  pthread_cond_broadcast(&P.wake);
+  pthread_mutex_unlock(&P.lock);
+  for (int i = 0; i < n; i++) pthread_join(P.ids[i], NULL);
+  pthread_mutex_lock(&P.lock);
+  P.nworkers = 0;
+  P.stop = 0;
+  pthread_mutex_unlock(&P.lock);
+}
+
+/* Starts workers up to `want` (with P.lock held); fewer when the system
+ * refuses a thread, which only means less help. */
+static void grow_pool(int want) {
+  pthread_once(&atfork_once, register_atfork);
+  while (P.nworkers < want && P.nworkers < MAX_THREADS) {
+    if (pthread_create(&P.ids[P.nworkers], NULL, worker, NULL) != 0) break;
+    P.nworkers++;
+  }
 }
 
 void tstor__parallel_for(size_t n, size_t item_bytes, size_t align, tstor__range_fn fn,
                          void *arg) {
   if (n == 0) return;
   size_t threads = (size_t)tstor_get_num_threads();
-  /* Each thread gets at least half the threshold, so a job just past it is not
-   * split into slivers whose start-up dominates. */
+  /* Each piece gets at least half the threshold, so a job just past it is not
+   * cut into slivers that cost more to hand out than to run. */
   size_t bytes = n > SIZE_MAX / (item_bytes ? item_bytes : 1) ? SIZE_MAX : n * item_bytes;
-  size_t by_size = bytes / (TSTOR__PARALLEL_MIN_BYTES / 2);
-  if (by_size < threads) threads = by_size;
-  if (threads <= 1 || bytes < TSTOR__PARALLEL_MIN_BYTES) {
+  size_t pieces = threads * PIECES_PER_THREAD, by_size = bytes / (TSTOR__PARALLEL_MIN_BYTES / 2);
+  if (by_size < pieces) pieces = by_size;
+  if (threads <= 1 || pieces <= 1 || bytes < TSTOR__PARALLEL_MIN_BYTES ||
+      pthread_mutex_trylock(&job_lock) != 0) {
     fn(arg, 0, n);
     return;
   }
   if (align == 0) align = 1;
-  size_t per = (n + threads - 1) / threads;
+  size_t per = (n + pieces - 1) / pieces;
   per = (per + align - 1) / align * align;
-  range_task tasks[MAX_THREADS];
-  pthread_t ids[MAX_THREADS];
-  int started[MAX_THREADS];
-  size_t count = 0;
-  for (size_t begin = 0; begin < n && count < threads; begin += per, count++) {
-    tasks[count].fn = fn;
-    tasks[count].arg = arg;
-    tasks[count].begin = begin;
-    tasks[count].end = n - begin < per ? n : begin + per;
-  }
-  /* Task 0 runs here; a task whose thread cannot start runs here too. */
-  for (size_t i = 1; i < count; i++)
-    started[i] = pthread_create(&ids[i], NULL, run_task, &tasks[i]) == 0;
-  run_task(&tasks[0]);
-  for (size_t i = 1; i < count; i++) {
-    if (started[i])
-      pthread_join(ids[i], NULL);
-    else
-      run_task(&tasks[i]);
-  }
+  pthread_mutex_lock(&P.lock);
+  grow_pool((int)threads - 1);
+  P.fn = fn;
+  P.arg = arg;
+  P.n = n;
+  P.per = per;
+  P.pieces = (n + per - 1) / per;
+  P.next = 0;
+  P.unfinished = P.pieces;
+  unsigned long gen = ++P.generation;
+  pthread_cond_broadcast(&P.wake);
+  run_pieces(gen); /* the caller works too, and alone if no worker started */
+  while (P.unfinished > 0) pthread_cond_wait(&P.done, &P.lock);
+  pthread_mutex_unlock(&P.lock);
+  pthread_mutex_unlock(&job_lock);
 }
 
 /* ------------------------------------------------------------------ copy */

@@ -4,6 +4,10 @@
 #include "typedtest.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static typedtest_vectors vec;
 
@@ -116,6 +120,72 @@ START_TEST(streamed_results_match) {
     free(src);
     free(out);
   }
+  tstor_set_num_threads(old);
+}
+END_TEST
+
+/* A large float32 -> float64 conversion, checked; 0 when right. */
+static int big_conversion(void) {
+  size_t n = (size_t)3 << 20;
+  float *f = malloc(n * sizeof *f);
+  double *d = malloc(n * sizeof *d);
+  int bad = f == NULL || d == NULL;
+  for (size_t i = 0; !bad && i < n; i++) f[i] = (float)i * 0.5f;
+  if (!bad) bad = tstor_dtype_convert(d, TSTOR_FLOAT64, f, TSTOR_FLOAT32, n) != 0;
+  for (size_t i = 0; !bad && i < n; i++) bad = d[i] != (double)i * 0.5;
+  free(f);
+  free(d);
+  return bad;
+}
+
+static void *big_conversion_thread(void *p) {
+  *(int *)p = big_conversion();
+  return NULL;
+}
+
+/* Callers on several threads at once share the worker threads (or run
+ * alone): every result right. */
+START_TEST(concurrent_callers) {
+  int old = tstor_set_num_threads(2);
+  pthread_t t[4];
+  int bad[4] = {1, 1, 1, 1};
+  for (int i = 0; i < 4; i++)
+    ck_assert_int_eq(pthread_create(&t[i], NULL, big_conversion_thread, &bad[i]), 0);
+  for (int i = 0; i < 4; i++) {
+    pthread_join(t[i], NULL);
+    ck_assert_int_eq(bad[i], 0);
+  }
+  tstor_set_num_threads(old);
+}
+END_TEST
+
+/* A child process has none of its parent's worker threads; it gets its own. */
+START_TEST(after_fork) {
+#if defined(__SANITIZE_THREAD__)
+  return; /* ThreadSanitizer cannot run threads in a child of a threaded process */
+#endif
+  int old = tstor_set_num_threads(2);
+  ck_assert_int_eq(big_conversion(), 0); /* the parent's workers are running */
+  int fds[2];
+  ck_assert_int_eq(pipe(fds), 0);
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    /* The verdict goes through a pipe and the child ends with SIGKILL: a
+     * leak checker would otherwise report the stacks of the parent's threads,
+     * which no forked child can free. */
+    char ok = big_conversion() == 0 && big_conversion() == 0 ? 'y' : 'n';
+    if (write(fds[1], &ok, 1) != 1) _exit(1);
+    kill(getpid(), SIGKILL);
+  }
+  close(fds[1]);
+  char verdict = 0;
+  ck_assert_int_eq(read(fds[0], &verdict, 1), 1);
+  close(fds[0]);
+  ck_assert_int_eq(verdict, 'y');
+  int status = 0;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  ck_assert_int_eq(big_conversion(), 0);
   tstor_set_num_threads(old);
 }
 END_TEST
@@ -251,6 +321,8 @@ int main(void) {
   tcase_add_test(rules, quantized_conversions_are_refused);
   tcase_add_test(rules, bad_arguments);
   tcase_add_test(rules, thread_count);
+  tcase_add_test(rules, concurrent_callers);
+  tcase_add_test(rules, after_fork);
   suite_add_tcase(s, rules);
   return tstor_test_run(s);
 }
