@@ -215,6 +215,8 @@ static int sweep_once(tstor_context *ctx, const sweep_op *op, unsigned long nth,
     ck_assert_msg(tstor_last_error()[0] != '\0', "%s: no error detail", where);
     ck_assert_msg(live == 0, "%s: %ld core allocation(s) not freed", where, live);
     ck_assert_msg(f.ctx_out == NULL, "%s: context out not NULL", where);
+    ck_assert_msg(f.out == NULL && f.stream == NULL && f.event == NULL,
+                  "%s: a failed call handed out an object", where);
     if (ctx) {
       ck_assert_msg(atomic_load(&ctx->refs) == ctx_refs, "%s: context references %ld -> %ld",
                     where, ctx_refs, (long)atomic_load(&ctx->refs));
@@ -227,9 +229,6 @@ static int sweep_once(tstor_context *ctx, const sweep_op *op, unsigned long nth,
     ck_assert_msg(count_own_shm() == shms, "%s: shared-memory names %d -> %d", where, shms,
                   count_own_shm());
     if (op->unchanged) op->unchanged(&f);
-    f.out = NULL; /* never handed out on failure */
-    f.stream = NULL;
-    f.event = NULL;
   }
   release_all(&f);
   return failed != 0;
