@@ -56,7 +56,9 @@ int tstor_get_num_threads(void) {
 }
 
 /* Pieces per thread: enough for a busy core to hand work to an idle one. */
+#ifndef PIECES_PER_THREAD
 #define PIECES_PER_THREAD 4
+#endif
 
 typedef struct pool {
   pthread_mutex_t lock; /* everything below */
@@ -192,11 +194,19 @@ void tstor__parallel_for(size_t n, size_t item_bytes, size_t align, tstor__range
 typedef struct copy_job {
   char *dst;
   const char *src;
+  int stream;
 } copy_job;
 
+/* A large copy is streamed past the caches; glibc's memcpy would do that for
+ * the whole buffer, but not for the pieces of a split one. */
 static void copy_range(void *arg, size_t begin, size_t end) {
   const copy_job *j = arg;
-  memcpy(j->dst + begin, j->src + begin, end - begin);
+  if (j->stream) {
+    tstor__stream_copy(j->dst + begin, j->src + begin, end - begin);
+    tstor__stream_fence();
+  } else {
+    memcpy(j->dst + begin, j->src + begin, end - begin);
+  }
 }
 
 void tstor__host_copy(void *dst, const void *src, size_t nbytes) {
@@ -206,18 +216,16 @@ void tstor__host_copy(void *dst, const void *src, size_t nbytes) {
     memmove(dst, src, nbytes);
     return;
   }
-  copy_job job = {dst, src};
+  copy_job job = {dst, src, nbytes >= TSTOR__STREAM_MIN_BYTES};
   tstor__parallel_for(nbytes, 2, 4096, copy_range, &job);
 }
 
 /* -------------------------------------------------------- streaming stores */
 
-void tstor__stream_copy(void *dst, const void *src, size_t nbytes) {
 #if defined(__SSE2__)
-  char *d = dst;
-  const char *s = src;
-  size_t i = 0;
-  for (; i + 64 <= nbytes; i += 64) {
+/* 64 bytes (a cache line) per step; dst is 16-byte aligned. */
+static void stream_sse2(char *d, const char *s, size_t nbytes) {
+  for (size_t i = 0; i + 64 <= nbytes; i += 64) {
     __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
     __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 16));
     __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 32));
@@ -227,10 +235,45 @@ void tstor__stream_copy(void *dst, const void *src, size_t nbytes) {
     _mm_stream_si128((__m128i *)(void *)(d + i + 32), c);
     _mm_stream_si128((__m128i *)(void *)(d + i + 48), e);
   }
-  for (; i + 16 <= nbytes; i += 16)
-    _mm_stream_si128((__m128i *)(void *)(d + i),
-                     _mm_loadu_si128((const __m128i *)(const void *)(s + i)));
-  memcpy(d + i, s + i, nbytes - i);
+}
+#endif
+
+#ifdef TSTOR__CLONES
+#include <immintrin.h>
+/* The same with 32-byte stores; dst is 32-byte aligned. */
+__attribute__((target("avx"))) static void stream_avx(char *d, const char *s, size_t nbytes) {
+  for (size_t i = 0; i + 64 <= nbytes; i += 64) {
+    __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)(s + i));
+    __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(s + i + 32));
+    _mm256_stream_si256((__m256i *)(void *)(d + i), a);
+    _mm256_stream_si256((__m256i *)(void *)(d + i + 32), b);
+  }
+}
+static int have_avx;
+static pthread_once_t avx_once = PTHREAD_ONCE_INIT;
+static void find_avx(void) {
+  __builtin_cpu_init();
+  have_avx = __builtin_cpu_supports("avx");
+}
+#endif
+
+void tstor__stream_copy(void *dst, const void *src, size_t nbytes) {
+#if defined(__SSE2__)
+  char *d = dst;
+  const char *s = src;
+  /* Up to the first 64-byte boundary, and the last partial line, plainly. */
+  size_t head = (64 - (uintptr_t)d % 64) % 64;
+  if (head > nbytes) head = nbytes;
+  memcpy(d, s, head);
+  size_t body = (nbytes - head) / 64 * 64;
+#ifdef TSTOR__CLONES
+  pthread_once(&avx_once, find_avx);
+  if (have_avx)
+    stream_avx(d + head, s + head, body);
+  else
+#endif
+    stream_sse2(d + head, s + head, body);
+  memcpy(d + head + body, s + head + body, nbytes - head - body);
 #else
   memcpy(dst, src, nbytes);
 #endif

@@ -48,7 +48,9 @@ void tstor__host_copy(void *dst, const void *src, size_t nbytes);
 /* Destinations of at least this many bytes are written with non-temporal
  * stores: they do not fit in the caches (32 MiB of L3 is common) and would
  * only evict what does. */
+#ifndef TSTOR__STREAM_MIN_BYTES
 #define TSTOR__STREAM_MIN_BYTES ((size_t)16 << 20)
+#endif
 
 /* Copies nbytes of host memory to dst, which must be 16-byte aligned, with
  * non-temporal stores where the machine has them (plain stores elsewhere).

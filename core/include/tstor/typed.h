@@ -137,9 +137,12 @@ TSTOR_EXTERN int tstor_dtype_can_convert(tstor_dtype dst_dtype, tstor_dtype src_
 TSTOR_EXTERN int tstor_dtype_convert(void *dst, tstor_dtype dst_dtype, const void *src,
                                      tstor_dtype src_dtype, size_t count);
 
-/* Worker threads for large host conversions, copies and fills: n >= 1, or 0
- * for the default ($TSTOR_NUM_THREADS, else the number of online CPUs).
- * Process-wide. Returns the previous setting (0 when it was the default). */
+/* Threads for large host conversions, copies and fills (a megabyte and up):
+ * n >= 1, or 0 for the default ($TSTOR_NUM_THREADS, else the number of online
+ * CPUs). Process-wide. The calling thread works too; the others belong to a
+ * pool started on first use that sleeps between jobs and is stopped when the
+ * library is unloaded. Returns the previous setting (0 when it was the
+ * default). */
 TSTOR_EXTERN int tstor_set_num_threads(int n);
 /* The number of threads large operations use now (>= 1). */
 TSTOR_EXTERN int tstor_get_num_threads(void);
