@@ -418,16 +418,60 @@ static void cvt_c32_f16_bits(void *dst, const void *src, size_t n) {
 }
 
 #ifdef TSTOR__CLONES
-/* float32 <-> float16 with the F16C instructions where the machine has them:
- * they round and handle subnormals, infinities and signed zeros exactly as the
- * loops above. Only NaN differs (the instruction keeps a payload that PyTorch
- * replaces with 0x7e00), so a group of eight with a NaN is redone by the
- * portable code. Widening is exact, NaNs quieted with their payload kept, as
- * f16_to_f32 does. */
+/* The conversions programs run most, written with AVX2 (and F16C)
+ * intrinsics for machines that have them. They give the results of the
+ * loops above bit for bit but need fewer instructions: x86's conversions
+ * already produce the integer-indefinite value the C code selects by hand,
+ * float16 rounding is one instruction, and packing needs no masks. That
+ * matters when two threads share a core. Each can store past the caches
+ * (nt, with dst aligned to 32 bytes); the last elements that do not fill a
+ * vector go through the C loop. */
 #include <immintrin.h>
 
-__attribute__((target("avx2,f16c"))) static void cvt_f32_f16_f16c(void *dst, const void *src,
-                                                                   size_t n) {
+#define AVX2 __attribute__((target("avx2,f16c")))
+
+AVX2 static inline void put256(void *p, __m256i v, int nt) {
+  if (nt)
+    _mm256_stream_si256((__m256i *)p, v);
+  else
+    _mm256_storeu_si256((__m256i *)p, v);
+}
+AVX2 static inline void put128(void *p, __m128i v, int nt) {
+  if (nt)
+    _mm_stream_si128((__m128i *)p, v);
+  else
+    _mm_storeu_si128((__m128i *)p, v);
+}
+
+typedef size_t (*hot_fn)(void *dst, const void *src, size_t n, int nt);
+
+AVX2 static size_t hot_f32_f64(void *dst, const void *src, size_t n, int nt) {
+  const float *s = src;
+  double *d = dst;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 x = _mm256_loadu_ps(s + i);
+    put256(d + i, _mm256_castpd_si256(_mm256_cvtps_pd(_mm256_castps256_ps128(x))), nt);
+    put256(d + i + 4, _mm256_castpd_si256(_mm256_cvtps_pd(_mm256_extractf128_ps(x, 1))), nt);
+  }
+  return i;
+}
+
+AVX2 static size_t hot_f64_f32(void *dst, const void *src, size_t n, int nt) {
+  const double *s = src;
+  float *d = dst;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m128 a = _mm256_cvtpd_ps(_mm256_loadu_pd(s + i));
+    __m128 b = _mm256_cvtpd_ps(_mm256_loadu_pd(s + i + 4));
+    put256(d + i, _mm256_castps_si256(_mm256_insertf128_ps(_mm256_castps128_ps256(a), b, 1)), nt);
+  }
+  return i;
+}
+
+/* The instruction keeps a NaN's payload where PyTorch writes 0x7e00: a group
+ * of eight holding a NaN is redone by the C code. */
+AVX2 static size_t hot_f32_f16(void *dst, const void *src, size_t n, int nt) {
   const float *s = src;
   uint16_t *d = dst;
   size_t i = 0;
@@ -435,46 +479,122 @@ __attribute__((target("avx2,f16c"))) static void cvt_f32_f16_f16c(void *dst, con
     __m256 x = _mm256_loadu_ps(s + i);
     __m128i h = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
-    _mm_storeu_si128((__m128i *)(void *)(d + i), h);
-    if (!_mm256_testz_ps(nan, nan))
-      for (size_t k = i; k < i + 8; k++) d[k] = f32_to_f16(s[k]);
+    if (!_mm256_testz_ps(nan, nan)) {
+      uint16_t fixed[8];
+      for (size_t k = 0; k < 8; k++) fixed[k] = f32_to_f16(s[i + k]);
+      h = _mm_loadu_si128((const __m128i *)(const void *)fixed);
+    }
+    put128(d + i, h, nt);
   }
-  for (; i < n; i++) d[i] = f32_to_f16(s[i]);
+  return i;
 }
 
-__attribute__((target("avx2,f16c"))) static void cvt_f16_f32_f16c(void *dst, const void *src,
-                                                                   size_t n) {
+/* Exact, NaNs quieted with their payload, as f16_to_f32. */
+AVX2 static size_t hot_f16_f32(void *dst, const void *src, size_t n, int nt) {
   const uint16_t *s = src;
   float *d = dst;
   size_t i = 0;
   for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(s + i))));
-  for (; i < n; i++) d[i] = f16_to_f32(s[i]);
+    put256(d + i,
+           _mm256_castps_si256(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(s + i)))),
+           nt);
+  return i;
 }
 
-static int f16c;
-static pthread_once_t f16c_once = PTHREAD_ONCE_INIT;
-static void find_f16c(void) {
+AVX2 static size_t hot_f32_bf16(void *dst, const void *src, size_t n, int nt) {
+  const float *s = src;
+  uint16_t *d = dst;
+  const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff);
+  const __m256i nan = _mm256_set1_epi32(0xffff);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m256 xa = _mm256_loadu_ps(s + i), xb = _mm256_loadu_ps(s + i + 8);
+    __m256i a = _mm256_castps_si256(xa), b = _mm256_castps_si256(xb);
+    __m256i ra = _mm256_add_epi32(a, _mm256_add_epi32(bias, _mm256_and_si256(_mm256_srli_epi32(a, 16), one)));
+    __m256i rb = _mm256_add_epi32(b, _mm256_add_epi32(bias, _mm256_and_si256(_mm256_srli_epi32(b, 16), one)));
+    ra = _mm256_blendv_epi8(nan, _mm256_srli_epi32(ra, 16), _mm256_castps_si256(_mm256_cmp_ps(xa, xa, _CMP_ORD_Q)));
+    rb = _mm256_blendv_epi8(nan, _mm256_srli_epi32(rb, 16), _mm256_castps_si256(_mm256_cmp_ps(xb, xb, _CMP_ORD_Q)));
+    put256(d + i, _mm256_permute4x64_epi64(_mm256_packus_epi32(ra, rb), 0xd8), nt);
+  }
+  return i;
+}
+
+AVX2 static size_t hot_bf16_f32(void *dst, const void *src, size_t n, int nt) {
+  const uint16_t *s = src;
+  float *d = dst;
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m128i lo = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+    __m128i hi = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 8));
+    put256(d + i, _mm256_slli_epi32(_mm256_cvtepu16_epi32(lo), 16), nt);
+    put256(d + i + 8, _mm256_slli_epi32(_mm256_cvtepu16_epi32(hi), 16), nt);
+  }
+  return i;
+}
+
+/* cvttps2dq gives INT32_MIN for NaN and out-of-range values: f32_to_i32. */
+AVX2 static size_t hot_f32_i32(void *dst, const void *src, size_t n, int nt) {
+  const float *s = src;
+  int32_t *d = dst;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) put256(d + i, _mm256_cvttps_epi32(_mm256_loadu_ps(s + i)), nt);
+  return i;
+}
+
+AVX2 static size_t hot_i32_f32(void *dst, const void *src, size_t n, int nt) {
+  const int32_t *s = src;
+  float *d = dst;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    put256(d + i,
+           _mm256_castps_si256(_mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(const void *)(s + i)))),
+           nt);
+  return i;
+}
+
+static int avx2;
+static pthread_once_t avx2_once = PTHREAD_ONCE_INIT;
+static void find_avx2(void) {
   __builtin_cpu_init();
-  f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+}
+
+/* The intrinsics loop for a pair, or NULL (no such loop, or no AVX2). */
+static hot_fn hot_kernel(tstor_dtype src, tstor_dtype dst) {
+  pthread_once(&avx2_once, find_avx2);
+  if (!avx2) return NULL;
+  switch (src * TSTOR_DTYPE_END + dst) {
+    case TSTOR_FLOAT32 * TSTOR_DTYPE_END + TSTOR_FLOAT64: return hot_f32_f64;
+    case TSTOR_FLOAT64 * TSTOR_DTYPE_END + TSTOR_FLOAT32: return hot_f64_f32;
+    case TSTOR_FLOAT32 * TSTOR_DTYPE_END + TSTOR_FLOAT16: return hot_f32_f16;
+    case TSTOR_FLOAT16 * TSTOR_DTYPE_END + TSTOR_FLOAT32: return hot_f16_f32;
+    case TSTOR_FLOAT32 * TSTOR_DTYPE_END + TSTOR_BFLOAT16: return hot_f32_bf16;
+    case TSTOR_BFLOAT16 * TSTOR_DTYPE_END + TSTOR_FLOAT32: return hot_bf16_f32;
+    case TSTOR_FLOAT32 * TSTOR_DTYPE_END + TSTOR_INT32: return hot_f32_i32;
+    case TSTOR_INT32 * TSTOR_DTYPE_END + TSTOR_FLOAT32: return hot_i32_f32;
+    default: return NULL;
+  }
+}
+#else
+typedef size_t (*hot_fn)(void *dst, const void *src, size_t n, int nt);
+static hot_fn hot_kernel(tstor_dtype src, tstor_dtype dst) {
+  (void)src;
+  (void)dst;
+  return NULL;
 }
 #endif
 
 static void convert_aligned(void *dst, tstor_dtype dst_dtype, const void *src,
                             tstor_dtype src_dtype, size_t n) {
-#ifdef TSTOR__CLONES
-  if ((src_dtype == TSTOR_FLOAT32 && dst_dtype == TSTOR_FLOAT16) ||
-      (src_dtype == TSTOR_FLOAT16 && dst_dtype == TSTOR_FLOAT32)) {
-    pthread_once(&f16c_once, find_f16c);
-    if (f16c) {
-      if (src_dtype == TSTOR_FLOAT32)
-        cvt_f32_f16_f16c(dst, src, n);
-      else
-        cvt_f16_f32_f16c(dst, src, n);
-      return;
-    }
+  size_t done = 0;
+  hot_fn hot = hot_kernel(src_dtype, dst_dtype);
+  if (hot) {
+    done = hot(dst, src, n, 0);
+    if (done == n) return;
+    dst = (char *)dst + done * tstor_dtype_size(dst_dtype);
+    src = (const char *)src + done * tstor_dtype_size(src_dtype);
+    n -= done;
   }
-#endif
   if (src_dtype == TSTOR_COMPLEX32 && dst_dtype == TSTOR_FLOAT16)
     cvt_c32_f16_bits(dst, src, n);
   else
@@ -529,12 +649,22 @@ static void convert_streaming(void *dst, tstor_dtype dst_dtype, const void *src,
   size_t head = 0;
   while (head < n && ((uintptr_t)dst + head * des) % 64 != 0) head++;
   tstor__convert_serial(dst, dst_dtype, src, src_dtype, head);
+  char *d = (char *)dst + head * des;
+  const char *sp = (const char *)src + head * ses;
+  n -= head;
+  hot_fn hot = hot_kernel(src_dtype, dst_dtype);
+  if (hot) { /* streams straight from the registers */
+    size_t done = hot(d, sp, n, 1);
+    tstor__stream_fence();
+    tstor__convert_serial(d + done * des, dst_dtype, sp + done * ses, src_dtype, n - done);
+    return;
+  }
   _Alignas(64) unsigned char buf[1024];
   size_t chunk = sizeof buf / des;
-  for (size_t i = head; i < n; i += chunk) {
+  for (size_t i = 0; i < n; i += chunk) {
     size_t k = n - i < chunk ? n - i : chunk;
-    tstor__convert_serial(buf, dst_dtype, (const char *)src + i * ses, src_dtype, k);
-    tstor__stream_copy((char *)dst + i * des, buf, k * des);
+    tstor__convert_serial(buf, dst_dtype, sp + i * ses, src_dtype, k);
+    tstor__stream_copy(d + i * des, buf, k * des);
   }
   tstor__stream_fence();
 }
@@ -566,9 +696,10 @@ int tstor_dtype_convert(void *dst, tstor_dtype dst_dtype, const void *src,
     return tstor__err(TSTOR_EINVAL, "dtype_convert: NULL buffer for %zu elements", count);
   convert_job job = {dst, src, dst_dtype, src_dtype, tstor_dtype_size(dst_dtype),
                      tstor_dtype_size(src_dtype), 0};
-  /* Narrowing conversions mostly read: streaming their smaller writes gains
-   * nothing measurable and the blocking costs a little. */
-  job.stream = job.dsize >= job.ssize && count >= TSTOR__STREAM_MIN_BYTES / job.dsize;
+  /* Narrowing conversions mostly read: streaming their smaller writes through
+   * a buffer costs more than it saves; from the registers it pays. */
+  job.stream = (job.dsize >= job.ssize || hot_kernel(src_dtype, dst_dtype) != NULL) &&
+               count >= TSTOR__STREAM_MIN_BYTES / job.dsize;
   if (dst_dtype == src_dtype) {
     size_t nbytes;
     if (tstor__mul_size(count, job.ssize, &nbytes))

@@ -97,9 +97,9 @@ END_TEST
 /* Results of 16 MiB and more are streamed past the caches from a small
  * buffer: the same bytes, wherever the destination starts. */
 START_TEST(streamed_results_match) {
-  static const tstor_dtype pairs[][2] = {{TSTOR_FLOAT32, TSTOR_FLOAT64},
-                                         {TSTOR_FLOAT64, TSTOR_FLOAT16},
-                                         {TSTOR_INT64, TSTOR_UINT8}};
+  static const tstor_dtype pairs[][2] = {
+      {TSTOR_FLOAT32, TSTOR_FLOAT64}, {TSTOR_FLOAT64, TSTOR_FLOAT16}, {TSTOR_INT64, TSTOR_UINT8},
+      {TSTOR_FLOAT32, TSTOR_BFLOAT16}, {TSTOR_FLOAT32, TSTOR_FLOAT16}, {TSTOR_INT32, TSTOR_FLOAT32}};
   int old = tstor_set_num_threads(2);
   for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
     const typedtest_block *b = NULL;
