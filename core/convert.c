@@ -16,6 +16,7 @@
  * typed.am compiles this file with the vectoriser on. */
 #include "typed_internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* ------------------------------------------------------------ bit access */
@@ -556,7 +557,9 @@ static int avx2;
 static pthread_once_t avx2_once = PTHREAD_ONCE_INIT;
 static void find_avx2(void) {
   __builtin_cpu_init();
-  avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  const char *env = getenv("TSTOR_SIMD"); /* "off": the portable loops only */
+  avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
+         !(env != NULL && strcmp(env, "off") == 0);
 }
 
 /* The intrinsics loop for a pair, or NULL (no such loop, or no AVX2). */

@@ -145,6 +145,9 @@ TSTOR_EXTERN int tstor_dtype_convert(void *dst, tstor_dtype dst_dtype, const voi
  * default). */
 TSTOR_EXTERN int tstor_set_num_threads(int n);
 /* The number of threads large operations use now (>= 1). */
+/* On x86-64 the common conversions use AVX2 and F16C where the machine has
+ * them; $TSTOR_SIMD=off, read once, keeps to the portable loops (for tests
+ * and comparisons: the results are the same). */
 TSTOR_EXTERN int tstor_get_num_threads(void);
 
 /* ----------------------------------------------------------- typed storages */
