@@ -7,10 +7,10 @@
  * Every place that acquires a resource which may run out asks
  * tstor__fault_should_fail(kind) first and, when told to, fails exactly as
  * the real call would (NULL, MAP_FAILED, -1) with errno set. The core asks
- * for its own allocations (core/memory.c), for dlopen (core/loader.c) and
- * for its mappings; backends, which do not link the core, ask through the
- * registrar's should_fail field. Kinds are the TSTOR_FAULT_* bits of
- * tstor/backend.h.
+ * for its own allocations (core/memory.c) and for dlopen (core/loader.c);
+ * backends, which do not link the core, ask through the registrar's
+ * should_fail field (the cpu backend for its state, blocks, mappings and
+ * shared memory). Kinds are the TSTOR_FAULT_* bits of tstor/backend.h.
  *
  * While nothing is armed the check is one relaxed atomic load. */
 #ifndef TSTOR_FAULT_H
