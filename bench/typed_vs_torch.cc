@@ -9,7 +9,8 @@
 //
 // Prints a Markdown table: throughput counts the bytes read plus the bytes
 // written. tstor's and PyTorch's runs alternate, so both see the same machine
-// load; each side's time is the best of R runs (on a shared machine the best
+// load, and each waits for the machine to settle first (see settle()); each
+// side's time is the best of R runs (on a shared machine the best
 // run is the one least disturbed), and the ratio column is the median of the
 // R adjacent-pair ratios, a second view that does not depend on one lucky run.
 #include <ATen/ATen.h>
@@ -23,6 +24,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -53,6 +55,11 @@ double now() {
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
+
+// A pause before each timed run. PyTorch's OpenMP threads spin for a while
+// after each parallel region before they sleep; without the pause they would
+// still be spinning, on a core the next run needs, when that run starts.
+void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(30)); }
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -134,14 +141,17 @@ int main(int argc, char **argv) {
       }
       std::vector<double> tt, pt, ratio;
       for (int r = 0; r < reps; r++) {
+        settle();
         double t0 = now();
         run_tstor();
-        double t1 = now();
+        double ts = now() - t0;
+        settle();
+        t0 = now();
         run_torch();
-        double t2 = now();
-        tt.push_back(t1 - t0);
-        pt.push_back(t2 - t1);
-        ratio.push_back((t2 - t1) / (t1 - t0));
+        double tp = now() - t0;
+        tt.push_back(ts);
+        pt.push_back(tp);
+        ratio.push_back(tp / ts);
       }
       run_torch();
       std::vector<unsigned char> expected(n * des);

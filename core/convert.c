@@ -504,21 +504,24 @@ AVX2 static size_t hot_f16_f32(void *dst, const void *src, size_t n, int nt) {
 
 /* A NaN's lane is all ones in the unordered mask; its low half, or'd in, makes
  * the result 0xffff as the C loop's select does. */
+AVX2 static inline __m256i bf16_round(__m256 x) {
+  const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff);
+  __m256i a = _mm256_castps_si256(x);
+  __m256i r = _mm256_add_epi32(a, _mm256_add_epi32(bias, _mm256_and_si256(_mm256_srli_epi32(a, 16), one)));
+  return _mm256_srli_epi32(_mm256_or_si256(r, _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q))), 16);
+}
+
+/* A NaN's lane is all ones in the unordered mask; or'd in, it makes the
+ * result 0xffff as the C loop's select does. 32 elements a step. */
 AVX2 static size_t hot_f32_bf16(void *dst, const void *src, size_t n, int nt) {
   const float *s = src;
   uint16_t *d = dst;
-  const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff);
   size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    __m256 xa = _mm256_loadu_ps(s + i), xb = _mm256_loadu_ps(s + i + 8);
-    __m256i a = _mm256_castps_si256(xa), b = _mm256_castps_si256(xb);
-    __m256i ra = _mm256_add_epi32(a, _mm256_add_epi32(bias, _mm256_and_si256(_mm256_srli_epi32(a, 16), one)));
-    __m256i rb = _mm256_add_epi32(b, _mm256_add_epi32(bias, _mm256_and_si256(_mm256_srli_epi32(b, 16), one)));
-    __m256i na = _mm256_castps_si256(_mm256_cmp_ps(xa, xa, _CMP_UNORD_Q));
-    __m256i nb = _mm256_castps_si256(_mm256_cmp_ps(xb, xb, _CMP_UNORD_Q));
-    ra = _mm256_srli_epi32(_mm256_or_si256(ra, na), 16);
-    rb = _mm256_srli_epi32(_mm256_or_si256(rb, nb), 16);
-    put256(d + i, _mm256_permute4x64_epi64(_mm256_packus_epi32(ra, rb), 0xd8), nt);
+  for (; i + 32 <= n; i += 32) {
+    __m256i r0 = bf16_round(_mm256_loadu_ps(s + i)), r1 = bf16_round(_mm256_loadu_ps(s + i + 8));
+    __m256i r2 = bf16_round(_mm256_loadu_ps(s + i + 16)), r3 = bf16_round(_mm256_loadu_ps(s + i + 24));
+    put256(d + i, _mm256_permute4x64_epi64(_mm256_packus_epi32(r0, r1), 0xd8), nt);
+    put256(d + i + 16, _mm256_permute4x64_epi64(_mm256_packus_epi32(r2, r3), 0xd8), nt);
   }
   return i;
 }
