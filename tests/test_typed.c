@@ -8,6 +8,7 @@
 #include "typedtest.h"
 
 #include <math.h>
+#include <tstor/mapped.h>
 
 static tstor_context *ctx;
 static tstor_device cpu, meta, fake0, fake1, conv0;
@@ -687,19 +688,12 @@ START_TEST(torch7_docs) {
   tstor_storage_release(x);
 
   /* $ echo "Hello World" > hello.txt
-   * > x = torch.CharStorage('hello.txt')   -- here: the file's bytes, read
+   * > x = torch.CharStorage('hello.txt')   -- a private mapping of the file
    * > = x                                  -- 72 101 ... 10, size 12
    * > = x:string()                         -- Hello World
-   * > = x:fill(42):string()                -- twelve '*' */
+   * > = x:fill(42):string()                -- twelve '*'; the file unchanged */
   const char *path = coretest_write_file(".txt", "Hello World\n", 12);
-  FILE *f = fopen(path, "rb");
-  ck_assert_ptr_nonnull(f);
-  char file[64];
-  size_t got = fread(file, 1, sizeof file, f);
-  fclose(f);
-  unlink(path);
-  ck_tstor_ok(tstor_typed_new(ctx, cpu, TSTOR_INT8, 0, &x));
-  ck_tstor_ok(tstor_typed_set_string(x, TSTOR_INT8, file, got));
+  ck_tstor_ok(tstor_storage_from_file(ctx, path, 0, 0, tstor_dtype_size(TSTOR_INT8), &x));
   text = printed(x, TSTOR_INT8);
   ck_assert_str_eq(text, "  72\n 101\n 108\n 108\n 111\n  32\n  87\n 111\n 114\n 108\n 100\n"
                          "  10\n[torch.CharStorage of size 12]\n");
@@ -712,6 +706,17 @@ START_TEST(torch7_docs) {
   ck_tstor_ok(tstor_typed_get_string(x, TSTOR_INT8, buf, sizeof buf, &len));
   ck_assert_int_eq(memcmp(buf, "************", 12), 0);
   tstor_storage_release(x);
+  ck_assert_str_eq(coretest_read_file(path), "Hello World\n");
+  /* > x = torch.CharStorage('hello.txt', true)   -- shared
+   * > = x:string()                              -- Hello World
+   * > x:fill(42)                                -- and the file is twelve '*' */
+  ck_tstor_ok(tstor_storage_from_file(ctx, path, TSTOR_FILE_SHARED, 0, 1, &x));
+  ck_tstor_ok(tstor_typed_get_string(x, TSTOR_INT8, buf, sizeof buf, &len));
+  ck_assert_int_eq(memcmp(buf, "Hello World\n", 12), 0);
+  ck_tstor_ok(tstor_typed_fill(x, TSTOR_INT8, &star));
+  tstor_storage_release(x);
+  ck_assert_str_eq(coretest_read_file(path), "************");
+  unlink(path);
 }
 END_TEST
 
