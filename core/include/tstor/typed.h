@@ -117,13 +117,20 @@ TSTOR_EXTERN int tstor_dtype_can_convert(tstor_dtype dst_dtype, tstor_dtype src_
  *   - float to float16/bfloat16/float8 rounds to nearest, ties to even, with
  *     subnormals, infinities and signed zeros kept. float64 to float16,
  *     bfloat16 or a float8 goes through float32, rounding twice, as PyTorch does.
- *     NaN becomes 0x7E00 (float16, sign kept), 0xFFFF (bfloat16), 0x7F with the
- *     sign (e4m3fn, e5m2) or 0x80 (the fnuz formats). float8_e4m3fn and the fnuz
- *     formats have no infinity: values past their range, infinities included,
- *     become NaN; e5m2 overflows to infinity.
- *   - complex to real keeps the real part; real to complex has a +0 imaginary
- *     part; complex to bool, like every complex to real conversion, looks at the
- *     real part only (PyTorch 1.13: 1j becomes false).
+ *     NaN becomes 0x7E00 (float16, sign kept); in bfloat16 0xFFFF from float32,
+ *     float64 and the float8s (PyTorch's vectorised loops) and 0x7FC0 from
+ *     float16 and complex (its scalar ones; PyTorch 1.13 itself writes 0x7FC0
+ *     for the last elements of a float64 buffer, which tstor does not copy);
+ *     0x7F with the sign in e4m3fn and e5m2, 0x80 in the fnuz formats.
+ *     float8_e4m3fn and the fnuz formats have no infinity: values past their
+ *     range, infinities included, become NaN; e5m2 overflows to infinity.
+ *     Widening is exact; float16 and float8 NaNs widen quiet with their
+ *     payload (fnuz NaN is float32 0x7F800001, e4m3fn 0x7FF00000, as PyTorch
+ *     2.x's c10 decodes them), bfloat16 NaNs unchanged.
+ *   - complex to real keeps the real part (complex32 to float16 copies its
+ *     bits); real to complex has a +0 imaginary part; complex to bool, like
+ *     every complex to real conversion, looks at the real part only (PyTorch
+ *     1.13: 1j becomes false).
  *   - to bool: nonzero (NaN included) is true.
  *   - integer to narrower integer wraps (keeps the low bits).
  *   - float to integer truncates toward zero. Where C leaves it undefined (NaN,
