@@ -84,6 +84,13 @@ static int resolve_library(tstor_context *ctx, const tstor__section *sec, char *
                     tried[0] ? tried : "no backend_dir and no config folder");
 }
 
+/* fini is optional, and absent from an entry table too small to hold it. */
+static void call_fini(tstor_module *m) {
+  if (m->entry->struct_size >= offsetof(tstor_backend_def, fini) + sizeof m->entry->fini &&
+      m->entry->fini)
+    m->entry->fini(m->state);
+}
+
 static int load_module(tstor_context *ctx, tstor__backend *b, tstor__section *sec) {
   char msg[TSTOR__ERRBUF / 2] = "";
   tstor_module *m = tstor__calloc(1, sizeof *m);
@@ -143,10 +150,7 @@ static int load_module(tstor_context *ctx, tstor__backend *b, tstor__section *se
   }
   if (rc != 0) {
     tstor__registry_drop_module(ctx, m);
-    if (m->initialized && m->entry->struct_size >= offsetof(tstor_backend_def, fini) +
-                                                        sizeof m->entry->fini &&
-        m->entry->fini)
-      m->entry->fini(m->state);
+    if (m->initialized) call_fini(m);
     dlclose(m->dl);
     tstor__free(m);
     return rc;
@@ -204,9 +208,7 @@ void tstor__unload_backends(tstor_context *ctx) {
     tstor__backend *b = &ctx->backends[i];
     tstor_module *m = b->module;
     if (m) {
-      if (m->entry->struct_size >= offsetof(tstor_backend_def, fini) + sizeof m->entry->fini &&
-          m->entry->fini)
-        m->entry->fini(m->state);
+      call_fini(m);
       dlclose(m->dl);
       tstor__free(m);
     }
