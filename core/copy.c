@@ -23,22 +23,21 @@ int tstor__copy_bytes(tstor_context *ctx, tstor_device dst_dev, void *dst,
                       tstor_device src_dev, const void *src, size_t nbytes,
                       tstor_module *stream_module, void *stream) {
   int s = src_dev.type, d = dst_dev.type;
-  switch (ctx->copy_path[s][d]) {
-    case TSTOR_COPY_CHECK: return 0;
-    case TSTOR_COPY_NONE:
-      if (ctx->types[s].ops.flags & TSTOR_DEVICE_NO_DATA)
-        return tstor__err(TSTOR_ENODATA, "cannot copy out of a %s storage: it has no data",
-                          ctx->types[s].name);
-      return tstor__err(TSTOR_ENOTSUP, "no copy path from %s to %s", ctx->types[s].name,
-                        ctx->types[d].name);
-    default: break;
+  int path = ctx->copy_path[s][d];
+  if (path == TSTOR_COPY_CHECK) return 0;
+  if (path == TSTOR_COPY_NONE) {
+    if (ctx->types[s].ops.flags & TSTOR_DEVICE_NO_DATA)
+      return tstor__err(TSTOR_ENODATA, "cannot copy out of a %s storage: it has no data",
+                        ctx->types[s].name);
+    return tstor__err(TSTOR_ENOTSUP, "no copy path from %s to %s", ctx->types[s].name,
+                      ctx->types[d].name);
   }
   if (nbytes == 0) return 0;
-  switch (ctx->copy_path[s][d]) {
-    case TSTOR_COPY_DIRECT:
-      return kernel(ctx, s, d, dst_dev, dst, src_dev, src, nbytes, stream_module, stream);
-    case TSTOR_COPY_HOST: memmove(dst, src, nbytes); return 0;
-    default: break;
+  if (path == TSTOR_COPY_DIRECT)
+    return kernel(ctx, s, d, dst_dev, dst, src_dev, src, nbytes, stream_module, stream);
+  if (path == TSTOR_COPY_HOST) {
+    memmove(dst, src, nbytes);
+    return 0;
   }
   /* Staged. A host side needs no buffer: its bytes are host memory already. */
   int h = ctx->host_type;
