@@ -37,7 +37,7 @@ static int resolve_default_device(tstor_context *ctx) {
   const tstor__config *cfg = ctx->config;
   const char *env = getenv("TSTOR_DEFAULT_DEVICE");
   const char *name = env && *env ? env : cfg->default_device ? cfg->default_device : "cpu";
-  int rc = tstor_device_parse(ctx, name, &ctx->default_device);
+  int rc = tstor__device_lookup(ctx, name, &ctx->default_device);
   if (rc == 0) return 0;
   if (env && *env) {
     tstor__err_prefix("TSTOR_DEFAULT_DEVICE=%s", env);

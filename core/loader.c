@@ -291,13 +291,6 @@ static int reg_set_error(int code, const char *fmt, ...) {
   return code;
 }
 
-int tstor__registry_register_device_type(tstor_module *m, const tstor_device_ops *ops,
-                                         void *state);
-int tstor__registry_register_allocator(tstor_module *m, const char *type,
-                                       const tstor_allocator_ops *ops, void *state);
-int tstor__registry_register_copy(tstor_module *m, const char *src, const char *dst,
-                                  tstor_copy_fn fn, void *state);
-
 const tstor_registrar tstor__registrar = {
     sizeof(tstor_registrar),
     TSTOR_ABI_VERSION,
@@ -312,13 +305,3 @@ const tstor_registrar tstor__registrar = {
     tstor__fault_should_fail,
     reg_config_error,
 };
-
-void tstor__log(tstor_context *ctx, int level, const char *fmt, ...) {
-  if (level > ctx->log_level) return;
-  char buf[TSTOR__ERRBUF];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "tstor: %s\n", buf);
-}
