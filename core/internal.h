@@ -170,6 +170,17 @@ typedef struct tstor__backend {
   tstor_module *module; /* NULL unless loaded */
 } tstor__backend;
 
+/* Marks a live object so that a second close or free is caught. Kept past the
+ * first 32 bytes of each object: free() writes its own links there, so the
+ * mark of a freed object survives until the memory is handed out again (and
+ * ASan or valgrind report the access itself). */
+#define TSTOR__LIVE 0x7473746fu /* "tsto" */
+#define TSTOR__DEAD 0xdeadbeefu
+
+/* Prints "tstor: <what> %p <why>" and aborts: the caller's references are out
+ * of step with the object's, and going on would corrupt memory. */
+_Noreturn void tstor__misuse(const char *what, const void *p, const char *why);
+
 struct tstor_context {
   atomic_long refs; /* the opener's, plus one per live storage, stream, event */
   tstor__config *config;
@@ -190,6 +201,9 @@ struct tstor_context {
   int copy_path[TSTOR__MAX_TYPES][TSTOR__MAX_TYPES];
 
   tstor_device default_device;
+
+  uint32_t live;     /* TSTOR__LIVE until destroyed, then TSTOR__DEAD */
+  atomic_int closed; /* the opener's reference is gone */
 };
 
 /* Resolves NULL to the default context; returns 0 or an error. */
