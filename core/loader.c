@@ -182,7 +182,16 @@ int tstor__load_backends(tstor_context *ctx) {
       tstor__log(ctx, TSTOR_LOG_INFO, "backend %s loaded from %s", sec->name, b->info.library);
       continue;
     }
-    if (rc == TSTOR_ENOMEM || rc == TSTOR_ECONFIG) return rc;
+    /* A config error is the user's to fix, optional backend or not; its
+     * detail names the file and line already. */
+    if (rc == TSTOR_ECONFIG) return rc;
+    if (rc != TSTOR_EDECLINED) {
+      tstor__err_prefix("%s:%d: backend %s", cfg->name, sec->line, sec->name);
+      /* Any other failure of an optional backend, lack of memory included
+       * (a module that cannot map its arena under ulimit -v), leaves the
+       * others usable: config.md promises so. */
+      if (!sec->optional) return rc;
+    }
     b->message = tstor__strdup(tstor_last_error());
     if (!b->message) return tstor__err(TSTOR_ENOMEM, "out of memory");
     b->info.message = b->message;
@@ -192,13 +201,7 @@ int tstor__load_backends(tstor_context *ctx) {
       continue;
     }
     b->info.state = TSTOR_BACKEND_FAILED;
-    if (sec->optional) {
-      tstor__log(ctx, TSTOR_LOG_INFO, "optional backend %s not loaded: %s", sec->name,
-                 b->message);
-      continue;
-    }
-    tstor__err_prefix("%s:%d: backend %s", cfg->name, sec->line, sec->name);
-    return rc;
+    tstor__log(ctx, TSTOR_LOG_INFO, "optional backend not loaded: %s", b->message);
   }
   return 0;
 }
