@@ -84,11 +84,37 @@ static int resolve_library(tstor_context *ctx, const tstor__section *sec, char *
                     tried[0] ? tried : "no backend_dir and no config folder");
 }
 
+/* The loader lock: held around every init and fini, so that no two of them
+ * run at once in the process (backend.h promises it: a module's init and
+ * fini share its static state across contexts). Recursive, because a fini
+ * may release the last reference to another context and so run another
+ * fini on the same thread. */
+static pthread_once_t loader_lock_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t loader_lock;
+
+static void loader_lock_init(void) {
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+  pthread_mutex_init(&loader_lock, &attr);
+  pthread_mutexattr_destroy(&attr);
+}
+
+static void lock_loader(void) {
+  pthread_once(&loader_lock_once, loader_lock_init);
+  pthread_mutex_lock(&loader_lock);
+}
+
+static void unlock_loader(void) { pthread_mutex_unlock(&loader_lock); }
+
 /* fini is optional, and absent from an entry table too small to hold it. */
 static void call_fini(tstor_module *m) {
   if (m->entry->struct_size >= offsetof(tstor_backend_def, fini) + sizeof m->entry->fini &&
-      m->entry->fini)
+      m->entry->fini) {
+    lock_loader();
     m->entry->fini(m->state);
+    unlock_loader();
+  }
 }
 
 static int load_module(tstor_context *ctx, tstor__backend *b, tstor__section *sec) {
@@ -122,9 +148,11 @@ static int load_module(tstor_context *ctx, tstor__backend *b, tstor__section *se
                     b->library, m->entry->struct_size);
   }
   if (rc == 0) {
+    lock_loader();
     m->registering = 1;
     rc = m->entry->init(&tstor__registrar, m, &m->state, msg, sizeof msg);
     m->registering = 0;
+    unlock_loader();
     msg[sizeof msg - 1] = '\0';
     if (rc == 0) {
       m->initialized = 1;
