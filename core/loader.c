@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +118,25 @@ static void call_fini(tstor_module *m) {
   }
 }
 
+/* dlsym on a module's handle also finds the symbols of the libraries it
+ * links: `entry = rand` would hand back libc's code, which the core would
+ * then read as an entry table and call. Accept only a symbol that the module
+ * itself defines: the object dladdr finds it in must be the module. */
+static int check_own_symbol(void *dl, const void *sym, const char *library, const char *symbol) {
+  struct link_map *module = NULL, *owner = NULL;
+  Dl_info info;
+  if (dlinfo(dl, RTLD_DI_LINKMAP, &module) != 0 || !module)
+    return tstor__err(TSTOR_ELOAD, "cannot load %s: dlinfo: %s", library, dlerror());
+  if (!dladdr1(sym, &info, (void **)&owner, RTLD_DL_LINKMAP) || !owner)
+    return tstor__err(TSTOR_ELOAD, "%s: entry point '%s' lies in no loaded object", library,
+                      symbol);
+  if (owner != module)
+    return tstor__err(TSTOR_ELOAD,
+                      "%s: entry point '%s' is defined by %s, not by the module itself",
+                      library, symbol, info.dli_fname ? info.dli_fname : "another object");
+  return 0;
+}
+
 static int load_module(tstor_context *ctx, tstor__backend *b, tstor__section *sec) {
   char msg[TSTOR__ERRBUF / 2] = "";
   tstor_module *m = tstor__calloc(1, sizeof *m);
@@ -138,6 +158,8 @@ static int load_module(tstor_context *ctx, tstor__backend *b, tstor__section *se
   int rc = 0;
   if (!m->entry) {
     rc = tstor__err(TSTOR_ELOAD, "%s has no entry point '%s'", b->library, symbol);
+  } else if ((rc = check_own_symbol(m->dl, m->entry, b->library, symbol)) != 0) {
+    m->entry = NULL;
   } else if (TSTOR_ABI_MAJOR_OF(m->entry->abi_version) != TSTOR_ABI_MAJOR) {
     rc = tstor__err(TSTOR_EABI,
                     "%s was built for backend ABI %u.%u; this tstor speaks ABI %u.%u",

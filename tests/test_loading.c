@@ -127,6 +127,52 @@ START_TEST(hpu_stub_under_ulimit_v_leaves_cpu_usable) {
 }
 END_TEST
 
+/* ------------------------------------------------ entry symbols not the module's */
+
+/* `entry = SYMBOL` for a symbol of a library the module links (libc's rand):
+ * dlsym finds it through the module's handle, and before the check the core
+ * read rand's code as an entry table. */
+START_TEST(entry_symbol_of_a_dependency_is_refused) {
+  static const char *const symbols[] = {"rand", "malloc", "printf"};
+  for (size_t i = 0; i < sizeof symbols / sizeof symbols[0]; i++) {
+    const char *sec = coretest_fmt("[backend fake]\nlibrary = %s\nentry = %s\n",
+                                   coretest_plugin("fake"), symbols[i]);
+    tstor_context *ctx = (tstor_context *)0x1;
+    ck_tstor_err(open_with(sec, &ctx), TSTOR_ELOAD);
+    ck_assert_ptr_null(ctx);
+    const char *why = tstor_last_error();
+    ck_assert_msg(strstr(why, coretest_fmt("entry point '%s' is defined by ", symbols[i])) &&
+                      strstr(why, "libc") && strstr(why, "not by the module itself") &&
+                      strstr(why, "loading.ini:10: backend fake"),
+                  "detail: %s", why);
+    ck_assert(!coretest_is_loaded(coretest_plugin("fake")));
+    /* Optional: reported, and the rest works. */
+    sec = coretest_fmt("[backend fake]\nlibrary = %s\nentry = %s\noptional = yes\n",
+                       coretest_plugin("fake"), symbols[i]);
+    ck_tstor_ok(open_with(sec, &ctx));
+    report(ctx, 2, TSTOR_BACKEND_FAILED, "not by the module itself", symbols[i]);
+    cpu_works(ctx);
+    tstor_context_close(ctx);
+  }
+}
+END_TEST
+
+/* The module's own symbols, the default one and a named one, still load. */
+START_TEST(entry_symbol_of_the_module_loads) {
+  tstor_context *ctx = NULL;
+  const char *sec = coretest_fmt("[backend fake]\nlibrary = %s\nentry = tstor_backend_entry\n",
+                                 coretest_plugin("fake"));
+  ck_tstor_ok(open_with(sec, &ctx));
+  report(ctx, 2, TSTOR_BACKEND_LOADED, NULL, NULL);
+  tstor_context_close(ctx);
+  sec = coretest_fmt("[backend abi]\nlibrary = %s\nentry = abi_entry_minor\n",
+                     coretest_plugin("abi"));
+  ck_tstor_ok(open_with(sec, &ctx));
+  report(ctx, 2, TSTOR_BACKEND_LOADED, NULL, NULL);
+  tstor_context_close(ctx);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("loading");
   TCase *tc = tcase_create("optional");
@@ -134,6 +180,10 @@ int main(void) {
   tcase_add_test(tc, optional_backend_out_of_memory_is_reported);
   tcase_add_test(tc, required_backend_out_of_memory_names_its_line);
   tcase_add_test(tc, hpu_stub_under_ulimit_v_leaves_cpu_usable);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("entry");
+  tcase_add_test(tc, entry_symbol_of_a_dependency_is_refused);
+  tcase_add_test(tc, entry_symbol_of_the_module_loads);
   suite_add_tcase(s, tc);
   return tstor_test_run(s);
 }
