@@ -57,6 +57,56 @@ static int search_dirs(const tstor__config *cfg, const char *list, const char *l
   return 0;
 }
 
+/* Whether `st` (of `what` at `path`) could have been put there or changed by
+ * someone other than root and the caller; 0 or TSTOR_EACCES saying why, as
+ * ssh does for its keys. A folder others may write to is fine when sticky
+ * (/tmp): they cannot replace what they do not own, and the module's own
+ * owner is checked. */
+static int check_owner_and_mode(const char *library, const char *what, const char *path,
+                                const struct stat *st) {
+  uid_t me = geteuid();
+  if (st->st_uid != 0 && st->st_uid != me)
+    return tstor__err(TSTOR_EACCES,
+                      "refusing to load %s: %s %s is owned by uid %u, neither root nor the "
+                      "caller (uid %u)",
+                      library, what, path, (unsigned)st->st_uid, (unsigned)me);
+  int sticky_dir = S_ISDIR(st->st_mode) && (st->st_mode & S_ISVTX);
+  if ((st->st_mode & (S_IWGRP | S_IWOTH)) && !sticky_dir)
+    return tstor__err(TSTOR_EACCES,
+                      "refusing to load %s: %s %s is writable by %s (mode %04o); "
+                      "chmod go-w it",
+                      library, what, path,
+                      (st->st_mode & S_IWOTH) ? "others" : "its group",
+                      (unsigned)(st->st_mode & 07777));
+  return 0;
+}
+
+/* The module file at `path` (after symbolic links), the folder it was found
+ * in and the folder it really lies in must be writable by root or the caller
+ * only: otherwise any user could have planted the code the caller is about to
+ * run, perhaps as root (a config in a world-writable folder). */
+static int check_trusted(const char *path) {
+  char real[PATH_MAX], dir[PATH_MAX];
+  struct stat st;
+  if (!realpath(path, real))
+    return tstor__err(TSTOR_ELOAD, "cannot load %s: %s", path, strerror(errno));
+  if (stat(real, &st) != 0)
+    return tstor__err(TSTOR_ELOAD, "cannot load %s: %s", path, strerror(errno));
+  int rc = check_owner_and_mode(path, "the module file", real, &st);
+  for (int i = 0; i < 2 && rc == 0; i++) {
+    /* i = 0: the folder the path names; 1: the one the real file is in */
+    const char *of = i == 0 ? path : real;
+    const char *slash = strrchr(of, '/');
+    if (!slash) continue;
+    int n = slash == of ? 1 : (int)(slash - of);
+    snprintf(dir, sizeof dir, "%.*s", n, of);
+    if (stat(dir, &st) != 0)
+      return tstor__err(TSTOR_ELOAD, "cannot load %s: %s: %s", path, dir, strerror(errno));
+    rc = check_owner_and_mode(path, "its folder", dir, &st);
+  }
+  return rc;
+}
+
 /* Resolves a section's library to a path: absolute as given; relative against
  * $TSTOR_BACKEND_DIR, backend_dir, then the config file's folder; never the
  * working directory. */
@@ -223,6 +273,7 @@ int tstor__load_backends(tstor_context *ctx) {
       continue;
     }
     int rc = resolve_library(ctx, sec, &b->library);
+    if (rc == 0) rc = check_trusted(b->library);
     if (rc == 0) {
       b->info.library = b->library;
       rc = load_module(ctx, b, sec);

@@ -3,8 +3,9 @@
  *     context usable and is reported with the config's FILE:LINE;
  *   - `entry = SYMBOL` names a symbol of the module itself, never one of a
  *     library it links;
- *   - a module found through a folder that others can write, or owned by
- *     another user, is refused with the reason. */
+ *   - a module, or the folder it is found or lies in, that others can write
+ *     or that belongs to another user than root or the caller is refused,
+ *     with the reason. */
 #define _GNU_SOURCE
 #include "coretest.h"
 
@@ -173,6 +174,128 @@ START_TEST(entry_symbol_of_the_module_loads) {
 }
 END_TEST
 
+/* ------------------------------------------------ modules others could plant */
+
+static char trust_dir[64], trust_ini[128], trust_lib[128];
+
+/* A private folder holding a copy of the fake plugin and a config next to it
+ * that names it by file name only, so that it is found beside the config. */
+static void trust_setup(void) {
+  snprintf(trust_dir, sizeof trust_dir, "%s/tstor-trust-XXXXXX",
+           getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+  ck_assert_ptr_nonnull(mkdtemp(trust_dir));
+  snprintf(trust_lib, sizeof trust_lib, "%s/libtrust.so", trust_dir);
+  snprintf(trust_ini, sizeof trust_ini, "%s/trust.ini", trust_dir);
+  FILE *in = fopen(coretest_plugin("fake"), "rb"), *out = fopen(trust_lib, "wb");
+  ck_assert(in && out);
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, in)) > 0) ck_assert_uint_eq(fwrite(buf, 1, n, out), n);
+  fclose(in);
+  ck_assert_int_eq(fclose(out), 0);
+  ck_assert_int_eq(chmod(trust_lib, 0755), 0);
+}
+
+static void trust_teardown(void) {
+  chmod(trust_dir, 0700);
+  unlink(trust_lib);
+  unlink(trust_ini);
+  rmdir(trust_dir);
+}
+
+/* Opens trust.ini, whose trust section is optional or not. */
+static int open_trust(int optional, tstor_context **ctx) {
+  FILE *f = fopen(trust_ini, "w");
+  ck_assert_ptr_nonnull(f);
+  fprintf(f, "%s\n[backend trust]\nlibrary = libtrust.so\noptional = %s\n", CORETEST_BASE_INI,
+          optional ? "yes" : "no");
+  ck_assert_int_eq(fclose(f), 0);
+  return tstor_context_open(trust_ini, ctx);
+}
+
+static void expect_trusted(void) {
+  tstor_context *ctx = NULL;
+  int rc = open_trust(0, &ctx);
+  ck_assert_msg(rc == 0, "%s: %s", tstor_err_name(rc), tstor_last_error());
+  report(ctx, 2, TSTOR_BACKEND_LOADED, NULL, NULL);
+  tstor_context_close(ctx);
+}
+
+/* Refused, with `says` in the detail; optional, reported and the rest works. */
+static void expect_refused(const char *says1, const char *says2) {
+  tstor_context *ctx = (tstor_context *)0x1;
+  ck_tstor_err(open_trust(0, &ctx), TSTOR_EACCES);
+  ck_assert_ptr_null(ctx);
+  const char *why = tstor_last_error();
+  ck_assert_msg(strstr(why, "refusing to load ") && strstr(why, says1) && strstr(why, says2) &&
+                    strstr(why, "trust.ini:10: backend trust"),
+                "detail: %s", why);
+  ck_assert(!coretest_is_loaded(trust_lib));
+  ck_tstor_ok(open_trust(1, &ctx));
+  report(ctx, 2, TSTOR_BACKEND_FAILED, says1, says2);
+  cpu_works(ctx);
+  tstor_context_close(ctx);
+}
+
+START_TEST(module_beside_a_config_in_a_folder_others_write_is_refused) {
+  expect_trusted(); /* 0700 folder, 0755 file: fine */
+  ck_assert_int_eq(chmod(trust_dir, 0777), 0);
+  expect_refused(coretest_fmt("its folder %s is writable by others (mode 0777)", trust_dir),
+                 "chmod go-w");
+  ck_assert_int_eq(chmod(trust_dir, 0770), 0);
+  expect_refused(coretest_fmt("its folder %s is writable by its group (mode 0770)", trust_dir),
+                 "chmod go-w");
+  /* Sticky, as /tmp: others cannot replace a file they do not own. */
+  ck_assert_int_eq(chmod(trust_dir, 01777), 0);
+  expect_trusted();
+  ck_assert_int_eq(chmod(trust_dir, 0755), 0);
+  expect_trusted();
+}
+END_TEST
+
+START_TEST(module_file_others_write_is_refused) {
+  ck_assert_int_eq(chmod(trust_lib, 0757), 0);
+  expect_refused(coretest_fmt("the module file %s is writable by others", trust_lib), "0757");
+  ck_assert_int_eq(chmod(trust_lib, 0775), 0);
+  expect_refused(coretest_fmt("the module file %s is writable by its group", trust_lib), "0775");
+  ck_assert_int_eq(chmod(trust_lib, 0500), 0);
+  expect_trusted();
+}
+END_TEST
+
+/* A link from a private folder to a module in a folder others write. */
+START_TEST(module_reached_through_a_link_is_checked_where_it_lies) {
+  char shared[128], target[192];
+  snprintf(shared, sizeof shared, "%s/shared", trust_dir);
+  snprintf(target, sizeof target, "%s/real.so", shared);
+  ck_assert_int_eq(mkdir(shared, 0777), 0);
+  ck_assert_int_eq(chmod(shared, 0777), 0);
+  ck_assert_int_eq(rename(trust_lib, target), 0);
+  ck_assert_int_eq(symlink(target, trust_lib), 0);
+  expect_refused(coretest_fmt("its folder %s is writable by others", shared), "0777");
+  ck_assert_int_eq(chmod(shared, 0755), 0);
+  expect_trusted();
+  unlink(trust_lib);
+  unlink(target);
+  rmdir(shared);
+}
+END_TEST
+
+/* Only root can give files away; as anyone else this part has nothing to try. */
+START_TEST(module_owned_by_another_user_is_refused) {
+  if (geteuid() != 0) return;
+  ck_assert_int_eq(chown(trust_lib, 65534, 65534), 0);
+  expect_refused(coretest_fmt("the module file %s is owned by uid 65534", trust_lib),
+                 "neither root nor the caller");
+  ck_assert_int_eq(chown(trust_lib, 0, 0), 0);
+  ck_assert_int_eq(chown(trust_dir, 65534, 65534), 0);
+  expect_refused(coretest_fmt("its folder %s is owned by uid 65534", trust_dir),
+                 "neither root nor the caller");
+  ck_assert_int_eq(chown(trust_dir, 0, 0), 0);
+  expect_trusted();
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("loading");
   TCase *tc = tcase_create("optional");
@@ -184,6 +307,13 @@ int main(void) {
   tc = tcase_create("entry");
   tcase_add_test(tc, entry_symbol_of_a_dependency_is_refused);
   tcase_add_test(tc, entry_symbol_of_the_module_loads);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("trust");
+  tcase_add_checked_fixture(tc, trust_setup, trust_teardown);
+  tcase_add_test(tc, module_beside_a_config_in_a_folder_others_write_is_refused);
+  tcase_add_test(tc, module_file_others_write_is_refused);
+  tcase_add_test(tc, module_reached_through_a_link_is_checked_where_it_lies);
+  tcase_add_test(tc, module_owned_by_another_user_is_refused);
   suite_add_tcase(s, tc);
   return tstor_test_run(s);
 }
