@@ -127,6 +127,9 @@ struct tstor_module {
   void *state;      /* module_state from init */
   int initialized;  /* init succeeded: fini is owed */
   int registering;  /* inside init: registration allowed */
+  /* The core's detail for the first registration that failed during init,
+   * so that it reaches the user whatever init writes into its msg. */
+  char reg_error[TSTOR__ERRBUF / 2];
 };
 
 /* ------------------------------------------------------------- registry */

@@ -245,7 +245,12 @@ static int load_module(tstor_context *ctx, tstor__backend *b, tstor__section *se
       /* a bad key read through the registrar: its detail is already set */
     } else {
       if (rc >= 0 || rc <= TSTOR__ERR_LAST) rc = TSTOR_EBACKEND; /* not one of ours */
-      tstor__err(rc, "init failed: %s", msg[0] ? msg : tstor_strerror(rc));
+      if (m->reg_error[0])
+        /* The registrar's reason ("invalid device type name ...", "already
+         * registered by backend cpu") says more than the module's summary. */
+        tstor__err(rc, "init failed: %s%s%s", msg, msg[0] ? ": " : "", m->reg_error);
+      else
+        tstor__err(rc, "init failed: %s", msg[0] ? msg : tstor_strerror(rc));
     }
   }
   if (rc != 0) {
@@ -395,12 +400,34 @@ static int reg_set_error(int code, const char *fmt, ...) {
   return code;
 }
 
+/* The registration calls, keeping the first failure's detail for the
+ * message of a failed init (load_module). */
+static int registered(tstor_module *m, int rc) {
+  if (rc != 0 && m && !m->reg_error[0])
+    snprintf(m->reg_error, sizeof m->reg_error, "%s", tstor_last_error());
+  return rc;
+}
+
+static int reg_register_device_type(tstor_module *m, const tstor_device_ops *ops, void *state) {
+  return registered(m, tstor__registry_register_device_type(m, ops, state));
+}
+
+static int reg_register_allocator(tstor_module *m, const char *type,
+                                  const tstor_allocator_ops *ops, void *state) {
+  return registered(m, tstor__registry_register_allocator(m, type, ops, state));
+}
+
+static int reg_register_copy(tstor_module *m, const char *src, const char *dst,
+                             tstor_copy_fn fn, void *state) {
+  return registered(m, tstor__registry_register_copy(m, src, dst, fn, state));
+}
+
 const tstor_registrar tstor__registrar = {
     sizeof(tstor_registrar),
     TSTOR_ABI_VERSION,
-    tstor__registry_register_device_type,
-    tstor__registry_register_allocator,
-    tstor__registry_register_copy,
+    reg_register_device_type,
+    reg_register_allocator,
+    reg_register_copy,
     reg_config_get,
     reg_config_int,
     reg_config_bool,

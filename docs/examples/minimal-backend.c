@@ -98,8 +98,7 @@ static int toy_init(const tstor_registrar *reg, tstor_module *m, void **module_s
       (rc = reg->register_copy(m, "cpu", "toy", toy_copy, t)) != 0 ||
       (rc = reg->register_copy(m, "toy", "cpu", toy_copy, t)) != 0 ||
       (rc = reg->register_copy(m, "toy", "toy", toy_copy, t)) != 0) {
-    snprintf(msg, msg_size, "registration failed (%d)", rc);
-    free(t); /* the core drops what was registered */
+    free(t); /* the core drops what was registered, and says why it refused */
     return rc;
   }
   *module_state = t;
