@@ -212,7 +212,7 @@ int main(int argc, char **argv) {
   snprintf(name, sizeof name, "cuda:%d", device);
   if (tstor_device_parse(ctx, name, &gpu) != 0) {
     for (int i = 0; i < tstor_backend_count(ctx); i++) {
-      tstor_backend_info info;
+      tstor_backend_info info = TSTOR_BACKEND_INFO_INIT;
       if (tstor_backend_get(ctx, i, &info) == 0 && strcmp(info.name, "cuda") == 0)
         printf("bench_cuda: skipped: %s\n", info.message[0] ? info.message : tstor_last_error());
     }

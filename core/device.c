@@ -59,28 +59,73 @@ int tstor_copy_path_of(tstor_context *ctx, int src_type, int dst_type) {
   return ctx->copy_path[src_type][dst_type];
 }
 
-static int allocator_op(tstor_context *ctx, tstor_device dev, int which, tstor_stats *out) {
+/* tstor_stats as ABI 1.0 had it: the same counters, without struct_size. An
+ * allocator table built for 1.0 fills this one. */
+typedef struct stats_1_0 {
+#define FIELD(name, comment) uint64_t name;
+  TSTOR_STATS_FIELDS_FIRST(FIELD)
+#undef FIELD
+} stats_1_0;
+
+/* The allocator's counters in the core's own tstor_stats, whatever layout the
+ * module was built for: the module never sees the caller's struct, so a
+ * module built for a newer header cannot write past it. */
+static int module_stats(tstor__allocator *a, int index, tstor_stats *st) {
+  memset(st, 0, sizeof *st);
+  st->struct_size = sizeof *st;
+  if (!a->ops.stats) return 0;
+  int rc;
+  if (TSTOR_ABI_MINOR_OF(a->ops.abi_version) < 1) {
+    stats_1_0 old;
+    memset(&old, 0, sizeof old);
+    /* Same arguments; the pointee is the layout the module was compiled for. */
+    rc = ((int (*)(void *, int, stats_1_0 *))(void (*)(void))a->ops.stats)(a->state, index, &old);
+#define FIELD(name, comment) st->name = old.name;
+    TSTOR_STATS_FIELDS_FIRST(FIELD)
+#undef FIELD
+  } else {
+    rc = a->ops.stats(a->state, index, st);
+  }
+  st->struct_size = sizeof *st;
+  return rc;
+}
+
+static int allocator_op(tstor_context *ctx, tstor_device dev, int which) {
   int rc = tstor__ctx(&ctx);
   if (rc) return rc;
   rc = tstor__check_device(ctx, dev);
   if (rc) return rc;
   tstor__allocator *a = ctx->types[dev.type].allocator;
-  switch (which) {
-    case 0:
-      if (!out) return tstor__err(TSTOR_EINVAL, "device_stats: NULL argument");
-      memset(out, 0, sizeof *out);
-      return a->ops.stats ? a->ops.stats(a->state, dev.index, out) : 0;
-    case 1: return a->ops.reset_peak ? a->ops.reset_peak(a->state, dev.index) : 0;
-    default: return a->ops.empty_cache ? a->ops.empty_cache(a->state, dev.index) : 0;
-  }
+  return which == 1 ? (a->ops.reset_peak ? a->ops.reset_peak(a->state, dev.index) : 0)
+                    : (a->ops.empty_cache ? a->ops.empty_cache(a->state, dev.index) : 0);
 }
 
+/* The first sized layout: what a struct_size of 0 stands for. */
+#define STATS_FIRST_SIZE (offsetof(tstor_stats, oom_count) + sizeof(uint64_t))
+
 int tstor_device_stats(tstor_context *ctx, tstor_device dev, tstor_stats *out) {
-  return allocator_op(ctx, dev, 0, out);
+  int rc = tstor__ctx(&ctx);
+  if (rc) return rc;
+  if (!out) return tstor__err(TSTOR_EINVAL, "device_stats: NULL argument");
+  size_t want = out->struct_size ? out->struct_size : STATS_FIRST_SIZE;
+  if (want < STATS_FIRST_SIZE)
+    return tstor__err(TSTOR_EINVAL,
+                      "device_stats: struct_size %u is smaller than any tstor_stats (%zu); "
+                      "initialise with TSTOR_STATS_INIT",
+                      (unsigned)out->struct_size, (size_t)STATS_FIRST_SIZE);
+  rc = tstor__check_device(ctx, dev);
+  if (rc) return rc;
+  tstor_stats st;
+  rc = module_stats(ctx->types[dev.type].allocator, dev.index, &st);
+  if (rc) return rc;
+  size_t n = want < sizeof st ? want : sizeof st;
+  memcpy(out, &st, n);
+  out->struct_size = (uint32_t)n;
+  return 0;
 }
 int tstor_device_reset_peak(tstor_context *ctx, tstor_device dev) {
-  return allocator_op(ctx, dev, 1, NULL);
+  return allocator_op(ctx, dev, 1);
 }
 int tstor_device_empty_cache(tstor_context *ctx, tstor_device dev) {
-  return allocator_op(ctx, dev, 2, NULL);
+  return allocator_op(ctx, dev, 2);
 }

@@ -160,8 +160,7 @@ static void unlock_loader(void) { pthread_mutex_unlock(&loader_lock); }
 
 /* fini is optional, and absent from an entry table too small to hold it. */
 static void call_fini(tstor_module *m) {
-  if (m->entry->struct_size >= offsetof(tstor_backend_def, fini) + sizeof m->entry->fini &&
-      m->entry->fini) {
+  if (TSTOR_BACKEND_DEF_HAS(m->entry, fini) && m->entry->fini) {
     lock_loader();
     m->entry->fini(m->state);
     unlock_loader();

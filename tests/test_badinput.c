@@ -237,7 +237,7 @@ static void expect_library(const char *library, const char *says) {
   /* Optional: reported, and the context works without it. */
   tstor_context *ctx =
       coretest_open(coretest_fmt("[backend odd]\nlibrary = %s\noptional = yes\n", library));
-  tstor_backend_info info;
+  tstor_backend_info info = TSTOR_BACKEND_INFO_INIT;
   ck_tstor_ok(tstor_backend_get(ctx, 2, &info));
   ck_assert_int_eq(info.state, TSTOR_BACKEND_FAILED);
   ck_assert_str_ne(info.message, "");
@@ -349,7 +349,7 @@ START_TEST(sizes_that_overflow) {
   ck_tstor_err(tstor_storage_new_like(s, SIZE_MAX, &t), TSTOR_EOVERFLOW);
   ck_assert_ptr_eq(t, (tstor_storage *)0x1);
   tstor_storage_release(s);
-  tstor_stats st;
+  tstor_stats st = TSTOR_STATS_INIT;
   ck_tstor_ok(tstor_device_stats(ctx, cpu, &st));
   ck_assert_uint_eq(st.allocated, 0);
 }

@@ -108,7 +108,7 @@ START_TEST(disabled_backend_is_not_loaded) {
   tstor_context *ctx = NULL;
   ck_tstor_ok(tstor_context_open_string(text, "disabled.ini", &ctx));
   ck_assert_int_eq(tstor_backend_count(ctx), 2);
-  tstor_backend_info info;
+  tstor_backend_info info = TSTOR_BACKEND_INFO_INIT;
   ck_tstor_ok(tstor_backend_get(ctx, 1, &info));
   ck_assert_str_eq(info.name, "meta");
   ck_assert_int_eq(info.state, TSTOR_BACKEND_DISABLED);
@@ -129,7 +129,7 @@ START_TEST(boolean_spellings) {
         yes[i], no[i]);
     tstor_context *ctx = NULL;
     ck_tstor_ok(tstor_context_open_string(text, "bools.ini", &ctx));
-    tstor_backend_info info;
+    tstor_backend_info info = TSTOR_BACKEND_INFO_INIT;
     ck_tstor_ok(tstor_backend_get(ctx, 0, &info));
     ck_assert_int_eq(info.optional, 1);
     ck_tstor_ok(tstor_backend_get(ctx, 1, &info));
@@ -458,7 +458,7 @@ START_TEST(env_backend_dir) {
   /* A colon-separated list is searched in order. */
   coretest_setenv("TSTOR_BACKEND_DIR", coretest_fmt("/nonexistent:%s", modules));
   ck_tstor_ok(tstor_context_open_string(text, "dir.ini", &ctx));
-  tstor_backend_info info;
+  tstor_backend_info info = TSTOR_BACKEND_INFO_INIT;
   ck_tstor_ok(tstor_backend_get(ctx, 0, &info));
   ck_assert_str_eq(info.library, coretest_fmt("%s/tstor-cpu.so", modules));
   tstor_context_close(ctx);

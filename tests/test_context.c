@@ -26,7 +26,7 @@ START_TEST(open_string_copies_text_and_name) {
   memset(text, 'z', sizeof text - 1);
   memset(name, 'z', sizeof name - 1);
   ck_assert_str_eq(tstor_context_config_name(ctx), "copied.ini");
-  tstor_backend_info info;
+  tstor_backend_info info = TSTOR_BACKEND_INFO_INIT;
   ck_tstor_ok(tstor_backend_get(ctx, 0, &info));
   ck_assert_str_eq(info.name, "cpu");
   tstor_context_close(ctx);
@@ -77,7 +77,7 @@ START_TEST(backend_reports) {
       "[backend off]\nlibrary = tstor-nothing.so\nenabled = no\n"
       "[backend gone]\nlibrary = tstor-nothing.so\noptional = yes\n");
   ck_assert_int_eq(tstor_backend_count(ctx), 4);
-  tstor_backend_info info;
+  tstor_backend_info info = TSTOR_BACKEND_INFO_INIT;
 
   ck_tstor_ok(tstor_backend_get(ctx, 0, &info));
   ck_assert_str_eq(info.name, "cpu");
@@ -151,7 +151,7 @@ START_TEST(relative_library_next_to_the_config_file) {
   fclose(f);
   tstor_context *ctx = NULL;
   ck_tstor_ok(tstor_context_open(path, &ctx));
-  tstor_backend_info info;
+  tstor_backend_info info = TSTOR_BACKEND_INFO_INIT;
   ck_tstor_ok(tstor_backend_get(ctx, 2, &info));
   ck_assert_str_eq(info.library, link);
   tstor_device dev;

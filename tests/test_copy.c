@@ -134,7 +134,7 @@ START_TEST(copy_out_of_meta_has_no_data) {
   tstor_storage *out = (tstor_storage *)0x1;
   ck_tstor_err(tstor_storage_to(m, cpu, &out), TSTOR_ENODATA);
   ck_assert_ptr_eq(out, (tstor_storage *)0x1);
-  tstor_stats st;
+  tstor_stats st = TSTOR_STATS_INIT;
   ck_tstor_ok(tstor_device_stats(ctx, cpu, &st));
   ck_assert_uint_eq(st.allocated, 16); /* only dst: the failed to() freed its attempt */
   tstor_storage_release(f);

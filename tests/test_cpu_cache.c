@@ -40,7 +40,7 @@ static tstor_device cpu_of(tstor_context *ctx) {
 }
 
 static tstor_stats stats_of(tstor_context *ctx) {
-  tstor_stats st;
+  tstor_stats st = TSTOR_STATS_INIT;
   memset(&st, 0xff, sizeof st);
   ck_tstor_ok(tstor_device_stats(ctx, cpu_of(ctx), &st));
   return st;
@@ -593,7 +593,7 @@ static void *read_stats_until_stopped(void *arg) {
   tstor_device dev;
   if (tstor_device_parse(w->ctx, "cpu", &dev) != 0) w->failures++;
   while (!atomic_load(&stop_reading)) {
-    tstor_stats st;
+    tstor_stats st = TSTOR_STATS_INIT;
     if (tstor_device_stats(w->ctx, dev, &st) != 0) w->failures++;
   }
   return NULL;
@@ -604,7 +604,7 @@ static void *read_stats_until_stopped(void *arg) {
 static void child_uses_the_cache(tstor_context *ctx, int fd) {
   tstor_device dev;
   tstor_storage *s = NULL;
-  tstor_stats st;
+  tstor_stats st = TSTOR_STATS_INIT;
   char ok = tstor_device_parse(ctx, "cpu", &dev) == 0 &&
             tstor_storage_new(ctx, dev, 4096, &s) == 0 &&
             tstor_device_stats(ctx, dev, &st) == 0 && st.allocated == 4096;

@@ -58,7 +58,7 @@ static void randomize(void *p, size_t n) {
 }
 
 static tstor_stats stats(tstor_device dev) {
-  tstor_stats s;
+  tstor_stats s = TSTOR_STATS_INIT;
   ck_tstor_ok(tstor_device_stats(ctx, dev, &s));
   return s;
 }
@@ -625,7 +625,7 @@ static int gpu_present(char *why, size_t size) {
   }
   int present = 0;
   for (int i = 0; i < tstor_backend_count(c); i++) {
-    tstor_backend_info info;
+    tstor_backend_info info = TSTOR_BACKEND_INFO_INIT;
     if (tstor_backend_get(c, i, &info) == 0 && strcmp(info.name, "cuda") == 0) {
       present = info.state == TSTOR_BACKEND_LOADED;
       snprintf(why, size, "%s", info.message);

@@ -59,7 +59,7 @@ static alloc get(size_t n, void *stream) {
 static void put(alloc a) { tstor__cache_free(cache, a.ptr, a.n, a.handle); }
 
 static tstor_stats stats(void) {
-  tstor_stats s;
+  tstor_stats s = TSTOR_STATS_INIT;
   tstor__cache_stats(cache, &s);
   return s;
 }

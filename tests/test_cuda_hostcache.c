@@ -50,7 +50,7 @@ static pinned get(size_t n) {
 static void put(pinned p) { tstor__hostcache_free(cache, p.ptr, p.handle); }
 
 static tstor_stats stats(void) {
-  tstor_stats s;
+  tstor_stats s = TSTOR_STATS_INIT;
   tstor__hostcache_stats(cache, &s);
   return s;
 }

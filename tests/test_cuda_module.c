@@ -48,7 +48,7 @@ static tstor_context *open_ini(const char *extra) {
 
 START_TEST(optional_cuda_never_fails_the_context) {
   tstor_context *ctx = open_ini("optional = yes\n");
-  tstor_backend_info info;
+  tstor_backend_info info = TSTOR_BACKEND_INFO_INIT;
   ck_assert(find_backend(ctx, "cuda", &info));
   ck_assert_msg(info.state == TSTOR_BACKEND_LOADED || info.state == TSTOR_BACKEND_DECLINED,
                 "cuda backend state %d: %s", (int)info.state, info.message);
@@ -69,7 +69,7 @@ END_TEST
 /* Declining is never an error, optional or not (docs/config.md). */
 START_TEST(required_cuda_without_gpu_declines_with_the_reason) {
   tstor_context *ctx = open_ini("");
-  tstor_backend_info info;
+  tstor_backend_info info = TSTOR_BACKEND_INFO_INIT;
   ck_assert(find_backend(ctx, "cuda", &info));
   ck_assert_int_eq(info.optional, 0);
   ck_assert_msg(info.state == TSTOR_BACKEND_LOADED || info.state == TSTOR_BACKEND_DECLINED,
@@ -128,7 +128,7 @@ START_TEST(good_config_values_are_accepted) {
       "max_split_size_mb = 64\n"
       "roundup_power2_divisions = 4\n"
       "garbage_collection_threshold = 0.8\n");
-  tstor_backend_info info;
+  tstor_backend_info info = TSTOR_BACKEND_INFO_INIT;
   ck_assert(find_backend(ctx, "cuda", &info));
   ck_assert_msg(info.state != TSTOR_BACKEND_FAILED, "failed: %s", info.message);
   tstor_context_close(ctx);
@@ -218,7 +218,7 @@ static int probe(void) {
     return 1;
   }
   for (int i = 0; i < tstor_backend_count(ctx); i++) {
-    tstor_backend_info info;
+    tstor_backend_info info = TSTOR_BACKEND_INFO_INIT;
     if (tstor_backend_get(ctx, i, &info) == 0 && strcmp(info.name, "cuda") == 0)
       printf("%s: %s\n",
              info.state == TSTOR_BACKEND_DECLINED ? "declined"

@@ -72,7 +72,7 @@ static int count_fds(void) {
 }
 
 static uint64_t cpu_allocated(fx *f) {
-  tstor_stats st;
+  tstor_stats st = TSTOR_STATS_INIT;
   ck_tstor_ok(tstor_device_stats(f->ctx, f->cpu, &st));
   return st.allocated;
 }

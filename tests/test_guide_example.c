@@ -37,7 +37,7 @@ START_TEST(test_loads_and_copies) {
   ck_tstor_ok(tstor_storage_copy(ho, s));
   ck_assert_mem_eq(in, out, sizeof in);
 
-  tstor_stats st;
+  tstor_stats st = TSTOR_STATS_INIT;
   ck_tstor_ok(tstor_device_stats(ctx, toy, &st));
   ck_assert_uint_eq(st.allocated, sizeof in);
   tstor_storage_release(s);
@@ -53,7 +53,7 @@ START_TEST(test_declines_without_devices) {
   int rc;
   tstor_context *ctx = open_toy("devices = 0", &rc);
   ck_tstor_ok(rc);
-  tstor_backend_info info;
+  tstor_backend_info info = TSTOR_BACKEND_INFO_INIT;
   ck_tstor_ok(tstor_backend_get(ctx, 1, &info));
   ck_assert_int_eq(info.state, TSTOR_BACKEND_DECLINED);
   ck_assert_msg(strstr(info.message, "no toy devices"), "message: %s", info.message);

@@ -61,7 +61,7 @@ static void download(tstor_context *ctx, void *buf, tstor_storage *src) {
 }
 
 static tstor_stats stats_of(tstor_context *ctx, const char *dev) {
-  tstor_stats s;
+  tstor_stats s = TSTOR_STATS_INIT;
   ck_tstor_ok(tstor_device_stats(ctx, dev_of(ctx, dev), &s));
   return s;
 }
@@ -130,7 +130,7 @@ END_TEST
 
 START_TEST(test_no_devices_declines) {
   tstor_context *ctx = open_hpu("devices = 0");
-  tstor_backend_info info;
+  tstor_backend_info info = TSTOR_BACKEND_INFO_INIT;
   ck_tstor_ok(tstor_backend_get(ctx, 1, &info));
   ck_assert_str_eq(info.name, "hpu");
   ck_assert_int_eq(info.state, TSTOR_BACKEND_DECLINED);

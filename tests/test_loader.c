@@ -46,7 +46,7 @@ static void expect_required_failure(const char *extra, int code, const char *say
 static tstor_context *expect_optional_report(const char *extra, tstor_backend_state state,
                                              const char *says) {
   tstor_context *ctx = coretest_open(extra);
-  tstor_backend_info info;
+  tstor_backend_info info = TSTOR_BACKEND_INFO_INIT;
   ck_tstor_ok(tstor_backend_get(ctx, 2, &info));
   ck_assert_int_eq(info.optional, 1);
   ck_assert_msg(info.state == state, "state %d, expected %d (%s)", info.state, state,
@@ -103,7 +103,7 @@ START_TEST(newer_minor_with_longer_tables_loads) {
   ck_tstor_ok(tstor_storage_to(s, coretest_dev(ctx, "cpu"), &c));
   ck_assert_int_eq(((unsigned char *)tstor_storage_data(c))[99], 0x3c);
   ck_tstor_ok(tstor_storage_resize(s, 200));
-  tstor_stats st;
+  tstor_stats st = TSTOR_STATS_INIT;
   ck_tstor_ok(tstor_device_stats(ctx, dev, &st));
   tstor_storage_release(c);
   tstor_storage_release(s);
@@ -188,7 +188,7 @@ START_TEST(required_init_declines) {
    * backend the config does not mark optional, it is reported and the open
    * goes on. */
   tstor_context *ctx = coretest_open(section("decline", "decline", 0, NULL));
-  tstor_backend_info info;
+  tstor_backend_info info = TSTOR_BACKEND_INFO_INIT;
   ck_tstor_ok(tstor_backend_get(ctx, 2, &info));
   ck_assert_int_eq(info.state, TSTOR_BACKEND_DECLINED);
   ck_assert_int_eq(info.optional, 0);
@@ -233,7 +233,7 @@ START_TEST(same_module_in_two_sections) {
   const char *lib = coretest_plugin("fake");
   tstor_context *ctx = coretest_open(
       coretest_fmt("%s%s", coretest_fake_section("fake", NULL), section("fake2", "fake", 1, NULL)));
-  tstor_backend_info info;
+  tstor_backend_info info = TSTOR_BACKEND_INFO_INIT;
   ck_tstor_ok(tstor_backend_get(ctx, 2, &info));
   ck_assert_int_eq(info.state, TSTOR_BACKEND_LOADED);
   ck_tstor_ok(tstor_backend_get(ctx, 3, &info));
@@ -261,7 +261,7 @@ START_TEST(fake_device_registers) {
   ck_assert_int_eq(tstor_copy_path_of(ctx, fake, cpu), TSTOR_COPY_DIRECT);
   ck_assert_int_eq(tstor_copy_path_of(ctx, cpu, fake), TSTOR_COPY_DIRECT);
   ck_assert_int_eq(tstor_copy_path_of(ctx, fake, fake), TSTOR_COPY_STAGED);
-  tstor_backend_info info;
+  tstor_backend_info info = TSTOR_BACKEND_INFO_INIT;
   ck_tstor_ok(tstor_backend_get(ctx, 2, &info));
   ck_assert_str_eq(info.name, "fake");
   ck_assert_int_eq(info.state, TSTOR_BACKEND_LOADED);

@@ -37,7 +37,7 @@ static int open_with(const char *extra, tstor_context **out) {
 /* The report of backend `i`, whose message must contain each of `says`. */
 static tstor_backend_info report(tstor_context *ctx, int i, tstor_backend_state state,
                                  const char *says1, const char *says2) {
-  tstor_backend_info info;
+  tstor_backend_info info = TSTOR_BACKEND_INFO_INIT;
   ck_tstor_ok(tstor_backend_get(ctx, i, &info));
   ck_assert_msg(info.state == state, "state %d, expected %d (%s)", (int)info.state, (int)state,
                 info.message);
@@ -107,7 +107,7 @@ START_TEST(hpu_stub_under_ulimit_v_leaves_cpu_usable) {
       fprintf(stderr, "open: %s\n", tstor_last_error());
       _exit(4);
     }
-    tstor_backend_info info;
+    tstor_backend_info info = TSTOR_BACKEND_INFO_INIT;
     if (tstor_backend_get(ctx, 2, &info) != 0 || info.state != TSTOR_BACKEND_FAILED) _exit(5);
     if (!strstr(info.message, "loading.ini:10: backend hpu: ") ||
         !strstr(info.message, "cannot map")) {

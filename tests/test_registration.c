@@ -29,7 +29,7 @@ static void expect_reason(const char *type, int code, const char *reason) {
 
     text = coretest_fmt("%s\n%s", CORETEST_BASE_INI, section(type, 1, summary));
     ck_tstor_ok(tstor_context_open_string(text, "reg.ini", &ctx));
-    tstor_backend_info info;
+    tstor_backend_info info = TSTOR_BACKEND_INFO_INIT;
     ck_tstor_ok(tstor_backend_get(ctx, 2, &info));
     ck_assert_int_eq(info.state, TSTOR_BACKEND_FAILED);
     ck_assert_msg(strstr(info.message, reason), "type \"%s\": message \"%s\" lacks \"%s\"", type,

@@ -152,7 +152,7 @@ START_TEST(new_errors) {
   ck_tstor_err(tstor_storage_new(ctx, fake, CORETEST_HUGE, &s), TSTOR_ENOMEM);
   ck_assert_ptr_eq(s, (tstor_storage *)0x1);
   /* The failures cost nothing: the context still has its one reference. */
-  tstor_stats st;
+  tstor_stats st = TSTOR_STATS_INIT;
   ck_tstor_ok(tstor_device_stats(ctx, cpu, &st));
   ck_assert_uint_eq(st.allocated, 0);
 }
@@ -393,7 +393,7 @@ START_TEST(retain_and_release) {
   ck_assert_int_eq(tstor_storage_use_count(s), 1);
   tstor_storage_release(s);
   tstor_storage_release(NULL);
-  tstor_stats st;
+  tstor_stats st = TSTOR_STATS_INIT;
   ck_tstor_ok(tstor_device_stats(ctx, cpu, &st));
   ck_assert_uint_eq(st.allocated, 0);
 }
@@ -437,7 +437,7 @@ START_TEST(resize_keeps_bytes) {
   ck_tstor_ok(tstor_storage_resize(s, 10));
   ck_assert_uint_eq(tstor_storage_nbytes(s), 10);
   tstor_storage_release(s);
-  tstor_stats st;
+  tstor_stats st = TSTOR_STATS_INIT;
   ck_tstor_ok(tstor_device_stats(ctx, cpu, &st));
   ck_assert_uint_eq(st.allocated, 0);
 }

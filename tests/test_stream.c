@@ -145,7 +145,7 @@ START_TEST(pin_without_a_pinned_allocator) {
 END_TEST
 
 START_TEST(cpu_stats) {
-  tstor_stats st;
+  tstor_stats st = TSTOR_STATS_INIT;
   memset(&st, 0xff, sizeof st);
   ck_tstor_ok(tstor_device_stats(ctx, cpu, &st));
   ck_assert_uint_eq(st.allocated, 0);
@@ -195,9 +195,9 @@ START_TEST(stats_where_the_backend_keeps_none) {
   for (int i = 0; i < 2; i++) {
     tstor_storage *s = NULL;
     ck_tstor_ok(tstor_storage_new(ctx, devs[i], 100, &s));
-    tstor_stats st, zero;
+    tstor_stats st, zero = TSTOR_STATS_INIT;
     memset(&st, 0xff, sizeof st);
-    memset(&zero, 0, sizeof zero);
+    st.struct_size = sizeof st;
     ck_tstor_ok(tstor_device_stats(ctx, devs[i], &st));
     ck_assert_mem_eq(&st, &zero, sizeof st);
     ck_tstor_ok(tstor_device_reset_peak(ctx, devs[i]));
@@ -208,8 +208,14 @@ START_TEST(stats_where_the_backend_keeps_none) {
 END_TEST
 
 START_TEST(stats_errors) {
-  tstor_stats st;
+  tstor_stats st = TSTOR_STATS_INIT;
   ck_tstor_err(tstor_device_stats(ctx, cpu, NULL), TSTOR_EINVAL);
+  /* A size no tstor_stats ever had: refused, nothing written. */
+  st.struct_size = 8;
+  st.allocated = 77;
+  ck_tstor_err(tstor_device_stats(ctx, cpu, &st), TSTOR_EINVAL);
+  ck_assert_uint_eq(st.allocated, 77);
+  st.struct_size = sizeof st;
   ck_tstor_err(tstor_device_stats(ctx, (tstor_device){9, 0}, &st), TSTOR_ENODEV);
   ck_tstor_err(tstor_device_stats(ctx, (tstor_device){0, 3}, &st), TSTOR_ENODEV);
   ck_tstor_err(tstor_device_reset_peak(ctx, (tstor_device){-1, 0}), TSTOR_ENODEV);

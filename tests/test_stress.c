@@ -159,7 +159,7 @@ START_TEST(threads_on_every_device) {
     ck_tstor_ok(tstor_storage_new(ctx, devs[i], SHARED_BYTES, &shared[i]));
     if (has_data(devs[i])) ck_assert_ptr_null(put_pattern(shared[i], 7));
   }
-  tstor_stats before;
+  tstor_stats before = TSTOR_STATS_INIT;
   ck_tstor_ok(tstor_device_stats(ctx, cpu, &before));
 
   pthread_t t[NTHREADS];
@@ -177,7 +177,7 @@ START_TEST(threads_on_every_device) {
   pthread_barrier_destroy(&start);
 
   /* Every storage the threads made is gone; the shared ones are untouched. */
-  tstor_stats after;
+  tstor_stats after = TSTOR_STATS_INIT;
   ck_tstor_ok(tstor_device_stats(ctx, cpu, &after));
   ck_assert_uint_eq(after.allocated, before.allocated);
   for (int i = 0; i < ndevs; i++) {

@@ -87,7 +87,7 @@ START_TEST(retain_release_view_create) {
   /* Every view was counted off again. */
   ck_tstor_ok(tstor_storage_resize(shared, 10));
   tstor_storage_release(shared);
-  tstor_stats st;
+  tstor_stats st = TSTOR_STATS_INIT;
   ck_tstor_ok(tstor_device_stats(ctx, cpu, &st));
   ck_assert_uint_eq(st.allocated, 0);
   ck_assert_uint_eq(st.alloc_count, st.free_count);

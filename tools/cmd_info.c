@@ -53,7 +53,7 @@ int tstor_cmd_info(int argc, char **argv) {
 
   printf("\nbackends:\n");
   for (int i = 0; i < tstor_backend_count(ctx); i++) {
-    tstor_backend_info b;
+    tstor_backend_info b = TSTOR_BACKEND_INFO_INIT;
     if (tstor_backend_get(ctx, i, &b) != 0) continue;
     printf("  %-10s %-9s%s %s%s%s\n", b.name, state_name(b.state), b.optional ? " (optional)" : "",
            b.library, b.message[0] ? "\n             reason: " : "", b.message);

@@ -377,7 +377,7 @@ static int find_cpu_backend(const char *library, int *is_cpu) {
             tstor_last_error());
     return -1;
   }
-  tstor_backend_info info;
+  tstor_backend_info info = TSTOR_BACKEND_INFO_INIT;
   char cpu_path[PATH_MAX], lib_path[PATH_MAX];
   *is_cpu = tstor_backend_get(ctx, 0, &info) == 0 && realpath(info.library, cpu_path) &&
             realpath(library, lib_path) && strcmp(cpu_path, lib_path) == 0;

@@ -193,7 +193,7 @@ static int setup(conf_run *r) {
     end(r);
     return -1;
   }
-  tstor_backend_info info;
+  tstor_backend_info info = TSTOR_BACKEND_INFO_INIT;
   memset(&info, 0, sizeof info);
   info.message = "no such section";
   if (find_backend(r->ctx, r->opt->name, &info) != 0 || info.state != TSTOR_BACKEND_LOADED) {
@@ -223,7 +223,7 @@ static int setup(conf_run *r) {
         d->has_data = !(tstor_storage_flags(probe) & TSTOR_FLAG_NO_DATA);
         tstor_storage_release(probe);
       }
-      tstor_stats st;
+      tstor_stats st = TSTOR_STATS_INIT;
       d->stats_ok = read_stats(r, d, &st) == 0;
       d->start_allocated = st.allocated;
       if (count == 1) break;
@@ -243,7 +243,7 @@ static void teardown(conf_run *r) {
   for (int i = 0; i < r->ndevs; i++) {
     conf_device *d = &r->devs[i];
     begin(r, "allocated back to start", d->label);
-    tstor_stats st;
+    tstor_stats st = TSTOR_STATS_INIT;
     int rc = read_stats(r, d, &st);
     if (rc)
       fail_rc(r, rc, "reading statistics");
@@ -354,7 +354,7 @@ static void check_two_contexts(conf_run *r, tstor_context *ctx) {
   tstor_context *other = NULL;
   tstor_storage *s = NULL;
   TRY(r, open_context(r, NULL, 0, &other), "opening a second context");
-  tstor_backend_info info;
+  tstor_backend_info info = TSTOR_BACKEND_INFO_INIT;
   memset(&info, 0, sizeof info);
   info.message = "no such section";
   EXPECT(r, find_backend(other, r->opt->name, &info) == 0 && info.state == TSTOR_BACKEND_LOADED,
@@ -388,7 +388,7 @@ static void check_reopen(conf_run *r, int expect_count) {
   for (int round = 0; round < 3; round++) {
     tstor_context *ctx = NULL;
     TRY(r, open_context(r, NULL, 0, &ctx), "reopening (round %d)", round + 1);
-    tstor_backend_info info;
+    tstor_backend_info info = TSTOR_BACKEND_INFO_INIT;
     memset(&info, 0, sizeof info);
     info.message = "no such section";
     int loaded =
@@ -415,7 +415,7 @@ static void section_load(conf_run *r) {
     end(r);
     return;
   }
-  tstor_backend_info info;
+  tstor_backend_info info = TSTOR_BACKEND_INFO_INIT;
   if (find_backend(ctx, r->opt->name, &info) != 0) {
     failf(r, "no [backend %s] in the context", r->opt->name);
   } else if (info.state == TSTOR_BACKEND_DECLINED) {
@@ -450,7 +450,7 @@ static void section_decline(conf_run *r) {
   tstor_storage *s = NULL;
   const conf_options *o = r->opt;
   TRY(r, open_context(r, o->no_hw_keys, o->nno_hw_keys, &ctx), "opening a context");
-  tstor_backend_info info;
+  tstor_backend_info info = TSTOR_BACKEND_INFO_INIT;
   EXPECT(r, find_backend(ctx, o->name, &info) == 0, "no [backend %s] in the context", o->name);
   if (o->nno_hw_keys == 0 && info.state == TSTOR_BACKEND_LOADED) {
     skipf(r, "loaded here; --no-hardware KEY=VALUE gives the keys that make it decline");
@@ -1454,7 +1454,7 @@ static int refused(conf_run *r, const conf_device *d, int rc, const tstor_stats 
     failf(r, "%s: refused (%s) without a message", what, tstor_err_name(rc));
     return 0;
   }
-  tstor_stats after;
+  tstor_stats after = TSTOR_STATS_INIT;
   if (read_stats(r, d, &after) == 0 && after.allocated != before->allocated) {
     failf(r, "%s: refused, but allocated went from %llu to %llu", what,
           (unsigned long long)before->allocated, (unsigned long long)after.allocated);
@@ -1465,7 +1465,7 @@ static int refused(conf_run *r, const conf_device *d, int rc, const tstor_stats 
 
 static void check_bad_device(conf_run *r, const conf_device *d) {
   begin(r, "bad device index", d->label);
-  tstor_stats st;
+  tstor_stats st = TSTOR_STATS_INIT;
   tstor_storage *s = NULL;
   tstor_stream *str = NULL;
   tstor_event *e = NULL;
@@ -1492,7 +1492,7 @@ out:
 
 static void check_bad_copies(conf_run *r, const conf_device *d) {
   begin(r, "bad copies and views", d->label);
-  tstor_stats st;
+  tstor_stats st = TSTOR_STATS_INIT;
   tstor_storage *a = NULL, *b = NULL, *v = NULL;
   tstor_stream *s = NULL;
   unsigned char in[101], back[101];

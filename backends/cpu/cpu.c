@@ -59,7 +59,9 @@ static void cpu_free(void *state, int index, void *ptr, size_t nbytes, void *all
 static int cpu_stats(void *state, int index, tstor_stats *out) {
   cpu_state *st = state;
   (void)index;
-  cpu_cache_stats(st->cache, out);
+  tstor_stats all = TSTOR_STATS_INIT;
+  cpu_cache_stats(st->cache, &all);
+  tstor_stats_copy(out, &all); /* only what the core's struct holds */
   return 0;
 }
 

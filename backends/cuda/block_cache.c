@@ -622,7 +622,7 @@ void tstor__cache_forget_stream(tstor__cache *c, void *stream) {
 
 void tstor__cache_stats(tstor__cache *c, tstor_stats *out) {
   pthread_mutex_lock(&c->lock);
-  *out = c->stats;
+  tstor_stats_copy(out, &c->stats); /* only what the caller's struct holds */
   pthread_mutex_unlock(&c->lock);
 }
 

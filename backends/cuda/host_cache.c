@@ -320,7 +320,7 @@ int tstor__hostcache_empty(tstor__hostcache *c) {
 
 void tstor__hostcache_stats(tstor__hostcache *c, tstor_stats *out) {
   pthread_mutex_lock(&c->lock);
-  *out = c->stats;
+  tstor_stats_copy(out, &c->stats); /* only what the caller's struct holds */
   pthread_mutex_unlock(&c->lock);
 }
 

@@ -267,7 +267,7 @@ int hpu_stats(void *state, int index, tstor_stats *out) {
   hpu_stub *stub = state;
   hpu_arena *a = &stub->devices[index].arena;
   pthread_mutex_lock(&a->mu);
-  *out = a->stats;
+  tstor_stats_copy(out, &a->stats); /* only what the core's struct holds */
   pthread_mutex_unlock(&a->mu);
   return 0;
 }

@@ -18,11 +18,6 @@
 #include <string.h>
 #include <sys/mman.h>
 
-/* True when the core's registrar has `field`: a core older than the headers
- * this module was built with hands out a shorter table. */
-#define HPU_REG_HAS(reg, field) \
-  ((reg)->struct_size >= offsetof(tstor_registrar, field) + sizeof((reg)->field))
-
 static const tstor_allocator_ops hpu_allocator = {
     .struct_size = sizeof(tstor_allocator_ops),
     .abi_version = TSTOR_ABI_VERSION,
@@ -105,7 +100,9 @@ static void stub_free(hpu_stub *stub) {
 
 static int hpu_init(const tstor_registrar *reg, tstor_module *m, void **module_state, char *msg,
                     size_t msg_size) {
-  if (!HPU_REG_HAS(reg, set_error)) {
+  /* A core older than the headers this module was built with hands out a
+   * shorter registrar. */
+  if (!TSTOR_REGISTRAR_HAS(reg, set_error)) {
     snprintf(msg, msg_size, "the core's registrar is older than this module needs");
     return TSTOR_EABI;
   }

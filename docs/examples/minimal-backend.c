@@ -46,8 +46,10 @@ static void toy_free(void *state, int index, void *ptr, size_t nbytes, void *all
   free(ptr);
 }
 
+/* Fills only what the core's tstor_stats holds (its struct_size says). */
 static int toy_stats(void *state, int index, tstor_stats *out) {
-  out->allocated = atomic_load(&((toy *)state)->allocated[index]);
+  if (TSTOR_STATS_HAS(out, allocated))
+    out->allocated = atomic_load(&((toy *)state)->allocated[index]);
   return 0;
 }
 

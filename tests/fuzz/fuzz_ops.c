@@ -476,7 +476,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   for (int i = 0; i < nobjs; i++)
     if (objs[i].live) fail("the model has a storage left after releasing every handle", 0);
-  tstor_stats st;
+  tstor_stats st = TSTOR_STATS_INIT;
   int rc = tstor_device_stats(ctx, devs[CPU], &st);
   if (rc || st.allocated != 0) fail("cpu bytes left allocated", rc);
   return 0;

@@ -7,11 +7,22 @@
  * through which the module registers device types, allocators and copy kernels
  * and reads its own [backend NAME] config keys.
  *
- * Versioning rules (as sqlite3_vfs): every table begins with its size and the
- * ABI version it was built against. Fields are only ever appended, and the core
- * treats a field past a table's declared struct_size as absent (NULL). A change
- * of TSTOR_ABI_MAJOR means old modules are refused; minor bumps keep them
- * loading.
+ * Versioning rules (as sqlite3_vfs and PJRT): every table and every struct one
+ * side fills for the other begins with its size (and the tables with the ABI
+ * version they were built against). Fields are only ever appended, each marked
+ * "since 1.N" with TSTOR_ABI_MINOR bumped to N for it; a field past a struct's
+ * declared struct_size is absent (NULL, 0) and is never read or written. Each
+ * struct has its TSTOR_*_HAS(s, field) macro for that test, which both sides
+ * use: the core on a module's tables, a module on the core's registrar and on
+ * what the core hands it to fill (tstor_stats). A change of TSTOR_ABI_MAJOR
+ * means old modules are refused; minor bumps keep them loading.
+ *
+ * History: 1.0 the first release. 1.1 tstor_stats begins with struct_size
+ * (the core hands an allocator table built for 1.0 the 1.0 layout, without
+ * it, and converts).
+ *
+ * tstor_block is the exception: two pointers, fixed for ABI 1; an allocator
+ * that needs to remember more keeps it behind alloc_ctx.
  *
  * Threading: the core may call any op from any thread, concurrently, once init
  * has returned. init and fini are called with the core's loader lock held: one
@@ -35,7 +46,7 @@ extern "C" {
 #endif
 
 #define TSTOR_ABI_MAJOR 1
-#define TSTOR_ABI_MINOR 0
+#define TSTOR_ABI_MINOR 1
 #define TSTOR_ABI_VERSION ((uint32_t)((TSTOR_ABI_MAJOR << 16) | TSTOR_ABI_MINOR))
 #define TSTOR_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define TSTOR_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
@@ -45,7 +56,7 @@ typedef struct tstor_module tstor_module;
 
 /* -------------------------------------------------------------- allocators */
 
-/* What an allocation hands back to the core. */
+/* What an allocation hands back to the core. Fixed for ABI 1 (no size). */
 typedef struct tstor_block {
   void *ptr;       /* device address of the bytes; NULL for 0 bytes or no-data devices */
   void *alloc_ctx; /* the allocator's own record, given back to free(); may be NULL */
@@ -74,11 +85,17 @@ typedef struct tstor_allocator_ops {
                     size_t new_nbytes);
   /* The block is used on `stream` too: do not reuse it before that work is done. */
   int (*record_stream)(void *state, int index, void *ptr, void *alloc_ctx, void *stream);
-  /* Statistics, as tstor_stats; the core zeroes *out first. */
+  /* Statistics. The core zeroes *out and sets out->struct_size to its own
+   * sizeof(tstor_stats); write only the fields TSTOR_STATS_HAS(out, field)
+   * covers (tstor_stats_copy does), never struct_size. */
   int (*stats)(void *state, int index, tstor_stats *out);
   int (*reset_peak)(void *state, int index);
   int (*empty_cache)(void *state, int index);
+  /* Fields above: since 1.0. Append below, marked "since 1.N". */
 } tstor_allocator_ops;
+
+#define TSTOR_ALLOCATOR_OPS_HAS(ops, field) \
+  TSTOR_SIZE_COVERS(tstor_allocator_ops, (ops)->struct_size, field)
 
 /* ------------------------------------------- file mapping and shared memory */
 
@@ -113,7 +130,11 @@ typedef struct tstor_map_request {
                            allocator free(ptr, mapped_nbytes, alloc_ctx) */
   size_t mapped_nbytes; /* bytes mapped (ptr is NULL for 0) */
   char created_name[64]; /* TSTOR_MAP_UNIQUE: the name created, NUL-terminated */
+  /* Fields above: since 1.0. Append below, marked "since 1.N". */
 } tstor_map_request;
+
+#define TSTOR_MAP_REQUEST_HAS(req, field) \
+  TSTOR_SIZE_COVERS(tstor_map_request, (req)->struct_size, field)
 
 /* What a block from map() is. */
 typedef struct tstor_mapping_info {
@@ -122,7 +143,11 @@ typedef struct tstor_mapping_info {
   uint32_t flags;       /* the TSTOR_MAP_* it was mapped with */
   int fd;               /* the kept descriptor, owned by the backend (dup it to keep
                            it past the block), or -1 */
+  /* Fields above: since 1.0. Append below, marked "since 1.N". */
 } tstor_mapping_info;
+
+#define TSTOR_MAPPING_INFO_HAS(info, field) \
+  TSTOR_SIZE_COVERS(tstor_mapping_info, (info)->struct_size, field)
 
 /* ------------------------------------------------------------ device types */
 
@@ -186,7 +211,11 @@ typedef struct tstor_device_ops {
    * user, that have since died without unlinking them; *removed (non-NULL)
    * counts them. */
   int (*shm_sweep)(void *state, int *removed);
+  /* Fields above: since 1.0. Append below, marked "since 1.N". */
 } tstor_device_ops;
+
+#define TSTOR_DEVICE_OPS_HAS(ops, field) \
+  TSTOR_SIZE_COVERS(tstor_device_ops, (ops)->struct_size, field)
 
 /* A copy kernel for one (source type, destination type) pair: nbytes from src
  * on device src_index to dst on device dst_index. With stream non-NULL (a
@@ -264,13 +293,13 @@ typedef struct tstor_registrar {
       __attribute__((format(printf, 3, 4)))
 #endif
       ;
+  /* Fields above: since 1.0. Append below, marked "since 1.N". */
 } tstor_registrar;
 
 /* Whether the core's registrar has `field` (one appended after this module's
- * oldest supported core). */
-#define TSTOR_REGISTRAR_HAS(reg, field)                                           \
-  ((reg)->struct_size >= offsetof(tstor_registrar, field) + sizeof((reg)->field) && \
-   (reg)->field != NULL)
+ * oldest supported core), and it is set. */
+#define TSTOR_REGISTRAR_HAS(reg, field) \
+  (TSTOR_SIZE_COVERS(tstor_registrar, (reg)->struct_size, field) && (reg)->field != NULL)
 
 /* -------------------------------------------------------------- entry point */
 
@@ -286,7 +315,11 @@ typedef struct tstor_backend_def {
   int (*init)(const tstor_registrar *reg, tstor_module *m, void **module_state, char *msg,
               size_t msg_size);
   void (*fini)(void *module_state);
+  /* Fields above: since 1.0. Append below, marked "since 1.N". */
 } tstor_backend_def;
+
+#define TSTOR_BACKEND_DEF_HAS(def, field) \
+  TSTOR_SIZE_COVERS(tstor_backend_def, (def)->struct_size, field)
 
 #define TSTOR_BACKEND_ENTRY_SYMBOL "tstor_backend_entry"
 

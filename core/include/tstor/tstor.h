@@ -14,6 +14,15 @@
  *     caller must tstor_storage_release() it exactly once.
  *   - Every function is thread-safe unless its comment says otherwise. Writing to
  *     the same bytes from two threads at once is the caller's business, as in C.
+ *   - A struct the library fills for the caller (tstor_stats, tstor_backend_info)
+ *     begins with uint32_t struct_size: set it to the size of the struct you
+ *     have, as its TSTOR_*_INIT initialiser does. The library writes only the
+ *     fields that size covers and sets struct_size to the bytes it wrote, so a
+ *     program built against a newer header (more fields) works with an older
+ *     library and the reverse; TSTOR_*_HAS(s, field) says whether a field was
+ *     written. A struct_size of 0 stands for the struct's first layout (fields
+ *     not marked "since"), so `= {0}` is safe too. Fields are only appended,
+ *     each marked with the version that added it.
  */
 #ifndef TSTOR_TSTOR_H
 #define TSTOR_TSTOR_H
@@ -30,6 +39,11 @@ extern "C" {
 #else
 #define TSTOR_EXTERN
 #endif
+
+/* Whether `size` bytes of a `type` reach past `field`: the test behind every
+ * TSTOR_*_HAS macro, here and in backend.h. */
+#define TSTOR_SIZE_COVERS(type, size, field) \
+  ((size_t)(size) >= offsetof(type, field) + sizeof(((type *)0)->field))
 
 /* ---------------------------------------------------------------- version */
 
@@ -130,15 +144,22 @@ typedef enum {
 } tstor_backend_state;
 
 typedef struct tstor_backend_info {
+  uint32_t struct_size;  /* in: sizeof(tstor_backend_info) or 0; out: bytes written */
   const char *name;      /* section name, "cuda"; owned by the context */
   const char *library;   /* resolved path of the module; owned by the context */
   tstor_backend_state state;
   const char *message;   /* reason for DECLINED/FAILED, "" otherwise; owned by the context */
   int optional;          /* 1 when the config says optional = yes */
+  /* Fields appended later are marked "since 0.N". */
 } tstor_backend_info;
 
-/* Number of [backend] sections, and the i-th one in file order. The strings in
- * *out live as long as the context. */
+#define TSTOR_BACKEND_INFO_INIT {.struct_size = sizeof(tstor_backend_info)}
+#define TSTOR_BACKEND_INFO_HAS(info, field) \
+  TSTOR_SIZE_COVERS(tstor_backend_info, (info)->struct_size, field)
+
+/* Number of [backend] sections, and the i-th one in file order, into *out as
+ * the conventions say (struct_size). The strings in *out live as long as the
+ * context. */
 TSTOR_EXTERN int tstor_backend_count(tstor_context *ctx);
 TSTOR_EXTERN int tstor_backend_get(tstor_context *ctx, int i, tstor_backend_info *out);
 
@@ -329,21 +350,45 @@ TSTOR_EXTERN int tstor_storage_is_pinned(const tstor_storage *s);
 /* ------------------------------------------------------------- statistics */
 
 /* The same questions for every device, answered by its allocator. Counters the
- * backend does not keep are 0. */
+ * backend does not keep are 0. One list gives the fields, for the struct and
+ * for code that copies or prints them: X(name, comment). New counters are
+ * appended, to TSTOR_STATS_FIELDS only, marked "since 1.N" (backend ABI). */
+#define TSTOR_STATS_FIELDS_FIRST(X)                                                        \
+  X(allocated, "bytes handed out to storages now")                                        \
+  X(reserved, "bytes obtained from the device (cached included)")                         \
+  X(active, "bytes in blocks in use, rounding included")                                  \
+  X(peak_allocated, "high-water mark of allocated since the last reset")                  \
+  X(peak_reserved, "high-water mark of reserved")                                         \
+  X(peak_active, "high-water mark of active")                                             \
+  X(alloc_count, "successful allocations")                                                \
+  X(free_count, "frees")                                                                  \
+  X(cache_hits, "allocations served from the cache")                                      \
+  X(retries, "allocations that succeeded after emptying the cache")                       \
+  X(oom_count, "allocations that failed for lack of memory")
+#define TSTOR_STATS_FIELDS(X) TSTOR_STATS_FIELDS_FIRST(X)
+
 typedef struct tstor_stats {
-  uint64_t allocated;       /* bytes handed out to storages now */
-  uint64_t reserved;        /* bytes obtained from the device (cached included) */
-  uint64_t active;          /* bytes in blocks in use, rounding included */
-  uint64_t peak_allocated;  /* high-water marks since the last reset */
-  uint64_t peak_reserved;
-  uint64_t peak_active;
-  uint64_t alloc_count;     /* successful allocations */
-  uint64_t free_count;
-  uint64_t cache_hits;      /* allocations served from the cache */
-  uint64_t retries;         /* allocations that succeeded after emptying the cache */
-  uint64_t oom_count;       /* allocations that failed for lack of memory */
+  uint32_t struct_size; /* in: sizeof(tstor_stats) or 0; out: bytes written. Since 1.1 */
+#define TSTOR__STATS_FIELD(name, comment) uint64_t name;
+  TSTOR_STATS_FIELDS(TSTOR__STATS_FIELD)
+#undef TSTOR__STATS_FIELD
 } tstor_stats;
 
+#define TSTOR_STATS_INIT {.struct_size = sizeof(tstor_stats)}
+#define TSTOR_STATS_HAS(st, field) TSTOR_SIZE_COVERS(tstor_stats, (st)->struct_size, field)
+
+/* Copies into dst the counters of src that dst->struct_size covers (an
+ * allocator's stats() that keeps its counters in a tstor_stats of its own
+ * fills the core's this way); dst->struct_size stays as it was. */
+static inline void tstor_stats_copy(tstor_stats *dst, const tstor_stats *src) {
+#define TSTOR__STATS_COPY(name, comment) \
+  if (TSTOR_STATS_HAS(dst, name)) dst->name = src->name;
+  TSTOR_STATS_FIELDS(TSTOR__STATS_COPY)
+#undef TSTOR__STATS_COPY
+}
+
+/* Fills *out (struct_size as the conventions say) with the allocator's
+ * counters for `dev`. */
 TSTOR_EXTERN int tstor_device_stats(tstor_context *ctx, tstor_device dev, tstor_stats *out);
 /* Sets the peaks to the current values. */
 TSTOR_EXTERN int tstor_device_reset_peak(tstor_context *ctx, tstor_device dev);
