@@ -142,8 +142,10 @@ START_TEST(entry_symbol_of_a_dependency_is_refused) {
     ck_tstor_err(open_with(sec, &ctx), TSTOR_ELOAD);
     ck_assert_ptr_null(ctx);
     const char *why = tstor_last_error();
-    ck_assert_msg(strstr(why, coretest_fmt("entry point '%s' is defined by ", symbols[i])) &&
-                      strstr(why, "libc") && strstr(why, "not by the module itself") &&
+    /* rand is libc's; malloc and printf may be a sanitizer runtime's */
+    ck_assert_msg(strstr(why, coretest_fmt("entry point '%s' is defined by /", symbols[i])) &&
+                      (i > 0 || strstr(why, "libc")) &&
+                      strstr(why, "not by the module itself") &&
                       strstr(why, "loading.ini:10: backend fake"),
                   "detail: %s", why);
     ck_assert(!coretest_is_loaded(coretest_plugin("fake")));
