@@ -10,6 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+_Static_assert(offsetof(struct tstor_context, live) >= 32 &&
+                   offsetof(struct tstor_context, closed) + sizeof(atomic_int) <= 64,
+               "the live mark must survive free() and share the count's cache line");
+
 static void destroy(tstor_context *ctx) {
   tstor__unload_backends(ctx);
   tstor__registry_free(ctx);

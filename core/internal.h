@@ -188,13 +188,18 @@ struct tstor_context {
   atomic_long refs; /* the opener's, plus one per live storage, stream, event */
   tstor__config *config;
   int log_level;
-
-  tstor__backend backends[TSTOR__MAX_BACKENDS];
   int nbackends;
-
-  tstor__devtype types[TSTOR__MAX_TYPES];
   int ntypes;
   int host_type; /* first type with TSTOR_DEVICE_HOST, or -1 */
+  /* In the reference count's cache line, which every release reads anyway,
+   * and past the 32 bytes free() writes its links into (context.c asserts
+   * it). */
+  uint32_t live;     /* TSTOR__LIVE until destroyed, then TSTOR__DEAD */
+  atomic_int closed; /* the opener's reference is gone */
+
+  tstor__backend backends[TSTOR__MAX_BACKENDS];
+
+  tstor__devtype types[TSTOR__MAX_TYPES];
   tstor__allocator *allocators[TSTOR__MAX_TYPES * 4];
   int nallocators;
   tstor__pending_copy *copies;
@@ -204,9 +209,6 @@ struct tstor_context {
   int copy_path[TSTOR__MAX_TYPES][TSTOR__MAX_TYPES];
 
   tstor_device default_device;
-
-  uint32_t live;     /* TSTOR__LIVE until destroyed, then TSTOR__DEAD */
-  atomic_int closed; /* the opener's reference is gone */
 };
 
 /* Resolves NULL to the default context; returns 0 or an error. */
