@@ -361,54 +361,37 @@ typedef void (*cvt_fn)(void *dst, const void *src, size_t n);
     }                                                               \
   }
 
-/* Every dtype that converts, with its enum value; twice, because a macro
- * cannot expand itself and the table is a cross product. */
-#define CONVERTIBLE(X, A) \
-  X(A, bool, TSTOR_BOOL) \
-  X(A, u8, TSTOR_UINT8) \
-  X(A, i8, TSTOR_INT8) \
-  X(A, i16, TSTOR_INT16) \
-  X(A, i32, TSTOR_INT32) \
-  X(A, i64, TSTOR_INT64) \
-  X(A, f16, TSTOR_FLOAT16) \
-  X(A, bf16, TSTOR_BFLOAT16) \
-  X(A, f32, TSTOR_FLOAT32) \
-  X(A, f64, TSTOR_FLOAT64) \
-  X(A, c32, TSTOR_COMPLEX32) \
-  X(A, c64, TSTOR_COMPLEX64) \
-  X(A, c128, TSTOR_COMPLEX128) \
-  X(A, e5m2, TSTOR_FLOAT8_E5M2) \
-  X(A, e4m3fn, TSTOR_FLOAT8_E4M3FN) \
-  X(A, e5m2fnuz, TSTOR_FLOAT8_E5M2FNUZ) \
-  X(A, e4m3fnuz, TSTOR_FLOAT8_E4M3FNUZ)
-#define CONVERTIBLE_DST(X, A) \
-  X(A, bool, TSTOR_BOOL) \
-  X(A, u8, TSTOR_UINT8) \
-  X(A, i8, TSTOR_INT8) \
-  X(A, i16, TSTOR_INT16) \
-  X(A, i32, TSTOR_INT32) \
-  X(A, i64, TSTOR_INT64) \
-  X(A, f16, TSTOR_FLOAT16) \
-  X(A, bf16, TSTOR_BFLOAT16) \
-  X(A, f32, TSTOR_FLOAT32) \
-  X(A, f64, TSTOR_FLOAT64) \
-  X(A, c32, TSTOR_COMPLEX32) \
-  X(A, c64, TSTOR_COMPLEX64) \
-  X(A, c128, TSTOR_COMPLEX128) \
-  X(A, e5m2, TSTOR_FLOAT8_E5M2) \
-  X(A, e4m3fn, TSTOR_FLOAT8_E4M3FN) \
-  X(A, e5m2fnuz, TSTOR_FLOAT8_E5M2FNUZ) \
-  X(A, e4m3fnuz, TSTOR_FLOAT8_E4M3FNUZ)
+/* The table of loops is the cross product of the dtypes that convert (every
+ * kind but quantized) in TSTOR_DTYPE_MAP. A macro cannot expand itself, so
+ * the inner expansion is held back (OBSTRUCT: past the two scans of the
+ * outer row, its CONVERTS_ filter's argument and its result) until the outer
+ * expansion is done, and EXPAND then rescans the result. */
+#define CONVERTS_BOOL(...) __VA_ARGS__
+#define CONVERTS_UNSIGNED(...) __VA_ARGS__
+#define CONVERTS_SIGNED(...) __VA_ARGS__
+#define CONVERTS_FLOAT(...) __VA_ARGS__
+#define CONVERTS_COMPLEX(...) __VA_ARGS__
+#define CONVERTS_QUANTIZED(...)
+#define EMPTY()
+#define DEFER(m) m EMPTY()
+#define OBSTRUCT(m) m DEFER(EMPTY)()
+#define EXPAND(...) __VA_ARGS__
+#define DTYPE_MAP_AGAIN() TSTOR_DTYPE_MAP
 
 /* Same-dtype pairs get kernels too (unused: those are copies), which keeps the
  * table generation a plain cross product. */
-#define DEF_DST(S, D, DV) KERNEL(S, D)
-#define DEF_SRC(unused, S, SV) CONVERTIBLE_DST(DEF_DST, S)
-CONVERTIBLE(DEF_SRC, _)
+#define DEF_DST(S, e, v, D, name, alias, legacy, st, size, kind, ...) \
+  CONVERTS_##kind(KERNEL(S, D))
+#define DEF_SRC(unused, e, v, S, name, alias, legacy, st, size, kind, ...) \
+  CONVERTS_##kind(OBSTRUCT(DTYPE_MAP_AGAIN)()(DEF_DST, S))
+EXPAND(TSTOR_DTYPE_MAP(DEF_SRC, _))
 
-#define ROW_DST(S, D, DV) [DV] = cvt_##S##_##D,
-#define ROW_SRC(unused, S, SV) [SV] = {CONVERTIBLE_DST(ROW_DST, S)},
-static const cvt_fn kernels[TSTOR_DTYPE_END][TSTOR_DTYPE_END] = {CONVERTIBLE(ROW_SRC, _)};
+#define ROW_DST(S, e, v, D, name, alias, legacy, st, size, kind, ...) \
+  CONVERTS_##kind([TSTOR_##e] = cvt_##S##_##D, )
+#define ROW_SRC(unused, e, v, S, name, alias, legacy, st, size, kind, ...) \
+  CONVERTS_##kind([TSTOR_##e] = {OBSTRUCT(DTYPE_MAP_AGAIN)()(ROW_DST, S)}, )
+static const cvt_fn kernels[TSTOR_DTYPE_END][TSTOR_DTYPE_END] = {
+    EXPAND(TSTOR_DTYPE_MAP(ROW_SRC, _))};
 
 /* complex32 to float16 copies the real half as it is (PyTorch moves the Half
  * without a float32 round trip, so NaN payloads survive). */

@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <string.h>
+#include <tstor/typed.h>
 
 #include "kernels.h"
 
@@ -411,46 +412,35 @@ int run(void *dst, const void *src, size_t n, cudaStream_t stream) {
   }
 }
 
-/* The dtype values of tstor/typed.h (c10::ScalarType's). */
-#define DTYPES(X, A)     \
-  X(A, 0, t_u8)          \
-  X(A, 1, t_i8)          \
-  X(A, 2, t_i16)         \
-  X(A, 3, t_i32)         \
-  X(A, 4, t_i64)         \
-  X(A, 5, t_f16)         \
-  X(A, 6, t_f32)         \
-  X(A, 7, t_f64)         \
-  X(A, 8, t_c32)         \
-  X(A, 9, t_c64)         \
-  X(A, 10, t_c128)       \
-  X(A, 11, t_bool)       \
-  X(A, 15, t_bf16)       \
-  X(A, 23, t_e5m2)       \
-  X(A, 24, t_e4m3fn)     \
-  X(A, 25, t_e5m2fnuz)   \
-  X(A, 26, t_e4m3fnuz)
+/* The dtypes that convert (every kind but quantized), from TSTOR_DTYPE_MAP:
+ * each is handled by the tag t_<its tag>. */
+#define CONVERTS_BOOL(...) __VA_ARGS__
+#define CONVERTS_UNSIGNED(...) __VA_ARGS__
+#define CONVERTS_SIGNED(...) __VA_ARGS__
+#define CONVERTS_FLOAT(...) __VA_ARGS__
+#define CONVERTS_COMPLEX(...) __VA_ARGS__
+#define CONVERTS_QUANTIZED(...)
 
-#define DST_CASE(S, V, D) \
-  case V: return run<Host, S, D>(dst, src, n, stream);
+#define DST_CASE(S, e, v, tag, name, alias, legacy, st, size, kind, ...) \
+  CONVERTS_##kind(case TSTOR_##e: return run<Host, S, t_##tag>(dst, src, n, stream);)
 
 template <bool Host, class S>
 int run_to(int dst_dtype, void *dst, const void *src, size_t n, cudaStream_t stream) {
   switch (dst_dtype) {
-    DTYPES(DST_CASE, S)
+    TSTOR_DTYPE_MAP(DST_CASE, S)
     default: return -1;
   }
 }
 
-#define SRC_CASE(unused, V, S) \
-  case V: return run_to<Host, S>(dst_dtype, dst, src, n, stream);
+#define SRC_CASE(unused, e, v, tag, name, alias, legacy, st, size, kind, ...) \
+  CONVERTS_##kind(case TSTOR_##e: return run_to<Host, t_##tag>(dst_dtype, dst, src, n, stream);)
 
 template <bool Host>
 int convert_any(void *dst, int dst_dtype, const void *src, int src_dtype, size_t n,
                 cudaStream_t stream) {
   if (n == 0) return (int)cudaSuccess;
   switch (src_dtype) {
-    DTYPES(SRC_CASE, _)
+    TSTOR_DTYPE_MAP(SRC_CASE, _)
     default: return -1;
   }
 }
