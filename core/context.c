@@ -14,6 +14,7 @@ static void destroy(tstor_context *ctx) {
   tstor__unload_backends(ctx);
   tstor__registry_free(ctx);
   tstor__config_free(ctx->config);
+  ctx->live = TSTOR__DEAD;
   tstor__free(ctx);
 }
 
@@ -24,12 +25,11 @@ void tstor__ctx_retain(tstor_context *ctx) {
 void tstor__ctx_release(tstor_context *ctx) {
   /* acq_rel rather than release + an acquire fence: the same ordering, and
    * one ThreadSanitizer understands (it ignores standalone fences). */
+  if (TSTOR__UNLIKELY(ctx->live != TSTOR__LIVE))
+    tstor__misuse("context", ctx, "released more times than retained");
   long before = atomic_fetch_sub_explicit(&ctx->refs, 1, memory_order_acq_rel);
   if (before > 1) return;
-  if (before < 1) {
-    fprintf(stderr, "tstor: context released more times than retained\n");
-    abort();
-  }
+  if (before < 1) tstor__misuse("context", ctx, "released more times than retained");
   destroy(ctx);
 }
 
@@ -37,7 +37,7 @@ static int resolve_default_device(tstor_context *ctx) {
   const tstor__config *cfg = ctx->config;
   const char *env = getenv("TSTOR_DEFAULT_DEVICE");
   const char *name = env && *env ? env : cfg->default_device ? cfg->default_device : "cpu";
-  int rc = tstor_device_parse(ctx, name, &ctx->default_device);
+  int rc = tstor__device_lookup(ctx, name, &ctx->default_device);
   if (rc == 0) return 0;
   if (env && *env) {
     tstor__err_prefix("TSTOR_DEFAULT_DEVICE=%s", env);
@@ -57,6 +57,8 @@ static int open_with_config(tstor__config *cfg, tstor_context **out) {
     return tstor__err(TSTOR_ENOMEM, "out of memory opening a context");
   }
   atomic_init(&ctx->refs, 1);
+  atomic_init(&ctx->closed, 0);
+  ctx->live = TSTOR__LIVE;
   ctx->config = cfg;
   ctx->log_level = cfg->log_level;
   ctx->host_type = -1;
@@ -142,6 +144,11 @@ __attribute__((destructor)) static void close_default(void) {
 void tstor_context_close(tstor_context *ctx) {
   if (!ctx) return;
   if (ctx == atomic_load(&default_ctx)) return; /* the process owns that one */
+  /* A second close would drop a reference some storage holds (or free the
+   * context again): catch it while the context is alive, and after. */
+  if (TSTOR__UNLIKELY(ctx->live != TSTOR__LIVE)) tstor__misuse("context", ctx, "closed twice");
+  if (TSTOR__UNLIKELY(atomic_exchange_explicit(&ctx->closed, 1, memory_order_relaxed)))
+    tstor__misuse("context", ctx, "closed twice");
   tstor__ctx_release(ctx);
 }
 

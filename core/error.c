@@ -2,6 +2,7 @@
 #include "internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static _Thread_local char last_error[TSTOR__ERRBUF];
@@ -54,4 +55,9 @@ void tstor__err_prefix(const char *fmt, ...) {
   va_end(ap);
   if (n >= 0 && (size_t)n < sizeof last_error)
     snprintf(last_error + n, sizeof last_error - (size_t)n, ": %s", inner);
+}
+
+_Noreturn void tstor__misuse(const char *what, const void *p, const char *why) {
+  fprintf(stderr, "tstor: %s %p %s\n", what, p, why);
+  abort();
 }

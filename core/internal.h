@@ -1,5 +1,28 @@
 /* Core internals shared between the core's files; never installed. Names carry
- * a double underscore. */
+ * a double underscore.
+ *
+ * Layering. A file calls (or takes the address of) functions of its own layer
+ * and of the layers above it in this list only, never of a later layer, and
+ * no two files call each other round in a circle; tests/layering.py checks
+ * both in make check. Logging and fault injection sit at the bottom so that
+ * every file may use them; the registry only records what modules register
+ * and answers lookups, and never calls up into the loader or the context.
+ *
+ * layer 1: error.c memory.c fault.c log.c version.c default_config.c
+ * layer 2: config.c
+ * layer 3: registry.c
+ * layer 4: loader.c
+ * layer 5: context.c
+ * layer 6: device.c storage.c copy.c parallel.c stream.c mapped.c
+ * layer 7: dtype.c convert.c typed_storage.c print.c typed*.c
+ * layer 8: tensor*.c
+ *
+ * Layer 1 holds the errors, memory hooks, fault injection and logging; 2 the
+ * config parser; 3 the registry of device types, allocators and copy kernels;
+ * 4 the loader, which finds modules, runs their init and fini and hands them
+ * the registrar; 5 contexts; 6 what users do with devices: storages, copies
+ * and the host loops under them, streams and events, file mappings; 7 typed
+ * storage: dtypes, conversions and printing; 8 tensors. */
 #ifndef TSTOR_INTERNAL_H
 #define TSTOR_INTERNAL_H
 
@@ -147,6 +170,17 @@ typedef struct tstor__backend {
   tstor_module *module; /* NULL unless loaded */
 } tstor__backend;
 
+/* Marks a live object so that a second close or free is caught. Kept past the
+ * first 32 bytes of each object: free() writes its own links there, so the
+ * mark of a freed object survives until the memory is handed out again (and
+ * ASan or valgrind report the access itself). */
+#define TSTOR__LIVE 0x7473746fu /* "tsto" */
+#define TSTOR__DEAD 0xdeadbeefu
+
+/* Prints "tstor: <what> %p <why>" and aborts: the caller's references are out
+ * of step with the object's, and going on would corrupt memory. */
+_Noreturn void tstor__misuse(const char *what, const void *p, const char *why);
+
 struct tstor_context {
   atomic_long refs; /* the opener's, plus one per live storage, stream, event */
   tstor__config *config;
@@ -167,6 +201,9 @@ struct tstor_context {
   int copy_path[TSTOR__MAX_TYPES][TSTOR__MAX_TYPES];
 
   tstor_device default_device;
+
+  uint32_t live;     /* TSTOR__LIVE until destroyed, then TSTOR__DEAD */
+  atomic_int closed; /* the opener's reference is gone */
 };
 
 /* Resolves NULL to the default context; returns 0 or an error. */
@@ -180,6 +217,13 @@ int tstor__load_backends(tstor_context *ctx);
 /* Calls fini and dlcloses every loaded module, in reverse order. */
 void tstor__unload_backends(tstor_context *ctx);
 
+/* The registrar's registration calls (tstor_registrar documents them). */
+int tstor__registry_register_device_type(tstor_module *m, const tstor_device_ops *ops,
+                                         void *state);
+int tstor__registry_register_allocator(tstor_module *m, const char *type,
+                                       const tstor_allocator_ops *ops, void *state);
+int tstor__registry_register_copy(tstor_module *m, const char *src, const char *dst,
+                                  tstor_copy_fn fn, void *state);
 /* Builds copy_table and copy_path once registration is over. */
 void tstor__registry_finish(tstor_context *ctx);
 void tstor__registry_free(tstor_context *ctx);
@@ -189,9 +233,13 @@ extern const tstor_registrar tstor__registrar;
 
 /* Validates a device against the context: 0 or TSTOR_ENODEV with detail. */
 int tstor__check_device(tstor_context *ctx, tstor_device dev);
+/* Parses "type[:index]" against the context's registry (tstor_device_parse
+ * without resolving a NULL context). */
+int tstor__device_lookup(tstor_context *ctx, const char *text, tstor_device *out);
 /* The first allocator with all of `flags` for type `type`, or NULL. */
 tstor__allocator *tstor__find_allocator(tstor_context *ctx, int type, uint32_t flags);
 
+/* Writes "tstor: message" to stderr when level is at or below the context's. */
 void tstor__log(tstor_context *ctx, int level, const char *fmt, ...) TSTOR__PRINTF(3, 4);
 
 /* --------------------------------------------------------------- storage */

@@ -84,11 +84,37 @@ static int resolve_library(tstor_context *ctx, const tstor__section *sec, char *
                     tried[0] ? tried : "no backend_dir and no config folder");
 }
 
+/* The loader lock: held around every init and fini, so that no two of them
+ * run at once in the process (backend.h promises it: a module's init and
+ * fini share its static state across contexts). Recursive, because a fini
+ * may release the last reference to another context and so run another
+ * fini on the same thread. */
+static pthread_once_t loader_lock_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t loader_lock;
+
+static void loader_lock_init(void) {
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+  pthread_mutex_init(&loader_lock, &attr);
+  pthread_mutexattr_destroy(&attr);
+}
+
+static void lock_loader(void) {
+  pthread_once(&loader_lock_once, loader_lock_init);
+  pthread_mutex_lock(&loader_lock);
+}
+
+static void unlock_loader(void) { pthread_mutex_unlock(&loader_lock); }
+
 /* fini is optional, and absent from an entry table too small to hold it. */
 static void call_fini(tstor_module *m) {
   if (m->entry->struct_size >= offsetof(tstor_backend_def, fini) + sizeof m->entry->fini &&
-      m->entry->fini)
+      m->entry->fini) {
+    lock_loader();
     m->entry->fini(m->state);
+    unlock_loader();
+  }
 }
 
 static int load_module(tstor_context *ctx, tstor__backend *b, tstor__section *sec) {
@@ -122,9 +148,11 @@ static int load_module(tstor_context *ctx, tstor__backend *b, tstor__section *se
                     b->library, m->entry->struct_size);
   }
   if (rc == 0) {
+    lock_loader();
     m->registering = 1;
     rc = m->entry->init(&tstor__registrar, m, &m->state, msg, sizeof msg);
     m->registering = 0;
+    unlock_loader();
     msg[sizeof msg - 1] = '\0';
     if (rc == 0) {
       m->initialized = 1;
@@ -182,7 +210,16 @@ int tstor__load_backends(tstor_context *ctx) {
       tstor__log(ctx, TSTOR_LOG_INFO, "backend %s loaded from %s", sec->name, b->info.library);
       continue;
     }
-    if (rc == TSTOR_ENOMEM || rc == TSTOR_ECONFIG) return rc;
+    /* A config error is the user's to fix, optional backend or not; its
+     * detail names the file and line already. */
+    if (rc == TSTOR_ECONFIG) return rc;
+    if (rc != TSTOR_EDECLINED) {
+      tstor__err_prefix("%s:%d: backend %s", cfg->name, sec->line, sec->name);
+      /* Any other failure of an optional backend, lack of memory included
+       * (a module that cannot map its arena under ulimit -v), leaves the
+       * others usable: config.md promises so. */
+      if (!sec->optional) return rc;
+    }
     b->message = tstor__strdup(tstor_last_error());
     if (!b->message) return tstor__err(TSTOR_ENOMEM, "out of memory");
     b->info.message = b->message;
@@ -192,13 +229,7 @@ int tstor__load_backends(tstor_context *ctx) {
       continue;
     }
     b->info.state = TSTOR_BACKEND_FAILED;
-    if (sec->optional) {
-      tstor__log(ctx, TSTOR_LOG_INFO, "optional backend %s not loaded: %s", sec->name,
-                 b->message);
-      continue;
-    }
-    tstor__err_prefix("%s:%d: backend %s", cfg->name, sec->line, sec->name);
-    return rc;
+    tstor__log(ctx, TSTOR_LOG_INFO, "optional backend not loaded: %s", b->message);
   }
   return 0;
 }
@@ -291,13 +322,6 @@ static int reg_set_error(int code, const char *fmt, ...) {
   return code;
 }
 
-int tstor__registry_register_device_type(tstor_module *m, const tstor_device_ops *ops,
-                                         void *state);
-int tstor__registry_register_allocator(tstor_module *m, const char *type,
-                                       const tstor_allocator_ops *ops, void *state);
-int tstor__registry_register_copy(tstor_module *m, const char *src, const char *dst,
-                                  tstor_copy_fn fn, void *state);
-
 const tstor_registrar tstor__registrar = {
     sizeof(tstor_registrar),
     TSTOR_ABI_VERSION,
@@ -312,13 +336,3 @@ const tstor_registrar tstor__registrar = {
     tstor__fault_should_fail,
     reg_config_error,
 };
-
-void tstor__log(tstor_context *ctx, int level, const char *fmt, ...) {
-  if (level > ctx->log_level) return;
-  char buf[TSTOR__ERRBUF];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "tstor: %s\n", buf);
-}

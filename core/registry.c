@@ -5,7 +5,6 @@
  * take no lock. */
 #include "internal.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,8 +67,6 @@ static int add_allocator(tstor_context *ctx, tstor_module *m, const tstor_alloca
 }
 
 int tstor__registry_register_device_type(tstor_module *m, const tstor_device_ops *ops,
-                                         void *state);
-int tstor__registry_register_device_type(tstor_module *m, const tstor_device_ops *ops,
                                          void *state) {
   int rc = check_header(m, "device", ops ? ops->struct_size : 0, ops ? ops->abi_version : 0,
                         MIN_DEVICE_OPS);
@@ -113,8 +110,6 @@ int tstor__registry_register_device_type(tstor_module *m, const tstor_device_ops
 }
 
 int tstor__registry_register_allocator(tstor_module *m, const char *type,
-                                       const tstor_allocator_ops *ops, void *state);
-int tstor__registry_register_allocator(tstor_module *m, const char *type,
                                        const tstor_allocator_ops *ops, void *state) {
   if (!m || !type) return tstor__err(TSTOR_EINVAL, "allocator without a device type");
   tstor_context *ctx = m->ctx;
@@ -126,8 +121,6 @@ int tstor__registry_register_allocator(tstor_module *m, const char *type,
   return add_allocator(ctx, m, ops, state, t, &a);
 }
 
-int tstor__registry_register_copy(tstor_module *m, const char *src, const char *dst,
-                                  tstor_copy_fn fn, void *state);
 int tstor__registry_register_copy(tstor_module *m, const char *src, const char *dst,
                                   tstor_copy_fn fn, void *state) {
   if (!m || !m->registering) return tstor__err(TSTOR_EINVAL, "copy registered outside init");
@@ -231,7 +224,7 @@ tstor__allocator *tstor__find_allocator(tstor_context *ctx, int type, uint32_t f
   return NULL;
 }
 
-/* ------------------------------------------------------------ devices */
+/* ---------------------------------------------------------- device lookups */
 
 int tstor__check_device(tstor_context *ctx, tstor_device dev) {
   if (TSTOR__UNLIKELY(dev.type < 0 || dev.type >= ctx->ntypes))
@@ -244,9 +237,7 @@ int tstor__check_device(tstor_context *ctx, tstor_device dev) {
   return 0;
 }
 
-int tstor_device_parse(tstor_context *ctx, const char *text, tstor_device *out) {
-  int rc = tstor__ctx(&ctx);
-  if (rc) return rc;
+int tstor__device_lookup(tstor_context *ctx, const char *text, tstor_device *out) {
   if (!text || !out) return tstor__err(TSTOR_EINVAL, "device_parse: NULL argument");
   const char *colon = strchr(text, ':');
   size_t n = colon ? (size_t)(colon - text) : strlen(text);
@@ -269,82 +260,8 @@ int tstor_device_parse(tstor_context *ctx, const char *text, tstor_device *out) 
       return tstor__err(TSTOR_EINVAL, "bad device index in \"%s\"", text);
   }
   tstor_device dev = {type, (int32_t)index};
-  rc = tstor__check_device(ctx, dev);
+  int rc = tstor__check_device(ctx, dev);
   if (rc) return rc;
   *out = dev;
   return 0;
-}
-
-int tstor_device_format(tstor_context *ctx, tstor_device dev, char *buf, size_t size) {
-  int rc = tstor__ctx(&ctx);
-  if (rc) return rc;
-  if (!buf) return tstor__err(TSTOR_EINVAL, "device_format: NULL buffer");
-  rc = tstor__check_device(ctx, dev);
-  if (rc) return rc;
-  int n = snprintf(buf, size, "%s:%d", ctx->types[dev.type].name, dev.index);
-  if (n < 0 || (size_t)n >= size) {
-    if (size) buf[0] = '\0';
-    return tstor__err(TSTOR_ERANGE, "device name needs %d bytes, buffer has %zu", n + 1, size);
-  }
-  return 0;
-}
-
-int tstor_device_type_count(tstor_context *ctx) {
-  int rc = tstor__ctx(&ctx);
-  return rc ? rc : ctx->ntypes;
-}
-
-const char *tstor_device_type_name(tstor_context *ctx, int type) {
-  if (tstor__ctx(&ctx) != 0 || type < 0 || type >= ctx->ntypes) return NULL;
-  return ctx->types[type].name;
-}
-
-int tstor_device_count(tstor_context *ctx, int type) {
-  int rc = tstor__ctx(&ctx);
-  if (rc) return rc;
-  if (type < 0 || type >= ctx->ntypes)
-    return tstor__err(TSTOR_ENODEV, "unknown device type id %d", type);
-  return ctx->types[type].count;
-}
-
-int tstor_device_default(tstor_context *ctx, tstor_device *out) {
-  int rc = tstor__ctx(&ctx);
-  if (rc) return rc;
-  if (!out) return tstor__err(TSTOR_EINVAL, "device_default: NULL argument");
-  *out = ctx->default_device;
-  return 0;
-}
-
-int tstor_copy_path_of(tstor_context *ctx, int src_type, int dst_type) {
-  int rc = tstor__ctx(&ctx);
-  if (rc) return rc;
-  if (src_type < 0 || src_type >= ctx->ntypes || dst_type < 0 || dst_type >= ctx->ntypes)
-    return tstor__err(TSTOR_ENODEV, "unknown device type id (%d or %d)", src_type, dst_type);
-  return ctx->copy_path[src_type][dst_type];
-}
-
-static int allocator_op(tstor_context *ctx, tstor_device dev, int which, tstor_stats *out) {
-  int rc = tstor__ctx(&ctx);
-  if (rc) return rc;
-  rc = tstor__check_device(ctx, dev);
-  if (rc) return rc;
-  tstor__allocator *a = ctx->types[dev.type].allocator;
-  switch (which) {
-    case 0:
-      if (!out) return tstor__err(TSTOR_EINVAL, "device_stats: NULL argument");
-      memset(out, 0, sizeof *out);
-      return a->ops.stats ? a->ops.stats(a->state, dev.index, out) : 0;
-    case 1: return a->ops.reset_peak ? a->ops.reset_peak(a->state, dev.index) : 0;
-    default: return a->ops.empty_cache ? a->ops.empty_cache(a->state, dev.index) : 0;
-  }
-}
-
-int tstor_device_stats(tstor_context *ctx, tstor_device dev, tstor_stats *out) {
-  return allocator_op(ctx, dev, 0, out);
-}
-int tstor_device_reset_peak(tstor_context *ctx, tstor_device dev) {
-  return allocator_op(ctx, dev, 1, NULL);
-}
-int tstor_device_empty_cache(tstor_context *ctx, tstor_device dev) {
-  return allocator_op(ctx, dev, 2, NULL);
 }

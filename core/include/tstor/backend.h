@@ -14,8 +14,12 @@
  * loading.
  *
  * Threading: the core may call any op from any thread, concurrently, once init
- * has returned. init and fini are called with the core's loader lock held and
- * never concurrently with other ops of the same module.
+ * has returned. init and fini are called with the core's loader lock held: one
+ * lock for the process, so no two inits or finis run at once, of one module or
+ * of any two, even for different contexts (they may share a module's static
+ * data). The lock is recursive: a fini may drop a context's last reference and
+ * so run another fini on the same thread. fini runs after every op on the
+ * module_state it receives has returned.
  *
  * Errors: ops return 0 or a negative TSTOR_E* code; they describe a failure
  * with reg->set_error(), which fills the caller's tstor_last_error().
