@@ -1,4 +1,4 @@
-/* tstor conformance: runs the checks of conformance_checks.c against one
+/* tstor conformance: runs the checks of conformance/NAME.c against one
  * backend module and prints a table of results with reasons.
  *
  * Each section runs in a child process of its own, with its own context, so
@@ -254,6 +254,15 @@ static void run_in_process(const conf_options *opt, const conf_section *sec) {
   r.fd = -1;
   sec->run(&r);
 }
+
+/* ---------------------------------------------------------- the sections */
+
+const conf_section conf_sections[] = {
+#define CONF_SECTION_ROW(name, summary) {#name, summary, conf_section_##name},
+    CONF_SECTION_MAP(CONF_SECTION_ROW)
+#undef CONF_SECTION_ROW
+};
+const int conf_nsections = (int)(sizeof conf_sections / sizeof conf_sections[0]);
 
 /* ------------------------------------------------------------- the table */
 
