@@ -26,6 +26,7 @@ typedef struct conf_options {
   size_t large_bytes;     /* the "large" allocation */
   size_t min_align;       /* required alignment of device addresses */
   int threads;
+  int strict;             /* --strict: skips fail; counters, peaks and messages required */
 } conf_options;
 
 /* One device under test. */
@@ -62,13 +63,14 @@ typedef struct conf_run {
 #define CONF_SECTION_MAP(X)                                                              \
   X(load, "loads, names its devices, copy paths, init/fini again")                       \
   X(decline, "declines without hardware, leaving nothing behind")                        \
-  X(alloc, "0 bytes, small, large and impossible sizes, alignment, resize")              \
+  X(alloc, "0 bytes, small, large and impossible sizes, reuse, alignment, resize")       \
   X(copy, "host round trips at many sizes and offsets, device to device")                \
   X(fill, "byte and pattern fills through views; bad patterns refused")                  \
   X(async, "streams, events, ordering, record_stream")                                   \
   X(stats, "allocated back to zero, counts, peaks")                                      \
   X(threads, "concurrent allocation, copies and streams")                                \
-  X(args, "bad devices, sizes and views refused, nothing changed")
+  X(args, "bad devices, sizes and views refused, nothing changed")                       \
+  X(fini, "threads, descriptors, mappings and heap all given back at fini")
 
 #define CONF_DECLARE_SECTION(name, summary) void conf_section_##name(conf_run *r);
 CONF_SECTION_MAP(CONF_DECLARE_SECTION)

@@ -74,6 +74,14 @@ int conf_is_target_type(conf_run *r, tstor_context *ctx, int type);
 /* A new context with the module under test and `extra` keys for its section. */
 int conf_open_context(conf_run *r, const char *const *extra, int nextra, tstor_context **out);
 
+/* Whether `msg` is empty, or one the core writes in place of a message when
+ * a backend failed or declined without one ("declined", "hpu allocator
+ * failed for 64 bytes"): a user then learns nothing from the backend. */
+int conf_no_own_message(const char *msg);
+/* After a call refused as expected: fails the check when tstor_last_error()
+ * is empty and, with --strict, when it is only the core's stand-in. */
+void conf_check_message(conf_run *r, const char *what);
+
 /* Opens the section's context (r->ctx) and lists the devices under test;
  * reports a "setup" row and returns -1 when there is nothing to test. */
 int conf_setup(conf_run *r);

@@ -4,6 +4,7 @@
  * every device's `allocated` is back where it started. */
 #include "config.h"
 
+#include <fnmatch.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -231,4 +232,31 @@ void conf_teardown(conf_run *r) {
   }
   tstor_context_close(r->ctx);
   r->ctx = NULL;
+}
+
+/* --------------------------------------------------------------- messages */
+
+/* What the core writes when a backend gave no message (loader.c, storage.c,
+ * copy.c). */
+static const char *const stand_ins[] = {
+    "declined",
+    "* allocator failed for * bytes",
+    "*:*: cannot allocate * bytes",
+    "copy * -> * of * bytes failed",
+};
+
+int conf_no_own_message(const char *msg) {
+  if (msg == NULL || msg[0] == '\0') return 1;
+  for (size_t i = 0; i < COUNT(stand_ins); i++)
+    if (fnmatch(stand_ins[i], msg, 0) == 0) return 1;
+  return 0;
+}
+
+void conf_check_message(conf_run *r, const char *what) {
+  const char *msg = tstor_last_error();
+  if (msg[0] == '\0')
+    conf_failf(r, "%s: refused without a message", what);
+  else if (r->opt->strict && conf_no_own_message(msg))
+    conf_failf(r, "%s: the backend set no message; the user sees only the core's stand-in "
+                  "\"%s\" (--strict)", what, msg);
 }

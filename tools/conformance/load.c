@@ -169,7 +169,7 @@ void conf_section_load(conf_run *r) {
   if (conf_find_backend(ctx, r->opt->name, &info) != 0) {
     conf_failf(r, "no [backend %s] in the context", r->opt->name);
   } else if (info.state == TSTOR_BACKEND_DECLINED) {
-    if (!info.message[0]) conf_failf(r, "declined without saying why");
+    if (conf_no_own_message(info.message)) conf_failf(r, "declined without saying why");
     else conf_skipf(r, "declined: %s", info.message);
   } else if (info.state != TSTOR_BACKEND_LOADED) {
     conf_failf(r, "%s", info.message[0] ? info.message : "failed without a message");

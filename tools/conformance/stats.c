@@ -27,9 +27,16 @@ static void check_stats_counts(conf_run *r, const conf_device *d) {
   }
   EXPECT(r, m.allocated >= b.allocated + sum, "allocated grew by %llu bytes for %zu allocated",
          (unsigned long long)(m.allocated - b.allocated), sum);
+  /* A counter that does not move is not kept; --strict wants every one. */
+  int strict = r->opt->strict;
+  EXPECT(r, !strict || m.alloc_count != b.alloc_count,
+         "alloc_count did not move for 4 allocations (--strict: every counter must be kept)");
   if (m.alloc_count != b.alloc_count)
     EXPECT(r, m.alloc_count == b.alloc_count + 4, "alloc_count grew by %llu for 4 allocations",
            (unsigned long long)(m.alloc_count - b.alloc_count));
+  EXPECT(r, !strict || m.peak_allocated != 0,
+         "peak_allocated is 0 with %llu bytes allocated (--strict: every peak must be kept)",
+         (unsigned long long)m.allocated);
   if (m.peak_allocated) /* 0: not kept */
     EXPECT(r, m.peak_allocated >= m.allocated, "peak_allocated %llu < allocated %llu",
            (unsigned long long)m.peak_allocated, (unsigned long long)m.allocated);
@@ -45,6 +52,8 @@ static void check_stats_counts(conf_run *r, const conf_device *d) {
   TRY(r, conf_read_stats(r, d, &a), "reading statistics");
   EXPECT(r, a.allocated == b.allocated, "allocated is %llu after freeing, %llu before allocating",
          (unsigned long long)a.allocated, (unsigned long long)b.allocated);
+  EXPECT(r, !strict || a.free_count != m.free_count,
+         "free_count did not move for 4 frees (--strict: every counter must be kept)");
   if (a.free_count != m.free_count)
     EXPECT(r, a.free_count == m.free_count + 4, "free_count grew by %llu for 4 frees",
            (unsigned long long)(a.free_count - m.free_count));
