@@ -17,6 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <time.h>
 #include <unistd.h>
 
@@ -302,6 +305,12 @@ static void run_forked(const conf_options *opt, const conf_section *sec) {
     /* A process group of its own, so that a timeout kills everything the
      * section started. */
     setpgid(0, 0);
+#ifdef __linux__
+    /* Out of the terminal's process group, Ctrl-C reaches only the parent:
+     * the section must not outlive it. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() == 1) _exit(1);
+#endif
     close(fds[0]);
     conf_run r;
     memset(&r, 0, sizeof r);
