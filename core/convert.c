@@ -16,159 +16,18 @@
  * typed.am compiles this file with the vectoriser on. */
 #include "typed_internal.h"
 
+#include <tstor/codec.h>
+
 #include <stdlib.h>
 #include <string.h>
 
-/* ------------------------------------------------------------ bit access */
-
-static inline uint32_t f2u(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  return u;
+/* The scalar formulas for float16, bfloat16 and float8 and the float to
+ * integer casts are tstor/codec.h's, which the cuda kernels share. */
+static inline uint16_t f32_to_bf16_vector(float f) {
+  return tstor_f32_to_bf16(f, TSTOR_BF16_NAN_VECTOR);
 }
-static inline float u2f(uint32_t u) {
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-/* ------------------------------------------------------- float16 (binary16) */
-
-static inline float f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t a = h & 0x7fffu;
-  /* Normal: rebias the exponent by 127 - 15. */
-  uint32_t normal = (a << 13) + 0x38000000u;
-  /* Infinity and NaN keep an all-ones exponent; a NaN comes out quiet, with its
-   * payload, as the conversion instructions and PyTorch's code give it. */
-  uint32_t special = 0x7f800000u | (a << 13) | (a > 0x7c00u ? 0x00400000u : 0);
-  /* Subnormal (and zero): a is the value in units of 2^-24, exact in float. */
-  uint32_t sub = f2u((float)a * 0x1p-24f);
-  uint32_t r = a < 0x0400u ? sub : a >= 0x7c00u ? special : normal;
-  return u2f(sign | r);
-}
-
-static inline uint16_t f32_to_f16(float f) {
-  uint32_t x = f2u(f);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  uint32_t a = x & 0x7fffffffu;
-  /* Normal result: drop 13 mantissa bits, rounding to nearest even; a carry
-   * out of the mantissa correctly bumps the exponent. */
-  uint32_t normal = (a - 0x38000000u + 0x0fffu + ((a >> 13) & 1u)) >> 13;
-  /* Subnormal result: adding 0.5 (whose ulp is 2^-24, the float16 subnormal
-   * step) lets the FPU round to nearest even for us. */
-  uint32_t sub = f2u(u2f(a) + 0.5f) - 0x3f000000u;
-  uint32_t r = a < 0x38800000u ? sub : normal;
-  r = a >= 0x477ff000u ? 0x7c00u : r; /* 65520 and up round to infinity */
-  r = a > 0x7f800000u ? 0x7e00u : r;  /* NaN: PyTorch writes the canonical one */
-  return (uint16_t)(sign | r);
-}
-
-/* ------------------------------------------------------------- bfloat16 */
-
-static inline float bf16_to_f32(uint16_t h) { return u2f((uint32_t)h << 16); }
-
-/* NaN becomes all ones from float32 and float64 (PyTorch's vectorised loops)
- * and the canonical 0x7fc0 from every other source (its scalar loops). */
-static inline uint16_t f32_to_bf16(float f, uint16_t nan) {
-  uint32_t x = f2u(f);
-  uint32_t r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
-  return (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? nan : r);
-}
-static inline uint16_t f32_to_bf16_vector(float f) { return f32_to_bf16(f, 0xffffu); }
-static inline uint16_t f32_to_bf16_scalar(float f) { return f32_to_bf16(f, 0x7fc0u); }
-
-/* --------------------------------------------------------------- float8 */
-
-/* Encoding, as PyTorch 2.x does it: round to nearest even, where rounding past
- * the largest finite value gives the overflow code (NaN or infinity) of the
- * format. `ebias` is 127 minus the format's bias, `mbits` its mantissa width.
- * A subnormal result is rounded by the FPU, adding a power of two whose ulp is
- * the format's smallest subnormal. */
-#define FP8_ROUND(a, ebias, mbits)                                                  \
-  (((a) - ((uint32_t)(ebias) << 23) + ((1u << (22 - (mbits))) - 1u) +               \
-    (((a) >> (23 - (mbits))) & 1u)) >>                                              \
-   (23 - (mbits)))
-
-static inline uint8_t f32_to_e4m3fn(float f) {
-  uint32_t x = f2u(f), a = x & 0x7fffffffu;
-  uint32_t sign = (x >> 24) & 0x80u;
-  const float magic = 16384.0f; /* ulp 2^-9 */
-  uint32_t sub = f2u(u2f(a) + magic) - f2u(magic);
-  uint32_t r = a < 0x3c800000u ? sub : FP8_ROUND(a, 120, 3); /* below 2^-6 */
-  r = a >= 0x43f00000u ? 0x7fu : r; /* 480 and up, inf, NaN: NaN */
-  return (uint8_t)(sign | r);
-}
-
-static inline uint8_t f32_to_e5m2(float f) {
-  uint32_t x = f2u(f), a = x & 0x7fffffffu;
-  uint32_t sign = (x >> 24) & 0x80u;
-  const float magic = 128.0f; /* ulp 2^-16 */
-  uint32_t sub = f2u(u2f(a) + magic) - f2u(magic);
-  uint32_t r = a < 0x38800000u ? sub : FP8_ROUND(a, 112, 2); /* below 2^-14 */
-  r = a >= 0x47800000u ? 0x7cu : r; /* 65536 and up: infinity */
-  r = a > 0x7f800000u ? 0x7fu : r;
-  return (uint8_t)(sign | r);
-}
-
-static inline uint8_t f32_to_e4m3fnuz(float f) {
-  uint32_t x = f2u(f), a = x & 0x7fffffffu;
-  uint32_t sign = (x >> 24) & 0x80u;
-  const float magic = 8192.0f; /* ulp 2^-10 */
-  uint32_t sub = f2u(u2f(a) + magic) - f2u(magic);
-  uint32_t r = a < 0x3c000000u ? sub : FP8_ROUND(a, 119, 3); /* below 2^-7 */
-  r = r == 0 ? 0 : sign | r; /* no negative zero; 0x80 from rounding is NaN */
-  return (uint8_t)(a >= 0x43800000u ? 0x80u : r); /* 256 and up, inf, NaN */
-}
-
-static inline uint8_t f32_to_e5m2fnuz(float f) {
-  uint32_t x = f2u(f), a = x & 0x7fffffffu;
-  uint32_t sign = (x >> 24) & 0x80u;
-  const float magic = 64.0f; /* ulp 2^-17 */
-  uint32_t sub = f2u(u2f(a) + magic) - f2u(magic);
-  uint32_t r = a < 0x38000000u ? sub : FP8_ROUND(a, 111, 2); /* below 2^-15 */
-  r = r == 0 ? 0 : sign | r;
-  return (uint8_t)(a >= 0x47800000u ? 0x80u : r); /* 65536 and up, inf, NaN */
-}
-
-/* Decoding. NaNs come out as PyTorch 2.x's c10 gives them: 0x7ff00000 with the
- * sign for e4m3fn, the float16 NaN of the same top byte for e5m2, and
- * 0x7f800001 for the fnuz formats. */
-static inline float fp8_decode(uint8_t x, unsigned mbits, unsigned ebias, float sub_unit) {
-  uint32_t sign = (uint32_t)(x & 0x80u) << 24;
-  uint32_t e = (x & 0x7fu) >> mbits, m = x & ((1u << mbits) - 1u);
-  uint32_t normal = ((e + ebias) << 23) | (m << (23 - mbits));
-  uint32_t sub = f2u((float)m * sub_unit);
-  return u2f(sign | (e == 0 ? sub : normal));
-}
-
-static inline float e4m3fn_to_f32(uint8_t x) {
-  return (x & 0x7fu) == 0x7fu ? u2f(((uint32_t)(x & 0x80u) << 24) | 0x7ff00000u)
-                              : fp8_decode(x, 3, 120, 0x1p-9f);
-}
-static inline float e5m2_to_f32(uint8_t x) { return f16_to_f32((uint16_t)(x << 8)); }
-static inline float e4m3fnuz_to_f32(uint8_t x) {
-  return x == 0x80u ? u2f(0x7f800001u) : fp8_decode(x, 3, 119, 0x1p-10f);
-}
-static inline float e5m2fnuz_to_f32(uint8_t x) {
-  return x == 0x80u ? u2f(0x7f800001u) : fp8_decode(x, 2, 111, 0x1p-17f);
-}
-
-/* --------------------------------------------------- float to integer casts */
-
-/* x86's cvtt*: truncation, and the "integer indefinite" value (the minimum)
- * for NaN and anything that does not fit. */
-static inline int32_t f32_to_i32(float v) {
-  return v >= -0x1p31f && v < 0x1p31f ? (int32_t)v : INT32_MIN;
-}
-static inline int64_t f32_to_i64(float v) {
-  return v >= -0x1p63f && v < 0x1p63f ? (int64_t)v : INT64_MIN;
-}
-static inline int32_t f64_to_i32(double v) {
-  return v > -2147483649.0 && v < 2147483648.0 ? (int32_t)v : INT32_MIN;
-}
-static inline int64_t f64_to_i64(double v) {
-  return v >= -0x1p63 && v < 0x1p63 ? (int64_t)v : INT64_MIN;
+static inline uint16_t f32_to_bf16_scalar(float f) {
+  return tstor_f32_to_bf16(f, TSTOR_BF16_NAN_SCALAR);
 }
 
 /* ------------------------------------------------------ loads and stores */
@@ -206,17 +65,17 @@ typedef uint8_t e5m2_lt, e5m2_st, e4m3fn_lt, e4m3fn_st, e5m2fnuz_lt, e5m2fnuz_st
 #define LOAD_i16(x) ((int64_t)(x))
 #define LOAD_i32(x) ((int64_t)(x))
 #define LOAD_i64(x) ((int64_t)(x))
-#define LOAD_f16(x) f16_to_f32(x)
-#define LOAD_bf16(x) bf16_to_f32(x)
+#define LOAD_f16(x) tstor_f16_to_f32(x)
+#define LOAD_bf16(x) tstor_bf16_to_f32(x)
 #define LOAD_f32(x) (x)
 #define LOAD_f64(x) (x)
-#define LOAD_c32(x) f16_to_f32((x).re)
+#define LOAD_c32(x) tstor_f16_to_f32((x).re)
 #define LOAD_c64(x) ((x).re)
 #define LOAD_c128(x) ((x).re)
-#define LOAD_e5m2(x) e5m2_to_f32(x)
-#define LOAD_e4m3fn(x) e4m3fn_to_f32(x)
-#define LOAD_e5m2fnuz(x) e5m2fnuz_to_f32(x)
-#define LOAD_e4m3fnuz(x) e4m3fnuz_to_f32(x)
+#define LOAD_e5m2(x) tstor_e5m2_to_f32(x)
+#define LOAD_e4m3fn(x) tstor_e4m3fn_to_f32(x)
+#define LOAD_e5m2fnuz(x) tstor_e5m2fnuz_to_f32(x)
+#define LOAD_e4m3fnuz(x) tstor_e4m3fnuz_to_f32(x)
 
 #define IM_bool(x) ((int64_t)0)
 #define IM_u8(x) ((int64_t)0)
@@ -228,7 +87,7 @@ typedef uint8_t e5m2_lt, e5m2_st, e4m3fn_lt, e4m3fn_st, e5m2fnuz_lt, e5m2fnuz_st
 #define IM_bf16(x) 0.0f
 #define IM_f32(x) 0.0f
 #define IM_f64(x) 0.0
-#define IM_c32(x) f16_to_f32((x).im)
+#define IM_c32(x) tstor_f16_to_f32((x).im)
 #define IM_c64(x) ((x).im)
 #define IM_c128(x) ((x).im)
 #define IM_e5m2(x) 0.0f
@@ -244,20 +103,20 @@ static inline uint8_t bool_f(float v) { return v != 0; }
 static inline uint8_t bool_d(double v) { return v != 0; }
 /* uint8 goes through int64 in PyTorch, so that -1.0 is 255 on every machine. */
 static inline uint8_t u8_i(int64_t v) { return (uint8_t)v; }
-static inline uint8_t u8_f(float v) { return (uint8_t)f32_to_i64(v); }
-static inline uint8_t u8_d(double v) { return (uint8_t)f64_to_i64(v); }
+static inline uint8_t u8_f(float v) { return (uint8_t)tstor_f32_to_i64(v); }
+static inline uint8_t u8_d(double v) { return (uint8_t)tstor_f64_to_i64(v); }
 static inline uint8_t i8_i(int64_t v) { return (uint8_t)v; }
-static inline uint8_t i8_f(float v) { return (uint8_t)f32_to_i32(v); }
-static inline uint8_t i8_d(double v) { return (uint8_t)f64_to_i32(v); }
+static inline uint8_t i8_f(float v) { return (uint8_t)tstor_f32_to_i32(v); }
+static inline uint8_t i8_d(double v) { return (uint8_t)tstor_f64_to_i32(v); }
 static inline uint16_t i16_i(int64_t v) { return (uint16_t)v; }
-static inline uint16_t i16_f(float v) { return (uint16_t)f32_to_i32(v); }
-static inline uint16_t i16_d(double v) { return (uint16_t)f64_to_i32(v); }
+static inline uint16_t i16_f(float v) { return (uint16_t)tstor_f32_to_i32(v); }
+static inline uint16_t i16_d(double v) { return (uint16_t)tstor_f64_to_i32(v); }
 static inline uint32_t i32_i(int64_t v) { return (uint32_t)v; }
-static inline uint32_t i32_f(float v) { return (uint32_t)f32_to_i32(v); }
-static inline uint32_t i32_d(double v) { return (uint32_t)f64_to_i32(v); }
+static inline uint32_t i32_f(float v) { return (uint32_t)tstor_f32_to_i32(v); }
+static inline uint32_t i32_d(double v) { return (uint32_t)tstor_f64_to_i32(v); }
 static inline uint64_t i64_i(int64_t v) { return (uint64_t)v; }
-static inline uint64_t i64_f(float v) { return (uint64_t)f32_to_i64(v); }
-static inline uint64_t i64_d(double v) { return (uint64_t)f64_to_i64(v); }
+static inline uint64_t i64_f(float v) { return (uint64_t)tstor_f32_to_i64(v); }
+static inline uint64_t i64_d(double v) { return (uint64_t)tstor_f64_to_i64(v); }
 static inline float f32_i(int64_t v) { return (float)v; }
 static inline float f32_f(float v) { return v; }
 static inline float f32_d(double v) { return (float)v; }
@@ -270,13 +129,13 @@ static inline double f64_d(double v) { return v; }
   static inline type name##_i(int64_t v) { return enc((float)v); } \
   static inline type name##_f(float v) { return enc(v); }          \
   static inline type name##_d(double v) { return enc((float)v); }
-VIA_F32(f16, uint16_t, f32_to_f16)
+VIA_F32(f16, uint16_t, tstor_f32_to_f16)
 VIA_F32(bf16, uint16_t, f32_to_bf16_vector)
 VIA_F32(bf16s, uint16_t, f32_to_bf16_scalar)
-VIA_F32(e5m2, uint8_t, f32_to_e5m2)
-VIA_F32(e4m3fn, uint8_t, f32_to_e4m3fn)
-VIA_F32(e5m2fnuz, uint8_t, f32_to_e5m2fnuz)
-VIA_F32(e4m3fnuz, uint8_t, f32_to_e4m3fnuz)
+VIA_F32(e5m2, uint8_t, tstor_f32_to_e5m2)
+VIA_F32(e4m3fn, uint8_t, tstor_f32_to_e4m3fn)
+VIA_F32(e5m2fnuz, uint8_t, tstor_f32_to_e5m2fnuz)
+VIA_F32(e4m3fnuz, uint8_t, tstor_f32_to_e4m3fnuz)
 #undef VIA_F32
 
 #define STORE_bool(S, re, im) STORE_BY(re, bool_i, bool_f, bool_d)
@@ -361,54 +220,37 @@ typedef void (*cvt_fn)(void *dst, const void *src, size_t n);
     }                                                               \
   }
 
-/* Every dtype that converts, with its enum value; twice, because a macro
- * cannot expand itself and the table is a cross product. */
-#define CONVERTIBLE(X, A) \
-  X(A, bool, TSTOR_BOOL) \
-  X(A, u8, TSTOR_UINT8) \
-  X(A, i8, TSTOR_INT8) \
-  X(A, i16, TSTOR_INT16) \
-  X(A, i32, TSTOR_INT32) \
-  X(A, i64, TSTOR_INT64) \
-  X(A, f16, TSTOR_FLOAT16) \
-  X(A, bf16, TSTOR_BFLOAT16) \
-  X(A, f32, TSTOR_FLOAT32) \
-  X(A, f64, TSTOR_FLOAT64) \
-  X(A, c32, TSTOR_COMPLEX32) \
-  X(A, c64, TSTOR_COMPLEX64) \
-  X(A, c128, TSTOR_COMPLEX128) \
-  X(A, e5m2, TSTOR_FLOAT8_E5M2) \
-  X(A, e4m3fn, TSTOR_FLOAT8_E4M3FN) \
-  X(A, e5m2fnuz, TSTOR_FLOAT8_E5M2FNUZ) \
-  X(A, e4m3fnuz, TSTOR_FLOAT8_E4M3FNUZ)
-#define CONVERTIBLE_DST(X, A) \
-  X(A, bool, TSTOR_BOOL) \
-  X(A, u8, TSTOR_UINT8) \
-  X(A, i8, TSTOR_INT8) \
-  X(A, i16, TSTOR_INT16) \
-  X(A, i32, TSTOR_INT32) \
-  X(A, i64, TSTOR_INT64) \
-  X(A, f16, TSTOR_FLOAT16) \
-  X(A, bf16, TSTOR_BFLOAT16) \
-  X(A, f32, TSTOR_FLOAT32) \
-  X(A, f64, TSTOR_FLOAT64) \
-  X(A, c32, TSTOR_COMPLEX32) \
-  X(A, c64, TSTOR_COMPLEX64) \
-  X(A, c128, TSTOR_COMPLEX128) \
-  X(A, e5m2, TSTOR_FLOAT8_E5M2) \
-  X(A, e4m3fn, TSTOR_FLOAT8_E4M3FN) \
-  X(A, e5m2fnuz, TSTOR_FLOAT8_E5M2FNUZ) \
-  X(A, e4m3fnuz, TSTOR_FLOAT8_E4M3FNUZ)
+/* The table of loops is the cross product of the dtypes that convert (every
+ * kind but quantized) in TSTOR_DTYPE_MAP. A macro cannot expand itself, so
+ * the inner expansion is held back (OBSTRUCT: past the two scans of the
+ * outer row, its CONVERTS_ filter's argument and its result) until the outer
+ * expansion is done, and EXPAND then rescans the result. */
+#define CONVERTS_BOOL(...) __VA_ARGS__
+#define CONVERTS_UNSIGNED(...) __VA_ARGS__
+#define CONVERTS_SIGNED(...) __VA_ARGS__
+#define CONVERTS_FLOAT(...) __VA_ARGS__
+#define CONVERTS_COMPLEX(...) __VA_ARGS__
+#define CONVERTS_QUANTIZED(...)
+#define EMPTY()
+#define DEFER(m) m EMPTY()
+#define OBSTRUCT(m) m DEFER(EMPTY)()
+#define EXPAND(...) __VA_ARGS__
+#define DTYPE_MAP_AGAIN() TSTOR_DTYPE_MAP
 
 /* Same-dtype pairs get kernels too (unused: those are copies), which keeps the
  * table generation a plain cross product. */
-#define DEF_DST(S, D, DV) KERNEL(S, D)
-#define DEF_SRC(unused, S, SV) CONVERTIBLE_DST(DEF_DST, S)
-CONVERTIBLE(DEF_SRC, _)
+#define DEF_DST(S, e, v, D, name, alias, legacy, st, size, kind, ...) \
+  CONVERTS_##kind(KERNEL(S, D))
+#define DEF_SRC(unused, e, v, S, name, alias, legacy, st, size, kind, ...) \
+  CONVERTS_##kind(OBSTRUCT(DTYPE_MAP_AGAIN)()(DEF_DST, S))
+EXPAND(TSTOR_DTYPE_MAP(DEF_SRC, _))
 
-#define ROW_DST(S, D, DV) [DV] = cvt_##S##_##D,
-#define ROW_SRC(unused, S, SV) [SV] = {CONVERTIBLE_DST(ROW_DST, S)},
-static const cvt_fn kernels[TSTOR_DTYPE_END][TSTOR_DTYPE_END] = {CONVERTIBLE(ROW_SRC, _)};
+#define ROW_DST(S, e, v, D, name, alias, legacy, st, size, kind, ...) \
+  CONVERTS_##kind([TSTOR_##e] = cvt_##S##_##D, )
+#define ROW_SRC(unused, e, v, S, name, alias, legacy, st, size, kind, ...) \
+  CONVERTS_##kind([TSTOR_##e] = {OBSTRUCT(DTYPE_MAP_AGAIN)()(ROW_DST, S)}, )
+static const cvt_fn kernels[TSTOR_DTYPE_END][TSTOR_DTYPE_END] = {
+    EXPAND(TSTOR_DTYPE_MAP(ROW_SRC, _))};
 
 /* complex32 to float16 copies the real half as it is (PyTorch moves the Half
  * without a float32 round trip, so NaN payloads survive). */
@@ -482,7 +324,7 @@ AVX2 static size_t hot_f32_f16(void *dst, const void *src, size_t n, int nt) {
     __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
     if (!_mm256_testz_ps(nan, nan)) {
       uint16_t fixed[8];
-      for (size_t k = 0; k < 8; k++) fixed[k] = f32_to_f16(s[i + k]);
+      for (size_t k = 0; k < 8; k++) fixed[k] = tstor_f32_to_f16(s[i + k]);
       h = _mm_loadu_si128((const __m128i *)(const void *)fixed);
     }
     put128(d + i, h, nt);
@@ -490,7 +332,7 @@ AVX2 static size_t hot_f32_f16(void *dst, const void *src, size_t n, int nt) {
   return i;
 }
 
-/* Exact, NaNs quieted with their payload, as f16_to_f32. */
+/* Exact, NaNs quieted with their payload, as tstor_f16_to_f32. */
 AVX2 static size_t hot_f16_f32(void *dst, const void *src, size_t n, int nt) {
   const uint16_t *s = src;
   float *d = dst;
@@ -539,7 +381,7 @@ AVX2 static size_t hot_bf16_f32(void *dst, const void *src, size_t n, int nt) {
   return i;
 }
 
-/* cvttps2dq gives INT32_MIN for NaN and out-of-range values: f32_to_i32. */
+/* cvttps2dq gives INT32_MIN for NaN and out-of-range values: tstor_f32_to_i32. */
 AVX2 static size_t hot_f32_i32(void *dst, const void *src, size_t n, int nt) {
   const float *s = src;
   int32_t *d = dst;

@@ -4,51 +4,23 @@
 
 #include <string.h>
 
-#define NONE ((tstor_dtype)-1)
-
-/* Indexed by dtype value; entries with a NULL name are holes (PyTorch's bits
- * types, 18-22). */
+/* Indexed by dtype value, generated from TSTOR_DTYPE_MAP; entries with a NULL
+ * name are holes (PyTorch's bits types, 18-22). */
 static const tstor_dtype_info table[TSTOR_DTYPE_END] = {
-#define E(dt, name, alias, legacy, st, size, kind, sgn, under) \
-  [dt] = {dt, name, alias, legacy, st, size, kind, sgn, under}
-    E(TSTOR_UINT8, "uint8", NULL, "Byte", "Byte", 1, TSTOR_KIND_UNSIGNED, 0, TSTOR_UINT8),
-    E(TSTOR_INT8, "int8", NULL, "Char", "Char", 1, TSTOR_KIND_SIGNED, 1, TSTOR_INT8),
-    E(TSTOR_INT16, "int16", "short", "Short", "Short", 2, TSTOR_KIND_SIGNED, 1, TSTOR_INT16),
-    E(TSTOR_INT32, "int32", "int", "Int", "Int", 4, TSTOR_KIND_SIGNED, 1, TSTOR_INT32),
-    E(TSTOR_INT64, "int64", "long", "Long", "Long", 8, TSTOR_KIND_SIGNED, 1, TSTOR_INT64),
-    E(TSTOR_FLOAT16, "float16", "half", "Half", "Half", 2, TSTOR_KIND_FLOAT, 1, TSTOR_FLOAT16),
-    E(TSTOR_FLOAT32, "float32", "float", "Float", "Float", 4, TSTOR_KIND_FLOAT, 1,
-      TSTOR_FLOAT32),
-    E(TSTOR_FLOAT64, "float64", "double", "Double", "Double", 8, TSTOR_KIND_FLOAT, 1,
-      TSTOR_FLOAT64),
-    E(TSTOR_COMPLEX32, "complex32", "chalf", NULL, "ComplexHalf", 4, TSTOR_KIND_COMPLEX, 1,
-      TSTOR_COMPLEX32),
-    E(TSTOR_COMPLEX64, "complex64", "cfloat", "ComplexFloat", "ComplexFloat", 8,
-      TSTOR_KIND_COMPLEX, 1, TSTOR_COMPLEX64),
-    E(TSTOR_COMPLEX128, "complex128", "cdouble", "ComplexDouble", "ComplexDouble", 16,
-      TSTOR_KIND_COMPLEX, 1, TSTOR_COMPLEX128),
-    E(TSTOR_BOOL, "bool", NULL, "Bool", "Bool", 1, TSTOR_KIND_BOOL, 0, TSTOR_BOOL),
-    E(TSTOR_QINT8, "qint8", NULL, "QInt8", "QInt8", 1, TSTOR_KIND_QUANTIZED, 1, TSTOR_INT8),
-    E(TSTOR_QUINT8, "quint8", NULL, "QUInt8", "QUInt8", 1, TSTOR_KIND_QUANTIZED, 0,
-      TSTOR_UINT8),
-    E(TSTOR_QINT32, "qint32", NULL, "QInt32", "QInt32", 4, TSTOR_KIND_QUANTIZED, 1,
-      TSTOR_INT32),
-    E(TSTOR_BFLOAT16, "bfloat16", NULL, "BFloat16", "BFloat16", 2, TSTOR_KIND_FLOAT, 1,
-      TSTOR_BFLOAT16),
-    E(TSTOR_QUINT4X2, "quint4x2", NULL, "QUInt4x2", "QUInt4x2", 1, TSTOR_KIND_QUANTIZED, 0,
-      TSTOR_UINT8),
-    E(TSTOR_QUINT2X4, "quint2x4", NULL, "QUInt2x4", "QUInt2x4", 1, TSTOR_KIND_QUANTIZED, 0,
-      TSTOR_UINT8),
-    E(TSTOR_FLOAT8_E5M2, "float8_e5m2", NULL, NULL, "Float8_e5m2", 1, TSTOR_KIND_FLOAT, 1,
-      TSTOR_FLOAT8_E5M2),
-    E(TSTOR_FLOAT8_E4M3FN, "float8_e4m3fn", NULL, NULL, "Float8_e4m3fn", 1, TSTOR_KIND_FLOAT,
-      1, TSTOR_FLOAT8_E4M3FN),
-    E(TSTOR_FLOAT8_E5M2FNUZ, "float8_e5m2fnuz", NULL, NULL, "Float8_e5m2fnuz", 1,
-      TSTOR_KIND_FLOAT, 1, TSTOR_FLOAT8_E5M2FNUZ),
-    E(TSTOR_FLOAT8_E4M3FNUZ, "float8_e4m3fnuz", NULL, NULL, "Float8_e4m3fnuz", 1,
-      TSTOR_KIND_FLOAT, 1, TSTOR_FLOAT8_E4M3FNUZ),
-#undef E
+#define ROW(A, e, v, tag, name, alias, legacy, st, size, kind, sgn, under) \
+  [TSTOR_##e] = {TSTOR_##e, name, alias, legacy, st, size, TSTOR_KIND_##kind, sgn, TSTOR_##under},
+    TSTOR_DTYPE_MAP(ROW, _)
+#undef ROW
 };
+
+/* TSTOR_DTYPE_END is a literal in the public header: one past the largest
+ * value in the list. */
+#define BELOW_END(A, e, v, ...) &&(v) < TSTOR_DTYPE_END
+#define IS_LAST(A, e, v, ...) || (v) == TSTOR_DTYPE_END - 1
+_Static_assert(1 TSTOR_DTYPE_MAP(BELOW_END, _), "a dtype value is not below TSTOR_DTYPE_END");
+_Static_assert(0 TSTOR_DTYPE_MAP(IS_LAST, _), "TSTOR_DTYPE_END is not one past the last dtype");
+#undef BELOW_END
+#undef IS_LAST
 
 const tstor_dtype_info *tstor_dtype_info_of(tstor_dtype dtype) {
   /* Compared as unsigned so that negative values out of a caller's int fail too. */

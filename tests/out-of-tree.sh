@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Builds backends the way a third party does: against an installed tstor, from
-# a folder of their own, with nothing but pkg-config. Installs tstor from a
-# build tree into its prefix; copies backends/hpu-stub and the guide's example
-# (docs/examples/minimal-backend.c) into empty folders; builds the first with
-# its Makefile.standalone and the second with the command the guide gives; runs
-# the installed `tstor conformance` on both; builds a program against the
-# installed library that loads the out-of-tree module.
+# a folder of their own, with nothing but pkg-config and what `make install`
+# put in the prefix. Installs tstor from a build tree into its prefix; copies
+# the installed author's kit (the hpu-stub template with its
+# Makefile.standalone, the guide's example) into empty folders; builds the
+# first with its Makefile.standalone and the second with the command the
+# installed guide gives; runs the installed `tstor conformance` on both; builds
+# a program against the installed library that loads the out-of-tree module.
 #
 #   tests/out-of-tree.sh BUILD_DIR PREFIX   BUILD_DIR configured with --prefix=PREFIX
 #   tests/out-of-tree.sh                    configures and builds one in a temporary folder
@@ -34,17 +35,30 @@ pkg-config --exists tstor || { echo "tstor.pc is not in $prefix/lib/pkgconfig"; 
 unset TSTOR_BACKEND_DIR TSTOR_CONFIG TSTOR_DEFAULT_DEVICE
 tstor="$prefix/bin/tstor"
 
-echo "building hpu-stub out of tree"
+echo "the author's kit is installed where the guide says"
+template=$(pkg-config --variable=templatedir tstor)
+guide=$(pkg-config --variable=guide tstor)
+example=$(dirname "$guide")/examples/minimal-backend.c
+for f in "$guide" "$example" "$template/Makefile.standalone" "$template/hpu_stub.h"; do
+  test -f "$f" || { echo "not installed: $f"; exit 1; }
+done
+# The installed template is the whole backend: every source its Makefile names.
+for f in $(sed -n 's/^SOURCES = //p' "$template/Makefile.standalone"); do
+  test -f "$template/$f" || { echo "not installed: $template/$f"; exit 1; }
+done
+grep -q "$template" "$guide" || grep -q 'share/tstor/hpu-stub' "$guide" ||
+  { echo "the installed guide does not name $template"; exit 1; }
+
+echo "building the installed hpu-stub template out of tree"
 mkdir "$work/hpu-stub"
-cp "$src"/backends/hpu-stub/*.c "$src"/backends/hpu-stub/*.h \
-  "$src"/backends/hpu-stub/Makefile.standalone "$work/hpu-stub/"
+cp "$template"/* "$work/hpu-stub/"
 make -C "$work/hpu-stub" -f Makefile.standalone CFLAGS="-O2 -g -Werror"
 make -C "$work/hpu-stub" -f Makefile.standalone install DESTDIR="$work/stage"
 test -f "$work/stage$(pkg-config --variable=backenddir tstor)/tstor-hpu-stub.so"
 
 echo "building the guide's example as the guide says"
 mkdir "$work/toy"
-cp "$src/docs/examples/minimal-backend.c" "$work/toy/"
+cp "$example" "$work/toy/"
 (cd "$work/toy" &&
   cc -std=c11 -Wall -Wextra -Werror -shared -fPIC -fvisibility=hidden \
     $(pkg-config --cflags tstor) minimal-backend.c -o tstor-toy.so)

@@ -1,4 +1,4 @@
-/* tstor conformance: runs the checks of conformance_checks.c against one
+/* tstor conformance: runs the checks of conformance/NAME.c against one
  * backend module and prints a table of results with reasons.
  *
  * Each section runs in a child process of its own, with its own context, so
@@ -10,12 +10,17 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+#include <time.h>
 #include <unistd.h>
 
 #include "commands.h"
@@ -57,8 +62,18 @@ static char *xstrdup(const char *s) {
   return d;
 }
 
+/* --strict: a skipped check is a failed one. */
+static int strict;
+
 static void add_result(const char *section, const char *check, const char *device,
                        conf_status status, const char *reason) {
+  char strict_reason[CONF_REASON + 32];
+  if (strict && status == CONF_SKIP) {
+    snprintf(strict_reason, sizeof strict_reason, "skipped, and --strict skips nothing: %s",
+             reason && reason[0] ? reason : "(no reason given)");
+    status = CONF_FAIL;
+    reason = strict_reason;
+  }
   if (nresults == cap_results) {
     cap_results = cap_results ? 2 * cap_results : 64;
     results = realloc(results, (size_t)cap_results * sizeof *results);
@@ -158,36 +173,117 @@ char *conf_config_text(const conf_options *opt, const char *const *extra, int ne
 
 /* ----------------------------------------------------- running a section */
 
-static int timeout_s = 300;
+/* Per section. Long enough for every section on a real device (the slowest,
+ * threads and async, take seconds), short enough that a kernel that never
+ * returns costs a minute of the run, not half an hour. */
+#define DEFAULT_TIMEOUT_S 60
+static int timeout_s = DEFAULT_TIMEOUT_S;
 
-/* Reads the child's records until it closes the pipe; returns the check it
- * had begun without reporting, if any. */
-static void read_child(FILE *in, const char *section, char *open_check, size_t check_size,
-                       char *open_device, size_t device_size) {
-  char *line = NULL;
-  size_t cap = 0;
-  open_check[0] = open_device[0] = '\0';
-  while (getline(&line, &cap, in) > 0) {
-    line[strcspn(line, "\n")] = '\0';
-    char *fields[5];
-    char *p = line;
-    int nf = 0;
-    while (nf < 5) {
-      fields[nf++] = p;
-      p = strchr(p, '\t');
-      if (!p) break;
-      *p++ = '\0';
-    }
-    if (nf < 5) continue;
-    if (fields[0][0] == 'B') {
-      snprintf(open_check, check_size, "%s", fields[2]);
-      snprintf(open_device, device_size, "%s", fields[3]);
-    } else {
-      add_result(section, fields[2], fields[3], (conf_status)atoi(fields[1]), fields[4]);
-      open_check[0] = '\0';
-    }
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* What a section's child has told the parent so far: records are complete
+ * lines; `partial` holds the start of one not yet ended. */
+typedef struct child_reader {
+  const char *section;
+  char open_check[128], open_device[64]; /* begun, no result yet */
+  char *partial;
+  size_t len, cap;
+} child_reader;
+
+static void child_record(child_reader *cr, char *line) {
+  char *fields[5];
+  char *p = line;
+  int nf = 0;
+  while (nf < 5) {
+    fields[nf++] = p;
+    p = strchr(p, '\t');
+    if (!p) break;
+    *p++ = '\0';
   }
-  free(line);
+  if (nf < 5) return;
+  if (fields[0][0] == 'B') {
+    snprintf(cr->open_check, sizeof cr->open_check, "%s", fields[2]);
+    snprintf(cr->open_device, sizeof cr->open_device, "%s", fields[3]);
+  } else {
+    add_result(cr->section, fields[2], fields[3], (conf_status)atoi(fields[1]), fields[4]);
+    cr->open_check[0] = '\0';
+  }
+}
+
+/* Takes in n bytes from the pipe and handles every line they complete. */
+static void child_bytes(child_reader *cr, const char *buf, size_t n) {
+  if (cr->len + n + 1 > cr->cap) {
+    size_t cap = (cr->len + n + 1) * 2;
+    char *p = realloc(cr->partial, cap);
+    if (!p) {
+      fprintf(stderr, "tstor conformance: out of memory\n");
+      exit(EXIT_FAILED);
+    }
+    cr->partial = p;
+    cr->cap = cap;
+  }
+  memcpy(cr->partial + cr->len, buf, n);
+  cr->len += n;
+  cr->partial[cr->len] = '\0';
+  char *start = cr->partial, *nl;
+  while ((nl = memchr(start, '\n', cr->len - (size_t)(start - cr->partial))) != NULL) {
+    *nl = '\0';
+    child_record(cr, start);
+    start = nl + 1;
+  }
+  cr->len -= (size_t)(start - cr->partial);
+  memmove(cr->partial, start, cr->len);
+}
+
+/* Reads the child's records until it has exited and the pipe is drained, or
+ * until the deadline. The parent keeps the time: a module may block or
+ * ignore any signal in the child, and a process the module forked may hold
+ * the pipe open after the child is gone, so neither the child's own alarm
+ * nor the end of the pipe can be waited for. Returns 1 on a timeout, after
+ * killing the child's whole process group; *status gets the child's wait
+ * status. */
+static int watch_child(pid_t pid, int fd, child_reader *cr, int *status) {
+  double deadline = now_s() + timeout_s;
+  int exited = 0, open = 1;
+  while (open) {
+    if (!exited) {
+      pid_t w = waitpid(pid, status, WNOHANG);
+      if (w == pid) exited = 1;
+    }
+    double left = deadline - now_s();
+    if (left <= 0 && !exited) {
+      kill(-pid, SIGKILL); /* the child and whatever it started in its group */
+      kill(pid, SIGKILL);
+      while (waitpid(pid, status, 0) < 0 && errno == EINTR) {
+      }
+      return 1;
+    }
+    /* Once the child is gone, only what is already in the pipe counts. */
+    int wait_ms = exited ? 0 : left > 0.1 ? 100 : (int)(left * 1000) + 1;
+    struct pollfd pfd = {fd, POLLIN, 0};
+    int n = poll(&pfd, 1, wait_ms);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (exited) break; /* drained; a grandchild may hold the pipe: stop */
+      continue;
+    }
+    char buf[4096];
+    ssize_t got = read(fd, buf, sizeof buf);
+    if (got > 0)
+      child_bytes(cr, buf, (size_t)got);
+    else if (got == 0 || errno != EINTR)
+      open = 0;
+  }
+  if (!exited)
+    while (waitpid(pid, status, 0) < 0 && errno == EINTR) {
+    }
+  /* Leftovers of the section (a helper the module forked) go with it. */
+  kill(-pid, SIGKILL);
+  return 0;
 }
 
 static void run_forked(const conf_options *opt, const conf_section *sec) {
@@ -206,8 +302,16 @@ static void run_forked(const conf_options *opt, const conf_section *sec) {
     return;
   }
   if (pid == 0) {
+    /* A process group of its own, so that a timeout kills everything the
+     * section started. */
+    setpgid(0, 0);
+#ifdef __linux__
+    /* Out of the terminal's process group, Ctrl-C reaches only the parent:
+     * the section must not outlive it. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() == 1) _exit(1);
+#endif
     close(fds[0]);
-    alarm((unsigned)timeout_s);
     conf_run r;
     memset(&r, 0, sizeof r);
     r.opt = opt;
@@ -216,25 +320,22 @@ static void run_forked(const conf_options *opt, const conf_section *sec) {
     sec->run(&r);
     exit(0); /* through exit(), so that leak checkers look at the child too */
   }
+  setpgid(pid, pid); /* also here: whichever runs first */
   close(fds[1]);
-  FILE *in = fdopen(fds[0], "r");
-  char check[128] = "", device[64] = "";
-  if (in) {
-    read_child(in, sec->name, check, sizeof check, device, sizeof device);
-    fclose(in);
-  } else {
-    close(fds[0]);
-  }
-  int status;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  child_reader cr;
+  memset(&cr, 0, sizeof cr);
+  cr.section = sec->name;
+  int status = 0;
+  int timed_out = watch_child(pid, fds[0], &cr, &status);
+  close(fds[0]);
+  free(cr.partial);
+  const char *check = cr.open_check, *device = cr.open_device;
   char why[256];
-  if (WIFSIGNALED(status)) {
+  if (timed_out) {
+    snprintf(why, sizeof why, "timed out after %d s (--timeout)", timeout_s);
+  } else if (WIFSIGNALED(status)) {
     int sig = WTERMSIG(status);
-    if (sig == SIGALRM)
-      snprintf(why, sizeof why, "timed out after %d s (--timeout)", timeout_s);
-    else
-      snprintf(why, sizeof why, "crashed: signal %d (%s)", sig, strsignal(sig));
+    snprintf(why, sizeof why, "crashed: signal %d (%s)", sig, strsignal(sig));
   } else if (WEXITSTATUS(status) != 0) {
     snprintf(why, sizeof why, "exited with status %d (see the messages above)",
              WEXITSTATUS(status));
@@ -254,6 +355,15 @@ static void run_in_process(const conf_options *opt, const conf_section *sec) {
   r.fd = -1;
   sec->run(&r);
 }
+
+/* ---------------------------------------------------------- the sections */
+
+const conf_section conf_sections[] = {
+#define CONF_SECTION_ROW(name, summary) {#name, summary, conf_section_##name},
+    CONF_SECTION_MAP(CONF_SECTION_ROW)
+#undef CONF_SECTION_ROW
+};
+const int conf_nsections = (int)(sizeof conf_sections / sizeof conf_sections[0]);
 
 /* ------------------------------------------------------------- the table */
 
@@ -303,7 +413,9 @@ static void usage(FILE *out) {
           "  --large-mb N          size of the large allocation (default 64)\n"
           "  --align N             alignment required of device addresses (default 16)\n"
           "  --threads N           threads for the threads section (default 4)\n"
-          "  --timeout SEC         per section (default 300)\n"
+          "  --timeout SEC         per section (default 60); the whole section is killed\n"
+          "  --strict              what a release should pass: skips fail, every counter\n"
+          "                        and peak must be kept, messages must be the backend's own\n"
           "  --no-fork             run in this process (for debuggers); a crash ends the run\n"
           "  --list                list the sections\n\n"
           "sections:\n");
@@ -407,6 +519,8 @@ int tstor_cmd_conformance(int argc, char **argv) {
       return 0;
     } else if (strcmp(a, "--no-fork") == 0) {
       fork_sections = 0;
+    } else if (strcmp(a, "--strict") == 0) {
+      strict = opt.strict = 1;
     } else if (a[0] == '-' && a[1] == '-') {
       if (!val) {
         fprintf(stderr, "tstor conformance: %s needs a value\n", a);

@@ -1,5 +1,6 @@
 /* tstor conformance: shared between the driver (conformance.c: options, one
- * child process per section, the table) and the checks (conformance_checks.c). */
+ * child process per section, the table) and the sections (conformance/NAME.c,
+ * one file each, with what they share in conformance/checks.h). */
 #ifndef TSTOR_CONFORMANCE_H
 #define TSTOR_CONFORMANCE_H
 
@@ -25,6 +26,7 @@ typedef struct conf_options {
   size_t large_bytes;     /* the "large" allocation */
   size_t min_align;       /* required alignment of device addresses */
   int threads;
+  int strict;             /* --strict: skips fail; counters, peaks and messages required */
 } conf_options;
 
 /* One device under test. */
@@ -55,7 +57,25 @@ typedef struct conf_run {
   char reason[CONF_REASON];
 } conf_run;
 
-/* The sections, in the order they run. */
+/* The sections, in the order they run: one file each under conformance/,
+ * which defines conf_section_NAME. The one list of them; the table, the
+ * usage text and --section all come from it. */
+#define CONF_SECTION_MAP(X)                                                              \
+  X(load, "loads, names its devices, copy paths, init/fini again")                       \
+  X(decline, "declines without hardware, leaving nothing behind")                        \
+  X(alloc, "0 bytes, small, large and impossible sizes, reuse, alignment, resize")       \
+  X(copy, "host round trips at many sizes and offsets, device to device")                \
+  X(fill, "byte and pattern fills through views; bad patterns refused")                  \
+  X(async, "streams, events, ordering, record_stream")                                   \
+  X(stats, "allocated back to zero, counts, peaks")                                      \
+  X(threads, "concurrent allocation, copies and streams")                                \
+  X(args, "bad devices, sizes and views refused, nothing changed")                       \
+  X(fini, "threads, descriptors, mappings and heap all given back at fini")
+
+#define CONF_DECLARE_SECTION(name, summary) void conf_section_##name(conf_run *r);
+CONF_SECTION_MAP(CONF_DECLARE_SECTION)
+#undef CONF_DECLARE_SECTION
+
 typedef struct conf_section {
   const char *name;
   const char *summary;

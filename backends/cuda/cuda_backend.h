@@ -1,6 +1,28 @@
 /* Internals shared by the cuda backend's files: the module state, the device
  * guard, CUDA error reporting and the ops each file provides. Never installed;
- * names carry tstor__cuda. The module sees the core only through backend.h. */
+ * names carry tstor__cuda. The module sees the core only through backend.h.
+ *
+ * The files. A file calls (or takes the address of) functions of its own
+ * layer and the layers above it only, never of a later one, so no two files
+ * call each other round in a circle (tests/layering.py checks this in make
+ * check); the sections below follow the same order:
+ *
+ * layer 1: treap.c
+ * layer 2: block_cache.c host_cache.c
+ * layer 3: guard.c
+ * layer 4: alloc.c
+ * layer 5: stream.c
+ * layer 6: copy.c
+ * layer 7: module.c
+ *
+ *   treap.c, block_cache.c, host_cache.c
+ *               the caching allocators, over raw_device.h: no CUDA in them
+ *   guard.c     the device guard; CUDA errors as tstor codes and messages
+ *   alloc.c     the device and pinned allocators over the caches; pooled events
+ *   stream.c    streams and events
+ *   copy.c      copies, fills and conversions, launching kernels.cu's kernels
+ *               (kernels.h; built by nvcc, calls none of these files)
+ *   module.c    entry point: config, driver and devices, the op tables */
 #ifndef TSTOR_CUDA_BACKEND_H
 #define TSTOR_CUDA_BACKEND_H
 
@@ -67,7 +89,7 @@ struct tstor__cuda {
   tstor__cuda_primary_ctx_state_fn primary_ctx_state;
 };
 
-/* ----------------------------------------------------------- device guard */
+/* ----------------------------------------------------------------- guard.c */
 
 /* Every op makes its device current and gives the caller's back on return. */
 typedef struct tstor__cuda_guard {
@@ -78,7 +100,7 @@ typedef struct tstor__cuda_guard {
 int tstor__cuda_enter(tstor__cuda *cu, int device, tstor__cuda_guard *g);
 void tstor__cuda_leave(tstor__cuda *cu, tstor__cuda_guard *g);
 
-/* --------------------------------------------------------------- errors */
+/* CUDA errors (guard.c). */
 
 /* The tstor code for a CUDA error. */
 int tstor__cuda_code(cudaError_t e);

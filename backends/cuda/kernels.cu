@@ -1,9 +1,9 @@
 /* Device kernels of the cuda backend: pattern fill and dtype conversion.
  *
  * The conversions give what tstor_dtype_convert gives on the host, bit for bit
- * (core/convert.c documents the rules; they are PyTorch's CPU results). The
- * formulas below are the same integer and float32 operations as the host's,
- * which the GPU evaluates identically: IEEE round-to-nearest adds and
+ * (core/convert.c documents the rules; they are PyTorch's CPU results): each
+ * element goes through tstor/codec.h, the same scalar code the host loops
+ * use, which the GPU evaluates identically: IEEE round-to-nearest adds and
  * conversions with subnormals kept (this file must not be built with
  * --use_fast_math or -ftz=true), and range checks written out where C leaves a
  * cast undefined. The GPU suite compares every pair against the host.
@@ -15,6 +15,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <string.h>
+#include <tstor/codec.h>
+#include <tstor/typed.h>
 
 #include "kernels.h"
 
@@ -63,148 +65,6 @@ unsigned grid_for(size_t n) {
   return (unsigned)blocks;
 }
 
-/* ------------------------------------------------------- conversion helpers */
-
-HD uint32_t f2u(float f) {
-#ifdef __CUDA_ARCH__
-  return __float_as_uint(f);
-#else
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  return u;
-#endif
-}
-HD float u2f(uint32_t u) {
-#ifdef __CUDA_ARCH__
-  return __uint_as_float(u);
-#else
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-#endif
-}
-/* Round-to-nearest addition, never contracted into anything else. */
-HD float add_rn(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-
-HD float f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t a = h & 0x7fffu;
-  uint32_t normal = (a << 13) + 0x38000000u;
-  uint32_t special = 0x7f800000u | (a << 13) | (a > 0x7c00u ? 0x00400000u : 0);
-  uint32_t sub = f2u((float)a * 0x1p-24f);
-  uint32_t r = a < 0x0400u ? sub : a >= 0x7c00u ? special : normal;
-  return u2f(sign | r);
-}
-
-HD uint16_t f32_to_f16(float f) {
-  uint32_t x = f2u(f);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  uint32_t a = x & 0x7fffffffu;
-  uint32_t normal = (a - 0x38000000u + 0x0fffu + ((a >> 13) & 1u)) >> 13;
-  uint32_t sub = f2u(add_rn(u2f(a), 0.5f)) - 0x3f000000u;
-  uint32_t r = a < 0x38800000u ? sub : normal;
-  r = a >= 0x477ff000u ? 0x7c00u : r;
-  r = a > 0x7f800000u ? 0x7e00u : r;
-  return (uint16_t)(sign | r);
-}
-
-HD float bf16_to_f32(uint16_t h) { return u2f((uint32_t)h << 16); }
-
-/* NaN becomes `nan`: all ones or 0x7fc0 depending on the source dtype, as
- * PyTorch's vectorised and scalar CPU loops write it (see bf16_nan below). */
-HD uint16_t f32_to_bf16(float f, uint16_t nan) {
-  uint32_t x = f2u(f);
-  uint32_t r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
-  return (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? nan : r);
-}
-
-HD uint32_t fp8_round(uint32_t a, uint32_t ebias, uint32_t mbits) {
-  return (a - (ebias << 23) + ((1u << (22 - mbits)) - 1u) + ((a >> (23 - mbits)) & 1u)) >>
-         (23 - mbits);
-}
-
-/* The subnormal encodings: adding a power of two whose ulp is the format's
- * smallest subnormal lets the FPU round to nearest even. */
-HD uint32_t fp8_sub(uint32_t a, float magic) {
-  return f2u(add_rn(u2f(a), magic)) - f2u(magic);
-}
-
-HD uint8_t f32_to_e4m3fn(float f) {
-  uint32_t x = f2u(f), a = x & 0x7fffffffu;
-  uint32_t sign = (x >> 24) & 0x80u;
-  uint32_t r = a < 0x3c800000u ? fp8_sub(a, 16384.0f) : fp8_round(a, 120, 3);
-  r = a >= 0x43f00000u ? 0x7fu : r;
-  return (uint8_t)(sign | r);
-}
-
-HD uint8_t f32_to_e5m2(float f) {
-  uint32_t x = f2u(f), a = x & 0x7fffffffu;
-  uint32_t sign = (x >> 24) & 0x80u;
-  uint32_t r = a < 0x38800000u ? fp8_sub(a, 128.0f) : fp8_round(a, 112, 2);
-  r = a >= 0x47800000u ? 0x7cu : r;
-  r = a > 0x7f800000u ? 0x7fu : r;
-  return (uint8_t)(sign | r);
-}
-
-HD uint8_t f32_to_e4m3fnuz(float f) {
-  uint32_t x = f2u(f), a = x & 0x7fffffffu;
-  uint32_t sign = (x >> 24) & 0x80u;
-  uint32_t r = a < 0x3c000000u ? fp8_sub(a, 8192.0f) : fp8_round(a, 119, 3);
-  r = r == 0 ? 0 : sign | r;
-  return (uint8_t)(a >= 0x43800000u ? 0x80u : r);
-}
-
-HD uint8_t f32_to_e5m2fnuz(float f) {
-  uint32_t x = f2u(f), a = x & 0x7fffffffu;
-  uint32_t sign = (x >> 24) & 0x80u;
-  uint32_t r = a < 0x38000000u ? fp8_sub(a, 64.0f) : fp8_round(a, 111, 2);
-  r = r == 0 ? 0 : sign | r;
-  return (uint8_t)(a >= 0x47800000u ? 0x80u : r);
-}
-
-HD float fp8_decode(uint8_t x, unsigned mbits, unsigned ebias,
-                                            float sub_unit) {
-  uint32_t sign = (uint32_t)(x & 0x80u) << 24;
-  uint32_t e = (x & 0x7fu) >> mbits, m = x & ((1u << mbits) - 1u);
-  uint32_t normal = ((e + ebias) << 23) | (m << (23 - mbits));
-  uint32_t sub = f2u((float)m * sub_unit);
-  return u2f(sign | (e == 0 ? sub : normal));
-}
-
-HD float e4m3fn_to_f32(uint8_t x) {
-  return (x & 0x7fu) == 0x7fu ? u2f(((uint32_t)(x & 0x80u) << 24) | 0x7ff00000u)
-                              : fp8_decode(x, 3, 120, 0x1p-9f);
-}
-HD float e5m2_to_f32(uint8_t x) {
-  return f16_to_f32((uint16_t)(x << 8));
-}
-HD float e4m3fnuz_to_f32(uint8_t x) {
-  return x == 0x80u ? u2f(0x7f800001u) : fp8_decode(x, 3, 119, 0x1p-10f);
-}
-HD float e5m2fnuz_to_f32(uint8_t x) {
-  return x == 0x80u ? u2f(0x7f800001u) : fp8_decode(x, 2, 111, 0x1p-17f);
-}
-
-/* x86's cvtt* results, as the host gives them (see tstor/typed.h). */
-HD int32_t f32_to_i32(float v) {
-  return v >= -0x1p31f && v < 0x1p31f ? (int32_t)v : INT32_MIN;
-}
-HD int64_t f32_to_i64(float v) {
-  return v >= -0x1p63f && v < 0x1p63f ? (int64_t)v : INT64_MIN;
-}
-HD int32_t f64_to_i32(double v) {
-  return v > -2147483649.0 && v < 2147483648.0 ? (int32_t)v : INT32_MIN;
-}
-HD int64_t f64_to_i64(double v) {
-  return v >= -0x1p63 && v < 0x1p63 ? (int64_t)v : INT64_MIN;
-}
-
 /* ------------------------------------------------------------- dtype tags */
 
 struct c32_t {
@@ -231,11 +91,11 @@ struct c128_t {
     static HD st store(double v, double) { return FROM_D; }   \
   };
 
-TAG_INT(t_u8, uint8_t, uint8_t, (int64_t)x, (uint8_t)f32_to_i64(v), (uint8_t)f64_to_i64(v))
-TAG_INT(t_i8, int8_t, uint8_t, (int64_t)x, (uint8_t)f32_to_i32(v), (uint8_t)f64_to_i32(v))
-TAG_INT(t_i16, int16_t, uint16_t, (int64_t)x, (uint16_t)f32_to_i32(v), (uint16_t)f64_to_i32(v))
-TAG_INT(t_i32, int32_t, uint32_t, (int64_t)x, (uint32_t)f32_to_i32(v), (uint32_t)f64_to_i32(v))
-TAG_INT(t_i64, int64_t, uint64_t, (int64_t)x, (uint64_t)f32_to_i64(v), (uint64_t)f64_to_i64(v))
+TAG_INT(t_u8, uint8_t, uint8_t, (int64_t)x, (uint8_t)tstor_f32_to_i64(v), (uint8_t)tstor_f64_to_i64(v))
+TAG_INT(t_i8, int8_t, uint8_t, (int64_t)x, (uint8_t)tstor_f32_to_i32(v), (uint8_t)tstor_f64_to_i32(v))
+TAG_INT(t_i16, int16_t, uint16_t, (int64_t)x, (uint16_t)tstor_f32_to_i32(v), (uint16_t)tstor_f64_to_i32(v))
+TAG_INT(t_i32, int32_t, uint32_t, (int64_t)x, (uint32_t)tstor_f32_to_i32(v), (uint32_t)tstor_f64_to_i32(v))
+TAG_INT(t_i64, int64_t, uint64_t, (int64_t)x, (uint64_t)tstor_f32_to_i64(v), (uint64_t)tstor_f64_to_i64(v))
 #undef TAG_INT
 
 struct t_bool {
@@ -260,21 +120,21 @@ struct t_bool {
     static HD st store(double v, double) { return ENCODE((float)v); } \
   };
 
-TAG_VIA_F32(t_f16, uint16_t, f16_to_f32, f32_to_f16)
-TAG_VIA_F32(t_e5m2, uint8_t, e5m2_to_f32, f32_to_e5m2)
-TAG_VIA_F32(t_e4m3fn, uint8_t, e4m3fn_to_f32, f32_to_e4m3fn)
-TAG_VIA_F32(t_e5m2fnuz, uint8_t, e5m2fnuz_to_f32, f32_to_e5m2fnuz)
-TAG_VIA_F32(t_e4m3fnuz, uint8_t, e4m3fnuz_to_f32, f32_to_e4m3fnuz)
+TAG_VIA_F32(t_f16, uint16_t, tstor_f16_to_f32, tstor_f32_to_f16)
+TAG_VIA_F32(t_e5m2, uint8_t, tstor_e5m2_to_f32, tstor_f32_to_e5m2)
+TAG_VIA_F32(t_e4m3fn, uint8_t, tstor_e4m3fn_to_f32, tstor_f32_to_e4m3fn)
+TAG_VIA_F32(t_e5m2fnuz, uint8_t, tstor_e5m2fnuz_to_f32, tstor_f32_to_e5m2fnuz)
+TAG_VIA_F32(t_e4m3fnuz, uint8_t, tstor_e4m3fnuz_to_f32, tstor_f32_to_e4m3fnuz)
 #undef TAG_VIA_F32
 
 struct t_bf16 {
   typedef uint16_t lt;
   typedef uint16_t st;
-  static HD float load(lt x) { return bf16_to_f32(x); }
+  static HD float load(lt x) { return tstor_bf16_to_f32(x); }
   static HD float im(lt) { return 0.0f; }
-  static HD st store(int64_t v, uint16_t nan) { return f32_to_bf16((float)v, nan); }
-  static HD st store(float v, uint16_t nan) { return f32_to_bf16(v, nan); }
-  static HD st store(double v, uint16_t nan) { return f32_to_bf16((float)v, nan); }
+  static HD st store(int64_t v, uint16_t nan) { return tstor_f32_to_bf16((float)v, nan); }
+  static HD st store(float v, uint16_t nan) { return tstor_f32_to_bf16(v, nan); }
+  static HD st store(double v, uint16_t nan) { return tstor_f32_to_bf16((float)v, nan); }
 };
 
 struct t_f32 {
@@ -316,7 +176,7 @@ struct t_f64 {
 
 HD float id_f(float x) { return x; }
 HD double id_d(double x) { return x; }
-TAG_COMPLEX(t_c32, c32_t, t_f16, f16_to_f32)
+TAG_COMPLEX(t_c32, c32_t, t_f16, tstor_f16_to_f32)
 TAG_COMPLEX(t_c64, c64_t, t_f32, id_f)
 TAG_COMPLEX(t_c128, c128_t, t_f64, id_d)
 #undef TAG_COMPLEX
@@ -331,23 +191,23 @@ struct convert_elem {
  * scalar loops), all ones from the rest (its vectorised loops). */
 template <class S>
 struct bf16_nan {
-  static constexpr uint16_t value = 0xffffu;
+  static constexpr uint16_t value = TSTOR_BF16_NAN_VECTOR;
 };
 template <>
 struct bf16_nan<t_f16> {
-  static constexpr uint16_t value = 0x7fc0u;
+  static constexpr uint16_t value = TSTOR_BF16_NAN_SCALAR;
 };
 template <>
 struct bf16_nan<t_c32> {
-  static constexpr uint16_t value = 0x7fc0u;
+  static constexpr uint16_t value = TSTOR_BF16_NAN_SCALAR;
 };
 template <>
 struct bf16_nan<t_c64> {
-  static constexpr uint16_t value = 0x7fc0u;
+  static constexpr uint16_t value = TSTOR_BF16_NAN_SCALAR;
 };
 template <>
 struct bf16_nan<t_c128> {
-  static constexpr uint16_t value = 0x7fc0u;
+  static constexpr uint16_t value = TSTOR_BF16_NAN_SCALAR;
 };
 
 template <class S>
@@ -411,46 +271,35 @@ int run(void *dst, const void *src, size_t n, cudaStream_t stream) {
   }
 }
 
-/* The dtype values of tstor/typed.h (c10::ScalarType's). */
-#define DTYPES(X, A)     \
-  X(A, 0, t_u8)          \
-  X(A, 1, t_i8)          \
-  X(A, 2, t_i16)         \
-  X(A, 3, t_i32)         \
-  X(A, 4, t_i64)         \
-  X(A, 5, t_f16)         \
-  X(A, 6, t_f32)         \
-  X(A, 7, t_f64)         \
-  X(A, 8, t_c32)         \
-  X(A, 9, t_c64)         \
-  X(A, 10, t_c128)       \
-  X(A, 11, t_bool)       \
-  X(A, 15, t_bf16)       \
-  X(A, 23, t_e5m2)       \
-  X(A, 24, t_e4m3fn)     \
-  X(A, 25, t_e5m2fnuz)   \
-  X(A, 26, t_e4m3fnuz)
+/* The dtypes that convert (every kind but quantized), from TSTOR_DTYPE_MAP:
+ * each is handled by the tag t_<its tag>. */
+#define CONVERTS_BOOL(...) __VA_ARGS__
+#define CONVERTS_UNSIGNED(...) __VA_ARGS__
+#define CONVERTS_SIGNED(...) __VA_ARGS__
+#define CONVERTS_FLOAT(...) __VA_ARGS__
+#define CONVERTS_COMPLEX(...) __VA_ARGS__
+#define CONVERTS_QUANTIZED(...)
 
-#define DST_CASE(S, V, D) \
-  case V: return run<Host, S, D>(dst, src, n, stream);
+#define DST_CASE(S, e, v, tag, name, alias, legacy, st, size, kind, ...) \
+  CONVERTS_##kind(case TSTOR_##e: return run<Host, S, t_##tag>(dst, src, n, stream);)
 
 template <bool Host, class S>
 int run_to(int dst_dtype, void *dst, const void *src, size_t n, cudaStream_t stream) {
   switch (dst_dtype) {
-    DTYPES(DST_CASE, S)
+    TSTOR_DTYPE_MAP(DST_CASE, S)
     default: return -1;
   }
 }
 
-#define SRC_CASE(unused, V, S) \
-  case V: return run_to<Host, S>(dst_dtype, dst, src, n, stream);
+#define SRC_CASE(unused, e, v, tag, name, alias, legacy, st, size, kind, ...) \
+  CONVERTS_##kind(case TSTOR_##e: return run_to<Host, t_##tag>(dst_dtype, dst, src, n, stream);)
 
 template <bool Host>
 int convert_any(void *dst, int dst_dtype, const void *src, int src_dtype, size_t n,
                 cudaStream_t stream) {
   if (n == 0) return (int)cudaSuccess;
   switch (src_dtype) {
-    DTYPES(SRC_CASE, _)
+    TSTOR_DTYPE_MAP(SRC_CASE, _)
     default: return -1;
   }
 }

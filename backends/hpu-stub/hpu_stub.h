@@ -2,11 +2,29 @@
  * headers only, as a third-party backend would be. This header is shared by
  * the backend's own files and is not installed.
  *
- * The pieces, one file each:
- *   module.c   entry point, config keys, device setup, registration
- *   arena.c    per-device allocator: first fit over an address-ordered block list
- *   stream.c   streams (a FIFO run by one worker thread each) and events
- *   kernels.c  copy kernels and fill, which translate device addresses
+ * The pieces, one file each. A file calls (or takes the address of) functions
+ * of its own layer and the layers above it only, never of a later one, so no
+ * two files call each other round in a circle and each can be read knowing
+ * only what is above it (tests/layering.py checks this in make check):
+ *
+ * layer 1: timeline.c
+ * layer 2: arena.c
+ * layer 3: kernels.c
+ * layer 4: stream.c
+ * layer 5: copy.c
+ * layer 6: module.c
+ *
+ *   timeline.c  a stream's progress: jobs queued and finished
+ *   arena.c     per-device allocator: first fit over an address-ordered block
+ *               list; frees deferred on timelines (record_stream)
+ *   kernels.c   translating device addresses; the bodies of copy and fill
+ *   stream.c    streams (a FIFO of kernels run by one worker thread each) and
+ *               events, on timelines
+ *   copy.c      the copy and fill ops: translate, then queue on a stream or run
+ *   module.c    entry point, config keys, device setup, the op tables,
+ *               registration (synchronize = wait for the streams, then give
+ *               back the deferred frees: the one place streams meet the arena)
+ * The sections of this header follow the same order.
  *
  * Device memory: every device reserves an address range with PROT_NONE and hands
  * out addresses inside it; the bytes themselves live in a second, ordinary
@@ -33,7 +51,7 @@
 
 typedef struct hpu_stub hpu_stub;
 
-/* -------------------------------------------------------------- timelines */
+/* -------------------------------------------------------------- timeline.c */
 
 /* The progress of one stream, as two counters: jobs queued and jobs finished.
  * Events and deferred frees hold a reference on it and a sequence number, so
@@ -51,8 +69,10 @@ hpu_timeline *hpu_timeline_retain(hpu_timeline *t);
 void hpu_timeline_release(hpu_timeline *t);
 int hpu_timeline_reached(hpu_timeline *t, uint64_t seq);
 void hpu_timeline_wait(hpu_timeline *t, uint64_t seq);
+/* Marks every job up to seq finished and wakes the waiters (the stream's worker). */
+void hpu_timeline_advance(hpu_timeline *t, uint64_t seq);
 
-/* ------------------------------------------------------------------ arena */
+/* ----------------------------------------------------------------- arena.c */
 
 /* "This block may still be used by the work a stream had queued up to seq." */
 typedef struct hpu_fence {
@@ -92,7 +112,18 @@ int hpu_stats(void *state, int index, tstor_stats *out);
 int hpu_reset_peak(void *state, int index);
 int hpu_empty_cache(void *state, int index);
 
-/* ---------------------------------------------------------------- streams */
+/* --------------------------------------------------------------- kernels.c */
+
+/* *out = the host address of [ptr, ptr + nbytes) on device `index`; an error
+ * (set) when the range is not inside that device's memory. */
+int hpu_translate(hpu_stub *stub, int index, const void *ptr, size_t nbytes,
+                  unsigned char **out);
+/* What a job does: the simulated latency, then the bytes. */
+void hpu_kernel_copy(hpu_stub *stub, void *dst, const void *src, size_t nbytes);
+void hpu_kernel_fill(hpu_stub *stub, void *dst, size_t nbytes, const void *pattern,
+                     size_t pattern_size);
+
+/* ---------------------------------------------------------------- stream.c */
 
 typedef struct hpu_job hpu_job;
 
@@ -120,8 +151,10 @@ int hpu_stream_copy(hpu_stream *s, void *dst, const void *src, size_t nbytes);
 int hpu_stream_fill(hpu_stream *s, void *dst, size_t nbytes, const void *pattern,
                     size_t pattern_size);
 
+/* Waits until every live stream of device `index` has run what it was given. */
+void hpu_streams_wait_idle(hpu_stub *stub, int index);
+
 /* The device ops for streams and events, state = hpu_stub. */
-int hpu_synchronize(void *state, int index);
 int hpu_stream_create(void *state, int index, void **out);
 void hpu_stream_destroy(void *state, int index, void *stream);
 int hpu_stream_synchronize(void *state, int index, void *stream);
@@ -132,17 +165,9 @@ int hpu_event_record(void *state, int index, void *event, void *stream);
 int hpu_event_query(void *state, int index, void *event);
 int hpu_event_synchronize(void *state, int index, void *event);
 
-/* ---------------------------------------------------------------- kernels */
+/* ------------------------------------------------------------------ copy.c */
 
-/* *out = the host address of [ptr, ptr + nbytes) on device `index`; an error
- * (set) when the range is not inside that device's memory. */
-int hpu_translate(hpu_stub *stub, int index, const void *ptr, size_t nbytes,
-                  unsigned char **out);
-/* What a job does: the simulated latency, then the bytes. */
-void hpu_kernel_copy(hpu_stub *stub, void *dst, const void *src, size_t nbytes);
-void hpu_kernel_fill(hpu_stub *stub, void *dst, size_t nbytes, const void *pattern,
-                     size_t pattern_size);
-
+/* The copy kernels and fill the core calls (tstor_copy_fn, the fill op). */
 int hpu_copy_to_device(void *state, void *dst, int dst_index, const void *src, int src_index,
                        size_t nbytes, void *stream);
 int hpu_copy_to_host(void *state, void *dst, int dst_index, const void *src, int src_index,
@@ -152,7 +177,7 @@ int hpu_copy_on_device(void *state, void *dst, int dst_index, const void *src, i
 int hpu_fill(void *state, int index, void *ptr, size_t nbytes, const void *pattern,
              size_t pattern_size, void *stream);
 
-/* ----------------------------------------------------------------- module */
+/* ---------------------------------------------------------------- module.c */
 
 typedef struct hpu_device {
   unsigned char *base;    /* device addresses: reserved, PROT_NONE */

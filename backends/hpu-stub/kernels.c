@@ -1,7 +1,9 @@
-/* Copy kernels and fill. They are the only code that reaches device bytes: a
- * device address is translated to its host backing after a bounds check, so a
- * pointer that is not this device's memory is refused instead of scribbled on.
- * With a stream the work is queued; without one it is done before returning. */
+/* Kernels: what a copy or a fill does to device bytes, and the translation of
+ * device addresses to their host backing. They are the only code that reaches
+ * device bytes: an address is translated after a bounds check, so a pointer
+ * that is not this device's memory is refused instead of scribbled on. The
+ * bodies run on a stream's worker (stream.c) or, without a stream, in the
+ * caller (copy.c). */
 #include "hpu_stub.h"
 
 #include <stdint.h>
@@ -53,56 +55,4 @@ void hpu_kernel_fill(hpu_stub *stub, void *dst, size_t nbytes, const void *patte
     memcpy(p + done, p, n);
     done += n;
   }
-}
-
-static int copy(hpu_stub *stub, void *dst, const void *src, size_t nbytes, void *stream) {
-  if (stream) return hpu_stream_copy(stream, dst, src, nbytes);
-  hpu_kernel_copy(stub, dst, src, nbytes);
-  return 0;
-}
-
-int hpu_copy_to_device(void *state, void *dst, int dst_index, const void *src, int src_index,
-                       size_t nbytes, void *stream) {
-  (void)src_index;
-  if (nbytes == 0) return 0;
-  unsigned char *to;
-  int rc = hpu_translate(state, dst_index, dst, nbytes, &to);
-  return rc ? rc : copy(state, to, src, nbytes, stream);
-}
-
-int hpu_copy_to_host(void *state, void *dst, int dst_index, const void *src, int src_index,
-                     size_t nbytes, void *stream) {
-  (void)dst_index;
-  if (nbytes == 0) return 0;
-  unsigned char *from;
-  int rc = hpu_translate(state, src_index, src, nbytes, &from);
-  return rc ? rc : copy(state, dst, from, nbytes, stream);
-}
-
-/* Within one device or between two: the backings are all host memory here. */
-int hpu_copy_on_device(void *state, void *dst, int dst_index, const void *src, int src_index,
-                       size_t nbytes, void *stream) {
-  if (nbytes == 0) return 0;
-  unsigned char *to, *from;
-  int rc = hpu_translate(state, dst_index, dst, nbytes, &to);
-  if (rc == 0) rc = hpu_translate(state, src_index, src, nbytes, &from);
-  return rc ? rc : copy(state, to, from, nbytes, stream);
-}
-
-int hpu_fill(void *state, int index, void *ptr, size_t nbytes, const void *pattern,
-             size_t pattern_size, void *stream) {
-  hpu_stub *stub = state;
-  if (pattern_size == 0 || pattern_size > 16 || (pattern_size & (pattern_size - 1)) != 0 ||
-      nbytes % pattern_size != 0)
-    return HPU_ERROR(stub, TSTOR_EINVAL,
-                     "hpu:%d: fill: pattern of %zu bytes over %zu bytes (1, 2, 4, 8 or 16 "
-                     "bytes, dividing the size)",
-                     index, pattern_size, nbytes);
-  if (nbytes == 0) return 0;
-  unsigned char *to;
-  int rc = hpu_translate(stub, index, ptr, nbytes, &to);
-  if (rc) return rc;
-  if (stream) return hpu_stream_fill(stream, to, nbytes, pattern, pattern_size);
-  hpu_kernel_fill(stub, to, nbytes, pattern, pattern_size);
-  return 0;
 }

@@ -31,6 +31,13 @@ static const tstor_allocator_ops hpu_allocator = {
     .empty_cache = hpu_empty_cache,
 };
 
+/* Waits for every stream of the device; the blocks freed while they ran are
+ * free now, so the deferred list is emptied too. */
+static int device_synchronize(void *state, int index) {
+  hpu_streams_wait_idle(state, index);
+  return hpu_empty_cache(state, index);
+}
+
 static const tstor_device_ops hpu_device_ops = {
     .struct_size = sizeof(tstor_device_ops),
     .abi_version = TSTOR_ABI_VERSION,
@@ -39,7 +46,7 @@ static const tstor_device_ops hpu_device_ops = {
     .device_count = hpu_device_count,
     .allocator = &hpu_allocator,
     .fill = hpu_fill,
-    .synchronize = hpu_synchronize,
+    .synchronize = device_synchronize,
     .stream_create = hpu_stream_create,
     .stream_destroy = hpu_stream_destroy,
     .stream_synchronize = hpu_stream_synchronize,

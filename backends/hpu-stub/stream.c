@@ -1,69 +1,13 @@
 /* Streams and events. Each stream is a FIFO of jobs run in order by its own
  * worker thread, the way a hardware queue runs commands; the caller returns as
- * soon as a job is queued. A stream's timeline counts queued and finished jobs,
- * so an event is just (timeline, sequence number): recording it is reading the
- * queued count, querying it is comparing with the finished count. */
+ * soon as a job is queued. A stream's timeline (timeline.c) counts queued and
+ * finished jobs, so an event is just (timeline, sequence number): recording it
+ * is reading the queued count, querying it is comparing with the finished
+ * count. The jobs themselves are kernels.c's. */
 #include "hpu_stub.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-/* -------------------------------------------------------------- timelines */
-
-hpu_timeline *hpu_timeline_new(void) {
-  hpu_timeline *t = calloc(1, sizeof *t);
-  if (!t) return NULL;
-  if (pthread_mutex_init(&t->mu, NULL) != 0) {
-    free(t);
-    return NULL;
-  }
-  if (pthread_cond_init(&t->cv, NULL) != 0) {
-    pthread_mutex_destroy(&t->mu);
-    free(t);
-    return NULL;
-  }
-  atomic_init(&t->enqueued, 0);
-  t->refs = 1;
-  return t;
-}
-
-hpu_timeline *hpu_timeline_retain(hpu_timeline *t) {
-  pthread_mutex_lock(&t->mu);
-  t->refs++;
-  pthread_mutex_unlock(&t->mu);
-  return t;
-}
-
-void hpu_timeline_release(hpu_timeline *t) {
-  if (!t) return;
-  pthread_mutex_lock(&t->mu);
-  int last = --t->refs == 0;
-  pthread_mutex_unlock(&t->mu);
-  if (!last) return;
-  pthread_cond_destroy(&t->cv);
-  pthread_mutex_destroy(&t->mu);
-  free(t);
-}
-
-int hpu_timeline_reached(hpu_timeline *t, uint64_t seq) {
-  pthread_mutex_lock(&t->mu);
-  int done = t->completed >= seq;
-  pthread_mutex_unlock(&t->mu);
-  return done;
-}
-
-void hpu_timeline_wait(hpu_timeline *t, uint64_t seq) {
-  pthread_mutex_lock(&t->mu);
-  while (t->completed < seq) pthread_cond_wait(&t->cv, &t->mu);
-  pthread_mutex_unlock(&t->mu);
-}
-
-static void timeline_advance(hpu_timeline *t, uint64_t seq) {
-  pthread_mutex_lock(&t->mu);
-  t->completed = seq;
-  pthread_cond_broadcast(&t->cv);
-  pthread_mutex_unlock(&t->mu);
-}
 
 /* ------------------------------------------------------------------- jobs */
 
@@ -112,7 +56,7 @@ static void *worker_main(void *arg) {
     pthread_mutex_unlock(&s->mu);
 
     job_run(s->stub, j);
-    timeline_advance(s->timeline, j->seq);
+    hpu_timeline_advance(s->timeline, j->seq);
     free(j);
   }
 }
@@ -242,13 +186,11 @@ int hpu_stream_synchronize(void *state, int index, void *stream) {
   return 0;
 }
 
-int hpu_synchronize(void *state, int index) {
-  hpu_stub *stub = state;
+void hpu_streams_wait_idle(hpu_stub *stub, int index) {
   hpu_device *d = &stub->devices[index];
   pthread_mutex_lock(&d->streams_mu);
   for (hpu_stream *s = d->streams; s; s = s->next) stream_wait_idle(s);
   pthread_mutex_unlock(&d->streams_mu);
-  return hpu_empty_cache(state, index); /* deferred blocks are free now */
 }
 
 /* ----------------------------------------------------------------- events */

@@ -30,33 +30,84 @@ extern "C" {
 
 /* ------------------------------------------------------------------ dtypes */
 
-/* The values are c10::ScalarType's, so a dtype crosses into PyTorch (and into a
+/* Every dtype, one line each: the list everything else about dtypes is
+ * generated from (the enum below, the table behind tstor_dtype_info_of, the
+ * host conversion loops and the cuda kernels), as TSTOR_ERRNO_MAP is for
+ * errors. XX is called as
+ *
+ *   XX(A, ENUM, value, tag, name, alias, legacy_name, scalar_type, size, KIND,
+ *      is_signed, UNDERLYING)
+ *
+ * A is passed through unchanged, so that an expansion nested in another can
+ * know the outer row (a table over pairs of dtypes); ENUM, KIND and UNDERLYING
+ * are suffixes (TSTOR_ENUM, TSTOR_KIND_KIND, TSTOR_UNDERLYING); tag is a
+ * short C identifier for the dtype (u8, f16, e4m3fn) for names built from it.
+ * The other fields are those of tstor_dtype_info.
+ *
+ * The values are c10::ScalarType's, so a dtype crosses into PyTorch (and into a
  * backend's convert op, which receives them as int) unchanged. They are fixed:
  * never renumbered. 18-22 are PyTorch's bits types, which have no storages and
  * are not dtypes here. */
+#define TSTOR_DTYPE_MAP(XX, A)                                                          \
+  /* torch.uint8, Byte */                                                                \
+  XX(A, UINT8, 0, u8, "uint8", NULL, "Byte", "Byte", 1, UNSIGNED, 0, UINT8)              \
+  /* torch.int8, Char */                                                                 \
+  XX(A, INT8, 1, i8, "int8", NULL, "Char", "Char", 1, SIGNED, 1, INT8)                   \
+  /* torch.int16, Short */                                                               \
+  XX(A, INT16, 2, i16, "int16", "short", "Short", "Short", 2, SIGNED, 1, INT16)          \
+  /* torch.int32, Int */                                                                 \
+  XX(A, INT32, 3, i32, "int32", "int", "Int", "Int", 4, SIGNED, 1, INT32)                \
+  /* torch.int64, Long */                                                                \
+  XX(A, INT64, 4, i64, "int64", "long", "Long", "Long", 8, SIGNED, 1, INT64)             \
+  /* torch.float16, Half: IEEE binary16 */                                               \
+  XX(A, FLOAT16, 5, f16, "float16", "half", "Half", "Half", 2, FLOAT, 1, FLOAT16)        \
+  /* torch.float32, Float */                                                             \
+  XX(A, FLOAT32, 6, f32, "float32", "float", "Float", "Float", 4, FLOAT, 1, FLOAT32)     \
+  /* torch.float64, Double */                                                            \
+  XX(A, FLOAT64, 7, f64, "float64", "double", "Double", "Double", 8, FLOAT, 1, FLOAT64)  \
+  /* torch.complex32 (chalf): two float16, real first */                                 \
+  XX(A, COMPLEX32, 8, c32, "complex32", "chalf", NULL, "ComplexHalf", 4, COMPLEX, 1,     \
+     COMPLEX32)                                                                          \
+  /* torch.complex64, ComplexFloat */                                                    \
+  XX(A, COMPLEX64, 9, c64, "complex64", "cfloat", "ComplexFloat", "ComplexFloat", 8,     \
+     COMPLEX, 1, COMPLEX64)                                                              \
+  /* torch.complex128, ComplexDouble */                                                  \
+  XX(A, COMPLEX128, 10, c128, "complex128", "cdouble", "ComplexDouble", "ComplexDouble", \
+     16, COMPLEX, 1, COMPLEX128)                                                         \
+  /* torch.bool, one byte, 0 or 1 */                                                     \
+  XX(A, BOOL, 11, bool, "bool", NULL, "Bool", "Bool", 1, BOOL, 0, BOOL)                  \
+  /* torch.qint8: int8 codes of a quantized tensor */                                    \
+  XX(A, QINT8, 12, qi8, "qint8", NULL, "QInt8", "QInt8", 1, QUANTIZED, 1, INT8)          \
+  /* torch.quint8 */                                                                     \
+  XX(A, QUINT8, 13, qu8, "quint8", NULL, "QUInt8", "QUInt8", 1, QUANTIZED, 0, UINT8)     \
+  /* torch.qint32 */                                                                     \
+  XX(A, QINT32, 14, qi32, "qint32", NULL, "QInt32", "QInt32", 4, QUANTIZED, 1, INT32)    \
+  /* torch.bfloat16: the top half of a float32 */                                        \
+  XX(A, BFLOAT16, 15, bf16, "bfloat16", NULL, "BFloat16", "BFloat16", 2, FLOAT, 1,       \
+     BFLOAT16)                                                                           \
+  /* torch.quint4x2: two 4-bit codes per byte */                                         \
+  XX(A, QUINT4X2, 16, qu4x2, "quint4x2", NULL, "QUInt4x2", "QUInt4x2", 1, QUANTIZED, 0,  \
+     UINT8)                                                                              \
+  /* torch.quint2x4: four 2-bit codes per byte */                                        \
+  XX(A, QUINT2X4, 17, qu2x4, "quint2x4", NULL, "QUInt2x4", "QUInt2x4", 1, QUANTIZED, 0,  \
+     UINT8)                                                                              \
+  /* OCP FP8 E5M2: bias 15, inf and NaN as IEEE */                                       \
+  XX(A, FLOAT8_E5M2, 23, e5m2, "float8_e5m2", NULL, NULL, "Float8_e5m2", 1, FLOAT, 1,    \
+     FLOAT8_E5M2)                                                                        \
+  /* OCP FP8 E4M3: bias 7, no inf, NaN S.1111.111 */                                     \
+  XX(A, FLOAT8_E4M3FN, 24, e4m3fn, "float8_e4m3fn", NULL, NULL, "Float8_e4m3fn", 1,      \
+     FLOAT, 1, FLOAT8_E4M3FN)                                                            \
+  /* E5M2, bias 16, no inf, no -0, NaN 0x80 */                                           \
+  XX(A, FLOAT8_E5M2FNUZ, 25, e5m2fnuz, "float8_e5m2fnuz", NULL, NULL, "Float8_e5m2fnuz", \
+     1, FLOAT, 1, FLOAT8_E5M2FNUZ)                                                       \
+  /* E4M3, bias 8, no inf, no -0, NaN 0x80 */                                            \
+  XX(A, FLOAT8_E4M3FNUZ, 26, e4m3fnuz, "float8_e4m3fnuz", NULL, NULL, "Float8_e4m3fnuz", \
+     1, FLOAT, 1, FLOAT8_E4M3FNUZ)
+
 typedef enum tstor_dtype {
-  TSTOR_UINT8 = 0,            /* torch.uint8,  Byte */
-  TSTOR_INT8 = 1,             /* torch.int8,   Char */
-  TSTOR_INT16 = 2,            /* torch.int16,  Short */
-  TSTOR_INT32 = 3,            /* torch.int32,  Int */
-  TSTOR_INT64 = 4,            /* torch.int64,  Long */
-  TSTOR_FLOAT16 = 5,          /* torch.float16, Half: IEEE binary16 */
-  TSTOR_FLOAT32 = 6,          /* torch.float32, Float */
-  TSTOR_FLOAT64 = 7,          /* torch.float64, Double */
-  TSTOR_COMPLEX32 = 8,        /* torch.complex32 (chalf): two float16, real first */
-  TSTOR_COMPLEX64 = 9,        /* torch.complex64, ComplexFloat */
-  TSTOR_COMPLEX128 = 10,      /* torch.complex128, ComplexDouble */
-  TSTOR_BOOL = 11,            /* torch.bool, one byte, 0 or 1 */
-  TSTOR_QINT8 = 12,           /* torch.qint8: int8 codes of a quantized tensor */
-  TSTOR_QUINT8 = 13,          /* torch.quint8 */
-  TSTOR_QINT32 = 14,          /* torch.qint32 */
-  TSTOR_BFLOAT16 = 15,        /* torch.bfloat16: the top half of a float32 */
-  TSTOR_QUINT4X2 = 16,        /* torch.quint4x2: two 4-bit codes per byte */
-  TSTOR_QUINT2X4 = 17,        /* torch.quint2x4: four 2-bit codes per byte */
-  TSTOR_FLOAT8_E5M2 = 23,     /* OCP FP8 E5M2: bias 15, inf and NaN as IEEE */
-  TSTOR_FLOAT8_E4M3FN = 24,   /* OCP FP8 E4M3: bias 7, no inf, NaN S.1111.111 */
-  TSTOR_FLOAT8_E5M2FNUZ = 25, /* E5M2, bias 16, no inf, no -0, NaN 0x80 */
-  TSTOR_FLOAT8_E4M3FNUZ = 26  /* E4M3, bias 8, no inf, no -0, NaN 0x80 */
+#define TSTOR__DTYPE_ENUM(A, e, v, ...) TSTOR_##e = v,
+  TSTOR_DTYPE_MAP(TSTOR__DTYPE_ENUM, _)
+#undef TSTOR__DTYPE_ENUM
 } tstor_dtype;
 
 /* One past the largest dtype value, for loops and tables (check validity with
