@@ -11,7 +11,10 @@
  * holding everyone up. One job runs at a time: a caller that finds the pool
  * busy does its job alone. After fork() the child starts a pool of its own;
  * at unload (or exit) the workers are stopped and joined. */
-#include "typed_internal.h"
+#include "internal.h"
+#include "parallel.h"
+
+#include <tstor/typed.h>
 
 #include <errno.h>
 #include <limits.h>
