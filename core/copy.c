@@ -33,6 +33,11 @@ int tstor__copy_bytes(tstor_context *ctx, tstor_device dst_dev, void *dst,
                       ctx->types[d].name);
   }
   if (nbytes == 0) return 0;
+  /* Between host-memory devices with no stream to order against, the core's
+   * own threaded copy does what the backend's kernel would, on every core. */
+  if (path == TSTOR_COPY_DIRECT && stream == NULL &&
+      (ctx->types[s].ops.flags & ctx->types[d].ops.flags & TSTOR_DEVICE_HOST))
+    path = TSTOR_COPY_HOST;
   if (path == TSTOR_COPY_DIRECT)
     return kernel(ctx, s, d, dst_dev, dst, src_dev, src, nbytes, stream_module, stream);
   if (path == TSTOR_COPY_HOST) {

@@ -3,7 +3,8 @@
  * converting typed copies on hpu-stub, fake and convdev. The result must be
  * memmove's: every source element read before any is written. Sizes straddle
  * the staging chunk (TSTOR__STAGE_BYTES, 16 MiB of the wider side) and the
- * destination lies before and after the source, near and far. */
+ * destination lies before and after the source, near and far. The same on
+ * cpu, where the core copies host memory itself. */
 #include "coretest.h"
 
 #include <stdint.h>
@@ -192,12 +193,26 @@ START_TEST(small_overlaps) {
 }
 END_TEST
 
+/* On cpu the core copies itself, split over threads in steps no longer than
+ * the gap when the gap is large (16 MiB and more), else one memmove. */
+START_TEST(host_overlap_on_cpu) {
+  static const long shifts[] = {8, -8, 17L << 20, -(17L << 20), 3L << 20, -(3L << 20)};
+  for (size_t k = 0; k < sizeof shifts / sizeof shifts[0]; k++) {
+    check_bytes(cpu, (size_t)40 << 20, shifts[k]);
+    check_bytes(cpu, ((size_t)40 << 20) + 12345, shifts[k]);
+  }
+  check_typed(cpu, TSTOR_FLOAT64, TSTOR_FLOAT32, (size_t)5 << 20, -(8L << 20));
+  check_typed(cpu, TSTOR_FLOAT32, TSTOR_FLOAT64, (size_t)5 << 20, 12L << 20);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("overlap");
   TCase *tc = tcase_create("staged");
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 300); /* hundreds of megabytes through scrambling kernels */
   tcase_add_test(tc, small_overlaps);
+  tcase_add_test(tc, host_overlap_on_cpu);
   tcase_add_test(tc, untyped_overlap_on_fake);
   tcase_add_test(tc, untyped_overlap_on_hpu);
   tcase_add_test(tc, typed_overlap_on_hpu);
