@@ -17,14 +17,14 @@
 #include <ATen/Parallel.h>
 #include <tstor/typed.h>
 
+#include "side_by_side.h"
+
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace {
@@ -51,22 +51,10 @@ const Row rows[] = {
     {"fill float32 (256 MiB)", Row::FILL, TSTOR_FLOAT32, TSTOR_FLOAT32, at::kFloat, at::kFloat},
 };
 
-double now() {
-  using namespace std::chrono;
-  return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
-
-// A pause before each timed run. PyTorch's OpenMP threads spin for a while
-// after each parallel region before they sleep; without the pause they would
-// still be spinning, on a core the next run needs, when that run starts.
-void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(30)); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-double best(const std::vector<double> &v) { return *std::min_element(v.begin(), v.end()); }
+using side_by_side::best;
+using side_by_side::median;
+using side_by_side::now;
+using side_by_side::settle;
 
 void check(int rc, const char *what) {
   if (rc != 0) {

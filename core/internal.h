@@ -291,6 +291,30 @@ int tstor__copy_bytes(tstor_context *ctx, tstor_device dst_dev, void *dst,
 int tstor__fill_bytes(tstor_context *ctx, tstor_device dev, void *ptr, size_t nbytes,
                       const void *pattern, size_t pattern_size);
 
+/* Staging: moving items between devices through host memory in bounded
+ * chunks. One side of such a move: `ptr` on `dev`, `item` bytes per item. A
+ * side whose dev.type is TSTOR__HOST_MEMORY is the caller's host memory. */
+#define TSTOR__HOST_MEMORY (-1)
+typedef struct tstor__stage_side {
+  tstor_device dev;
+  void *ptr;
+  size_t item;
+} tstor__stage_side;
+/* Turns items [first, first + n) of the source, at `from` in host memory,
+ * into the destination's items at `to` in host memory (NULL for a plain byte
+ * copy, items of equal size). Returns 0 or an error code with detail. */
+typedef int (*tstor__stage_fn)(void *arg, void *to, const void *from, size_t first, size_t n);
+/* Moves `count` items from src to dst through host memory with memmove's
+ * meaning: when both sides are on one device and their bytes overlap, the
+ * result is that of reading every source item before writing any (the
+ * direction is chosen by the overlap, or the whole source is staged). Sides in
+ * host memory are used in place, others go through the copy table. src NULL:
+ * fn makes each chunk from nothing (a fill). Chunks hold at most
+ * TSTOR__STAGE_BYTES of either side. */
+#define TSTOR__STAGE_BYTES ((size_t)16 << 20)
+int tstor__stage(tstor_context *ctx, const tstor__stage_side *dst,
+                 const tstor__stage_side *src, size_t count, tstor__stage_fn fn, void *arg);
+
 /* -------------------------------------------------------------- helpers */
 
 /* 0 and *out = a * b, or TSTOR_EOVERFLOW. */

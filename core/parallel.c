@@ -11,7 +11,10 @@
  * holding everyone up. One job runs at a time: a caller that finds the pool
  * busy does its job alone. After fork() the child starts a pool of its own;
  * at unload (or exit) the workers are stopped and joined. */
-#include "typed_internal.h"
+#include "internal.h"
+#include "parallel.h"
+
+#include <tstor/typed.h>
 
 #include <errno.h>
 #include <limits.h>
@@ -209,15 +212,38 @@ static void copy_range(void *arg, size_t begin, size_t end) {
   }
 }
 
+static void split_copy(char *d, const char *s, size_t nbytes) {
+  if (nbytes < TSTOR__HOST_SPLIT_MIN_BYTES) {
+    memcpy(d, s, nbytes);
+    return;
+  }
+  copy_job job = {d, s, nbytes >= TSTOR__STREAM_MIN_BYTES};
+  tstor__parallel_for(nbytes, 2, 4096, copy_range, &job);
+}
+
+/* Overlapping ranges `gap` bytes apart are copied in steps of `gap` bytes,
+ * each a split copy whose source and destination are disjoint: toward lower
+ * addresses first to last, toward higher ones last to first, so no step
+ * writes bytes a later step still has to read. A small gap is one memmove. */
 void tstor__host_copy(void *dst, const void *src, size_t nbytes) {
-  const char *d = dst, *s = src;
-  if (nbytes == 0 || dst == src) return;
-  if ((d < s + nbytes && s < d + nbytes)) { /* overlapping: one memmove */
+  char *d = dst;
+  const char *s = src;
+  if (nbytes == 0 || d == s) return;
+  if (!(d < s + nbytes && s < d + nbytes)) {
+    split_copy(d, s, nbytes);
+    return;
+  }
+  size_t gap = d < s ? (size_t)(s - d) : (size_t)(d - s);
+  if (gap < TSTOR__HOST_SPLIT_MIN_BYTES) {
     memmove(dst, src, nbytes);
     return;
   }
-  copy_job job = {dst, src, nbytes >= TSTOR__STREAM_MIN_BYTES};
-  tstor__parallel_for(nbytes, 2, 4096, copy_range, &job);
+  for (size_t done = 0; done < nbytes;) {
+    size_t n = nbytes - done < gap ? nbytes - done : gap;
+    size_t at = d < s ? done : nbytes - done - n;
+    split_copy(d + at, s + at, n);
+    done += n;
+  }
 }
 
 /* -------------------------------------------------------- streaming stores */
@@ -362,7 +388,10 @@ void tstor__host_fill(void *dst, size_t nbytes, const void *pattern, size_t psiz
   for (size_t i = 1; i < psize; i++) uniform &= job.pattern[i] == job.pattern[0];
   if (uniform) job.psize = 1; /* 0.0, -1 and the like: memset */
   job.stream = job.psize > 1 && nbytes >= TSTOR__STREAM_MIN_BYTES;
-  tstor__parallel_for(nbytes, 1, 64, fill_range, &job);
+  if (nbytes < TSTOR__HOST_SPLIT_MIN_BYTES)
+    fill_range(&job, 0, nbytes);
+  else
+    tstor__parallel_for(nbytes, 1, 64, fill_range, &job);
 }
 
 /* -------------------------------------------------------------- byteswap */

@@ -1,5 +1,6 @@
 /* The storage object: bytes on a device, a refcount, and who frees them. */
 #include "internal.h"
+#include "parallel.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -329,7 +330,7 @@ int tstor_storage_pin(tstor_storage *s, tstor_storage **out) {
   tstor_storage *p;
   int rc = tstor__storage_new_with(ctx, s->device, a, s->nbytes, NULL, &p);
   if (rc) return rc;
-  if (s->nbytes) memcpy(p->data, s->data, s->nbytes);
+  if (s->nbytes) tstor__host_copy(p->data, s->data, s->nbytes);
   *out = p;
   return 0;
 }

@@ -7,10 +7,6 @@
 
 #include <string.h>
 
-/* Staging chunks are bounded so that a large storage needs no large host
- * buffer; big enough that the per-chunk copies cost little. */
-#define STAGE_BYTES ((size_t)8 << 20)
-
 /* ---------------------------------------------------------------- checks */
 
 static const tstor__devtype *devtype(const tstor_storage *s) {
@@ -196,44 +192,56 @@ int tstor_typed_set_i64(tstor_storage *s, tstor_dtype dtype, size_t index, int64
 
 /* ------------------------------------------------- converting transfers */
 
+/* The two sides of a staged move: a storage, and the caller's host memory. */
+static tstor__stage_side storage_side(const tstor_storage *s, size_t item) {
+  tstor__stage_side side = {s->device, s->data, item};
+  return side;
+}
+static tstor__stage_side memory_side(const void *p, size_t item) {
+  tstor__stage_side side = {{TSTOR__HOST_MEMORY, 0}, (void *)(uintptr_t)p, item};
+  return side;
+}
+
+/* Staged conversions: each chunk converted from one dtype to another. */
+typedef struct convert_stage {
+  tstor_dtype to, from;
+} convert_stage;
+
+static int convert_chunk(void *arg, void *to, const void *from, size_t first, size_t n) {
+  const convert_stage *c = arg;
+  (void)first;
+  return tstor_dtype_convert(to, c->to, from, c->from, n);
+}
+
+/* Staged byte swaps: each chunk's units reversed. */
+static int swap_chunk(void *arg, void *to, const void *from, size_t first, size_t n) {
+  size_t unit = *(const size_t *)arg;
+  (void)first;
+  if (to != from) memcpy(to, from, n * unit);
+  tstor__byteswap_units(to, n, unit);
+  return 0;
+}
+
 /* Converts `count` host elements into elements [0, count) of s. */
 static int write_converted(tstor_storage *s, const tstor_dtype_info *d, const void *values,
                            tstor_dtype values_dtype, size_t count) {
   if (on_host(s)) return tstor_dtype_convert(s->data, d->dtype, values, values_dtype, count);
-  size_t es = d->element_size, vs = tstor_dtype_size(values_dtype);
-  size_t chunk = STAGE_BYTES / es;
-  if (chunk > count) chunk = count;
-  if (values_dtype == d->dtype) return write_bytes(s, 0, values, count * es);
-  char *buf = tstor__malloc(chunk * es);
-  if (buf == NULL) return tstor__err(TSTOR_ENOMEM, "no host memory for a %zu-byte staging buffer", chunk * es);
-  int rc = 0;
-  for (size_t i = 0; i < count && rc == 0; i += chunk) {
-    size_t n = count - i < chunk ? count - i : chunk;
-    rc = tstor_dtype_convert(buf, d->dtype, (const char *)values + i * vs, values_dtype, n);
-    if (rc == 0) rc = write_bytes(s, i * es, buf, n * es);
-  }
-  tstor__free(buf);
-  return rc;
+  if (values_dtype == d->dtype) return write_bytes(s, 0, values, count * d->element_size);
+  convert_stage c = {d->dtype, values_dtype};
+  tstor__stage_side to = storage_side(s, d->element_size);
+  tstor__stage_side from = memory_side(values, tstor_dtype_size(values_dtype));
+  return tstor__stage(s->ctx, &to, &from, count, convert_chunk, &c);
 }
 
 /* Converts elements [0, count) of s into host memory. */
 static int read_converted(const tstor_storage *s, const tstor_dtype_info *d, void *out,
                           tstor_dtype out_dtype, size_t count) {
   if (on_host(s)) return tstor_dtype_convert(out, out_dtype, s->data, d->dtype, count);
-  size_t es = d->element_size, os = tstor_dtype_size(out_dtype);
-  if (out_dtype == d->dtype) return read_bytes(s, 0, out, count * es);
-  size_t chunk = STAGE_BYTES / es;
-  if (chunk > count) chunk = count;
-  char *buf = tstor__malloc(chunk * es);
-  if (buf == NULL) return tstor__err(TSTOR_ENOMEM, "no host memory for a %zu-byte staging buffer", chunk * es);
-  int rc = 0;
-  for (size_t i = 0; i < count && rc == 0; i += chunk) {
-    size_t n = count - i < chunk ? count - i : chunk;
-    rc = read_bytes(s, i * es, buf, n * es);
-    if (rc == 0) rc = tstor_dtype_convert((char *)out + i * os, out_dtype, buf, d->dtype, n);
-  }
-  tstor__free(buf);
-  return rc;
+  if (out_dtype == d->dtype) return read_bytes(s, 0, out, count * d->element_size);
+  convert_stage c = {out_dtype, d->dtype};
+  tstor__stage_side to = memory_side(out, tstor_dtype_size(out_dtype));
+  tstor__stage_side from = storage_side(s, d->element_size);
+  return tstor__stage(s->ctx, &to, &from, count, convert_chunk, &c);
 }
 
 int tstor_typed_from_array(tstor_context *ctx, tstor_device dev, tstor_dtype dtype,
@@ -292,32 +300,14 @@ static int copy_host(tstor_storage *dst, const tstor_dtype_info *dd, const tstor
   return rc;
 }
 
-/* Through host memory, chunk by chunk. A host side is used in place. */
+/* Through host memory, chunk by chunk, overlap-safe. A host side is used in
+ * place. */
 static int copy_staged(tstor_storage *dst, const tstor_dtype_info *dd,
                        const tstor_storage *src, const tstor_dtype_info *sd, size_t n) {
-  size_t des = dd->element_size, ses = sd->element_size;
-  size_t chunk = STAGE_BYTES / (des > ses ? des : ses);
-  if (chunk > n) chunk = n;
-  char *sbuf = NULL, *dbuf = NULL;
-  int rc = 0;
-  if (!on_host(src) && (sbuf = tstor__malloc(chunk * ses)) == NULL) rc = TSTOR_ENOMEM;
-  if (!on_host(dst) && (dbuf = tstor__malloc(chunk * des)) == NULL) rc = TSTOR_ENOMEM;
-  if (rc) {
-    tstor__free(sbuf);
-    tstor__free(dbuf);
-    return tstor__err(rc, "no host memory for staging buffers of %zu elements", chunk);
-  }
-  for (size_t i = 0; i < n && rc == 0; i += chunk) {
-    size_t k = n - i < chunk ? n - i : chunk;
-    const char *sp = sbuf ? sbuf : (const char *)src->data + i * ses;
-    char *dp = dbuf ? dbuf : (char *)dst->data + i * des;
-    if (sbuf) rc = read_bytes(src, i * ses, sbuf, k * ses);
-    if (rc == 0) rc = tstor_dtype_convert(dp, dd->dtype, sp, sd->dtype, k);
-    if (rc == 0 && dbuf) rc = write_bytes(dst, i * des, dbuf, k * des);
-  }
-  tstor__free(sbuf);
-  tstor__free(dbuf);
-  return rc;
+  convert_stage c = {dd->dtype, sd->dtype};
+  tstor__stage_side to = storage_side(dst, dd->element_size);
+  tstor__stage_side from = storage_side(src, sd->element_size);
+  return tstor__stage(dst->ctx, &to, &from, n, convert_chunk, &c);
 }
 
 int tstor_typed_copy(tstor_storage *dst, tstor_dtype dst_dtype, const tstor_storage *src,
@@ -340,9 +330,13 @@ int tstor_typed_copy(tstor_storage *dst, tstor_dtype dst_dtype, const tstor_stor
   if (dst_dtype == src_dtype)
     return tstor__copy_bytes(dst->ctx, dst->device, dst->data, src->device, src->data,
                              dst->nbytes, NULL, NULL);
+  /* A backend's convert op is never handed overlapping ranges: the staged
+   * loop below gives those memmove's meaning. */
   const tstor__devtype *t = devtype(dst);
+  const char *d0 = dst->data, *s0 = src->data;
+  int overlap = d0 < s0 + src->nbytes && s0 < d0 + dst->nbytes;
   if (t->ops.convert != NULL && dst->device.type == src->device.type &&
-      dst->device.index == src->device.index) {
+      dst->device.index == src->device.index && !overlap) {
     tstor__err_clear();
     rc = t->ops.convert(t->state, dst->device.index, dst->data, (int)dst_dtype, src->data,
                         (int)src_dtype, dn, NULL);
@@ -429,16 +423,8 @@ int tstor_typed_from_buffer(tstor_context *ctx, tstor_device dev, tstor_dtype dt
   } else if (!swap) {
     rc = write_bytes(s, 0, buffer, nbytes);
   } else {
-    size_t chunk = nbytes < STAGE_BYTES ? nbytes : STAGE_BYTES;
-    char *buf = tstor__malloc(chunk);
-    if (buf == NULL) rc = tstor__err(TSTOR_ENOMEM, "no host memory for a %zu-byte buffer", chunk);
-    for (size_t off = 0; buf && off < nbytes && rc == 0; off += chunk) {
-      size_t k = nbytes - off < chunk ? nbytes - off : chunk;
-      memcpy(buf, (const char *)buffer + off, k);
-      tstor__byteswap_units(buf, k / unit, unit);
-      rc = write_bytes(s, off, buf, k);
-    }
-    tstor__free(buf);
+    tstor__stage_side to = storage_side(s, unit), from = memory_side(buffer, unit);
+    rc = tstor__stage(s->ctx, &to, &from, nbytes / unit, swap_chunk, &unit);
   }
   if (rc) {
     tstor_storage_release(s);
@@ -459,19 +445,8 @@ int tstor_typed_byteswap(tstor_storage *s, tstor_dtype dtype) {
     tstor__byteswap_units(s->data, s->nbytes / unit, unit);
     return 0;
   }
-  size_t chunk = s->nbytes < STAGE_BYTES ? s->nbytes : STAGE_BYTES;
-  char *buf = tstor__malloc(chunk);
-  if (buf == NULL) return tstor__err(TSTOR_ENOMEM, "no host memory for a %zu-byte buffer", chunk);
-  for (size_t off = 0; off < s->nbytes && rc == 0; off += chunk) {
-    size_t k = s->nbytes - off < chunk ? s->nbytes - off : chunk;
-    rc = read_bytes(s, off, buf, k);
-    if (rc == 0) {
-      tstor__byteswap_units(buf, k / unit, unit);
-      rc = write_bytes(s, off, buf, k);
-    }
-  }
-  tstor__free(buf);
-  return rc;
+  tstor__stage_side side = storage_side(s, unit);
+  return tstor__stage(s->ctx, &side, &side, s->nbytes / unit, swap_chunk, &unit);
 }
 
 /* ------------------------------------------------------------- strings */

@@ -94,8 +94,10 @@ START_TEST(reuse_within_each_size_class) {
 }
 END_TEST
 
+/* Past 1 MiB blocks are the large cache's (test_cpu_large); without it they go
+ * straight back. */
 START_TEST(larger_than_a_mebibyte_is_not_cached) {
-  tstor_context *ctx = open_cpu(NULL);
+  tstor_context *ctx = open_cpu("large_cache_mb = 0");
   for (int i = 0; i < 3; i++) tstor_storage_release(new_storage(ctx, MIB + 1));
   tstor_stats st = stats_of(ctx);
   ck_assert_uint_eq(st.cache_hits, 0);
@@ -120,7 +122,7 @@ END_TEST
 /* ------------------------------------------------------------ statistics */
 
 START_TEST(stats_follow_allocations_and_releases) {
-  tstor_context *ctx = open_cpu(NULL);
+  tstor_context *ctx = open_cpu("large_cache_mb = 0");
   static const size_t sizes[] = {10, 64, 100, 4096, 5000, 200 * KIB, MIB, 3 * MIB};
   enum { N = sizeof sizes / sizeof sizes[0] };
   tstor_storage *s[N];
@@ -558,7 +560,8 @@ static void *churn_thread(void *arg) {
 }
 
 START_TEST(many_threads) {
-  tstor_context *ctx = open_cpu("cache_max_bytes = 4194304");
+  /* The large blocks' cache is the context's, not the threads': off here. */
+  tstor_context *ctx = open_cpu("cache_max_bytes = 4194304\nlarge_cache_mb = 0");
   _Atomic(tstor_storage *) shared[SLOTS];
   for (int i = 0; i < SLOTS; i++) atomic_init(&shared[i], NULL);
   churn c[THREADS];

@@ -102,7 +102,8 @@ static const char *human(size_t n, char *buf, size_t len) {
 
 int tstor_cmd_bench(int argc, char **argv) {
   const char *config = NULL;
-  int rounds = 7;
+  int rounds = 7, torch = 0, threads = 2, quick = 0;
+  const char *dir = "/tmp";
   double scale = 1.0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
@@ -112,21 +113,45 @@ int tstor_cmd_bench(int argc, char **argv) {
     } else if (strcmp(argv[i], "--quick") == 0) {
       scale = 0.05;
       rounds = 3;
+      quick = 1;
+    } else if (strcmp(argv[i], "--torch") == 0) {
+      torch = 1;
+    } else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+      threads = atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
+      dir = argv[++i];
     } else if (strcmp(argv[i], "--help") == 0) {
-      printf("usage: tstor bench [--config FILE] [--rounds N] [--quick]\n\n"
+      printf("usage: tstor bench [--config FILE] [--rounds N] [--quick]\n"
+             "       tstor bench --torch [--threads N] [--dir DIR] [--rounds N] [--quick]\n\n"
              "Measures storage create+release on cpu (64 B, 4 KiB, 1 MiB) against\n"
              "posix_memalign+free, a 256 MiB copy against memcpy, a 256 MiB fill against\n"
-             "memset, and a 1 TiB meta storage. Prints each side and the ratio.\n");
+             "memset, and a 1 TiB meta storage. Prints each side and the ratio.\n\n"
+             "--torch: tstor, PyTorch (libtorch) and libc side by side, N threads each\n"
+             "(default 2): 256 MiB copy and fills, a 64 MiB allocate+fill+release loop,\n"
+             "create+release 1 MiB against c10's allocator, the float32 conversions, and a\n"
+             "256 MiB file in DIR (default /tmp) mapped and summed.%s\n",
+#ifdef TSTOR_BENCH_TORCH
+             ""
+#else
+             " Not in this build: libtorch\nwas not found by configure."
+#endif
+      );
       return 0;
     } else {
       fprintf(stderr, "tstor bench: unknown argument '%s' (try tstor bench --help)\n", argv[i]);
       return EXIT_USAGE;
     }
   }
-  if (rounds < 1) {
-    fprintf(stderr, "tstor bench: --rounds must be at least 1\n");
+  if (rounds < 1 || threads < 1) {
+    fprintf(stderr, "tstor bench: --rounds and --threads must be at least 1\n");
     return EXIT_USAGE;
   }
+#ifndef TSTOR_BENCH_TORCH
+  if (torch) {
+    fprintf(stderr, "tstor bench: --torch needs libtorch, which configure did not find\n");
+    return EXIT_FAILED;
+  }
+#endif
   bench b;
   memset(&b, 0, sizeof b);
   int rc = tstor_open_for_command(config, &b.ctx);
@@ -136,6 +161,13 @@ int tstor_cmd_bench(int argc, char **argv) {
     tstor_context_close(b.ctx);
     return EXIT_FAILED;
   }
+#ifdef TSTOR_BENCH_TORCH
+  if (torch) {
+    rc = tstor_bench_torch(b.ctx, rounds, quick, threads, dir);
+    tstor_context_close(b.ctx);
+    return rc;
+  }
+#endif
   char h[32];
   printf("%-28s %14s %14s %8s  %s\n", "operation", "tstor", "baseline", "ratio", "(baseline)");
 

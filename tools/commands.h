@@ -12,6 +12,15 @@ int tstor_cmd_info(int argc, char **argv);
 int tstor_cmd_bench(int argc, char **argv);
 int tstor_cmd_conformance(int argc, char **argv);
 
+/* tstor bench --torch (bench_torch.cc, built where configure found libtorch):
+ * prints the side-by-side table with PyTorch; `dir` holds its temporary file.
+ * Returns an exit status. */
+#ifdef __cplusplus
+extern "C"
+#endif
+    int
+    tstor_bench_torch(tstor_context *ctx, int rounds, int quick, int threads, const char *dir);
+
 /* Opens the context named by --config (or the default rules), printing the
  * error on failure. Returns 0 or an exit status. */
 int tstor_open_for_command(const char *config, tstor_context **out);

@@ -19,6 +19,7 @@
  * library. A read never reports a peak below the current value.
  */
 #include "cache.h"
+#include "large.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -62,6 +63,7 @@ typedef struct thread_cache {
 struct cpu_cache {
   cpu_cache_config cfg;
   int slot; /* index of this context's counters in every thread_cache */
+  cpu_large *large; /* freed large blocks, or NULL when they are not kept */
   _Atomic int64_t allocated, active; /* flushed totals */
   _Atomic uint64_t peak_allocated, peak_active, peak_reserved;
 };
@@ -300,7 +302,8 @@ static inline void count_bytes(cpu_cache *c, thread_cache *t, counts *k, int64_t
     raise_peak(&c->peak_active, active);
   if (new_block) {
     int64_t cached = atomic_load_explicit(&shared.cached_total, memory_order_relaxed);
-    raise_peak(&c->peak_reserved, active + cached + (t ? t->cached_pending : 0));
+    raise_peak(&c->peak_reserved, active + cached + (t ? t->cached_pending : 0) +
+                                      (int64_t)cpu_large_cached(c->large));
   }
 }
 
@@ -324,7 +327,8 @@ static void count_locked(cpu_cache *c, int64_t dreq, int64_t dblock, int alloc, 
     raise_peak(&c->peak_allocated, allocated);
     raise_peak(&c->peak_active, active);
     raise_peak(&c->peak_reserved,
-               active + atomic_load_explicit(&shared.cached_total, memory_order_relaxed));
+               active + atomic_load_explicit(&shared.cached_total, memory_order_relaxed) +
+                   (int64_t)cpu_large_cached(c->large));
   }
 }
 
@@ -335,11 +339,24 @@ int cpu_cache_alloc(cpu_cache *c, size_t nbytes, void **out) {
   size_t block;
   int cls = -1;
   if (c->cfg.enabled && nbytes <= CPU_CACHE_MAX_BLOCK) cls = size_class(nbytes, &block);
-  else block = round_block(nbytes);
+  else block = nbytes > CPU_CACHE_MAX_BLOCK ? cpu_large_block(nbytes) : round_block(nbytes);
   if (t) thread_catch_up(t);
   void *p;
   int hit = 0, retry = 0;
-  if (cls >= 0 && t && t->bins[cls].head) {
+  if (CPU_UNLIKELY(block == 0)) {
+    p = NULL; /* past SIZE_MAX once rounded to huge pages */
+  } else if (nbytes > CPU_CACHE_MAX_BLOCK) {
+    p = cpu_large_take(c->large, block);
+    hit = p != NULL;
+    if (!p) p = cpu_large_new(block);
+    if (CPU_UNLIKELY(!p) && (cpu_large_cached(c->large) > 0 || (t && load_u(&t->cached) > 0))) {
+      /* Cached blocks may be what stands in the way. */
+      cpu_large_empty(c->large);
+      if (t) thread_drain(t);
+      p = cpu_large_new(block);
+      retry = p != NULL;
+    }
+  } else if (cls >= 0 && t && t->bins[cls].head) {
     bin *b = &t->bins[cls];
     p = b->head;
     b->head = *(void **)p;
@@ -376,9 +393,11 @@ void cpu_cache_free(cpu_cache *c, void *ptr, size_t nbytes) {
   size_t block;
   int cls = -1;
   if (c->cfg.enabled && nbytes <= CPU_CACHE_MAX_BLOCK) cls = size_class(nbytes, &block);
-  else block = round_block(nbytes);
+  else block = nbytes > CPU_CACHE_MAX_BLOCK ? cpu_large_block(nbytes) : round_block(nbytes);
   if (t) thread_catch_up(t);
-  if (cls >= 0 && t && t->bins[cls].count < c->cfg.max_blocks &&
+  if (nbytes > CPU_CACHE_MAX_BLOCK) {
+    cpu_large_give(c->large, ptr, block);
+  } else if (cls >= 0 && t && t->bins[cls].count < c->cfg.max_blocks &&
       load_u(&t->cached) + block <= c->cfg.max_bytes) {
     bin *b = &t->bins[cls];
     *(void **)ptr = b->head;
@@ -422,7 +441,7 @@ void cpu_cache_stats(cpu_cache *c, tstor_stats *out) {
   current(c, &sum, &cached);
   out->allocated = (uint64_t)load_i(&sum.allocated);
   out->active = (uint64_t)load_i(&sum.active);
-  out->reserved = out->active + cached;
+  out->reserved = out->active + cached + cpu_large_cached(c->large);
   raise_peak(&c->peak_allocated, (int64_t)out->allocated);
   raise_peak(&c->peak_active, (int64_t)out->active);
   raise_peak(&c->peak_reserved, (int64_t)out->reserved);
@@ -443,12 +462,13 @@ void cpu_cache_reset_peak(cpu_cache *c) {
   atomic_store_explicit(&c->peak_allocated, (uint64_t)load_i(&sum.allocated),
                         memory_order_relaxed);
   atomic_store_explicit(&c->peak_active, (uint64_t)load_i(&sum.active), memory_order_relaxed);
-  atomic_store_explicit(&c->peak_reserved, (uint64_t)load_i(&sum.active) + cached,
+  atomic_store_explicit(&c->peak_reserved,
+                        (uint64_t)load_i(&sum.active) + cached + cpu_large_cached(c->large),
                         memory_order_relaxed);
 }
 
 void cpu_cache_empty(cpu_cache *c) {
-  (void)c; /* the blocks are the process's, not one context's */
+  cpu_large_empty(c->large); /* the small blocks are the process's, not one context's */
   unsigned epoch = atomic_fetch_add_explicit(&shared.empty_epoch, 1, memory_order_relaxed) + 1;
   thread_cache *t = pthread_getspecific(shared.key);
   if (t) {
@@ -490,10 +510,16 @@ int cpu_cache_open(const cpu_cache_config *config, cpu_cache **out) {
   cpu_cache *c = calloc(1, sizeof *c);
   if (!c) return TSTOR_ENOMEM;
   c->cfg = *config;
+  if (config->enabled && config->large_max_bytes > 0 &&
+      cpu_large_open(config->large_max_bytes, config->large_max_age_ms, &c->large) != 0) {
+    free(c);
+    return TSTOR_ENOMEM;
+  }
   pthread_mutex_lock(&shared.lock);
   if (!shared.atfork) shared.atfork = pthread_atfork(fork_prepare, fork_done, fork_done) == 0;
   if (shared.users == 0 && pthread_key_create(&shared.key, thread_exit) != 0) {
     pthread_mutex_unlock(&shared.lock);
+    cpu_large_close(c->large);
     free(c);
     return TSTOR_EAGAIN;
   }
@@ -501,6 +527,7 @@ int cpu_cache_open(const cpu_cache_config *config, cpu_cache **out) {
   if (c->slot < 0) {
     if (shared.users == 0) pthread_key_delete(shared.key);
     pthread_mutex_unlock(&shared.lock);
+    cpu_large_close(c->large);
     free(c);
     return TSTOR_ENOMEM;
   }
@@ -528,5 +555,6 @@ void cpu_cache_close(cpu_cache *c) {
     atomic_store_explicit(&shared.cached_total, 0, memory_order_relaxed);
   }
   pthread_mutex_unlock(&shared.lock);
+  cpu_large_close(c->large);
   free(c);
 }

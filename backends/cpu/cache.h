@@ -5,8 +5,9 @@
  * classes per power of two), and a freed block of a class goes onto the freeing
  * thread's list for that class, bounded in blocks per class and in bytes per
  * thread; the next request of the same class on that thread takes it back
- * without a trip to the C library. Larger requests go straight to
- * aligned_alloc and free.
+ * without a trip to the C library. Larger requests are large blocks (large.h):
+ * whole huge pages from 2 MiB, kept in a cache of the context's shared by its
+ * threads.
  *
  * The thread lists are process-wide: every context that loaded this module
  * shares them, so a block released through one context may serve another. Each
@@ -39,6 +40,8 @@ typedef struct cpu_cache_config {
   int enabled;          /* cache = yes|no: whether this context's frees keep blocks */
   size_t max_bytes;     /* cache_max_bytes: most bytes one thread keeps */
   unsigned max_blocks;  /* cache_max_blocks: most blocks one thread keeps per size class */
+  size_t large_max_bytes;         /* large_cache_mb: most bytes of large blocks kept (large.h) */
+  unsigned long large_max_age_ms; /* large_cache_age_ms: how long one is kept unused */
 } cpu_cache_config;
 
 typedef struct cpu_cache cpu_cache;
@@ -64,8 +67,9 @@ void cpu_cache_free(cpu_cache *c, void *ptr, size_t nbytes);
 void cpu_cache_stats(cpu_cache *c, tstor_stats *out);
 /* Sets the handle's peaks to the current values. */
 void cpu_cache_reset_peak(cpu_cache *c);
-/* Frees the calling thread's cached blocks now, and every other thread's at its
- * next allocation or free through this module (or at its exit). */
+/* Frees the calling thread's cached blocks and the handle's large blocks now,
+ * and every other thread's at its next allocation or free through this module
+ * (or at its exit). */
 void cpu_cache_empty(cpu_cache *c);
 
 #endif /* TSTOR_CPU_CACHE_H */

@@ -110,6 +110,27 @@ static const tstor_device_ops cpu_device = {
     .shm_sweep = cpu_shm_sweep,
 };
 
+/* A key whose value must be a decimal integer from min to max: no sign, no
+ * hex or octal prefix (a leading 0 means nothing). */
+static int cpu_config_decimal(const tstor_registrar *reg, tstor_module *m, const char *key,
+                              unsigned long long def, unsigned long long max,
+                              unsigned long long *out) {
+  const char *v = reg->config_get(m, key);
+  *out = def;
+  if (!v) return 0;
+  unsigned long long x = 0;
+  const char *p = v;
+  for (; *p >= '0' && *p <= '9'; p++) {
+    unsigned d = (unsigned)(*p - '0');
+    if (x > (max - d) / 10) break;
+    x = x * 10 + d;
+  }
+  if (p == v || *p != '\0')
+    return reg->config_error(m, key, "expected a decimal integer from 0 to %llu", max);
+  *out = x;
+  return 0;
+}
+
 /* The block cache, with this context's [backend cpu] keys (docs/config.md). */
 static int cpu_open_cache(const tstor_registrar *reg, tstor_module *m, cpu_state *st, char *msg,
                           size_t msg_size) {
@@ -119,7 +140,13 @@ static int cpu_open_cache(const tstor_registrar *reg, tstor_module *m, cpu_state
   if (rc == 0)
     rc = reg->config_int(m, "cache_max_bytes", 16LL << 20, 0, 1LL << 40, &max_bytes);
   if (rc == 0) rc = reg->config_int(m, "cache_max_blocks", 32, 0, 1 << 20, &max_blocks);
+  unsigned long long large_mb, large_age_ms;
+  if (rc == 0) rc = cpu_config_decimal(reg, m, "large_cache_mb", 256, 1ULL << 20, &large_mb);
+  if (rc == 0)
+    rc = cpu_config_decimal(reg, m, "large_cache_age_ms", 5000, 86400000ULL, &large_age_ms);
   if (rc != 0) return rc;
+  cfg.large_max_bytes = (size_t)large_mb << 20;
+  cfg.large_max_age_ms = (unsigned long)large_age_ms;
   cfg.max_bytes = (size_t)max_bytes;
   cfg.max_blocks = (unsigned)max_blocks;
   rc = cpu_cache_open(&cfg, &st->cache);

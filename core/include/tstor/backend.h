@@ -191,7 +191,7 @@ typedef struct tstor_device_ops {
    * (dtype dst_dtype), both on device `index`, with the results tstor's host
    * conversion gives (tstor/typed.h). dtypes are tstor_dtype values. Returns
    * TSTOR_ENOTSUP for a pair it does not handle; the core then stages through
-   * the host. */
+   * the host. dst and src never overlap (the core stages overlapping ranges). */
   int (*convert)(void *state, int index, void *dst, int dst_dtype, const void *src,
                  int src_dtype, size_t count, void *stream);
 
