@@ -180,6 +180,20 @@ int tstor__parse_bool(const char *s, int *out) {
   return TSTOR_EINVAL;
 }
 
+int tstor__parse_int(const char *s, long long *out) {
+  /* Decimal only: strtoll with base 0 would read "010" as 8 and "0x10" as 16,
+   * which no config file means. A sign, then digits, nothing else. */
+  const char *d = s + (*s == '+' || *s == '-');
+  if (*d < '0' || *d > '9') return TSTOR_EINVAL;
+  for (const char *t = d; *t; t++)
+    if (*t < '0' || *t > '9') return TSTOR_EINVAL;
+  errno = 0;
+  long long x = strtoll(s, NULL, 10);
+  if (errno == ERANGE) return TSTOR_ERANGE;
+  *out = x;
+  return 0;
+}
+
 int tstor__parse_log_level(const char *s, int *out) {
   static const char *names[] = {"error", "warn", "info", "debug"};
   for (int i = 0; i < 4; i++) {

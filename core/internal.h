@@ -90,6 +90,9 @@ void tstor__config_free(tstor__config *cfg);
 /* Parses "error|warn|info|debug" (or 0-3). */
 int tstor__parse_log_level(const char *s, int *out);
 int tstor__parse_bool(const char *s, int *out);
+/* A decimal integer: an optional sign and digits only ("010" is ten; "0x10",
+ * " 1", "1e3" are TSTOR_EINVAL; beyond long long TSTOR_ERANGE). */
+int tstor__parse_int(const char *s, long long *out);
 
 extern const char tstor__default_config[];
 

@@ -256,10 +256,8 @@ static int reg_config_int(tstor_module *m, const char *key, long long def, long 
   const char *v = reg_config_get(m, key);
   *out = def;
   if (!v) return 0;
-  errno = 0;
-  char *end;
-  long long x = strtoll(v, &end, 0);
-  if (end == v || *end != '\0' || errno == ERANGE || x < min || x > max)
+  long long x;
+  if (tstor__parse_int(v, &x) != 0 || x < min || x > max)
     return reg_config_error(m, key, "expected an integer from %lld to %lld", min, max);
   *out = x;
   return 0;

@@ -330,6 +330,22 @@ START_TEST(unknown_backend_key_after_init) {
 }
 END_TEST
 
+/* Integers are decimal, whatever C's literals say: a leading 0 is not octal. */
+START_TEST(backend_integers_are_decimal) {
+  static const struct {
+    const char *value;
+    int count;
+  } cases[] = {{"1", 1}, {"7", 7}, {"07", 7}, {"+3", 3}, {"08", 8}, {"+08", 8}, {"0005", 5}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    tstor_context *ctx = coretest_open(
+        coretest_fake_section("fake", coretest_fmt("devices = %s", cases[i].value)));
+    ck_assert_msg(tstor_device_count(ctx, coretest_dev(ctx, "fake").type) == cases[i].count,
+                  "devices = %s", cases[i].value);
+    tstor_context_close(ctx);
+  }
+}
+END_TEST
+
 START_TEST(backend_keys_are_the_backends) {
   /* Keys the backend asks for are not unknown, and reach it. */
   tstor_context *ctx = coretest_open(coretest_fake_section("fake", "devices = 5"));
@@ -356,7 +372,9 @@ END_TEST
 
 START_TEST(backend_typed_values_are_checked) {
   const char *values[] = {"devices = lots", "devices = 9", "devices = -1", "devices = 3x",
-                          "devices = 99999999999999999999999"};
+                          "devices = 99999999999999999999999", "devices = 0x4", "devices = 0X4",
+                          "devices = 0b1", "devices = 1e0", "devices = 4.", "devices = 0x",
+                          "devices = +", "devices = -", "devices = 4 4", "devices = 0010"};
   for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
     const char *text =
         coretest_fmt("%s[backend fake]\nlibrary = %s\n%s\n", CORETEST_BASE_INI,
@@ -589,6 +607,7 @@ int main(void) {
   tcase_add_test(tc, log_level_spellings);
   tcase_add_test(tc, entry_symbol_override);
   tcase_add_test(tc, backend_keys_are_the_backends);
+  tcase_add_test(tc, backend_integers_are_decimal);
   suite_add_tcase(s, tc);
   tc = tcase_create("bad files");
   tcase_add_test(tc, file_malformed_line);

@@ -255,7 +255,9 @@ START_TEST(bad_values_name_the_key_and_line) {
              {"cache_max_bytes = -1", "cache_max_bytes"},
              {"cache_max_bytes = 2TiB", "cache_max_bytes"},
              {"cache_max_blocks = 99999999", "cache_max_blocks"},
-             {"cache_max_blocks =", "cache_max_blocks"}};
+             {"cache_max_blocks =", "cache_max_blocks"},
+             {"cache_max_bytes = 0x100000", "cache_max_bytes"}, /* decimal only */
+             {"cache_max_blocks = 0x20", "cache_max_blocks"}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     char ini[512];
     snprintf(ini, sizeof ini, "[tstor]\n[backend cpu]\nlibrary = tstor-cpu.so\n%s\n",
@@ -267,7 +269,7 @@ START_TEST(bad_values_name_the_key_and_line) {
     ck_last_error_has(bad[i].key);
   }
   /* The module went away cleanly: a good config still loads. */
-  tstor_context *ctx = open_cpu("cache = yes\ncache_max_bytes = 0x100000\ncache_max_blocks = 0");
+  tstor_context *ctx = open_cpu("cache = yes\ncache_max_bytes = 01048576\ncache_max_blocks = 0");
   tstor_storage_release(new_storage(ctx, 64));
   ck_assert_uint_eq(stats_of(ctx).reserved, 0); /* no block may be kept */
   tstor_context_close(ctx);

@@ -90,6 +90,9 @@ START_TEST(test_devices_and_memory) {
   tstor_context *ctx = open_hpu("devices = 3\nmemory_mb = 1");
   tstor_device d = dev_of(ctx, "hpu:2");
   ck_assert_int_eq(tstor_device_count(ctx, d.type), 3);
+  tstor_context *octal = open_hpu("devices = 010"); /* ten, not eight */
+  ck_assert_int_eq(tstor_device_count(octal, dev_of(octal, "hpu:0").type), 10);
+  tstor_context_close(octal);
   tstor_storage *s[3];
   for (int i = 0; i < 3; i++) {
     tstor_device di = {d.type, i};
@@ -124,6 +127,8 @@ START_TEST(test_bad_config) {
   expect_bad_config("memory_mb = 65537", "memory_mb");
   expect_bad_config("fail_alloc_nth = -3", "fail_alloc_nth");
   expect_bad_config("copy_delay_us = 1e3", "copy_delay_us");
+  expect_bad_config("devices = 0x10", "devices"); /* decimal only (docs/config.md) */
+  expect_bad_config("memory_mb = 0x40", "memory_mb");
   expect_bad_config("memroy_mb = 64", "memroy_mb"); /* unknown key */
 }
 END_TEST

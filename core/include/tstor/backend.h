@@ -224,7 +224,9 @@ typedef struct tstor_registrar {
    * the user as unknown. */
   const char *(*config_get)(tstor_module *m, const char *key);
   /* Typed readers: *out = default when absent; TSTOR_ECONFIG with the file and
-   * line in the message when the value is malformed or outside [min, max]. */
+   * line in the message when the value is malformed or outside [min, max].
+   * Integers are decimal: an optional sign and digits ("010" is ten; "0x10"
+   * is malformed). */
   int (*config_int)(tstor_module *m, const char *key, long long def, long long min,
                     long long max, long long *out);
   int (*config_bool)(tstor_module *m, const char *key, int def, int *out);
