@@ -74,7 +74,7 @@ static int resolve_library(tstor_context *ctx, const tstor__section *sec, char *
     return *out ? 0 : tstor__err(TSTOR_ENOMEM, "out of memory");
   }
   char tried[TSTOR__ERRBUF / 2] = "";
-  const char *lists[3] = {getenv("TSTOR_BACKEND_DIR"), cfg->backend_dir, cfg->dir};
+  const char *lists[3] = {secure_getenv("TSTOR_BACKEND_DIR"), cfg->backend_dir, cfg->dir};
   for (int i = 0; i < 3; i++) {
     if (!lists[i] || !*lists[i]) continue;
     int rc = search_dirs(cfg, lists[i], lib, tried, sizeof tried, out);

@@ -14,6 +14,10 @@
  *     caller must tstor_storage_release() it exactly once.
  *   - Every function is thread-safe unless its comment says otherwise. Writing to
  *     the same bytes from two threads at once is the caller's business, as in C.
+ *   - The TSTOR_* environment variables (TSTOR_CONFIG, TSTOR_BACKEND_DIR,
+ *     TSTOR_LOG, TSTOR_DEFAULT_DEVICE, TSTOR_NUM_THREADS, TSTOR_SIMD) are read
+ *     with secure_getenv: a setuid or setgid program (or one with file
+ *     capabilities) ignores them, so its caller cannot make it load a module.
  */
 #ifndef TSTOR_TSTOR_H
 #define TSTOR_TSTOR_H
