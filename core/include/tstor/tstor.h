@@ -108,7 +108,8 @@ TSTOR_EXTERN int tstor_context_open(const char *path, tstor_context **out);
 
 /* As tstor_context_open, from INI text in memory. `name` stands for the file
  * in messages and relative library paths resolve against backend_dir only.
- * The text is copied; the caller keeps it. */
+ * The text is copied; the caller keeps it. Text over 1 MiB is TSTOR_ECONFIG,
+ * as a file over 1 MiB is. */
 TSTOR_EXTERN int tstor_context_open_string(const char *ini_text, const char *name,
                                            tstor_context **out);
 
