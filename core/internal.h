@@ -218,9 +218,17 @@ struct tstor_storage {
   /* Set when the bytes map a file or shared memory; owned by the storage. */
   char *filename;
   /* Serialises operations that replace the bytes of a live storage
-   * (share_memory, pin-in-place); 0 free, 1 held. */
+   * (share_memory, export_name) with each other and with the making of views
+   * of it (tstor__swap_lock); 0 free, 1 held. */
   atomic_int swap_lock;
 };
+
+/* Taken around replacing a root storage's bytes, and by tstor_storage_view
+ * around reading them and counting the view, so that a view never keeps bytes
+ * that are being freed. A waiter spins briefly, then yields, then sleeps: the
+ * holder may be copying gigabytes. */
+void tstor__swap_lock(tstor_storage *s);
+void tstor__swap_unlock(tstor_storage *s);
 
 /* Allocates the storage object itself (not its bytes), with one reference,
  * a context reference, and every other field zero. */
