@@ -217,6 +217,10 @@ struct tstor_storage {
   atomic_long nviews; /* live views on this storage: resize is refused while > 0 */
   /* Set when the bytes map a file or shared memory; owned by the storage. */
   char *filename;
+  /* The name filename held before share_memory or export_name moved the
+   * bytes (a storage moves once at most): tstor_storage_filename's answer must
+   * live until the last release. */
+  char *old_filename;
   /* Serialises operations that replace the bytes of a live storage
    * (share_memory, export_name) with each other and with the making of views
    * of it (tstor__swap_lock); 0 free, 1 held. */

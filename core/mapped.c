@@ -211,7 +211,9 @@ static int move_to_shm(tstor_storage *s, int named, const char *what) {
     old.alloc->ops.free(old.alloc->state, s->device.index, old.data, s->nbytes, old.alloc_ctx);
   else if (old.deleter)
     old.deleter(old.data, old.deleter_ctx);
-  tstor__free(old.filename);
+  /* Whoever asked tstor_storage_filename before may still hold its answer,
+   * promised until the last release (mapped.h): it stays with the storage. */
+  s->old_filename = old.filename;
   return 0;
 }
 

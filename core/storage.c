@@ -31,6 +31,7 @@ int tstor__storage_alloc(tstor_context *ctx, tstor_device dev, tstor_storage **o
 static void storage_free(tstor_storage *s) {
   tstor_context *ctx = s->ctx;
   tstor__free(s->filename);
+  tstor__free(s->old_filename);
   /* Marks the object dead for tstor_storage_release's check. The allocator
    * reuses only the first words of a freed block for its own links, so a
    * release past zero still finds the mark until the memory is handed out

@@ -142,13 +142,18 @@ START_TEST(share_wrapped_and_mapped) {
   tstor_storage_release(s);
   ck_assert_int_eq(deleted, 1);
 
-  /* A private file mapping becomes shared memory; the file is left alone. */
+  /* A private file mapping becomes shared memory; the file is left alone. The
+   * name given out before stays valid until the last release (mapped.h): it
+   * was freed by the move (a use after free under ASan). */
   const char *path = scratch("private.bin");
   write_file(path, "abcdef", 6);
   ck_tstor_ok(tstor_storage_from_file(ctx, path, 0, 0, 1, &s));
+  const char *was = tstor_storage_filename(s);
+  ck_assert_str_eq(was, path);
   ck_tstor_ok(tstor_storage_share_memory(s));
   ck_assert_uint_eq(tstor_storage_flags(s), TSTOR_FLAG_SHARED);
   ck_assert_ptr_null(tstor_storage_filename(s));
+  ck_assert_str_eq(was, path);
   memset(bytes(s), 'z', 6);
   tstor_storage_release(s);
   char buf[8];
@@ -598,6 +603,30 @@ START_TEST(export_import_name) {
 }
 END_TEST
 
+/* export_name of a private file mapping moves it into named shared memory:
+ * tstor_storage_filename answers the new name, and the file's name given out
+ * before stays valid until the last release, for the storage and its views. */
+START_TEST(filename_outlives_export_name) {
+  const char *path = scratch("named.bin");
+  write_file(path, "0123456789", 10);
+  tstor_storage *s = NULL;
+  ck_tstor_ok(tstor_storage_from_file(ctx, path, 0, 0, 1, &s));
+  const char *was = tstor_storage_filename(s);
+  ck_assert_str_eq(was, path);
+  char name[TSTOR_SHM_NAME_MAX];
+  ck_tstor_ok(tstor_storage_export_name(s, name, sizeof name));
+  ck_assert_str_eq(tstor_storage_filename(s), name);
+  ck_assert_str_eq(was, path);
+  tstor_storage *v = NULL;
+  ck_tstor_ok(tstor_storage_view(s, 2, 4, &v));
+  ck_assert_str_eq(tstor_storage_filename(v), name);
+  ck_assert_mem_eq(tstor_storage_data(v), "2345", 4);
+  tstor_storage_release(s);
+  ck_assert_str_eq(was, path); /* the view still holds the storage */
+  tstor_storage_release(v);
+}
+END_TEST
+
 START_TEST(export_name_refusals) {
   tstor_storage *s = new_cpu(64, 8), *t = NULL;
   void *data = tstor_storage_data(s);
@@ -742,6 +771,7 @@ static Suite *suite(void) {
   tcase_add_checked_fixture(tc, open_ctx, close_ctx);
   tcase_add_test(tc, export_import_name);
   tcase_add_test(tc, export_name_refusals);
+  tcase_add_test(tc, filename_outlives_export_name);
   tcase_add_test(tc, exporter_killed_then_swept);
   suite_add_tcase(su, tc);
   return su;

@@ -72,7 +72,9 @@ TSTOR_EXTERN int tstor_storage_from_file(tstor_context *ctx, const char *filenam
 
 /* The file or shared-memory name the storage maps (a view answers for its
  * base); NULL when it maps none, which includes tstor_storage_share_memory
- * without a name. Owned by the storage, valid until its last release. */
+ * without a name. Owned by the storage, valid until its last release, even
+ * after share_memory or export_name has moved the bytes and the answer has
+ * changed (the earlier string is kept until then). */
 TSTOR_EXTERN const char *tstor_storage_filename(const tstor_storage *s);
 
 /* --------------------------------------------------------- shared memory */
