@@ -17,6 +17,17 @@
  * has returned. init and fini are called with the core's loader lock held and
  * never concurrently with other ops of the same module.
  *
+ * Unloading: after fini the core dlcloses the module, and its code and data
+ * are unmapped while no thread may still enter them. The core waits for its
+ * own calls; code the system calls on its own is the module's business. A
+ * module that installs a thread-exit destructor (pthread_key_create with a
+ * destructor, C11 tss_create, C++ thread_local with a destructor) must not be
+ * unmapped at all, since pthread_key_delete does not wait for a destructor
+ * already started: before the first thread's value is set it pins itself with
+ * dlopen(its own path from dladdr, RTLD_NOLOAD | RTLD_NODELETE), as the cpu
+ * backend's block cache does. (glibc drops a module's pthread_atfork handlers
+ * when it unloads it; signal handlers a module installs it restores in fini.)
+ *
  * Errors: ops return 0 or a negative TSTOR_E* code; they describe a failure
  * with reg->set_error(), which fills the caller's tstor_last_error().
  */
