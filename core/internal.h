@@ -249,6 +249,11 @@ int tstor__storage_new_with(tstor_context *ctx, tstor_device dev, tstor__allocat
 int tstor__copy_bytes(tstor_context *ctx, tstor_device dst_dev, void *dst,
                       tstor_device src_dev, const void *src, size_t nbytes,
                       tstor_module *stream_module, void *stream);
+/* 0 when bytes can be copied from src_dev to dst_dev, else the error the copy
+ * would give (TSTOR_ENODATA out of a device without data, TSTOR_ENOTSUP): for
+ * callers that allocate the destination first, so that the answer does not
+ * depend on whether the allocation fits. */
+int tstor__copy_possible(tstor_context *ctx, tstor_device dst_dev, tstor_device src_dev);
 /* Fills nbytes at ptr on dev with a pattern. */
 int tstor__fill_bytes(tstor_context *ctx, tstor_device dev, void *ptr, size_t nbytes,
                       const void *pattern, size_t pattern_size);

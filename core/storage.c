@@ -307,9 +307,13 @@ int tstor_storage_fill_pattern(tstor_storage *s, const void *pattern, size_t pat
 }
 
 static int new_copy(const tstor_storage *s, tstor_device dev, tstor_storage **out) {
+  /* The path first: from meta, TSTOR_ENODATA whatever the size, not the
+   * TSTOR_ENOMEM of a destination the host cannot allocate. */
+  int rc = tstor__copy_possible(s->ctx, dev, s->device);
+  if (rc) return rc;
   tstor_storage *c;
-  int rc = tstor__storage_new_with(s->ctx, dev, s->ctx->types[dev.type].allocator, s->nbytes,
-                                   NULL, &c);
+  rc = tstor__storage_new_with(s->ctx, dev, s->ctx->types[dev.type].allocator, s->nbytes, NULL,
+                               &c);
   if (rc) return rc;
   rc = tstor__copy_bytes(s->ctx, dev, c->data, s->device, s->data, s->nbytes, NULL, NULL);
   if (rc) {

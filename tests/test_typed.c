@@ -209,7 +209,14 @@ START_TEST(arrays_in_and_out) {
   ck_last_error_has("no data");
   int16_t x = 1;
   ck_tstor_err(tstor_typed_get(s, TSTOR_INT16, 0, &x), TSTOR_ENODATA);
-  ck_tstor_err(tstor_typed_set(s, TSTOR_INT16, 0, &x), TSTOR_ENODATA);
+  ck_tstor_err(tstor_typed_get_f64(s, TSTOR_INT16, 0, d), TSTOR_ENODATA);
+  /* Writes succeed and write nothing, as PyTorch's x[i] = v on meta. */
+  ck_tstor_ok(tstor_typed_set(s, TSTOR_INT16, 3, &x));
+  ck_tstor_ok(tstor_typed_set_f64(s, TSTOR_INT16, 0, 2.5));
+  ck_tstor_ok(tstor_typed_set_i64(s, TSTOR_INT16, 1, -7));
+  ck_assert_ptr_null(tstor_storage_data(s));
+  ck_tstor_err(tstor_typed_set(s, TSTOR_INT16, 4, &x), TSTOR_ERANGE); /* checked all the same */
+  ck_tstor_err(tstor_typed_set(s, TSTOR_INT16, 0, NULL), TSTOR_EINVAL);
   ck_tstor_err(tstor_typed_get(s, TSTOR_INT16, 9, &x), TSTOR_ERANGE); /* bounds first */
   tstor_storage_release(s);
 }
@@ -266,9 +273,16 @@ START_TEST(fill_every_size) {
   }
   tstor_set_num_threads(old);
   float one = 1.5f;
-  /* Meta: no data. */
+  /* Meta: no data, and a fill succeeds writing nothing, as the untyped fill
+   * and PyTorch's fill_ on meta do; its arguments are checked all the same. */
   ck_tstor_ok(tstor_typed_new(ctx, meta, TSTOR_FLOAT32, 4, &s));
-  ck_tstor_err(tstor_typed_fill(s, TSTOR_FLOAT32, &one), TSTOR_ENODATA);
+  ck_tstor_ok(tstor_typed_fill(s, TSTOR_FLOAT32, &one));
+  ck_tstor_ok(tstor_storage_fill(s, 7));
+  ck_assert_ptr_null(tstor_storage_data(s));
+  ck_tstor_err(tstor_typed_fill(s, TSTOR_FLOAT32, NULL), TSTOR_EINVAL);
+  tstor_storage_release(s);
+  ck_tstor_ok(tstor_typed_new(ctx, meta, TSTOR_FLOAT32, 3, &s)); /* 12 bytes: 1.5 float64s */
+  ck_tstor_err(tstor_typed_fill(s, TSTOR_FLOAT64, &one), TSTOR_ESIZE);
   tstor_storage_release(s);
 }
 END_TEST
@@ -400,8 +414,11 @@ START_TEST(strings_with_nuls) {
   tstor_storage_release(base);
   tstor_storage *m;
   ck_tstor_ok(tstor_typed_new(ctx, meta, TSTOR_UINT8, 3, &m));
-  ck_tstor_err(tstor_typed_set_string(m, TSTOR_UINT8, "abcd", 4), TSTOR_ENODATA);
-  ck_assert_uint_eq(tstor_storage_nbytes(m), 3);
+  /* A write: the size follows the string, no bytes are written. */
+  ck_tstor_ok(tstor_typed_set_string(m, TSTOR_UINT8, "abcd", 4));
+  ck_assert_uint_eq(tstor_storage_nbytes(m), 4);
+  ck_assert_ptr_null(tstor_storage_data(m));
+  ck_tstor_err(tstor_typed_get_string(m, TSTOR_UINT8, buf, sizeof buf, &len), TSTOR_ENODATA);
   tstor_storage_release(m);
 }
 END_TEST

@@ -275,7 +275,10 @@ TSTOR_EXTERN int tstor_storage_fill_pattern(tstor_storage *s, const void *patter
 TSTOR_EXTERN int tstor_storage_clone(const tstor_storage *s, tstor_storage **out);
 
 /* The storage on device `dev`: s itself (one more reference) when it is already
- * there, else a copy. *out is a new reference either way. */
+ * there, else a copy. *out is a new reference either way. From a device
+ * without data (meta) to one with data: TSTOR_ENODATA, decided before anything
+ * is allocated (so whatever the size), as PyTorch's "Cannot copy out of meta
+ * tensor". */
 TSTOR_EXTERN int tstor_storage_to(tstor_storage *s, tstor_device dev, tstor_storage **out);
 
 /* A new storage of `nbytes` on the same device as s (PyTorch's new()). */

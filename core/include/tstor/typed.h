@@ -10,8 +10,13 @@
  * Typed operations work on every device. On host-memory devices they read and
  * write the bytes directly; on other devices they use the device's own convert
  * op where it has one (backend.h) and otherwise stage through host memory.
- * Meta storages have sizes and no data: size queries, creation and resizing
- * work, element access fails with TSTOR_ENODATA.
+ * Meta storages have sizes and no data, as PyTorch's meta tensors: size
+ * queries, creation and resizing work; calls that only write given values
+ * (tstor_typed_fill, tstor_typed_set and its _f64/_i64 forms,
+ * tstor_typed_set_string) check their arguments and succeed, writing nothing,
+ * as fill_ and x[i] = v do on meta; calls that read the bytes (get, to_array,
+ * get_string, byteswap, a copy into a device with data) fail with
+ * TSTOR_ENODATA.
  *
  * Conversions give the results of PyTorch's CPU tensor.to(dtype), bit for bit,
  * for every pair PyTorch converts; see tstor_dtype_convert for the details and
