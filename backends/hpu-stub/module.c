@@ -58,9 +58,32 @@ static const tstor_device_ops hpu_device_ops = {
 
 int hpu_device_count(void *state) { return ((hpu_stub *)state)->ndevices; }
 
+/* ------------------------------------------------------------------ fork */
+
+atomic_uint hpu_fork_generation;
+static pthread_once_t fork_handler_once = PTHREAD_ONCE_INIT;
+static int fork_handler_rc;
+
+static void in_forked_child(void) {
+  atomic_fetch_add_explicit(&hpu_fork_generation, 1, memory_order_relaxed);
+}
+/* glibc drops the handler when the module is unloaded; a reload registers it
+ * again (fresh statics). */
+static void register_fork_handler(void) {
+  fork_handler_rc = pthread_atfork(NULL, NULL, in_forked_child);
+}
+
+int hpu_check_process(hpu_stub *stub, int index, const char *what) {
+  if (!hpu_forked(stub)) return 0;
+  return HPU_ERROR(stub, TSTOR_EBACKEND,
+                   "hpu:%d: %s: this backend was loaded before the process forked, and its "
+                   "stream workers do not exist in the child; open a new context in the child",
+                   index, what);
+}
+
 static void device_close(hpu_stub *stub, int index) {
   hpu_device *d = &stub->devices[index];
-  if (d->streams)
+  if (d->streams && !hpu_forked(stub)) /* a child leaves the parent's streams alone */
     stub->reg->log(stub->module, TSTOR_LOG_WARN, "hpu:%d: unloaded with streams still open",
                    index);
   hpu_arena_destroy(stub, index, &d->arena);
@@ -123,11 +146,17 @@ static int hpu_init(const tstor_registrar *reg, tstor_module *m, void **module_s
     return TSTOR_EDECLINED;
   }
 
+  pthread_once(&fork_handler_once, register_fork_handler);
+  if (fork_handler_rc != 0) {
+    snprintf(msg, msg_size, "cannot register a fork handler: %s", strerror(fork_handler_rc));
+    return TSTOR_ENOMEM;
+  }
   hpu_stub *stub = calloc(1, sizeof *stub);
   if (!stub) {
     snprintf(msg, msg_size, "out of host memory");
     return TSTOR_ENOMEM;
   }
+  stub->fork_generation = atomic_load_explicit(&hpu_fork_generation, memory_order_relaxed);
   stub->reg = reg;
   stub->module = m;
   stub->fail_alloc_nth = fail_nth;
