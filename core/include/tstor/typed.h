@@ -271,7 +271,13 @@ TSTOR_EXTERN int tstor_typed_get_string(const tstor_storage *s, tstor_dtype dtyp
 /* ---------------------------------------------------------------- printing */
 
 enum {
-  /* Footer as Torch7: "[torch.IntStorage of size 4]"; without it, as PyTorch:
+  /* As Torch7 prints: one format for all elements, chosen from their
+   * magnitudes as Torch7's Storage__printformat does (integral values as
+   * integers right-aligned, "%7.4f" and the like otherwise, "%11.4e" over wide
+   * ranges, a scale factor line such as "100000 *" first for large or small
+   * values, "%f" when a NaN is present; complex dtypes, which Torch7 lacked,
+   * as Python's reprs right-aligned), footer "[torch.IntStorage of size 4]".
+   * Without it, as PyTorch: Python's repr of each element after one space,
    * "[torch.storage.TypedStorage(dtype=torch.int32, device=cpu) of size 4]" */
   TSTOR_PRINT_TORCH7 = 1 << 0
 };
@@ -284,9 +290,9 @@ enum {
 TSTOR_EXTERN int tstor_dtype_format(tstor_dtype dtype, const void *value, char *buf,
                                     size_t size, size_t *len);
 
-/* Prints s as Torch7 and PyTorch print storages: each element on its own line,
- * indented by one space, then a footer naming the dtype, device and size. A
- * storage without data (meta) prints the footer only. */
+/* Prints s as Torch7 or PyTorch print storages (TSTOR_PRINT_*): each element
+ * on its own line, then a footer naming the dtype, device and size. A storage
+ * without data (meta) prints "..." and the footer. */
 TSTOR_EXTERN int tstor_typed_print(FILE *f, const tstor_storage *s, tstor_dtype dtype,
                                    unsigned flags);
 
