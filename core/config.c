@@ -19,7 +19,7 @@
 
 /* inih reads at most INI_MAX_LINE - 1 bytes per line, newline included. */
 #define TSTOR__MAX_LINE (INI_MAX_LINE - 2)
-#define TSTOR__MAX_CONFIG (1 << 20)
+#define TSTOR__MAX_CONFIG (1 << 20) /* bytes of a config, file or text */
 
 /* Keys whose values are not strings, so set_string cannot tell a repeat. */
 enum { SEEN_LOG_LEVEL = 1, SEEN_OPTIONAL = 2, SEEN_ENABLED = 4 };
@@ -180,6 +180,20 @@ int tstor__parse_bool(const char *s, int *out) {
   return TSTOR_EINVAL;
 }
 
+int tstor__parse_int(const char *s, long long *out) {
+  /* Decimal only: strtoll with base 0 would read "010" as 8 and "0x10" as 16,
+   * which no config file means. A sign, then digits, nothing else. */
+  const char *d = s + (*s == '+' || *s == '-');
+  if (*d < '0' || *d > '9') return TSTOR_EINVAL;
+  for (const char *t = d; *t; t++)
+    if (*t < '0' || *t > '9') return TSTOR_EINVAL;
+  errno = 0;
+  long long x = strtoll(s, NULL, 10);
+  if (errno == ERANGE) return TSTOR_ERANGE;
+  *out = x;
+  return 0;
+}
+
 int tstor__parse_log_level(const char *s, int *out) {
   static const char *names[] = {"error", "warn", "info", "debug"};
   for (int i = 0; i < 4; i++) {
@@ -311,6 +325,12 @@ void tstor__config_free(tstor__config *cfg) {
 int tstor__config_parse(const char *text, size_t len, const char *name, const char *dir,
                         tstor__config **out) {
   *out = NULL;
+  /* The same bound for a file and for text in memory. It also bounds the line
+   * numbers, ours and inih's, which are ints: text of 2^31 lines would
+   * overflow both. */
+  if (len > TSTOR__MAX_CONFIG)
+    return tstor__err(TSTOR_ECONFIG, "%s: config text too large (%zu bytes; at most %d)", name,
+                      len, TSTOR__MAX_CONFIG);
   tstor__config *cfg = tstor__calloc(1, sizeof *cfg);
   if (!cfg) return tstor__err(TSTOR_ENOMEM, "%s: out of memory", name);
   cfg->log_level = TSTOR_LOG_WARN;

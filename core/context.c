@@ -39,7 +39,7 @@ void tstor__ctx_release(tstor_context *ctx) {
 
 static int resolve_default_device(tstor_context *ctx) {
   const tstor__config *cfg = ctx->config;
-  const char *env = getenv("TSTOR_DEFAULT_DEVICE");
+  const char *env = secure_getenv("TSTOR_DEFAULT_DEVICE");
   const char *name = env && *env ? env : cfg->default_device ? cfg->default_device : "cpu";
   int rc = tstor__device_lookup(ctx, name, &ctx->default_device);
   if (rc == 0) return 0;
@@ -66,7 +66,7 @@ static int open_with_config(tstor__config *cfg, tstor_context **out) {
   ctx->config = cfg;
   ctx->log_level = cfg->log_level;
   ctx->host_type = -1;
-  const char *log = getenv("TSTOR_LOG");
+  const char *log = secure_getenv("TSTOR_LOG");
   int rc = 0;
   if (log && *log && tstor__parse_log_level(log, &ctx->log_level) != 0)
     rc = tstor__err(TSTOR_ECONFIG, "TSTOR_LOG=%s: expected error, warn, info or debug", log);
@@ -88,7 +88,7 @@ int tstor_context_open(const char *path, tstor_context **out) {
   if (!out) return tstor__err(TSTOR_EINVAL, "context_open: NULL out");
   *out = NULL;
   if (!path) {
-    const char *env = getenv("TSTOR_CONFIG");
+    const char *env = secure_getenv("TSTOR_CONFIG");
     if (env && *env) path = env;
   }
   tstor__config *cfg;

@@ -405,7 +405,7 @@ static int avx2;
 static pthread_once_t avx2_once = PTHREAD_ONCE_INIT;
 static void find_avx2(void) {
   __builtin_cpu_init();
-  const char *env = getenv("TSTOR_SIMD"); /* "off": the portable loops only */
+  const char *env = secure_getenv("TSTOR_SIMD"); /* "off": the portable loops only */
   avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
          !(env != NULL && strcmp(env, "off") == 0);
 }

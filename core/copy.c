@@ -19,19 +19,23 @@ static int kernel(tstor_context *ctx, int s, int d, tstor_device dst_dev, void *
   return rc;
 }
 
+int tstor__copy_possible(tstor_context *ctx, tstor_device dst_dev, tstor_device src_dev) {
+  int s = src_dev.type, d = dst_dev.type;
+  if (ctx->copy_path[s][d] != TSTOR_COPY_NONE) return 0;
+  if (ctx->types[s].ops.flags & TSTOR_DEVICE_NO_DATA)
+    return tstor__err(TSTOR_ENODATA, "cannot copy out of a %s storage: it has no data",
+                      ctx->types[s].name);
+  return tstor__err(TSTOR_ENOTSUP, "no copy path from %s to %s", ctx->types[s].name,
+                    ctx->types[d].name);
+}
+
 int tstor__copy_bytes(tstor_context *ctx, tstor_device dst_dev, void *dst,
                       tstor_device src_dev, const void *src, size_t nbytes,
                       tstor_module *stream_module, void *stream) {
   int s = src_dev.type, d = dst_dev.type;
   int path = ctx->copy_path[s][d];
   if (path == TSTOR_COPY_CHECK) return 0;
-  if (path == TSTOR_COPY_NONE) {
-    if (ctx->types[s].ops.flags & TSTOR_DEVICE_NO_DATA)
-      return tstor__err(TSTOR_ENODATA, "cannot copy out of a %s storage: it has no data",
-                        ctx->types[s].name);
-    return tstor__err(TSTOR_ENOTSUP, "no copy path from %s to %s", ctx->types[s].name,
-                      ctx->types[d].name);
-  }
+  if (path == TSTOR_COPY_NONE) return tstor__copy_possible(ctx, dst_dev, src_dev);
   if (nbytes == 0) return 0;
   /* Between host-memory devices with no stream to order against, the core's
    * own threaded copy does what the backend's kernel would, on every core. */

@@ -1,8 +1,10 @@
 /* Fault injection: making the Nth allocation (or mmap, shm_open, dlopen) fail,
  * so that tests can walk every error path of an operation and check that each
  * one returns the right code, leaves its objects as they were and leaks
- * nothing. Never installed: the control functions are exported from libtstor
- * for the test suites only, under the internal tstor__ prefix.
+ * nothing. Never installed, and never exported from libtstor.so, whose ABI is
+ * the tstor_* functions of the installed headers (tests/exports.sh): the
+ * suites that arm faults link the core's objects statically, from the
+ * test-only convenience library libtstor_test.la (core/Makefile.am).
  *
  * Every place that acquires a resource which may run out asks
  * tstor__fault_should_fail(kind) first and, when told to, fails exactly as
@@ -24,18 +26,18 @@
  * `nth` of them (1-based); with `persist`, every later one fails too. nth 0
  * counts without failing anything. Resets every counter below. Not meant to
  * be called while another thread is inside the library. */
-TSTOR_EXTERN void tstor__fault_arm(unsigned kinds, unsigned long nth, int persist);
+void tstor__fault_arm(unsigned kinds, unsigned long nth, int persist);
 /* Stops counting and failing; the counters keep their values until the next
  * arm. */
-TSTOR_EXTERN void tstor__fault_disarm(void);
+void tstor__fault_disarm(void);
 /* Acquisitions of armed kinds seen since the last arm (failed ones included). */
-TSTOR_EXTERN unsigned long tstor__fault_seen(void);
+unsigned long tstor__fault_seen(void);
 /* How many were failed, and their kinds (TSTOR_FAULT_* bits; 0 when none). */
-TSTOR_EXTERN unsigned long tstor__fault_failed(void);
-TSTOR_EXTERN unsigned tstor__fault_failed_kinds(void);
+unsigned long tstor__fault_failed(void);
+unsigned tstor__fault_failed_kinds(void);
 /* The core's own allocations minus its frees while armed: 0 after an
  * operation that failed and cleaned up, whatever the allocator. */
-TSTOR_EXTERN long tstor__fault_live(void);
+long tstor__fault_live(void);
 
 /* Nonzero when this acquisition of `kind` must fail; sets errno to what the
  * real call would (ENOMEM, EMFILE). Also the registrar's should_fail. */

@@ -113,6 +113,9 @@ void tstor__config_free(tstor__config *cfg);
 /* Parses "error|warn|info|debug" (or 0-3). */
 int tstor__parse_log_level(const char *s, int *out);
 int tstor__parse_bool(const char *s, int *out);
+/* A decimal integer: an optional sign and digits only ("010" is ten; "0x10",
+ * " 1", "1e3" are TSTOR_EINVAL; beyond long long TSTOR_ERANGE). */
+int tstor__parse_int(const char *s, long long *out);
 
 extern const char tstor__default_config[];
 
@@ -267,10 +270,22 @@ struct tstor_storage {
   atomic_long nviews; /* live views on this storage: resize is refused while > 0 */
   /* Set when the bytes map a file or shared memory; owned by the storage. */
   char *filename;
+  /* The name filename held before share_memory or export_name moved the
+   * bytes (a storage moves once at most): tstor_storage_filename's answer must
+   * live until the last release. */
+  char *old_filename;
   /* Serialises operations that replace the bytes of a live storage
-   * (share_memory, pin-in-place); 0 free, 1 held. */
+   * (share_memory, export_name) with each other and with the making of views
+   * of it (tstor__swap_lock); 0 free, 1 held. */
   atomic_int swap_lock;
 };
+
+/* Taken around replacing a root storage's bytes, and by tstor_storage_view
+ * around reading them and counting the view, so that a view never keeps bytes
+ * that are being freed. A waiter spins briefly, then yields, then sleeps: the
+ * holder may be copying gigabytes. */
+void tstor__swap_lock(tstor_storage *s);
+void tstor__swap_unlock(tstor_storage *s);
 
 /* Allocates the storage object itself (not its bytes), with one reference,
  * a context reference, and every other field zero. */
@@ -287,6 +302,11 @@ int tstor__storage_new_with(tstor_context *ctx, tstor_device dev, tstor__allocat
 int tstor__copy_bytes(tstor_context *ctx, tstor_device dst_dev, void *dst,
                       tstor_device src_dev, const void *src, size_t nbytes,
                       tstor_module *stream_module, void *stream);
+/* 0 when bytes can be copied from src_dev to dst_dev, else the error the copy
+ * would give (TSTOR_ENODATA out of a device without data, TSTOR_ENOTSUP): for
+ * callers that allocate the destination first, so that the answer does not
+ * depend on whether the allocation fits. */
+int tstor__copy_possible(tstor_context *ctx, tstor_device dst_dev, tstor_device src_dev);
 /* Fills nbytes at ptr on dev with a pattern. */
 int tstor__fill_bytes(tstor_context *ctx, tstor_device dev, void *ptr, size_t nbytes,
                       const void *pattern, size_t pattern_size);

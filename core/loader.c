@@ -125,7 +125,7 @@ static int resolve_library(tstor_context *ctx, const tstor__section *sec, char *
     return *out ? 0 : tstor__err(TSTOR_ENOMEM, "out of memory");
   }
   char tried[TSTOR__ERRBUF / 2] = "";
-  const char *lists[3] = {getenv("TSTOR_BACKEND_DIR"), cfg->backend_dir, cfg->dir};
+  const char *lists[3] = {secure_getenv("TSTOR_BACKEND_DIR"), cfg->backend_dir, cfg->dir};
   for (int i = 0; i < 3; i++) {
     if (!lists[i] || !*lists[i]) continue;
     int rc = search_dirs(cfg, lists[i], lib, tried, sizeof tried, out);
@@ -364,10 +364,8 @@ static int reg_config_int(tstor_module *m, const char *key, long long def, long 
   const char *v = reg_config_get(m, key);
   *out = def;
   if (!v) return 0;
-  errno = 0;
-  char *end;
-  long long x = strtoll(v, &end, 0);
-  if (end == v || *end != '\0' || errno == ERANGE || x < min || x > max)
+  long long x;
+  if (tstor__parse_int(v, &x) != 0 || x < min || x > max)
     return reg_config_error(m, key, "expected an integer from %lld to %lld", min, max);
   *out = x;
   return 0;

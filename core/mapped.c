@@ -10,13 +10,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 /* -------------------------------------------------------------- helpers */
@@ -27,26 +25,6 @@ static unsigned load_flags(const tstor_storage *s) {
   return __atomic_load_n(&s->flags, __ATOMIC_ACQUIRE);
 }
 
-/* share_memory and export_name replace the bytes of a live storage under
- * storage.c's swap_lock. A waiter yields, then sleeps, instead of spinning:
- * the holder may be copying gigabytes. */
-static void swap_lock(tstor_storage *s) {
-  for (unsigned spins = 0;; spins++) {
-    int expected = 0;
-    if (atomic_compare_exchange_weak_explicit(&s->swap_lock, &expected, 1, memory_order_acquire,
-                                              memory_order_relaxed))
-      return;
-    if (spins < 64) continue;
-    if (spins < 1024) {
-      sched_yield();
-    } else {
-      struct timespec pause = {0, 100 * 1000};
-      nanosleep(&pause, NULL);
-    }
-  }
-}
-
-static void swap_unlock(tstor_storage *s) { tstor__unlock_spin(&s->swap_lock); }
 
 /* 0 when device type `type` can map, else TSTOR_ENOTSUP with the reason. */
 static int check_mapper(tstor_context *ctx, int type, const char *what) {
@@ -186,7 +164,8 @@ const char *tstor_storage_filename(const tstor_storage *s) {
 
 /* Moves root storage s into new shared memory, named (the name stays until
  * the storage's last release) or not (unlinked at once). The caller holds
- * s's swap lock and has seen s unshared. */
+ * s's swap lock and has seen s unshared; no view can be made meanwhile
+ * (tstor_storage_view counts itself under the same lock). */
 static int move_to_shm(tstor_storage *s, int named, const char *what) {
   tstor_context *ctx = s->ctx;
   int type = s->device.type;
@@ -209,13 +188,6 @@ static int move_to_shm(tstor_storage *s, int named, const char *what) {
     return tstor__err(TSTOR_ENOMEM, "%s: out of memory for a name", what);
   }
   if (s->nbytes) memcpy(req.block.ptr, s->data, s->nbytes);
-  /* A view made while we copied would point at the old bytes. */
-  views = atomic_load_explicit(&s->nviews, memory_order_acquire);
-  if (views > 0) {
-    unmap(ctx, type, &req);
-    tstor__free(name);
-    return tstor__err(TSTOR_EBUSY, "%s: %ld view(s) appeared while it moved", what, views);
-  }
 
   struct {
     void *data;
@@ -239,7 +211,9 @@ static int move_to_shm(tstor_storage *s, int named, const char *what) {
     old.alloc->ops.free(old.alloc->state, s->device.index, old.data, s->nbytes, old.alloc_ctx);
   else if (old.deleter)
     old.deleter(old.data, old.deleter_ctx);
-  tstor__free(old.filename);
+  /* Whoever asked tstor_storage_filename before may still hold its answer,
+   * promised until the last release (mapped.h): it stays with the storage. */
+  s->old_filename = old.filename;
   return 0;
 }
 
@@ -250,9 +224,9 @@ int tstor_storage_share_memory(tstor_storage *s) {
     return tstor__err(TSTOR_ENOTSUP,
                       "share_memory: a view of an unshared storage: share the base before "
                       "making views of it");
-  swap_lock(s);
+  tstor__swap_lock(s);
   int rc = (s->flags & TSTOR_FLAG_SHARED) ? 0 : move_to_shm(s, 0, "share_memory");
-  swap_unlock(s);
+  tstor__swap_unlock(s);
   return rc;
 }
 
@@ -460,7 +434,7 @@ int tstor_storage_export_name(tstor_storage *s, char *name, size_t size) {
     const tstor__devtype *t = &s->ctx->types[s->device.type];
     t->ops.shm_sweep(t->state, NULL);
   }
-  swap_lock(s);
+  tstor__swap_lock(s);
   int rc = 0;
   if (!(s->flags & TSTOR_FLAG_SHARED)) {
     if (size < TSTOR_SHM_NAME_MAX)
@@ -483,7 +457,7 @@ int tstor_storage_export_name(tstor_storage *s, char *name, size_t size) {
     else
       memcpy(name, s->filename, len + 1);
   }
-  swap_unlock(s);
+  tstor__swap_unlock(s);
   return rc;
 }
 

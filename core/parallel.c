@@ -33,7 +33,7 @@ static pthread_once_t default_once = PTHREAD_ONCE_INIT;
 
 static void find_default_threads(void) {
   long n = sysconf(_SC_NPROCESSORS_ONLN);
-  const char *env = getenv("TSTOR_NUM_THREADS");
+  const char *env = secure_getenv("TSTOR_NUM_THREADS");
   if (env != NULL && *env != '\0') {
     char *end;
     errno = 0;

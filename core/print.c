@@ -194,6 +194,134 @@ typedef struct print_state {
   int width;
 } print_state;
 
+/* ------------------------------------------------------------------ Torch7 */
+
+/* Torch7 prints a storage with one format for all its elements, chosen by
+ * Storage__printformat in its Tensor.lua from the elements as Lua numbers
+ * (doubles): integers as "%Nd" (N one more than the digits of the largest
+ * magnitude) unless that has more than 9 digits; others as "%7.4f" and the
+ * like, or "%11.4e" when the magnitudes span more than 4 powers of ten, or
+ * with a scale factor printed first ("1e+06 *") when the largest is at least
+ * 10^5 or under 0.1. Its min and max of the magnitudes are NaN as soon as one
+ * element is NaN, and a NaN width ends in a plain "%f". */
+typedef enum { T7_INT, T7_EXP, T7_FIXED, T7_PLAIN } t7_kind;
+
+typedef struct t7_scan {
+  int all_integral; /* every value equals its ceil (inf does, NaN does not) */
+  int any_nan;
+  double min, max; /* of |value| */
+  size_t n;
+} t7_scan;
+
+static void t7_collect(t7_scan *t, double v) {
+  if (v != ceil(v)) t->all_integral = 0;
+  double a = fabs(v);
+  if (isnan(v)) t->any_nan = 1;
+  if (t->n == 0 || a < t->min) t->min = a;
+  if (t->n == 0 || a > t->max) t->max = a;
+  t->n++;
+}
+
+typedef struct t7_format {
+  t7_kind kind;
+  int width;
+  double scale; /* 0: none */
+} t7_format;
+
+/* floor(log10(x)) + 1, and 1 for 0, as Tensor.lua computes expMin/expMax,
+ * for x >= 0: the decimal exponent printf finds (the core does not link libm;
+ * the two can differ only for x within an ulp or so below a power of ten). */
+static double t7_exponent(double x) {
+  if (x == 0) return 1;
+  if (isinf(x)) return x;
+  char buf[40];
+  snprintf(buf, sizeof buf, "%.17e", x);
+  return atoi(strchr(buf, 'e') + 1) + 1;
+}
+
+/* 10^k as a double (what pow(10, k) gives), without libm. */
+static double t7_power_of_ten(int k) {
+  char buf[16];
+  snprintf(buf, sizeof buf, "1e%d", k);
+  return strtod(buf, NULL);
+}
+
+static t7_format t7_choose(const t7_scan *t) {
+  double emin = t->any_nan ? NAN : t7_exponent(t->min);
+  double emax = t->any_nan ? NAN : t7_exponent(t->max);
+  t7_format f = {T7_FIXED, 7, 0};
+  if (t->all_integral) {
+    if (emax > 9) {
+      f.kind = T7_EXP;
+      f.width = 11;
+    } else {
+      f.kind = T7_INT;
+      f.width = (int)emax + 1;
+    }
+  } else if (emax - emin > 4) {
+    f.kind = T7_EXP;
+    f.width = fabs(emax) > 99 || fabs(emin) > 99 ? 12 : 11;
+  } else if (emax > 5 || emax < 0) {
+    f.scale = t7_power_of_ten((int)emax - 1);
+  } else if (isnan(emax)) {
+    f.kind = T7_PLAIN; /* "%nan.4f" becomes "%f" */
+  } else {
+    f.width = emax == 0 ? 7 : (int)emax + 6;
+  }
+  return f;
+}
+
+/* Reads elements [0, n) as doubles, chunk by chunk through host memory; scans
+ * them (f NULL) or prints them in format fmt. */
+static int t7_pass(const tstor_storage *s, const tstor_dtype_info *d, size_t n, t7_scan *scan,
+                   FILE *f, const t7_format *fmt) {
+  enum { CHUNK = 4096 };
+  size_t es = d->element_size;
+  tstor_dtype from = d->kind == TSTOR_KIND_QUANTIZED ? d->underlying : d->dtype;
+  unsigned char *buf = tstor__malloc(CHUNK * es);
+  double *v = tstor__malloc(CHUNK * sizeof *v);
+  int rc = buf && v ? 0 : tstor__err(TSTOR_ENOMEM, "print: no memory for a staging buffer");
+  for (size_t i = 0; i < n && rc == 0; i += CHUNK) {
+    size_t k = n - i < CHUNK ? n - i : CHUNK;
+    if ((rc = tstor__typed_read(s, i * es, buf, k * es))) break;
+    tstor__convert_serial(v, TSTOR_FLOAT64, buf, from, k);
+    for (size_t j = 0; j < k; j++) {
+      if (!f) {
+        t7_collect(scan, v[j]);
+        continue;
+      }
+      double x = fmt->scale ? v[j] / fmt->scale : v[j];
+      switch (fmt->kind) {
+        case T7_INT: /* Lua's %d of an integral number */
+          fprintf(f, "%*lld\n", fmt->width, (long long)x);
+          break;
+        case T7_EXP:
+          fprintf(f, "%*.4e\n", fmt->width, x);
+          break;
+        case T7_FIXED:
+          fprintf(f, "%*.4f\n", fmt->width, x);
+          break;
+        case T7_PLAIN:
+          fprintf(f, "%f\n", x);
+          break;
+      }
+    }
+  }
+  tstor__free(buf);
+  tstor__free(v);
+  return rc;
+}
+
+static int print_torch7(FILE *f, const tstor_storage *s, const tstor_dtype_info *d, size_t n) {
+  t7_scan scan = {1, 0, 0, 0, 0};
+  int rc = t7_pass(s, d, n, &scan, NULL, NULL);
+  if (rc) return rc;
+  t7_format fmt = t7_choose(&scan);
+  if (fmt.scale != 0 && fmt.scale != 1) fprintf(f, "%g *\n", fmt.scale);
+  else fmt.scale = 0;
+  return t7_pass(s, d, n, NULL, f, &fmt);
+}
+
 static void widest(void *arg, const char *text, int len) {
   print_state *p = arg;
   (void)text;
@@ -215,10 +343,12 @@ int tstor_typed_print(FILE *f, const tstor_storage *s, tstor_dtype dtype, unsign
   const tstor__devtype *t = &s->ctx->types[s->device.type];
   if ((s->flags & TSTOR_FLAG_NO_DATA) || (t->ops.flags & TSTOR_DEVICE_NO_DATA)) {
     fputs("...\n", f); /* PyTorch's placeholder for elements a meta storage lacks */
+  } else if ((flags & TSTOR_PRINT_TORCH7) && d->kind != TSTOR_KIND_COMPLEX) {
+    if ((rc = print_torch7(f, s, d, n))) return rc; /* nothing before the footer when empty */
   } else if (n == 0) {
     fputs(" \n", f);
   } else {
-    /* Torch7 right-aligns the column; PyTorch does not. */
+    /* Complex in Torch7's style (it had none): Python's reprs, right-aligned. */
     print_state p = {f, 0};
     if ((flags & TSTOR_PRINT_TORCH7) && (rc = each_element(s, d, n, widest, &p))) return rc;
     if ((rc = each_element(s, d, n, print_line, &p))) return rc;

@@ -2,9 +2,11 @@
 #include "internal.h"
 #include "parallel.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Every field zero. Assigning it compiles to a few vector moves, where a
  * memset of the object becomes a `rep stos` whose start-up alone is a sixth of
@@ -30,6 +32,7 @@ int tstor__storage_alloc(tstor_context *ctx, tstor_device dev, tstor_storage **o
 static void storage_free(tstor_storage *s) {
   tstor_context *ctx = s->ctx;
   tstor__free(s->filename);
+  tstor__free(s->old_filename);
   /* Marks the object dead for tstor_storage_release's check. The allocator
    * reuses only the first words of a freed block for its own links, so a
    * release past zero still finds the mark until the memory is handed out
@@ -117,6 +120,24 @@ int tstor_storage_wrap_owned(tstor_context *ctx, tstor_device dev, void *data, s
   return wrap(ctx, dev, data, nbytes, deleter, deleter_ctx, out);
 }
 
+void tstor__swap_lock(tstor_storage *s) {
+  for (unsigned spins = 0;; spins++) {
+    int expected = 0;
+    if (atomic_compare_exchange_weak_explicit(&s->swap_lock, &expected, 1, memory_order_acquire,
+                                              memory_order_relaxed))
+      return;
+    if (spins < 64) continue;
+    if (spins < 1024) {
+      sched_yield();
+    } else {
+      struct timespec pause = {0, 100 * 1000};
+      nanosleep(&pause, NULL);
+    }
+  }
+}
+
+void tstor__swap_unlock(tstor_storage *s) { tstor__unlock_spin(&s->swap_lock); }
+
 int tstor_storage_view(tstor_storage *base, size_t offset, size_t nbytes, tstor_storage **out) {
   if (!base || !out) return tstor__err(TSTOR_EINVAL, "storage_view: NULL argument");
   if (offset > base->nbytes || nbytes > base->nbytes - offset)
@@ -129,14 +150,23 @@ int tstor_storage_view(tstor_storage *base, size_t offset, size_t nbytes, tstor_
   tstor_storage *s;
   int rc = tstor__storage_alloc(base->ctx, base->device, &s);
   if (rc) return rc;
+  /* share_memory and export_name replace the bytes of an unshared root and
+   * free the old ones unless it has views: reading the pointer and counting
+   * the view happen under the lock they hold, so the view either counts before
+   * they look (and they refuse) or reads the new bytes. Shared bytes never
+   * move again (published with release by the move), so their views need no
+   * lock. */
+  int movable = !(__atomic_load_n(&root->flags, __ATOMIC_ACQUIRE) & TSTOR_FLAG_SHARED);
+  if (movable) tstor__swap_lock(root);
   s->data = root->data ? (char *)root->data + root_offset : NULL;
   s->nbytes = nbytes;
   s->flags = TSTOR_FLAG_VIEW | (root->flags & (TSTOR_FLAG_MAPPED | TSTOR_FLAG_SHARED |
                                                TSTOR_FLAG_PINNED | TSTOR_FLAG_BORROWED |
                                                TSTOR_FLAG_NO_DATA));
+  atomic_fetch_add_explicit(&root->nviews, 1, memory_order_relaxed);
+  if (movable) tstor__swap_unlock(root);
   s->base = tstor_storage_retain(root);
   s->offset = root_offset;
-  atomic_fetch_add_explicit(&root->nviews, 1, memory_order_relaxed);
   *out = s;
   return 0;
 }
@@ -278,9 +308,13 @@ int tstor_storage_fill_pattern(tstor_storage *s, const void *pattern, size_t pat
 }
 
 static int new_copy(const tstor_storage *s, tstor_device dev, tstor_storage **out) {
+  /* The path first: from meta, TSTOR_ENODATA whatever the size, not the
+   * TSTOR_ENOMEM of a destination the host cannot allocate. */
+  int rc = tstor__copy_possible(s->ctx, dev, s->device);
+  if (rc) return rc;
   tstor_storage *c;
-  int rc = tstor__storage_new_with(s->ctx, dev, s->ctx->types[dev.type].allocator, s->nbytes,
-                                   NULL, &c);
+  rc = tstor__storage_new_with(s->ctx, dev, s->ctx->types[dev.type].allocator, s->nbytes, NULL,
+                               &c);
   if (rc) return rc;
   rc = tstor__copy_bytes(s->ctx, dev, c->data, s->device, s->data, s->nbytes, NULL, NULL);
   if (rc) {

@@ -34,6 +34,10 @@ static int typed_args(const tstor_storage *s, tstor_dtype dtype, const char *wha
   return 0;
 }
 
+/* Meta storages follow PyTorch's meta tensors: what only writes given values
+ * (fill, set, set_string) succeeds and writes nothing, as fill_ and x[i] = v
+ * do there; what reads the bytes (get, to_array, copy out, byteswap) fails
+ * here with TSTOR_ENODATA, as "Cannot copy out of meta tensor" does. */
 static int need_data(const tstor_storage *s, const char *what) {
   if (has_data(s)) return 0;
   return tstor__err(TSTOR_ENODATA, "%s: a %s storage has no data", what, devtype(s)->name);
@@ -148,8 +152,8 @@ int tstor_typed_set(tstor_storage *s, tstor_dtype dtype, size_t index, const voi
   int rc = typed_args(s, dtype, "typed_set", &d, &n);
   if (rc) return rc;
   if (value == NULL) return tstor__err(TSTOR_EINVAL, "typed_set: NULL value");
-  if ((rc = check_index(d, index, n, "typed_set")) || (rc = need_data(s, "typed_set")))
-    return rc;
+  if ((rc = check_index(d, index, n, "typed_set"))) return rc;
+  if (!has_data(s)) return 0; /* a write: nothing to write to (need_data) */
   return write_bytes(s, index * d->element_size, value, d->element_size);
 }
 
@@ -375,8 +379,7 @@ int tstor_typed_fill(tstor_storage *s, tstor_dtype dtype, const void *value) {
   int rc = typed_args(s, dtype, "typed_fill", &d, NULL);
   if (rc) return rc;
   if (value == NULL) return tstor__err(TSTOR_EINVAL, "typed_fill: NULL value");
-  if ((rc = need_data(s, "typed_fill"))) return rc;
-  if (s->nbytes == 0) return 0;
+  if (s->nbytes == 0 || !has_data(s)) return 0; /* a write (need_data) */
   if (on_host(s)) {
     tstor__host_fill(s->data, s->nbytes, value, d->element_size);
     return 0;
@@ -465,8 +468,8 @@ int tstor_typed_set_string(tstor_storage *s, tstor_dtype dtype, const void *byte
   if (rc) return rc;
   if (bytes == NULL && len > 0)
     return tstor__err(TSTOR_EINVAL, "typed_set_string: NULL bytes for a %zu-byte string", len);
-  if ((rc = need_data(s, "typed_set_string"))) return rc;
   if (s->nbytes != len && (rc = tstor_storage_resize(s, len))) return rc;
+  if (!has_data(s)) return 0; /* a write: the size changes, no bytes (need_data) */
   return write_bytes(s, 0, bytes, len);
 }
 

@@ -3,14 +3,37 @@
 # AddressSanitizer + UndefinedBehaviorSanitizer and ThreadSanitizer, the
 # hpu-stub backend built out of tree against an installed tstor, bounded fuzz
 # runs, and make distcheck. Build trees go under build-tests/.
+#
+# README's quick start builds in the clone itself (./configure there), and
+# configure refuses to build out of tree from a source folder configured in
+# place ("source directory already configured"), as make distcheck does. So
+# the suite runs on a clean copy of the sources, build-tests/src: the files
+# git tracks plus the untracked ones it does not ignore (uncommitted work is
+# tested too), or, outside a git checkout, a copy of everything cleaned with
+# make distclean. The clone and its in-place build are left as they were.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-cd "$top"
 jobs=$(nproc 2>/dev/null || echo 2)
 out="$top/build-tests"
 mkdir -p "$out"
 
 step() { printf '\n==== %s\n' "$*"; }
+
+step "clean copy of the sources in $out/src"
+rm -rf "$out/src"
+mkdir -p "$out/src"
+if git -C "$top" rev-parse --is-inside-work-tree > /dev/null 2>&1; then
+  # --ignore-failed-read: a tracked file deleted in the work tree is left out.
+  (cd "$top" && git ls-files -z --cached --others --exclude-standard |
+    tar --null --ignore-failed-read -T - -cf - 2> /dev/null) | tar -xf - -C "$out/src"
+else
+  (cd "$top" && tar --exclude=./build-tests -cf - .) | tar -xf - -C "$out/src"
+  if [ -f "$out/src/config.status" ]; then
+    make -C "$out/src" distclean > "$out/distclean.log" 2>&1 || { cat "$out/distclean.log"; exit 1; }
+  fi
+fi
+top="$out/src"
+cd "$top"
 
 step "autogen"
 ./autogen.sh > "$out/autogen.log" 2>&1 || { cat "$out/autogen.log"; exit 1; }

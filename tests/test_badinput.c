@@ -163,14 +163,16 @@ START_TEST(numbers_out_of_range) {
                              bools[i]),
                 TSTOR_ECONFIG, 4, bools[i]);
   /* A backend's integer key at the edges of its range (fake: devices 0..8). */
-  const char *counts[] = {"-0x8000000000000001", "0x8000000000000000", "9", "-1", "0x"};
+  /* Decimal only (docs/config.md): "0x8" is malformed and "010" is ten. */
+  const char *counts[] = {"-0x8000000000000001", "0x8000000000000000", "9", "-1", "0x",
+                          "0x8", "010", "9223372036854775808", "-9223372036854775809"};
   for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
     const char *text =
         coretest_fmt("%s%s", CORETEST_BASE_INI,
                      coretest_fake_section("fake", coretest_fmt("devices = %s", counts[i])));
     expect_text(text, TSTOR_ECONFIG, count_lines(text), "devices");
   }
-  const char *edges[] = {"0", "8", "0x8", "010"};
+  const char *edges[] = {"0", "8", "08", "+8", "-0"};
   for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) {
     tstor_context *ctx = coretest_open(
         coretest_fake_section("fake", coretest_fmt("devices = %s", edges[i])));

@@ -1,9 +1,11 @@
 /* Config files: every malformed input is TSTOR_ECONFIG with the file and line
  * in the detail, and leaves nothing open or loaded; keys a backend asks for are
  * its own and the rest are reported; environment overrides win over the file. */
+#define _GNU_SOURCE 1 /* memfd_create */
 #include "coretest.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 static const char *config_path(const char *name) {
@@ -290,6 +292,68 @@ START_TEST(text_errors_name_their_line) {
 }
 END_TEST
 
+/* Text in memory has the 1 MiB bound of a file: at the bound it opens, one
+ * byte more is refused before any line is read. */
+START_TEST(text_over_one_mib_is_refused) {
+  const size_t limit = (size_t)1 << 20;
+  const char *base = CORETEST_BASE_INI;
+  size_t blank = limit - strlen(base);
+  char *text = malloc(limit + 2);
+  ck_assert_ptr_nonnull(text);
+  memset(text, '\n', blank);
+  memcpy(text + blank, base, strlen(base) + 1);
+  ck_assert_uint_eq(strlen(text), limit);
+  tstor_context *ctx = NULL;
+  ck_tstor_ok(tstor_context_open_string(text, "big.ini", &ctx));
+  tstor_context_close(ctx);
+  /* Blank lines then "[bad" on the last: the error names a line past 10^6. */
+  memset(text, '\n', limit - 4);
+  memcpy(text + limit - 4, "[bad", 5);
+  ck_tstor_err(tstor_context_open_string(text, "big.ini", &ctx), TSTOR_ECONFIG);
+  ck_last_error_has(coretest_fmt("big.ini:%zu: unterminated", limit - 3));
+  memmove(text + 1, text, limit + 1);
+  ctx = (tstor_context *)0x1;
+  ck_tstor_err(tstor_context_open_string(text, "big.ini", &ctx), TSTOR_ECONFIG);
+  ck_assert_ptr_null(ctx);
+  ck_last_error_has("big.ini: config text too large (1048577 bytes; at most 1048576)");
+  free(text);
+}
+END_TEST
+
+/* 2^31 + 1 blank lines overflowed the reader's int line counter (UBSan) and
+ * took minutes. The text is one 1 MiB memfd of newlines mapped 2048 times in
+ * a row, then a page holding the terminating NUL: 2 GiB of address space and
+ * 1 MiB of memory. */
+START_TEST(text_of_two_billion_lines_is_refused_at_once) {
+  const size_t chunk = (size_t)1 << 20, copies = 2048;
+  long page = sysconf(_SC_PAGESIZE);
+  int fd = memfd_create("tstor-lines", MFD_CLOEXEC);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(ftruncate(fd, (off_t)chunk), 0);
+  char *one = mmap(NULL, chunk, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ck_assert_ptr_ne(one, MAP_FAILED);
+  memset(one, '\n', chunk);
+  munmap(one, chunk);
+  size_t total = copies * chunk + (size_t)page;
+  char *text = mmap(NULL, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  ck_assert_ptr_ne(text, MAP_FAILED);
+  for (size_t i = 0; i < copies; i++)
+    ck_assert_ptr_ne(mmap(text + i * chunk, chunk, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0),
+                     MAP_FAILED);
+  /* The last page: one more newline (2^31 + 1 lines) and the NUL. */
+  ck_assert_ptr_ne(mmap(text + copies * chunk, (size_t)page, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0),
+                   MAP_FAILED);
+  text[copies * chunk] = '\n';
+  tstor_context *ctx = (tstor_context *)0x1;
+  ck_tstor_err(tstor_context_open_string(text, "lines.ini", &ctx), TSTOR_ECONFIG);
+  ck_assert_ptr_null(ctx);
+  ck_last_error_has("lines.ini: config text too large (2147483649 bytes");
+  munmap(text, total);
+  close(fd);
+}
+END_TEST
+
 START_TEST(text_lines_of_200_and_more_characters) {
   const size_t lengths[] = {200, 201, 256, 4096};
   for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
@@ -330,6 +394,22 @@ START_TEST(unknown_backend_key_after_init) {
 }
 END_TEST
 
+/* Integers are decimal, whatever C's literals say: a leading 0 is not octal. */
+START_TEST(backend_integers_are_decimal) {
+  static const struct {
+    const char *value;
+    int count;
+  } cases[] = {{"1", 1}, {"7", 7}, {"07", 7}, {"+3", 3}, {"08", 8}, {"+08", 8}, {"0005", 5}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    tstor_context *ctx = coretest_open(
+        coretest_fake_section("fake", coretest_fmt("devices = %s", cases[i].value)));
+    ck_assert_msg(tstor_device_count(ctx, coretest_dev(ctx, "fake").type) == cases[i].count,
+                  "devices = %s", cases[i].value);
+    tstor_context_close(ctx);
+  }
+}
+END_TEST
+
 START_TEST(backend_keys_are_the_backends) {
   /* Keys the backend asks for are not unknown, and reach it. */
   tstor_context *ctx = coretest_open(coretest_fake_section("fake", "devices = 5"));
@@ -356,7 +436,9 @@ END_TEST
 
 START_TEST(backend_typed_values_are_checked) {
   const char *values[] = {"devices = lots", "devices = 9", "devices = -1", "devices = 3x",
-                          "devices = 99999999999999999999999"};
+                          "devices = 99999999999999999999999", "devices = 0x4", "devices = 0X4",
+                          "devices = 0b1", "devices = 1e0", "devices = 4.", "devices = 0x",
+                          "devices = +", "devices = -", "devices = 4 4", "devices = 0010"};
   for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
     const char *text =
         coretest_fmt("%s[backend fake]\nlibrary = %s\n%s\n", CORETEST_BASE_INI,
@@ -589,6 +671,7 @@ int main(void) {
   tcase_add_test(tc, log_level_spellings);
   tcase_add_test(tc, entry_symbol_override);
   tcase_add_test(tc, backend_keys_are_the_backends);
+  tcase_add_test(tc, backend_integers_are_decimal);
   suite_add_tcase(s, tc);
   tc = tcase_create("bad files");
   tcase_add_test(tc, file_malformed_line);
@@ -611,6 +694,8 @@ int main(void) {
   tc = tcase_create("bad text");
   tcase_add_test(tc, text_errors_name_their_line);
   tcase_add_test(tc, text_lines_of_200_and_more_characters);
+  tcase_add_test(tc, text_over_one_mib_is_refused);
+  tcase_add_test(tc, text_of_two_billion_lines_is_refused_at_once);
   tcase_add_test(tc, unknown_backend_key_after_init);
   tcase_add_test(tc, backend_typed_values_are_checked);
   tcase_add_test(tc, backend_config_error_names_the_line);

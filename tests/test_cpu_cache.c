@@ -2,6 +2,7 @@
  * the public API: storages on "cpu" and tstor_device_stats. */
 #include "testutil.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -257,7 +258,9 @@ START_TEST(bad_values_name_the_key_and_line) {
              {"cache_max_bytes = -1", "cache_max_bytes"},
              {"cache_max_bytes = 2TiB", "cache_max_bytes"},
              {"cache_max_blocks = 99999999", "cache_max_blocks"},
-             {"cache_max_blocks =", "cache_max_blocks"}};
+             {"cache_max_blocks =", "cache_max_blocks"},
+             {"cache_max_bytes = 0x100000", "cache_max_bytes"}, /* decimal only */
+             {"cache_max_blocks = 0x20", "cache_max_blocks"}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     char ini[512];
     snprintf(ini, sizeof ini, "[tstor]\n[backend cpu]\nlibrary = tstor-cpu.so\n%s\n",
@@ -269,7 +272,7 @@ START_TEST(bad_values_name_the_key_and_line) {
     ck_last_error_has(bad[i].key);
   }
   /* The module went away cleanly: a good config still loads. */
-  tstor_context *ctx = open_cpu("cache = yes\ncache_max_bytes = 0x100000\ncache_max_blocks = 0");
+  tstor_context *ctx = open_cpu("cache = yes\ncache_max_bytes = 01048576\ncache_max_blocks = 0");
   tstor_storage_release(new_storage(ctx, 64));
   ck_assert_uint_eq(stats_of(ctx).reserved, 0); /* no block may be kept */
   tstor_context_close(ctx);
@@ -524,6 +527,81 @@ START_TEST(threads_outliving_the_module) {
 }
 END_TEST
 
+/* Threads that used cpu storages exit while the main thread closes the last
+ * context. Each exiting thread runs the module's thread-key destructor, which
+ * may have started (and be waiting for the module's lock) when the close
+ * deletes the key and the loader dlcloses the module: pthread_key_delete does
+ * not wait for it. Unmapping the module then crashed the exiting thread (SEGV
+ * under ASan in thread_exit). The module pins itself before it makes its
+ * first record, so it stays mapped once a thread has a cache. */
+enum { EXITERS = 6, EXIT_ROUNDS = 1000 };
+
+typedef struct exiter {
+  tstor_context *ctx;
+  pthread_barrier_t *go;
+  int failures;
+} exiter;
+
+static void *use_then_exit(void *arg) {
+  exiter *e = arg;
+  tstor_device dev;
+  tstor_storage *s = NULL;
+  if (tstor_device_parse(e->ctx, "cpu", &dev) != 0 || tstor_storage_new(e->ctx, dev, 256, &s) != 0)
+    e->failures++;
+  tstor_storage_release(s); /* the block goes to this thread's cache */
+  pthread_barrier_wait(e->go);
+  return NULL; /* the key's destructor runs now, against the close */
+}
+
+static int cpu_module_mapped(void) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/tstor-cpu.so", getenv("TSTOR_BACKEND_DIR"));
+  void *h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+  if (h) dlclose(h);
+  return h != NULL;
+}
+
+START_TEST(thread_exit_races_last_close) {
+  for (int round = 0; round < EXIT_ROUNDS; round++) {
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, EXITERS + 1);
+    exiter e[EXITERS];
+    pthread_t t[EXITERS];
+    tstor_context *ctx = open_cpu(NULL);
+    for (int i = 0; i < EXITERS; i++) {
+      e[i] = (exiter){ctx, &go, 0};
+      ck_assert_int_eq(pthread_create(&t[i], NULL, use_then_exit, &e[i]), 0);
+    }
+    pthread_barrier_wait(&go);
+    tstor_context_close(ctx); /* the last close, while the threads exit */
+    for (int i = 0; i < EXITERS; i++) {
+      ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+      ck_assert_int_eq(e[i].failures, 0);
+    }
+    pthread_barrier_destroy(&go);
+    /* Pinned: mapped although no context holds it, and its next user starts
+     * from zero. */
+    ck_assert(cpu_module_mapped());
+  }
+  tstor_context *ctx = open_cpu(NULL);
+  tstor_stats st = stats_of(ctx);
+  ck_assert_uint_eq(st.reserved, 0);
+  ck_assert_uint_eq(st.alloc_count, 0);
+  tstor_context_close(ctx);
+}
+END_TEST
+
+/* A context that never allocates makes no record: the module is not pinned
+ * and unloads with the last close, as every module does. */
+START_TEST(no_record_no_pin) {
+  if (cpu_module_mapped()) return; /* pinned by an earlier test of this process (CK_FORK=no) */
+  tstor_context *ctx = open_cpu(NULL);
+  ck_assert(cpu_module_mapped());
+  tstor_context_close(ctx);
+  ck_assert(!cpu_module_mapped());
+}
+END_TEST
+
 enum { THREADS = 8, ROUNDS = 3000, SLOTS = 64 };
 
 typedef struct churn {
@@ -682,6 +760,8 @@ static Suite *cpu_cache_suite(void) {
   tcase_add_test(threads, threads_outliving_the_module);
   tcase_add_test(threads, many_threads);
   tcase_add_test(threads, fork_while_another_thread_counts);
+  tcase_add_test(threads, thread_exit_races_last_close);
+  tcase_add_test(threads, no_record_no_pin);
   suite_add_tcase(s, threads);
   return s;
 }

@@ -90,6 +90,9 @@ START_TEST(test_devices_and_memory) {
   tstor_context *ctx = open_hpu("devices = 3\nmemory_mb = 1");
   tstor_device d = dev_of(ctx, "hpu:2");
   ck_assert_int_eq(tstor_device_count(ctx, d.type), 3);
+  tstor_context *octal = open_hpu("devices = 010"); /* ten, not eight */
+  ck_assert_int_eq(tstor_device_count(octal, dev_of(octal, "hpu:0").type), 10);
+  tstor_context_close(octal);
   tstor_storage *s[3];
   for (int i = 0; i < 3; i++) {
     tstor_device di = {d.type, i};
@@ -124,6 +127,8 @@ START_TEST(test_bad_config) {
   expect_bad_config("memory_mb = 65537", "memory_mb");
   expect_bad_config("fail_alloc_nth = -3", "fail_alloc_nth");
   expect_bad_config("copy_delay_us = 1e3", "copy_delay_us");
+  expect_bad_config("devices = 0x10", "devices"); /* decimal only (docs/config.md) */
+  expect_bad_config("memory_mb = 0x40", "memory_mb");
   expect_bad_config("memroy_mb = 64", "memroy_mb"); /* unknown key */
 }
 END_TEST
@@ -356,6 +361,119 @@ START_TEST(test_copy_delay_makes_work_pending) {
 }
 END_TEST
 
+/* After fork the child has none of the parent's stream workers: stream and
+ * event work of the inherited context fails at once with TSTOR_EBACKEND and
+ * a message that says so (it used to wait forever), freeing and closing
+ * return, and a context opened in the child has working streams. The parent
+ * bounds the child's run, and its own streams go on. */
+#define CHILD_CHECK(cond)                                                               \
+  do {                                                                                  \
+    if (!(cond)) {                                                                      \
+      fprintf(stderr, "child, line %d: %s is false (last error: %s)\n", __LINE__, #cond, \
+              tstor_last_error());                                                      \
+      _exit(1);                                                                         \
+    }                                                                                   \
+  } while (0)
+
+static void child_after_fork(tstor_context *ctx, tstor_storage *x, tstor_storage *hin,
+                             tstor_stream *s, tstor_event *e) {
+  alarm(30); /* a hang must end the child, not the run */
+  tstor_device d = {tstor_storage_device(x).type, 0};
+  CHILD_CHECK(tstor_stream_synchronize(s) == TSTOR_EBACKEND);
+  CHILD_CHECK(strstr(tstor_last_error(), "forked") && strstr(tstor_last_error(), "new context"));
+  CHILD_CHECK(tstor_storage_copy_async(x, hin, s) == TSTOR_EBACKEND);
+  CHILD_CHECK(tstor_event_query(e) == TSTOR_EBACKEND);
+  CHILD_CHECK(tstor_event_synchronize(e) == TSTOR_EBACKEND);
+  CHILD_CHECK(tstor_event_record(e, s) == TSTOR_EBACKEND);
+  CHILD_CHECK(tstor_stream_wait_event(s, e) == TSTOR_EBACKEND);
+  CHILD_CHECK(tstor_storage_record_stream(x, s) == TSTOR_EBACKEND);
+  CHILD_CHECK(tstor_synchronize(ctx, d) == TSTOR_EBACKEND);
+  tstor_stream *again = NULL;
+  CHILD_CHECK(tstor_stream_new(ctx, d, &again) == TSTOR_EBACKEND && again == NULL);
+  tstor_event_free(e);
+  tstor_stream_free(s);
+  tstor_storage_release(x);
+  tstor_storage_release(hin);
+  tstor_context_close(ctx);
+
+  /* A context of its own: new workers, in this process. Not under TSan, whose
+   * thread registry still holds the parent's threads in a forked child and
+   * refuses a new thread that reuses one of their ids. */
+#if defined(__SANITIZE_THREAD__)
+  _exit(0);
+#endif
+  int rc;
+  tstor_context *mine = open_hpu_rc(&rc, NULL);
+  CHILD_CHECK(rc == 0);
+  tstor_device md;
+  CHILD_CHECK(tstor_device_parse(mine, "hpu", &md) == 0);
+  enum { N = 1000 };
+  static unsigned char in[N], out[N];
+  pattern(in, N, 9);
+  tstor_storage *dev = NULL, *a = NULL, *b = NULL;
+  tstor_stream *st = NULL;
+  CHILD_CHECK(tstor_storage_new(mine, md, N, &dev) == 0);
+  CHILD_CHECK(tstor_storage_wrap(mine, dev_of(mine, "cpu"), in, N, &a) == 0);
+  CHILD_CHECK(tstor_storage_wrap(mine, dev_of(mine, "cpu"), out, N, &b) == 0);
+  CHILD_CHECK(tstor_stream_new(mine, md, &st) == 0);
+  CHILD_CHECK(tstor_storage_copy_async(dev, a, st) == 0);
+  CHILD_CHECK(tstor_storage_copy_async(b, dev, st) == 0);
+  CHILD_CHECK(tstor_stream_synchronize(st) == 0);
+  CHILD_CHECK(memcmp(in, out, N) == 0);
+  tstor_stream_free(st);
+  tstor_storage_release(dev);
+  tstor_storage_release(a);
+  tstor_storage_release(b);
+  tstor_context_close(mine);
+  _exit(0);
+}
+
+START_TEST(test_streams_after_fork) {
+  tstor_context *ctx = open_hpu("copy_delay_us = 200000");
+  tstor_device d = dev_of(ctx, "hpu");
+  enum { N = 4096 };
+  static unsigned char in[N];
+  pattern(in, N, 5);
+  tstor_storage *x, *hin;
+  tstor_stream *s;
+  tstor_event *e;
+  ck_tstor_ok(tstor_storage_new(ctx, d, N, &x));
+  ck_tstor_ok(tstor_storage_wrap(ctx, dev_of(ctx, "cpu"), in, N, &hin));
+  ck_tstor_ok(tstor_stream_new(ctx, d, &s));
+  ck_tstor_ok(tstor_event_new(ctx, d, &e));
+  ck_tstor_ok(tstor_storage_copy_async(x, hin, s)); /* pending for 0.2 s: the fork sees it */
+  ck_tstor_ok(tstor_event_record(e, s));
+  fflush(NULL);
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) child_after_fork(ctx, x, hin, s, e);
+  int status = 0;
+  pid_t done = 0;
+  for (int i = 0; i < 400 && done == 0; i++) { /* 20 s at most */
+    done = waitpid(pid, &status, WNOHANG);
+    if (done == 0) usleep(50 * 1000);
+  }
+  if (done == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    ck_abort_msg("the child hung on a stream it inherited");
+  }
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                "the child failed (status %d; its stderr says why)", status);
+  /* The parent's stream finishes its work as if nothing happened. */
+  ck_tstor_ok(tstor_stream_synchronize(s));
+  ck_tstor_ok(tstor_event_query(e));
+  unsigned char back[N];
+  download(ctx, back, x);
+  ck_assert_mem_eq(back, in, N);
+  tstor_event_free(e);
+  tstor_stream_free(s);
+  tstor_storage_release(x);
+  tstor_storage_release(hin);
+  tstor_context_close(ctx);
+}
+END_TEST
+
 /* A block freed while a stream still writes into it comes back only after
  * that work: in a full arena the next allocation waits for it (a retry). */
 START_TEST(test_record_stream_defers_reuse) {
@@ -441,6 +559,7 @@ Suite *hpu_suite(void) {
   tcase_add_test(tc, test_copy_delay_makes_work_pending);
   tcase_add_test(tc, test_record_stream_defers_reuse);
   tcase_add_test(tc, test_events);
+  tcase_add_test(tc, test_streams_after_fork);
   suite_add_tcase(s, tc);
   return s;
 }

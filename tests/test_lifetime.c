@@ -70,8 +70,11 @@ START_TEST(storages_outlive_their_context) {
   tstor_storage_release(v); /* held the last fake block through its base */
   assert_trace("init 2\nfini live=0\n");
   ck_assert(!coretest_is_loaded(coretest_plugin("fake")));
-  ck_assert(!coretest_is_loaded(coretest_backend("cpu")));
   ck_assert(!coretest_is_loaded(coretest_backend("meta")));
+  /* The cpu module's fini ran too, but a thread made a block cache, whose
+   * thread-exit destructor may run at any time: the module pinned itself and
+   * stays mapped (backend.h, "Unloading"). */
+  ck_assert(coretest_is_loaded(coretest_backend("cpu")));
 }
 END_TEST
 

@@ -142,13 +142,18 @@ START_TEST(share_wrapped_and_mapped) {
   tstor_storage_release(s);
   ck_assert_int_eq(deleted, 1);
 
-  /* A private file mapping becomes shared memory; the file is left alone. */
+  /* A private file mapping becomes shared memory; the file is left alone. The
+   * name given out before stays valid until the last release (mapped.h): it
+   * was freed by the move (a use after free under ASan). */
   const char *path = scratch("private.bin");
   write_file(path, "abcdef", 6);
   ck_tstor_ok(tstor_storage_from_file(ctx, path, 0, 0, 1, &s));
+  const char *was = tstor_storage_filename(s);
+  ck_assert_str_eq(was, path);
   ck_tstor_ok(tstor_storage_share_memory(s));
   ck_assert_uint_eq(tstor_storage_flags(s), TSTOR_FLAG_SHARED);
   ck_assert_ptr_null(tstor_storage_filename(s));
+  ck_assert_str_eq(was, path);
   memset(bytes(s), 'z', 6);
   tstor_storage_release(s);
   char buf[8];
@@ -208,6 +213,73 @@ START_TEST(share_from_threads) {
     tstor_storage_release(s);
     ck_holds(before);
   }
+}
+END_TEST
+
+/* share_memory against tstor_storage_view of the same storage: a view either
+ * came first (the move is refused with TSTOR_EBUSY) or shares the moved
+ * bytes. A view that kept the old pointer, which the move freed, shows as a
+ * data pointer other than base + offset here, as a use after free under ASan
+ * (the bytes come from malloc) and as a data race under TSan. */
+typedef struct view_racer {
+  tstor_storage *s;
+  pthread_barrier_t *go;
+  int rc;
+  tstor_storage *view;
+} view_racer;
+
+static void *share_racer(void *arg) {
+  view_racer *r = arg;
+  pthread_barrier_wait(r->go);
+  r->rc = tstor_storage_share_memory(r->s);
+  return NULL;
+}
+
+static void *view_maker(void *arg) {
+  view_racer *r = arg;
+  pthread_barrier_wait(r->go);
+  r->rc = tstor_storage_view(r->s, 64, 64, &r->view);
+  if (r->rc == 0) memset(tstor_storage_data(r->view), 0x77, 64); /* the bytes must be live */
+  return NULL;
+}
+
+#define VIEWERS 3
+
+START_TEST(share_against_views) {
+  held before = holding();
+  int moved = 0, refused = 0;
+  for (int round = 0; round < 300; round++) {
+    void *bytes_in = malloc(4096);
+    ck_assert_ptr_nonnull(bytes_in);
+    memset(bytes_in, 1, 4096);
+    tstor_storage *s = NULL;
+    ck_tstor_ok(tstor_storage_wrap_owned(ctx, cpu, bytes_in, 4096, count_delete, NULL, &s));
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, VIEWERS + 1);
+    view_racer r[VIEWERS + 1];
+    pthread_t t[VIEWERS + 1];
+    for (int i = 0; i <= VIEWERS; i++) {
+      r[i] = (view_racer){s, &go, -1, NULL};
+      ck_assert_int_eq(pthread_create(&t[i], NULL, i == 0 ? share_racer : view_maker, &r[i]), 0);
+    }
+    for (int i = 0; i <= VIEWERS; i++) pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&go);
+    ck_assert_msg(r[0].rc == 0 || r[0].rc == TSTOR_EBUSY, "share_memory: %s",
+                  tstor_err_name(r[0].rc));
+    if (r[0].rc == 0) moved++;
+    else refused++;
+    for (int i = 1; i <= VIEWERS; i++) {
+      ck_tstor_ok(r[i].rc);
+      ck_assert_ptr_eq(tstor_storage_data(r[i].view), bytes(s) + 64);
+      ck_assert_int_eq(tstor_storage_is_shared(r[i].view), tstor_storage_is_shared(s));
+    }
+    for (int i = 0; i < 4096; i++)
+      ck_assert_uint_eq(bytes(s)[i], i >= 64 && i < 128 ? 0x77 : 1);
+    for (int i = 1; i <= VIEWERS; i++) tstor_storage_release(r[i].view);
+    tstor_storage_release(s);
+  }
+  ck_holds(before);
+  ck_assert_int_eq(moved + refused, 300);
 }
 END_TEST
 
@@ -531,6 +603,30 @@ START_TEST(export_import_name) {
 }
 END_TEST
 
+/* export_name of a private file mapping moves it into named shared memory:
+ * tstor_storage_filename answers the new name, and the file's name given out
+ * before stays valid until the last release, for the storage and its views. */
+START_TEST(filename_outlives_export_name) {
+  const char *path = scratch("named.bin");
+  write_file(path, "0123456789", 10);
+  tstor_storage *s = NULL;
+  ck_tstor_ok(tstor_storage_from_file(ctx, path, 0, 0, 1, &s));
+  const char *was = tstor_storage_filename(s);
+  ck_assert_str_eq(was, path);
+  char name[TSTOR_SHM_NAME_MAX];
+  ck_tstor_ok(tstor_storage_export_name(s, name, sizeof name));
+  ck_assert_str_eq(tstor_storage_filename(s), name);
+  ck_assert_str_eq(was, path);
+  tstor_storage *v = NULL;
+  ck_tstor_ok(tstor_storage_view(s, 2, 4, &v));
+  ck_assert_str_eq(tstor_storage_filename(v), name);
+  ck_assert_mem_eq(tstor_storage_data(v), "2345", 4);
+  tstor_storage_release(s);
+  ck_assert_str_eq(was, path); /* the view still holds the storage */
+  tstor_storage_release(v);
+}
+END_TEST
+
 START_TEST(export_name_refusals) {
   tstor_storage *s = new_cpu(64, 8), *t = NULL;
   void *data = tstor_storage_data(s);
@@ -651,12 +747,14 @@ END_TEST
 static Suite *suite(void) {
   Suite *su = suite_create("shm");
   TCase *tc = tcase_create("share_memory");
+  tcase_set_timeout(tc, 60); /* the thread races, on a loaded machine or a sanitizer */
   tcase_add_checked_fixture(tc, open_ctx, close_ctx);
   tcase_add_test(tc, share_moves_bytes);
   tcase_add_test(tc, share_refusals);
   tcase_add_test(tc, share_zero_bytes);
   tcase_add_test(tc, share_wrapped_and_mapped);
   tcase_add_test(tc, share_from_threads);
+  tcase_add_test(tc, share_against_views);
   tcase_add_test(tc, fault_sweep);
   suite_add_tcase(su, tc);
 
@@ -673,6 +771,7 @@ static Suite *suite(void) {
   tcase_add_checked_fixture(tc, open_ctx, close_ctx);
   tcase_add_test(tc, export_import_name);
   tcase_add_test(tc, export_name_refusals);
+  tcase_add_test(tc, filename_outlives_export_name);
   tcase_add_test(tc, exporter_killed_then_swept);
   suite_add_tcase(su, tc);
   return su;

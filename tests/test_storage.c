@@ -125,6 +125,31 @@ START_TEST(new_on_meta) {
 }
 END_TEST
 
+/* Out of meta into a device with data is TSTOR_ENODATA whatever the size:
+ * the path is checked before the destination is allocated, so a size the
+ * host cannot allocate does not turn it into TSTOR_ENOMEM. */
+START_TEST(meta_to_data_device_is_enodata_at_any_size) {
+  const size_t sizes[] = {0, 1, 4096, (size_t)1 << 40, (size_t)1 << 62, SIZE_MAX};
+  const tstor_device targets[] = {cpu, fake};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    tstor_storage *m = NULL;
+    ck_tstor_ok(tstor_storage_new(ctx, meta, sizes[i], &m));
+    for (size_t j = 0; j < 2; j++) {
+      tstor_storage *out = (tstor_storage *)0x1;
+      ck_tstor_err(tstor_storage_to(m, targets[j], &out), TSTOR_ENODATA);
+      ck_assert_ptr_eq(out, (tstor_storage *)0x1);
+      ck_last_error_has("no data");
+    }
+    tstor_storage *same = NULL; /* meta to meta: sizes only */
+    ck_tstor_ok(tstor_storage_clone(m, &same));
+    ck_assert_uint_eq(tstor_storage_nbytes(same), sizes[i]);
+    tstor_storage_release(same);
+    ck_assert_int_eq(tstor_storage_use_count(m), 1);
+    tstor_storage_release(m);
+  }
+}
+END_TEST
+
 START_TEST(new_on_fake) {
   tstor_storage *s = NULL;
   ck_tstor_ok(tstor_storage_new(ctx, fake, 100, &s));
@@ -500,6 +525,7 @@ int main(void) {
   tcase_add_test(tc, new_on_cpu);
   tcase_add_test(tc, new_zero_bytes_everywhere);
   tcase_add_test(tc, new_on_meta);
+  tcase_add_test(tc, meta_to_data_device_is_enodata_at_any_size);
   tcase_add_test(tc, new_on_fake);
   tcase_add_test(tc, new_errors);
   tcase_add_test(tc, new_on_default_context);

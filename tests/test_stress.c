@@ -244,8 +244,11 @@ START_TEST(open_and_close_a_thousand_times) {
   for (int i = 1; i <= CYCLES; i++) one_cycle(i, text);
   ck_assert_int_eq(count_fds(), fds);
   ck_assert_int_eq(count_file_maps(), maps);
-  ck_assert(!coretest_is_loaded(coretest_backend("cpu")));
   ck_assert(!coretest_is_loaded(coretest_plugin("fake")));
+  ck_assert(!coretest_is_loaded(coretest_backend("meta")));
+  /* The cpu module made a block cache in the first cycle and pinned itself
+   * (backend.h, "Unloading"): mapped, and counted in `maps` above. */
+  ck_assert(coretest_is_loaded(coretest_backend("cpu")));
 }
 END_TEST
 

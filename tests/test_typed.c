@@ -209,7 +209,14 @@ START_TEST(arrays_in_and_out) {
   ck_last_error_has("no data");
   int16_t x = 1;
   ck_tstor_err(tstor_typed_get(s, TSTOR_INT16, 0, &x), TSTOR_ENODATA);
-  ck_tstor_err(tstor_typed_set(s, TSTOR_INT16, 0, &x), TSTOR_ENODATA);
+  ck_tstor_err(tstor_typed_get_f64(s, TSTOR_INT16, 0, d), TSTOR_ENODATA);
+  /* Writes succeed and write nothing, as PyTorch's x[i] = v on meta. */
+  ck_tstor_ok(tstor_typed_set(s, TSTOR_INT16, 3, &x));
+  ck_tstor_ok(tstor_typed_set_f64(s, TSTOR_INT16, 0, 2.5));
+  ck_tstor_ok(tstor_typed_set_i64(s, TSTOR_INT16, 1, -7));
+  ck_assert_ptr_null(tstor_storage_data(s));
+  ck_tstor_err(tstor_typed_set(s, TSTOR_INT16, 4, &x), TSTOR_ERANGE); /* checked all the same */
+  ck_tstor_err(tstor_typed_set(s, TSTOR_INT16, 0, NULL), TSTOR_EINVAL);
   ck_tstor_err(tstor_typed_get(s, TSTOR_INT16, 9, &x), TSTOR_ERANGE); /* bounds first */
   tstor_storage_release(s);
 }
@@ -266,9 +273,16 @@ START_TEST(fill_every_size) {
   }
   tstor_set_num_threads(old);
   float one = 1.5f;
-  /* Meta: no data. */
+  /* Meta: no data, and a fill succeeds writing nothing, as the untyped fill
+   * and PyTorch's fill_ on meta do; its arguments are checked all the same. */
   ck_tstor_ok(tstor_typed_new(ctx, meta, TSTOR_FLOAT32, 4, &s));
-  ck_tstor_err(tstor_typed_fill(s, TSTOR_FLOAT32, &one), TSTOR_ENODATA);
+  ck_tstor_ok(tstor_typed_fill(s, TSTOR_FLOAT32, &one));
+  ck_tstor_ok(tstor_storage_fill(s, 7));
+  ck_assert_ptr_null(tstor_storage_data(s));
+  ck_tstor_err(tstor_typed_fill(s, TSTOR_FLOAT32, NULL), TSTOR_EINVAL);
+  tstor_storage_release(s);
+  ck_tstor_ok(tstor_typed_new(ctx, meta, TSTOR_FLOAT32, 3, &s)); /* 12 bytes: 1.5 float64s */
+  ck_tstor_err(tstor_typed_fill(s, TSTOR_FLOAT64, &one), TSTOR_ESIZE);
   tstor_storage_release(s);
 }
 END_TEST
@@ -400,8 +414,11 @@ START_TEST(strings_with_nuls) {
   tstor_storage_release(base);
   tstor_storage *m;
   ck_tstor_ok(tstor_typed_new(ctx, meta, TSTOR_UINT8, 3, &m));
-  ck_tstor_err(tstor_typed_set_string(m, TSTOR_UINT8, "abcd", 4), TSTOR_ENODATA);
-  ck_assert_uint_eq(tstor_storage_nbytes(m), 3);
+  /* A write: the size follows the string, no bytes are written. */
+  ck_tstor_ok(tstor_typed_set_string(m, TSTOR_UINT8, "abcd", 4));
+  ck_assert_uint_eq(tstor_storage_nbytes(m), 4);
+  ck_assert_ptr_null(tstor_storage_data(m));
+  ck_tstor_err(tstor_typed_get_string(m, TSTOR_UINT8, buf, sizeof buf, &len), TSTOR_ENODATA);
   tstor_storage_release(m);
 }
 END_TEST
@@ -604,7 +621,7 @@ START_TEST(printing_other_devices) {
   fclose(f);
   ck_assert_str_eq(text,
                    " 1.0\n 2.5\n[torch.storage.TypedStorage(dtype=torch.float32, device=fake:1) of "
-                   "size 2]\n 1.0\n 2.5\n[torch.FloatStorage of size 2 on fake:1]\n");
+                   "size 2]\n 1.0000\n 2.5000\n[torch.FloatStorage of size 2 on fake:1]\n");
   free(text);
   tstor_storage_release(s);
 }
@@ -620,6 +637,65 @@ static char *printed(const tstor_storage *s, tstor_dtype dt) {
   fclose(f);
   return text;
 }
+
+/* Torch7's own format (Storage__printformat in its Tensor.lua): one format
+ * for the whole storage, from the magnitudes of its elements. Each expected
+ * text follows that code by hand; the comment gives expMin and expMax
+ * (floor(log10(|x|)) + 1 of the smallest and largest magnitude). */
+START_TEST(torch7_number_formats) {
+  static const struct {
+    tstor_dtype dtype;
+    double v[3];
+    size_t n;
+    const char *text;
+  } cases[] = {
+      /* integral, expMax 1: "%2d" */
+      {TSTOR_INT32, {-5, 3, 0}, 3, "-5\n 3\n 0\n[torch.IntStorage of size 3]\n"},
+      {TSTOR_FLOAT64, {0, 0}, 2, " 0\n 0\n[torch.DoubleStorage of size 2]\n"},
+      /* integral, expMax 7: "%8d" */
+      {TSTOR_FLOAT64, {1e6, 2.5e6}, 2, " 1000000\n 2500000\n[torch.DoubleStorage of size 2]\n"},
+      /* integral with more than 9 digits (expMax 11): "%11.4e" */
+      {TSTOR_INT64, {1, 12345678901.0}, 2,
+       " 1.0000e+00\n 1.2346e+10\n[torch.LongStorage of size 2]\n"},
+      /* inf equals its ceil: integral, expMax inf > 9 */
+      {TSTOR_FLOAT32, {1, INFINITY}, 2, " 1.0000e+00\n        inf\n[torch.FloatStorage of size 2]\n"},
+      /* torch.range(2, 5, 1.2) in Torch7's maths documentation, printed from
+       * its storage by the same function: expMin = expMax = 1, "%7.4f" */
+      {TSTOR_FLOAT64, {2, 3.2, 4.4}, 3, " 2.0000\n 3.2000\n 4.4000\n[torch.DoubleStorage of size 3]\n"},
+      /* expMax 0: width 7 */
+      {TSTOR_FLOAT64, {0.5, 0.25}, 2, " 0.5000\n 0.2500\n[torch.DoubleStorage of size 2]\n"},
+      /* a float's own double: 0.1f is 0.100000001490116..., expMax 0 */
+      {TSTOR_FLOAT32, {0.1, 1.5}, 2, " 0.1000\n 1.5000\n[torch.FloatStorage of size 2]\n"},
+      /* expMax 3: width 9 */
+      {TSTOR_FLOAT64, {123.25, -1.5}, 2, " 123.2500\n  -1.5000\n[torch.DoubleStorage of size 2]\n"},
+      /* expMax - expMin = 5 > 4: "%11.4e" */
+      {TSTOR_FLOAT64, {12345.25, -0.5}, 2,
+       " 1.2345e+04\n-5.0000e-01\n[torch.DoubleStorage of size 2]\n"},
+      /* a magnitude past 10^99: width 12 */
+      {TSTOR_FLOAT64, {1e-150, 1.5}, 2,
+       " 1.0000e-150\n  1.5000e+00\n[torch.DoubleStorage of size 2]\n"},
+      /* expMax 6 > 5: scale 10^5 first ("%g": 100000), then "%7.4f" of x / scale */
+      {TSTOR_FLOAT64, {200000.5, 300000.5}, 2,
+       "100000 *\n 2.0000\n 3.0000\n[torch.DoubleStorage of size 2]\n"},
+      /* expMax -2 < 0: scale 10^-3 */
+      {TSTOR_FLOAT64, {0.001, 0.0025}, 2, "0.001 *\n 1.0000\n 2.5000\n[torch.DoubleStorage of size 2]\n"},
+      /* a NaN makes min and max NaN, the width "nan", the format "%f" */
+      {TSTOR_FLOAT64, {1.5, NAN, -2}, 3, "1.500000\nnan\n-2.000000\n[torch.DoubleStorage of size 3]\n"},
+      /* empty: the footer alone */
+      {TSTOR_FLOAT64, {0}, 0, "[torch.DoubleStorage of size 0]\n"},
+      /* bytes: integral, expMax 3 */
+      {TSTOR_UINT8, {255, 7}, 2, " 255\n   7\n[torch.ByteStorage of size 2]\n"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    tstor_storage *x = make(cpu, cases[i].dtype, cases[i].v, cases[i].n);
+    char *text = printed(x, cases[i].dtype);
+    ck_assert_msg(strcmp(text, cases[i].text) == 0, "case %zu:\n%s\nexpected:\n%s", i, text,
+                  cases[i].text);
+    free(text);
+    tstor_storage_release(x);
+  }
+}
+END_TEST
 
 START_TEST(torch7_docs) {
   /* x = torch.IntStorage(10):fill(1)
@@ -642,6 +718,20 @@ START_TEST(torch7_docs) {
   ck_assert_uint_eq(n, 10);
   double x5;
   ck_tstor_ok(tstor_typed_get_f64(x, TSTOR_FLOAT64, 4, &x5));
+  tstor_storage_release(x);
+
+  /* x = torch.DoubleStorage(10)
+   * y = torch.DoubleStorage(x, 3, 5)  -- a view from Lua's offset 3, 5 long
+   * x:fill(0); y:fill(1); print(x)    -- integral doubles print as integers */
+  ck_tstor_ok(tstor_typed_new(ctx, cpu, TSTOR_FLOAT64, 10, &x));
+  ck_tstor_ok(tstor_typed_view(x, TSTOR_FLOAT64, 2, 5, &y));
+  double zero_d = 0, one_d = 1;
+  ck_tstor_ok(tstor_typed_fill(x, TSTOR_FLOAT64, &zero_d));
+  ck_tstor_ok(tstor_typed_fill(y, TSTOR_FLOAT64, &one_d));
+  char *shown = printed(x, TSTOR_FLOAT64);
+  ck_assert_str_eq(shown, " 0\n 0\n 1\n 1\n 1\n 1\n 1\n 0\n 0\n 0\n[torch.DoubleStorage of size 10]\n");
+  free(shown);
+  tstor_storage_release(y);
   tstor_storage_release(x);
 
   /* > = torch.IntStorage({1,2,3,4}) */
@@ -740,6 +830,7 @@ int main(void) {
   tcase_add_test(tc, large_copies_split_over_threads);
   tcase_add_test(tc, printing_other_devices);
   tcase_add_test(tc, torch7_docs);
+  tcase_add_test(tc, torch7_number_formats);
   suite_add_tcase(s, tc);
   return tstor_test_run(s);
 }

@@ -17,10 +17,23 @@
  * used the context: less than CPU_FLUSH_BYTES, of either sign.
  * peak_reserved is compared at allocations that take a new block from the C
  * library. A read never reports a peak below the current value.
+ *
+ * Unloading. A thread's record is freed by the thread key's destructor,
+ * thread_exit, when the thread exits. glibc may have started that destructor
+ * (it read the function pointer and called it; it may be waiting for
+ * shared.lock) at any moment, and pthread_key_delete does not wait for it:
+ * unmapping this module then would pull its code and data from under the
+ * exiting thread. So before the first record exists the module pins itself
+ * (dlopen RTLD_NOLOAD | RTLD_NODELETE, as glibc pins a library with C++
+ * thread_local destructors): from then on dlclose runs fini but leaves the
+ * module mapped, and the key lives as long as the process. A module that
+ * never made a record deletes its key at the last close and unloads as usual.
  */
+#define _GNU_SOURCE /* dladdr, RTLD_NODELETE */
 #include "cache.h"
 #include "large.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -72,8 +85,10 @@ struct cpu_cache {
 static struct {
   pthread_mutex_t lock;
   int users;              /* open handles */
-  pthread_key_t key;      /* valid while users > 0; its value is the thread's cache */
-  thread_cache *threads;  /* every thread's cache */
+  pthread_key_t key;      /* valid while key_made; its value is the thread's cache */
+  int key_made;           /* created at the first open; deleted at the last close unless pinned */
+  atomic_int pinned;      /* the module is pinned (no unmapping): records may exist */
+  thread_cache *threads;  /* every living thread's cache (a record leaves with its thread) */
   cpu_cache **slot_owner; /* per slot: the handle using it, or NULL */
   counts *retired;        /* per slot: the counts of threads that exited */
   int nslots;
@@ -208,32 +223,43 @@ static void thread_destroy(thread_cache *t) {
 
 /* The thread key's destructor: the thread is exiting, so its blocks go back,
  * its pending bytes join the contexts' shared totals and its counts the
- * retired ones. The last close may have freed the record already, in the
- * instant before it deleted the key (the destructor was on its way): only a
- * record still listed is touched. */
+ * retired ones. The record is listed until now: only this frees it, and the
+ * module stays mapped (pinned) for as long as this can run. */
 static void thread_exit(void *arg) {
   thread_cache *t = arg;
   pthread_mutex_lock(&shared.lock);
-  thread_cache *it = shared.threads;
-  while (it && it != t) it = it->next;
-  if (it) {
-    int n = t->ncounts < shared.nslots ? t->ncounts : shared.nslots;
-    for (int i = 0; i < n; i++) {
-      cpu_cache *c = shared.slot_owner[i];
-      if (!c) continue; /* counts of a closed handle, zeroed when the slot is reused */
-      counts *k = &t->counts[i];
-      atomic_fetch_add_explicit(&c->allocated, load_i(&k->allocated), memory_order_relaxed);
-      atomic_fetch_add_explicit(&c->active, load_i(&k->active), memory_order_relaxed);
-      store_i(&k->allocated, 0);
-      store_i(&k->active, 0);
-      counts_add(&shared.retired[i], k);
-    }
-    thread_destroy(t);
+  int n = t->ncounts < shared.nslots ? t->ncounts : shared.nslots;
+  for (int i = 0; i < n; i++) {
+    cpu_cache *c = shared.slot_owner[i];
+    if (!c) continue; /* counts of a closed handle, zeroed when the slot is reused */
+    counts *k = &t->counts[i];
+    atomic_fetch_add_explicit(&c->allocated, load_i(&k->allocated), memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->active, load_i(&k->active), memory_order_relaxed);
+    store_i(&k->allocated, 0);
+    store_i(&k->active, 0);
+    counts_add(&shared.retired[i], k);
   }
+  thread_destroy(t);
   pthread_mutex_unlock(&shared.lock);
 }
 
+/* Keeps this module mapped until the process ends (the top of this file says
+ * why); 0, or -1 when the dynamic loader would not. Outside shared.lock: the
+ * loader takes its own lock. */
+static int pin_module(void) {
+  if (atomic_load_explicit(&shared.pinned, memory_order_acquire)) return 0;
+  Dl_info info;
+  if (!dladdr((void *)thread_exit, &info) || !info.dli_fname) return -1;
+  void *self = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+  if (!self) return -1;
+  dlclose(self); /* drops this handle's reference; RTLD_NODELETE stays */
+  atomic_store_explicit(&shared.pinned, 1, memory_order_release);
+  return 0;
+}
+
 static thread_cache *thread_new(void) {
+  /* No pin, no record: the thread goes without a cache (thread_get). */
+  if (pin_module() != 0) return NULL;
   thread_cache *t = calloc(1, sizeof *t);
   if (!t) return NULL;
   pthread_mutex_lock(&shared.lock);
@@ -517,15 +543,21 @@ int cpu_cache_open(const cpu_cache_config *config, cpu_cache **out) {
   }
   pthread_mutex_lock(&shared.lock);
   if (!shared.atfork) shared.atfork = pthread_atfork(fork_prepare, fork_done, fork_done) == 0;
-  if (shared.users == 0 && pthread_key_create(&shared.key, thread_exit) != 0) {
-    pthread_mutex_unlock(&shared.lock);
-    cpu_large_close(c->large);
-    free(c);
-    return TSTOR_EAGAIN;
+  if (!shared.key_made) {
+    if (pthread_key_create(&shared.key, thread_exit) != 0) {
+      pthread_mutex_unlock(&shared.lock);
+      cpu_large_close(c->large);
+      free(c);
+      return TSTOR_EAGAIN;
+    }
+    shared.key_made = 1;
   }
   c->slot = slot_take(c);
   if (c->slot < 0) {
-    if (shared.users == 0) pthread_key_delete(shared.key);
+    if (shared.users == 0 && !atomic_load_explicit(&shared.pinned, memory_order_acquire)) {
+      pthread_key_delete(shared.key); /* the module may be unloaded now */
+      shared.key_made = 0;
+    }
     pthread_mutex_unlock(&shared.lock);
     cpu_large_close(c->large);
     free(c);
@@ -542,11 +574,15 @@ void cpu_cache_close(cpu_cache *c) {
   pthread_mutex_lock(&shared.lock);
   shared.slot_owner[c->slot] = NULL;
   if (--shared.users == 0) {
-    /* The module may be unmapped once we return: no destructor of ours may run
-     * after that, and no thread may keep blocks. Deleting the key first stops
-     * destructors that have not started; thread_exit skips records freed here. */
-    pthread_key_delete(shared.key);
-    while (shared.threads) thread_destroy(shared.threads);
+    /* No thread may keep blocks. Without a pin no record was ever made, so no
+     * destructor can run and the key goes (the module may be unmapped). With
+     * one, the records stay with their threads, empty, and the key with the
+     * module: thread_exit frees each record when its thread exits. */
+    if (!atomic_load_explicit(&shared.pinned, memory_order_acquire)) {
+      if (shared.key_made) pthread_key_delete(shared.key);
+      shared.key_made = 0;
+    }
+    for (thread_cache *t = shared.threads; t; t = t->next) thread_drain(t);
     free(shared.slot_owner);
     free(shared.retired);
     shared.slot_owner = NULL;

@@ -69,8 +69,11 @@ static int read_config(const tstor_registrar *reg, tstor_module *m, tstor__cuda_
   if (gc) {
     char *end;
     errno = 0;
+    /* Decimal digits and a point only: strtod alone would take "0x1p-1". */
+    size_t plain = strspn(gc, "0123456789.");
     double v = strtod(gc, &end);
-    if (end == gc || *end != '\0' || errno == ERANGE || !isfinite(v) || v < 0 || v >= 1)
+    if (gc[plain] != '\0' || end == gc || *end != '\0' || errno == ERANGE || !isfinite(v) ||
+        v < 0 || v >= 1)
       return config_error(reg, m, "garbage_collection_threshold",
                           "expected a fraction from 0 (off) up to, not including, 1");
     cfg->gc_threshold = v;

@@ -244,6 +244,8 @@ int hpu_record_stream(void *state, int index, void *ptr, void *alloc_ctx, void *
   hpu_block *b = alloc_ctx;
   (void)ptr;
   if (!b || !s) return 0;
+  int rc = hpu_check_process(stub, index, "record_stream");
+  if (rc) return rc;
   hpu_arena *a = &stub->devices[index].arena;
   pthread_mutex_lock(&a->mu);
   for (hpu_fence *f = b->fences; f; f = f->next)

@@ -62,7 +62,22 @@ typedef struct hpu_timeline {
   _Atomic uint64_t enqueued; /* sequence number of the last queued job */
   uint64_t completed;        /* of the last finished job; under mu */
   int refs;                  /* under mu */
+  unsigned generation;       /* hpu_fork_generation when made (see below) */
 } hpu_timeline;
+
+/* fork() copies the process, not its threads: in a child, the parent's
+ * stream workers do not exist and a lock one of them held stays held. Every
+ * fork bumps this counter in the child (a pthread_atfork handler), and the
+ * stub, its streams' timelines and its events remember the value they were
+ * made under. In a child, stream and event work of the parent's backend fails
+ * with TSTOR_EBACKEND and says why (hpu_check_process), instead of waiting
+ * forever; a new context opened in the child loads a backend of its own.
+ * A parent's timeline counts as finished there: nothing will run its work,
+ * so nothing touches the blocks it fenced. */
+extern atomic_uint hpu_fork_generation;
+static inline int hpu_timeline_dead(const hpu_timeline *t) {
+  return t->generation != atomic_load_explicit(&hpu_fork_generation, memory_order_relaxed);
+}
 
 hpu_timeline *hpu_timeline_new(void);
 hpu_timeline *hpu_timeline_retain(hpu_timeline *t);
@@ -197,7 +212,19 @@ struct hpu_stub {
   long long fail_alloc_nth; /* 0: never */
   atomic_llong alloc_calls;
   long long copy_delay_us;
+  unsigned fork_generation; /* hpu_fork_generation at init */
 };
+
+/* 0 in the process that loaded the backend; in a child forked from it,
+ * TSTOR_EBACKEND with the reason (set_error). */
+int hpu_check_process(hpu_stub *stub, int index, const char *what);
+/* Registers the fork handler that bumps hpu_fork_generation, once per load;
+ * 0 or the errno of pthread_atfork. */
+int hpu_fork_watch(void);
+static inline int hpu_forked(const hpu_stub *stub) {
+  return stub->fork_generation !=
+         atomic_load_explicit(&hpu_fork_generation, memory_order_relaxed);
+}
 
 int hpu_device_count(void *state);
 

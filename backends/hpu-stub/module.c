@@ -34,6 +34,8 @@ static const tstor_allocator_ops hpu_allocator = {
 /* Waits for every stream of the device; the blocks freed while they ran are
  * free now, so the deferred list is emptied too. */
 static int device_synchronize(void *state, int index) {
+  int rc = hpu_check_process(state, index, "synchronize");
+  if (rc) return rc;
   hpu_streams_wait_idle(state, index);
   return hpu_empty_cache(state, index);
 }
@@ -62,7 +64,7 @@ int hpu_device_count(void *state) { return ((hpu_stub *)state)->ndevices; }
 
 static void device_close(hpu_stub *stub, int index) {
   hpu_device *d = &stub->devices[index];
-  if (d->streams)
+  if (d->streams && !hpu_forked(stub)) /* a child leaves the parent's streams alone */
     stub->reg->log(stub->module, TSTOR_LOG_WARN, "hpu:%d: unloaded with streams still open",
                    index);
   hpu_arena_destroy(stub, index, &d->arena);
@@ -127,11 +129,17 @@ static int hpu_init(const tstor_registrar *reg, tstor_module *m, void **module_s
     return TSTOR_EDECLINED;
   }
 
+  int fork_rc = hpu_fork_watch();
+  if (fork_rc != 0) {
+    snprintf(msg, msg_size, "cannot register a fork handler: %s", strerror(fork_rc));
+    return TSTOR_ENOMEM;
+  }
   hpu_stub *stub = calloc(1, sizeof *stub);
   if (!stub) {
     snprintf(msg, msg_size, "out of host memory");
     return TSTOR_ENOMEM;
   }
+  stub->fork_generation = atomic_load_explicit(&hpu_fork_generation, memory_order_relaxed);
   stub->reg = reg;
   stub->module = m;
   stub->fail_alloc_nth = fail_nth;

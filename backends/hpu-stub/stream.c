@@ -88,6 +88,8 @@ static hpu_job *job_new(hpu_stream *s, job_kind kind) {
 }
 
 int hpu_stream_copy(hpu_stream *s, void *dst, const void *src, size_t nbytes) {
+  int rc = hpu_check_process(s->stub, s->index, "copy on a stream");
+  if (rc) return rc;
   hpu_job *j = job_new(s, JOB_COPY);
   if (!j) return TSTOR_ENOMEM;
   j->dst = dst;
@@ -99,6 +101,8 @@ int hpu_stream_copy(hpu_stream *s, void *dst, const void *src, size_t nbytes) {
 
 int hpu_stream_fill(hpu_stream *s, void *dst, size_t nbytes, const void *pattern,
                     size_t pattern_size) {
+  int rc = hpu_check_process(s->stub, s->index, "fill on a stream");
+  if (rc) return rc;
   hpu_job *j = job_new(s, JOB_FILL);
   if (!j) return TSTOR_ENOMEM;
   j->dst = dst;
@@ -118,6 +122,8 @@ static void stream_wait_idle(hpu_stream *s) {
 int hpu_stream_create(void *state, int index, void **out) {
   hpu_stub *stub = state;
   hpu_device *d = &stub->devices[index];
+  int rc = hpu_check_process(stub, index, "stream_create");
+  if (rc) return rc;
   hpu_stream *s = calloc(1, sizeof *s);
   if (!s) return HPU_ERROR(stub, TSTOR_ENOMEM, "hpu:%d: stream: out of host memory", index);
   s->stub = stub;
@@ -160,6 +166,12 @@ void hpu_stream_destroy(void *state, int index, void *stream) {
   hpu_device *d = &stub->devices[index];
   hpu_stream *s = stream;
   if (!s) return;
+  if (hpu_forked(stub)) {
+    /* No worker to stop or join here, and its locks may be held for good:
+     * the record goes, its queue and locks stay behind (hpu_stub.h). */
+    free(s);
+    return;
+  }
   pthread_mutex_lock(&d->streams_mu);
   if (s->prev)
     s->prev->next = s->next;
@@ -180,8 +192,8 @@ void hpu_stream_destroy(void *state, int index, void *stream) {
 }
 
 int hpu_stream_synchronize(void *state, int index, void *stream) {
-  (void)state;
-  (void)index;
+  int rc = hpu_check_process(state, index, "stream_synchronize");
+  if (rc) return rc;
   stream_wait_idle(stream);
   return 0;
 }
@@ -208,18 +220,17 @@ int hpu_event_create(void *state, int index, void **out) {
 }
 
 void hpu_event_destroy(void *state, int index, void *event) {
-  (void)state;
   (void)index;
   hpu_event *e = event;
   if (!e) return;
   hpu_timeline_release(e->timeline);
-  pthread_mutex_destroy(&e->mu);
+  if (!hpu_forked(state)) pthread_mutex_destroy(&e->mu); /* may be held for good there */
   free(e);
 }
 
 int hpu_event_record(void *state, int index, void *event, void *stream) {
-  (void)state;
-  (void)index;
+  int rc = hpu_check_process(state, index, "event_record");
+  if (rc) return rc;
   hpu_event *e = event;
   hpu_stream *s = stream;
   hpu_timeline *t = hpu_timeline_retain(s->timeline);
@@ -244,8 +255,8 @@ static hpu_timeline *event_point(hpu_event *e, uint64_t *seq) {
 
 /* An event never recorded counts as complete, as in CUDA. */
 int hpu_event_query(void *state, int index, void *event) {
-  (void)state;
-  (void)index;
+  int rc = hpu_check_process(state, index, "event_query");
+  if (rc) return rc;
   uint64_t seq;
   hpu_timeline *t = event_point(event, &seq);
   if (!t) return 0;
@@ -255,8 +266,8 @@ int hpu_event_query(void *state, int index, void *event) {
 }
 
 int hpu_event_synchronize(void *state, int index, void *event) {
-  (void)state;
-  (void)index;
+  int rc = hpu_check_process(state, index, "event_synchronize");
+  if (rc) return rc;
   uint64_t seq;
   hpu_timeline *t = event_point(event, &seq);
   if (!t) return 0;
@@ -267,8 +278,8 @@ int hpu_event_synchronize(void *state, int index, void *event) {
 
 /* Queues a job that holds the worker until the event's point is reached. */
 int hpu_stream_wait_event(void *state, int index, void *stream, void *event) {
-  (void)state;
-  (void)index;
+  int rc = hpu_check_process(state, index, "stream_wait_event");
+  if (rc) return rc;
   hpu_stream *s = stream;
   uint64_t seq;
   hpu_timeline *t = event_point(event, &seq);

@@ -32,6 +32,17 @@
  * so run another fini on the same thread. fini runs after every op on the
  * module_state it receives has returned.
  *
+ * Unloading: after fini the core dlcloses the module, and its code and data
+ * are unmapped while no thread may still enter them. The core waits for its
+ * own calls; code the system calls on its own is the module's business. A
+ * module that installs a thread-exit destructor (pthread_key_create with a
+ * destructor, C11 tss_create, C++ thread_local with a destructor) must not be
+ * unmapped at all, since pthread_key_delete does not wait for a destructor
+ * already started: before the first thread's value is set it pins itself with
+ * dlopen(its own path from dladdr, RTLD_NOLOAD | RTLD_NODELETE), as the cpu
+ * backend's block cache does. (glibc drops a module's pthread_atfork handlers
+ * when it unloads it; signal handlers a module installs it restores in fini.)
+ *
  * Errors: ops return 0 or a negative TSTOR_E* code; they describe a failure
  * with reg->set_error(), which fills the caller's tstor_last_error().
  */
@@ -257,7 +268,9 @@ typedef struct tstor_registrar {
    * the user as unknown. */
   const char *(*config_get)(tstor_module *m, const char *key);
   /* Typed readers: *out = default when absent; TSTOR_ECONFIG with the file and
-   * line in the message when the value is malformed or outside [min, max]. */
+   * line in the message when the value is malformed or outside [min, max].
+   * Integers are decimal: an optional sign and digits ("010" is ten; "0x10"
+   * is malformed). */
   int (*config_int)(tstor_module *m, const char *key, long long def, long long min,
                     long long max, long long *out);
   int (*config_bool)(tstor_module *m, const char *key, int def, int *out);

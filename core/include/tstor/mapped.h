@@ -72,7 +72,9 @@ TSTOR_EXTERN int tstor_storage_from_file(tstor_context *ctx, const char *filenam
 
 /* The file or shared-memory name the storage maps (a view answers for its
  * base); NULL when it maps none, which includes tstor_storage_share_memory
- * without a name. Owned by the storage, valid until its last release. */
+ * without a name. Owned by the storage, valid until its last release, even
+ * after share_memory or export_name has moved the bytes and the answer has
+ * changed (the earlier string is kept until then). */
 TSTOR_EXTERN const char *tstor_storage_filename(const tstor_storage *s);
 
 /* --------------------------------------------------------- shared memory */
@@ -92,8 +94,11 @@ TSTOR_EXTERN const char *tstor_storage_filename(const tstor_storage *s);
  * shared by exporting its descriptor (below).
  *
  * Thread-safe: several threads may call it on the same storage at once; one
- * moves the bytes and the others wait for it and return 0. Other threads must
- * not be using the bytes themselves meanwhile (they move). Errors:
+ * moves the bytes and the others wait for it and return 0. A view of s made
+ * at the same time (tstor_storage_view) is ordered with the move: it is made
+ * first, and this call fails with TSTOR_EBUSY, or after, and shares the new
+ * bytes; never the freed ones. Other threads must not be using the bytes
+ * themselves meanwhile (they move). Errors:
  * TSTOR_EBUSY when views of s exist (they point at the old bytes), TSTOR_ENOTSUP
  * for a view of an unshared base or a device without the mapping ops, and the
  * system's refusals (TSTOR_EMFILE, TSTOR_ENOSPC, TSTOR_ENOMEM, TSTOR_EEXIST

@@ -23,6 +23,10 @@
  *     written. A struct_size of 0 stands for the struct's first layout (fields
  *     not marked "since"), so `= {0}` is safe too. Fields are only appended,
  *     each marked with the version that added it.
+ *   - The TSTOR_* environment variables (TSTOR_CONFIG, TSTOR_BACKEND_DIR,
+ *     TSTOR_LOG, TSTOR_DEFAULT_DEVICE, TSTOR_NUM_THREADS, TSTOR_SIMD) are read
+ *     with secure_getenv: a setuid or setgid program (or one with file
+ *     capabilities) ignores them, so its caller cannot make it load a module.
  */
 #ifndef TSTOR_TSTOR_H
 #define TSTOR_TSTOR_H
@@ -118,7 +122,8 @@ TSTOR_EXTERN int tstor_context_open(const char *path, tstor_context **out);
 
 /* As tstor_context_open, from INI text in memory. `name` stands for the file
  * in messages and relative library paths resolve against backend_dir only.
- * The text is copied; the caller keeps it. */
+ * The text is copied; the caller keeps it. Text over 1 MiB is TSTOR_ECONFIG,
+ * as a file over 1 MiB is. */
 TSTOR_EXTERN int tstor_context_open_string(const char *ini_text, const char *name,
                                            tstor_context **out);
 
@@ -291,7 +296,10 @@ TSTOR_EXTERN int tstor_storage_fill_pattern(tstor_storage *s, const void *patter
 TSTOR_EXTERN int tstor_storage_clone(const tstor_storage *s, tstor_storage **out);
 
 /* The storage on device `dev`: s itself (one more reference) when it is already
- * there, else a copy. *out is a new reference either way. */
+ * there, else a copy. *out is a new reference either way. From a device
+ * without data (meta) to one with data: TSTOR_ENODATA, decided before anything
+ * is allocated (so whatever the size), as PyTorch's "Cannot copy out of meta
+ * tensor". */
 TSTOR_EXTERN int tstor_storage_to(tstor_storage *s, tstor_device dev, tstor_storage **out);
 
 /* A new storage of `nbytes` on the same device as s (PyTorch's new()). */

@@ -10,8 +10,13 @@
  * Typed operations work on every device. On host-memory devices they read and
  * write the bytes directly; on other devices they use the device's own convert
  * op where it has one (backend.h) and otherwise stage through host memory.
- * Meta storages have sizes and no data: size queries, creation and resizing
- * work, element access fails with TSTOR_ENODATA.
+ * Meta storages have sizes and no data, as PyTorch's meta tensors: size
+ * queries, creation and resizing work; calls that only write given values
+ * (tstor_typed_fill, tstor_typed_set and its _f64/_i64 forms,
+ * tstor_typed_set_string) check their arguments and succeed, writing nothing,
+ * as fill_ and x[i] = v do on meta; calls that read the bytes (get, to_array,
+ * get_string, byteswap, a copy into a device with data) fail with
+ * TSTOR_ENODATA.
  *
  * Conversions give the results of PyTorch's CPU tensor.to(dtype), bit for bit,
  * for every pair PyTorch converts; see tstor_dtype_convert for the details and
@@ -317,7 +322,13 @@ TSTOR_EXTERN int tstor_typed_get_string(const tstor_storage *s, tstor_dtype dtyp
 /* ---------------------------------------------------------------- printing */
 
 enum {
-  /* Footer as Torch7: "[torch.IntStorage of size 4]"; without it, as PyTorch:
+  /* As Torch7 prints: one format for all elements, chosen from their
+   * magnitudes as Torch7's Storage__printformat does (integral values as
+   * integers right-aligned, "%7.4f" and the like otherwise, "%11.4e" over wide
+   * ranges, a scale factor line such as "100000 *" first for large or small
+   * values, "%f" when a NaN is present; complex dtypes, which Torch7 lacked,
+   * as Python's reprs right-aligned), footer "[torch.IntStorage of size 4]".
+   * Without it, as PyTorch: Python's repr of each element after one space,
    * "[torch.storage.TypedStorage(dtype=torch.int32, device=cpu) of size 4]" */
   TSTOR_PRINT_TORCH7 = 1 << 0
 };
@@ -330,9 +341,9 @@ enum {
 TSTOR_EXTERN int tstor_dtype_format(tstor_dtype dtype, const void *value, char *buf,
                                     size_t size, size_t *len);
 
-/* Prints s as Torch7 and PyTorch print storages: each element on its own line,
- * indented by one space, then a footer naming the dtype, device and size. A
- * storage without data (meta) prints the footer only. */
+/* Prints s as Torch7 or PyTorch print storages (TSTOR_PRINT_*): each element
+ * on its own line, then a footer naming the dtype, device and size. A storage
+ * without data (meta) prints "..." and the footer. */
 TSTOR_EXTERN int tstor_typed_print(FILE *f, const tstor_storage *s, tstor_dtype dtype,
                                    unsigned flags);
 
