@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define TSTOR_ABI_MAJOR 1
-#define TSTOR_ABI_MINOR 0
+#define TSTOR_ABI_MINOR 1
 #define TSTOR_ABI_VERSION ((uint32_t)((TSTOR_ABI_MAJOR << 16) | TSTOR_ABI_MINOR))
 #define TSTOR_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define TSTOR_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
@@ -182,6 +182,17 @@ typedef struct tstor_device_ops {
    * user, that have since died without unlinking them; *removed (non-NULL)
    * counts them. */
   int (*shm_sweep)(void *state, int *removed);
+
+  /* Optional (since 1.1). Copies a strided block on device `index`: for every
+   * index (i0 .. i[ndim-1]) below `sizes`, the element_size bytes at src +
+   * sum(i_k * src_strides[k]) go to dst + sum(i_k * dst_strides[k]). Strides are
+   * in bytes and never negative; ndim is 1 to 64; the two blocks do not
+   * overlap. Bytes move unchanged (tensor copies of one dtype, tstor/tensor.h).
+   * TSTOR_ENOTSUP for a block it does not handle; without it, the core stages
+   * the bytes spanned through host memory. */
+  int (*copy_strided)(void *state, int index, void *dst, const int64_t *dst_strides,
+                      const void *src, const int64_t *src_strides, const int64_t *sizes,
+                      int ndim, size_t element_size, void *stream);
 } tstor_device_ops;
 
 /* A copy kernel for one (source type, destination type) pair: nbytes from src
