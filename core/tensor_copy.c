@@ -513,7 +513,9 @@ int tstor_tensor_copy_(tstor_tensor *dst, const tstor_tensor *src) {
   if (dst->storage == src->storage && dst->offset == src->offset && dst->dtype == src->dtype &&
       dst->ndim == src->ndim && memcmp(dst->dims, src->dims, 2 * (size_t)dst->ndim * 8) == 0)
     return 0;
-  if (internal_overlap(dst)) return tstor__err(TSTOR_EINVAL, "%s", internal_overlap_msg);
+  /* TensorIterator's order: overlaps first, then shapes */
+  if (dst->numel != 0 && internal_overlap(dst))
+    return tstor__err(TSTOR_EINVAL, "%s", internal_overlap_msg);
   if (partial_overlap(dst, src)) return tstor__err(TSTOR_EINVAL, "%s", partial_overlap_msg);
   int64_t sstr[MAXD];
   if ((rc = broadcast_to(dst, src, sstr))) return rc;
@@ -528,16 +530,15 @@ int tstor_tensor_copy_(tstor_tensor *dst, const tstor_tensor *src) {
 /* ------------------------------------------------- layouts of new copies */
 
 /* A new uninitialised tensor shaped like t, on dev with dtype, laid out as
- * PyTorch's empty_like(preserve_format) lays it out. */
+ * PyTorch's empty_like(preserve_format) lays it out: t's strides when t is
+ * dense, else dense strides in the order of t's. */
 static int empty_like(const tstor_tensor *t, tstor_device dev, tstor_dtype dtype,
                       tstor_tensor **out) {
   int64_t st[MAXD];
   if (tstor_tensor_is_non_overlapping_and_dense(t))
     memcpy(st, t->strides, (size_t)t->ndim * 8);
-  else if (tstor__suggest_channels_last(t->ndim, t->sizes, t->strides))
-    tstor__channels_last_strides(t->ndim, t->sizes, st);
   else
-    tstor__contiguous_strides(t->ndim, t->sizes, st);
+    tstor__infer_dense_strides(t->ndim, t->sizes, t->strides, st);
   return tstor_tensor_empty_strided(t->storage->ctx, dev, dtype, t->ndim, t->sizes, st, out);
 }
 
