@@ -21,7 +21,9 @@
 #define ROW_CHUNK ((int64_t)16384)
 /* Tile edge for transposing copies: 64 x 64 elements of up to 8 bytes is
  * 32 KiB per side at most, within L1 and L2 on every recent core. */
+#ifndef TILE
 #define TILE 64
+#endif
 /* Elements converted at a time through the stack when a side is strided. */
 #define GATHER 256
 
@@ -201,20 +203,30 @@ static void row_convert(const plan *p, char *d, int64_t dstep, const char *s, in
   }
 }
 
-#define TILE_LOOP(T)                                                            \
-  for (int64_t j = 0; j < nj; j++)                                              \
-    for (int64_t i = 0; i < ni; i++)                                            \
-      *(T *)(d + i * (int64_t)sizeof(T) + j * dj) = *(const T *)(s + i * si + j * (int64_t)sizeof(T));
-
 /* A tile: ni elements along dim 0 (contiguous in dst) by nj along the tile
- * dimension (contiguous in src). */
+ * dimension (contiguous in src). Rows of the source are read whole into a
+ * buffer, then the destination's rows are written whole from it: every cache
+ * line of either side is touched once. Reading the tile straight across
+ * instead would visit 64 lines a power-of-two stride apart, which share one
+ * L1 set and evict each other. */
+#define TILE_BUFFERED(T)                                                       \
+  do {                                                                         \
+    T(*buf)[TILE] = (T(*)[TILE])raw;                                           \
+    for (int64_t i = 0; i < ni; i++) memcpy(buf[i], s + i * si, (size_t)nj * sizeof(T)); \
+    for (int64_t j = 0; j < nj; j++) {                                         \
+      T *dp = (T *)(d + j * dj);                                               \
+      for (int64_t i = 0; i < ni; i++) dp[i] = buf[i][j];                      \
+    }                                                                          \
+  } while (0)
+
 static void tile_same(char *d, int64_t dj, const char *s, int64_t si, int64_t ni, int64_t nj,
                       size_t es) {
+  _Alignas(64) unsigned char raw[TILE * TILE * 8];
   switch (es) {
-  case 1: TILE_LOOP(uint8_t) break;
-  case 2: TILE_LOOP(uint16_t) break;
-  case 4: TILE_LOOP(uint32_t) break;
-  case 8: TILE_LOOP(uint64_t) break;
+  case 1: TILE_BUFFERED(uint8_t); break;
+  case 2: TILE_BUFFERED(uint16_t); break;
+  case 4: TILE_BUFFERED(uint32_t); break;
+  case 8: TILE_BUFFERED(uint64_t); break;
   default:
     for (int64_t j = 0; j < nj; j++)
       for (int64_t i = 0; i < ni; i++)
