@@ -15,6 +15,11 @@ tensor_views.txt -- view operations: "BASE ; OP ARGS ; RESULT", where BASE is
     then "copy" when reshape or flatten copied, "view" when not) or "! MESSAGE"
     with the first line of PyTorch's error.
 
+tensor_print.txt -- str() of tensors: "print DTYPE SIZES PERM", "data HEX" (the
+    contiguous tensor's little-endian bytes), the lines PyTorch printed for
+    it permuted by PERM ("-": not permuted), and "end"; "meta DTYPE SIZES",
+    the lines and "end" for meta tensors.
+
 tensor_copies.txt -- copy_: "DST ; SRC ; SHARED ; HEX" where DST and SRC are
     tensors as_strided() on storages filled with ((i % 97) - 40) * 0.5 in
     their dtype (SHARED 1: SRC is on DST's storage, read as SRC's dtype), and
@@ -348,11 +353,12 @@ def fill(n, dtype):
 
 
 def raw_hex(t):
+    t = t.contiguous().reshape(-1)
     if t.dtype == T.bool:
         t = t.view(T.uint8)
-    elif t.dtype in (T.complex32,):
-        t = t.view(T.int16) if hasattr(t, "view") else t
-    b = t.contiguous().view(T.uint8)
+    elif t.dtype == T.complex32:
+        t = t.view(T.int16)
+    b = t.view(T.uint8)
     return bytes(b.tolist()).hex()
 
 
@@ -444,17 +450,83 @@ def copies():
     return out
 
 
+def print_values(dtype, n):
+    """n values in one of the styles that make PyTorch choose a format."""
+    style = rng.choice(["int", "dec", "big", "tiny", "wide", "mixed", "special"])
+    vals = []
+    for _ in range(n):
+        if style == "int":
+            v = float(rng.randint(-120, 120))
+        elif style == "dec":
+            v = rng.uniform(-100, 100)
+        elif style == "big":
+            v = rng.choice([1, -1]) * rng.uniform(1e8, 1e12)
+        elif style == "tiny":
+            v = rng.uniform(-1e-3, 1e-3)
+        elif style == "wide":
+            v = rng.choice([1, -1]) * 10 ** rng.uniform(-6, 6)
+        elif style == "mixed":
+            v = rng.choice([0.0, -0.0, 1.0, 2.5, -3.0, 1e5, 0.1])
+        else:
+            v = rng.choice([0.0, float("nan"), float("inf"), -float("inf"), -0.0, 7.0, 0.5])
+        vals.append(v)
+    if dtype in (T.complex32, T.complex64, T.complex128):
+        im = print_values(T.float64, n)
+        return torch.complex(torch.tensor(vals, dtype=T.float64), im.double()).to(dtype)
+    if dtype == T.bool:
+        return torch.tensor([rng.random() < 0.5 for _ in range(n)], dtype=T.bool)
+    if not dtype.is_floating_point:
+        info = torch.iinfo(dtype)
+        lo, hi = max(info.min, -10 ** rng.randint(1, 12)), min(info.max, 10 ** rng.randint(1, 12))
+        return torch.tensor([rng.randint(lo, hi) for _ in range(n)], dtype=T.int64).to(dtype)
+    return torch.tensor(vals, dtype=T.float64).to(dtype)
+
+
+def prints():
+    out = []
+    pdt = [T.float32, T.float64, T.float16, T.bfloat16, T.int64, T.int32, T.int16, T.int8,
+           T.uint8, T.bool, T.complex64, T.complex128, T.complex32]
+    shapes = [[], [1], [3], [5], [10], [25], [1, 1], [2, 3], [3, 4], [4, 1], [2, 3, 4], [2, 1, 3, 2],
+              [40], [7, 9], [0], [0, 3], [2, 0, 2], [1001], [1500], [34, 30], [3, 400], [2, 2, 260],
+              [11, 11, 11], [2, 3, 2, 3, 2]]
+    for i in range(360):
+        dt = pdt[i % len(pdt)]
+        shape = shapes[(i * 7 + i // len(pdt)) % len(shapes)]
+        n = 1
+        for x in shape:
+            n *= x
+        if n > 1000 and dt not in (T.uint8, T.int8, T.bool, T.float16, T.int16, T.float32):
+            shape = [7, 9]
+            n = 63
+        t = print_values(dt, n).reshape(shape)
+        perm = list(range(len(shape)))
+        if len(shape) >= 2 and rng.random() < 0.4:
+            rng.shuffle(perm)
+        shown = t.permute(perm) if perm else t
+        raw = raw_hex(t)
+        out.append("print %s %s %s" % (NAME[dt], L(shape), L(perm) if perm != list(range(len(shape))) else "-"))
+        out.append("data " + (raw if raw else "-"))
+        out.extend(str(shown).split("\n"))
+        out.append("end")
+    for dt in (T.float32, T.int64, T.float16, T.complex128):
+        for shape in ([], [3], [2, 3], [0, 4], [100, 100]):
+            out.append("meta %s %s" % (NAME[dt], L(shape)))
+            out.extend(str(torch.empty(shape, dtype=dt, device="meta")).split("\n"))
+            out.append("end")
+    return out
+
+
 def main():
     outdir = sys.argv[1] if len(sys.argv) > 1 else "."
     head = "# PyTorch %s; see gen_tensors.py\n" % torch.__version__
-    with open(outdir + "/tensor_views.txt", "w") as fh:
-        fh.write(head)
-        for line in views():
-            fh.write(line + "\n")
-    with open(outdir + "/tensor_copies.txt", "w") as fh:
-        fh.write(head)
-        for line in copies():
-            fh.write(line + "\n")
+    # one random sequence: the order of the calls is part of the output
+    files = [("tensor_views.txt", views()), ("tensor_copies.txt", copies()),
+             ("tensor_print.txt", prints())]
+    for name, lines in files:
+        with open(outdir + "/" + name, "w") as fh:
+            fh.write(head)
+            for line in lines:
+                fh.write(line + "\n")
 
 
 main()

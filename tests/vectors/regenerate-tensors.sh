@@ -18,7 +18,7 @@ out=$(mktemp -d) || exit 1
 trap 'rm -rf "$out"' EXIT
 "$PY" "$dir/gen_tensors.py" "$out" || exit 1
 status=0
-for f in tensor_views.txt tensor_copies.txt; do
+for f in tensor_views.txt tensor_copies.txt tensor_print.txt; do
   if ! cmp "$out/$f" "$dir/$f"; then
     echo "$f: PyTorch $have now gives other results than the committed $f"
     status=1

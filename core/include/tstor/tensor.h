@@ -275,6 +275,20 @@ TSTOR_EXTERN int tstor_tensor_set_f64(tstor_tensor *t, const int64_t *index, dou
 TSTOR_EXTERN int tstor_tensor_to_array(const tstor_tensor *t, void *out, tstor_dtype out_dtype,
                                        size_t count);
 
+/* ---------------------------------------------------------------- printing */
+
+/* t as PyTorch 1.13's str(t) writes it: "tensor([[1., 2.],\n        [3., 4.]])"
+ * with 4 digits, scientific notation where PyTorch chooses it, rows wrapped
+ * at 80 columns, more than 1000 elements summarised with "...", and the
+ * device (every device but cpu), dtype (all but float32, complex64, int64 and
+ * bool) and size suffixes PyTorch adds; a meta tensor prints "tensor(...,
+ * device='meta', size=(2, 3))". *out is a new NUL-terminated string that the
+ * caller frees with free(). */
+TSTOR_EXTERN int tstor_tensor_to_string(const tstor_tensor *t, char **out);
+
+/* Writes tstor_tensor_to_string(t) and a newline to f (Python's print(t)). */
+TSTOR_EXTERN int tstor_tensor_print(FILE *f, const tstor_tensor *t);
+
 #ifdef __cplusplus
 }
 #endif
