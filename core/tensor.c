@@ -217,6 +217,14 @@ int tstor_layout_nbytes(int ndim, const int64_t *sizes, const int64_t *strides,
 
 int tstor__tensor_make(tstor_storage *s, tstor_dtype dtype, int64_t offset, int ndim,
                        const int64_t *sizes, const int64_t *strides, tstor_tensor **out) {
+  int64_t numel = 1;
+  for (int i = 0; i < ndim; i++)
+    if (__builtin_mul_overflow(numel, sizes[i], &numel)) {
+      char buf[256];
+      *out = NULL;
+      return tstor__err(TSTOR_EOVERFLOW, "the number of elements of sizes %s overflows int64",
+                        tstor__dims_str(buf, sizeof buf, ndim, sizes));
+    }
   tstor_tensor *t = tstor__malloc(sizeof *t + 2 * (size_t)ndim * sizeof(int64_t));
   if (t == NULL) {
     *out = NULL;
@@ -230,11 +238,7 @@ int tstor__tensor_make(tstor_storage *s, tstor_dtype dtype, int64_t offset, int 
   t->esize = tstor_dtype_size(dtype);
   t->sizes = t->dims;
   t->strides = t->dims + ndim;
-  int64_t numel = 1;
-  for (int i = 0; i < ndim; i++) {
-    t->sizes[i] = sizes[i];
-    numel *= sizes[i];
-  }
+  memcpy(t->sizes, sizes, (size_t)ndim * sizeof(int64_t));
   t->numel = numel;
   if (strides)
     memcpy(t->strides, strides, (size_t)ndim * sizeof(int64_t));

@@ -30,6 +30,16 @@ static const char *dims(char *buf, size_t size, int n, const int64_t *v) {
   return tstor__dims_str(buf, size, n, v);
 }
 
+/* A stride or offset past int64: refused where PyTorch's arithmetic would
+ * silently wrap. */
+static int stride_overflow(const char *what) {
+  return tstor__err(TSTOR_EOVERFLOW, "%s: a stride or offset of the view overflows int64", what);
+}
+#define MUL(a, b, out, what) \
+  do {                        \
+    if (__builtin_mul_overflow((a), (b), (out))) return stride_overflow(what); \
+  } while (0)
+
 /* ------------------------------------------------------------- as_strided */
 
 int tstor_tensor_as_strided(const tstor_tensor *t, int ndim, const int64_t *sizes,
@@ -167,7 +177,7 @@ int tstor_tensor_slice(const tstor_tensor *t, int dim, int64_t start, int64_t en
   memcpy(st, t->strides, (size_t)t->ndim * 8);
   int64_t len = end - start;
   sz[d] = len / step + (len % step != 0);
-  st[d] = t->strides[d] * step;
+  MUL(t->strides[d], step, &st[d], "slice");
   return restride(t, t->offset + start * t->strides[d], t->ndim, sz, st, out);
 }
 
@@ -332,7 +342,11 @@ int tstor_tensor_expand(const tstor_tensor *t, int ndim, const int64_t *sizes, t
   for (int i = ndim - 1; i >= 0; i--) {
     int off = ndim - 1 - i, dim = t->ndim - 1 - off;
     int64_t size = dim >= 0 ? t->sizes[dim] : 1;
-    int64_t stride = dim >= 0 ? t->strides[dim] : (i + 1 < ndim ? sz[i + 1] * st[i + 1] : 0);
+    int64_t stride = 0;
+    if (dim >= 0)
+      stride = t->strides[dim];
+    else if (i + 1 < ndim)
+      MUL(sz[i + 1], st[i + 1], &stride, "expand");
     int64_t target = sizes[i];
     if (target == -1) {
       if (dim < 0)
@@ -405,7 +419,10 @@ int tstor_tensor_unsqueeze(const tstor_tensor *t, int dim, tstor_tensor **out) {
   for (int i = 0, j = 0; i <= t->ndim; i++) {
     if (i == d) {
       sz[i] = 1;
-      st[i] = d >= t->ndim ? 1 : t->sizes[d] * t->strides[d];
+      if (d >= t->ndim)
+        st[i] = 1;
+      else
+        MUL(t->sizes[d], t->strides[d], &st[i], "unsqueeze");
       continue;
     }
     sz[i] = t->sizes[j];
@@ -489,7 +506,7 @@ int tstor_tensor_unfold(const tstor_tensor *t, int dim, int64_t size, int64_t st
   }
   if (t->ndim > 0) {
     sz[d] = (t->sizes[d] - size) / step + 1;
-    st[d] = step * t->strides[d];
+    MUL(step, t->strides[d], &st[d], "unfold");
   }
   sz[t->ndim] = size;
   st[t->ndim] = t->ndim == 0 ? 1 : t->strides[d];
@@ -525,7 +542,8 @@ int tstor_tensor_diagonal(const tstor_tensor *t, int64_t offset, int dim1, int d
       st[k++] = t->strides[i];
     }
   sz[k] = n;
-  st[k++] = t->strides[a] + t->strides[b];
+  if (__builtin_add_overflow(t->strides[a], t->strides[b], &st[k])) return stride_overflow("diagonal");
+  k++;
   return restride(t, off, k, sz, st, out);
 }
 
@@ -657,9 +675,9 @@ int tstor_tensor_view_dtype(const tstor_tensor *t, tstor_dtype dtype, tstor_tens
       return tstor__err(TSTOR_EINVAL,
                         "self.stride(-1) must be 1 to view %s as %s (different element sizes), but got %" PRId64,
                         od->scalar_type, nd->scalar_type, t->strides[last]);
-    off = t->offset * r;
-    for (int i = 0; i < last; i++) st[i] *= r;
-    sz[last] *= r;
+    MUL(t->offset, r, &off, "view");
+    for (int i = 0; i < last; i++) MUL(st[i], r, &st[i], "view");
+    MUL(sz[last], r, &sz[last], "view");
   } else {
     int64_t r = nes / oes;
     if (t->sizes[last] % r != 0)
@@ -696,9 +714,10 @@ static tstor_dtype part_dtype(tstor_dtype d) {
 }
 
 static int complex_part(const tstor_tensor *t, int imag, tstor_tensor **out) {
-  int64_t st[MAXD];
-  for (int i = 0; i < t->ndim; i++) st[i] = t->strides[i] * 2;
-  return make(t, part_dtype(t->dtype), t->offset * 2 + imag, t->ndim, t->sizes, st, out);
+  int64_t st[MAXD], off;
+  for (int i = 0; i < t->ndim; i++) MUL(t->strides[i], 2, &st[i], imag ? "imag" : "real");
+  MUL(t->offset, 2, &off, imag ? "imag" : "real");
+  return make(t, part_dtype(t->dtype), off + imag, t->ndim, t->sizes, st, out);
 }
 
 int tstor_tensor_real(const tstor_tensor *t, tstor_tensor **out) {
@@ -728,11 +747,13 @@ int tstor_tensor_view_as_real(const tstor_tensor *t, tstor_tensor **out) {
     return tstor__err(TSTOR_EINVAL, "tensor_view_as_real: %d dimensions; a tensor has 0 to %d",
                       t->ndim + 1, TSTOR_TENSOR_MAX_DIM);
   int64_t sz[MAXD + 1], st[MAXD + 1];
+  int64_t off;
   for (int i = 0; i < t->ndim; i++) {
     sz[i] = t->sizes[i];
-    st[i] = t->strides[i] * 2;
+    MUL(t->strides[i], 2, &st[i], "view_as_real");
   }
   sz[t->ndim] = 2;
   st[t->ndim] = 1;
-  return make(t, part_dtype(t->dtype), t->offset * 2, t->ndim + 1, sz, st, out);
+  MUL(t->offset, 2, &off, "view_as_real");
+  return make(t, part_dtype(t->dtype), off, t->ndim + 1, sz, st, out);
 }
