@@ -672,8 +672,9 @@ int tstor_tensor_from_array(tstor_context *ctx, tstor_device dev, tstor_dtype dt
   int rc = tstor_tensor_empty(ctx, dev, dtype, ndim, sizes, &t);
   if (rc) return rc;
   if (t->numel > 0 && data == NULL) {
+    int64_t n = t->numel;
     tstor_tensor_release(t);
-    return tstor__err(TSTOR_EINVAL, "tensor_from_array: NULL data for %" PRId64 " elements", t->numel);
+    return tstor__err(TSTOR_EINVAL, "tensor_from_array: NULL data for %" PRId64 " elements", n);
   }
   if (t->numel > 0 && tstor__tensor_has_data(t)) {
     side d = tensor_side(t, NULL);
