@@ -19,7 +19,9 @@
  *     dimension out of range is refused with TSTOR_ERANGE and PyTorch's message
  *     ("Dimension out of range (expected to be in range of [-2, 1], but got 2)").
  *   - 0 to TSTOR_TENSOR_MAX_DIM dimensions work; more are refused with
- *     TSTOR_EINVAL. Zero-size dimensions work everywhere.
+ *     TSTOR_EINVAL. Zero-size dimensions work everywhere. Sizes whose product
+ *     passes INT64_MAX, and views whose strides or offset would, are refused
+ *     with TSTOR_EOVERFLOW where PyTorch's arithmetic would silently wrap.
  *   - Where PyTorch refuses a call, tstor refuses it too, with PyTorch's
  *     message as the detail (tstor_last_error()).
  *   - The context of a tensor is tstor_storage_context(tstor_tensor_storage(t)).
