@@ -56,3 +56,23 @@ void hpu_kernel_fill(hpu_stub *stub, void *dst, size_t nbytes, const void *patte
     done += n;
   }
 }
+
+/* A strided block of element_size-byte elements between two host backings;
+ * dimension 0 moves fastest. */
+void hpu_kernel_copy_strided(hpu_stub *stub, unsigned char *to, const int64_t *dst_strides,
+                             const unsigned char *from, const int64_t *src_strides,
+                             const int64_t *sizes, int ndim, size_t element_size, size_t n) {
+  delay(stub);
+  int64_t idx[64] = {0}, doff = 0, soff = 0;
+  for (size_t i = 0; i < n; i++) {
+    memcpy(to + doff, from + soff, element_size);
+    for (int d = 0; d < ndim; d++) { /* odometer */
+      doff += dst_strides[d];
+      soff += src_strides[d];
+      if (++idx[d] < sizes[d]) break;
+      doff -= dst_strides[d] * sizes[d];
+      soff -= src_strides[d] * sizes[d];
+      idx[d] = 0;
+    }
+  }
+}

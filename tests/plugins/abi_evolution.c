@@ -208,7 +208,7 @@ static int future_trim(void *state, int index, size_t keep) {
   abort(); /* today's core knows nothing of it */
 }
 
-static int future_copy_strided(void *state, int index, void *dst, const void *src,
+static int future_copy_2d(void *state, int index, void *dst, const void *src,
                                size_t nbytes, size_t stride, void *stream) {
   (void)state, (void)index, (void)dst, (void)src, (void)nbytes, (void)stride, (void)stream;
   abort();
@@ -231,7 +231,7 @@ static const future_device_ops future_device = {
             .flags = TSTOR_DEVICE_HOST,
             .device_count = older_count,
             .allocator = &future_allocator.now},
-    .copy_strided = future_copy_strided,
+    .copy_2d = future_copy_2d,
 };
 
 static int future_init(const tstor_registrar *reg, tstor_module *m, void **module_state,

@@ -26,7 +26,7 @@ typedef struct future_allocator_ops {
 
 typedef struct future_device_ops {
   tstor_device_ops now;
-  int (*copy_strided)(void *state, int index, void *dst, const void *src, size_t nbytes,
+  int (*copy_2d)(void *state, int index, void *dst, const void *src, size_t nbytes,
                       size_t stride, void *stream); /* since FUTURE_ABI_MINOR */
 } future_device_ops;
 

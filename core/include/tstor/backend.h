@@ -19,7 +19,7 @@
  *
  * History: 1.0 the first release. 1.1 tstor_stats begins with struct_size
  * (the core hands an allocator table built for 1.0 the 1.0 layout, without
- * it, and converts).
+ * it, and converts). 1.2 tstor_device_ops.copy_strided.
  *
  * tstor_block is the exception: two pointers, fixed for ABI 1; an allocator
  * that needs to remember more keeps it behind alloc_ctx.
@@ -57,7 +57,7 @@ extern "C" {
 #endif
 
 #define TSTOR_ABI_MAJOR 1
-#define TSTOR_ABI_MINOR 1
+#define TSTOR_ABI_MINOR 2
 #define TSTOR_ABI_VERSION ((uint32_t)((TSTOR_ABI_MAJOR << 16) | TSTOR_ABI_MINOR))
 #define TSTOR_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define TSTOR_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
@@ -223,6 +223,16 @@ typedef struct tstor_device_ops {
    * counts them. */
   int (*shm_sweep)(void *state, int *removed);
   /* Fields above: since 1.0. Append below, marked "since 1.N". */
+  /* Optional (since 1.2). Copies a strided block on device `index`: for every
+   * index (i0 .. i[ndim-1]) below `sizes`, the element_size bytes at src +
+   * sum(i_k * src_strides[k]) go to dst + sum(i_k * dst_strides[k]). Strides are
+   * in bytes and never negative; ndim is 1 to 64; the two blocks do not
+   * overlap. Bytes move unchanged (tensor copies of one dtype, tstor/tensor.h).
+   * TSTOR_ENOTSUP for a block it does not handle; without it, the core stages
+   * the bytes spanned through host memory. */
+  int (*copy_strided)(void *state, int index, void *dst, const int64_t *dst_strides,
+                      const void *src, const int64_t *src_strides, const int64_t *sizes,
+                      int ndim, size_t element_size, void *stream);
 } tstor_device_ops;
 
 #define TSTOR_DEVICE_OPS_HAS(ops, field) \

@@ -1,0 +1,417 @@
+/* The tensor object: creation on new or existing storages, the bytes a layout
+ * needs, reference counting and queries. */
+#include "tensor_internal.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+/* ------------------------------------------------------------- helpers */
+
+const char *tstor__dims_str(char *buf, size_t size, int n, const int64_t *v) {
+  size_t len = 0;
+  buf[0] = '\0';
+  for (int i = 0; i <= n; i++) {
+    char item[32];
+    if (i == n)
+      snprintf(item, sizeof item, "]");
+    else
+      snprintf(item, sizeof item, "%s%" PRId64, i ? ", " : "[", v[i]);
+    size_t k = strlen(item);
+    if (len + k + 5 > size) {
+      snprintf(buf + len, size - len, "...]");
+      return buf;
+    }
+    memcpy(buf + len, item, k + 1);
+    len += k;
+  }
+  if (n == 0) snprintf(buf, size, "[]");
+  return buf;
+}
+
+int tstor__tensor_check_ndim(int ndim, const void *array, const char *what) {
+  if (ndim < 0 || ndim > TSTOR_TENSOR_MAX_DIM)
+    return tstor__err(TSTOR_EINVAL, "%s: %d dimensions; a tensor has 0 to %d", what, ndim,
+                      TSTOR_TENSOR_MAX_DIM);
+  if (ndim > 0 && array == NULL)
+    return tstor__err(TSTOR_EINVAL, "%s: NULL array for %d dimensions", what, ndim);
+  return 0;
+}
+
+int tstor__tensor_check_sizes(int ndim, const int64_t *sizes, const char *what) {
+  for (int i = 0; i < ndim; i++)
+    if (sizes[i] < 0) {
+      char buf[256];
+      return tstor__err(TSTOR_EINVAL, "%s: Trying to create tensor with negative dimension %" PRId64 ": %s",
+                        what, sizes[i], tstor__dims_str(buf, sizeof buf, ndim, sizes));
+    }
+  return 0;
+}
+
+int tstor__wrap_dim(int64_t dim, int ndim, int wrap_scalar, int *out) {
+  int64_t n = ndim;
+  if (n <= 0) {
+    if (!wrap_scalar)
+      return tstor__err(TSTOR_ERANGE, "Dimension specified as %" PRId64 " but tensor has no dimensions",
+                        dim);
+    n = 1;
+  }
+  if (dim < -n || dim > n - 1)
+    return tstor__err(TSTOR_ERANGE,
+                      "Dimension out of range (expected to be in range of [%" PRId64 ", %" PRId64
+                      "], but got %" PRId64 ")",
+                      -n, n - 1, dim);
+  *out = (int)(dim < 0 ? dim + n : dim);
+  return 0;
+}
+
+void tstor__contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides) {
+  int64_t z = 1;
+  for (int d = ndim - 1; d >= 0; d--) {
+    strides[d] = z;
+    /* PyTorch: max(size, 1), so the strides of a zero-size tensor stay useful */
+    z *= sizes[d] > 1 ? sizes[d] : 1;
+  }
+}
+
+int tstor__compute_contiguous(int ndim, const int64_t *sizes, const int64_t *strides) {
+  int64_t z = 1;
+  for (int d = ndim - 1; d >= 0; d--) {
+    if (sizes[d] == 0) return 1;
+  }
+  for (int d = ndim - 1; d >= 0; d--) {
+    if (sizes[d] == 1) continue;
+    if (strides[d] != z) return 0;
+    z *= sizes[d];
+  }
+  return 1;
+}
+
+int tstor__non_overlapping_and_dense(int ndim, const int64_t *sizes, const int64_t *strides) {
+  if (ndim == 1) return sizes[0] < 2 || strides[0] == 1;
+  int perm[TSTOR_TENSOR_MAX_DIM];
+  for (int i = 0; i < ndim; i++) perm[i] = ndim - 1 - i;
+  /* Sort by stride, size 0 and 1 dimensions last (PyTorch's order); an
+   * insertion sort, stable, small n. */
+  for (int i = 1; i < ndim; i++) {
+    int p = perm[i], j = i;
+    while (j > 0) {
+      int q = perm[j - 1];
+      int before = sizes[p] >= 2 && (sizes[q] < 2 || strides[p] < strides[q]);
+      if (!before) break;
+      perm[j] = q;
+      j--;
+    }
+    perm[j] = p;
+  }
+  int64_t require = 1;
+  for (int i = 0; i < ndim; i++) {
+    int64_t s = sizes[perm[i]];
+    if (s < 2) return 1;
+    if (strides[perm[i]] != require) return 0;
+    require *= s;
+  }
+  return 1;
+}
+
+int tstor__channels_last_contiguous(int ndim, const int64_t *sizes, const int64_t *strides) {
+  static const int order4[] = {1, 3, 2, 0}, order5[] = {1, 4, 3, 2, 0};
+  if (ndim != 4 && ndim != 5) return 0;
+  const int *order = ndim == 4 ? order4 : order5;
+  int64_t expected = 1;
+  for (int i = 0; i < ndim; i++) {
+    int d = order[i];
+    if (sizes[d] == 1) continue;
+    if (strides[d] != expected) return 0;
+    expected *= sizes[d];
+  }
+  return 1;
+}
+
+void tstor__infer_dense_strides(int ndim, const int64_t *sizes, const int64_t *strides,
+                                int64_t *out) {
+  int perm[TSTOR_TENSOR_MAX_DIM];
+  for (int i = 0; i < ndim; i++) perm[i] = ndim - 1 - i;
+  /* TensorIterator's insertion sort; stride-0 dims compare as ambiguous */
+  for (int i = 1; i < ndim; i++) {
+    int d1 = i;
+    for (int d0 = i - 1; d0 >= 0; d0--) {
+      int64_t s0 = strides[perm[d0]], s1 = strides[perm[d1]];
+      int c = 0;
+      if (s0 != 0 && s1 != 0)
+        c = s0 < s1 ? -1 : s0 > s1 ? 1 : sizes[perm[d0]] > sizes[perm[d1]] ? 1 : 0;
+      if (c > 0) {
+        int t = perm[d0];
+        perm[d0] = perm[d1];
+        perm[d1] = t;
+        d1 = d0;
+      } else if (c < 0) {
+        break;
+      }
+    }
+  }
+  int64_t cur = 1;
+  for (int i = 0; i < ndim; i++) {
+    out[perm[i]] = cur;
+    if (sizes[perm[i]] > 1) cur *= sizes[perm[i]];
+  }
+}
+
+/* ------------------------------------------------------------- layouts */
+
+static int overflowed(int ndim, const int64_t *sizes, const int64_t *strides) {
+  char a[256], b[256];
+  return tstor__err(TSTOR_EOVERFLOW, "Storage size calculation overflowed with sizes=%s and strides=%s",
+                    tstor__dims_str(a, sizeof a, ndim, sizes),
+                    tstor__dims_str(b, sizeof b, ndim, strides));
+}
+
+static int check_strides(int ndim, const int64_t *strides, const char *what) {
+  for (int i = 0; i < ndim; i++)
+    if (strides[i] < 0) {
+      char buf[256];
+      return tstor__err(TSTOR_EINVAL,
+                        "%s: Negative strides are not supported at the moment, got strides: %s",
+                        what, tstor__dims_str(buf, sizeof buf, ndim, strides));
+    }
+  return 0;
+}
+
+/* PyTorch's computeStorageNbytes, with every step checked. */
+static int layout_nbytes(int ndim, const int64_t *sizes, const int64_t *strides, size_t esize,
+                         uint64_t offset, uint64_t *out) {
+  uint64_t size;
+  int over = __builtin_add_overflow(offset, (uint64_t)1, &size);
+  for (int i = 0; i < ndim; i++) {
+    if (sizes[i] == 0) {
+      *out = 0;
+      return 0;
+    }
+  }
+  for (int i = 0; i < ndim; i++) {
+    int64_t strided;
+    over |= __builtin_mul_overflow(strides[i], sizes[i] - 1, &strided);
+    over |= __builtin_add_overflow(size, (uint64_t)strided, &size);
+  }
+  over |= __builtin_mul_overflow(size, (uint64_t)esize, &size);
+  over |= size > (uint64_t)INT64_MAX;
+  if (over) return overflowed(ndim, sizes, strides);
+  *out = size;
+  return 0;
+}
+
+int tstor_layout_nbytes(int ndim, const int64_t *sizes, const int64_t *strides,
+                        size_t element_size, int64_t offset, uint64_t *out) {
+  int rc;
+  if (out == NULL) return tstor__err(TSTOR_EINVAL, "layout_nbytes: NULL out");
+  if ((rc = tstor__tensor_check_ndim(ndim, sizes, "layout_nbytes")) ||
+      (rc = tstor__tensor_check_ndim(ndim, strides, "layout_nbytes")) ||
+      (rc = tstor__tensor_check_sizes(ndim, sizes, "layout_nbytes")) ||
+      (rc = check_strides(ndim, strides, "layout_nbytes")))
+    return rc;
+  if (offset < 0)
+    return tstor__err(TSTOR_EINVAL, "layout_nbytes: Tensor: invalid storage offset %" PRId64, offset);
+  return layout_nbytes(ndim, sizes, strides, element_size, (uint64_t)offset, out);
+}
+
+/* --------------------------------------------------------------- object */
+
+int tstor__tensor_make(tstor_storage *s, tstor_dtype dtype, int64_t offset, int ndim,
+                       const int64_t *sizes, const int64_t *strides, tstor_tensor **out) {
+  int64_t numel = 1;
+  for (int i = 0; i < ndim; i++)
+    if (__builtin_mul_overflow(numel, sizes[i], &numel)) {
+      char buf[256];
+      *out = NULL;
+      return tstor__err(TSTOR_EOVERFLOW, "the number of elements of sizes %s overflows int64",
+                        tstor__dims_str(buf, sizeof buf, ndim, sizes));
+    }
+  tstor_tensor *t = tstor__malloc(sizeof *t + 2 * (size_t)ndim * sizeof(int64_t));
+  if (t == NULL) {
+    *out = NULL;
+    return tstor__err(TSTOR_ENOMEM, "no memory for a %d-dimensional tensor", ndim);
+  }
+  atomic_init(&t->refs, 1);
+  t->storage = tstor_storage_retain(s);
+  t->dtype = dtype;
+  t->ndim = ndim;
+  t->offset = offset;
+  t->esize = tstor_dtype_size(dtype);
+  t->sizes = t->dims;
+  t->strides = t->dims + ndim;
+  if (ndim > 0) memcpy(t->sizes, sizes, (size_t)ndim * sizeof(int64_t));
+  t->numel = numel;
+  if (strides && ndim > 0)
+    memcpy(t->strides, strides, (size_t)ndim * sizeof(int64_t));
+  else
+    tstor__contiguous_strides(ndim, sizes, t->strides);
+  t->contiguous = tstor__compute_contiguous(ndim, t->sizes, t->strides);
+  *out = t;
+  return 0;
+}
+
+int tstor_tensor_empty_strided(tstor_context *ctx, tstor_device dev, tstor_dtype dtype,
+                               int ndim, const int64_t *sizes, const int64_t *strides,
+                               tstor_tensor **out) {
+  if (out == NULL) return tstor__err(TSTOR_EINVAL, "tensor_empty_strided: NULL out");
+  *out = NULL;
+  const tstor_dtype_info *d = tstor__dtype(dtype, "tensor_empty_strided");
+  if (d == NULL) return TSTOR_EINVAL;
+  int rc;
+  if ((rc = tstor__tensor_check_ndim(ndim, sizes, "tensor_empty_strided")) ||
+      (rc = tstor__tensor_check_ndim(ndim, strides, "tensor_empty_strided")) ||
+      (rc = tstor__tensor_check_sizes(ndim, sizes, "tensor_empty_strided")) ||
+      (rc = check_strides(ndim, strides, "tensor_empty_strided")))
+    return rc;
+  uint64_t nbytes;
+  if ((rc = layout_nbytes(ndim, sizes, strides, d->element_size, 0, &nbytes))) return rc;
+  if (nbytes > SIZE_MAX) return overflowed(ndim, sizes, strides);
+  tstor_storage *s;
+  if ((rc = tstor_storage_new(ctx, dev, (size_t)nbytes, &s))) return rc;
+  rc = tstor__tensor_make(s, dtype, 0, ndim, sizes, strides, out);
+  tstor_storage_release(s);
+  return rc;
+}
+
+int tstor_tensor_empty(tstor_context *ctx, tstor_device dev, tstor_dtype dtype, int ndim,
+                       const int64_t *sizes, tstor_tensor **out) {
+  if (out == NULL) return tstor__err(TSTOR_EINVAL, "tensor_empty: NULL out");
+  *out = NULL;
+  const tstor_dtype_info *d = tstor__dtype(dtype, "tensor_empty");
+  if (d == NULL) return TSTOR_EINVAL;
+  int rc;
+  if ((rc = tstor__tensor_check_ndim(ndim, sizes, "tensor_empty")) ||
+      (rc = tstor__tensor_check_sizes(ndim, sizes, "tensor_empty")))
+    return rc;
+  /* computeStorageNbytesContiguous: the product of the sizes, checked */
+  uint64_t n = 1;
+  int over = 0;
+  for (int i = 0; i < ndim; i++) over |= __builtin_mul_overflow(n, (uint64_t)sizes[i], &n);
+  over |= __builtin_mul_overflow(n, (uint64_t)d->element_size, &n);
+  if (over || n > (uint64_t)INT64_MAX || n > SIZE_MAX) {
+    char buf[256];
+    return tstor__err(TSTOR_EOVERFLOW, "Storage size calculation overflowed with sizes=%s",
+                      tstor__dims_str(buf, sizeof buf, ndim, sizes));
+  }
+  tstor_storage *s;
+  if ((rc = tstor_storage_new(ctx, dev, (size_t)n, &s))) return rc;
+  rc = tstor__tensor_make(s, dtype, 0, ndim, sizes, NULL, out);
+  tstor_storage_release(s);
+  return rc;
+}
+
+int tstor_tensor_on_storage(tstor_storage *s, tstor_dtype dtype, int64_t offset, int ndim,
+                            const int64_t *sizes, const int64_t *strides, tstor_tensor **out) {
+  if (out == NULL) return tstor__err(TSTOR_EINVAL, "tensor_on_storage: NULL out");
+  *out = NULL;
+  if (s == NULL) return tstor__err(TSTOR_EINVAL, "tensor_on_storage: NULL storage");
+  const tstor_dtype_info *d = tstor__dtype(dtype, "tensor_on_storage");
+  if (d == NULL) return TSTOR_EINVAL;
+  int rc;
+  if ((rc = tstor__tensor_check_ndim(ndim, sizes, "tensor_on_storage")) ||
+      (rc = tstor__tensor_check_sizes(ndim, sizes, "tensor_on_storage")))
+    return rc;
+  int64_t contig[TSTOR_TENSOR_MAX_DIM];
+  if (strides == NULL) {
+    tstor__contiguous_strides(ndim, sizes, contig);
+    strides = contig;
+  } else if ((rc = check_strides(ndim, strides, "as_strided"))) {
+    return rc;
+  }
+  /* PyTorch's order: the bounds (checkInBoundsForStorage, with the offset as
+   * given), then the offset's sign. */
+  uint64_t need;
+  if ((rc = layout_nbytes(ndim, sizes, strides, d->element_size, 0, &need))) return rc;
+  if (need != 0) {
+    int64_t off_bytes, total;
+    if (__builtin_mul_overflow(offset, (int64_t)d->element_size, &off_bytes) ||
+        __builtin_add_overflow((int64_t)need, off_bytes, &total))
+      return overflowed(ndim, sizes, strides);
+    if (total > 0 && (uint64_t)total > tstor_storage_nbytes(s)) {
+      char a[256], b[256];
+      return tstor__err(TSTOR_ERANGE,
+                        "setStorage: sizes %s, strides %s, storage offset %" PRId64
+                        ", and itemsize %zu requiring a storage size of %" PRId64
+                        " are out of bounds for storage of size %zu",
+                        tstor__dims_str(a, sizeof a, ndim, sizes),
+                        tstor__dims_str(b, sizeof b, ndim, strides), offset, d->element_size,
+                        total, tstor_storage_nbytes(s));
+    }
+  }
+  if (offset < 0)
+    return tstor__err(TSTOR_EINVAL, "Tensor: invalid storage offset %" PRId64, offset);
+  return tstor__tensor_make(s, dtype, offset, ndim, sizes, strides, out);
+}
+
+tstor_tensor *tstor_tensor_retain(tstor_tensor *t) {
+  if (t) atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
+  return t;
+}
+
+void tstor_tensor_release(tstor_tensor *t) {
+  if (t == NULL) return;
+  if (atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1) return;
+  tstor_storage_release(t->storage);
+  tstor__free(t);
+}
+
+long tstor_tensor_use_count(const tstor_tensor *t) {
+  return t ? atomic_load_explicit(&((tstor_tensor *)t)->refs, memory_order_relaxed) : 0;
+}
+
+/* -------------------------------------------------------------- queries */
+
+int tstor_tensor_dim(const tstor_tensor *t) { return t->ndim; }
+const int64_t *tstor_tensor_sizes(const tstor_tensor *t) { return t->sizes; }
+const int64_t *tstor_tensor_strides(const tstor_tensor *t) { return t->strides; }
+
+int tstor_tensor_size(const tstor_tensor *t, int dim, int64_t *out) {
+  int d = 0, rc;
+  if (t == NULL || out == NULL) return tstor__err(TSTOR_EINVAL, "tensor_size: NULL argument");
+  if ((rc = tstor__wrap_dim(dim, t->ndim, 0, &d))) return rc;
+  *out = t->sizes[d];
+  return 0;
+}
+
+int tstor_tensor_stride(const tstor_tensor *t, int dim, int64_t *out) {
+  int d = 0, rc;
+  if (t == NULL || out == NULL) return tstor__err(TSTOR_EINVAL, "tensor_stride: NULL argument");
+  if ((rc = tstor__wrap_dim(dim, t->ndim, 0, &d))) return rc;
+  *out = t->strides[d];
+  return 0;
+}
+
+int64_t tstor_tensor_numel(const tstor_tensor *t) { return t->numel; }
+int64_t tstor_tensor_nbytes(const tstor_tensor *t) { return t->numel * (int64_t)t->esize; }
+size_t tstor_tensor_element_size(const tstor_tensor *t) { return t->esize; }
+int64_t tstor_tensor_storage_offset(const tstor_tensor *t) { return t->offset; }
+tstor_storage *tstor_tensor_storage(const tstor_tensor *t) { return t->storage; }
+tstor_context *tstor_tensor_context(const tstor_tensor *t) { return t->storage->ctx; }
+tstor_dtype tstor_tensor_dtype(const tstor_tensor *t) { return t->dtype; }
+tstor_device tstor_tensor_device(const tstor_tensor *t) { return t->storage->device; }
+
+int tstor__tensor_has_data(const tstor_tensor *t) {
+  const tstor_storage *s = t->storage;
+  return !(s->flags & TSTOR_FLAG_NO_DATA) &&
+         !(s->ctx->types[s->device.type].ops.flags & TSTOR_DEVICE_NO_DATA);
+}
+
+int tstor__tensor_on_host(const tstor_tensor *t) {
+  const tstor_storage *s = t->storage;
+  return (s->ctx->types[s->device.type].ops.flags & TSTOR_DEVICE_HOST) != 0;
+}
+
+void *tstor_tensor_data(const tstor_tensor *t) {
+  if (!tstor__tensor_has_data(t) || t->storage->data == NULL) return NULL;
+  return (char *)t->storage->data + t->offset * (int64_t)t->esize;
+}
+
+int tstor_tensor_is_contiguous(const tstor_tensor *t) { return t->contiguous; }
+
+int tstor_tensor_is_non_overlapping_and_dense(const tstor_tensor *t) {
+  if (t->contiguous && t->numel != 0) return 1;
+  return tstor__non_overlapping_and_dense(t->ndim, t->sizes, t->strides);
+}
+
+int tstor_tensor_is_channels_last(const tstor_tensor *t) {
+  return tstor__channels_last_contiguous(t->ndim, t->sizes, t->strides);
+}

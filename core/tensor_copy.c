@@ -1,0 +1,847 @@
+/* Data operations on tensors: the strided copy engine (copy_, contiguous,
+ * clone, to, fill, element access, arrays) and creation with data.
+ *
+ * Every transfer is planned the way PyTorch's TensorIterator plans it: size-1
+ * dimensions dropped, dimensions ordered by the destination's strides (the
+ * source's breaking ties), then neighbours that are contiguous together
+ * merged. A plan that ends as one contiguous run is a memcpy or one
+ * conversion; a plan whose source is contiguous along another dimension than
+ * the destination (a transpose, NCHW -> NHWC) is copied in square tiles that
+ * stay in the L1 cache; anything else row by row. Large plans are split over
+ * the thread pool. Devices that are not host memory use their backend's
+ * strided copy when it has one, else the bytes spanned are staged through
+ * host memory. */
+#include "tensor_internal.h"
+
+#include <inttypes.h>
+#include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#include <xmmintrin.h>
+#endif
+
+#define MAXD TSTOR_TENSOR_MAX_DIM
+/* Elements of a row handed out as one work item. */
+#define ROW_CHUNK ((int64_t)16384)
+/* Tile edge for transposing copies: 64 x 64 elements of up to 8 bytes is
+ * 32 KiB per side at most, within L1 and L2 on every recent core. */
+#ifndef TILE
+#define TILE 64
+#endif
+/* Elements converted at a time through the stack when a side is strided. */
+#define GATHER 256
+
+typedef struct plan {
+  int nd;
+  int64_t size[MAXD];
+  int64_t ds[MAXD], ss[MAXD]; /* bytes */
+  char *dst;
+  const char *src;
+  tstor_dtype dd, sd;
+  size_t des, ses;
+  int same;   /* same dtype: bytes move unchanged */
+  int serial; /* source and destination overlap: one element after another */
+  int tile;   /* 0, or the dimension along which the source is contiguous */
+  int stream; /* the destination is too large for the caches: non-temporal stores */
+  int64_t nchunk0, ntile, items;
+} plan;
+
+/* ---------------------------------------------------------------- plans */
+
+/* PyTorch's reorder_dimensions comparison: >0 when dim a should go after b
+ * (further out), <0 when before, 0 when undecided. */
+static int should_swap(const plan *p, int a, int b) {
+  const int64_t *st[2] = {p->ds, p->ss};
+  for (int k = 0; k < 2; k++) {
+    int64_t s0 = st[k][a], s1 = st[k][b];
+    if (s0 == 0 || s1 == 0) continue;
+    if (s0 < s1) return -1;
+    if (s0 > s1) return 1;
+    if (p->size[a] > p->size[b]) return 1;
+  }
+  return 0;
+}
+
+/* Fills p's dims from a layout: dims in elements, innermost first after
+ * ordering, merged where contiguous together. Returns 0 when there are no
+ * elements. */
+static int64_t plan_build(plan *p, int ndim, const int64_t *sizes, const int64_t *dstr,
+                          const int64_t *sstr) {
+  int n = 0;
+  int64_t numel = 1;
+  for (int i = 0; i < ndim; i++) numel *= sizes[i];
+  if (numel == 0) return 0;
+  /* innermost first, as TensorIterator's initial permutation */
+  for (int i = ndim - 1; i >= 0; i--) {
+    if (sizes[i] == 1) continue;
+    p->size[n] = sizes[i];
+    p->ds[n] = dstr[i] * (int64_t)p->des;
+    p->ss[n] = sstr[i] * (int64_t)p->ses;
+    n++;
+  }
+  /* insertion sort with ambiguous comparisons, as TensorIterator */
+  int perm[MAXD];
+  for (int i = 0; i < n; i++) perm[i] = i;
+  for (int i = 1; i < n; i++) {
+    int d1 = i;
+    for (int d0 = i - 1; d0 >= 0; d0--) {
+      int c = should_swap(p, perm[d0], perm[d1]);
+      if (c > 0) {
+        int t = perm[d0];
+        perm[d0] = perm[d1];
+        perm[d1] = t;
+        d1 = d0;
+      } else if (c < 0) {
+        break;
+      }
+    }
+  }
+  int64_t size[MAXD], ds[MAXD], ss[MAXD];
+  for (int i = 0; i < n; i++) {
+    size[i] = p->size[perm[i]];
+    ds[i] = p->ds[perm[i]];
+    ss[i] = p->ss[perm[i]];
+  }
+  /* coalesce neighbours contiguous together in both operands */
+  int m = 0;
+  for (int i = 0; i < n; i++) {
+    if (m > 0 && ds[i] == p->ds[m - 1] * p->size[m - 1] &&
+        ss[i] == p->ss[m - 1] * p->size[m - 1]) {
+      p->size[m - 1] *= size[i];
+      continue;
+    }
+    p->size[m] = size[i];
+    p->ds[m] = ds[i];
+    p->ss[m] = ss[i];
+    m++;
+  }
+  if (m == 0) { /* one element */
+    p->size[0] = 1;
+    p->ds[0] = (int64_t)p->des;
+    p->ss[0] = (int64_t)p->ses;
+    m = 1;
+  }
+  p->nd = m;
+  return numel;
+}
+
+/* Chooses the work split once pointers and the serial flag are known. */
+static void plan_split(plan *p) {
+  p->tile = 0;
+  if (p->same && !p->serial && p->nd >= 2 && p->ds[0] == (int64_t)p->des &&
+      p->ss[0] != (int64_t)p->ses && p->size[0] >= 16) {
+    for (int k = 1; k < p->nd; k++)
+      if (p->ss[k] == (int64_t)p->ses && p->size[k] >= 16) {
+        p->tile = k;
+        break;
+      }
+  }
+  int64_t outer = 1;
+  for (int d = 1; d < p->nd; d++)
+    if (d != p->tile) outer *= p->size[d];
+  if (p->tile) {
+    p->nchunk0 = (p->size[0] + TILE - 1) / TILE;
+    p->ntile = (p->size[p->tile] + TILE - 1) / TILE;
+  } else {
+    p->nchunk0 = (p->size[0] + ROW_CHUNK - 1) / ROW_CHUNK;
+    p->ntile = 1;
+  }
+  p->items = outer * p->nchunk0 * p->ntile;
+}
+
+/* ------------------------------------------------------------- kernels */
+
+#define ROW_LOOP(T)                                                    \
+  for (int64_t i = 0; i < n; i++)                                      \
+    *(T *)(d + i * dstep) = *(const T *)(s + i * sstep);
+
+typedef struct u128 {
+  uint64_t lo, hi;
+} u128;
+
+/* n elements of es bytes, unchanged. */
+static void row_same(char *d, int64_t dstep, const char *s, int64_t sstep, int64_t n, size_t es,
+                     int serial) {
+  if (!serial && dstep == (int64_t)es && sstep == (int64_t)es) {
+    memcpy(d, s, (size_t)n * es);
+    return;
+  }
+  switch (es) {
+  case 1: ROW_LOOP(uint8_t) break;
+  case 2: ROW_LOOP(uint16_t) break;
+  case 4: ROW_LOOP(uint32_t) break;
+  case 8: ROW_LOOP(uint64_t) break;
+  case 16: ROW_LOOP(u128) break;
+  default:
+    for (int64_t i = 0; i < n; i++) memmove(d + i * dstep, s + i * sstep, es);
+  }
+}
+
+/* n elements converted; a strided side goes through a stack buffer. */
+static void row_convert(const plan *p, char *d, int64_t dstep, const char *s, int64_t sstep,
+                        int64_t n) {
+  size_t des = p->des, ses = p->ses;
+  if (p->serial) {
+    for (int64_t i = 0; i < n; i++)
+      tstor__convert_serial(d + i * dstep, p->dd, s + i * sstep, p->sd, 1);
+    return;
+  }
+  if (dstep == (int64_t)des && sstep == (int64_t)ses) {
+    tstor__convert_serial(d, p->dd, s, p->sd, (size_t)n);
+    return;
+  }
+  _Alignas(16) unsigned char sbuf[GATHER * 16], dbuf[GATHER * 16];
+  for (int64_t i = 0; i < n; i += GATHER) {
+    int64_t k = n - i < GATHER ? n - i : GATHER;
+    const char *sp = s + i * sstep;
+    if (sstep != (int64_t)ses) {
+      row_same((char *)sbuf, (int64_t)ses, sp, sstep, k, ses, 0);
+      sp = (const char *)sbuf;
+    }
+    char *dp = d + i * dstep;
+    if (dstep == (int64_t)des) {
+      tstor__convert_serial(dp, p->dd, sp, p->sd, (size_t)k);
+    } else {
+      tstor__convert_serial(dbuf, p->dd, sp, p->sd, (size_t)k);
+      row_same(dp, dstep, (const char *)dbuf, (int64_t)des, k, des, 0);
+    }
+  }
+}
+
+/* A tile: ni elements along dim 0 (contiguous in dst) by nj along the tile
+ * dimension (contiguous in src). Rows of the source are read whole into a
+ * buffer, then the destination's rows are written whole from it: every cache
+ * line of either side is touched once. Reading the tile straight across
+ * instead would visit 64 lines a power-of-two stride apart, which share one
+ * L1 set and evict each other. */
+#define TILE_BUFFERED(T)                                                       \
+  do {                                                                         \
+    T(*buf)[TILE] = (T(*)[TILE])raw;                                           \
+    for (int64_t i = 0; i < ni; i++) memcpy(buf[i], s + i * si, (size_t)nj * sizeof(T)); \
+    for (int64_t j = 0; j < nj; j++) {                                         \
+      T *dp = (T *)(d + j * dj);                                               \
+      for (int64_t i = 0; i < ni; i++) dp[i] = buf[i][j];                      \
+    }                                                                          \
+  } while (0)
+
+#if defined(__SSE2__)
+/* 4-byte elements: the buffer is transposed 4 x 4 at a time in registers.
+ * With `stream`, a destination too large for the caches is written with
+ * non-temporal stores, which skip reading each line before writing it. */
+static void tile_4byte(char *d, int64_t dj, const char *s, int64_t si, int64_t ni, int64_t nj,
+                       int stream) {
+  _Alignas(64) float buf[TILE][TILE];
+  for (int64_t i = 0; i < ni; i++) memcpy(buf[i], s + i * si, (size_t)nj * 4);
+  int64_t i4 = ni & ~(int64_t)3, j4 = nj & ~(int64_t)3;
+  stream = stream && ((uintptr_t)d % 16) == 0 && dj % 16 == 0;
+  for (int64_t j = 0; j < j4; j += 4) {
+    float *d0 = (float *)(d + j * dj), *d1 = (float *)(d + (j + 1) * dj);
+    float *d2 = (float *)(d + (j + 2) * dj), *d3 = (float *)(d + (j + 3) * dj);
+    if (stream) {
+      for (int64_t i = 0; i < i4; i += 4) {
+        __m128 r0 = _mm_load_ps(&buf[i][j]), r1 = _mm_load_ps(&buf[i + 1][j]);
+        __m128 r2 = _mm_load_ps(&buf[i + 2][j]), r3 = _mm_load_ps(&buf[i + 3][j]);
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+        _mm_stream_ps(d0 + i, r0);
+        _mm_stream_ps(d1 + i, r1);
+        _mm_stream_ps(d2 + i, r2);
+        _mm_stream_ps(d3 + i, r3);
+      }
+    } else {
+      for (int64_t i = 0; i < i4; i += 4) {
+        __m128 r0 = _mm_load_ps(&buf[i][j]), r1 = _mm_load_ps(&buf[i + 1][j]);
+        __m128 r2 = _mm_load_ps(&buf[i + 2][j]), r3 = _mm_load_ps(&buf[i + 3][j]);
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+        _mm_storeu_ps(d0 + i, r0);
+        _mm_storeu_ps(d1 + i, r1);
+        _mm_storeu_ps(d2 + i, r2);
+        _mm_storeu_ps(d3 + i, r3);
+      }
+    }
+    for (int64_t i = i4; i < ni; i++) {
+      d0[i] = buf[i][j];
+      d1[i] = buf[i][j + 1];
+      d2[i] = buf[i][j + 2];
+      d3[i] = buf[i][j + 3];
+    }
+  }
+  for (int64_t j = j4; j < nj; j++) {
+    float *dp = (float *)(d + j * dj);
+    for (int64_t i = 0; i < ni; i++) dp[i] = buf[i][j];
+  }
+}
+#endif
+
+static void tile_same(char *d, int64_t dj, const char *s, int64_t si, int64_t ni, int64_t nj,
+                      size_t es, int stream) {
+  _Alignas(64) unsigned char raw[TILE * TILE * 8];
+  switch (es) {
+  case 1: TILE_BUFFERED(uint8_t); break;
+  case 2: TILE_BUFFERED(uint16_t); break;
+  case 4:
+#if defined(__SSE2__)
+    tile_4byte(d, dj, s, si, ni, nj, stream);
+#else
+    (void)stream;
+    TILE_BUFFERED(uint32_t);
+#endif
+    break;
+  case 8: TILE_BUFFERED(uint64_t); break;
+  default:
+    for (int64_t j = 0; j < nj; j++)
+      for (int64_t i = 0; i < ni; i++)
+        memcpy(d + i * (int64_t)es + j * dj, s + i * si + j * (int64_t)es, es);
+  }
+}
+
+/* Runs items [begin, end) of a plan. */
+static void run_items(void *arg, size_t begin, size_t end) {
+  const plan *p = arg;
+  for (size_t it = begin; it < end; it++) {
+    int64_t q = (int64_t)it;
+    int64_t c0 = q % p->nchunk0;
+    q /= p->nchunk0;
+    int64_t ct = 0;
+    if (p->tile) {
+      ct = q % p->ntile;
+      q /= p->ntile;
+    }
+    int64_t doff = 0, soff = 0;
+    for (int dd = 1; dd < p->nd; dd++) {
+      if (dd == p->tile) continue;
+      int64_t idx = q % p->size[dd];
+      q /= p->size[dd];
+      doff += idx * p->ds[dd];
+      soff += idx * p->ss[dd];
+    }
+    if (p->tile) {
+      int64_t i0 = c0 * TILE, j0 = ct * TILE;
+      int64_t ni = p->size[0] - i0 < TILE ? p->size[0] - i0 : TILE;
+      int64_t nj = p->size[p->tile] - j0 < TILE ? p->size[p->tile] - j0 : TILE;
+      tile_same(p->dst + doff + i0 * p->ds[0] + j0 * p->ds[p->tile], p->ds[p->tile],
+                p->src + soff + i0 * p->ss[0] + j0 * p->ss[p->tile], p->ss[0], ni, nj, p->des,
+                p->stream);
+      continue;
+    }
+    int64_t i0 = c0 * ROW_CHUNK;
+    int64_t n = p->size[0] - i0 < ROW_CHUNK ? p->size[0] - i0 : ROW_CHUNK;
+    char *d = p->dst + doff + i0 * p->ds[0];
+    const char *s = p->src + soff + i0 * p->ss[0];
+    if (p->same)
+      row_same(d, p->ds[0], s, p->ss[0], n, p->des, p->serial);
+    else
+      row_convert(p, d, p->ds[0], s, p->ss[0], n);
+  }
+  /* this thread's non-temporal stores are visible before the job ends */
+  if (p->stream) tstor__stream_fence();
+}
+
+/* Runs a plan on host memory. */
+static void plan_run(plan *p) {
+  plan_split(p);
+  int64_t numel = 1;
+  for (int d = 0; d < p->nd; d++) numel *= p->size[d];
+  /* Non-temporal stores pay off for large destinations (the NHWC permute's
+   * copy_ 1.6x faster), except where the tile's rows are a multiple of 4 KiB
+   * apart: there they measured slower than plain stores (the transposed
+   * 8192 x 8192 copy 0.8x), the write-combined lines of one tile landing
+   * in conflicting places. */
+  p->stream = p->tile && (size_t)numel * p->des >= TSTOR__STREAM_MIN_BYTES &&
+              p->ds[p->tile] % 4096 != 0;
+  if (!p->serial && p->nd == 1 && p->ds[0] == (int64_t)p->des &&
+      p->ss[0] == (int64_t)p->ses) {
+    /* one contiguous run: the threaded byte copy or conversion */
+    if (p->same)
+      tstor__host_copy(p->dst, p->src, (size_t)p->size[0] * p->des);
+    else
+      tstor_dtype_convert(p->dst, p->dd, p->src, p->sd, (size_t)p->size[0]);
+    return;
+  }
+  if (p->serial) {
+    run_items(p, 0, (size_t)p->items);
+    return;
+  }
+  size_t per_item = (size_t)(p->size[0] < ROW_CHUNK ? p->size[0] : ROW_CHUNK) * (p->des + p->ses);
+  if (p->tile) per_item = (size_t)TILE * TILE * (p->des + p->ses);
+  tstor__parallel_for((size_t)p->items, per_item, 1, run_items, p);
+}
+
+/* Byte extent of a side of the plan from element 0: [0, span). */
+static int64_t plan_span(const plan *p, const int64_t *st, size_t es) {
+  int64_t hi = (int64_t)es;
+  for (int d = 0; d < p->nd; d++) hi += st[d] * (p->size[d] - 1);
+  return hi;
+}
+
+/* ------------------------------------------------------------ transfers */
+
+/* One side of a transfer: a storage's bytes, or host memory (storage NULL). */
+typedef struct side {
+  tstor_storage *storage;
+  char *ptr; /* element 0 */
+  const int64_t *strides;
+  tstor_dtype dtype;
+  size_t es;
+} side;
+
+static int side_on_host(const side *x) {
+  return x->storage == NULL ||
+         (x->storage->ctx->types[x->storage->device.type].ops.flags & TSTOR_DEVICE_HOST);
+}
+
+static side tensor_side(const tstor_tensor *t, const int64_t *strides) {
+  side x = {t->storage, tstor_tensor_data(t), strides ? strides : t->strides, t->dtype, t->esize};
+  return x;
+}
+
+static int host_dev(tstor_context *ctx, tstor_device *out) {
+  if (ctx->host_type < 0)
+    return tstor__err(TSTOR_ENOTSUP, "no host-memory device is loaded to stage through");
+  out->type = ctx->host_type;
+  out->index = 0;
+  return 0;
+}
+
+/* Moves n bytes between a storage's device address and host memory. */
+static int stage_read(const side *x, int64_t lo, void *buf, int64_t n) {
+  tstor_device h;
+  int rc = host_dev(x->storage->ctx, &h);
+  if (rc) return rc;
+  return tstor__copy_bytes(x->storage->ctx, h, buf, x->storage->device, x->ptr + lo, (size_t)n,
+                           NULL, NULL);
+}
+static int stage_write(const side *x, int64_t lo, const void *buf, int64_t n) {
+  tstor_device h;
+  int rc = host_dev(x->storage->ctx, &h);
+  if (rc) return rc;
+  return tstor__copy_bytes(x->storage->ctx, x->storage->device, x->ptr + lo, h, buf, (size_t)n,
+                           NULL, NULL);
+}
+
+static int same_device(const side *a, const side *b) {
+  return a->storage && b->storage && a->storage->ctx == b->storage->ctx &&
+         a->storage->device.type == b->storage->device.type &&
+         a->storage->device.index == b->storage->device.index;
+}
+
+/* Whether [a, a + an) and [b, b + bn) share a byte in one address space. */
+static int ranges_meet(const side *a, int64_t an, const side *b, int64_t bn) {
+  if (!(side_on_host(a) && side_on_host(b)) && !same_device(a, b)) return 0;
+  uintptr_t a0 = (uintptr_t)a->ptr, b0 = (uintptr_t)b->ptr;
+  return a0 < b0 + (uintptr_t)bn && b0 < a0 + (uintptr_t)an;
+}
+
+/* Copies the elements of `sizes` from src to dst, converting the dtype. The
+ * caller has checked shapes, dtypes and data. */
+static int transfer(const side *dst, const side *src, int ndim, const int64_t *sizes) {
+  plan *p = tstor__malloc(sizeof *p);
+  if (p == NULL) return tstor__err(TSTOR_ENOMEM, "no memory for a copy plan");
+  p->dd = dst->dtype;
+  p->sd = src->dtype;
+  p->des = dst->es;
+  p->ses = src->es;
+  p->same = dst->dtype == src->dtype;
+  if (plan_build(p, ndim, sizes, dst->strides, src->strides) == 0) {
+    tstor__free(p);
+    return 0;
+  }
+  int64_t dspan = plan_span(p, p->ds, p->des), sspan = plan_span(p, p->ss, p->ses);
+  p->serial = ranges_meet(dst, dspan, src, sspan);
+  int rc = 0;
+  if (side_on_host(dst) && side_on_host(src)) {
+    p->dst = dst->ptr;
+    p->src = src->ptr;
+    plan_run(p);
+    tstor__free(p);
+    return 0;
+  }
+  /* A backend's own strided copy, same device, same dtype. */
+  if (p->same && same_device(dst, src) && !p->serial) {
+    const tstor__devtype *t = &dst->storage->ctx->types[dst->storage->device.type];
+    if (t->ops.copy_strided) {
+      tstor__err_clear();
+      rc = t->ops.copy_strided(t->state, dst->storage->device.index, dst->ptr, p->ds, src->ptr,
+                               p->ss, p->size, p->nd, p->des, NULL);
+      if (rc != TSTOR_ENOTSUP) {
+        if (rc && !tstor_last_error()[0])
+          tstor__err(rc, "%s strided copy of %d dims failed", t->name, p->nd);
+        tstor__free(p);
+        return rc;
+      }
+    }
+  }
+  /* Staged through host memory: the bytes each side spans. Sides that share
+   * bytes are staged as one buffer, so the overlap stays what it was. */
+  char *dbuf = NULL, *sbuf = NULL;
+  if (p->serial && !side_on_host(dst)) {
+    uintptr_t d0 = (uintptr_t)dst->ptr, s0 = (uintptr_t)src->ptr;
+    uintptr_t lo = d0 < s0 ? d0 : s0;
+    uintptr_t hi = d0 + (uintptr_t)dspan > s0 + (uintptr_t)sspan ? d0 + (uintptr_t)dspan
+                                                                 : s0 + (uintptr_t)sspan;
+    side whole = *dst;
+    whole.ptr = (char *)lo;
+    dbuf = tstor__malloc(hi - lo);
+    if (dbuf == NULL) rc = tstor__err(TSTOR_ENOMEM, "no host memory to stage %zu bytes", (size_t)(hi - lo));
+    if (rc == 0) rc = stage_read(&whole, 0, dbuf, (int64_t)(hi - lo));
+    if (rc == 0) {
+      p->dst = dbuf + (d0 - lo);
+      p->src = dbuf + (s0 - lo);
+      plan_run(p);
+      rc = stage_write(&whole, 0, dbuf, (int64_t)(hi - lo));
+    }
+    tstor__free(dbuf);
+    tstor__free(p);
+    return rc;
+  }
+  if (!side_on_host(src)) {
+    sbuf = tstor__malloc((size_t)sspan);
+    if (sbuf == NULL) rc = tstor__err(TSTOR_ENOMEM, "no host memory to stage %" PRId64 " bytes", sspan);
+    if (rc == 0) rc = stage_read(src, 0, sbuf, sspan);
+  }
+  int64_t pnumel = 1;
+  for (int i = 0; i < p->nd; i++) pnumel *= p->size[i];
+  int dense = dspan == pnumel * (int64_t)p->des; /* no gaps to keep */
+  if (rc == 0 && !side_on_host(dst)) {
+    dbuf = tstor__malloc((size_t)dspan);
+    if (dbuf == NULL) rc = tstor__err(TSTOR_ENOMEM, "no host memory to stage %" PRId64 " bytes", dspan);
+    /* a destination with gaps keeps the bytes between its elements */
+    if (rc == 0 && !dense) rc = stage_read(dst, 0, dbuf, dspan);
+  }
+  if (rc == 0) {
+    p->dst = dbuf ? dbuf : dst->ptr;
+    p->src = sbuf ? sbuf : src->ptr;
+    plan_run(p);
+    if (dbuf) rc = stage_write(dst, 0, dbuf, dspan);
+  }
+  tstor__free(sbuf);
+  tstor__free(dbuf);
+  tstor__free(p);
+  return rc;
+}
+
+/* -------------------------------------------------------------- copy_ */
+
+static const char internal_overlap_msg[] =
+    "unsupported operation: more than one element of the written-to tensor refers to a single "
+    "memory location. Please clone() the tensor before performing the operation.";
+static const char partial_overlap_msg[] =
+    "unsupported operation: some elements of the input tensor and the written-to tensor refer "
+    "to a single memory location. Please clone() the tensor before performing the operation.";
+
+/* assert_no_internal_overlap: only a certain overlap (stride 0) is refused. */
+static int internal_overlap(const tstor_tensor *t) {
+  if (tstor_tensor_is_non_overlapping_and_dense(t)) return 0;
+  for (int i = 0; i < t->ndim; i++)
+    if (t->strides[i] == 0 && t->sizes[i] > 1) return 1;
+  return 0;
+}
+
+/* get_overlap_status == PARTIAL, on the bytes of one device. */
+static int partial_overlap(const tstor_tensor *a, const tstor_tensor *b) {
+  if (a->numel == 0 || b->numel == 0) return 0;
+  if (!tstor_tensor_is_non_overlapping_and_dense(a) || !tstor_tensor_is_non_overlapping_and_dense(b))
+    return 0;
+  if (!tstor__tensor_has_data(a) || !tstor__tensor_has_data(b)) return 0;
+  if (a->storage->ctx != b->storage->ctx || a->storage->device.type != b->storage->device.type ||
+      a->storage->device.index != b->storage->device.index)
+    return 0;
+  uintptr_t a0 = (uintptr_t)tstor_tensor_data(a), b0 = (uintptr_t)tstor_tensor_data(b);
+  uintptr_t a1 = a0 + (uintptr_t)(a->numel * (int64_t)a->esize);
+  uintptr_t b1 = b0 + (uintptr_t)(b->numel * (int64_t)b->esize);
+  if (a0 == b0 && a1 == b1) {
+    for (int i = 0; i < a->ndim && a->ndim == b->ndim; i++)
+      if (a->strides[i] != b->strides[i]) return 1;
+    return a->ndim != b->ndim;
+  }
+  return a0 < b1 && b0 < a1;
+}
+
+/* src's strides expanded to dst's shape (0 where src broadcasts), with
+ * TensorIterator's messages when the shapes do not broadcast to dst's. */
+static int broadcast_to(const tstor_tensor *dst, const tstor_tensor *src, int64_t *sstr) {
+  int nd = dst->ndim > src->ndim ? dst->ndim : src->ndim;
+  int64_t shape[MAXD];
+  for (int i = nd - 1; i >= 0; i--) {
+    int off = nd - 1 - i, da = dst->ndim - 1 - off, db = src->ndim - 1 - off;
+    int64_t a = da >= 0 ? dst->sizes[da] : 1, b = db >= 0 ? src->sizes[db] : 1;
+    if (a != b && a != 1 && b != 1)
+      return tstor__err(TSTOR_ESIZE,
+                        "The size of tensor a (%" PRId64 ") must match the size of tensor b (%" PRId64
+                        ") at non-singleton dimension %d",
+                        a, b, i);
+    shape[i] = a == 1 ? b : a;
+  }
+  int differs = nd != dst->ndim;
+  for (int i = 0; !differs && i < nd; i++) differs = shape[i] != dst->sizes[i];
+  if (differs) {
+    char x[256], y[256];
+    return tstor__err(TSTOR_ESIZE, "output with shape %s doesn't match the broadcast shape %s",
+                      tstor__dims_str(x, sizeof x, dst->ndim, dst->sizes),
+                      tstor__dims_str(y, sizeof y, nd, shape));
+  }
+  for (int i = 0; i < dst->ndim; i++) {
+    int j = i - (dst->ndim - src->ndim);
+    sstr[i] = j < 0 || src->sizes[j] != dst->sizes[i] ? 0 : src->strides[j];
+  }
+  return 0;
+}
+
+int tstor_tensor_copy_(tstor_tensor *dst, const tstor_tensor *src) {
+  if (dst == NULL || src == NULL) return tstor__err(TSTOR_EINVAL, "tensor_copy_: NULL tensor");
+  if (dst->storage->ctx != src->storage->ctx)
+    return tstor__err(TSTOR_EINVAL, "tensor_copy_: tensors belong to different contexts");
+  int rc = tstor_dtype_can_convert(dst->dtype, src->dtype);
+  if (rc) return rc;
+  if (dst == src) return 0;
+  /* the same elements read as the same dtype: nothing to do (PyTorch's is_same_data) */
+  if (dst->storage == src->storage && dst->offset == src->offset && dst->dtype == src->dtype &&
+      dst->ndim == src->ndim && memcmp(dst->dims, src->dims, 2 * (size_t)dst->ndim * 8) == 0)
+    return 0;
+  /* TensorIterator's order: overlaps first, then shapes */
+  if (dst->numel != 0 && internal_overlap(dst))
+    return tstor__err(TSTOR_EINVAL, "%s", internal_overlap_msg);
+  if (partial_overlap(dst, src)) return tstor__err(TSTOR_EINVAL, "%s", partial_overlap_msg);
+  int64_t sstr[MAXD];
+  if ((rc = broadcast_to(dst, src, sstr))) return rc;
+  if (dst->numel == 0 || !tstor__tensor_has_data(dst)) return 0;
+  if (!tstor__tensor_has_data(src))
+    return tstor__err(TSTOR_ENODATA, "tensor_copy_: the source is on %s, which has no data",
+                      src->storage->ctx->types[src->storage->device.type].name);
+  side d = tensor_side(dst, NULL), s = tensor_side(src, sstr);
+  return transfer(&d, &s, dst->ndim, dst->sizes);
+}
+
+/* ------------------------------------------------- layouts of new copies */
+
+/* A new uninitialised tensor shaped like t, on dev with dtype, laid out as
+ * PyTorch's empty_like(preserve_format) lays it out: t's strides when t is
+ * dense, else dense strides in the order of t's. */
+static int empty_like(const tstor_tensor *t, tstor_device dev, tstor_dtype dtype,
+                      tstor_tensor **out) {
+  int64_t st[MAXD];
+  if (tstor_tensor_is_non_overlapping_and_dense(t))
+    memcpy(st, t->strides, (size_t)t->ndim * 8);
+  else
+    tstor__infer_dense_strides(t->ndim, t->sizes, t->strides, st);
+  return tstor_tensor_empty_strided(t->storage->ctx, dev, dtype, t->ndim, t->sizes, st, out);
+}
+
+static int copy_into_new(const tstor_tensor *t, tstor_tensor *c, tstor_tensor **out) {
+  int rc = tstor_tensor_copy_(c, t);
+  if (rc) {
+    tstor_tensor_release(c);
+    return rc;
+  }
+  *out = c;
+  return 0;
+}
+
+int tstor_tensor_clone(const tstor_tensor *t, tstor_tensor **out) {
+  if (out == NULL) return tstor__err(TSTOR_EINVAL, "tensor_clone: NULL out");
+  *out = NULL;
+  if (t == NULL) return tstor__err(TSTOR_EINVAL, "tensor_clone: NULL tensor");
+  tstor_tensor *c;
+  int rc = empty_like(t, t->storage->device, t->dtype, &c);
+  return rc ? rc : copy_into_new(t, c, out);
+}
+
+int tstor_tensor_contiguous(const tstor_tensor *t, tstor_tensor **out) {
+  if (out == NULL) return tstor__err(TSTOR_EINVAL, "tensor_contiguous: NULL out");
+  *out = NULL;
+  if (t == NULL) return tstor__err(TSTOR_EINVAL, "tensor_contiguous: NULL tensor");
+  if (t->contiguous) {
+    *out = tstor_tensor_retain((tstor_tensor *)t);
+    return 0;
+  }
+  tstor_tensor *c;
+  int rc = tstor_tensor_empty(t->storage->ctx, t->storage->device, t->dtype, t->ndim, t->sizes, &c);
+  return rc ? rc : copy_into_new(t, c, out);
+}
+
+int tstor_tensor_to(const tstor_tensor *t, tstor_device dev, tstor_dtype dtype,
+                    tstor_tensor **out) {
+  if (out == NULL) return tstor__err(TSTOR_EINVAL, "tensor_to: NULL out");
+  *out = NULL;
+  if (t == NULL) return tstor__err(TSTOR_EINVAL, "tensor_to: NULL tensor");
+  int rc;
+  if ((rc = tstor__check_device(t->storage->ctx, dev))) return rc;
+  if (tstor__dtype(dtype, "tensor_to") == NULL) return TSTOR_EINVAL;
+  if ((rc = tstor_dtype_can_convert(dtype, t->dtype))) return rc;
+  if (dev.type == t->storage->device.type && dev.index == t->storage->device.index &&
+      dtype == t->dtype) {
+    *out = tstor_tensor_retain((tstor_tensor *)t);
+    return 0;
+  }
+  tstor_tensor *c;
+  rc = empty_like(t, dev, dtype, &c);
+  return rc ? rc : copy_into_new(t, c, out);
+}
+
+/* ------------------------------------------------------------- filling */
+
+/* value as one element of dtype (quantized dtypes take their integer code). */
+static int scalar_bytes(tstor_dtype dtype, double value, unsigned char *elem, const char *what) {
+  const tstor_dtype_info *d = tstor__dtype(dtype, what);
+  if (d == NULL) return TSTOR_EINVAL;
+  tstor__convert_serial(elem, d->underlying, &value, TSTOR_FLOAT64, 1);
+  return 0;
+}
+
+int tstor_tensor_fill(tstor_tensor *t, double value) {
+  if (t == NULL) return tstor__err(TSTOR_EINVAL, "tensor_fill: NULL tensor");
+  _Alignas(16) unsigned char elem[16];
+  int rc = scalar_bytes(t->dtype, value, elem, "tensor_fill");
+  if (rc) return rc;
+  if (t->numel == 0 || !tstor__tensor_has_data(t)) return 0;
+  if (tstor_tensor_is_non_overlapping_and_dense(t)) {
+    size_t n = (size_t)t->numel * t->esize;
+    if (tstor__tensor_on_host(t)) {
+      tstor__host_fill(tstor_tensor_data(t), n, elem, t->esize);
+      return 0;
+    }
+    if (t->esize == 1 || t->esize == 2 || t->esize == 4 || t->esize == 8 || t->esize == 16)
+      return tstor__fill_bytes(t->storage->ctx, t->storage->device, tstor_tensor_data(t), n, elem,
+                               t->esize);
+  }
+  int64_t zero[MAXD] = {0};
+  side d = tensor_side(t, NULL);
+  side s = {NULL, (char *)elem, zero, t->dtype, t->esize};
+  return transfer(&d, &s, t->ndim, t->sizes);
+}
+
+/* ------------------------------------------------------ creation with data */
+
+int tstor_tensor_full(tstor_context *ctx, tstor_device dev, tstor_dtype dtype, int ndim,
+                      const int64_t *sizes, double value, tstor_tensor **out) {
+  if (out == NULL) return tstor__err(TSTOR_EINVAL, "tensor_full: NULL out");
+  *out = NULL;
+  tstor_tensor *t;
+  int rc = tstor_tensor_empty(ctx, dev, dtype, ndim, sizes, &t);
+  if (rc) return rc;
+  if ((rc = tstor_tensor_fill(t, value))) {
+    tstor_tensor_release(t);
+    return rc;
+  }
+  *out = t;
+  return 0;
+}
+
+int tstor_tensor_zeros(tstor_context *ctx, tstor_device dev, tstor_dtype dtype, int ndim,
+                       const int64_t *sizes, tstor_tensor **out) {
+  return tstor_tensor_full(ctx, dev, dtype, ndim, sizes, 0.0, out);
+}
+
+int tstor_tensor_ones(tstor_context *ctx, tstor_device dev, tstor_dtype dtype, int ndim,
+                      const int64_t *sizes, tstor_tensor **out) {
+  return tstor_tensor_full(ctx, dev, dtype, ndim, sizes, 1.0, out);
+}
+
+int tstor_tensor_from_array(tstor_context *ctx, tstor_device dev, tstor_dtype dtype, int ndim,
+                            const int64_t *sizes, const void *data, tstor_tensor **out) {
+  if (out == NULL) return tstor__err(TSTOR_EINVAL, "tensor_from_array: NULL out");
+  *out = NULL;
+  tstor_tensor *t;
+  int rc = tstor_tensor_empty(ctx, dev, dtype, ndim, sizes, &t);
+  if (rc) return rc;
+  if (t->numel > 0 && data == NULL) {
+    int64_t n = t->numel;
+    tstor_tensor_release(t);
+    return tstor__err(TSTOR_EINVAL, "tensor_from_array: NULL data for %" PRId64 " elements", n);
+  }
+  if (t->numel > 0 && tstor__tensor_has_data(t)) {
+    side d = tensor_side(t, NULL);
+    side s = {NULL, (char *)data, t->strides, dtype, t->esize};
+    rc = transfer(&d, &s, ndim, sizes);
+  }
+  if (rc) {
+    tstor_tensor_release(t);
+    return rc;
+  }
+  *out = t;
+  return 0;
+}
+
+int tstor_tensor_to_array(const tstor_tensor *t, void *out, tstor_dtype out_dtype, size_t count) {
+  if (t == NULL) return tstor__err(TSTOR_EINVAL, "tensor_to_array: NULL tensor");
+  const tstor_dtype_info *od = tstor__dtype(out_dtype, "tensor_to_array");
+  if (od == NULL) return TSTOR_EINVAL;
+  int rc = tstor_dtype_can_convert(out_dtype, t->dtype);
+  if (rc) return rc;
+  if ((int64_t)count != t->numel)
+    return tstor__err(TSTOR_ESIZE, "tensor_to_array: the tensor has %" PRId64 " elements, the array %zu",
+                      t->numel, count);
+  if (count == 0) return 0;
+  if (out == NULL) return tstor__err(TSTOR_EINVAL, "tensor_to_array: NULL out");
+  if (!tstor__tensor_has_data(t))
+    return tstor__err(TSTOR_ENODATA, "tensor_to_array: a %s tensor has no data",
+                      t->storage->ctx->types[t->storage->device.type].name);
+  int64_t st[MAXD];
+  tstor__contiguous_strides(t->ndim, t->sizes, st);
+  side d = {NULL, out, st, out_dtype, od->element_size};
+  side s = tensor_side(t, NULL);
+  return transfer(&d, &s, t->ndim, t->sizes);
+}
+
+/* ------------------------------------------------------ element access */
+
+static int element_at(const tstor_tensor *t, const int64_t *index, int64_t *byte_off,
+                      const char *what) {
+  if (t == NULL) return tstor__err(TSTOR_EINVAL, "%s: NULL tensor", what);
+  if (index == NULL && t->ndim > 0) return tstor__err(TSTOR_EINVAL, "%s: NULL index", what);
+  if (!tstor__tensor_has_data(t))
+    return tstor__err(TSTOR_ENODATA, "%s: a %s tensor has no data", what,
+                      t->storage->ctx->types[t->storage->device.type].name);
+  int64_t off = 0;
+  for (int i = 0; i < t->ndim; i++) {
+    int64_t k = index[i], n = t->sizes[i];
+    if (k < -n || k >= n)
+      return tstor__err(TSTOR_ERANGE, "index %" PRId64 " is out of bounds for dimension %d with size %" PRId64,
+                        k, i, n);
+    if (k < 0) k += n;
+    off += k * t->strides[i];
+  }
+  *byte_off = off * (int64_t)t->esize;
+  return 0;
+}
+
+int tstor_tensor_get(const tstor_tensor *t, const int64_t *index, void *value) {
+  int64_t off;
+  int rc = element_at(t, index, &off, "tensor_get");
+  if (rc) return rc;
+  if (value == NULL) return tstor__err(TSTOR_EINVAL, "tensor_get: NULL value");
+  side x = tensor_side(t, NULL);
+  if (side_on_host(&x)) {
+    memcpy(value, x.ptr + off, t->esize);
+    return 0;
+  }
+  return stage_read(&x, off, value, (int64_t)t->esize);
+}
+
+int tstor_tensor_set(tstor_tensor *t, const int64_t *index, const void *value) {
+  int64_t off;
+  int rc = element_at(t, index, &off, "tensor_set");
+  if (rc) return rc;
+  if (value == NULL) return tstor__err(TSTOR_EINVAL, "tensor_set: NULL value");
+  side x = tensor_side(t, NULL);
+  if (side_on_host(&x)) {
+    memcpy(x.ptr + off, value, t->esize);
+    return 0;
+  }
+  return stage_write(&x, off, value, (int64_t)t->esize);
+}
+
+int tstor_tensor_get_f64(const tstor_tensor *t, const int64_t *index, double *out) {
+  _Alignas(16) unsigned char elem[16];
+  if (out == NULL) return tstor__err(TSTOR_EINVAL, "tensor_get_f64: NULL out");
+  int rc = tstor_tensor_get(t, index, elem);
+  if (rc) return rc;
+  tstor__convert_serial(out, TSTOR_FLOAT64, elem, tstor_dtype_info_of(t->dtype)->underlying, 1);
+  return 0;
+}
+
+int tstor_tensor_set_f64(tstor_tensor *t, const int64_t *index, double value) {
+  _Alignas(16) unsigned char elem[16];
+  if (t == NULL) return tstor__err(TSTOR_EINVAL, "tensor_set_f64: NULL tensor");
+  int rc = scalar_bytes(t->dtype, value, elem, "tensor_set_f64");
+  return rc ? rc : tstor_tensor_set(t, index, elem);
+}

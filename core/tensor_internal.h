@@ -1,0 +1,60 @@
+/* Internals shared by the tensor files (tensor.c, tensor_view.c,
+ * tensor_copy.c, tensor_print.c); never installed. */
+#ifndef TSTOR_TENSOR_INTERNAL_H
+#define TSTOR_TENSOR_INTERNAL_H
+
+#include "typed_internal.h"
+
+#include <tstor/tensor.h>
+
+/* One allocation per tensor: the sizes and strides live right after the
+ * header, so a small tensor costs one malloc and its shape shares the
+ * header's cache lines. */
+struct tstor_tensor {
+  atomic_long refs;
+  tstor_storage *storage; /* one reference */
+  tstor_dtype dtype;
+  int ndim;
+  int64_t offset; /* elements */
+  int64_t numel;
+  size_t esize;   /* element size in bytes */
+  int contiguous; /* PyTorch's is_contiguous, computed once */
+  int64_t *sizes;   /* dims[0 .. ndim) */
+  int64_t *strides; /* dims[ndim .. 2 ndim) */
+  int64_t dims[];
+};
+
+/* A new tensor on s (which it retains) with the given layout, trusted: the
+ * caller has checked it. strides NULL means contiguous. */
+int tstor__tensor_make(tstor_storage *s, tstor_dtype dtype, int64_t offset, int ndim,
+                       const int64_t *sizes, const int64_t *strides, tstor_tensor **out);
+
+/* Validates ndim (0..TSTOR_TENSOR_MAX_DIM) and a non-NULL array for it. */
+int tstor__tensor_check_ndim(int ndim, const void *array, const char *what);
+/* Refuses negative sizes with PyTorch's message. */
+int tstor__tensor_check_sizes(int ndim, const int64_t *sizes, const char *what);
+
+/* Wraps a Python-style dimension into [0, ndim) (wrap_scalar: a 0-dim tensor
+ * takes dims -1 and 0, as PyTorch's maybe_wrap_dim). TSTOR_ERANGE with
+ * PyTorch's message otherwise. */
+int tstor__wrap_dim(int64_t dim, int ndim, int wrap_scalar, int *out);
+
+/* Writes "[a, b, c]" into buf (truncated with "...]" when long). */
+const char *tstor__dims_str(char *buf, size_t size, int n, const int64_t *v);
+
+/* PyTorch's layout predicates on raw arrays. */
+int tstor__compute_contiguous(int ndim, const int64_t *sizes, const int64_t *strides);
+int tstor__non_overlapping_and_dense(int ndim, const int64_t *sizes, const int64_t *strides);
+int tstor__channels_last_contiguous(int ndim, const int64_t *sizes, const int64_t *strides);
+/* infer_dense_strides: dense strides that keep the order of t's strides, as
+ * empty_like(preserve_format) gives a tensor that is not dense. */
+void tstor__infer_dense_strides(int ndim, const int64_t *sizes, const int64_t *strides,
+                                int64_t *out);
+/* Row-major strides for sizes (size-0 dims count as 1, as PyTorch). */
+void tstor__contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides);
+
+/* Whether the tensor's device holds bytes / is host memory. */
+int tstor__tensor_has_data(const tstor_tensor *t);
+int tstor__tensor_on_host(const tstor_tensor *t);
+
+#endif /* TSTOR_TENSOR_INTERNAL_H */
