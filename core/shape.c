@@ -65,7 +65,7 @@ int tstor__view_strides(const tstor_layout *l, int ndim, const int64_t *sizes, i
       if (view_numel != tensor_numel)
         return tstor__err(TSTOR_EINVAL, "view size is not compatible with input tensor's size "
                           "and stride (at least one dimension spans across two contiguous "
-                          "subspaces)");
+                          "subspaces). Use .reshape(...) instead.");
       if (tensor_d > 0) {
         chunk_base_stride = l->strides[tensor_d - 1];
         tensor_numel = 1;
@@ -151,6 +151,48 @@ int tstor_layout_restride(tstor_layout *l, tstor_memory_format format) {
     return 0;
   }
   return tstor__err(TSTOR_EINVAL, "layout_restride: bad memory format %d", (int)format);
+}
+
+int tstor_layout_view(const tstor_layout *in, int ndim, const int64_t *sizes, tstor_layout *out) {
+  if (!in || !out || ndim < 0 || ndim > TSTOR_TENSOR_MAX_DIM || (ndim && !sizes) ||
+      in->ndim < 0 || in->ndim > TSTOR_TENSOR_MAX_DIM || !tstor_dtype_info_of(in->dtype))
+    return tstor__err(TSTOR_EINVAL, "view: bad arguments");
+  int64_t numel = tstor_layout_numel(in), known = 1, s[TSTOR_TENSOR_MAX_DIM];
+  int infer = -1;
+  char buf[TSTOR__SHAPE_STR_MAX];
+  for (int d = 0; d < ndim; d++) {
+    s[d] = sizes[d];
+    if (sizes[d] == -1) {
+      if (infer >= 0) return tstor__err(TSTOR_EINVAL, "only one dimension can be inferred");
+      infer = d;
+    } else if (sizes[d] < 0) {
+      return tstor__err(TSTOR_EINVAL, "invalid shape dimension %lld", (long long)sizes[d]);
+    } else if (__builtin_mul_overflow(known, sizes[d], &known)) {
+      return tstor__err(TSTOR_EOVERFLOW, "view: shape %s overflows",
+                        tstor__shape_str(buf, sizeof buf, ndim, sizes));
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0)
+      return tstor__err(TSTOR_EINVAL, "cannot reshape tensor of 0 elements into shape %s because "
+                        "the unspecified dimension size -1 can be any value and is ambiguous",
+                        tstor__shape_str(buf, sizeof buf, ndim, sizes));
+    if (numel % known == 0) {
+      s[infer] = numel / known;
+      known = numel;
+    }
+  }
+  if (known != numel)
+    return tstor__err(TSTOR_EINVAL, "shape '%s' is invalid for input of size %lld",
+                      tstor__shape_str(buf, sizeof buf, ndim, sizes), (long long)numel);
+  int64_t st[TSTOR_TENSOR_MAX_DIM];
+  int rc = tstor__view_strides(in, ndim, s, st);
+  if (rc < 0) return rc;
+  out->dtype = in->dtype;
+  out->ndim = ndim;
+  memcpy(out->sizes, s, sizeof(int64_t) * (size_t)ndim);
+  memcpy(out->strides, st, sizeof(int64_t) * (size_t)ndim);
+  return 0;
 }
 
 int tstor_layout_empty(tstor_context *ctx, tstor_device dev, const tstor_layout *l,

@@ -266,6 +266,8 @@ static int run_layout(const tcase *c, result *r) {
     r->err = tstor_layout_embedding(&a[0].layout, &a[1].layout, &r->layout);
   } else if (!strcmp(op, "index_select")) {
     r->err = tstor_layout_index_select(&a[0].layout, a[1].ints[0], &a[2].layout, &r->layout);
+  } else if (!strcmp(op, "view")) {
+    r->err = tstor_layout_view(&a[0].layout, a[1].nints, a[1].ints, &r->layout);
   } else if (!strcmp(op, "softmax")) {
     r->err = tstor_layout_softmax(&a[0].layout, a[1].ints[0], &r->layout);
   } else {
@@ -280,7 +282,7 @@ static int run_layout(const tcase *c, result *r) {
 static int run_tensor(const tcase *c, result *r) {
   const arg *a = c->args;
   const char *op = c->op;
-  if (!strcmp(op, "promote") || !strcmp(op, "broadcast")) return 0;
+  if (!strcmp(op, "promote") || !strcmp(op, "broadcast") || !strcmp(op, "view")) return 0;
   tstor_tensor *t[MAX_ARGS] = {0}, *out = NULL;
   for (int i = 0; i < c->nargs; i++)
     if (a[i].kind == 't')

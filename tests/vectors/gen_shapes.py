@@ -475,6 +475,24 @@ def gen_misc():
             case("softmax", T.softmax, x, dim)
 
 
+def gen_view():
+    views = [
+        (f32((2, 3)), [(6,), (3, 2), (-1,), (1, 6), (2, 1, 3), (-1, 2), (4,), (-1, -1), (5, -1), ()]),
+        (f32((2, 3), (1, 2)), [(6,), (3, 2), (2, 3), (2, 3, 1), (1, 2, 1, 3)]),
+        (cl((2, 3, 4, 5)), [(2, 60), (2, 3, 20), (6, 4, 5), (2, 3, 4, 5), (-1,), (2, 12, 5)]),
+        (f32((4, 1, 3), (1, 12, 4)), [(4, 3), (2, 2, 3), (12,), (4, 3, 1)]),
+        (f32((0, 3)), [(3, 0), (0,), (0, -1), (-1, 0), (0, 1, 3), (1, 0)]),
+        (f32(()), [(), (1,), (-1,), (1, 1), (2,)]),
+        (f32((3, 4), (0, 1)), [(12,), (3, 2, 2), (3, 4, 1)]),
+        (f32((2, 3, 4), (12, 1, 3)), [(6, 4), (2, 12), (24,), (2, 3, 2, 2)]),
+        (f32((6,), (2,)), [(2, 3), (3, 2, 1), (6,)]),
+        (f32((8, 1, 1)), [(8,), (2, 4), (8, 1), (1, 8, 1)]),
+    ]
+    for x, shapes in views:
+        for s in shapes:
+            case("view", lambda a, s: a.view(s), x, list(s))
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "."
     gen_promotion()
@@ -486,6 +504,7 @@ def main():
     gen_conv()
     gen_pool()
     gen_misc()
+    gen_view()
     with open(out + "/shapes.txt", "w") as f:
         f.write("# shape inference cases from PyTorch %s; tests/vectors/gen_shapes.py\n"
                 % T.__version__)

@@ -89,6 +89,18 @@ TSTOR_EXTERN int tstor_layout_restride(tstor_layout *l, tstor_memory_format form
 TSTOR_EXTERN int tstor_layout_empty(tstor_context *ctx, tstor_device dev, const tstor_layout *l,
                                     tstor_tensor **out);
 
+/* The layout of in.view(sizes) (torch.Tensor.view): the same elements under
+ * ndim new sizes, one of which may be -1 (inferred), with the strides PyTorch
+ * gives the view (ATen's computeStride). TSTOR_EINVAL when the element counts
+ * differ ("shape '[4]' is invalid for input of size 6"), when -1 is ambiguous
+ * or repeated, and when the strides cannot express the view without a copy
+ * ("view size is not compatible with input tensor's size and stride"). The
+ * view reads the same storage from the same offset: a tensor of it is
+ * tstor_tensor_on_storage(tstor_tensor_storage(t), ..., out->sizes,
+ * out->strides). */
+TSTOR_EXTERN int tstor_layout_view(const tstor_layout *in, int ndim, const int64_t *sizes,
+                                   tstor_layout *out);
+
 /* ------------------------------------------------------------ type promotion */
 
 /* The dtype two dtypes combine into, as torch.promote_types: bool < integers <
