@@ -211,8 +211,11 @@ int tstor__shape_layouts(int n, const tstor_tensor *const *tensors, tstor_layout
   for (int i = 0; i < n; i++) {
     const tstor_tensor *t = tensors[i];
     if (!t) continue;
-    int rc = tstor_layout_of(t, &layouts[i]);
-    if (rc < 0) return rc;
+    /* a tensor's layout is valid by construction: copied, not checked */
+    layouts[i].dtype = t->dtype;
+    layouts[i].ndim = t->ndim;
+    memcpy(layouts[i].sizes, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
+    memcpy(layouts[i].strides, t->strides, sizeof(int64_t) * (size_t)t->ndim);
     if (!first) {
       first = t;
       *ctx = tstor_storage_context(tstor_tensor_storage(t));
@@ -236,7 +239,29 @@ int tstor__shape_layouts(int n, const tstor_tensor *const *tensors, tstor_layout
 int tstor__shape_finish(int rc, tstor_context *ctx, tstor_device dev, const tstor_layout *l,
                         tstor_tensor **out) {
   if (rc < 0) return rc;
-  return tstor_layout_empty(ctx, dev, l, out);
+  /* l came out of shape inference: valid sizes and strides, so the tensor is
+   * made directly on a new storage of exactly the bytes it needs */
+  uint64_t last = 0, nbytes = 0, span;
+  int over = 0, empty = 0;
+  tstor_storage *s;
+  for (int d = 0; d < l->ndim; d++) {
+    empty |= l->sizes[d] == 0;
+    over |= __builtin_mul_overflow((uint64_t)(l->sizes[d] - 1), (uint64_t)l->strides[d], &span);
+    over |= __builtin_add_overflow(last, span, &last);
+  }
+  if (!empty) {
+    over |= __builtin_add_overflow(last, 1, &nbytes);
+    over |= __builtin_mul_overflow(nbytes, (uint64_t)tstor_dtype_size(l->dtype), &nbytes);
+  }
+  if (!empty && (over || nbytes > INT64_MAX || nbytes > SIZE_MAX)) {
+    char a[TSTOR__SHAPE_STR_MAX];
+    return tstor__err(TSTOR_EOVERFLOW, "shape: an output of size %s needs more bytes than "
+                      "int64 counts", tstor__shape_str(a, sizeof a, l->ndim, l->sizes));
+  }
+  if ((rc = tstor_storage_new(ctx, dev, (size_t)nbytes, &s)) < 0) return rc;
+  rc = tstor__tensor_make(s, l->dtype, 0, l->ndim, l->sizes, l->strides, out);
+  tstor_storage_release(s);
+  return rc;
 }
 
 /* ------------------------------------------------------------ broadcasting */
@@ -423,7 +448,7 @@ int tstor_layout_elementwise(tstor_elementwise_rule rule, int n, const tstor_lay
   }
   iterator_strides(n, inputs, &r);
 done:
-  memcpy(out, &r, sizeof r);
+  tstor__layout_copy(out, &r);
   return 0;
 }
 
@@ -537,7 +562,7 @@ int tstor_layout_reduce(tstor_reduction op, const tstor_layout *in, int ndims,
     else if (keepdim) r.sizes[r.ndim++] = 1;
   }
   tstor__layout_contiguous(&r);
-  memcpy(out, &r, sizeof r);
+  tstor__layout_copy(out, &r);
   return 0;
 }
 

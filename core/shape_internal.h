@@ -7,6 +7,8 @@
 
 #include <tstor/shape.h>
 
+#include <string.h>
+
 /* PyTorch's default dtypes (torch.get_default_dtype() and its complex
  * counterpart), which Python floats and complex numbers count as. */
 #define TSTOR__DEFAULT_FLOAT TSTOR_FLOAT32
@@ -27,6 +29,15 @@ const char *tstor__shape_str(char *buf, size_t size, int ndim, const int64_t *si
  * 0 and -1); TSTOR_ERANGE with PyTorch's message otherwise. */
 static inline int tstor__shape_wrap_dim(int64_t dim, int ndim, int *out) {
   return tstor__wrap_dim(dim, ndim, 1, out);
+}
+
+/* Copies the used part of a layout (a whole one is 1 KiB: copying it costs
+ * as much as the shape inference itself). */
+static inline void tstor__layout_copy(tstor_layout *dst, const tstor_layout *src) {
+  dst->dtype = src->dtype;
+  dst->ndim = src->ndim;
+  memcpy(dst->sizes, src->sizes, sizeof(int64_t) * (size_t)src->ndim);
+  memcpy(dst->strides, src->strides, sizeof(int64_t) * (size_t)src->ndim);
 }
 
 /* Contiguous strides for l's sizes (sizes of 0 and 1 count as 1, as PyTorch's). */

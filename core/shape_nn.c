@@ -67,7 +67,7 @@ int tstor_layout_conv(const tstor_layout *input, const tstor_layout *weight,
                       tstor__shape_str(a, sizeof a, input->ndim, input->sizes));
   int batched = input->ndim == k + 2;
   tstor_layout in;
-  if (batched) in = *input;
+  if (batched) tstor__layout_copy(&in, input);
   else unsqueeze0(input, &in);
 
   for (int i = 0; i < k; i++) {
@@ -86,26 +86,27 @@ int tstor_layout_conv(const tstor_layout *input, const tstor_layout *weight,
                       in.ndim, tstor__shape_str(b, sizeof b, in.ndim, in.sizes));
   const int64_t *w = weight->sizes;
   int64_t g = p->groups;
-  tstor__shape_str(a, sizeof a, weight->ndim, w);
+  /* the messages below name the weight (a) and the input (b) */
+#define WSTR tstor__shape_str(a, sizeof a, weight->ndim, w)
+#define ISTR tstor__shape_str(b, sizeof b, in.ndim, in.sizes)
   if (w[0] < g)
     return tstor__err(TSTOR_EINVAL, "Given groups=%lld, expected weight to be at least %lld at "
                       "dimension 0, but got weight of size %s instead", (long long)g,
-                      (long long)g, a);
+                      (long long)g, WSTR);
   if (w[0] % g != 0)
     return tstor__err(TSTOR_EINVAL, "Given groups=%lld, expected weight to be divisible by %lld "
                       "at dimension 0, but got weight of size %s instead", (long long)g,
-                      (long long)g, a);
-  tstor__shape_str(b, sizeof b, in.ndim, in.sizes);
+                      (long long)g, WSTR);
   int64_t out_channels;
   if (!p->transposed) {
     if (in.sizes[1] != w[1] * g)
       return tstor__err(TSTOR_EINVAL, "Given groups=%lld, weight of size %s, expected input%s to "
-                        "have %lld channels, but got %lld channels instead", (long long)g, a, b,
+                        "have %lld channels, but got %lld channels instead", (long long)g, WSTR, ISTR,
                         (long long)(w[1] * g), (long long)in.sizes[1]);
     out_channels = w[0];
     if (bias && (bias->ndim != 1 || bias->sizes[0] != w[0]))
       return tstor__err(TSTOR_EINVAL, "Given weight of size %s, expected bias to be "
-                        "1-dimensional with %lld elements, but got bias of size %s instead", a,
+                        "1-dimensional with %lld elements, but got bias of size %s instead", WSTR,
                         (long long)w[0], tstor__shape_str(c, sizeof c, bias->ndim, bias->sizes));
     int64_t padded[3], kernel[3];
     int fits = 1;
@@ -123,12 +124,12 @@ int tstor_layout_conv(const tstor_layout *input, const tstor_layout *weight,
   } else {
     if (in.sizes[1] != w[0])
       return tstor__err(TSTOR_EINVAL, "Given transposed=1, weight of size %s, expected input%s to "
-                        "have %lld channels, but got %lld channels instead", a, b,
+                        "have %lld channels, but got %lld channels instead", WSTR, ISTR,
                         (long long)w[0], (long long)in.sizes[1]);
     out_channels = w[1] * g;
     if (bias && (bias->ndim != 1 || bias->sizes[0] != out_channels))
       return tstor__err(TSTOR_EINVAL, "Given transposed=1, weight of size %s, expected bias to be "
-                        "1-dimensional with %lld elements, but got bias of size %s instead", a,
+                        "1-dimensional with %lld elements, but got bias of size %s instead", WSTR,
                         (long long)out_channels,
                         tstor__shape_str(c, sizeof c, bias->ndim, bias->sizes));
     for (int i = 0; i < k; i++)
@@ -141,6 +142,8 @@ int tstor_layout_conv(const tstor_layout *input, const tstor_layout *weight,
                           dims_str(s3, sizeof s3, k, p->dilation));
       }
   }
+#undef WSTR
+#undef ISTR
   if (bias && bias->dtype != in.dtype)
     return tstor__err(TSTOR_EDTYPE, "%s: bias type %s and input type %s should be the same", name,
                       tstor_dtype_name(bias->dtype), tstor_dtype_name(in.dtype));
@@ -182,7 +185,7 @@ int tstor_layout_conv(const tstor_layout *input, const tstor_layout *weight,
     squeeze0(&r);
     tstor__layout_contiguous(&r);
   }
-  memcpy(out, &r, sizeof r);
+  tstor__layout_copy(out, &r);
   return 0;
 }
 
@@ -265,11 +268,12 @@ static int pool2d(const char *name, int dilated, const tstor_layout *input,
                       "(%lldx%lldx%lld). Output size is too small", (long long)s[nd - 3],
                       (long long)ih, (long long)iw, (long long)s[nd - 3], (long long)oh,
                       (long long)ow);
-  tstor_layout r = *input;
+  tstor_layout r;
+  tstor__layout_copy(&r, input);
   r.sizes[nd - 2] = oh;
   r.sizes[nd - 1] = ow;
   tstor_layout_restride(&r, nd == 4 ? tstor_layout_memory_format(input) : TSTOR_MEMORY_CONTIGUOUS);
-  memcpy(out, &r, sizeof r);
+  tstor__layout_copy(out, &r);
   return 0;
 }
 

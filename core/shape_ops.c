@@ -125,7 +125,8 @@ int tstor_layout_linear(const tstor_layout *input, const tstor_layout *weight,
   if (weight->ndim > 2)
     return tstor__err(TSTOR_EINVAL, "t() expects a tensor with <= 2 dimensions, but self is %dD",
                       weight->ndim);
-  tstor_layout wt = *weight; /* weight.t() */
+  tstor_layout wt; /* weight.t() */
+  tstor__layout_copy(&wt, weight);
   if (wt.ndim == 2) {
     wt.sizes[0] = weight->sizes[1];
     wt.sizes[1] = weight->sizes[0];
@@ -148,7 +149,7 @@ int tstor_layout_linear(const tstor_layout *input, const tstor_layout *weight,
     if (rc < 0) return rc;
     if ((rc = same_dtype(&r, bias)) < 0) return rc;
   }
-  memcpy(out, &r, sizeof r);
+  tstor__layout_copy(out, &r);
   return 0;
 }
 
@@ -201,7 +202,7 @@ int tstor_layout_cat(int n, const tstor_layout *in, int64_t dim, tstor_layout *o
       return tstor__err(TSTOR_EOVERFLOW, "cat: the size of dimension %d overflows", d);
   }
   if (tstor_layout_restride(&r, format) < 0) tstor__layout_contiguous(&r);
-  memcpy(out, &r, sizeof r);
+  tstor__layout_copy(out, &r);
   return 0;
 }
 
@@ -240,7 +241,7 @@ int tstor_layout_stack(int n, const tstor_layout *in, int64_t dim, tstor_layout 
     tstor_layout *u = tstor__malloc(sizeof(tstor_layout) * (size_t)n);
     if (!u) return tstor__err(TSTOR_ENOMEM, "stack: out of memory");
     for (int i = 0; i < n; i++) {
-      u[i] = in[i];
+      tstor__layout_copy(&u[i], &in[i]);
       u[i].sizes[nd] = 1;
       u[i].strides[nd] = 1;
       u[i].ndim = nd + 1;
@@ -249,7 +250,7 @@ int tstor_layout_stack(int n, const tstor_layout *in, int64_t dim, tstor_layout 
     tstor__free(u);
     if (rc < 0) return rc;
   }
-  memcpy(out, &r, sizeof r);
+  tstor__layout_copy(out, &r);
   return 0;
 }
 
