@@ -88,10 +88,18 @@ int tstor_layout_init(tstor_layout *out, tstor_dtype dtype, int ndim, const int6
   if (ndim < 0 || ndim > TSTOR_TENSOR_MAX_DIM || (ndim > 0 && !sizes))
     return tstor__err(TSTOR_EINVAL, "layout: %d dimensions (0 .. %d, with sizes)", ndim,
                       TSTOR_TENSOR_MAX_DIM);
-  for (int d = 0; d < ndim; d++)
+  int64_t numel = 1;
+  for (int d = 0; d < ndim; d++) {
     if (sizes[d] < 0)
       return tstor__err(TSTOR_EINVAL, "layout: negative size %lld in dimension %d",
                         (long long)sizes[d], d);
+    /* the contiguous strides are products of the sizes: they must fit */
+    if (__builtin_mul_overflow(numel, sizes[d] > 1 ? sizes[d] : 1, &numel)) {
+      char a[TSTOR__SHAPE_STR_MAX];
+      return tstor__err(TSTOR_EOVERFLOW, "layout: %s has more elements than int64 counts",
+                        tstor__shape_str(a, sizeof a, ndim, sizes));
+    }
+  }
   out->dtype = dtype;
   out->ndim = ndim;
   if (ndim) memmove(out->sizes, sizes, sizeof(int64_t) * (size_t)ndim);

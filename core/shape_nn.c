@@ -79,6 +79,20 @@ int tstor_layout_conv(const tstor_layout *input, const tstor_layout *weight,
       return tstor__err(TSTOR_EINVAL, "non-positive dilation is not supported");
   }
   if (p->groups <= 0) return tstor__err(TSTOR_EINVAL, "non-positive groups is not supported");
+  /* bounded so that every size below is computed without overflow */
+  for (int i = 0; i < k; i++) {
+    const int64_t big = (int64_t)1 << 30;
+    if (p->padding[i] > big || p->stride[i] > big || p->dilation[i] > big ||
+        (p->transposed && p->output_padding[i] > big))
+      return tstor__err(TSTOR_EOVERFLOW, "%s: stride, padding, dilation and output_padding must "
+                        "be below 2^30", name);
+  }
+  for (int d = 0; d < input->ndim; d++)
+    if (input->sizes[d] > ((int64_t)1 << 31))
+      return tstor__err(TSTOR_EOVERFLOW, "%s: input sizes must be below 2^31", name);
+  for (int d = 0; d < weight->ndim; d++)
+    if (weight->sizes[d] > ((int64_t)1 << 31))
+      return tstor__err(TSTOR_EOVERFLOW, "%s: weight sizes must be below 2^31", name);
   if (weight->ndim != k + 2)
     return tstor__err(TSTOR_EINVAL, "Expected %d-dimensional input for %d-dimensional weight %s, "
                       "but got %d-dimensional input of size %s instead", weight->ndim,
@@ -259,6 +273,11 @@ static int pool2d(const char *name, int dilated, const tstor_layout *input,
     return tstor__err(TSTOR_EINVAL, "Expected 3D or 4D (batch mode) tensor with optional 0 dim "
                       "batch size for input, but got:%s", tstor__shape_str(a, sizeof a, nd, s));
   }
+  const int64_t big = (int64_t)1 << 31;
+  if (kh > big || kw > big || sh > big || sw > big || dh > big || dw > big || s[nd - 2] > big ||
+      s[nd - 1] > big || p->padding[0] > big || p->padding[1] > big)
+    return tstor__err(TSTOR_EOVERFLOW, "%s: kernel, stride, padding, dilation and the input's "
+                      "height and width must be below 2^31", name);
   int64_t ih = s[nd - 2], iw = s[nd - 1], oh, ow;
   if ((rc = pool_out(ih, kh, p->padding[0], sh, dh, p->ceil_mode, &oh)) < 0 ||
       (rc = pool_out(iw, kw, p->padding[1], sw, dw, p->ceil_mode, &ow)) < 0)

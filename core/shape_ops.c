@@ -22,7 +22,7 @@ static int same_dtype(const tstor_layout *a, const tstor_layout *b) {
 static void set_contiguous(tstor_layout *out, tstor_dtype dtype, int ndim, const int64_t *sizes) {
   out->dtype = dtype;
   out->ndim = ndim;
-  memmove(out->sizes, sizes, sizeof(int64_t) * (size_t)ndim);
+  if (ndim) memmove(out->sizes, sizes, sizeof(int64_t) * (size_t)ndim);
   tstor__layout_contiguous(out);
 }
 

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <tstor/shape.h>
 
+#include "fault.h"
+
 static tstor_context *ctx;
 static tstor_device cpu, meta;
 
@@ -530,8 +532,21 @@ START_TEST(test_layouts) {
   ck_tstor_ok(tstor_layout_bytes(&l, &nb));
   ck_assert_uint_eq(nb, 0);
   int64_t huge[] = {INT64_MAX / 2, 4};
-  ck_tstor_ok(tstor_layout_init(&l, TSTOR_FLOAT64, 2, huge, NULL));
+  ck_tstor_err(tstor_layout_init(&l, TSTOR_FLOAT64, 2, huge, NULL), TSTOR_EOVERFLOW);
+  int64_t big[] = {(int64_t)1 << 40, (int64_t)1 << 21}, bigst[] = {(int64_t)1 << 21, 1};
+  ck_tstor_ok(tstor_layout_init(&l, TSTOR_FLOAT64, 2, big, bigst));
   ck_tstor_err(tstor_layout_bytes(&l, &nb), TSTOR_EOVERFLOW);
+  /* overflowing convolution and pooling arguments are refused, not wrapped */
+  tstor_layout in, w, r;
+  int64_t xs[] = {1, 1, 8, 8}, ws[] = {1, 1, 3, 3};
+  ck_tstor_ok(tstor_layout_init(&in, TSTOR_FLOAT32, 4, xs, NULL));
+  ck_tstor_ok(tstor_layout_init(&w, TSTOR_FLOAT32, 4, ws, NULL));
+  tstor_conv_params cp = TSTOR_CONV_PARAMS_INIT(2);
+  cp.transposed = 1;
+  cp.stride[0] = INT64_MAX;
+  ck_tstor_err(tstor_layout_conv(&in, &w, NULL, &cp, &r), TSTOR_EOVERFLOW);
+  tstor_pool_params pp = TSTOR_POOL_PARAMS_INIT(2, INT64_MAX);
+  ck_tstor_err(tstor_layout_max_pool2d(&in, &pp, &r), TSTOR_EOVERFLOW);
   int64_t negs[] = {2, -1};
   ck_tstor_err(tstor_layout_init(&l, TSTOR_FLOAT64, 2, negs, NULL), TSTOR_EINVAL);
   ck_tstor_err(tstor_layout_init(&l, TSTOR_FLOAT64, 65, s, NULL), TSTOR_EINVAL);
@@ -618,6 +633,43 @@ START_TEST(test_sixty_four_dims) {
 }
 END_TEST
 
+/* Every allocation of each tensor form failed in turn: the call fails with
+ * TSTOR_ENOMEM, hands out no tensor and leaves nothing allocated; then it
+ * succeeds once nothing fails. */
+START_TEST(test_allocation_failures) {
+  int64_t xs[] = {2, 3, 8, 8}, ws[] = {4, 3, 3, 3}, cs[] = {3, 1, 1};
+  tstor_tensor *x, *w, *c;
+  ck_tstor_ok(tstor_tensor_empty(ctx, meta, TSTOR_FLOAT32, 4, xs, &x));
+  ck_tstor_ok(tstor_tensor_empty(ctx, meta, TSTOR_FLOAT32, 4, ws, &w));
+  ck_tstor_ok(tstor_tensor_empty(ctx, meta, TSTOR_FLOAT32, 3, cs, &c));
+  tstor_conv_params p = TSTOR_CONV_PARAMS_INIT(2);
+  const tstor_tensor *pair[] = {x, x};
+  for (int op = 0; op < 4; op++) {
+    for (unsigned long nth = 1;; nth++) {
+      tstor_tensor *out = (tstor_tensor *)&out;
+      tstor__fault_arm(TSTOR_FAULT_ALL, nth, 0);
+      int rc = op == 0   ? tstor_shape_binary(TSTOR_ELEMENTWISE_PROMOTE, x, c, &out)
+               : op == 1 ? tstor_shape_conv(x, w, NULL, &p, &out)
+               : op == 2 ? tstor_shape_stack(2, pair, 1, &out)
+                         : tstor_shape_reduce(TSTOR_REDUCE_SUM, x, 0, NULL, 1, &out);
+      tstor__fault_disarm();
+      if (tstor__fault_failed() == 0) {
+        ck_assert_int_eq(rc, 0);
+        tstor_tensor_release(out);
+        ck_assert_uint_gt(nth, 1);
+        break;
+      }
+      ck_assert_msg(rc == TSTOR_ENOMEM, "op %d, allocation %lu: %s", op, nth, tstor_err_name(rc));
+      ck_assert_ptr_null(out);
+      ck_assert_int_eq(tstor__fault_live(), 0);
+    }
+  }
+  tstor_tensor_release(x);
+  tstor_tensor_release(w);
+  tstor_tensor_release(c);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("shape");
   TCase *tc = tcase_create("shape");
@@ -629,6 +681,7 @@ int main(void) {
   tcase_add_test(tc, test_layouts);
   tcase_add_test(tc, test_devices_and_bad_input);
   tcase_add_test(tc, test_sixty_four_dims);
+  tcase_add_test(tc, test_allocation_failures);
   suite_add_tcase(s, tc);
   int rc = tstor_test_run(s);
   free(cases);
