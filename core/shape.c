@@ -10,22 +10,33 @@
 
 /* ------------------------------------------------------------------ helpers */
 
-const char *tstor__shape_str(char *buf, size_t size, int ndim, const int64_t *sizes) {
-  size_t at = 0;
-  int n = snprintf(buf, size, "[");
-  at = n > 0 ? (size_t)n : 0;
-  for (int i = 0; i < ndim && at < size; i++) {
-    n = snprintf(buf + at, size - at, "%s%lld", i ? ", " : "", (long long)sizes[i]);
-    if (n < 0) break;
-    at += (size_t)n;
+/* Dense strides with the dimensions ordered from fastest (order[0]) to
+ * slowest; sizes 0 and 1 count as 1, as in PyTorch's. */
+static void dense_strides(tstor_layout *l, const int *order) {
+  int64_t acc = 1;
+  for (int i = 0; i < l->ndim; i++) {
+    l->strides[order[i]] = acc;
+    acc *= l->sizes[order[i]] > 1 ? l->sizes[order[i]] : 1;
   }
-  if (at + 2 <= size) {
-    buf[at] = ']';
-    buf[at + 1] = 0;
-  } else if (size >= 5) {
-    memcpy(buf + size - 5, "...]", 5);
+}
+
+static const int cl2d_order[4] = {1, 3, 2, 0};
+static const int cl3d_order[5] = {1, 4, 3, 2, 0};
+
+/* c10's is_channels_last_strides_2d/3d: the strides read as channels-last,
+ * with the ambiguous layouts (a C of stride 0, N11W sliced, N1H1) read as
+ * contiguous, as PyTorch's suggest_memory_format does. */
+static int strides_like(const tstor_layout *l, const int *order, int n) {
+  int64_t min = 0;
+  if (l->strides[1] == 0) return 0;
+  for (int i = 0; i < n; i++) {
+    int d = order[i];
+    if (l->sizes[d] == 0 || l->strides[d] < min) return 0;
+    if (d == 0 && min == l->strides[1]) return 0;
+    min = l->strides[d];
+    if (l->sizes[d] > 1) min *= l->sizes[d];
   }
-  return buf;
+  return 1;
 }
 
 int tstor__view_strides(const tstor_layout *l, int ndim, const int64_t *sizes, int64_t *strides) {
@@ -97,7 +108,7 @@ int tstor_layout_init(tstor_layout *out, tstor_dtype dtype, int ndim, const int6
     if (__builtin_mul_overflow(numel, sizes[d] > 1 ? sizes[d] : 1, &numel)) {
       char a[TSTOR__SHAPE_STR_MAX];
       return tstor__err(TSTOR_EOVERFLOW, "layout: %s has more elements than int64 counts",
-                        tstor__shape_str(a, sizeof a, ndim, sizes));
+                        tstor__dims_str(a, sizeof a, ndim, sizes));
     }
   }
   out->dtype = dtype;
@@ -135,12 +146,9 @@ int tstor_layout_bytes(const tstor_layout *l, uint64_t *out) {
 }
 
 tstor_memory_format tstor_layout_memory_format(const tstor_layout *l) {
-  if (!l || l->ndim < 4 || l->ndim > 5) return TSTOR_MEMORY_CONTIGUOUS;
-  switch (tstor__suggest_channels_last(l->ndim, l->sizes, l->strides)) {
-  case 1: return TSTOR_MEMORY_CHANNELS_LAST;
-  case 2: return TSTOR_MEMORY_CHANNELS_LAST_3D;
-  default: return TSTOR_MEMORY_CONTIGUOUS;
-  }
+  if (l && l->ndim == 4 && strides_like(l, cl2d_order, 4)) return TSTOR_MEMORY_CHANNELS_LAST;
+  if (l && l->ndim == 5 && strides_like(l, cl3d_order, 5)) return TSTOR_MEMORY_CHANNELS_LAST_3D;
+  return TSTOR_MEMORY_CONTIGUOUS;
 }
 
 int tstor_layout_restride(tstor_layout *l, tstor_memory_format format) {
@@ -150,12 +158,12 @@ int tstor_layout_restride(tstor_layout *l, tstor_memory_format format) {
   case TSTOR_MEMORY_CHANNELS_LAST:
     if (l->ndim != 4)
       return tstor__err(TSTOR_EINVAL, "required rank 4 tensor to use channels_last format");
-    tstor__channels_last_strides(4, l->sizes, l->strides);
+    dense_strides(l, cl2d_order);
     return 0;
   case TSTOR_MEMORY_CHANNELS_LAST_3D:
     if (l->ndim != 5)
       return tstor__err(TSTOR_EINVAL, "required rank 5 tensor to use channels_last_3d format");
-    tstor__channels_last_strides(5, l->sizes, l->strides);
+    dense_strides(l, cl3d_order);
     return 0;
   }
   return tstor__err(TSTOR_EINVAL, "layout_restride: bad memory format %d", (int)format);
@@ -177,14 +185,14 @@ int tstor_layout_view(const tstor_layout *in, int ndim, const int64_t *sizes, ts
       return tstor__err(TSTOR_EINVAL, "invalid shape dimension %lld", (long long)sizes[d]);
     } else if (__builtin_mul_overflow(known, sizes[d], &known)) {
       return tstor__err(TSTOR_EOVERFLOW, "view: shape %s overflows",
-                        tstor__shape_str(buf, sizeof buf, ndim, sizes));
+                        tstor__dims_str(buf, sizeof buf, ndim, sizes));
     }
   }
   if (infer >= 0) {
     if (known == 0)
       return tstor__err(TSTOR_EINVAL, "cannot reshape tensor of 0 elements into shape %s because "
                         "the unspecified dimension size -1 can be any value and is ambiguous",
-                        tstor__shape_str(buf, sizeof buf, ndim, sizes));
+                        tstor__dims_str(buf, sizeof buf, ndim, sizes));
     if (numel % known == 0) {
       s[infer] = numel / known;
       known = numel;
@@ -192,7 +200,7 @@ int tstor_layout_view(const tstor_layout *in, int ndim, const int64_t *sizes, ts
   }
   if (known != numel)
     return tstor__err(TSTOR_EINVAL, "shape '%s' is invalid for input of size %lld",
-                      tstor__shape_str(buf, sizeof buf, ndim, sizes), (long long)numel);
+                      tstor__dims_str(buf, sizeof buf, ndim, sizes), (long long)numel);
   int64_t st[TSTOR_TENSOR_MAX_DIM];
   int rc = tstor__view_strides(in, ndim, s, st);
   if (rc < 0) return rc;
@@ -264,7 +272,7 @@ int tstor__shape_finish(int rc, tstor_context *ctx, tstor_device dev, const tsto
   if (!empty && (over || nbytes > INT64_MAX || nbytes > SIZE_MAX)) {
     char a[TSTOR__SHAPE_STR_MAX];
     return tstor__err(TSTOR_EOVERFLOW, "shape: an output of size %s needs more bytes than "
-                      "int64 counts", tstor__shape_str(a, sizeof a, l->ndim, l->sizes));
+                      "int64 counts", tstor__dims_str(a, sizeof a, l->ndim, l->sizes));
   }
   if ((rc = tstor_storage_new(ctx, dev, (size_t)nbytes, &s)) < 0) return rc;
   rc = tstor__tensor_make(s, l->dtype, 0, l->ndim, l->sizes, l->strides, out);
@@ -440,7 +448,7 @@ int tstor_layout_elementwise(tstor_elementwise_rule rule, int n, const tstor_lay
       goto done;
     }
     if (cl) {
-      tstor__channels_last_strides(4, r.sizes, r.strides);
+      dense_strides(&r, cl2d_order);
       goto done;
     }
     if (dense) {

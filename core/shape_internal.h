@@ -21,8 +21,7 @@
  * count as floats (promotion refuses them before this matters). */
 int tstor__dtype_category(tstor_dtype d);
 
-/* "[2, 3]" into buf (truncated with "...]" when it does not fit); returns buf. */
-const char *tstor__shape_str(char *buf, size_t size, int ndim, const int64_t *sizes);
+/* Room for a shape in messages (tstor__dims_str truncates past it). */
 #define TSTOR__SHAPE_STR_MAX 256
 
 /* Wraps dim into [0, ndim) as PyTorch's maybe_wrap_dim (a zero-dim tensor takes

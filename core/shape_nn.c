@@ -64,7 +64,7 @@ int tstor_layout_conv(const tstor_layout *input, const tstor_layout *weight,
   if (input->ndim != k + 1 && input->ndim != k + 2)
     return tstor__err(TSTOR_EINVAL, "Expected %dD (unbatched) or %dD (batched) input to %s, but "
                       "got input of size: %s", k + 1, k + 2, name,
-                      tstor__shape_str(a, sizeof a, input->ndim, input->sizes));
+                      tstor__dims_str(a, sizeof a, input->ndim, input->sizes));
   int batched = input->ndim == k + 2;
   tstor_layout in;
   if (batched) tstor__layout_copy(&in, input);
@@ -96,13 +96,13 @@ int tstor_layout_conv(const tstor_layout *input, const tstor_layout *weight,
   if (weight->ndim != k + 2)
     return tstor__err(TSTOR_EINVAL, "Expected %d-dimensional input for %d-dimensional weight %s, "
                       "but got %d-dimensional input of size %s instead", weight->ndim,
-                      weight->ndim, tstor__shape_str(a, sizeof a, weight->ndim, weight->sizes),
-                      in.ndim, tstor__shape_str(b, sizeof b, in.ndim, in.sizes));
+                      weight->ndim, tstor__dims_str(a, sizeof a, weight->ndim, weight->sizes),
+                      in.ndim, tstor__dims_str(b, sizeof b, in.ndim, in.sizes));
   const int64_t *w = weight->sizes;
   int64_t g = p->groups;
   /* the messages below name the weight (a) and the input (b) */
-#define WSTR tstor__shape_str(a, sizeof a, weight->ndim, w)
-#define ISTR tstor__shape_str(b, sizeof b, in.ndim, in.sizes)
+#define WSTR tstor__dims_str(a, sizeof a, weight->ndim, w)
+#define ISTR tstor__dims_str(b, sizeof b, in.ndim, in.sizes)
   if (w[0] < g)
     return tstor__err(TSTOR_EINVAL, "Given groups=%lld, expected weight to be at least %lld at "
                       "dimension 0, but got weight of size %s instead", (long long)g,
@@ -121,7 +121,7 @@ int tstor_layout_conv(const tstor_layout *input, const tstor_layout *weight,
     if (bias && (bias->ndim != 1 || bias->sizes[0] != w[0]))
       return tstor__err(TSTOR_EINVAL, "Given weight of size %s, expected bias to be "
                         "1-dimensional with %lld elements, but got bias of size %s instead", WSTR,
-                        (long long)w[0], tstor__shape_str(c, sizeof c, bias->ndim, bias->sizes));
+                        (long long)w[0], tstor__dims_str(c, sizeof c, bias->ndim, bias->sizes));
     int64_t padded[3], kernel[3];
     int fits = 1;
     for (int i = 0; i < k; i++) {
@@ -145,7 +145,7 @@ int tstor_layout_conv(const tstor_layout *input, const tstor_layout *weight,
       return tstor__err(TSTOR_EINVAL, "Given transposed=1, weight of size %s, expected bias to be "
                         "1-dimensional with %lld elements, but got bias of size %s instead", WSTR,
                         (long long)out_channels,
-                        tstor__shape_str(c, sizeof c, bias->ndim, bias->sizes));
+                        tstor__dims_str(c, sizeof c, bias->ndim, bias->sizes));
     for (int i = 0; i < k; i++)
       if (p->output_padding[i] >= p->stride[i] && p->output_padding[i] >= p->dilation[i]) {
         char s1[128], s2[128], s3[128];
@@ -271,7 +271,7 @@ static int pool2d(const char *name, int dilated, const tstor_layout *input,
   if (!ok) {
     char a[TSTOR__SHAPE_STR_MAX];
     return tstor__err(TSTOR_EINVAL, "Expected 3D or 4D (batch mode) tensor with optional 0 dim "
-                      "batch size for input, but got:%s", tstor__shape_str(a, sizeof a, nd, s));
+                      "batch size for input, but got:%s", tstor__dims_str(a, sizeof a, nd, s));
   }
   const int64_t big = (int64_t)1 << 31;
   if (kh > big || kw > big || sh > big || sw > big || dh > big || dw > big || s[nd - 2] > big ||

@@ -144,8 +144,8 @@ int tstor_layout_linear(const tstor_layout *input, const tstor_layout *weight,
     rc = tstor_broadcast_shapes(2, ndims, sz, &nd, s);
     if (rc == 0 && (nd != r.ndim || memcmp(s, r.sizes, sizeof(int64_t) * (size_t)nd) != 0))
       rc = tstor__err(TSTOR_EINVAL, "linear: bias of size %s does not broadcast to the output "
-                      "size %s", tstor__shape_str(a, sizeof a, bias->ndim, bias->sizes),
-                      tstor__shape_str(b, sizeof b, r.ndim, r.sizes));
+                      "size %s", tstor__dims_str(a, sizeof a, bias->ndim, bias->sizes),
+                      tstor__dims_str(b, sizeof b, r.ndim, r.sizes));
     if (rc < 0) return rc;
     if ((rc = same_dtype(&r, bias)) < 0) return rc;
   }
@@ -221,8 +221,8 @@ int tstor_layout_stack(int n, const tstor_layout *in, int64_t dim, tstor_layout 
       char a[TSTOR__SHAPE_STR_MAX], b[TSTOR__SHAPE_STR_MAX];
       return tstor__err(TSTOR_EINVAL, "stack expects each tensor to be equal size, but got %s at "
                         "entry 0 and %s at entry %d",
-                        tstor__shape_str(a, sizeof a, nd, in[0].sizes),
-                        tstor__shape_str(b, sizeof b, in[i].ndim, in[i].sizes), i);
+                        tstor__dims_str(a, sizeof a, nd, in[0].sizes),
+                        tstor__dims_str(b, sizeof b, in[i].ndim, in[i].sizes), i);
     }
   }
   int64_t sizes[TSTOR_TENSOR_MAX_DIM];
