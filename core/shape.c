@@ -535,6 +535,11 @@ int tstor_layout_reduce(tstor_reduction op, const tstor_layout *in, int ndims,
     int d = 0;
     int rc = tstor__shape_wrap_dim(dims[i], in->ndim, &d);
     if (rc < 0) return rc;
+    /* amax and argmax check each dimension's size before duplicates */
+    if ((op == TSTOR_REDUCE_AMAX || op == TSTOR_REDUCE_ARGMAX) && in->ndim > 0 &&
+        in->sizes[d] == 0)
+      return tstor__err(TSTOR_ERANGE, "%s(): Expected reduction dim %d to have non-zero size.",
+                        name, d);
     if (reduced[d])
       return tstor__err(TSTOR_EINVAL, "dim %d appears multiple times in the list of dims", d);
     reduced[d] = 1;

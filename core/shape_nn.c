@@ -270,7 +270,8 @@ static int pool2d(const char *name, int dilated, const tstor_layout *input,
            (nd == 4 && s[1] != 0 && s[2] != 0 && s[3] != 0);
   if (!ok) {
     char a[TSTOR__SHAPE_STR_MAX];
-    return tstor__err(TSTOR_EINVAL, "Expected 3D or 4D (batch mode) tensor with optional 0 dim "
+    /* avg_pool2d reads dimension -3 first: PyTorch's IndexError */
+    return tstor__err(!dilated && nd < 3 ? TSTOR_ERANGE : TSTOR_EINVAL, "Expected 3D or 4D (batch mode) tensor with optional 0 dim "
                       "batch size for input, but got:%s", tstor__dims_str(a, sizeof a, nd, s));
   }
   const int64_t big = (int64_t)1 << 31;

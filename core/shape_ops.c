@@ -289,11 +289,11 @@ int tstor_layout_index_select(const tstor_layout *in, int64_t dim, const tstor_l
       (rc = check_layout(index, "index_select: index")) < 0)
     return rc;
   if (!out) return tstor__err(TSTOR_EINVAL, "index_select: out is NULL");
+  if ((rc = tstor__shape_wrap_dim(dim, in->ndim, &d)) < 0) return rc;
   if (index->ndim > 1)
-    return tstor__err(TSTOR_EINVAL, "index_select(): Index is supposed to be a vector");
+    return tstor__err(TSTOR_ERANGE, "index_select(): Index is supposed to be a vector");
   if (!is_index_dtype(index->dtype))
     return tstor__err(TSTOR_EDTYPE, "index_select(): Expected dtype int32 or int64 for index");
-  if ((rc = tstor__shape_wrap_dim(dim, in->ndim, &d)) < 0) return rc;
   int64_t n = tstor_layout_numel(index);
   if (in->ndim > 0 && in->sizes[d] == 0 && n != 0)
     return tstor__err(TSTOR_ERANGE, "index_select(): self indexing axis dim should be positive");
