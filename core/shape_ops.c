@@ -237,18 +237,25 @@ int tstor_layout_stack(int n, const tstor_layout *in, int64_t dim, tstor_layout 
     memcpy(r.sizes, sizes, sizeof(int64_t) * (size_t)r.ndim);
     memcpy(r.strides, strides, sizeof(int64_t) * (size_t)r.ndim);
   } else {
-    /* a new last dimension: cat of the inputs unsqueezed there */
-    tstor_layout *u = tstor__malloc(sizeof(tstor_layout) * (size_t)n);
-    if (!u) return tstor__err(TSTOR_ENOMEM, "stack: out of memory");
+    /* a new last dimension: what cat of the inputs unsqueezed there gives,
+     * their dtypes promoted and their memory formats compared */
+    tstor_layout u;
+    tstor_dtype dtype = in[0].dtype;
+    tstor_memory_format format = TSTOR_MEMORY_CONTIGUOUS;
     for (int i = 0; i < n; i++) {
-      tstor__layout_copy(&u[i], &in[i]);
-      u[i].sizes[nd] = 1;
-      u[i].strides[nd] = 1;
-      u[i].ndim = nd + 1;
+      tstor__layout_copy(&u, &in[i]);
+      u.sizes[nd] = 1;
+      u.strides[nd] = 1;
+      u.ndim = nd + 1;
+      if (i && (rc = tstor_promote_types(dtype, in[i].dtype, &dtype)) < 0) return rc;
+      tstor_memory_format f = tstor_layout_memory_format(&u);
+      if (i == 0) format = f;
+      else if (f != format) format = TSTOR_MEMORY_CONTIGUOUS;
     }
-    rc = tstor_layout_cat(n, u, d, &r);
-    tstor__free(u);
-    if (rc < 0) return rc;
+    r.dtype = dtype;
+    r.ndim = nd + 1;
+    memcpy(r.sizes, sizes, sizeof(int64_t) * (size_t)r.ndim);
+    if (tstor_layout_restride(&r, format) < 0) tstor__layout_contiguous(&r);
   }
   tstor__layout_copy(out, &r);
   return 0;

@@ -337,6 +337,14 @@ def gen_cat():
     case("stack", T.stack, [f32((2, 3)), f32((2, 3))], 2)
     case("stack", T.stack, [f32((2, 3)), f32((2, 3))], -1)
     case("stack", T.stack, [cl((2, 3, 4, 5)), cl((2, 3, 4, 5))], 0)
+    # a new last dimension: the inputs unsqueezed there may read as channels-last
+    hwc = f32((3, 4, 5), (1, 15, 3))
+    case("stack", T.stack, [hwc, hwc], 3)
+    case("stack", T.stack, [hwc, hwc], -1)
+    case("stack", T.stack, [hwc, f32((3, 4, 5))], 3)
+    case("stack", T.stack, [cl((2, 3, 4, 5)), cl((2, 3, 4, 5))], 4)
+    case("stack", T.stack, [f32(()), t(T.int64, ())], 0)
+    case("stack", T.stack, [t(T.int8, (2,)), t(T.uint8, (2,))], 1)
 
 
 # ------------------------------------------------------------------------ conv

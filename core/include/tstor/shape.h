@@ -52,8 +52,8 @@ typedef struct tstor_layout {
 
 /* Fills *out from arrays; strides NULL means contiguous (row-major, the last
  * dimension fastest, as PyTorch's contiguous strides: a size of 0 or 1 counts
- * as 1). TSTOR_EINVAL for a bad dtype, ndim or negative size. The caller owns
- * everything. */
+ * as 1). TSTOR_EINVAL for a bad dtype, ndim or negative size, TSTOR_EOVERFLOW
+ * when the element count passes INT64_MAX. The caller owns everything. */
 TSTOR_EXTERN int tstor_layout_init(tstor_layout *out, tstor_dtype dtype, int ndim,
                                    const int64_t *sizes, const int64_t *strides);
 
@@ -196,8 +196,9 @@ typedef enum tstor_reduction {
 /* Reduces `in` over ndims dimensions dims[0..ndims) (each once; none means all
  * of them), keeping them as size 1 when keepdim. The output is contiguous, as
  * PyTorch's. A zero-dim input takes dimension 0 or -1. amax and argmax refuse a
- * reduced dimension of size 0 and, without dims, an empty input (TSTOR_ERANGE
- * for argmax, TSTOR_EINVAL for amax, as PyTorch's IndexError/RuntimeError). */
+ * reduced dimension of size 0 (TSTOR_ERANGE) and, without dims, an empty input
+ * (TSTOR_ERANGE for argmax, TSTOR_EINVAL for amax: PyTorch's IndexError and
+ * RuntimeError). */
 TSTOR_EXTERN int tstor_layout_reduce(tstor_reduction op, const tstor_layout *in, int ndims,
                                      const int64_t *dims, int keepdim, tstor_layout *out);
 /* Tensor form; *out is a new reference. */
@@ -270,9 +271,11 @@ typedef struct tstor_conv_params {
  * spatial...); weight (out, C / groups, k...) or, transposed, (C, out / groups,
  * k...); bias NULL or (out). Each spatial size is (in + 2 pad - dil (k - 1) -
  * 1) / stride + 1, transposed (in - 1) stride - 2 pad + dil (k - 1) +
- * output_padding + 1. The output is channels-last where the input suggests
- * channels-last (4 dims), contiguous otherwise, as PyTorch's meta kernel. The
- * input and weight must have one dtype. Refused as PyTorch refuses, with its
+ * output_padding + 1. The output is channels-last where the input or the weight
+ * suggests channels-last (4 dims), contiguous otherwise, as PyTorch's meta
+ * kernel; an unbatched output is contiguous. The input, weight and bias must
+ * have one dtype (TSTOR_EDTYPE). Strides, paddings and dilations from 2^30 and
+ * sizes from 2^31 are refused with TSTOR_EOVERFLOW. Refused as PyTorch refuses, with its
  * messages: "Given groups=1, weight of size [4, 3, 3, 3], expected input[2, 5,
  * 8, 8] to have 3 channels, but got 5 channels instead", a kernel larger than
  * the padded input, and so on. */
@@ -303,7 +306,7 @@ typedef struct tstor_pool_params {
 /* max_pool2d / avg_pool2d over input (N, C, H, W) or (C, H, W): each output
  * size is PyTorch's pooling_output_shape; the memory format (channels-last or
  * contiguous) follows the input's. "Output size is too small" when one is below
- * 1. */
+ * 1; TSTOR_EOVERFLOW for arguments or input sizes from 2^31. */
 TSTOR_EXTERN int tstor_layout_max_pool2d(const tstor_layout *input, const tstor_pool_params *p,
                                          tstor_layout *out);
 TSTOR_EXTERN int tstor_layout_avg_pool2d(const tstor_layout *input, const tstor_pool_params *p,
