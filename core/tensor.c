@@ -238,9 +238,9 @@ int tstor__tensor_make(tstor_storage *s, tstor_dtype dtype, int64_t offset, int 
   t->esize = tstor_dtype_size(dtype);
   t->sizes = t->dims;
   t->strides = t->dims + ndim;
-  memcpy(t->sizes, sizes, (size_t)ndim * sizeof(int64_t));
+  if (ndim > 0) memcpy(t->sizes, sizes, (size_t)ndim * sizeof(int64_t));
   t->numel = numel;
-  if (strides)
+  if (strides && ndim > 0)
     memcpy(t->strides, strides, (size_t)ndim * sizeof(int64_t));
   else
     tstor__contiguous_strides(ndim, sizes, t->strides);

@@ -15,6 +15,10 @@
 
 #include <inttypes.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#include <xmmintrin.h>
+#endif
 
 #define MAXD TSTOR_TENSOR_MAX_DIM
 /* Elements of a row handed out as one work item. */
@@ -219,13 +223,51 @@ static void row_convert(const plan *p, char *d, int64_t dstep, const char *s, in
     }                                                                          \
   } while (0)
 
+#if defined(__SSE2__)
+/* 4-byte elements: the buffer is transposed 4 x 4 at a time in registers. */
+static void tile_4byte(char *d, int64_t dj, const char *s, int64_t si, int64_t ni, int64_t nj) {
+  _Alignas(64) float buf[TILE][TILE];
+  for (int64_t i = 0; i < ni; i++) memcpy(buf[i], s + i * si, (size_t)nj * 4);
+  int64_t i4 = ni & ~(int64_t)3, j4 = nj & ~(int64_t)3;
+  for (int64_t j = 0; j < j4; j += 4) {
+    float *d0 = (float *)(d + j * dj), *d1 = (float *)(d + (j + 1) * dj);
+    float *d2 = (float *)(d + (j + 2) * dj), *d3 = (float *)(d + (j + 3) * dj);
+    for (int64_t i = 0; i < i4; i += 4) {
+      __m128 r0 = _mm_load_ps(&buf[i][j]), r1 = _mm_load_ps(&buf[i + 1][j]);
+      __m128 r2 = _mm_load_ps(&buf[i + 2][j]), r3 = _mm_load_ps(&buf[i + 3][j]);
+      _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+      _mm_storeu_ps(d0 + i, r0);
+      _mm_storeu_ps(d1 + i, r1);
+      _mm_storeu_ps(d2 + i, r2);
+      _mm_storeu_ps(d3 + i, r3);
+    }
+    for (int64_t i = i4; i < ni; i++) {
+      d0[i] = buf[i][j];
+      d1[i] = buf[i][j + 1];
+      d2[i] = buf[i][j + 2];
+      d3[i] = buf[i][j + 3];
+    }
+  }
+  for (int64_t j = j4; j < nj; j++) {
+    float *dp = (float *)(d + j * dj);
+    for (int64_t i = 0; i < ni; i++) dp[i] = buf[i][j];
+  }
+}
+#endif
+
 static void tile_same(char *d, int64_t dj, const char *s, int64_t si, int64_t ni, int64_t nj,
                       size_t es) {
   _Alignas(64) unsigned char raw[TILE * TILE * 8];
   switch (es) {
   case 1: TILE_BUFFERED(uint8_t); break;
   case 2: TILE_BUFFERED(uint16_t); break;
-  case 4: TILE_BUFFERED(uint32_t); break;
+  case 4:
+#if defined(__SSE2__)
+    tile_4byte(d, dj, s, si, ni, nj);
+#else
+    TILE_BUFFERED(uint32_t);
+#endif
+    break;
   case 8: TILE_BUFFERED(uint64_t); break;
   default:
     for (int64_t j = 0; j < nj; j++)
@@ -672,8 +714,9 @@ int tstor_tensor_from_array(tstor_context *ctx, tstor_device dev, tstor_dtype dt
   int rc = tstor_tensor_empty(ctx, dev, dtype, ndim, sizes, &t);
   if (rc) return rc;
   if (t->numel > 0 && data == NULL) {
+    int64_t n = t->numel;
     tstor_tensor_release(t);
-    return tstor__err(TSTOR_EINVAL, "tensor_from_array: NULL data for %" PRId64 " elements", t->numel);
+    return tstor__err(TSTOR_EINVAL, "tensor_from_array: NULL data for %" PRId64 " elements", n);
   }
   if (t->numel > 0 && tstor__tensor_has_data(t)) {
     side d = tensor_side(t, NULL);
