@@ -267,6 +267,8 @@ def gen_elementwise():
             case("lt", T.lt, t(da, (2, 3), (1, 2)), ("scalar", s))
         for op, fn in [("neg", T.neg), ("sin", T.sin), ("signbit", T.signbit)]:
             case(op, fn, t(da, (4, 2), (1, 4)))
+        for sc in SCALARS:  # true division of every dtype by every kind of number
+            case("div", T.div, t(da, (3, 1)), ("scalar", sc))
 
 
 # ----------------------------------------------------------------- reductions
@@ -414,6 +416,19 @@ def gen_conv():
         for xl in (f32(x), cl(x) if len(x) == 4 else f32(x)):
             case("conv_transpose2d", F.conv_transpose2d, xl, f32(w), None if b is None else f32(b),
                  s, p, op, g, d)
+    ct1 = [((2, 3, 10), (3, 4, 3), (2,), (1,), (1,), 1, (1,)),
+           ((3, 10), (3, 4, 3), (1,), (0,), (0,), 1, (2,)),
+           ((2, 4, 7), (4, 3, 2), (3,), (0,), (2,), 2, (1,)),
+           ((2, 3, 10), (3, 4, 3), (1,), (0,), (1,), 1, (1,))]
+    for x, w, s, p, op, g, d in ct1:
+        case("conv_transpose1d", F.conv_transpose1d, f32(x), f32(w), None, s, p, op, g, d)
+    ct3 = [((2, 3, 4, 5, 6), (3, 2, 3, 3, 3), (1, 2, 1), (0, 1, 0), (0, 1, 0), 1, (1, 1, 2)),
+           ((3, 4, 5, 6), (3, 2, 3, 3, 3), (2, 2, 2), (1, 1, 1), (1, 1, 1), 1, (1, 1, 1)),
+           ((2, 4, 4, 5, 6), (4, 1, 3, 3, 3), (1, 1, 1), (0, 0, 0), (0, 0, 0), 2, (1, 1, 1))]
+    for x, w, s, p, op, g, d in ct3:
+        case("conv_transpose3d", F.conv_transpose3d, f32(x), f32(w), None, s, p, op, g, d)
+        if len(x) == 5:
+            case("conv_transpose3d", F.conv_transpose3d, cl(x), f32(w), None, s, p, op, g, d)
 
 
 # ------------------------------------------------------------------------ pool
