@@ -400,21 +400,28 @@ int tstor_layout_elementwise(tstor_elementwise_rule rule, int n, const tstor_lay
   if (rule != TSTOR_ELEMENTWISE_PROMOTE && rule != TSTOR_ELEMENTWISE_FLOAT &&
       rule != TSTOR_ELEMENTWISE_BOOL)
     return tstor__err(TSTOR_EINVAL, "elementwise: bad rule %d", (int)rule);
-  tstor_operand ops[2 * TSTOR__SHAPE_MAX_OPERANDS];
+  int same_dtype = nnumbers == 0;
   for (int i = 0; i < n; i++) {
     if (inputs[i].ndim < 0 || inputs[i].ndim > TSTOR_TENSOR_MAX_DIM)
       return tstor__err(TSTOR_EINVAL, "elementwise: input %d has %d dimensions", i,
                         inputs[i].ndim);
-    ops[i].dtype = inputs[i].dtype;
-    ops[i].kind = inputs[i].ndim ? TSTOR_OPERAND_TENSOR : TSTOR_OPERAND_ZERO_DIM;
+    same_dtype &= inputs[i].dtype == inputs[0].dtype;
   }
-  for (int i = 0; i < nnumbers; i++) {
-    ops[n + i].dtype = numbers[i];
-    ops[n + i].kind = TSTOR_OPERAND_NUMBER;
+  tstor_dtype common = inputs[0].dtype;
+  int rc;
+  if (!same_dtype || !tstor_dtype_info_of(common)) {
+    /* the general case; one dtype and no numbers promotes to itself */
+    tstor_operand ops[2 * TSTOR__SHAPE_MAX_OPERANDS];
+    for (int i = 0; i < n; i++) {
+      ops[i].dtype = inputs[i].dtype;
+      ops[i].kind = inputs[i].ndim ? TSTOR_OPERAND_TENSOR : TSTOR_OPERAND_ZERO_DIM;
+    }
+    for (int i = 0; i < nnumbers; i++) {
+      ops[n + i].dtype = numbers[i];
+      ops[n + i].kind = TSTOR_OPERAND_NUMBER;
+    }
+    if ((rc = tstor_result_type(n + nnumbers, ops, &common)) < 0) return rc;
   }
-  tstor_dtype common;
-  int rc = tstor_result_type(n + nnumbers, ops, &common);
-  if (rc < 0) return rc;
   if (rule == TSTOR_ELEMENTWISE_FLOAT && tstor__dtype_category(common) < 2)
     common = TSTOR__DEFAULT_FLOAT;
   if (rule == TSTOR_ELEMENTWISE_BOOL) common = TSTOR_BOOL;
