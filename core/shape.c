@@ -1,0 +1,607 @@
+/* Shape inference: layouts, broadcasting, elementwise operations and
+ * reductions. The output strides of elementwise operations follow PyTorch's
+ * TensorIterator (its fast set-up for inputs of one dense layout, otherwise its
+ * reorder_dimensions), so that the layout tstor computes is the one a PyTorch
+ * kernel would write. */
+#include "shape_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ helpers */
+
+/* Dense strides with the dimensions ordered from fastest (order[0]) to
+ * slowest; sizes 0 and 1 count as 1, as in PyTorch's. */
+static void dense_strides(tstor_layout *l, const int *order) {
+  int64_t acc = 1;
+  for (int i = 0; i < l->ndim; i++) {
+    l->strides[order[i]] = acc;
+    acc *= l->sizes[order[i]] > 1 ? l->sizes[order[i]] : 1;
+  }
+}
+
+static const int cl2d_order[4] = {1, 3, 2, 0};
+static const int cl3d_order[5] = {1, 4, 3, 2, 0};
+
+/* c10's is_channels_last_strides_2d/3d: the strides read as channels-last,
+ * with the ambiguous layouts (a C of stride 0, N11W sliced, N1H1) read as
+ * contiguous, as PyTorch's suggest_memory_format does. */
+static int strides_like(const tstor_layout *l, const int *order, int n) {
+  int64_t min = 0;
+  if (l->strides[1] == 0) return 0;
+  for (int i = 0; i < n; i++) {
+    int d = order[i];
+    if (l->sizes[d] == 0 || l->strides[d] < min) return 0;
+    if (d == 0 && min == l->strides[1]) return 0;
+    min = l->strides[d];
+    if (l->sizes[d] > 1) min *= l->sizes[d];
+  }
+  return 1;
+}
+
+int tstor__view_strides(const tstor_layout *l, int ndim, const int64_t *sizes, int64_t *strides) {
+  int64_t numel = tstor_layout_numel(l);
+  if (numel == 0) {
+    /* the strides are arbitrary for no elements: the same ones for the same
+     * shape, else contiguous (as ATen does, following NumPy) */
+    if (ndim == l->ndim && memcmp(sizes, l->sizes, sizeof(int64_t) * (size_t)ndim) == 0) {
+      memcpy(strides, l->strides, sizeof(int64_t) * (size_t)ndim);
+    } else {
+      tstor_layout c;
+      c.ndim = ndim;
+      memcpy(c.sizes, sizes, sizeof(int64_t) * (size_t)ndim);
+      tstor__layout_contiguous(&c);
+      memcpy(strides, c.strides, sizeof(int64_t) * (size_t)ndim);
+    }
+    return 0;
+  }
+  if (l->ndim == 0) {
+    for (int d = 0; d < ndim; d++) strides[d] = 1;
+    return 0;
+  }
+  /* Walk the old dimensions from the last in chunks that are contiguous
+   * among themselves; each chunk must be covered exactly by new dimensions. */
+  int view_d = ndim - 1;
+  int64_t chunk_base_stride = l->strides[l->ndim - 1];
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int tensor_d = l->ndim - 1; tensor_d >= 0; tensor_d--) {
+    tensor_numel *= l->sizes[tensor_d];
+    if (tensor_d == 0 || (l->sizes[tensor_d - 1] != 1 &&
+                          l->strides[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || sizes[view_d] == 1)) {
+        strides[view_d] = view_numel * chunk_base_stride;
+        view_numel *= sizes[view_d];
+        view_d--;
+      }
+      if (view_numel != tensor_numel)
+        return tstor__err(TSTOR_EINVAL, "view size is not compatible with input tensor's size "
+                          "and stride (at least one dimension spans across two contiguous "
+                          "subspaces). Use .reshape(...) instead.");
+      if (tensor_d > 0) {
+        chunk_base_stride = l->strides[tensor_d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1)
+    return tstor__err(TSTOR_EINVAL, "view size is not compatible with input tensor's size");
+  return 0;
+}
+
+/* ------------------------------------------------------------------ layouts */
+
+int tstor_layout_init(tstor_layout *out, tstor_dtype dtype, int ndim, const int64_t *sizes,
+                      const int64_t *strides) {
+  if (!out) return tstor__err(TSTOR_EINVAL, "layout: out is NULL");
+  if (!tstor_dtype_info_of(dtype))
+    return tstor__err(TSTOR_EINVAL, "layout: %d is not a dtype", (int)dtype);
+  if (ndim < 0 || ndim > TSTOR_TENSOR_MAX_DIM || (ndim > 0 && !sizes))
+    return tstor__err(TSTOR_EINVAL, "layout: %d dimensions (0 .. %d, with sizes)", ndim,
+                      TSTOR_TENSOR_MAX_DIM);
+  int64_t numel = 1;
+  for (int d = 0; d < ndim; d++) {
+    if (sizes[d] < 0)
+      return tstor__err(TSTOR_EINVAL, "layout: negative size %lld in dimension %d",
+                        (long long)sizes[d], d);
+    /* the contiguous strides are products of the sizes: they must fit */
+    if (__builtin_mul_overflow(numel, sizes[d] > 1 ? sizes[d] : 1, &numel)) {
+      char a[TSTOR__SHAPE_STR_MAX];
+      return tstor__err(TSTOR_EOVERFLOW, "layout: %s has more elements than int64 counts",
+                        tstor__dims_str(a, sizeof a, ndim, sizes));
+    }
+  }
+  out->dtype = dtype;
+  out->ndim = ndim;
+  if (ndim) memmove(out->sizes, sizes, sizeof(int64_t) * (size_t)ndim);
+  if (strides && ndim)
+    memmove(out->strides, strides, sizeof(int64_t) * (size_t)ndim);
+  else
+    tstor__layout_contiguous(out);
+  return 0;
+}
+
+int tstor_layout_of(const tstor_tensor *t, tstor_layout *out) {
+  if (!t || !out) return tstor__err(TSTOR_EINVAL, "layout_of: NULL argument");
+  return tstor_layout_init(out, tstor_tensor_dtype(t), tstor_tensor_dim(t), tstor_tensor_sizes(t),
+                           tstor_tensor_strides(t));
+}
+
+int64_t tstor_layout_numel(const tstor_layout *l) {
+  int64_t n = 1;
+  for (int d = 0; d < l->ndim; d++)
+    if (l->sizes[d] == 0) return 0;
+  for (int d = 0; d < l->ndim; d++)
+    if (__builtin_mul_overflow(n, l->sizes[d], &n)) return -1;
+  return n;
+}
+
+int tstor_layout_bytes(const tstor_layout *l, uint64_t *out) {
+  if (!l || !out) return tstor__err(TSTOR_EINVAL, "layout_bytes: NULL argument");
+  size_t es = tstor_dtype_size(l->dtype);
+  if (!es) return tstor__err(TSTOR_EINVAL, "layout_bytes: %d is not a dtype", (int)l->dtype);
+  if (l->ndim < 0 || l->ndim > TSTOR_TENSOR_MAX_DIM)
+    return tstor__err(TSTOR_EINVAL, "layout_bytes: %d dimensions", l->ndim);
+  return tstor_layout_nbytes(l->ndim, l->sizes, l->strides, es, 0, out);
+}
+
+tstor_memory_format tstor_layout_memory_format(const tstor_layout *l) {
+  if (l && l->ndim == 4 && strides_like(l, cl2d_order, 4)) return TSTOR_MEMORY_CHANNELS_LAST;
+  if (l && l->ndim == 5 && strides_like(l, cl3d_order, 5)) return TSTOR_MEMORY_CHANNELS_LAST_3D;
+  return TSTOR_MEMORY_CONTIGUOUS;
+}
+
+int tstor_layout_restride(tstor_layout *l, tstor_memory_format format) {
+  if (!l) return tstor__err(TSTOR_EINVAL, "layout_restride: NULL layout");
+  switch (format) {
+  case TSTOR_MEMORY_CONTIGUOUS: tstor__layout_contiguous(l); return 0;
+  case TSTOR_MEMORY_CHANNELS_LAST:
+    if (l->ndim != 4)
+      return tstor__err(TSTOR_EINVAL, "required rank 4 tensor to use channels_last format");
+    dense_strides(l, cl2d_order);
+    return 0;
+  case TSTOR_MEMORY_CHANNELS_LAST_3D:
+    if (l->ndim != 5)
+      return tstor__err(TSTOR_EINVAL, "required rank 5 tensor to use channels_last_3d format");
+    dense_strides(l, cl3d_order);
+    return 0;
+  }
+  return tstor__err(TSTOR_EINVAL, "layout_restride: bad memory format %d", (int)format);
+}
+
+int tstor_layout_view(const tstor_layout *in, int ndim, const int64_t *sizes, tstor_layout *out) {
+  if (!in || !out || ndim < 0 || ndim > TSTOR_TENSOR_MAX_DIM || (ndim && !sizes) ||
+      in->ndim < 0 || in->ndim > TSTOR_TENSOR_MAX_DIM || !tstor_dtype_info_of(in->dtype))
+    return tstor__err(TSTOR_EINVAL, "view: bad arguments");
+  int64_t numel = tstor_layout_numel(in), known = 1, s[TSTOR_TENSOR_MAX_DIM];
+  int infer = -1;
+  char buf[TSTOR__SHAPE_STR_MAX];
+  for (int d = 0; d < ndim; d++) {
+    s[d] = sizes[d];
+    if (sizes[d] == -1) {
+      if (infer >= 0) return tstor__err(TSTOR_EINVAL, "only one dimension can be inferred");
+      infer = d;
+    } else if (sizes[d] < 0) {
+      return tstor__err(TSTOR_EINVAL, "invalid shape dimension %lld", (long long)sizes[d]);
+    } else if (__builtin_mul_overflow(known, sizes[d], &known)) {
+      return tstor__err(TSTOR_EOVERFLOW, "view: shape %s overflows",
+                        tstor__dims_str(buf, sizeof buf, ndim, sizes));
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0)
+      return tstor__err(TSTOR_EINVAL, "cannot reshape tensor of 0 elements into shape %s because "
+                        "the unspecified dimension size -1 can be any value and is ambiguous",
+                        tstor__dims_str(buf, sizeof buf, ndim, sizes));
+    if (numel % known == 0) {
+      s[infer] = numel / known;
+      known = numel;
+    }
+  }
+  if (known != numel)
+    return tstor__err(TSTOR_EINVAL, "shape '%s' is invalid for input of size %lld",
+                      tstor__dims_str(buf, sizeof buf, ndim, sizes), (long long)numel);
+  int64_t st[TSTOR_TENSOR_MAX_DIM];
+  int rc = tstor__view_strides(in, ndim, s, st);
+  if (rc < 0) return rc;
+  out->dtype = in->dtype;
+  out->ndim = ndim;
+  memcpy(out->sizes, s, sizeof(int64_t) * (size_t)ndim);
+  memcpy(out->strides, st, sizeof(int64_t) * (size_t)ndim);
+  return 0;
+}
+
+int tstor_layout_empty(tstor_context *ctx, tstor_device dev, const tstor_layout *l,
+                       tstor_tensor **out) {
+  if (!out) return tstor__err(TSTOR_EINVAL, "layout_empty: out is NULL");
+  *out = NULL;
+  if (!l) return tstor__err(TSTOR_EINVAL, "layout_empty: NULL layout");
+  return tstor_tensor_empty_strided(ctx, dev, l->dtype, l->ndim, l->sizes, l->strides, out);
+}
+
+/* ------------------------------------------------------------- tensor glue */
+
+int tstor__shape_layouts(int n, const tstor_tensor *const *tensors, tstor_layout *layouts,
+                         tstor_context **ctx, tstor_device *dev) {
+  const tstor_tensor *first = NULL;
+  for (int i = 0; i < n; i++) {
+    const tstor_tensor *t = tensors[i];
+    if (!t) continue;
+    /* a tensor's layout is valid by construction: copied, not checked */
+    layouts[i].dtype = t->dtype;
+    layouts[i].ndim = t->ndim;
+    memcpy(layouts[i].sizes, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
+    memcpy(layouts[i].strides, t->strides, sizeof(int64_t) * (size_t)t->ndim);
+    if (!first) {
+      first = t;
+      *ctx = tstor_storage_context(tstor_tensor_storage(t));
+      *dev = tstor_tensor_device(t);
+      continue;
+    }
+    tstor_device d = tstor_tensor_device(t);
+    if (d.type != dev->type || d.index != dev->index ||
+        tstor_storage_context(tstor_tensor_storage(t)) != *ctx) {
+      char a[64] = "?", b[64] = "?";
+      tstor_device_format(*ctx, *dev, a, sizeof a);
+      tstor_device_format(tstor_storage_context(tstor_tensor_storage(t)), d, b, sizeof b);
+      return tstor__err(TSTOR_EINVAL, "Expected all tensors to be on the same device, but found "
+                        "at least two devices, %s and %s!", a, b);
+    }
+  }
+  if (!first) return tstor__err(TSTOR_EINVAL, "shape: no tensor given");
+  return 0;
+}
+
+int tstor__shape_finish(int rc, tstor_context *ctx, tstor_device dev, const tstor_layout *l,
+                        tstor_tensor **out) {
+  if (rc < 0) return rc;
+  /* l came out of shape inference: valid sizes and strides, so the tensor is
+   * made directly on a new storage of exactly the bytes it needs */
+  uint64_t last = 0, nbytes = 0, span;
+  int over = 0, empty = 0;
+  tstor_storage *s;
+  for (int d = 0; d < l->ndim; d++) {
+    empty |= l->sizes[d] == 0;
+    over |= __builtin_mul_overflow((uint64_t)(l->sizes[d] - 1), (uint64_t)l->strides[d], &span);
+    over |= __builtin_add_overflow(last, span, &last);
+  }
+  if (!empty) {
+    over |= __builtin_add_overflow(last, 1, &nbytes);
+    over |= __builtin_mul_overflow(nbytes, (uint64_t)tstor_dtype_size(l->dtype), &nbytes);
+  }
+  if (!empty && (over || nbytes > INT64_MAX || nbytes > SIZE_MAX)) {
+    char a[TSTOR__SHAPE_STR_MAX];
+    return tstor__err(TSTOR_EOVERFLOW, "shape: an output of size %s needs more bytes than "
+                      "int64 counts", tstor__dims_str(a, sizeof a, l->ndim, l->sizes));
+  }
+  if ((rc = tstor_storage_new(ctx, dev, (size_t)nbytes, &s)) < 0) return rc;
+  rc = tstor__tensor_make(s, l->dtype, 0, l->ndim, l->sizes, l->strides, out);
+  tstor_storage_release(s);
+  return rc;
+}
+
+/* ------------------------------------------------------------ broadcasting */
+
+/* Broadcasts shape (n, s) into (*ndim, out), which holds the shape so far. */
+static int broadcast_into(int *ndim, int64_t *out, int n, const int64_t *s) {
+  int nd = *ndim > n ? *ndim : n;
+  int64_t r[TSTOR_TENSOR_MAX_DIM];
+  for (int i = nd - 1; i >= 0; i--) {
+    int ia = i - (nd - *ndim), ib = i - (nd - n);
+    int64_t a = ia >= 0 ? out[ia] : 1, b = ib >= 0 ? s[ib] : 1;
+    if (a != b && a != 1 && b != 1)
+      return tstor__err(TSTOR_EINVAL, "The size of tensor a (%lld) must match the size of "
+                        "tensor b (%lld) at non-singleton dimension %d",
+                        (long long)a, (long long)b, i);
+    r[i] = a == 1 ? b : a;
+  }
+  memcpy(out, r, sizeof(int64_t) * (size_t)nd);
+  *ndim = nd;
+  return 0;
+}
+
+int tstor_broadcast_shapes(int n, const int *ndims, const int64_t *const *sizes, int *out_ndim,
+                           int64_t *out_sizes) {
+  if (n < 1 || !ndims || !sizes || !out_ndim || !out_sizes)
+    return tstor__err(TSTOR_EINVAL, "broadcast_shapes: %s",
+                      n < 1 ? "no shapes" : "NULL argument");
+  int nd = 0;
+  int64_t r[TSTOR_TENSOR_MAX_DIM];
+  for (int i = 0; i < n; i++) {
+    if (ndims[i] < 0 || ndims[i] > TSTOR_TENSOR_MAX_DIM || (ndims[i] && !sizes[i]))
+      return tstor__err(TSTOR_EINVAL, "broadcast_shapes: shape %d has %d dimensions", i,
+                        ndims[i]);
+    for (int d = 0; d < ndims[i]; d++)
+      if (sizes[i][d] < 0)
+        return tstor__err(TSTOR_EINVAL, "broadcast_shapes: shape %d has a negative size", i);
+    int rc = broadcast_into(&nd, r, ndims[i], sizes[i]);
+    if (rc < 0) return rc;
+  }
+  *out_ndim = nd;
+  memcpy(out_sizes, r, sizeof(int64_t) * (size_t)nd);
+  return 0;
+}
+
+/* ------------------------------------------------------------- elementwise */
+
+static int is_contiguous(const tstor_layout *l) {
+  return tstor__compute_contiguous(l->ndim, l->sizes, l->strides);
+}
+
+/* TensorIterator's channels-last fast path is for 4 dimensions only. */
+static int is_channels_last_contiguous(const tstor_layout *l) {
+  return l->ndim == 4 && tstor__channels_last_contiguous(l->ndim, l->sizes, l->strides);
+}
+
+static int is_non_overlapping_and_dense(const tstor_layout *l) {
+  return tstor__non_overlapping_and_dense(l->ndim, l->sizes, l->strides);
+}
+
+/* The output layout (sizes already set in out) of TensorIterator's general
+ * path: order the dimensions by the inputs' strides, then lay the output out
+ * densely in that order. */
+static void iterator_strides(int n, const tstor_layout *in, tstor_layout *out) {
+  int nd = out->ndim;
+  if (nd == 0) return;
+  /* per input, strides over the broadcast shape (0 where broadcast) */
+  static const int64_t zeros[TSTOR_TENSOR_MAX_DIM];
+  int perm[TSTOR_TENSOR_MAX_DIM];
+  for (int i = 0; i < nd; i++) perm[i] = nd - 1 - i;
+  if (nd > 1) {
+    for (int i = 1; i < nd; i++) {
+      int dim1 = i;
+      for (int dim0 = i - 1; dim0 >= 0; dim0--) {
+        /* should_swap(perm[dim0], perm[dim1]) */
+        int d0 = perm[dim0], d1 = perm[dim1], cmp = 0;
+        for (int k = 0; k < n && cmp == 0; k++) {
+          int off = nd - in[k].ndim;
+          int64_t s0 = d0 >= off ? in[k].strides[d0 - off] : zeros[0];
+          int64_t s1 = d1 >= off ? in[k].strides[d1 - off] : zeros[0];
+          if (d0 >= off && in[k].sizes[d0 - off] == 1 && out->sizes[d0] != 1) s0 = 0;
+          if (d1 >= off && in[k].sizes[d1 - off] == 1 && out->sizes[d1] != 1) s1 = 0;
+          if (s0 == 0 || s1 == 0) continue;
+          if (s0 < s1) cmp = -1;
+          else if (s0 > s1) cmp = 1;
+          else if (out->sizes[d0] > out->sizes[d1]) cmp = 1;
+        }
+        if (cmp > 0) {
+          int t = perm[dim0];
+          perm[dim0] = perm[dim1];
+          perm[dim1] = t;
+          dim1 = dim0;
+        } else if (cmp < 0) {
+          break;
+        }
+      }
+    }
+  }
+  int inverted = 1;
+  for (int j = 0; j < nd; j++)
+    if (perm[j] != nd - 1 - j) inverted = 0;
+  if (inverted) {
+    tstor__layout_contiguous(out);
+    return;
+  }
+  /* TensorIterator's compatible_stride: plain products, so a size of 0 zeroes
+   * every slower stride */
+  int64_t next = 1;
+  for (int j = 0; j < nd; j++) {
+    out->strides[perm[j]] = next;
+    next *= out->sizes[perm[j]];
+  }
+}
+
+int tstor_layout_elementwise(tstor_elementwise_rule rule, int n, const tstor_layout *inputs,
+                             int nnumbers, const tstor_dtype *numbers, tstor_layout *out) {
+  if (n < 1 || n > TSTOR__SHAPE_MAX_OPERANDS || !inputs || !out || nnumbers < 0 ||
+      nnumbers > TSTOR__SHAPE_MAX_OPERANDS || (nnumbers && !numbers))
+    return tstor__err(TSTOR_EINVAL, "elementwise: bad operands (%d tensors, %d numbers)", n,
+                      nnumbers);
+  if (rule != TSTOR_ELEMENTWISE_PROMOTE && rule != TSTOR_ELEMENTWISE_FLOAT &&
+      rule != TSTOR_ELEMENTWISE_BOOL)
+    return tstor__err(TSTOR_EINVAL, "elementwise: bad rule %d", (int)rule);
+  int same_dtype = nnumbers == 0;
+  for (int i = 0; i < n; i++) {
+    if (inputs[i].ndim < 0 || inputs[i].ndim > TSTOR_TENSOR_MAX_DIM)
+      return tstor__err(TSTOR_EINVAL, "elementwise: input %d has %d dimensions", i,
+                        inputs[i].ndim);
+    same_dtype &= inputs[i].dtype == inputs[0].dtype;
+  }
+  tstor_dtype common = inputs[0].dtype;
+  int rc;
+  if (!same_dtype || !tstor_dtype_info_of(common)) {
+    /* the general case; one dtype and no numbers promotes to itself */
+    tstor_operand ops[2 * TSTOR__SHAPE_MAX_OPERANDS];
+    for (int i = 0; i < n; i++) {
+      ops[i].dtype = inputs[i].dtype;
+      ops[i].kind = inputs[i].ndim ? TSTOR_OPERAND_TENSOR : TSTOR_OPERAND_ZERO_DIM;
+    }
+    for (int i = 0; i < nnumbers; i++) {
+      ops[n + i].dtype = numbers[i];
+      ops[n + i].kind = TSTOR_OPERAND_NUMBER;
+    }
+    if ((rc = tstor_result_type(n + nnumbers, ops, &common)) < 0) return rc;
+  }
+  if (rule == TSTOR_ELEMENTWISE_FLOAT && tstor__dtype_category(common) < 2)
+    common = TSTOR__DEFAULT_FLOAT;
+  if (rule == TSTOR_ELEMENTWISE_BOOL) common = TSTOR_BOOL;
+
+  /* the shape; numbers are zero-dim operands, which count for "all the same
+   * shape" as TensorIterator's wrapped numbers do */
+  tstor_layout r;
+  r.dtype = common;
+  r.ndim = inputs[0].ndim;
+  memcpy(r.sizes, inputs[0].sizes, sizeof(int64_t) * (size_t)r.ndim);
+  int same_shape = 1;
+  for (int i = 1; i < n; i++) {
+    if (inputs[i].ndim != r.ndim ||
+        memcmp(inputs[i].sizes, r.sizes, sizeof(int64_t) * (size_t)r.ndim) != 0)
+      same_shape = 0;
+    rc = broadcast_into(&r.ndim, r.sizes, inputs[i].ndim, inputs[i].sizes);
+    if (rc < 0) return rc;
+  }
+  if (nnumbers && r.ndim != 0) same_shape = 0;
+
+  /* TensorIterator's fast set-up: inputs of one shape and one dense layout */
+  if (same_shape) {
+    int contig = 1, cl = 1, dense = 1;
+    for (int i = 0; i < n; i++) {
+      contig &= is_contiguous(&inputs[i]);
+      cl &= is_channels_last_contiguous(&inputs[i]);
+      dense &= is_non_overlapping_and_dense(&inputs[i]);
+    }
+    if (contig) {
+      tstor__layout_contiguous(&r);
+      goto done;
+    }
+    if (cl) {
+      dense_strides(&r, cl2d_order);
+      goto done;
+    }
+    if (dense) {
+      int same = 1;
+      for (int i = 1; i < n; i++)
+        if (memcmp(inputs[i].strides, inputs[0].strides, sizeof(int64_t) * (size_t)r.ndim))
+          same = 0;
+      if (same) {
+        memcpy(r.strides, inputs[n - 1].strides, sizeof(int64_t) * (size_t)r.ndim);
+        goto done;
+      }
+    }
+  }
+  iterator_strides(n, inputs, &r);
+done:
+  tstor__layout_copy(out, &r);
+  return 0;
+}
+
+int tstor_shape_unary(tstor_elementwise_rule rule, const tstor_tensor *a, tstor_tensor **out) {
+  if (!out) return tstor__err(TSTOR_EINVAL, "shape_unary: out is NULL");
+  *out = NULL;
+  tstor_layout l, r;
+  tstor_context *ctx = NULL;
+  tstor_device dev = {0, 0};
+  int rc = tstor__shape_layouts(1, &a, &l, &ctx, &dev);
+  if (rc == 0) rc = tstor_layout_elementwise(rule, 1, &l, 0, NULL, &r);
+  return tstor__shape_finish(rc, ctx, dev, &r, out);
+}
+
+int tstor_shape_binary(tstor_elementwise_rule rule, const tstor_tensor *a, const tstor_tensor *b,
+                       tstor_tensor **out) {
+  if (!out) return tstor__err(TSTOR_EINVAL, "shape_binary: out is NULL");
+  *out = NULL;
+  if (!a || !b) return tstor__err(TSTOR_EINVAL, "shape_binary: NULL tensor");
+  tstor_layout l[2], r;
+  const tstor_tensor *ts[2] = {a, b};
+  tstor_context *ctx = NULL;
+  tstor_device dev = {0, 0};
+  int rc = tstor__shape_layouts(2, ts, l, &ctx, &dev);
+  if (rc == 0) rc = tstor_layout_elementwise(rule, 2, l, 0, NULL, &r);
+  return tstor__shape_finish(rc, ctx, dev, &r, out);
+}
+
+int tstor_shape_binary_number(tstor_elementwise_rule rule, const tstor_tensor *a,
+                              tstor_dtype number, tstor_tensor **out) {
+  if (!out) return tstor__err(TSTOR_EINVAL, "shape_binary_number: out is NULL");
+  *out = NULL;
+  tstor_layout l, r;
+  tstor_context *ctx = NULL;
+  tstor_device dev = {0, 0};
+  int rc = tstor__shape_layouts(1, &a, &l, &ctx, &dev);
+  if (rc == 0) rc = tstor_layout_elementwise(rule, 1, &l, 1, &number, &r);
+  return tstor__shape_finish(rc, ctx, dev, &r, out);
+}
+
+/* ---------------------------------------------------------------- reductions */
+
+static const char *reduction_name(tstor_reduction op) {
+  switch (op) {
+  case TSTOR_REDUCE_SUM: return "sum";
+  case TSTOR_REDUCE_MEAN: return "mean";
+  case TSTOR_REDUCE_AMAX: return "amax";
+  case TSTOR_REDUCE_ARGMAX: return "argmax";
+  }
+  return "?";
+}
+
+int tstor_layout_reduce(tstor_reduction op, const tstor_layout *in, int ndims,
+                        const int64_t *dims, int keepdim, tstor_layout *out) {
+  if (!in || !out || ndims < 0 || (ndims && !dims))
+    return tstor__err(TSTOR_EINVAL, "reduce: bad arguments");
+  if (op < TSTOR_REDUCE_SUM || op > TSTOR_REDUCE_ARGMAX)
+    return tstor__err(TSTOR_EINVAL, "reduce: bad reduction %d", (int)op);
+  const tstor_dtype_info *di = tstor_dtype_info_of(in->dtype);
+  if (!di || in->ndim < 0 || in->ndim > TSTOR_TENSOR_MAX_DIM)
+    return tstor__err(TSTOR_EINVAL, "reduce: bad input layout");
+  const char *name = reduction_name(op);
+  if (op == TSTOR_REDUCE_ARGMAX && ndims > 1)
+    return tstor__err(TSTOR_EINVAL, "argmax(): takes one dimension or none, not %d", ndims);
+  /* which dimensions go */
+  unsigned char reduced[TSTOR_TENSOR_MAX_DIM] = {0};
+  for (int i = 0; i < ndims; i++) {
+    int d = 0;
+    int rc = tstor__shape_wrap_dim(dims[i], in->ndim, &d);
+    if (rc < 0) return rc;
+    /* amax and argmax check each dimension's size before duplicates */
+    if ((op == TSTOR_REDUCE_AMAX || op == TSTOR_REDUCE_ARGMAX) && in->ndim > 0 &&
+        in->sizes[d] == 0)
+      return tstor__err(TSTOR_ERANGE, "%s(): Expected reduction dim %d to have non-zero size.",
+                        name, d);
+    if (reduced[d])
+      return tstor__err(TSTOR_EINVAL, "dim %d appears multiple times in the list of dims", d);
+    reduced[d] = 1;
+  }
+  int all = ndims == 0;
+  if (all)
+    for (int d = 0; d < in->ndim; d++) reduced[d] = 1;
+
+  tstor_dtype dtype = in->dtype;
+  int cat = tstor__dtype_category(in->dtype);
+  switch (op) {
+  case TSTOR_REDUCE_SUM:
+    if (cat < 2) dtype = TSTOR_INT64;
+    break;
+  case TSTOR_REDUCE_MEAN:
+    if (cat < 2)
+      return tstor__err(TSTOR_EDTYPE, "mean(): could not infer output dtype. Input dtype must "
+                        "be either a floating point or complex dtype. Got: %s",
+                        di->scalar_type);
+    break;
+  case TSTOR_REDUCE_AMAX:
+  case TSTOR_REDUCE_ARGMAX:
+    if (op == TSTOR_REDUCE_ARGMAX) dtype = TSTOR_INT64;
+    if (tstor_layout_numel(in) == 0) {
+      if (all)
+        return tstor__err(op == TSTOR_REDUCE_ARGMAX ? TSTOR_ERANGE : TSTOR_EINVAL,
+                          "%s(): Expected reduction dim to be specified for input.numel() == 0.",
+                          name);
+      for (int d = 0; d < in->ndim; d++)
+        if (reduced[d] && in->sizes[d] == 0)
+          return tstor__err(TSTOR_ERANGE, "%s(): Expected reduction dim %d to have non-zero "
+                            "size.", name, d);
+    }
+    break;
+  }
+  tstor_layout r;
+  r.dtype = dtype;
+  r.ndim = 0;
+  for (int d = 0; d < in->ndim; d++) {
+    if (!reduced[d]) r.sizes[r.ndim++] = in->sizes[d];
+    else if (keepdim) r.sizes[r.ndim++] = 1;
+  }
+  tstor__layout_contiguous(&r);
+  tstor__layout_copy(out, &r);
+  return 0;
+}
+
+int tstor_shape_reduce(tstor_reduction op, const tstor_tensor *in, int ndims, const int64_t *dims,
+                       int keepdim, tstor_tensor **out) {
+  if (!out) return tstor__err(TSTOR_EINVAL, "shape_reduce: out is NULL");
+  *out = NULL;
+  tstor_layout l, r;
+  tstor_context *ctx = NULL;
+  tstor_device dev = {0, 0};
+  int rc = tstor__shape_layouts(1, &in, &l, &ctx, &dev);
+  if (rc == 0) rc = tstor_layout_reduce(op, &l, ndims, dims, keepdim, &r);
+  return tstor__shape_finish(rc, ctx, dev, &r, out);
+}

@@ -1,0 +1,697 @@
+/* Shape inference: every case of tests/vectors/shapes.txt (PyTorch 1.13's own
+ * results, from gen_shapes.py) through the layout forms and the tensor forms
+ * on the meta device, then n-ary promotion, devices, layouts and bad input. */
+#define _GNU_SOURCE
+#include "coretest.h"
+
+#include <inttypes.h>
+#include <stdint.h>
+#include <tstor/shape.h>
+
+#include "fault.h"
+
+static tstor_context *ctx;
+static tstor_device cpu, meta;
+
+static void setup(void) {
+  ctx = coretest_open(NULL);
+  cpu = coretest_dev(ctx, "cpu");
+  meta = coretest_dev(ctx, "meta");
+}
+static void teardown(void) { tstor_context_close(ctx); }
+
+/* ------------------------------------------------------------ the cases */
+
+#define MAX_ARGS 16
+
+typedef struct arg {
+  char kind;            /* t s d i l n */
+  tstor_layout layout;  /* t */
+  tstor_dtype dtype;    /* s d */
+  int64_t ints[TSTOR_TENSOR_MAX_DIM];
+  int nints;            /* i: 1, l: the count */
+} arg;
+
+typedef struct tcase {
+  char op[32];
+  arg args[MAX_ARGS];
+  int nargs;
+  arg want;  /* kind 't' (a layout), 'd', 'l', or 'e' for an error */
+  int index_error; /* PyTorch raised IndexError: tstor must say TSTOR_ERANGE */
+  int line;
+} tcase;
+
+static int parse_ints(const char *s, int64_t *out) {
+  int n = 0;
+  while (*s && *s != ':' && *s != ' ') {
+    char *end;
+    out[n++] = strtoll(s, &end, 10);
+    s = *end == ',' ? end + 1 : end;
+  }
+  return n;
+}
+
+static void parse_arg(const char *tok, arg *a, int line) {
+  a->kind = tok[0];
+  ck_assert_msg(tok[1] == ':', "line %d: bad token %s", line, tok);
+  const char *v = tok + 2;
+  switch (a->kind) {
+  case 't': {
+    char name[32];
+    const char *c = strchr(v, ':');
+    ck_assert_ptr_nonnull(c);
+    snprintf(name, sizeof name, "%.*s", (int)(c - v), v);
+    ck_tstor_ok(tstor_dtype_parse(name, &a->layout.dtype));
+    a->layout.ndim = parse_ints(c + 1, a->layout.sizes);
+    const char *c2 = strchr(c + 1, ':');
+    ck_assert_ptr_nonnull(c2);
+    ck_assert_int_eq(parse_ints(c2 + 1, a->layout.strides), a->layout.ndim);
+    break;
+  }
+  case 's':
+  case 'd': ck_tstor_ok(tstor_dtype_parse(v, &a->dtype)); break;
+  case 'i':
+  case 'l': a->nints = parse_ints(v, a->ints); break;
+  case 'n': break;
+  default: ck_abort_msg("line %d: bad token %s", line, tok);
+  }
+}
+
+static tcase *cases;
+static int ncases;
+
+static void load_cases(void) {
+  if (cases) return;
+  const char *path = TSTOR_TEST_SRCDIR "/vectors/shapes.txt";
+  FILE *f = fopen(path, "r");
+  ck_assert_msg(f != NULL, "cannot open %s", path);
+  char buf[4096];
+  int cap = 0, line = 0;
+  while (fgets(buf, sizeof buf, f)) {
+    line++;
+    if (buf[0] == '#') continue;
+    char *hash = strstr(buf, "  # ");
+    int index_error = hash && strncmp(hash + 4, "IndexError", 10) == 0;
+    if (hash) *hash = 0;
+    if (ncases == cap) {
+      cap = cap ? cap * 2 : 1024;
+      cases = realloc(cases, sizeof(tcase) * (size_t)cap);
+      ck_assert_ptr_nonnull(cases);
+    }
+    tcase *c = &cases[ncases++];
+    memset(c, 0, sizeof *c);
+    c->line = line;
+    c->index_error = index_error;
+    char *save = NULL, *tok = strtok_r(buf, " \n", &save);
+    snprintf(c->op, sizeof c->op, "%s", tok);
+    int after = 0;
+    while ((tok = strtok_r(NULL, " \n", &save))) {
+      if (strcmp(tok, "=>") == 0) {
+        after = 1;
+        continue;
+      }
+      if (after) {
+        if (strcmp(tok, "error") == 0) c->want.kind = 'e';
+        else if (tok[0] == 'd' && tok[1] == ':') parse_arg(tok, &c->want, line);
+        else if (tok[0] == 'l' && tok[1] == ':') parse_arg(tok, &c->want, line);
+        else {
+          char t[256];
+          snprintf(t, sizeof t, "t:%s", tok);
+          parse_arg(t, &c->want, line);
+        }
+      } else {
+        ck_assert_int_lt(c->nargs, MAX_ARGS);
+        parse_arg(tok, &c->args[c->nargs++], line);
+      }
+    }
+  }
+  fclose(f);
+  ck_assert_int_gt(ncases, 1000);
+}
+
+/* ------------------------------------------------------------- running */
+
+/* What a case computed: kind 't', 'd', 'l' or 'e'. */
+typedef struct result {
+  char kind;
+  tstor_layout layout;
+  tstor_dtype dtype;
+  int64_t ints[TSTOR_TENSOR_MAX_DIM];
+  int nints;
+  int err;
+} result;
+
+static int elementwise_rule(const char *op) {
+  if (!strcmp(op, "neg") || !strcmp(op, "add") || !strcmp(op, "mul")) return TSTOR_ELEMENTWISE_PROMOTE;
+  if (!strcmp(op, "sin") || !strcmp(op, "div")) return TSTOR_ELEMENTWISE_FLOAT;
+  if (!strcmp(op, "signbit") || !strcmp(op, "eq") || !strcmp(op, "lt")) return TSTOR_ELEMENTWISE_BOOL;
+  return -1;
+}
+
+static int reduction_of(const char *op) {
+  if (!strcmp(op, "sum")) return TSTOR_REDUCE_SUM;
+  if (!strcmp(op, "mean")) return TSTOR_REDUCE_MEAN;
+  if (!strcmp(op, "amax")) return TSTOR_REDUCE_AMAX;
+  if (!strcmp(op, "argmax")) return TSTOR_REDUCE_ARGMAX;
+  return -1;
+}
+
+static void conv_params(const tcase *c, tstor_conv_params *p) {
+  /* conv: in w b stride padding dilation groups;
+   * conv_transpose2d: in w b stride padding output_padding groups dilation */
+  int transposed = strncmp(c->op, "conv_transpose", 14) == 0;
+  int k = c->op[strlen(c->op) - 2] - '0';
+  tstor_conv_params d = TSTOR_CONV_PARAMS_INIT(k);
+  *p = d;
+  p->transposed = transposed;
+  const arg *a = &c->args[3];
+  for (int i = 0; i < k; i++) {
+    p->stride[i] = a[0].nints > i ? a[0].ints[i] : a[0].ints[0];
+    p->padding[i] = a[1].nints > i ? a[1].ints[i] : a[1].ints[0];
+    if (!transposed) {
+      p->dilation[i] = a[2].nints > i ? a[2].ints[i] : a[2].ints[0];
+    } else {
+      p->output_padding[i] = a[2].nints > i ? a[2].ints[i] : a[2].ints[0];
+      p->dilation[i] = a[4].nints > i ? a[4].ints[i] : a[4].ints[0];
+    }
+  }
+  p->groups = transposed ? a[3].ints[0] : a[3].ints[0];
+}
+
+static void pool_params(const tcase *c, tstor_pool_params *p) {
+  const arg *a = &c->args[1];
+  tstor_pool_params d = TSTOR_POOL_PARAMS_INIT(a[0].ints[0], a[0].ints[1]);
+  *p = d;
+  if (a[1].nints) {
+    p->stride[0] = a[1].ints[0];
+    p->stride[1] = a[1].ints[1];
+  }
+  p->padding[0] = a[2].ints[0];
+  p->padding[1] = a[2].ints[1];
+  if (!strcmp(c->op, "max_pool2d")) {
+    p->dilation[0] = a[3].ints[0];
+    p->dilation[1] = a[3].ints[1];
+    p->ceil_mode = (int)a[4].ints[0];
+  } else {
+    p->ceil_mode = (int)a[3].ints[0];
+  }
+}
+
+/* Runs a case on layouts. Returns 0 when the op is unknown to this test. */
+static int run_layout(const tcase *c, result *r) {
+  const arg *a = c->args;
+  const char *op = c->op;
+  int rule = elementwise_rule(op), red = reduction_of(op);
+  r->kind = 't';
+  if (!strcmp(op, "promote")) {
+    r->kind = 'd';
+    r->err = tstor_promote_types(a[0].dtype, a[1].dtype, &r->dtype);
+  } else if (!strcmp(op, "result_type")) {
+    tstor_operand ops[2];
+    for (int i = 0; i < 2; i++) {
+      ops[i].dtype = a[i].kind == 't' ? a[i].layout.dtype : a[i].dtype;
+      ops[i].kind = a[i].kind == 's'     ? TSTOR_OPERAND_NUMBER
+                    : a[i].layout.ndim ? TSTOR_OPERAND_TENSOR
+                                       : TSTOR_OPERAND_ZERO_DIM;
+    }
+    r->kind = 'd';
+    r->err = tstor_result_type(2, ops, &r->dtype);
+  } else if (!strcmp(op, "broadcast")) {
+    int nd[MAX_ARGS];
+    const int64_t *sz[MAX_ARGS];
+    for (int i = 0; i < c->nargs; i++) {
+      nd[i] = a[i].nints;
+      sz[i] = a[i].ints;
+    }
+    r->kind = 'l';
+    r->err = tstor_broadcast_shapes(c->nargs, nd, sz, &r->nints, r->ints);
+  } else if (rule >= 0) {
+    tstor_layout in[2];
+    int n = 0, nn = 0;
+    tstor_dtype num[1];
+    for (int i = 0; i < c->nargs; i++) {
+      if (a[i].kind == 't') in[n++] = a[i].layout;
+      else num[nn++] = a[i].dtype;
+    }
+    r->err = tstor_layout_elementwise((tstor_elementwise_rule)rule, n, in, nn, num, &r->layout);
+  } else if (red >= 0) {
+    int64_t dims[TSTOR_TENSOR_MAX_DIM];
+    int nd = a[1].kind == 'n' ? 0 : a[1].nints;
+    memcpy(dims, a[1].ints, sizeof(int64_t) * (size_t)nd);
+    r->err = tstor_layout_reduce((tstor_reduction)red, &a[0].layout, nd, dims,
+                                 (int)a[2].ints[0], &r->layout);
+  } else if (!strcmp(op, "matmul")) {
+    r->err = tstor_layout_matmul(&a[0].layout, &a[1].layout, &r->layout);
+  } else if (!strcmp(op, "mm")) {
+    r->err = tstor_layout_mm(&a[0].layout, &a[1].layout, &r->layout);
+  } else if (!strcmp(op, "bmm")) {
+    r->err = tstor_layout_bmm(&a[0].layout, &a[1].layout, &r->layout);
+  } else if (!strcmp(op, "linear")) {
+    r->err = tstor_layout_linear(&a[0].layout, &a[1].layout,
+                                 a[2].kind == 't' ? &a[2].layout : NULL, &r->layout);
+  } else if (!strcmp(op, "cat") || !strcmp(op, "stack")) {
+    int n = (int)a[0].ints[0];
+    tstor_layout *in = malloc(sizeof(tstor_layout) * (size_t)n);
+    for (int i = 0; i < n; i++) in[i] = a[1 + i].layout;
+    int64_t dim = a[1 + n].ints[0];
+    r->err = op[0] == 'c' ? tstor_layout_cat(n, in, dim, &r->layout)
+                          : tstor_layout_stack(n, in, dim, &r->layout);
+    free(in);
+  } else if (!strncmp(op, "conv", 4)) {
+    tstor_conv_params p;
+    conv_params(c, &p);
+    r->err = tstor_layout_conv(&a[0].layout, &a[1].layout, a[2].kind == 't' ? &a[2].layout : NULL,
+                               &p, &r->layout);
+  } else if (!strcmp(op, "max_pool2d") || !strcmp(op, "avg_pool2d")) {
+    tstor_pool_params p;
+    pool_params(c, &p);
+    r->err = op[0] == 'm' ? tstor_layout_max_pool2d(&a[0].layout, &p, &r->layout)
+                          : tstor_layout_avg_pool2d(&a[0].layout, &p, &r->layout);
+  } else if (!strcmp(op, "embedding")) {
+    r->err = tstor_layout_embedding(&a[0].layout, &a[1].layout, &r->layout);
+  } else if (!strcmp(op, "index_select")) {
+    r->err = tstor_layout_index_select(&a[0].layout, a[1].ints[0], &a[2].layout, &r->layout);
+  } else if (!strcmp(op, "view")) {
+    r->err = tstor_layout_view(&a[0].layout, a[1].nints, a[1].ints, &r->layout);
+  } else if (!strcmp(op, "softmax")) {
+    r->err = tstor_layout_softmax(&a[0].layout, a[1].ints[0], &r->layout);
+  } else {
+    return 0;
+  }
+  if (r->err < 0) r->kind = 'e';
+  return 1;
+}
+
+/* Runs a tensor case through the tensor forms, inputs on meta. Returns 0 for
+ * the ops that have no tensor form (promote, broadcast). */
+static int run_tensor(const tcase *c, result *r) {
+  const arg *a = c->args;
+  const char *op = c->op;
+  if (!strcmp(op, "promote") || !strcmp(op, "broadcast") || !strcmp(op, "view")) return 0;
+  tstor_tensor *t[MAX_ARGS] = {0}, *out = NULL;
+  for (int i = 0; i < c->nargs; i++)
+    if (a[i].kind == 't')
+      ck_tstor_ok(tstor_layout_empty(ctx, meta, &a[i].layout, &t[i]));
+  int rule = elementwise_rule(op), red = reduction_of(op), rc;
+  r->kind = 't';
+  if (!strcmp(op, "result_type")) {
+    const tstor_tensor *ts[2];
+    tstor_dtype nums[2];
+    int n = 0, nn = 0;
+    for (int i = 0; i < 2; i++) {
+      if (a[i].kind == 't') ts[n++] = t[i];
+      else nums[nn++] = a[i].dtype;
+    }
+    r->kind = 'd';
+    rc = tstor_result_type_tensors(n, ts, nn, nums, &r->dtype);
+  } else if (rule >= 0) {
+    if (c->nargs == 1) rc = tstor_shape_unary((tstor_elementwise_rule)rule, t[0], &out);
+    else if (a[1].kind == 's')
+      rc = tstor_shape_binary_number((tstor_elementwise_rule)rule, t[0], a[1].dtype, &out);
+    else
+      rc = tstor_shape_binary((tstor_elementwise_rule)rule, t[0], t[1], &out);
+  } else if (red >= 0) {
+    int nd = a[1].kind == 'n' ? 0 : a[1].nints;
+    rc = tstor_shape_reduce((tstor_reduction)red, t[0], nd, a[1].ints, (int)a[2].ints[0], &out);
+  } else if (!strcmp(op, "matmul")) {
+    rc = tstor_shape_matmul(t[0], t[1], &out);
+  } else if (!strcmp(op, "mm")) {
+    rc = tstor_shape_mm(t[0], t[1], &out);
+  } else if (!strcmp(op, "bmm")) {
+    rc = tstor_shape_bmm(t[0], t[1], &out);
+  } else if (!strcmp(op, "linear")) {
+    rc = tstor_shape_linear(t[0], t[1], t[2], &out);
+  } else if (!strcmp(op, "cat") || !strcmp(op, "stack")) {
+    int n = (int)a[0].ints[0];
+    const tstor_tensor *ts[MAX_ARGS];
+    for (int i = 0; i < n; i++) ts[i] = t[1 + i];
+    int64_t dim = a[1 + n].ints[0];
+    rc = op[0] == 'c' ? tstor_shape_cat(n, ts, dim, &out) : tstor_shape_stack(n, ts, dim, &out);
+  } else if (!strncmp(op, "conv", 4)) {
+    tstor_conv_params p;
+    conv_params(c, &p);
+    rc = tstor_shape_conv(t[0], t[1], t[2], &p, &out);
+  } else if (!strcmp(op, "max_pool2d") || !strcmp(op, "avg_pool2d")) {
+    tstor_pool_params p;
+    pool_params(c, &p);
+    rc = op[0] == 'm' ? tstor_shape_max_pool2d(t[0], &p, &out)
+                      : tstor_shape_avg_pool2d(t[0], &p, &out);
+  } else if (!strcmp(op, "embedding")) {
+    rc = tstor_shape_embedding(t[0], t[1], &out);
+  } else if (!strcmp(op, "index_select")) {
+    rc = tstor_shape_index_select(t[0], a[1].ints[0], t[2], &out);
+  } else if (!strcmp(op, "softmax")) {
+    rc = tstor_shape_softmax(t[0], a[1].ints[0], &out);
+  } else {
+    rc = TSTOR_ENOTSUP;
+  }
+  r->err = rc;
+  if (rc < 0) {
+    r->kind = 'e';
+    ck_assert_ptr_null(out);
+  } else if (r->kind == 't') {
+    ck_assert_ptr_nonnull(out);
+    tstor_device d = tstor_tensor_device(out);
+    ck_assert(d.type == meta.type && d.index == meta.index);
+    ck_assert_int_eq(tstor_tensor_storage_offset(out), 0);
+    ck_tstor_ok(tstor_layout_of(out, &r->layout));
+  }
+  tstor_tensor_release(out);
+  for (int i = 0; i < c->nargs; i++) tstor_tensor_release(t[i]);
+  return 1;
+}
+
+static const char *layout_str(char *buf, size_t n, const tstor_layout *l) {
+  char s[512], st[512];
+  size_t a = 0, b = 0;
+  s[0] = st[0] = 0;
+  for (int i = 0; i < l->ndim; i++) {
+    a += (size_t)snprintf(s + a, sizeof s - a, "%s%" PRId64, i ? "," : "", l->sizes[i]);
+    b += (size_t)snprintf(st + b, sizeof st - b, "%s%" PRId64, i ? "," : "", l->strides[i]);
+  }
+  snprintf(buf, n, "%s:%s:%s", tstor_dtype_name(l->dtype), s, st);
+  return buf;
+}
+
+/* "" when r is what the case wants, else what differs. */
+static const char *compare(const tcase *c, const result *r) {
+  static char why[2048];
+  char g[1200], w[1200];
+  if (c->want.kind == 'e') {
+    if (r->kind == 'e') {
+      if (tstor_last_error()[0] == 0) return "error without a message";
+      if (c->index_error && r->err != TSTOR_ERANGE) {
+        snprintf(why, sizeof why, "%s for PyTorch's IndexError: %s", tstor_err_name(r->err),
+                 tstor_last_error());
+        return why;
+      }
+      return "";
+    }
+    snprintf(why, sizeof why, "succeeded (%s), PyTorch raises",
+             r->kind == 't' ? layout_str(g, sizeof g, &r->layout) : "");
+    return why;
+  }
+  if (r->kind == 'e') {
+    snprintf(why, sizeof why, "failed: %s: %s", tstor_err_name(r->err), tstor_last_error());
+    return why;
+  }
+  if (c->want.kind == 'd') {
+    if (r->dtype == c->want.dtype) return "";
+    snprintf(why, sizeof why, "dtype %s, want %s", tstor_dtype_name(r->dtype),
+             tstor_dtype_name(c->want.dtype));
+    return why;
+  }
+  if (c->want.kind == 'l') {
+    if (r->nints == c->want.nints &&
+        memcmp(r->ints, c->want.ints, sizeof(int64_t) * (size_t)r->nints) == 0)
+      return "";
+    return "shape differs";
+  }
+  const tstor_layout *l = &r->layout, *x = &c->want.layout;
+  if (l->dtype == x->dtype && l->ndim == x->ndim &&
+      memcmp(l->sizes, x->sizes, sizeof(int64_t) * (size_t)l->ndim) == 0 &&
+      memcmp(l->strides, x->strides, sizeof(int64_t) * (size_t)l->ndim) == 0)
+    return "";
+  snprintf(why, sizeof why, "got %s, want %s", layout_str(g, sizeof g, l),
+           layout_str(w, sizeof w, x));
+  return why;
+}
+
+START_TEST(test_pytorch_cases) {
+  load_cases();
+  int failed = 0, run = 0, run_t = 0;
+  for (int i = 0; i < ncases; i++) {
+    const tcase *c = &cases[i];
+    result r;
+    memset(&r, 0, sizeof r);
+    ck_assert_msg(run_layout(c, &r), "line %d: unknown op %s", c->line, c->op);
+    run++;
+    const char *why = compare(c, &r);
+    if (*why) {
+      if (failed++ < 60) fprintf(stderr, "shapes.txt:%d: %s: %s\n", c->line, c->op, why);
+      continue;
+    }
+    memset(&r, 0, sizeof r);
+    if (c->want.kind == 'l' || !run_tensor(c, &r)) continue;
+    run_t++;
+    why = compare(c, &r);
+    if (*why && failed++ < 60)
+      fprintf(stderr, "shapes.txt:%d: %s (tensor form): %s\n", c->line, c->op, why);
+  }
+  fprintf(stderr, "%d PyTorch cases, %d through tensors on meta, %d differ\n", run, run_t,
+          failed);
+  ck_assert_int_eq(failed, 0);
+}
+END_TEST
+
+/* -------------------------------------------------------- beyond the file */
+
+START_TEST(test_result_type_nary) {
+  tstor_dtype d;
+  /* tensors widen; zero-dim and numbers only lift the category */
+  tstor_operand a[] = {{TSTOR_INT8, TSTOR_OPERAND_TENSOR},
+                       {TSTOR_INT64, TSTOR_OPERAND_ZERO_DIM},
+                       {TSTOR_INT64, TSTOR_OPERAND_NUMBER}};
+  ck_tstor_ok(tstor_result_type(3, a, &d));
+  ck_assert_int_eq(d, TSTOR_INT8);
+  tstor_operand b[] = {{TSTOR_INT8, TSTOR_OPERAND_TENSOR},
+                       {TSTOR_UINT8, TSTOR_OPERAND_TENSOR},
+                       {TSTOR_FLOAT64, TSTOR_OPERAND_ZERO_DIM},
+                       {TSTOR_COMPLEX128, TSTOR_OPERAND_NUMBER}};
+  ck_tstor_ok(tstor_result_type(3, b, &d));
+  ck_assert_int_eq(d, TSTOR_FLOAT64);
+  ck_tstor_ok(tstor_result_type(4, b, &d));
+  ck_assert_int_eq(d, TSTOR_COMPLEX128);
+  tstor_operand c[] = {{TSTOR_BOOL, TSTOR_OPERAND_TENSOR},
+                       {TSTOR_BOOL, TSTOR_OPERAND_ZERO_DIM},
+                       {TSTOR_FLOAT64, TSTOR_OPERAND_NUMBER},
+                       {TSTOR_INT16, TSTOR_OPERAND_ZERO_DIM}};
+  ck_tstor_ok(tstor_result_type(4, c, &d));
+  ck_assert_int_eq(d, TSTOR_FLOAT32);
+  ck_tstor_ok(tstor_result_type(2, c, &d));
+  ck_assert_int_eq(d, TSTOR_BOOL);
+  /* refusals */
+  ck_tstor_err(tstor_result_type(0, a, &d), TSTOR_EINVAL);
+  tstor_operand q[] = {{TSTOR_QINT8, TSTOR_OPERAND_TENSOR}, {TSTOR_FLOAT32, TSTOR_OPERAND_TENSOR}};
+  ck_tstor_err(tstor_result_type(2, q, &d), TSTOR_EDTYPE);
+  ck_last_error_has("QInt8");
+  tstor_operand f8[] = {{TSTOR_FLOAT8_E4M3FN, TSTOR_OPERAND_TENSOR},
+                        {TSTOR_FLOAT16, TSTOR_OPERAND_TENSOR}};
+  ck_tstor_err(tstor_result_type(2, f8, &d), TSTOR_EDTYPE);
+  ck_tstor_ok(tstor_promote_types(TSTOR_FLOAT8_E5M2, TSTOR_FLOAT8_E5M2, &d));
+  ck_assert_int_eq(d, TSTOR_FLOAT8_E5M2);
+  tstor_operand bad[] = {{(tstor_dtype)99, TSTOR_OPERAND_TENSOR}};
+  ck_tstor_err(tstor_result_type(1, bad, &d), TSTOR_EINVAL);
+  tstor_operand badkind[] = {{TSTOR_INT8, (tstor_operand_kind)7}};
+  ck_tstor_err(tstor_result_type(1, badkind, &d), TSTOR_EINVAL);
+  tstor_operand qnum[] = {{TSTOR_QUINT8, TSTOR_OPERAND_NUMBER}};
+  ck_tstor_err(tstor_result_type(1, qnum, &d), TSTOR_EINVAL);
+  ck_tstor_err(tstor_promote_types((tstor_dtype)20, TSTOR_INT8, &d), TSTOR_EINVAL);
+}
+END_TEST
+
+START_TEST(test_broadcast_messages) {
+  int64_t a[] = {2, 3}, b[] = {3, 2}, out[TSTOR_TENSOR_MAX_DIM];
+  int nd[] = {2, 2}, n;
+  const int64_t *s[] = {a, b};
+  ck_tstor_err(tstor_broadcast_shapes(2, nd, s, &n, out), TSTOR_EINVAL);
+  ck_last_error_has("The size of tensor a (3) must match the size of tensor b (2) at "
+                    "non-singleton dimension 1");
+  ck_tstor_err(tstor_broadcast_shapes(0, nd, s, &n, out), TSTOR_EINVAL);
+  int64_t neg[] = {-1};
+  int nd1[] = {1};
+  const int64_t *sn[] = {neg};
+  ck_tstor_err(tstor_broadcast_shapes(1, nd1, sn, &n, out), TSTOR_EINVAL);
+  /* 64 dimensions work, 65 do not */
+  int64_t ones[65];
+  for (int i = 0; i < 65; i++) ones[i] = 1;
+  int nd64[] = {64}, nd65[] = {65};
+  const int64_t *so[] = {ones};
+  ck_tstor_ok(tstor_broadcast_shapes(1, nd64, so, &n, out));
+  ck_assert_int_eq(n, 64);
+  ck_tstor_err(tstor_broadcast_shapes(1, nd65, so, &n, out), TSTOR_EINVAL);
+}
+END_TEST
+
+START_TEST(test_layouts) {
+  tstor_layout l;
+  int64_t s[] = {2, 3, 4, 5};
+  ck_tstor_ok(tstor_layout_init(&l, TSTOR_FLOAT32, 4, s, NULL));
+  ck_assert_int_eq(l.strides[0], 60);
+  ck_assert_int_eq(tstor_layout_memory_format(&l), TSTOR_MEMORY_CONTIGUOUS);
+  ck_tstor_ok(tstor_layout_restride(&l, TSTOR_MEMORY_CHANNELS_LAST));
+  ck_assert_int_eq(l.strides[1], 1);
+  ck_assert_int_eq(l.strides[3], 3);
+  ck_assert_int_eq(l.strides[2], 15);
+  ck_assert_int_eq(l.strides[0], 60);
+  ck_assert_int_eq(tstor_layout_memory_format(&l), TSTOR_MEMORY_CHANNELS_LAST);
+  ck_tstor_err(tstor_layout_restride(&l, TSTOR_MEMORY_CHANNELS_LAST_3D), TSTOR_EINVAL);
+  uint64_t nb;
+  ck_tstor_ok(tstor_layout_bytes(&l, &nb));
+  ck_assert_uint_eq(nb, 480);
+  ck_assert_int_eq(tstor_layout_numel(&l), 120);
+  /* a broadcast (stride 0) layout needs one row */
+  int64_t st[] = {0, 1};
+  ck_tstor_ok(tstor_layout_init(&l, TSTOR_FLOAT64, 2, s, st));
+  ck_tstor_ok(tstor_layout_bytes(&l, &nb));
+  ck_assert_uint_eq(nb, 24);
+  int64_t zero[] = {3, 0};
+  ck_tstor_ok(tstor_layout_init(&l, TSTOR_FLOAT64, 2, zero, NULL));
+  ck_tstor_ok(tstor_layout_bytes(&l, &nb));
+  ck_assert_uint_eq(nb, 0);
+  int64_t huge[] = {INT64_MAX / 2, 4};
+  ck_tstor_err(tstor_layout_init(&l, TSTOR_FLOAT64, 2, huge, NULL), TSTOR_EOVERFLOW);
+  int64_t big[] = {(int64_t)1 << 40, (int64_t)1 << 21}, bigst[] = {(int64_t)1 << 21, 1};
+  ck_tstor_ok(tstor_layout_init(&l, TSTOR_FLOAT64, 2, big, bigst));
+  ck_tstor_err(tstor_layout_bytes(&l, &nb), TSTOR_EOVERFLOW);
+  /* overflowing convolution and pooling arguments are refused, not wrapped */
+  tstor_layout in, w, r;
+  int64_t xs[] = {1, 1, 8, 8}, ws[] = {1, 1, 3, 3};
+  ck_tstor_ok(tstor_layout_init(&in, TSTOR_FLOAT32, 4, xs, NULL));
+  ck_tstor_ok(tstor_layout_init(&w, TSTOR_FLOAT32, 4, ws, NULL));
+  tstor_conv_params cp = TSTOR_CONV_PARAMS_INIT(2);
+  cp.transposed = 1;
+  cp.stride[0] = INT64_MAX;
+  ck_tstor_err(tstor_layout_conv(&in, &w, NULL, &cp, &r), TSTOR_EOVERFLOW);
+  tstor_pool_params pp = TSTOR_POOL_PARAMS_INIT(2, INT64_MAX);
+  ck_tstor_err(tstor_layout_max_pool2d(&in, &pp, &r), TSTOR_EOVERFLOW);
+  int64_t negs[] = {2, -1};
+  ck_tstor_err(tstor_layout_init(&l, TSTOR_FLOAT64, 2, negs, NULL), TSTOR_EINVAL);
+  ck_tstor_err(tstor_layout_init(&l, TSTOR_FLOAT64, 65, s, NULL), TSTOR_EINVAL);
+  ck_tstor_err(tstor_layout_init(&l, (tstor_dtype)19, 1, s, NULL), TSTOR_EINVAL);
+  /* tensor round trip on cpu: the layout's bytes are the storage's */
+  tstor_tensor *t;
+  ck_tstor_ok(tstor_layout_init(&l, TSTOR_INT16, 4, s, NULL));
+  ck_tstor_ok(tstor_layout_restride(&l, TSTOR_MEMORY_CHANNELS_LAST));
+  ck_tstor_ok(tstor_layout_empty(ctx, cpu, &l, &t));
+  tstor_layout back;
+  ck_tstor_ok(tstor_layout_of(t, &back));
+  ck_assert_mem_eq(back.strides, l.strides, sizeof(int64_t) * 4);
+  ck_tstor_ok(tstor_layout_bytes(&back, &nb));
+  ck_assert_uint_eq(nb, tstor_storage_nbytes(tstor_tensor_storage(t)));
+  tstor_tensor_release(t);
+}
+END_TEST
+
+START_TEST(test_devices_and_bad_input) {
+  int64_t s[] = {2, 3};
+  tstor_tensor *a, *b, *out = (tstor_tensor *)&out;
+  ck_tstor_ok(tstor_tensor_empty(ctx, cpu, TSTOR_FLOAT32, 2, s, &a));
+  ck_tstor_ok(tstor_tensor_empty(ctx, meta, TSTOR_FLOAT32, 2, s, &b));
+  /* the result lives where the inputs do */
+  ck_tstor_ok(tstor_shape_binary(TSTOR_ELEMENTWISE_PROMOTE, a, a, &out));
+  ck_assert_int_eq(tstor_tensor_device(out).type, cpu.type);
+  ck_assert_ptr_nonnull(tstor_tensor_data(out));
+  tstor_tensor_release(out);
+  /* mixed devices are refused, naming both */
+  out = (tstor_tensor *)&out;
+  ck_tstor_err(tstor_shape_binary(TSTOR_ELEMENTWISE_PROMOTE, a, b, &out), TSTOR_EINVAL);
+  ck_assert_ptr_null(out);
+  ck_last_error_has("cpu:0 and meta:0");
+  const tstor_tensor *ts[] = {b, a};
+  ck_tstor_err(tstor_shape_cat(2, ts, 0, &out), TSTOR_EINVAL);
+  ck_assert_ptr_null(out);
+  /* NULLs */
+  ck_tstor_err(tstor_shape_unary(TSTOR_ELEMENTWISE_FLOAT, NULL, &out), TSTOR_EINVAL);
+  ck_tstor_err(tstor_shape_unary(TSTOR_ELEMENTWISE_FLOAT, a, NULL), TSTOR_EINVAL);
+  ck_tstor_err(tstor_shape_unary((tstor_elementwise_rule)9, a, &out), TSTOR_EINVAL);
+  ck_assert_ptr_null(out);
+  ck_tstor_err(tstor_shape_matmul(a, NULL, &out), TSTOR_EINVAL);
+  ck_tstor_err(tstor_shape_cat(0, ts, 0, &out), TSTOR_EINVAL);
+  ck_tstor_err(tstor_shape_conv(a, b, NULL, NULL, &out), TSTOR_EINVAL);
+  ck_tstor_err(tstor_shape_reduce((tstor_reduction)8, a, 0, NULL, 0, &out), TSTOR_EINVAL);
+  int64_t dims[] = {0, 1};
+  ck_tstor_err(tstor_shape_reduce(TSTOR_REDUCE_ARGMAX, b, 2, dims, 0, &out), TSTOR_EINVAL);
+  ck_tstor_err(tstor_shape_reduce(TSTOR_REDUCE_SUM, b, 1, NULL, 0, &out), TSTOR_EINVAL);
+  tstor_conv_params p = TSTOR_CONV_PARAMS_INIT(4);
+  ck_tstor_err(tstor_shape_conv(b, b, NULL, &p, &out), TSTOR_EINVAL);
+  tstor_pool_params pp = TSTOR_POOL_PARAMS_INIT(2, 2);
+  pp.dilation[0] = 2;
+  int64_t s4[] = {1, 2, 4, 4};
+  tstor_tensor *c;
+  ck_tstor_ok(tstor_tensor_empty(ctx, meta, TSTOR_FLOAT32, 4, s4, &c));
+  ck_tstor_err(tstor_shape_avg_pool2d(c, &pp, &out), TSTOR_EINVAL);
+  ck_tstor_ok(tstor_shape_max_pool2d(c, &pp, &out));
+  tstor_tensor_release(out);
+  ck_assert_ptr_null(NULL);
+  tstor_tensor_release(a);
+  tstor_tensor_release(b);
+  tstor_tensor_release(c);
+}
+END_TEST
+
+START_TEST(test_sixty_four_dims) {
+  /* elementwise and reductions over the most dimensions a tensor has */
+  tstor_layout a, b, r;
+  int64_t s[TSTOR_TENSOR_MAX_DIM];
+  for (int i = 0; i < TSTOR_TENSOR_MAX_DIM; i++) s[i] = i % 7 ? 1 : 2;
+  ck_tstor_ok(tstor_layout_init(&a, TSTOR_INT32, TSTOR_TENSOR_MAX_DIM, s, NULL));
+  ck_tstor_ok(tstor_layout_init(&b, TSTOR_FLOAT16, 3, s + TSTOR_TENSOR_MAX_DIM - 3, NULL));
+  tstor_layout in[2] = {b, a};
+  ck_tstor_ok(tstor_layout_elementwise(TSTOR_ELEMENTWISE_PROMOTE, 2, in, 0, NULL, &r));
+  ck_assert_int_eq(r.ndim, TSTOR_TENSOR_MAX_DIM);
+  ck_assert_int_eq(r.dtype, TSTOR_FLOAT16);
+  ck_assert_int_eq(tstor_layout_numel(&r), tstor_layout_numel(&a));
+  int64_t d = -1;
+  ck_tstor_ok(tstor_layout_reduce(TSTOR_REDUCE_SUM, &a, 1, &d, 1, &r));
+  ck_assert_int_eq(r.ndim, TSTOR_TENSOR_MAX_DIM);
+  ck_assert_int_eq(r.dtype, TSTOR_INT64);
+  tstor_layout many[2] = {a, a};
+  ck_tstor_err(tstor_layout_stack(2, many, 0, &r), TSTOR_EINVAL);
+}
+END_TEST
+
+/* Every allocation of each tensor form failed in turn: the call fails with
+ * TSTOR_ENOMEM, hands out no tensor and leaves nothing allocated; then it
+ * succeeds once nothing fails. */
+START_TEST(test_allocation_failures) {
+  int64_t xs[] = {2, 3, 8, 8}, ws[] = {4, 3, 3, 3}, cs[] = {3, 1, 1};
+  tstor_tensor *x, *w, *c;
+  ck_tstor_ok(tstor_tensor_empty(ctx, meta, TSTOR_FLOAT32, 4, xs, &x));
+  ck_tstor_ok(tstor_tensor_empty(ctx, meta, TSTOR_FLOAT32, 4, ws, &w));
+  ck_tstor_ok(tstor_tensor_empty(ctx, meta, TSTOR_FLOAT32, 3, cs, &c));
+  tstor_conv_params p = TSTOR_CONV_PARAMS_INIT(2);
+  const tstor_tensor *pair[] = {x, x};
+  for (int op = 0; op < 4; op++) {
+    for (unsigned long nth = 1;; nth++) {
+      tstor_tensor *out = (tstor_tensor *)&out;
+      tstor__fault_arm(TSTOR_FAULT_ALL, nth, 0);
+      int rc = op == 0   ? tstor_shape_binary(TSTOR_ELEMENTWISE_PROMOTE, x, c, &out)
+               : op == 1 ? tstor_shape_conv(x, w, NULL, &p, &out)
+               : op == 2 ? tstor_shape_stack(2, pair, 1, &out)
+                         : tstor_shape_reduce(TSTOR_REDUCE_SUM, x, 0, NULL, 1, &out);
+      tstor__fault_disarm();
+      if (tstor__fault_failed() == 0) {
+        ck_assert_int_eq(rc, 0);
+        tstor_tensor_release(out);
+        ck_assert_uint_gt(nth, 1);
+        break;
+      }
+      ck_assert_msg(rc == TSTOR_ENOMEM, "op %d, allocation %lu: %s", op, nth, tstor_err_name(rc));
+      ck_assert_ptr_null(out);
+      ck_assert_int_eq(tstor__fault_live(), 0);
+    }
+  }
+  tstor_tensor_release(x);
+  tstor_tensor_release(w);
+  tstor_tensor_release(c);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("shape");
+  TCase *tc = tcase_create("shape");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, test_pytorch_cases);
+  tcase_add_test(tc, test_result_type_nary);
+  tcase_add_test(tc, test_broadcast_messages);
+  tcase_add_test(tc, test_layouts);
+  tcase_add_test(tc, test_devices_and_bad_input);
+  tcase_add_test(tc, test_sixty_four_dims);
+  tcase_add_test(tc, test_allocation_failures);
+  suite_add_tcase(s, tc);
+  int rc = tstor_test_run(s);
+  free(cases);
+  return rc;
+}

@@ -1,0 +1,539 @@
+#!/usr/bin/python3
+"""Generates the shape-inference cases of tstor's shape tests (tests/test_shape.c).
+
+Run with Debian's /usr/bin/python3 and its python3-torch (PyTorch 1.13):
+
+    /usr/bin/python3 tests/vectors/gen_shapes.py tests/vectors
+
+It writes shapes.txt, committed: one case a line,
+
+    OP ARG ARG ... => RESULT  # PyTorch's message, for errors
+
+where an ARG is
+    t:DTYPE:SIZES:STRIDES  a tensor (sizes and strides comma-separated; both
+                           empty for a zero-dim tensor)
+    s:DTYPE                a Python number: bool, int64 (int), float64 (float)
+                           or complex128 (complex)
+    d:DTYPE                a dtype
+    i:N                    an integer;  l:N,N,...  an integer list (l: is [])
+    n:                     None
+and RESULT is "DTYPE:SIZES:STRIDES" (a new tensor), "d:DTYPE" (a dtype),
+"l:SIZES" (a shape) or "error".
+
+Every tensor case runs on the meta device, and, where the operation has a CPU
+kernel for the dtype, on small CPU tensors too: PyTorch 1.13's meta kernels skip
+some of the checks its CPU kernels make (a kernel larger than the padded input
+gives an empty output on meta, mm of float32 and float64 gives float32), and
+tstor refuses what PyTorch refuses on a real device. So a case is "error" when
+either device raises (a CPU error that only says a kernel is missing for the
+dtype does not count), and otherwise holds the meta device's sizes, strides and
+dtype. The first line names the PyTorch version; the output is deterministic.
+"""
+import itertools
+import sys
+import warnings
+
+import torch
+
+warnings.filterwarnings("ignore")
+T = torch
+F = torch.nn.functional
+
+DTYPES = [T.uint8, T.int8, T.int16, T.int32, T.int64, T.float16, T.float32, T.float64,
+          T.complex32, T.complex64, T.complex128, T.bool, T.qint8, T.quint8, T.qint32,
+          T.bfloat16, T.quint4x2]
+QUANT = [T.qint8, T.quint8, T.qint32, T.quint4x2]
+PLAIN = [d for d in DTYPES if d not in QUANT]
+NAME = {d: str(d).replace("torch.", "") for d in DTYPES}
+SCALARS = {T.bool: True, T.int64: 3, T.float64: 2.5, T.complex128: 1 + 2j}
+
+lines = []
+ELEMENTWISE = {"neg", "sin", "signbit", "add", "mul", "div", "eq", "lt"}
+
+
+def fmt_list(xs):
+    return ",".join(str(int(x)) for x in xs)
+
+
+class Arg:
+    """A tensor argument: built on meta (and on cpu) from dtype, sizes, strides."""
+
+    def __init__(self, dtype, sizes, strides=None):
+        self.dtype, self.sizes = dtype, tuple(sizes)
+        if strides is None:
+            strides = contiguous(self.sizes)
+        self.strides = tuple(strides)
+
+    def make(self, device):
+        x = T.empty_strided(self.sizes, self.strides, dtype=self.dtype, device=device)
+        if device == "cpu":  # indices must be valid on a real device: all 0
+            x.zero_()
+        return x
+
+    def text(self):
+        return "t:%s:%s:%s" % (NAME[self.dtype], fmt_list(self.sizes), fmt_list(self.strides))
+
+
+def contiguous(sizes):
+    st, acc = [], 1
+    for s in reversed(sizes):
+        st.append(acc)
+        acc *= max(s, 1)
+    return tuple(reversed(st))
+
+
+def channels_last(sizes):
+    """PyTorch's channels_last (4-d) or channels_last_3d (5-d) strides."""
+    order = [1] + list(range(len(sizes) - 1, 1, -1)) + [0]
+    st, acc = [0] * len(sizes), 1
+    for d in order:
+        st[d] = acc
+        acc *= max(sizes[d], 1)
+    return tuple(st)
+
+
+def t(dtype, sizes, strides=None):
+    return Arg(dtype, sizes, strides)
+
+
+def f32(sizes, strides=None):
+    return Arg(T.float32, sizes, strides)
+
+
+def cl(sizes, dtype=T.float32):
+    return Arg(dtype, sizes, channels_last(sizes))
+
+
+def arg_text(a):
+    if isinstance(a, Arg):
+        return a.text()
+    if isinstance(a, tuple) and a and a[0] == "scalar":
+        return "s:" + NAME[a[1]]
+    if isinstance(a, T.dtype):
+        return "d:" + NAME[a]
+    if a is None:
+        return "n:"
+    if isinstance(a, bool):
+        return "i:%d" % int(a)
+    if isinstance(a, int):
+        return "i:%d" % a
+    if isinstance(a, (list, tuple)):
+        return "l:" + fmt_list(a)
+    raise TypeError(a)
+
+
+def realise(a, device):
+    if isinstance(a, Arg):
+        return a.make(device)
+    if isinstance(a, tuple) and a and a[0] == "scalar":
+        return SCALARS[a[1]]
+    if isinstance(a, list) and a and isinstance(a[0], Arg):
+        return [x.make(device) for x in a]
+    return a
+
+
+def run(fn, args, device):
+    try:
+        return fn(*[realise(a, device) for a in args]), None
+    except Exception as e:  # what PyTorch raises is the expected result
+        return None, "%s: %s" % (type(e).__name__, str(e).split("\n")[0])
+
+
+def missing_kernel(msg):
+    return msg is not None and ("not implemented for" in msg or "NotImplementedError" in msg
+                                or "Could not run" in msg)
+
+
+def case(op, fn, *args, cpu=True):
+    """Runs fn on meta (and cpu) and records the case line."""
+    flat = []
+    for a in args:
+        if isinstance(a, list) and a and isinstance(a[0], Arg):
+            flat.append("i:%d" % len(a))
+            flat.extend(x.text() for x in a)
+        else:
+            flat.append(arg_text(a))
+    res, err = run(fn, args, "meta")
+    if err is not None and missing_kernel(err) and "meta" in err.lower():
+        return  # no meta kernel: nothing to compare
+    if cpu:  # where both raise, the cpu kernel's words are usually the clearer
+        _, cerr = run(fn, args, "cpu")
+        if cerr is not None and not missing_kernel(cerr) and "out of range in self" not in cerr:
+            err = cerr
+    if err is not None and op in ELEMENTWISE and "must match the size" not in err:
+        return  # a kernel that refuses a dtype (neg of bool): not a question of shapes
+    if err is not None:
+        out = "error  # " + err
+    elif isinstance(res, T.dtype):
+        out = "d:" + NAME[res]
+    elif isinstance(res, T.Size):
+        out = "l:" + fmt_list(res)
+    else:
+        out = "%s:%s:%s" % (NAME[res.dtype], fmt_list(res.shape), fmt_list(res.stride()))
+    lines.append("%s %s => %s" % (op, " ".join(flat), out))
+
+
+# ------------------------------------------------------------------ promotion
+
+def gen_promotion():
+    for a, b in itertools.product(DTYPES, DTYPES):
+        case("promote", T.promote_types, a, b, cpu=False)
+    # result_type: every pair of plain dtypes as dim tensor / zero-dim tensor,
+    # and every dtype against each kind of Python number.
+    for a, b in itertools.product(PLAIN, PLAIN):
+        for sa, sb in [((2,), (2,)), ((2,), ()), ((), (2,)), ((), ())]:
+            case("result_type", T.result_type, t(a, sa), t(b, sb), cpu=False)
+    for a in PLAIN:
+        for s in SCALARS:
+            for sa in [(2,), ()]:
+                case("result_type", T.result_type, t(a, sa), ("scalar", s), cpu=False)
+                case("result_type", T.result_type, ("scalar", s), t(a, sa), cpu=False)
+    for s1, s2 in itertools.product(SCALARS, SCALARS):
+        case("result_type", T.result_type, ("scalar", s1),
+             ("scalar", s2), cpu=False)
+
+
+# --------------------------------------------------------------- broadcasting
+
+def gen_broadcast():
+    shapes = [
+        [(2, 3), (3,)], [(2, 3), (2, 1)], [(2, 3), ()], [(), ()], [(1,), ()], [(5, 1, 4), (3, 1)],
+        [(0,), (1,)], [(0, 3), (1, 3)], [(2, 0), (2, 1)], [(0,), (0,)], [(1, 0), (5, 1)],
+        [(2, 3), (3, 2)], [(2,), (3,)], [(0,), (2,)], [(2, 1, 3), (4, 3), (2, 1, 1)],
+        [(8, 1, 6, 1), (7, 1, 5)], [(1,) * 10, (3,)], [(2, 3, 4), (2, 1, 4), (1, 3, 1), ()],
+        [(4, 3), (2, 4, 3), (3, 2, 4, 3)], [(3,), (4,), (1,)], [(1, 1), (1,)], [(7,), (7, 7)],
+        [(2, 2), (3, 2, 1)], [(1, 2), (2, 1), (2, 2)],
+    ]
+    for ss in shapes:
+        case("broadcast", lambda *x: T.broadcast_shapes(*x), *[list(s) for s in ss], cpu=False)
+
+
+# ---------------------------------------------------------------- elementwise
+
+LAYOUTS = [  # (sizes, strides) pairs for a first operand, strides None = contiguous
+    ((2, 3), None), ((2, 3), (1, 2)), ((3, 4), (8, 1)), ((2, 3, 4, 5), None),
+    ((2, 3, 4, 5), channels_last((2, 3, 4, 5))), ((2, 3, 4, 5, 6), channels_last((2, 3, 4, 5, 6))),
+    ((4, 1, 3), (3, 3, 1)), ((4, 1, 3), (1, 12, 4)), ((3, 4), (0, 1)), ((3, 4), (1, 0)),
+    ((0, 3), None), ((3, 0, 2), None), ((2, 3, 4), (1, 2, 6)), ((2, 3, 4), (4, 8, 1)),
+    ((6,), (2,)), ((), ()), ((1, 1), (1, 1)), ((2, 1, 1, 3), channels_last((2, 1, 1, 3))),
+    ((2, 3, 1, 1), channels_last((2, 3, 1, 1))), ((1, 3, 4, 1), channels_last((1, 3, 4, 1))),
+    ((2, 2), (2, 1)), ((4, 2, 3), (1, 12, 4)),
+]
+
+PAIRS = [  # second operand against a first of the given layout
+    lambda a: Arg(T.float32, a.sizes, a.strides), lambda a: Arg(T.float32, a.sizes),
+    lambda a: Arg(T.float32, a.sizes[1:]), lambda a: Arg(T.float32, ()),
+    lambda a: Arg(T.float32, (1,) + a.sizes), lambda a: Arg(T.float32, a.sizes[-1:] + a.sizes[:-1]),
+]
+
+
+def gen_elementwise():
+    for sizes, strides in LAYOUTS:
+        a = f32(sizes, strides)
+        for op, fn in [("neg", T.neg), ("sin", T.sin), ("signbit", T.signbit)]:
+            case(op, fn, a)
+        for mk in PAIRS:
+            b = mk(a)
+            case("add", T.add, a, b)
+            case("add", T.add, b, a)
+        case("mul", T.mul, a, Arg(T.float64, (1,) * len(sizes)))
+    # broadcasting layouts of two non-contiguous operands
+    extra = [
+        (f32((3, 1), (1, 1)), f32((1, 4), (1, 1))), (f32((4, 3), (1, 4)), f32((3,))),
+        (f32((2, 3, 4), (12, 1, 3)), f32((2, 3, 4), (1, 8, 2))),
+        (f32((2, 3, 4), (1, 2, 6)), f32((2, 3, 4), (12, 4, 1))),
+        (cl((2, 3, 4, 5)), f32((2, 3, 4, 5))), (f32((2, 3, 4, 5)), cl((2, 3, 4, 5))),
+        (cl((2, 3, 4, 5)), f32((3, 1, 1))), (cl((2, 3, 4, 5)), f32((5,))),
+        (cl((2, 3, 4, 5)), cl((1, 3, 1, 1))), (cl((1, 3, 4, 5)), cl((2, 3, 4, 5))),
+        (f32((2, 3, 4, 5), (60, 1, 15, 3)), f32((2, 3, 4, 5), (60, 20, 1, 4))),
+        (f32((5, 1), (1, 5)), f32((1, 5), (5, 1))), (f32((2, 2), (1, 2)), f32((2, 2), (2, 1))),
+        (f32((3, 3), (0, 0)), f32((3, 3), (1, 3))), (f32((0, 4), (1, 1)), f32((4,))),
+        (f32((2, 3)), f32((3, 2))), (f32((2, 3)), f32((2,))), (f32((0, 3)), f32((2, 3))),
+        (f32((2, 3)), f32((4, 2, 1))),
+    ]
+    for a, b in extra:
+        for op, fn in [("add", T.add), ("eq", T.eq), ("div", T.div)]:
+            case(op, fn, a, b)
+    # dtypes: every pair of plain dtypes through a promoting, a comparing and
+    # a float op, with zero-dim and Python-number operands
+    for da, db in itertools.product(PLAIN, PLAIN):
+        a, b = t(da, (2, 3)), t(db, (3,))
+        case("mul", T.mul, a, b)
+        case("eq", T.eq, a, b)
+        case("div", T.div, a, t(db, ()))
+    for da in PLAIN:
+        for s in SCALARS:
+            case("mul", T.mul, t(da, (2, 3)), ("scalar", s))
+            case("lt", T.lt, t(da, (2, 3), (1, 2)), ("scalar", s))
+        for op, fn in [("neg", T.neg), ("sin", T.sin), ("signbit", T.signbit)]:
+            case(op, fn, t(da, (4, 2), (1, 4)))
+        for sc in SCALARS:  # true division of every dtype by every kind of number
+            case("div", T.div, t(da, (3, 1)), ("scalar", sc))
+
+
+# ----------------------------------------------------------------- reductions
+
+def gen_reductions():
+    inputs = [f32((2, 3, 4)), f32((2, 3, 4), (1, 2, 6)), cl((2, 3, 4, 5)), f32(()), f32((0, 3)),
+              f32((3, 0, 2)), t(T.int32, (2, 3)), t(T.bool, (4,)), t(T.uint8, (2, 2)),
+              t(T.float16, (5, 2)), t(T.complex64, (3, 2)), t(T.bfloat16, (2, 3)),
+              t(T.int64, (2, 3, 4)), t(T.float64, (7,))]
+    dimsets = [[], [0], [1], [-1], [0, 2], [2, 0], [-3, -1], [0, 0], [3], [-4], [0, 1, 2]]
+    for x in inputs:
+        for dims in dimsets:
+            for keep in (False, True):
+                case("sum", lambda a, d, k: T.sum(a, d, keepdim=k), x, dims, keep)
+                case("mean", lambda a, d, k: T.mean(a, d, keepdim=k), x, dims, keep)
+                case("amax", lambda a, d, k: T.amax(a, d, keepdim=k), x, dims, keep)
+        for dim in [None, 0, 1, -1, 2, -3, 5]:
+            for keep in (False, True):
+                case("argmax", lambda a, d, k: T.argmax(a, d, keepdim=k), x, dim, keep)
+
+
+# ------------------------------------------------------------------- matmul
+
+def gen_matmul():
+    pairs = [((4,), (4,)), ((3,), (4,)), ((3, 4), (4,)), ((4,), (4, 5)), ((3, 4), (4, 5)),
+             ((3, 4), (5, 6)), ((2, 3, 4), (4,)), ((4,), (2, 4, 5)), ((2, 3, 4), (4, 5)),
+             ((3, 4), (2, 4, 5)), ((2, 3, 4), (2, 4, 5)), ((1, 3, 4), (6, 4, 5)),
+             ((7, 1, 3, 4), (2, 4, 5)), ((2, 3, 4), (3, 4, 5)), ((0, 3, 4), (4, 5)),
+             ((3, 0), (0, 5)), ((2, 3, 4), (2, 5, 6)), ((), (4,)), ((4,), ()),
+             ((2, 1, 3, 4), (1, 5, 4, 2)), ((5, 3, 4), (4,)), ((0,), (0,)), ((4,), (5, 4, 3))]
+    for sa, sb in pairs:
+        case("matmul", T.matmul, f32(sa), f32(sb))
+        case("mm", T.mm, f32(sa), f32(sb))
+        case("bmm", T.bmm, f32(sa), f32(sb))
+    case("matmul", T.matmul, f32((3, 4), (1, 3)), f32((4, 5), (1, 4)))
+    case("matmul", T.matmul, f32((2, 3, 4), (1, 2, 6)), f32((4, 5)))
+    for da, db in [(T.float32, T.float64), (T.float64, T.float64), (T.int64, T.int64),
+                   (T.float16, T.float16), (T.int32, T.float32), (T.complex64, T.complex64)]:
+        case("matmul", T.matmul, t(da, (3, 4)), t(db, (4, 5)))
+        case("mm", T.mm, t(da, (3, 4)), t(db, (4, 5)))
+        case("bmm", T.bmm, t(da, (2, 3, 4)), t(db, (2, 4, 5)))
+    for x, w, b in [((5, 3), (4, 3), (4,)), ((5, 3), (4, 3), None), ((2, 5, 3), (4, 3), (4,)),
+                    ((3,), (4, 3), (4,)), ((3,), (4, 3), None), ((5, 3), (4, 2), None),
+                    ((5, 3), (4, 3), (5,)), ((5, 3), (4, 3), (5, 4)), ((5, 3), (3,), None),
+                    ((5, 3), (4, 3), (1,)), ((0, 3), (4, 3), (4,)), ((2, 0, 3), (4, 3), None),
+                    ((6, 2, 5, 3), (4, 3), (4,)), ((5, 3), (4, 3), ())]:
+        case("linear", F.linear, f32(x), f32(w), None if b is None else f32(b))
+    case("linear", F.linear, f32((5, 3)), t(T.float64, (4, 3)), None)
+
+
+# -------------------------------------------------------------- cat and stack
+
+def gen_cat():
+    groups = [
+        ([f32((2, 3)), f32((4, 3))], 0), ([f32((2, 3)), f32((2, 5))], 1), ([f32((2, 3)), f32((2, 5))], -1),
+        ([f32((2, 3)), f32((2, 5))], 0), ([f32((2, 3)), f32((0,))], 0), ([f32((0,)), f32((2, 3))], 1),
+        ([f32((2, 3))], 0), ([f32((2, 3)), f32((2, 3)), f32((2, 3))], 1), ([f32((2, 3)), f32((2,))], 0),
+        ([f32((2, 3)), f32((3, 2))], 2), ([f32(()), f32(())], 0), ([f32((2, 3)), t(T.float64, (1, 3))], 0),
+        ([t(T.int32, (2,)), t(T.bool, (3,)), t(T.int8, (1,))], 0), ([t(T.int32, (2,)), f32((3,))], 0),
+        ([cl((2, 3, 4, 5)), cl((1, 3, 4, 5))], 0), ([cl((2, 3, 4, 5)), f32((2, 3, 4, 5))], 1),
+        ([cl((2, 3, 4, 5)), cl((2, 1, 4, 5))], 1), ([f32((2, 3), (1, 2)), f32((2, 3), (1, 2))], 0),
+        ([f32((0, 3)), f32((0, 3))], 0), ([f32((2, 0)), f32((2, 0))], 1), ([f32((0,)), f32((0,))], 0),
+        ([f32((2, 3)), f32((2, 3))], -3), ([t(T.complex64, (2,)), t(T.float64, (2,))], 0),
+    ]
+    for ts, dim in groups:
+        case("cat", T.cat, ts, dim)
+        case("stack", T.stack, ts, dim)
+    case("stack", T.stack, [f32((2, 3)), f32((2, 3))], 2)
+    case("stack", T.stack, [f32((2, 3)), f32((2, 3))], -1)
+    case("stack", T.stack, [cl((2, 3, 4, 5)), cl((2, 3, 4, 5))], 0)
+    # a new last dimension: the inputs unsqueezed there may read as channels-last
+    hwc = f32((3, 4, 5), (1, 15, 3))
+    case("stack", T.stack, [hwc, hwc], 3)
+    case("stack", T.stack, [hwc, hwc], -1)
+    case("stack", T.stack, [hwc, f32((3, 4, 5))], 3)
+    case("stack", T.stack, [cl((2, 3, 4, 5)), cl((2, 3, 4, 5))], 4)
+    case("stack", T.stack, [f32(()), t(T.int64, ())], 0)
+    case("stack", T.stack, [t(T.int8, (2,)), t(T.uint8, (2,))], 1)
+
+
+# ------------------------------------------------------------------------ conv
+
+def gen_conv():
+    c2 = [  # input, weight, bias, stride, padding, dilation, groups
+        ((2, 3, 8, 8), (4, 3, 3, 3), (4,), (1, 1), (0, 0), (1, 1), 1),
+        ((2, 3, 8, 8), (4, 3, 3, 3), None, (2, 2), (1, 1), (1, 1), 1),
+        ((2, 3, 9, 7), (4, 3, 3, 2), None, (2, 3), (1, 0), (2, 1), 1),
+        ((3, 8, 8), (4, 3, 3, 3), None, (1, 1), (0, 0), (1, 1), 1),
+        ((2, 4, 8, 8), (6, 2, 3, 3), (6,), (1, 1), (1, 1), (1, 1), 2),
+        ((2, 4, 8, 8), (4, 1, 3, 3), None, (1, 1), (1, 1), (1, 1), 4),
+        ((2, 4, 8, 8), (6, 1, 3, 3), None, (1, 1), (1, 1), (1, 1), 4),
+        ((2, 4, 8, 8), (4, 2, 3, 3), None, (1, 1), (1, 1), (1, 1), 1),
+        ((2, 3, 2, 2), (4, 3, 3, 3), None, (1, 1), (0, 0), (1, 1), 1),
+        ((2, 3, 2, 2), (4, 3, 3, 3), None, (1, 1), (1, 1), (1, 1), 1),
+        ((2, 3, 8, 8), (4, 3, 3, 3), (5,), (1, 1), (0, 0), (1, 1), 1),
+        ((2, 3, 8, 8), (4, 3, 3, 3), None, (0, 1), (0, 0), (1, 1), 1),
+        ((2, 3, 8, 8), (4, 3, 3, 3), None, (1, 1), (-1, 0), (1, 1), 1),
+        ((2, 3, 8, 8), (4, 3, 3, 3), None, (1, 1), (0, 0), (0, 1), 1),
+        ((2, 3, 8, 8), (4, 3, 3), None, (1,), (0,), (1,), 1),
+        ((0, 3, 8, 8), (4, 3, 3, 3), None, (1, 1), (0, 0), (1, 1), 1),
+        ((2, 3, 8), (4, 3, 3, 3), None, (1, 1), (0, 0), (1, 1), 1),
+        ((2, 3, 5, 5), (4, 3, 5, 5), None, (1, 1), (0, 0), (1, 1), 1),
+        ((2, 3, 5, 5), (4, 3, 3, 3), None, (1, 1), (0, 0), (3, 3), 1),
+        ((1, 1, 1, 1), (1, 1, 1, 1), None, (5, 5), (0, 0), (1, 1), 1),
+        ((2, 6, 8, 8), (6, 3, 3, 3), None, (1, 1), (1, 1), (1, 1), 3),
+        ((2, 3, 8, 8), (4, 3, 3, 3), None, (1, 1), (0, 0), (1, 1), 0),
+        ((2, 3, 8, 8), (4, 3, 3, 3), (4, 1), (1, 1), (0, 0), (1, 1), 1),
+    ]
+    for x, w, b, s, p, d, g in c2:
+        for xl in (f32(x), cl(x) if len(x) == 4 else f32(x)):
+            case("conv2d", F.conv2d, xl, f32(w), None if b is None else f32(b), s, p, d, g)
+    case("conv2d", F.conv2d, f32((2, 3, 8, 8)), cl((4, 3, 3, 3)), None, (1, 1), (0, 0), (1, 1), 1)
+    case("conv2d", F.conv2d, f32((2, 3, 8, 8)), t(T.float64, (4, 3, 3, 3)), None, (1, 1), (0, 0),
+         (1, 1), 1)
+    case("conv2d", F.conv2d, f32((2, 3, 8, 8), (192, 1, 24, 3)), f32((4, 3, 3, 3)), None, (1, 1),
+         (0, 0), (1, 1), 1)
+    c1 = [((2, 3, 10), (4, 3, 3), (1,), (0,), (1,), 1), ((2, 3, 10), (4, 3, 3), (3,), (2,), (2,), 1),
+          ((3, 10), (4, 3, 3), (1,), (0,), (1,), 1), ((2, 4, 10), (4, 2, 3), (1,), (1,), (1,), 2),
+          ((2, 3, 2), (4, 3, 3), (1,), (0,), (1,), 1), ((2, 3, 10), (4, 2, 3), (1,), (0,), (1,), 1)]
+    for x, w, s, p, d, g in c1:
+        case("conv1d", F.conv1d, f32(x), f32(w), None, s, p, d, g)
+    c3 = [((2, 3, 6, 6, 6), (4, 3, 3, 3, 3), (1, 1, 1), (0, 0, 0), (1, 1, 1), 1),
+          ((2, 3, 6, 7, 8), (4, 3, 3, 2, 1), (2, 1, 3), (1, 0, 1), (1, 2, 1), 1),
+          ((3, 6, 6, 6), (4, 3, 3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1), 1),
+          ((2, 4, 6, 6, 6), (4, 2, 3, 3, 3), (1, 1, 1), (0, 0, 0), (1, 1, 1), 2),
+          ((2, 3, 2, 6, 6), (4, 3, 3, 3, 3), (1, 1, 1), (0, 0, 0), (1, 1, 1), 1)]
+    for x, w, s, p, d, g in c3:
+        case("conv3d", F.conv3d, f32(x), f32(w), None, s, p, d, g)
+        case("conv3d", F.conv3d, cl(x) if len(x) == 5 else f32(x), f32(w), None, s, p, d, g)
+    ct = [  # input, weight, bias, stride, padding, output_padding, groups, dilation
+        ((2, 3, 8, 8), (3, 4, 3, 3), None, (1, 1), (0, 0), (0, 0), 1, (1, 1)),
+        ((2, 3, 8, 8), (3, 4, 3, 3), (4,), (2, 2), (1, 1), (1, 1), 1, (1, 1)),
+        ((2, 3, 5, 7), (3, 2, 3, 2), None, (2, 3), (1, 0), (0, 2), 1, (1, 2)),
+        ((2, 4, 5, 5), (4, 3, 3, 3), None, (1, 1), (0, 0), (0, 0), 2, (1, 1)),
+        ((3, 8, 8), (3, 4, 3, 3), None, (2, 2), (0, 0), (1, 1), 1, (1, 1)),
+        ((2, 3, 8, 8), (3, 4, 3, 3), None, (1, 1), (0, 0), (1, 1), 1, (1, 1)),
+        ((2, 3, 8, 8), (3, 4, 3, 3), None, (2, 2), (0, 0), (2, 0), 1, (1, 1)),
+        ((2, 3, 8, 8), (3, 4, 3, 3), None, (1, 1), (0, 0), (1, 1), 1, (2, 2)),
+        ((2, 3, 8, 8), (4, 4, 3, 3), None, (1, 1), (0, 0), (0, 0), 1, (1, 1)),
+        ((2, 3, 2, 2), (3, 4, 3, 3), None, (1, 1), (3, 3), (0, 0), 1, (1, 1)),
+        ((2, 3, 8, 8), (3, 4, 3, 3), None, (1, 1), (0, 0), (-1, 0), 1, (1, 1)),
+        ((2, 3, 8, 8), (3, 4, 3, 3), (3,), (1, 1), (0, 0), (0, 0), 1, (1, 1)),
+    ]
+    for x, w, b, s, p, op, g, d in ct:
+        for xl in (f32(x), cl(x) if len(x) == 4 else f32(x)):
+            case("conv_transpose2d", F.conv_transpose2d, xl, f32(w), None if b is None else f32(b),
+                 s, p, op, g, d)
+    ct1 = [((2, 3, 10), (3, 4, 3), (2,), (1,), (1,), 1, (1,)),
+           ((3, 10), (3, 4, 3), (1,), (0,), (0,), 1, (2,)),
+           ((2, 4, 7), (4, 3, 2), (3,), (0,), (2,), 2, (1,)),
+           ((2, 3, 10), (3, 4, 3), (1,), (0,), (1,), 1, (1,))]
+    for x, w, s, p, op, g, d in ct1:
+        case("conv_transpose1d", F.conv_transpose1d, f32(x), f32(w), None, s, p, op, g, d)
+    ct3 = [((2, 3, 4, 5, 6), (3, 2, 3, 3, 3), (1, 2, 1), (0, 1, 0), (0, 1, 0), 1, (1, 1, 2)),
+           ((3, 4, 5, 6), (3, 2, 3, 3, 3), (2, 2, 2), (1, 1, 1), (1, 1, 1), 1, (1, 1, 1)),
+           ((2, 4, 4, 5, 6), (4, 1, 3, 3, 3), (1, 1, 1), (0, 0, 0), (0, 0, 0), 2, (1, 1, 1))]
+    for x, w, s, p, op, g, d in ct3:
+        case("conv_transpose3d", F.conv_transpose3d, f32(x), f32(w), None, s, p, op, g, d)
+        if len(x) == 5:
+            case("conv_transpose3d", F.conv_transpose3d, cl(x), f32(w), None, s, p, op, g, d)
+
+
+# ------------------------------------------------------------------------ pool
+
+def gen_pool():
+    pools = [  # input, kernel, stride, padding, dilation, ceil
+        ((2, 3, 8, 8), (2, 2), (2, 2), (0, 0), (1, 1), False),
+        ((2, 3, 7, 7), (2, 2), (2, 2), (0, 0), (1, 1), False),
+        ((2, 3, 7, 7), (2, 2), (2, 2), (0, 0), (1, 1), True),
+        ((2, 3, 7, 7), (3, 3), (2, 2), (1, 1), (1, 1), True),
+        ((1, 3, 3), (2, 2), (2, 2), (1, 1), (1, 1), True),
+        ((1, 3, 3), (2, 2), (2, 2), (1, 1), (1, 1), False),
+        ((2, 3, 6, 6), (3, 3), (3, 3), (1, 1), (1, 1), True),
+        ((2, 3, 5, 5), (2, 2), (3, 3), (1, 1), (1, 1), True),
+        ((2, 3, 10, 9), (3, 2), (2, 1), (1, 0), (2, 1), False),
+        ((2, 3, 10, 9), (3, 2), (2, 1), (1, 0), (2, 1), True),
+        ((2, 3, 8, 8), (3, 3), (1, 1), (2, 2), (1, 1), False),
+        ((2, 3, 8, 8), (0, 2), (1, 1), (0, 0), (1, 1), False),
+        ((2, 3, 8, 8), (2, 2), (0, 1), (0, 0), (1, 1), False),
+        ((2, 3, 8, 8), (2, 2), (1, 1), (0, 0), (0, 1), False),
+        ((2, 3, 1, 1), (2, 2), (2, 2), (0, 0), (1, 1), False),
+        ((2, 3, 1, 1), (2, 2), (2, 2), (0, 0), (1, 1), True),
+        ((2, 3, 1, 1), (2, 2), (2, 2), (1, 1), (1, 1), True),
+        ((0, 3, 8, 8), (2, 2), (2, 2), (0, 0), (1, 1), False),
+        ((2, 0, 8, 8), (2, 2), (2, 2), (0, 0), (1, 1), False),
+        ((3, 8), (2, 2), (2, 2), (0, 0), (1, 1), False),
+        ((2, 3, 8, 8), (5, 5), (1, 1), (0, 0), (2, 2), False),
+        ((2, 3, 9, 9), (3, 3), (2, 2), (1, 1), (1, 1), True),
+        ((2, 3, 8, 8), (1, 1), (3, 3), (0, 0), (1, 1), True),
+    ]
+    for x, k, s, p, d, c in pools:
+        for xl in (f32(x), cl(x) if len(x) == 4 else f32(x)):
+            case("max_pool2d", lambda a, k, s, p, d, c: F.max_pool2d(a, k, s, p, d, ceil_mode=c),
+                 xl, k, s, p, d, c)
+            if d == (1, 1):
+                case("avg_pool2d", lambda a, k, s, p, c: F.avg_pool2d(a, k, s, p, ceil_mode=c),
+                     xl, k, s, p, c)
+    # the default stride is the kernel
+    case("max_pool2d", lambda a, k, s, p, d, c: F.max_pool2d(a, k, s, p, d, ceil_mode=c),
+         f32((2, 3, 9, 9)), (3, 3), [], (0, 0), (1, 1), False)
+    case("avg_pool2d", lambda a, k, s, p, c: F.avg_pool2d(a, k, s, p, ceil_mode=c),
+         f32((2, 3, 9, 9)), (2, 3), [], (1, 1), True)
+
+
+# ---------------------------------------------- embedding, index_select, softmax
+
+def EMB(weight, indices):
+    return F.embedding(indices, weight)
+
+
+def gen_misc():
+    for w, i in [((10, 4), (2, 3)), ((10, 4), ()), ((10, 4), (0,)), ((10, 4), (5,)), ((10,), (2,)),
+                 ((10, 4, 2), (3,)), ((0, 4), (2,)), ((10, 0), (2, 2))]:
+        for idt in (T.int64, T.int32, T.float32):
+            case("embedding", EMB, f32(w), t(idt, i))
+    case("embedding", EMB, f32((10, 4), (1, 10)), t(T.int64, (3,)))
+    case("embedding", EMB, t(T.float16, (10, 4)), t(T.int64, (3, 2), (1, 3)))
+    for x in [f32((4, 5)), f32((4, 5), (1, 4)), f32((2, 3, 4)), f32(()), f32((4,)), t(T.int32, (4, 5)),
+              cl((2, 3, 4, 5))]:
+        for dim in [0, 1, -1, 2, -3]:
+            for idx in [t(T.int64, (3,)), t(T.int32, (0,)), t(T.int64, ()), t(T.float32, (2,)),
+                        t(T.int64, (2, 2))]:
+                case("index_select", T.index_select, x, dim, idx)
+    for x in [f32((4, 5)), f32((4, 5), (1, 4)), cl((2, 3, 4, 5)), f32(()), f32((0, 3)),
+              t(T.float64, (3,)), t(T.float16, (2, 3)), t(T.int64, (2, 3)), t(T.bfloat16, (2, 2))]:
+        for dim in [0, 1, -1, 2, -2, 4]:
+            case("softmax", T.softmax, x, dim)
+
+
+def gen_view():
+    views = [
+        (f32((2, 3)), [(6,), (3, 2), (-1,), (1, 6), (2, 1, 3), (-1, 2), (4,), (-1, -1), (5, -1), ()]),
+        (f32((2, 3), (1, 2)), [(6,), (3, 2), (2, 3), (2, 3, 1), (1, 2, 1, 3)]),
+        (cl((2, 3, 4, 5)), [(2, 60), (2, 3, 20), (6, 4, 5), (2, 3, 4, 5), (-1,), (2, 12, 5)]),
+        (f32((4, 1, 3), (1, 12, 4)), [(4, 3), (2, 2, 3), (12,), (4, 3, 1)]),
+        (f32((0, 3)), [(3, 0), (0,), (0, -1), (-1, 0), (0, 1, 3), (1, 0)]),
+        (f32(()), [(), (1,), (-1,), (1, 1), (2,)]),
+        (f32((3, 4), (0, 1)), [(12,), (3, 2, 2), (3, 4, 1)]),
+        (f32((2, 3, 4), (12, 1, 3)), [(6, 4), (2, 12), (24,), (2, 3, 2, 2)]),
+        (f32((6,), (2,)), [(2, 3), (3, 2, 1), (6,)]),
+        (f32((8, 1, 1)), [(8,), (2, 4), (8, 1), (1, 8, 1)]),
+    ]
+    for x, shapes in views:
+        for s in shapes:
+            case("view", lambda a, s: a.view(s), x, list(s))
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else "."
+    gen_promotion()
+    gen_broadcast()
+    gen_elementwise()
+    gen_reductions()
+    gen_matmul()
+    gen_cat()
+    gen_conv()
+    gen_pool()
+    gen_misc()
+    gen_view()
+    with open(out + "/shapes.txt", "w") as f:
+        f.write("# shape inference cases from PyTorch %s; tests/vectors/gen_shapes.py\n"
+                % T.__version__)
+        for line in lines:
+            f.write(line + "\n")
+
+
+if __name__ == "__main__":
+    main()
