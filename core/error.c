@@ -55,3 +55,11 @@ void tstor__err_prefix(const char *fmt, ...) {
   if (n >= 0 && (size_t)n < sizeof last_error)
     snprintf(last_error + n, sizeof last_error - (size_t)n, ": %s", inner);
 }
+
+int tstor_error_set(int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  tstor__verr(code, fmt, ap);
+  va_end(ap);
+  return code;
+}
