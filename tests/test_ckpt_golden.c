@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <tstor/serialize.h>
 #include <tstor/tensor.h>
@@ -308,6 +309,38 @@ START_TEST(golden_files) {
 }
 END_TEST
 
+/* Every golden file, loaded, saved by tstor and loaded again, lists the same:
+ * values, layouts, sharing and bytes. (ckpt/roundtrip.sh has PyTorch load
+ * the same re-saved files.) */
+START_TEST(golden_resave) {
+  read_golden();
+  char dir[] = "/tmp/tstor-resave-XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  for (int i = 0; i < ncases; i++) {
+    char *path, *out;
+    ck_assert(asprintf(&path, CKDIR "/golden/%s", cases[i].name) > 0);
+    ck_assert(asprintf(&out, "%s/resaved.pt", dir) > 0);
+    for (int way = WAY_MAP; way <= WAY_READ; way++) {
+      tstor_checkpoint *ck, *back;
+      ck_tstor_ok(load_way(way, path, NULL, 0, &ck));
+      int rc = tstor_torch_save(ck, out);
+      ck_assert_msg(rc == 0, "%s: %s", cases[i].name, tstor_last_error());
+      ck_tstor_ok(tstor_torch_load(ctx, out, NULL, &back));
+      char *a = list_checkpoint(ck, 1), *b = list_checkpoint(back, 1);
+      ck_assert_msg(strcmp(a, b) == 0, "%s:\n--- loaded\n%s--- saved and loaded again\n%s", cases[i].name, a, b);
+      free(a);
+      free(b);
+      tstor_checkpoint_free(back);
+      tstor_checkpoint_free(ck);
+    }
+    unlink(out);
+    free(out);
+    free(path);
+  }
+  rmdir(dir);
+}
+END_TEST
+
 /* A tensor the caller retained outlives its checkpoint, and keeps the file's
  * mapping alive; a write to a mapped storage stays in this process. */
 START_TEST(tensor_outlives_checkpoint) {
@@ -403,6 +436,7 @@ int main(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, golden_files);
   tcase_add_test(tc, tensor_outlives_checkpoint);
+  tcase_add_test(tc, golden_resave);
   tcase_add_test(tc, hostile_files);
   tcase_add_test(tc, bad_arguments);
   suite_add_tcase(s, tc);

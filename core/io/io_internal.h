@@ -40,6 +40,7 @@ struct tstor_value {
   int kind;
   unsigned char requires_grad;
   unsigned char colour; /* for the walk that checks a finished tree */
+  unsigned char ordered; /* a dict that was an OrderedDict */
   uint64_t expanded;    /* that walk's count of the values under a container */
   union {
     int64_t i;
@@ -136,5 +137,31 @@ void tstor__zip_index_free(tstor__zip_index *ix);
 const tstor__zip_entry *tstor__zip_find(const tstor__zip_index *ix, const char *name);
 
 uint32_t tstor__crc32(uint32_t crc, const void *data, size_t len);
+
+/* Writes a zip archive of stored entries with 64-byte aligned data
+ * (zip_write.c): begin an entry (its size and CRC known up front), write
+ * exactly `size` bytes of data, and finish with the central directory. */
+typedef struct tstor__zipw_entry {
+  char *name;
+  uint64_t offset, size;
+  uint32_t crc;
+} tstor__zipw_entry;
+
+typedef struct tstor__zip_writer {
+  FILE *f;
+  uint64_t off;
+  tstor__zipw_entry *e;
+  size_t n, cap;
+} tstor__zip_writer;
+
+int tstor__zipw_begin(tstor__zip_writer *w, const char *name, uint64_t size, uint32_t crc);
+int tstor__zipw_data(tstor__zip_writer *w, const void *p, size_t n);
+int tstor__zipw_finish(tstor__zip_writer *w);
+void tstor__zipw_free(tstor__zip_writer *w);
+
+/* Opens a temporary file beside `path` for writing (*tmp gets its name, to
+ * free); tstor__commit_file renames it over path, or with ok 0 removes it. */
+int tstor__create_temp(const char *path, char **tmp, FILE **f);
+int tstor__commit_file(FILE *f, char *tmp, const char *path, int ok);
 
 #endif

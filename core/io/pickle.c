@@ -327,6 +327,7 @@ static int op_reduce(unpickler *up) {
     case TSTOR__G_ORDEREDDICT:
       if (n != 0) return FAIL(up, TSTOR_EINVAL, "OrderedDict is rebuilt from (), not %zu arguments", n);
       if (!(res = new_value(up, TSTOR_VALUE_DICT))) return TSTOR_ENOMEM;
+      res->ordered = 1;
       break;
     case TSTOR__G_REBUILD_TENSOR_V2:
     case TSTOR__G_REBUILD_TENSOR:
