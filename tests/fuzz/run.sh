@@ -9,7 +9,7 @@
 # any crashing input as OUTDIR/fuzz/crash-TARGET-*. SECONDS (default 60) is
 # the time per target. Exits non-zero when a target finds a crash, a leak or
 # undefined behaviour, or when the build fails. FUZZ_TARGETS (default
-# "config ops torch_load") picks targets; FUZZ_RUNS=N runs N inputs per target instead of
+# "config ops torch_load safetensors") picks targets; FUZZ_RUNS=N runs N inputs per target instead of
 # a time limit; FUZZ_FLAGS adds libFuzzer flags (e.g. -jobs=8 -workers=8).
 # To replay a crash: OUTDIR/fuzz/fuzz_TARGET OUTDIR/fuzz/crash-TARGET-...
 set -eu
@@ -19,7 +19,7 @@ out=${1:-/tmp/tstor-fuzz}
 secs=${2:-60}
 build="$out/fuzz"
 cc=${FUZZ_CC:-clang}
-targets=${FUZZ_TARGETS:-"config ops torch_load"}
+targets=${FUZZ_TARGETS:-"config ops torch_load safetensors"}
 jobs=${FUZZ_MAKE_JOBS:-2}
 
 san="-fsanitize=address,undefined -fno-sanitize-recover=all"

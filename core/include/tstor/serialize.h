@@ -176,6 +176,48 @@ TSTOR_EXTERN int tstor_checkpoint_set_root(tstor_checkpoint *ck, tstor_value *ro
  * renamed over it, so a failure leaves no partial file. ck stays the caller's. */
 TSTOR_EXTERN int tstor_torch_save(const tstor_checkpoint *ck, const char *path);
 
+/* ----------------------------------------------------------- safetensors */
+
+/* Loads a safetensors file (the format of huggingface/safetensors) with the
+ * format's own validation: an 8-byte little-endian header length of at most
+ * 100,000,000, a UTF-8 JSON object, no duplicate names, known dtype names
+ * (BOOL, U8, I8, I16, I32, I64, F16, BF16, F32, F64, F8_E5M2, F8_E4M3; the
+ * unsigned U16/U32/U64 have no tstor dtype and are refused with
+ * TSTOR_ENOTSUP), shape x element size equal to each byte range, ranges that
+ * lie inside the file and follow one another with no gap and no overlap up to
+ * its end, and a __metadata__ object of strings only. The root is a dict of
+ * name -> tensor in file order; each tensor has a storage of its own (the
+ * format has no sharing), mapped from the file on cpu (copy-on-write) unless
+ * TSTOR_LOAD_READ or unaligned. *out as for tstor_torch_load. */
+TSTOR_EXTERN int tstor_safetensors_load(tstor_context *ctx, const char *path,
+                                        const tstor_load_options *opts, tstor_checkpoint **out);
+/* The same from memory (read; or borrowed with TSTOR_LOAD_BORROW_BUFFER). */
+TSTOR_EXTERN int tstor_safetensors_load_buffer(tstor_context *ctx, const void *data, size_t size,
+                                               const tstor_load_options *opts,
+                                               tstor_checkpoint **out);
+
+/* The string -> string dict of a safetensors file's __metadata__, or NULL;
+ * borrowed. set_metadata makes `dict` (a value of ck, or NULL) the metadata
+ * tstor_safetensors_save writes. */
+TSTOR_EXTERN const tstor_value *tstor_checkpoint_metadata(const tstor_checkpoint *ck);
+TSTOR_EXTERN int tstor_checkpoint_set_metadata(tstor_checkpoint *ck, tstor_value *dict);
+
+enum {
+  /* Tensors that share a storage are written as copies, each its own bytes,
+   * instead of being refused. */
+  TSTOR_SAVE_COPY_SHARED = 1 << 0
+};
+
+/* Writes ck's root, a dict of string -> tensor, as the reference writer
+ * does: tensors sorted by dtype alignment (largest first) then name, the
+ * header compact JSON with __metadata__ first, padded with spaces to a
+ * multiple of 8, each tensor's elements in row-major order. Two tensors
+ * viewing one storage are refused with TSTOR_EINVAL naming both (the format
+ * has no sharing) unless flags has TSTOR_SAVE_COPY_SHARED. Written through a
+ * temporary file renamed into place. */
+TSTOR_EXTERN int tstor_safetensors_save(const tstor_checkpoint *ck, const char *path,
+                                        unsigned flags);
+
 #ifdef __cplusplus
 }
 #endif
