@@ -3,9 +3,12 @@
  * The JSON header goes through jansson. */
 #include "io_internal.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <tstor/mapped.h>
 
@@ -110,6 +113,7 @@ typedef struct st_source {
   size_t size;
   tstor_storage *whole; /* storage over bytes for views, or NULL (read instead) */
   const char *map_location;
+  int fd; /* the file, to pread tensors when reading; or -1 */
 } st_source;
 
 static int make_storage(st_source *src, const st_entry *e, uint64_t data_start, tstor_storage **out) {
@@ -127,7 +131,15 @@ static int make_storage(st_source *src, const st_entry *e, uint64_t data_start, 
     rc = tstor_storage_view(src->whole, (size_t)at, n, &host);
   } else {
     rc = tstor_storage_new(src->ctx, cpu, n, &host);
-    if (!rc && n) memcpy(tstor_storage_data(host), src->bytes + at, n);
+    char *dst = rc ? NULL : tstor_storage_data(host);
+    if (!rc && n && src->fd < 0) memcpy(dst, src->bytes + at, n);
+    for (size_t done = 0; !rc && n && src->fd >= 0 && done < n;) {
+      /* pread, not a copy from the mapping: no page faults on the source */
+      ssize_t r = pread(src->fd, dst + done, n - done, (off_t)(at + done));
+      if (r > 0) done += (size_t)r;
+      else if (r < 0 && errno == EINTR) continue;
+      else rc = TSTOR__ERR(TSTOR_EIO, "safetensors: reading '%s': %s", e->name, r < 0 ? strerror(errno) : "short file");
+    }
   }
   if (rc) return rc;
   rc = tstor_storage_to(host, dev, out);
@@ -250,6 +262,7 @@ static int load_args(tstor_context *ctx, const tstor_load_options *opts, tstor_c
   if (!out) return TSTOR__ERR(TSTOR_EINVAL, "safetensors load: out is NULL");
   *out = NULL;
   memset(src, 0, sizeof *src);
+  src->fd = -1;
   *flags = 0;
   if (opts) {
     if (opts->size < sizeof(size_t) || opts->size > sizeof *opts)
@@ -270,8 +283,9 @@ int tstor_safetensors_load(tstor_context *ctx, const char *path, const tstor_loa
   if (rc) return rc;
   if (!path) return TSTOR__ERR(TSTOR_EINVAL, "tstor_safetensors_load: path is NULL");
   tstor_storage *whole = NULL;
-  /* mapped either way: with TSTOR_LOAD_READ the tensors get copies of the
-   * mapped bytes and the mapping goes when the load returns */
+  /* mapped either way: with TSTOR_LOAD_READ the mapping only serves the
+   * header, the tensors are read with pread, and it goes when the load
+   * returns */
   if ((rc = tstor_storage_from_file(src.ctx, path, 0, 0, 1, &whole))) {
     if (rc == TSTOR_ESIZE) rc = TSTOR__ERR(TSTOR_EINVAL, "%s: an empty file is not a safetensors file", path);
     return rc;
@@ -279,7 +293,11 @@ int tstor_safetensors_load(tstor_context *ctx, const char *path, const tstor_loa
   src.bytes = tstor_storage_data(whole);
   src.size = tstor_storage_nbytes(whole);
   src.whole = (flags & TSTOR_LOAD_READ) ? NULL : whole;
-  rc = st_load(&src, out);
+  if ((flags & TSTOR_LOAD_READ) && (src.fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+    rc = TSTOR__ERR(TSTOR_EIO, "%s: %s", path, strerror(errno));
+  else
+    rc = st_load(&src, out);
+  if (src.fd >= 0) close(src.fd);
   if (rc) {
     char msg[900];
     snprintf(msg, sizeof msg, "%s", tstor_last_error());

@@ -4,8 +4,11 @@
  * the tensors as views of those storages. */
 #include "io_internal.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zip.h>
 
 #include <tstor/mapped.h>
@@ -24,6 +27,7 @@ typedef struct loader {
   int big_endian;
   unsigned flags;
   const char *map_location;
+  int fd;                 /* the file, for reading records with pread; or -1 */
 } loader;
 
 static int zip_failure(zip_error_t *e, const char *what) {
@@ -180,16 +184,40 @@ static int load_storage(loader *ld, tstor__storage_rec *r) {
     rc = tstor_storage_new(ld->ctx, dev, (size_t)nbytes, &r->s);
     goto out;
   }
-  const tstor__zip_entry *e = ld->whole ? tstor__zip_find(&ld->ix, name) : NULL;
-  if (e && e->method == 0 && e->size == nbytes && e->data_offset % (esize ? esize : 1) == 0 &&
-      !(ld->flags & TSTOR_LOAD_READ)) {
+  /* A stored record is mapped (a view of the file's mapping) or read with
+   * pread, never through libzip, which would copy it once more. Like
+   * PyTorch's reader, those paths check the CRC only when asked
+   * (TSTOR_LOAD_VERIFY_CRC: it costs a pass over the bytes at about 1 GB/s);
+   * compressed records go through libzip, which always checks it. */
+  const tstor__zip_entry *e = ld->bytes ? tstor__zip_find(&ld->ix, name) : NULL;
+  int stored = e && e->method == 0 && e->size == nbytes;
+  if (stored && ld->whole && e->data_offset % (esize ? esize : 1) == 0 && !(ld->flags & TSTOR_LOAD_READ)) {
     rc = tstor_storage_view(ld->whole, (size_t)e->data_offset, (size_t)nbytes, &host);
   } else {
     tstor_device cpu;
     if ((rc = tstor_device_parse(ld->ctx, "cpu", &cpu))) goto out;
     if ((rc = tstor_storage_new(ld->ctx, cpu, (size_t)nbytes, &host))) goto out;
-    rc = nbytes ? read_entry(ld, idx, name, tstor_storage_data(host), nbytes) : 0;
+    char *dst = tstor_storage_data(host);
+    if (!nbytes) {
+      rc = 0;
+    } else if (stored && ld->fd >= 0) {
+      for (uint64_t done = 0; done < nbytes && !rc;) {
+        ssize_t n = pread(ld->fd, dst + done, (size_t)(nbytes - done), (off_t)(e->data_offset + done));
+        if (n > 0) done += (uint64_t)n;
+        else if (n < 0 && errno == EINTR) continue;
+        else rc = TSTOR__ERR(TSTOR_EIO, "record '%s': %s", name, n < 0 ? strerror(errno) : "the file ends early");
+      }
+    } else if (stored) {
+      memcpy(dst, ld->bytes + e->data_offset, (size_t)nbytes);
+    } else {
+      rc = read_entry(ld, idx, name, dst, nbytes);
+      stored = 0; /* libzip checked the CRC */
+    }
   }
+  if (!rc && stored && (ld->flags & TSTOR_LOAD_VERIFY_CRC) &&
+      tstor__crc32(0, tstor_storage_data(host), (size_t)nbytes) != e->crc)
+    rc = TSTOR__ERR(TSTOR_EINVAL, "record '%s': CRC error: the bytes are not those the archive was written with",
+                    name);
   if (!rc && ld->big_endian && esize > 1) rc = tstor_typed_byteswap(host, r->dtype);
   if (rc) goto out;
   rc = tstor_storage_to(host, dev, &r->s);
@@ -256,6 +284,7 @@ fail:
 
 static void loader_close(loader *ld) {
   if (ld->z) zip_discard(ld->z);
+  if (ld->fd >= 0) close(ld->fd);
   tstor__zip_index_free(&ld->ix);
   tstor_storage_release(ld->whole);
   free(ld->prefix);
@@ -265,6 +294,7 @@ static int check_args(tstor_checkpoint **out, const tstor_load_options *opts, lo
   if (!out) return TSTOR__ERR(TSTOR_EINVAL, "checkpoint load: out is NULL");
   *out = NULL;
   memset(ld, 0, sizeof *ld);
+  ld->fd = -1;
   if (opts) {
     if (opts->size < sizeof(size_t) || opts->size > sizeof *opts)
       return TSTOR__ERR(TSTOR_EINVAL, "tstor_load_options.size %zu: expected %zu", opts->size, sizeof *opts);
@@ -294,12 +324,15 @@ int tstor_torch_load(tstor_context *ctx, const char *path, const tstor_load_opti
     zip_error_fini(&e);
     return rc;
   }
-  if (!(ld.flags & TSTOR_LOAD_READ)) {
-    /* the whole file, mapped copy-on-write: storages are views of it */
-    rc = tstor_storage_from_file(ld.ctx, path, 0, 0, 1, &ld.whole);
-    if (rc) goto out;
-    ld.bytes = tstor_storage_data(ld.whole);
-    ld.nbytes = tstor_storage_nbytes(ld.whole);
+  /* the whole file, mapped copy-on-write: storages are views of it, or with
+   * TSTOR_LOAD_READ the mapping only serves to find the records */
+  rc = tstor_storage_from_file(ld.ctx, path, 0, 0, 1, &ld.whole);
+  if (rc) goto out;
+  ld.bytes = tstor_storage_data(ld.whole);
+  ld.nbytes = tstor_storage_nbytes(ld.whole);
+  if ((ld.flags & TSTOR_LOAD_READ) && (ld.fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+    rc = TSTOR__ERR(TSTOR_EIO, "%s: %s", path, strerror(errno));
+    goto out;
   }
   rc = load(&ld, out);
   if (rc) {
@@ -336,13 +369,13 @@ int tstor_torch_load_buffer(tstor_context *ctx, const void *data, size_t size,
     return rc;
   }
   zip_error_fini(&e);
+  ld.bytes = data;
+  ld.nbytes = size;
   if (ld.flags & TSTOR_LOAD_BORROW_BUFFER) {
     tstor_device cpu;
     if ((rc = tstor_device_parse(ld.ctx, "cpu", &cpu)) ||
         (rc = tstor_storage_wrap(ld.ctx, cpu, (void *)data, size, &ld.whole)))
       goto out;
-    ld.bytes = data;
-    ld.nbytes = size;
   }
   rc = load(&ld, out);
 out:
