@@ -73,16 +73,6 @@ void tstor__contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides)
   }
 }
 
-void tstor__channels_last_strides(int ndim, const int64_t *sizes, int64_t *strides) {
-  static const int order4[] = {1, 3, 2, 0}, order5[] = {1, 4, 3, 2, 0};
-  const int *order = ndim == 4 ? order4 : order5;
-  int64_t z = 1;
-  for (int i = 0; i < ndim; i++) {
-    strides[order[i]] = z;
-    z *= sizes[order[i]] > 1 ? sizes[order[i]] : 1;
-  }
-}
-
 int tstor__compute_contiguous(int ndim, const int64_t *sizes, const int64_t *strides) {
   int64_t z = 1;
   for (int d = ndim - 1; d >= 0; d--) {
@@ -137,26 +127,33 @@ int tstor__channels_last_contiguous(int ndim, const int64_t *sizes, const int64_
   return 1;
 }
 
-/* is_channels_last_strides_2d_s4 / _3d_s5 of c10/core/MemoryFormat.h. */
-static int strides_like(int ndim, const int64_t *sizes, const int64_t *strides, const int *order) {
-  int64_t min = 0;
-  if (strides[1] == 0) return 0;
-  for (int i = 0; i < ndim; i++) {
-    int d = order[i];
-    if (sizes[d] == 0) return 0;
-    if (strides[d] < min) return 0;
-    if (d == 0 && min == strides[1]) return 0;
-    min = strides[d];
-    if (sizes[d] > 1) min *= sizes[d];
+void tstor__infer_dense_strides(int ndim, const int64_t *sizes, const int64_t *strides,
+                                int64_t *out) {
+  int perm[TSTOR_TENSOR_MAX_DIM];
+  for (int i = 0; i < ndim; i++) perm[i] = ndim - 1 - i;
+  /* TensorIterator's insertion sort; stride-0 dims compare as ambiguous */
+  for (int i = 1; i < ndim; i++) {
+    int d1 = i;
+    for (int d0 = i - 1; d0 >= 0; d0--) {
+      int64_t s0 = strides[perm[d0]], s1 = strides[perm[d1]];
+      int c = 0;
+      if (s0 != 0 && s1 != 0)
+        c = s0 < s1 ? -1 : s0 > s1 ? 1 : sizes[perm[d0]] > sizes[perm[d1]] ? 1 : 0;
+      if (c > 0) {
+        int t = perm[d0];
+        perm[d0] = perm[d1];
+        perm[d1] = t;
+        d1 = d0;
+      } else if (c < 0) {
+        break;
+      }
+    }
   }
-  return 1;
-}
-
-int tstor__suggest_channels_last(int ndim, const int64_t *sizes, const int64_t *strides) {
-  static const int order4[] = {1, 3, 2, 0}, order5[] = {1, 4, 3, 2, 0};
-  if (ndim == 4) return strides_like(4, sizes, strides, order4);
-  if (ndim == 5) return strides_like(5, sizes, strides, order5) ? 2 : 0;
-  return 0;
+  int64_t cur = 1;
+  for (int i = 0; i < ndim; i++) {
+    out[perm[i]] = cur;
+    if (sizes[perm[i]] > 1) cur *= sizes[perm[i]];
+  }
 }
 
 /* ------------------------------------------------------------- layouts */
@@ -220,6 +217,14 @@ int tstor_layout_nbytes(int ndim, const int64_t *sizes, const int64_t *strides,
 
 int tstor__tensor_make(tstor_storage *s, tstor_dtype dtype, int64_t offset, int ndim,
                        const int64_t *sizes, const int64_t *strides, tstor_tensor **out) {
+  int64_t numel = 1;
+  for (int i = 0; i < ndim; i++)
+    if (__builtin_mul_overflow(numel, sizes[i], &numel)) {
+      char buf[256];
+      *out = NULL;
+      return tstor__err(TSTOR_EOVERFLOW, "the number of elements of sizes %s overflows int64",
+                        tstor__dims_str(buf, sizeof buf, ndim, sizes));
+    }
   tstor_tensor *t = tstor__malloc(sizeof *t + 2 * (size_t)ndim * sizeof(int64_t));
   if (t == NULL) {
     *out = NULL;
@@ -233,13 +238,9 @@ int tstor__tensor_make(tstor_storage *s, tstor_dtype dtype, int64_t offset, int 
   t->esize = tstor_dtype_size(dtype);
   t->sizes = t->dims;
   t->strides = t->dims + ndim;
-  int64_t numel = 1;
-  for (int i = 0; i < ndim; i++) {
-    t->sizes[i] = sizes[i];
-    numel *= sizes[i];
-  }
+  if (ndim > 0) memcpy(t->sizes, sizes, (size_t)ndim * sizeof(int64_t));
   t->numel = numel;
-  if (strides)
+  if (strides && ndim > 0)
     memcpy(t->strides, strides, (size_t)ndim * sizeof(int64_t));
   else
     tstor__contiguous_strides(ndim, sizes, t->strides);
@@ -313,28 +314,31 @@ int tstor_tensor_on_storage(tstor_storage *s, tstor_dtype dtype, int64_t offset,
   if (strides == NULL) {
     tstor__contiguous_strides(ndim, sizes, contig);
     strides = contig;
-  } else if ((rc = check_strides(ndim, strides, "tensor_on_storage"))) {
+  } else if ((rc = check_strides(ndim, strides, "as_strided"))) {
     return rc;
   }
-  if (offset < 0)
-    return tstor__err(TSTOR_EINVAL, "Tensor: invalid storage offset %" PRId64, offset);
-  uint64_t need, off_bytes;
+  /* PyTorch's order: the bounds (checkInBoundsForStorage, with the offset as
+   * given), then the offset's sign. */
+  uint64_t need;
   if ((rc = layout_nbytes(ndim, sizes, strides, d->element_size, 0, &need))) return rc;
   if (need != 0) {
-    if (__builtin_mul_overflow((uint64_t)offset, (uint64_t)d->element_size, &off_bytes) ||
-        __builtin_add_overflow(need, off_bytes, &need) || need > (uint64_t)INT64_MAX)
+    int64_t off_bytes, total;
+    if (__builtin_mul_overflow(offset, (int64_t)d->element_size, &off_bytes) ||
+        __builtin_add_overflow((int64_t)need, off_bytes, &total))
       return overflowed(ndim, sizes, strides);
-    if (need > tstor_storage_nbytes(s)) {
+    if (total > 0 && (uint64_t)total > tstor_storage_nbytes(s)) {
       char a[256], b[256];
       return tstor__err(TSTOR_ERANGE,
                         "setStorage: sizes %s, strides %s, storage offset %" PRId64
-                        ", and itemsize %zu requiring a storage size of %" PRIu64
+                        ", and itemsize %zu requiring a storage size of %" PRId64
                         " are out of bounds for storage of size %zu",
                         tstor__dims_str(a, sizeof a, ndim, sizes),
                         tstor__dims_str(b, sizeof b, ndim, strides), offset, d->element_size,
-                        need, tstor_storage_nbytes(s));
+                        total, tstor_storage_nbytes(s));
     }
   }
+  if (offset < 0)
+    return tstor__err(TSTOR_EINVAL, "Tensor: invalid storage offset %" PRId64, offset);
   return tstor__tensor_make(s, dtype, offset, ndim, sizes, strides, out);
 }
 

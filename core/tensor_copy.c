@@ -21,7 +21,9 @@
 #define ROW_CHUNK ((int64_t)16384)
 /* Tile edge for transposing copies: 64 x 64 elements of up to 8 bytes is
  * 32 KiB per side at most, within L1 and L2 on every recent core. */
+#ifndef TILE
 #define TILE 64
+#endif
 /* Elements converted at a time through the stack when a side is strided. */
 #define GATHER 256
 
@@ -201,20 +203,30 @@ static void row_convert(const plan *p, char *d, int64_t dstep, const char *s, in
   }
 }
 
-#define TILE_LOOP(T)                                                            \
-  for (int64_t j = 0; j < nj; j++)                                              \
-    for (int64_t i = 0; i < ni; i++)                                            \
-      *(T *)(d + i * (int64_t)sizeof(T) + j * dj) = *(const T *)(s + i * si + j * (int64_t)sizeof(T));
-
 /* A tile: ni elements along dim 0 (contiguous in dst) by nj along the tile
- * dimension (contiguous in src). */
+ * dimension (contiguous in src). Rows of the source are read whole into a
+ * buffer, then the destination's rows are written whole from it: every cache
+ * line of either side is touched once. Reading the tile straight across
+ * instead would visit 64 lines a power-of-two stride apart, which share one
+ * L1 set and evict each other. */
+#define TILE_BUFFERED(T)                                                       \
+  do {                                                                         \
+    T(*buf)[TILE] = (T(*)[TILE])raw;                                           \
+    for (int64_t i = 0; i < ni; i++) memcpy(buf[i], s + i * si, (size_t)nj * sizeof(T)); \
+    for (int64_t j = 0; j < nj; j++) {                                         \
+      T *dp = (T *)(d + j * dj);                                               \
+      for (int64_t i = 0; i < ni; i++) dp[i] = buf[i][j];                      \
+    }                                                                          \
+  } while (0)
+
 static void tile_same(char *d, int64_t dj, const char *s, int64_t si, int64_t ni, int64_t nj,
                       size_t es) {
+  _Alignas(64) unsigned char raw[TILE * TILE * 8];
   switch (es) {
-  case 1: TILE_LOOP(uint8_t) break;
-  case 2: TILE_LOOP(uint16_t) break;
-  case 4: TILE_LOOP(uint32_t) break;
-  case 8: TILE_LOOP(uint64_t) break;
+  case 1: TILE_BUFFERED(uint8_t); break;
+  case 2: TILE_BUFFERED(uint16_t); break;
+  case 4: TILE_BUFFERED(uint32_t); break;
+  case 8: TILE_BUFFERED(uint64_t); break;
   default:
     for (int64_t j = 0; j < nj; j++)
       for (int64_t i = 0; i < ni; i++)
@@ -513,7 +525,9 @@ int tstor_tensor_copy_(tstor_tensor *dst, const tstor_tensor *src) {
   if (dst->storage == src->storage && dst->offset == src->offset && dst->dtype == src->dtype &&
       dst->ndim == src->ndim && memcmp(dst->dims, src->dims, 2 * (size_t)dst->ndim * 8) == 0)
     return 0;
-  if (internal_overlap(dst)) return tstor__err(TSTOR_EINVAL, "%s", internal_overlap_msg);
+  /* TensorIterator's order: overlaps first, then shapes */
+  if (dst->numel != 0 && internal_overlap(dst))
+    return tstor__err(TSTOR_EINVAL, "%s", internal_overlap_msg);
   if (partial_overlap(dst, src)) return tstor__err(TSTOR_EINVAL, "%s", partial_overlap_msg);
   int64_t sstr[MAXD];
   if ((rc = broadcast_to(dst, src, sstr))) return rc;
@@ -528,16 +542,15 @@ int tstor_tensor_copy_(tstor_tensor *dst, const tstor_tensor *src) {
 /* ------------------------------------------------- layouts of new copies */
 
 /* A new uninitialised tensor shaped like t, on dev with dtype, laid out as
- * PyTorch's empty_like(preserve_format) lays it out. */
+ * PyTorch's empty_like(preserve_format) lays it out: t's strides when t is
+ * dense, else dense strides in the order of t's. */
 static int empty_like(const tstor_tensor *t, tstor_device dev, tstor_dtype dtype,
                       tstor_tensor **out) {
   int64_t st[MAXD];
   if (tstor_tensor_is_non_overlapping_and_dense(t))
     memcpy(st, t->strides, (size_t)t->ndim * 8);
-  else if (tstor__suggest_channels_last(t->ndim, t->sizes, t->strides))
-    tstor__channels_last_strides(t->ndim, t->sizes, st);
   else
-    tstor__contiguous_strides(t->ndim, t->sizes, st);
+    tstor__infer_dense_strides(t->ndim, t->sizes, t->strides, st);
   return tstor_tensor_empty_strided(t->storage->ctx, dev, dtype, t->ndim, t->sizes, st, out);
 }
 
@@ -659,8 +672,9 @@ int tstor_tensor_from_array(tstor_context *ctx, tstor_device dev, tstor_dtype dt
   int rc = tstor_tensor_empty(ctx, dev, dtype, ndim, sizes, &t);
   if (rc) return rc;
   if (t->numel > 0 && data == NULL) {
+    int64_t n = t->numel;
     tstor_tensor_release(t);
-    return tstor__err(TSTOR_EINVAL, "tensor_from_array: NULL data for %" PRId64 " elements", t->numel);
+    return tstor__err(TSTOR_EINVAL, "tensor_from_array: NULL data for %" PRId64 " elements", n);
   }
   if (t->numel > 0 && tstor__tensor_has_data(t)) {
     side d = tensor_side(t, NULL);

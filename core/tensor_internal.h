@@ -46,13 +46,12 @@ const char *tstor__dims_str(char *buf, size_t size, int n, const int64_t *v);
 int tstor__compute_contiguous(int ndim, const int64_t *sizes, const int64_t *strides);
 int tstor__non_overlapping_and_dense(int ndim, const int64_t *sizes, const int64_t *strides);
 int tstor__channels_last_contiguous(int ndim, const int64_t *sizes, const int64_t *strides);
-/* is_strides_like_channels_last(_3d): PyTorch's guess of a memory format from
- * strides, used by clone(preserve_format). 2 for 3d, 1 for 2d, 0 otherwise. */
-int tstor__suggest_channels_last(int ndim, const int64_t *sizes, const int64_t *strides);
+/* infer_dense_strides: dense strides that keep the order of t's strides, as
+ * empty_like(preserve_format) gives a tensor that is not dense. */
+void tstor__infer_dense_strides(int ndim, const int64_t *sizes, const int64_t *strides,
+                                int64_t *out);
 /* Row-major strides for sizes (size-0 dims count as 1, as PyTorch). */
 void tstor__contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides);
-/* channels-last strides for a 4-d (5-d) shape. */
-void tstor__channels_last_strides(int ndim, const int64_t *sizes, int64_t *strides);
 
 /* Whether the tensor's device holds bytes / is host memory. */
 int tstor__tensor_has_data(const tstor_tensor *t);

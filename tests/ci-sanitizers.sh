@@ -25,7 +25,7 @@ steps=${SAN_STEPS:-"asan tsan"}
 # conversions' workers, the hpu-stub's stream threads, the cpu block cache).
 # Not test_convert: its after_fork case starts threads in a child forked from
 # a threaded parent, where TSan's own locks may deadlock (TSan says as much).
-tsan_tests=${TSAN_TESTS:-"test_threads test_stress test_context test_error test_cpu_cache test_shm test_typed test_hpu"}
+tsan_tests=${TSAN_TESTS:-"test_threads test_stress test_context test_error test_cpu_cache test_shm test_typed test_hpu test_tensor_threads"}
 
 mkdir -p "$out"
 out=$(cd "$out" && pwd)

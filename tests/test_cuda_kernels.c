@@ -119,6 +119,32 @@ START_TEST(fills_write_the_pattern_at_every_alignment) {
 }
 END_TEST
 
+/* The strided copy against a plain loop: a transposed 3-d block with a
+ * broadcast (stride 0) dimension, for every element size; and what it
+ * declines. */
+START_TEST(strided_copies_every_element) {
+  static const size_t sizes_of[] = {1, 2, 4, 8, 16};
+  size_t es = sizes_of[_i];
+  enum { A = 5, B = 3, C = 4 };
+  unsigned char src[A * C * 16], dst[A * B * C * 16], want[A * B * C * 16];
+  for (size_t k = 0; k < sizeof src; k++) src[k] = (unsigned char)(k * 7 + 1);
+  memset(dst, 0, sizeof dst);
+  memset(want, 0, sizeof want);
+  /* dst[a][b][c] (contiguous) = src[c][a] (src is C x A), broadcast over b */
+  tstor__cuda_strided st = {3, {C, B, A}, {(long long)es, (long long)(C * es), (long long)(B * C * es)},
+                            {(long long)(A * es), 0, (long long)es}};
+  for (int a = 0; a < A; a++)
+    for (int b = 0; b < B; b++)
+      for (int c = 0; c < C; c++)
+        memcpy(want + ((a * B + b) * C + c) * es, src + (c * A + a) * es, es);
+  ck_assert_int_eq(tstor__cuda_emulate_strided(dst, src, &st, es), 0);
+  ck_assert_mem_eq(dst, want, A * B * C * es);
+  tstor__cuda_strided nine = {9, {0}, {0}, {0}};
+  ck_assert_int_eq(tstor__cuda_emulate_strided(dst, src, &nine, es), -1);
+  if (es > 1) ck_assert_int_eq(tstor__cuda_emulate_strided(dst + 1, src, &st, es), -1);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("cuda kernels (emulated)");
   TCase *t = tcase_create("convert");
@@ -129,6 +155,9 @@ int main(void) {
   t = tcase_create("fill");
   tcase_set_timeout(t, 120);
   tcase_add_loop_test(t, fills_write_the_pattern_at_every_alignment, 0, 5);
+  suite_add_tcase(s, t);
+  t = tcase_create("strided");
+  tcase_add_loop_test(t, strided_copies_every_element, 0, 5);
   suite_add_tcase(s, t);
   return tstor_test_run(s);
 }

@@ -359,6 +359,139 @@ START_TEST(element_access) {
 }
 END_TEST
 
+/* hpu-stub has a strided copy op (its memory faults on host access, so a
+ * core that touched it directly would crash): transposing copies, a
+ * broadcast source and converting copies on it, against the same on cpu. */
+START_TEST(backend_strided_copy) {
+  tstor_context *h = coretest_open("[backend hpu]\nlibrary = tstor-hpu-stub.so\n");
+  tstor_device hpu = coretest_dev(h, "hpu:0"), hcpu = coretest_dev(h, "cpu");
+  int64_t sz[] = {5, 7, 3};
+  double v[105];
+  for (int i = 0; i < 105; i++) v[i] = i * 1.5;
+  tstor_tensor *src, *on_dev, *perm, *dst, *back;
+  ck_tstor_ok(tstor_tensor_from_array(h, hcpu, TSTOR_FLOAT64, 3, sz, v, &src));
+  ck_tstor_ok(tstor_tensor_to(src, hpu, TSTOR_FLOAT64, &on_dev));
+  int order[] = {2, 0, 1};
+  ck_tstor_ok(tstor_tensor_permute(on_dev, 3, order, &perm));
+  ck_tstor_ok(tstor_tensor_contiguous(perm, &dst)); /* device to device, strided */
+  ck_assert_int_eq(tstor_tensor_device(dst).type, hpu.type);
+  ck_tstor_ok(tstor_tensor_to(dst, hcpu, TSTOR_FLOAT32, &back));
+  float got[105];
+  ck_tstor_ok(tstor_tensor_to_array(back, got, TSTOR_FLOAT32, 105));
+  for (int c = 0; c < 3; c++)
+    for (int a = 0; a < 5; a++)
+      for (int b = 0; b < 7; b++) ck_assert(got[(c * 5 + a) * 7 + b] == (float)v[(a * 7 + b) * 3 + c]);
+  tstor_tensor_release(back);
+  /* a row broadcast into a strided slice of a device tensor */
+  tstor_tensor *row, *slice;
+  int64_t three[] = {3};
+  ck_tstor_ok(tstor_tensor_full(h, hpu, TSTOR_FLOAT64, 1, three, -1, &row));
+  ck_tstor_ok(tstor_tensor_slice(on_dev, 1, 0, INT64_MAX, 3, &slice));
+  ck_tstor_ok(tstor_tensor_copy_(slice, row));
+  double all[105];
+  ck_tstor_ok(tstor_tensor_to_array(on_dev, all, TSTOR_FLOAT64, 105));
+  for (int i = 0; i < 105; i++) ck_assert(all[i] == ((i / 3) % 7 % 3 == 0 ? -1 : v[i]));
+  tstor_tensor_release(slice);
+  tstor_tensor_release(row);
+  tstor_tensor_release(dst);
+  tstor_tensor_release(perm);
+  tstor_tensor_release(on_dev);
+  tstor_tensor_release(src);
+  tstor_context_close(h);
+}
+END_TEST
+
+/* Views refuse bad arguments with an error and hand out nothing. */
+START_TEST(views_refuse_bad_input) {
+  int64_t sz[] = {2, 3};
+  tstor_tensor *t, *v = (tstor_tensor *)1, **list = (tstor_tensor **)1;
+  int count = 7;
+  ck_tstor_ok(tstor_tensor_zeros(ctx, cpu, TSTOR_FLOAT32, 2, sz, &t));
+  ck_tstor_err(tstor_tensor_view(t, 2, NULL, &v), TSTOR_EINVAL);
+  ck_assert_ptr_null(v);
+  ck_tstor_err(tstor_tensor_view(NULL, 2, sz, &v), TSTOR_EINVAL);
+  ck_tstor_err(tstor_tensor_view(t, 2, sz, NULL), TSTOR_EINVAL);
+  ck_tstor_err(tstor_tensor_reshape(t, 65, sz, &v), TSTOR_EINVAL);
+  ck_tstor_err(tstor_tensor_expand(t, -1, sz, &v), TSTOR_EINVAL);
+  ck_tstor_err(tstor_tensor_permute(t, 2, NULL, &v), TSTOR_EINVAL);
+  ck_tstor_err(tstor_tensor_movedim(t, 1, NULL, NULL, &v), TSTOR_EINVAL);
+  ck_tstor_err(tstor_tensor_split(t, 1, 0, &count, NULL), TSTOR_EINVAL);
+  ck_tstor_err(tstor_tensor_split(NULL, 1, 0, &count, &list), TSTOR_EINVAL);
+  ck_assert_ptr_null(list);
+  ck_assert_int_eq(count, 0);
+  ck_tstor_err(tstor_tensor_split_sizes(t, 2, NULL, 0, &count, &list), TSTOR_EINVAL);
+  ck_tstor_err(tstor_tensor_transpose(t, INT32_MIN, 0, &v), TSTOR_ERANGE);
+  ck_tstor_err(tstor_tensor_select(t, INT32_MAX, 0, &v), TSTOR_ERANGE);
+  ck_tstor_err(tstor_tensor_select(t, 0, INT64_MIN, &v), TSTOR_ERANGE);
+  ck_tstor_err(tstor_tensor_narrow(t, 0, INT64_MIN, 1, &v), TSTOR_ERANGE);
+  ck_tstor_err(tstor_tensor_narrow(t, 0, 0, INT64_MAX, &v), TSTOR_ERANGE);
+  ck_tstor_err(tstor_tensor_view_dtype(t, (tstor_dtype)20, &v), TSTOR_EINVAL);
+  ck_assert_ptr_null(v);
+  /* Python's clamping at the extremes */
+  ck_tstor_ok(tstor_tensor_slice(t, 1, INT64_MIN, INT64_MAX, INT64_MAX, &v));
+  int64_t one[] = {2, 1}, st[] = {3, INT64_MAX};
+  tensortest_layout(v, 2, one, st);
+  tstor_tensor_release(v);
+  ck_tstor_err(tstor_tensor_slice(t, 0, 0, 2, INT64_MAX, &v), TSTOR_EOVERFLOW);
+  ck_assert_ptr_null(v);
+  ck_tstor_ok(tstor_tensor_slice(t, 1, INT64_MAX, INT64_MIN, 1, &v));
+  ck_assert_int_eq(tstor_tensor_numel(v), 0);
+  tstor_tensor_release(v);
+  /* sizes whose product overflows */
+  tstor_tensor *s1;
+  int64_t ones[] = {1, 1};
+  ck_tstor_ok(tstor_tensor_zeros(ctx, cpu, TSTOR_FLOAT32, 2, ones, &s1));
+  int64_t huge[] = {INT64_C(1) << 62, INT64_C(1) << 62};
+  ck_tstor_err(tstor_tensor_expand(s1, 2, huge, &v), TSTOR_EOVERFLOW);
+  ck_assert_ptr_null(v);
+  int64_t big[] = {INT64_MAX, 1};
+  ck_tstor_ok(tstor_tensor_expand(s1, 2, big, &v)); /* one stride-0 dimension: fine */
+  ck_assert_int_eq(tstor_tensor_numel(v), INT64_MAX);
+  tstor_tensor_release(v);
+  tstor_tensor_release(s1);
+  /* 64 dimensions, and no 65th */
+  int64_t s64[64];
+  for (int i = 0; i < 64; i++) s64[i] = 1;
+  tstor_tensor *t64;
+  ck_tstor_ok(tstor_tensor_empty(ctx, cpu, TSTOR_COMPLEX64, 64, s64, &t64));
+  ck_tstor_err(tstor_tensor_unsqueeze(t64, 0, &v), TSTOR_EINVAL);
+  ck_tstor_err(tstor_tensor_unfold(t64, 0, 1, 1, &v), TSTOR_EINVAL);
+  ck_tstor_err(tstor_tensor_view_as_real(t64, &v), TSTOR_EINVAL);
+  int64_t two[] = {1, 1};
+  ck_tstor_err(tstor_tensor_unflatten(t64, 0, 2, two, &v), TSTOR_EINVAL);
+  ck_tstor_ok(tstor_tensor_flatten(t64, 0, -1, &v));
+  ck_assert_int_eq(tstor_tensor_dim(v), 1);
+  tstor_tensor_release(v);
+  ck_tstor_ok(tstor_tensor_squeeze(t64, &v));
+  ck_assert_int_eq(tstor_tensor_dim(v), 0);
+  tstor_tensor_release(v);
+  tstor_tensor_release(t64);
+  tstor_tensor_release(t);
+}
+END_TEST
+
+/* Views hold the storage: it outlives the tensor they came from. */
+START_TEST(views_share_and_outlive) {
+  int64_t sz[] = {4, 5};
+  tstor_tensor *t, *v, *w;
+  ck_tstor_ok(tstor_tensor_zeros(ctx, cpu, TSTOR_INT64, 2, sz, &t));
+  tstor_storage *s = tstor_tensor_storage(t);
+  ck_tstor_ok(tstor_tensor_transpose(t, 0, 1, &v));
+  ck_tstor_ok(tstor_tensor_narrow(v, 0, 1, 2, &w));
+  ck_assert_ptr_eq(tstor_tensor_storage(w), s);
+  ck_assert_int_eq(tstor_storage_use_count(s), 3);
+  tstor_tensor_release(t);
+  tstor_tensor_release(v);
+  ck_tstor_ok(tstor_tensor_fill(w, 9)); /* the storage lives on through w */
+  int64_t idx[] = {1, 3};
+  double x;
+  ck_tstor_ok(tstor_tensor_get_f64(w, idx, &x));
+  ck_assert(x == 9);
+  ck_assert_int_eq(tstor_tensor_storage_offset(w), 1);
+  tstor_tensor_release(w);
+}
+END_TEST
+
 Suite *tensor_suite(void) {
   Suite *s = suite_create("tensor");
   TCase *tc = tcase_create("object");
@@ -373,6 +506,9 @@ Suite *tensor_suite(void) {
   tcase_add_test(tc, copy_broadcast_convert_devices);
   tcase_add_test(tc, copy_overlap);
   tcase_add_test(tc, element_access);
+  tcase_add_test(tc, backend_strided_copy);
+  tcase_add_test(tc, views_refuse_bad_input);
+  tcase_add_test(tc, views_share_and_outlive);
   suite_add_tcase(s, tc);
   return s;
 }

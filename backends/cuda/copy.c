@@ -168,3 +168,33 @@ int tstor__cuda_convert(void *state, int index, void *dst, int dst_dtype, const 
                             device, count, src_dtype, dst_dtype);
   return 0;
 }
+
+int tstor__cuda_copy_strided(void *state, int index, void *dst, const int64_t *dst_strides,
+                             const void *src, const int64_t *src_strides, const int64_t *sizes,
+                             int ndim, size_t element_size, void *stream) {
+  tstor__cuda *cu = state;
+  if (ndim < 1 || ndim > TSTOR__CUDA_STRIDED_MAX_DIM) return TSTOR_ENOTSUP;
+  tstor__cuda_strided a;
+  a.ndim = ndim;
+  for (int d = 0; d < ndim; d++) {
+    a.sizes[d] = sizes[d];
+    a.dst_strides[d] = dst_strides[d];
+    a.src_strides[d] = src_strides[d];
+  }
+  int device = tstor__cuda_stream_device(stream, index);
+  tstor__cuda_guard g;
+  int rc = tstor__cuda_enter(cu, device, &g);
+  if (rc) return rc;
+  cudaStream_t s = tstor__cuda_stream_of(stream);
+  int r = tstor__cuda_launch_strided(dst, src, &a, element_size, s);
+  if (r < 0) {
+    tstor__cuda_leave(cu, &g);
+    return TSTOR_ENOTSUP; /* the core stages through host memory */
+  }
+  cudaError_t e = (cudaError_t)r;
+  if (e == cudaSuccess && !stream) e = cudaStreamSynchronize(s);
+  tstor__cuda_leave(cu, &g);
+  if (e != cudaSuccess)
+    return tstor__cuda_fail(cu, e, "cuda:%d: strided copy of %d dimensions", device, ndim);
+  return 0;
+}

@@ -133,6 +133,10 @@ int tstor__cuda_copy_d2d(void *state, void *dst, int dst_index, const void *src,
                          size_t nbytes, void *stream);
 int tstor__cuda_fill(void *state, int index, void *ptr, size_t nbytes, const void *pattern,
                      size_t pattern_size, void *stream);
+/* The device ops' copy_strided (backend.h): one kernel launch. */
+int tstor__cuda_copy_strided(void *state, int index, void *dst, const int64_t *dst_strides,
+                             const void *src, const int64_t *src_strides, const int64_t *sizes,
+                             int ndim, size_t element_size, void *stream);
 int tstor__cuda_convert(void *state, int index, void *dst, int dst_dtype, const void *src,
                         int src_dtype, size_t count, void *stream);
 

@@ -455,6 +455,76 @@ int convert_any(void *dst, int dst_dtype, const void *src, int src_dtype, size_t
   }
 }
 
+/* --------------------------------------------------------- strided copy */
+
+struct u128 {
+  unsigned long long lo, hi;
+};
+
+/* Element `i` (row-major over sizes, dim 0 varying fastest) of a strided
+ * block, byte strides on each side. */
+template <typename T>
+HD void strided_body(char *dst, const char *src, const tstor__cuda_strided &a, size_t i) {
+  long long doff = 0, soff = 0;
+  unsigned long long q = i;
+  for (int d = 0; d < a.ndim; d++) {
+    long long k = (long long)(q % (unsigned long long)a.sizes[d]);
+    q /= (unsigned long long)a.sizes[d];
+    doff += k * a.dst_strides[d];
+    soff += k * a.src_strides[d];
+  }
+  *reinterpret_cast<T *>(dst + doff) = *reinterpret_cast<const T *>(src + soff);
+}
+
+template <typename T>
+__global__ void strided_kernel(char *dst, const char *src, tstor__cuda_strided a, size_t n) {
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x)
+    strided_body<T>(dst, src, a, i);
+}
+
+/* Whether every address the block touches is aligned for unit-sized loads. */
+bool strided_aligned(const void *dst, const void *src, const tstor__cuda_strided &a, size_t unit) {
+  if ((uintptr_t)dst % unit || (uintptr_t)src % unit) return false;
+  for (int d = 0; d < a.ndim; d++)
+    if (a.dst_strides[d] % (long long)unit || a.src_strides[d] % (long long)unit) return false;
+  return true;
+}
+
+template <bool Host, typename T>
+int run_strided(void *dst, const void *src, const tstor__cuda_strided &a, size_t n,
+                cudaStream_t stream) {
+  char *d = static_cast<char *>(dst);
+  const char *s = static_cast<const char *>(src);
+  if (Host) {
+    for (size_t i = 0; i < n; i++) strided_body<T>(d, s, a, i);
+    return (int)cudaSuccess;
+  }
+  strided_kernel<T><<<grid_for(n), 256, 0, stream>>>(d, s, a, n);
+  return (int)cudaGetLastError();
+}
+
+template <bool Host>
+int strided_any(void *dst, const void *src, const tstor__cuda_strided *a, size_t element_size,
+                cudaStream_t stream) {
+  if (a->ndim < 1 || a->ndim > TSTOR__CUDA_STRIDED_MAX_DIM) return -1;
+  size_t n = 1;
+  for (int d = 0; d < a->ndim; d++) {
+    if (a->sizes[d] < 0) return -1;
+    n *= (size_t)a->sizes[d];
+  }
+  if (n == 0) return (int)cudaSuccess;
+  if (!strided_aligned(dst, src, *a, element_size == 16 ? 8 : element_size)) return -1;
+  switch (element_size) {
+    case 1: return run_strided<Host, uint8_t>(dst, src, *a, n, stream);
+    case 2: return run_strided<Host, uint16_t>(dst, src, *a, n, stream);
+    case 4: return run_strided<Host, uint32_t>(dst, src, *a, n, stream);
+    case 8: return run_strided<Host, unsigned long long>(dst, src, *a, n, stream);
+    case 16: return run_strided<Host, u128>(dst, src, *a, n, stream);
+    default: return -1;
+  }
+}
+
 fill_plan plan_fill(void *ptr, size_t nbytes, const void *pattern, size_t pattern_size) {
   fill_plan f;
   memset(f.pat.b, 0, sizeof f.pat.b);
@@ -478,6 +548,12 @@ extern "C" int tstor__cuda_launch_convert(void *dst, int dst_dtype, const void *
   return convert_any<false>(dst, dst_dtype, src, src_dtype, count, stream);
 }
 
+extern "C" int tstor__cuda_launch_strided(void *dst, const void *src,
+                                          const tstor__cuda_strided *a, size_t element_size,
+                                          cudaStream_t stream) {
+  return strided_any<false>(dst, src, a, element_size, stream);
+}
+
 extern "C" int tstor__cuda_launch_fill(void *ptr, size_t nbytes, const void *pattern,
                                        size_t pattern_size, cudaStream_t stream) {
   if (nbytes == 0) return (int)cudaSuccess;
@@ -491,6 +567,11 @@ extern "C" int tstor__cuda_launch_fill(void *ptr, size_t nbytes, const void *pat
 extern "C" int tstor__cuda_emulate_convert(void *dst, int dst_dtype, const void *src,
                                            int src_dtype, size_t count) {
   return convert_any<true>(dst, dst_dtype, src, src_dtype, count, (cudaStream_t)0);
+}
+
+extern "C" int tstor__cuda_emulate_strided(void *dst, const void *src,
+                                           const tstor__cuda_strided *a, size_t element_size) {
+  return strided_any<true>(dst, src, a, element_size, (cudaStream_t)0);
 }
 
 extern "C" void tstor__cuda_emulate_fill(void *ptr, size_t nbytes, const void *pattern,

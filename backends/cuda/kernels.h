@@ -24,7 +24,28 @@ int tstor__cuda_launch_fill(void *ptr, size_t nbytes, const void *pattern,
 int tstor__cuda_launch_convert(void *dst, int dst_dtype, const void *src, int src_dtype,
                                size_t count, cudaStream_t stream);
 
+/* A strided block of up to 8 dimensions (the core merges dimensions that are
+ * contiguous together first, so more are rare): element (i0, ..) of `sizes`
+ * at dst + sum(i_k * dst_strides[k]) and src + sum(i_k * src_strides[k]),
+ * strides in bytes. */
+#define TSTOR__CUDA_STRIDED_MAX_DIM 8
+typedef struct tstor__cuda_strided {
+  int ndim;
+  long long sizes[TSTOR__CUDA_STRIDED_MAX_DIM];
+  long long dst_strides[TSTOR__CUDA_STRIDED_MAX_DIM];
+  long long src_strides[TSTOR__CUDA_STRIDED_MAX_DIM];
+} tstor__cuda_strided;
+
+/* Copies the block's elements of element_size bytes (1, 2, 4, 8 or 16),
+ * unchanged. -1 when the kernel does not handle it (more dimensions, another
+ * element size, addresses not aligned for the element); nothing is queued
+ * then. */
+int tstor__cuda_launch_strided(void *dst, const void *src, const tstor__cuda_strided *a,
+                               size_t element_size, cudaStream_t stream);
+
 #ifdef TSTOR_CUDA_EMULATE
+int tstor__cuda_emulate_strided(void *dst, const void *src, const tstor__cuda_strided *a,
+                                size_t element_size);
 /* The same kernel bodies run in a loop on the host, for test_cuda_kernels:
  * cudaSuccess (0) or -1 as above. Built only with TSTOR_CUDA_EMULATE. */
 int tstor__cuda_emulate_convert(void *dst, int dst_dtype, const void *src, int src_dtype,

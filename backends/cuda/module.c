@@ -93,6 +93,7 @@ static const tstor_device_ops cuda_device_ops = {
     .event_query = tstor__cuda_event_query,
     .event_synchronize = tstor__cuda_event_synchronize,
     .convert = tstor__cuda_convert,
+    .copy_strided = tstor__cuda_copy_strided,
 };
 
 /* --------------------------------------------------------------- config */

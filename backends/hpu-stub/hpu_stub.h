@@ -149,6 +149,9 @@ int hpu_copy_to_host(void *state, void *dst, int dst_index, const void *src, int
                      size_t nbytes, void *stream);
 int hpu_copy_on_device(void *state, void *dst, int dst_index, const void *src, int src_index,
                        size_t nbytes, void *stream);
+int hpu_copy_strided(void *state, int index, void *dst, const int64_t *dst_strides,
+                     const void *src, const int64_t *src_strides, const int64_t *sizes, int ndim,
+                     size_t element_size, void *stream);
 int hpu_fill(void *state, int index, void *ptr, size_t nbytes, const void *pattern,
              size_t pattern_size, void *stream);
 

@@ -106,3 +106,38 @@ int hpu_fill(void *state, int index, void *ptr, size_t nbytes, const void *patte
   hpu_kernel_fill(stub, to, nbytes, pattern, pattern_size);
   return 0;
 }
+
+/* A strided block (backend.h's copy_strided): both spans bounds-checked, then
+ * element by element, synchronously. A stream is declined (TSTOR_ENOTSUP):
+ * the core then stages through host memory, which is also correct. */
+int hpu_copy_strided(void *state, int index, void *dst, const int64_t *dst_strides,
+                     const void *src, const int64_t *src_strides, const int64_t *sizes, int ndim,
+                     size_t element_size, void *stream) {
+  hpu_stub *stub = state;
+  if (stream != NULL || ndim < 1 || ndim > 64) return TSTOR_ENOTSUP;
+  size_t dspan = element_size, sspan = element_size, n = 1;
+  for (int d = 0; d < ndim; d++) {
+    if (sizes[d] <= 0) return sizes[d] == 0 ? 0 : TSTOR_EINVAL;
+    dspan += (size_t)(dst_strides[d] * (sizes[d] - 1));
+    sspan += (size_t)(src_strides[d] * (sizes[d] - 1));
+    n *= (size_t)sizes[d];
+  }
+  unsigned char *to, *from;
+  int rc = hpu_translate(stub, index, dst, dspan, &to);
+  if (rc == 0) rc = hpu_translate(stub, index, src, sspan, &from);
+  if (rc) return rc;
+  delay(stub);
+  int64_t idx[64] = {0}, doff = 0, soff = 0;
+  for (size_t i = 0; i < n; i++) {
+    memcpy(to + doff, from + soff, element_size);
+    for (int d = 0; d < ndim; d++) { /* odometer, dim 0 fastest */
+      doff += dst_strides[d];
+      soff += src_strides[d];
+      if (++idx[d] < sizes[d]) break;
+      doff -= dst_strides[d] * sizes[d];
+      soff -= src_strides[d] * sizes[d];
+      idx[d] = 0;
+    }
+  }
+  return 0;
+}

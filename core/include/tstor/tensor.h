@@ -128,6 +128,104 @@ TSTOR_EXTERN int tstor_tensor_is_non_overlapping_and_dense(const tstor_tensor *t
  * of a 5-d one (NDHWC); 0 for any other number of dimensions. */
 TSTOR_EXTERN int tstor_tensor_is_channels_last(const tstor_tensor *t);
 
+/* ------------------------------------------------------------------- views */
+
+/* Every view returns a new reference in *out to a tensor on t's storage (it
+ * holds its own reference on the storage, so t may be released first); t
+ * stays the caller's. No bytes move, except where a comment says a copy may
+ * be made. */
+
+/* PyTorch's as_strided: t's storage and dtype with another layout, checked as
+ * tstor_tensor_on_storage checks it. */
+TSTOR_EXTERN int tstor_tensor_as_strided(const tstor_tensor *t, int ndim, const int64_t *sizes,
+                                         const int64_t *strides, int64_t offset,
+                                         tstor_tensor **out);
+
+/* view(sizes): one size may be -1 (inferred). Refused (TSTOR_EINVAL, "... Use
+ * .reshape(...) instead.") when t's strides cannot express the new shape
+ * (PyTorch's computeStride), TSTOR_ESIZE when the element count differs. */
+TSTOR_EXTERN int tstor_tensor_view(const tstor_tensor *t, int ndim, const int64_t *sizes,
+                                   tstor_tensor **out);
+/* reshape(sizes): a view when view() would succeed, else a contiguous copy
+ * on a new storage. */
+TSTOR_EXTERN int tstor_tensor_reshape(const tstor_tensor *t, int ndim, const int64_t *sizes,
+                                      tstor_tensor **out);
+
+/* narrow(dim, start, length): elements [start, start + length) of dim; start
+ * may be negative (wraps) or equal to the size. */
+TSTOR_EXTERN int tstor_tensor_narrow(const tstor_tensor *t, int dim, int64_t start,
+                                     int64_t length, tstor_tensor **out);
+/* select(dim, index): drops dim, keeping element `index` (negative wraps). */
+TSTOR_EXTERN int tstor_tensor_select(const tstor_tensor *t, int dim, int64_t index,
+                                     tstor_tensor **out);
+/* t[start:end:step] along dim, with Python's clamping; step > 0. Pass
+ * INT64_MAX as end for "to the end". */
+TSTOR_EXTERN int tstor_tensor_slice(const tstor_tensor *t, int dim, int64_t start, int64_t end,
+                                    int64_t step, tstor_tensor **out);
+
+/* transpose(dim0, dim1); t() for tensors of at most 2 dimensions; permute
+ * with one entry per dimension; movedim(source[i] -> destination[i]). */
+TSTOR_EXTERN int tstor_tensor_transpose(const tstor_tensor *t, int dim0, int dim1,
+                                        tstor_tensor **out);
+TSTOR_EXTERN int tstor_tensor_t(const tstor_tensor *t, tstor_tensor **out);
+TSTOR_EXTERN int tstor_tensor_permute(const tstor_tensor *t, int ndim, const int *dims,
+                                      tstor_tensor **out);
+TSTOR_EXTERN int tstor_tensor_movedim(const tstor_tensor *t, int n, const int *source,
+                                      const int *destination, tstor_tensor **out);
+
+/* expand(sizes): size-1 dimensions (and new leading ones) repeated with
+ * stride 0; -1 keeps a size. expand_as(other) expands to other's sizes. */
+TSTOR_EXTERN int tstor_tensor_expand(const tstor_tensor *t, int ndim, const int64_t *sizes,
+                                     tstor_tensor **out);
+TSTOR_EXTERN int tstor_tensor_expand_as(const tstor_tensor *t, const tstor_tensor *other,
+                                        tstor_tensor **out);
+
+/* squeeze() drops every size-1 dimension, squeeze_dim(dim) that one when its
+ * size is 1; unsqueeze(dim) inserts a size-1 dimension at dim (in
+ * [-dim()-1, dim()]). */
+TSTOR_EXTERN int tstor_tensor_squeeze(const tstor_tensor *t, tstor_tensor **out);
+TSTOR_EXTERN int tstor_tensor_squeeze_dim(const tstor_tensor *t, int dim, tstor_tensor **out);
+TSTOR_EXTERN int tstor_tensor_unsqueeze(const tstor_tensor *t, int dim, tstor_tensor **out);
+
+/* flatten(start_dim, end_dim) merges those dimensions (a copy when reshape
+ * needs one); unflatten(dim, sizes) splits dim into sizes (one may be -1). */
+TSTOR_EXTERN int tstor_tensor_flatten(const tstor_tensor *t, int start_dim, int end_dim,
+                                      tstor_tensor **out);
+TSTOR_EXTERN int tstor_tensor_unflatten(const tstor_tensor *t, int dim, int nsizes,
+                                        const int64_t *sizes, tstor_tensor **out);
+
+/* unfold(dim, size, step): every window of `size` elements along dim, `step`
+ * apart, as a new last dimension. diagonal(offset, dim1, dim2): the diagonal
+ * of dims dim1 and dim2 as a new last dimension. */
+TSTOR_EXTERN int tstor_tensor_unfold(const tstor_tensor *t, int dim, int64_t size,
+                                     int64_t step, tstor_tensor **out);
+TSTOR_EXTERN int tstor_tensor_diagonal(const tstor_tensor *t, int64_t offset, int dim1,
+                                       int dim2, tstor_tensor **out);
+
+/* split(split_size, dim), split_with_sizes(sizes, dim) and chunk(chunks, dim):
+ * *out is a new array of *count new references; free both with
+ * tstor_tensor_list_free(). On failure *out is NULL and *count 0. */
+TSTOR_EXTERN int tstor_tensor_split(const tstor_tensor *t, int64_t split_size, int dim,
+                                    int *count, tstor_tensor ***out);
+TSTOR_EXTERN int tstor_tensor_split_sizes(const tstor_tensor *t, int n, const int64_t *sizes,
+                                          int dim, int *count, tstor_tensor ***out);
+TSTOR_EXTERN int tstor_tensor_chunk(const tstor_tensor *t, int chunks, int dim, int *count,
+                                    tstor_tensor ***out);
+/* Releases each of the count tensors and frees the array; NULL is a no-op. */
+TSTOR_EXTERN void tstor_tensor_list_free(tstor_tensor **list, int count);
+
+/* view(dtype): the same bytes as another dtype. With a different element
+ * size the last dimension must have stride 1 and is scaled (PyTorch's rule:
+ * its size, the offset and the other strides must divide when widening). */
+TSTOR_EXTERN int tstor_tensor_view_dtype(const tstor_tensor *t, tstor_dtype dtype,
+                                         tstor_tensor **out);
+/* The real and imaginary parts of a complex tensor, as float views (float16
+ * for complex32). real() of a real tensor is t itself (one more reference);
+ * imag() of one is refused. view_as_real adds a last dimension of 2. */
+TSTOR_EXTERN int tstor_tensor_real(const tstor_tensor *t, tstor_tensor **out);
+TSTOR_EXTERN int tstor_tensor_imag(const tstor_tensor *t, tstor_tensor **out);
+TSTOR_EXTERN int tstor_tensor_view_as_real(const tstor_tensor *t, tstor_tensor **out);
+
 /* -------------------------------------------------------------------- data */
 
 /* Copies src into dst element by element (PyTorch's dst.copy_(src)): src is
@@ -146,8 +244,8 @@ TSTOR_EXTERN int tstor_tensor_copy_(tstor_tensor *dst, const tstor_tensor *src);
 TSTOR_EXTERN int tstor_tensor_contiguous(const tstor_tensor *t, tstor_tensor **out);
 
 /* A copy of t on a new storage (PyTorch's clone() with preserve_format): a
- * non-overlapping and dense t keeps its strides, others become channels-last
- * or row-major as PyTorch's suggest_memory_format says. *out is a new
+ * non-overlapping and dense t keeps its strides; another gets dense strides
+ * in the order of its own (PyTorch's infer_dense_strides). *out is a new
  * reference. */
 TSTOR_EXTERN int tstor_tensor_clone(const tstor_tensor *t, tstor_tensor **out);
 
@@ -176,6 +274,20 @@ TSTOR_EXTERN int tstor_tensor_set_f64(tstor_tensor *t, const int64_t *index, dou
  * owns `out`. */
 TSTOR_EXTERN int tstor_tensor_to_array(const tstor_tensor *t, void *out, tstor_dtype out_dtype,
                                        size_t count);
+
+/* ---------------------------------------------------------------- printing */
+
+/* t as PyTorch 1.13's str(t) writes it: "tensor([[1., 2.],\n        [3., 4.]])"
+ * with 4 digits, scientific notation where PyTorch chooses it, rows wrapped
+ * at 80 columns, more than 1000 elements summarised with "...", and the
+ * device (every device but cpu), dtype (all but float32, complex64, int64 and
+ * bool) and size suffixes PyTorch adds; a meta tensor prints "tensor(...,
+ * device='meta', size=(2, 3))". *out is a new NUL-terminated string that the
+ * caller frees with free(). */
+TSTOR_EXTERN int tstor_tensor_to_string(const tstor_tensor *t, char **out);
+
+/* Writes tstor_tensor_to_string(t) and a newline to f (Python's print(t)). */
+TSTOR_EXTERN int tstor_tensor_print(FILE *f, const tstor_tensor *t);
 
 #ifdef __cplusplus
 }
