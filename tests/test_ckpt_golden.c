@@ -341,6 +341,44 @@ START_TEST(golden_resave) {
 }
 END_TEST
 
+/* map_location onto another backend's device (the hpu stub, whose memory
+ * faults on host access): the same listing, and each storage, copied back,
+ * holds the bytes the cpu load maps. */
+START_TEST(golden_on_device) {
+  read_golden();
+  tstor_device hpu, cpu;
+  if (tstor_device_parse(ctx, "hpu:0", &hpu) != 0) return; /* the stub is optional */
+  ck_tstor_ok(tstor_device_parse(ctx, "cpu", &cpu));
+  tstor_load_options o = {sizeof o, "hpu:0", 0};
+  for (int i = 0; i < ncases; i += 3) {
+    char *path;
+    ck_assert(asprintf(&path, CKDIR "/golden/%s", cases[i].name) > 0);
+    tstor_checkpoint *dev, *host;
+    ck_tstor_ok(tstor_torch_load(ctx, path, &o, &dev));
+    ck_tstor_ok(tstor_torch_load(ctx, path, NULL, &host));
+    char *a = list_checkpoint(dev, 0), *b = list_checkpoint(host, 0);
+    ck_assert_str_eq(a, b);
+    ck_assert_int_eq(tstor_checkpoint_storage_count(dev), tstor_checkpoint_storage_count(host));
+    for (size_t k = 0; k < tstor_checkpoint_storage_count(dev); k++) {
+      tstor_storage *sd, *sh, *back;
+      ck_tstor_ok(tstor_checkpoint_storage(dev, k, NULL, &sd));
+      ck_tstor_ok(tstor_checkpoint_storage(host, k, NULL, &sh));
+      ck_assert_int_eq(tstor_storage_device(sd).type, hpu.type);
+      ck_tstor_ok(tstor_storage_to(sd, cpu, &back));
+      ck_assert_int_eq(tstor_storage_nbytes(back), tstor_storage_nbytes(sh));
+      ck_assert(tstor_storage_nbytes(sh) == 0 ||
+                memcmp(tstor_storage_data(back), tstor_storage_data(sh), tstor_storage_nbytes(sh)) == 0);
+      tstor_storage_release(back);
+    }
+    free(a);
+    free(b);
+    tstor_checkpoint_free(dev);
+    tstor_checkpoint_free(host);
+    free(path);
+  }
+}
+END_TEST
+
 /* A tensor the caller retained outlives its checkpoint, and keeps the file's
  * mapping alive; a write to a mapped storage stays in this process. */
 START_TEST(tensor_outlives_checkpoint) {
@@ -447,6 +485,7 @@ int main(void) {
   tcase_add_test(tc, golden_files);
   tcase_add_test(tc, tensor_outlives_checkpoint);
   tcase_add_test(tc, golden_resave);
+  tcase_add_test(tc, golden_on_device);
   tcase_add_test(tc, hostile_files);
   tcase_add_test(tc, bad_arguments);
   suite_add_tcase(s, tc);
