@@ -1,6 +1,7 @@
 /* libtstor-io internals, shared by its files; never installed. Names carry a
  * double underscore. Layering inside the library, left to right:
- * value -> pickle, zip -> torch_load, torch_save, safetensors -> dlpack. */
+ * value, atomic_file -> pickle, zip, zip_write -> torch_load, torch_save,
+ * safetensors -> dlpack. */
 #ifndef TSTOR_IO_INTERNAL_H
 #define TSTOR_IO_INTERNAL_H
 
@@ -159,8 +160,9 @@ int tstor__zipw_data(tstor__zip_writer *w, const void *p, size_t n);
 int tstor__zipw_finish(tstor__zip_writer *w);
 void tstor__zipw_free(tstor__zip_writer *w);
 
-/* Opens a temporary file beside `path` for writing (*tmp gets its name, to
- * free); tstor__commit_file renames it over path, or with ok 0 removes it. */
+/* atomic_file.c: opens a temporary file beside `path` for writing (*tmp gets
+ * its name, to free); tstor__commit_file closes it and renames it over path,
+ * or with ok 0 removes it. */
 int tstor__create_temp(const char *path, char **tmp, FILE **f);
 int tstor__commit_file(FILE *f, char *tmp, const char *path, int ok);
 

@@ -4,59 +4,12 @@
  * and a byteorder record. */
 #include "io_internal.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <tstor/mapped.h>
 
 #define ARCHIVE "archive" /* the folder name PyTorch 2.x writes; 1.13 reads any */
-
-/* ------------------------------------------------------------ temp files */
-
-int tstor__create_temp(const char *path, char **tmp, FILE **f) {
-  *f = NULL;
-  size_t n = strlen(path) + 16;
-  *tmp = malloc(n);
-  if (!*tmp) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
-  snprintf(*tmp, n, "%s.tmp.XXXXXX", path);
-  int fd = mkstemp(*tmp);
-  if (fd < 0) {
-    int e = errno;
-    free(*tmp);
-    *tmp = NULL;
-    return TSTOR__ERR(e == ENOENT ? TSTOR_ENOENT : e == EACCES || e == EPERM ? TSTOR_EACCES :
-                      e == ENOSPC ? TSTOR_ENOSPC : TSTOR_EIO,
-                      "%s: cannot create a file beside it: %s", path, strerror(e));
-  }
-  *f = fdopen(fd, "wb");
-  if (!*f) {
-    close(fd);
-    unlink(*tmp);
-    free(*tmp);
-    *tmp = NULL;
-    return TSTOR__ERR(TSTOR_ENOMEM, "%s: fdopen failed", path);
-  }
-  setvbuf(*f, NULL, _IOFBF, 1 << 20);
-  return 0;
-}
-
-int tstor__commit_file(FILE *f, char *tmp, const char *path, int ok) {
-  int rc = 0;
-  if (fclose(f) != 0 && ok) {
-    rc = TSTOR__ERR(errno == ENOSPC ? TSTOR_ENOSPC : TSTOR_EIO, "%s: %s", path, strerror(errno));
-    ok = 0;
-  }
-  if (ok && rename(tmp, path) != 0) {
-    rc = TSTOR__ERR(TSTOR_EIO, "%s: cannot rename the written file into place: %s", path,
-                    strerror(errno));
-    ok = 0;
-  }
-  if (!ok) unlink(tmp);
-  free(tmp);
-  return rc;
-}
 
 /* ------------------------------------------------------------ the pickle */
 
