@@ -470,6 +470,27 @@ START_TEST(views_refuse_bad_input) {
 }
 END_TEST
 
+/* A transposing copy large enough for non-temporal stores (16 MiB and up),
+ * checked element by element. */
+START_TEST(large_transposing_copy) {
+  int64_t sz[] = {1000, 4200};
+  tstor_tensor *a, *t, *c;
+  ck_tstor_ok(tstor_tensor_empty(ctx, cpu, TSTOR_FLOAT32, 2, sz, &a));
+  float *p = tstor_tensor_data(a);
+  for (int64_t i = 0; i < 1000 * 4200; i++) p[i] = (float)i;
+  ck_tstor_ok(tstor_tensor_t(a, &t));
+  ck_tstor_ok(tstor_tensor_contiguous(t, &c));
+  const float *q = tstor_tensor_data(c);
+  for (int64_t i = 0; i < 4200; i++)
+    for (int64_t j = 0; j < 1000; j++)
+      if (q[i * 1000 + j] != (float)(j * 4200 + i))
+        ck_abort_msg("element (%" PRId64 ", %" PRId64 ") is %g", i, j, (double)q[i * 1000 + j]);
+  tstor_tensor_release(c);
+  tstor_tensor_release(t);
+  tstor_tensor_release(a);
+}
+END_TEST
+
 /* Views hold the storage: it outlives the tensor they came from. */
 START_TEST(views_share_and_outlive) {
   int64_t sz[] = {4, 5};
@@ -509,6 +530,7 @@ Suite *tensor_suite(void) {
   tcase_add_test(tc, backend_strided_copy);
   tcase_add_test(tc, views_refuse_bad_input);
   tcase_add_test(tc, views_share_and_outlive);
+  tcase_add_test(tc, large_transposing_copy);
   suite_add_tcase(s, tc);
   return s;
 }
