@@ -61,3 +61,11 @@ _Noreturn void tstor__misuse(const char *what, const void *p, const char *why) {
   fprintf(stderr, "tstor: %s %p %s\n", what, p, why);
   abort();
 }
+
+int tstor_error_set(int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  tstor__verr(code, fmt, ap);
+  va_end(ap);
+  return code;
+}

@@ -16,13 +16,16 @@
  * layer 6: device.c storage.c copy.c parallel.c stream.c mapped.c
  * layer 7: dtype.c convert.c typed_storage.c print.c typed*.c
  * layer 8: tensor*.c
+ * layer 9: promote.c shape*.c
  *
  * Layer 1 holds the errors, memory hooks, fault injection and logging; 2 the
  * config parser; 3 the registry of device types, allocators and copy kernels;
  * 4 the loader, which finds modules, runs their init and fini and hands them
  * the registrar; 5 contexts; 6 what users do with devices: storages, copies
  * and the host loops under them, streams and events, file mappings; 7 typed
- * storage: dtypes, conversions and printing; 8 tensors. */
+ * storage: dtypes, conversions and printing; 8 tensors; 9 shape inference and
+ * type promotion over tensors and layouts. libtstor-io (core/io/) is a library
+ * of its own over the public API, above all of these. */
 #ifndef TSTOR_INTERNAL_H
 #define TSTOR_INTERNAL_H
 

@@ -11,6 +11,8 @@ enum { EXIT_USAGE = 2, EXIT_FAILED = 1 };
 int tstor_cmd_info(int argc, char **argv);
 int tstor_cmd_bench(int argc, char **argv);
 int tstor_cmd_conformance(int argc, char **argv);
+int tstor_cmd_inspect(int argc, char **argv); /* cmd_ckpt.c, libtstor-io */
+int tstor_cmd_convert(int argc, char **argv);
 
 /* tstor bench --torch (bench_torch.cc, built where configure found libtorch):
  * prints the side-by-side table with PyTorch; `dir` holds its temporary file.

@@ -17,6 +17,8 @@ static const struct {
     {"info", tstor_cmd_info, "show the version, config, backends, devices and copy table"},
     {"bench", tstor_cmd_bench, "measure storage operations against libc, side by side"},
     {"conformance", tstor_cmd_conformance, "check a backend module and print a pass/fail table"},
+    {"inspect", tstor_cmd_inspect, "list the tensors of a .pt or .safetensors file"},
+    {"convert", tstor_cmd_convert, "convert between torch.save (.pt) and safetensors"},
 };
 
 static void usage(FILE *out) {

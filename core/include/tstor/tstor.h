@@ -107,6 +107,16 @@ TSTOR_EXTERN const char *tstor_err_name(int err);
  * owned by the library. "" when nothing has failed yet. */
 TSTOR_EXTERN const char *tstor_last_error(void);
 
+/* Sets the calling thread's detail (what tstor_last_error returns) from a
+ * printf format and returns `code`: for libraries layered on tstor
+ * (libtstor-io) so that their failures read as the core's do. The text is
+ * copied (truncated to 1023 bytes). */
+TSTOR_EXTERN int tstor_error_set(int code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
 /* ---------------------------------------------------------------- context */
 
 /* A context owns a configuration, the backend modules it loaded and the registry

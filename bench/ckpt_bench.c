@@ -1,0 +1,86 @@
+/* ckpt_bench PT SAFETENSORS [REPS]: times tstor's loads of one checkpoint in
+ * both formats: mapped (the default on cpu), mapped and then every page of
+ * every tensor touched once (what the first use of the weights costs), and
+ * read into memory (TSTOR_LOAD_READ). Prints one line per variant: the
+ * median and the best of REPS runs, in milliseconds, and the tensor count.
+ * bench/ckpt_vs_torch.py runs it beside torch.load of the same file. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <tstor/serialize.h>
+#include <tstor/tensor.h>
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static volatile unsigned char sink;
+
+/* Reads one byte of every 4 KiB page of every tensor in the tree. */
+static void touch(const tstor_value *v) {
+  if (tstor_value_kind_of(v) == TSTOR_VALUE_TENSOR) {
+    tstor_tensor *t = tstor_value_tensor(v);
+    const unsigned char *p = tstor_tensor_data(t);
+    int64_t n = tstor_tensor_nbytes(t); /* the benchmark's tensors are contiguous */
+    for (int64_t i = 0; i < n; i += 4096) sink ^= p[i];
+    return;
+  }
+  for (size_t i = 0; i < tstor_value_len(v); i++) touch(tstor_value_item(v, i));
+}
+
+typedef int (*loader)(tstor_context *, const char *, const tstor_load_options *, tstor_checkpoint **);
+
+static void run(tstor_context *ctx, const char *label, loader load, const char *path, unsigned flags, int do_touch,
+                int reps) {
+  double *t = calloc((size_t)reps, sizeof *t);
+  size_t ntensors = 0;
+  for (int r = 0; r < reps; r++) {
+    tstor_load_options o = {sizeof o, "cpu", flags};
+    tstor_checkpoint *ck;
+    double t0 = now_ms();
+    int rc = load(ctx, path, &o, &ck);
+    if (rc) {
+      fprintf(stderr, "%s: %s\n", path, tstor_last_error());
+      exit(1);
+    }
+    if (do_touch) touch(tstor_checkpoint_root(ck));
+    t[r] = now_ms() - t0;
+    ntensors = tstor_value_len(tstor_checkpoint_root(ck));
+    tstor_checkpoint_free(ck);
+  }
+  qsort(t, (size_t)reps, sizeof *t, cmp);
+  printf("%-36s median %10.3f ms  best %10.3f ms  %zu tensors\n", label, t[reps / 2], t[0], ntensors);
+  free(t);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: ckpt_bench FILE.pt FILE.safetensors [REPS]\n");
+    return 2;
+  }
+  int reps = argc > 3 ? atoi(argv[3]) : 5;
+  if (reps < 1) reps = 1;
+  tstor_context *ctx;
+  if (tstor_context_open(NULL, &ctx)) {
+    fprintf(stderr, "%s\n", tstor_last_error());
+    return 1;
+  }
+  run(ctx, "tstor .pt mapped", tstor_torch_load, argv[1], 0, 0, reps);
+  run(ctx, "tstor .pt mapped + touch every page", tstor_torch_load, argv[1], 0, 1, reps);
+  run(ctx, "tstor .pt read into memory", tstor_torch_load, argv[1], TSTOR_LOAD_READ, 0, reps);
+  run(ctx, "tstor .safetensors mapped", tstor_safetensors_load, argv[2], 0, 0, reps);
+  run(ctx, "tstor .safetensors mapped + touch", tstor_safetensors_load, argv[2], 0, 1, reps);
+  run(ctx, "tstor .safetensors read into memory", tstor_safetensors_load, argv[2], TSTOR_LOAD_READ, 0, reps);
+  tstor_context_close(ctx);
+  return 0;
+}

@@ -1,0 +1,229 @@
+/* tstor/serialize.h: PyTorch checkpoints and safetensors files, read and
+ * written. Part of libtstor-io (pkg-config module tstor-io), a library layered
+ * on libtstor: a program that only needs storages and tensors does not link it.
+ *
+ * A checkpoint is an arena of values: the tree torch.save pickled (dicts,
+ * lists, tuples, strings, numbers, None) whose leaves are tstor tensors. The
+ * checkpoint owns every value in it; values are borrowed pointers that live as
+ * long as the checkpoint. Tensors are refcounted as usual: a caller that wants
+ * one past tstor_checkpoint_free retains it.
+ *
+ * Reading never executes anything from the file. The pickle is read by a
+ * strict interpreter of what torch.save emits for weights (PyTorch's
+ * weights_only subset): collections.OrderedDict, torch._utils'
+ * _rebuild_tensor_v2 / _rebuild_tensor / _rebuild_parameter, the storage
+ * classes (torch.FloatStorage...) through persistent ids ('storage', class,
+ * key, location, numel). Any other global is refused with TSTOR_EACCES and a
+ * message naming it. A file that is malformed or lies (offsets past a record,
+ * sizes that overflow, nesting deeper than TSTOR_CHECKPOINT_MAX_DEPTH, a
+ * value that contains itself) is refused with TSTOR_EINVAL, TSTOR_ERANGE or
+ * TSTOR_EOVERFLOW and a message saying where; nothing is leaked.
+ *
+ * Conventions as in tstor.h: 0 or a negative TSTOR_E* code, detail in
+ * tstor_last_error(), a failed call leaves *out NULL and nothing allocated.
+ */
+#ifndef TSTOR_SERIALIZE_H
+#define TSTOR_SERIALIZE_H
+
+#include <stdint.h>
+#include <tstor/tstor.h>
+#include <tstor/typed.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tstor_tensor tstor_tensor; /* tstor/tensor.h */
+typedef struct tstor_checkpoint tstor_checkpoint;
+typedef struct tstor_value tstor_value;
+
+/* Trees nest at most this deep (Python's own recursion limit is about 1000). */
+#define TSTOR_CHECKPOINT_MAX_DEPTH 512
+
+typedef enum tstor_value_kind {
+  TSTOR_VALUE_NONE = 0,
+  TSTOR_VALUE_BOOL = 1,
+  TSTOR_VALUE_INT = 2,    /* a Python int that fits int64 */
+  TSTOR_VALUE_FLOAT = 3,  /* a Python float (double) */
+  TSTOR_VALUE_STRING = 4, /* UTF-8, may hold NULs (length given) */
+  TSTOR_VALUE_TUPLE = 5,
+  TSTOR_VALUE_LIST = 6,
+  TSTOR_VALUE_DICT = 7,   /* dict or OrderedDict: insertion order kept */
+  TSTOR_VALUE_TENSOR = 8
+} tstor_value_kind;
+
+/* ------------------------------------------------------------- loading */
+
+enum {
+  /* Read the storages into memory even where they could be mapped. */
+  TSTOR_LOAD_READ = 1 << 0,
+  /* Check the CRC of every record of a torch.save file, not only of the
+   * compressed ones. Off by default, as in PyTorch's reader: it costs a pass
+   * over all the bytes (about 1 GB/s), and a mapped load would have to read
+   * what it otherwise leaves on disk until used. */
+  TSTOR_LOAD_VERIFY_CRC = 1 << 2
+};
+
+typedef struct tstor_load_options {
+  size_t size;              /* sizeof(tstor_load_options): fields are only appended */
+  const char *map_location; /* "cpu", "cuda:1", "meta"...: every storage there.
+                               NULL: where the file says ("cpu", "cuda:0"), as
+                               torch.load without map_location */
+  unsigned flags;           /* TSTOR_LOAD_* */
+} tstor_load_options;
+
+/* Loads the torch.save file at `path` (the zip format of PyTorch 1.6 and
+ * later). opts may be NULL (defaults). On cpu, a storage whose record is
+ * stored uncompressed and aligned is mapped from the file (copy-on-write:
+ * writes stay in this process) unless TSTOR_LOAD_READ; elsewhere it is read.
+ * Stored records' CRCs are checked with TSTOR_LOAD_VERIFY_CRC only. Tensors that shared a storage in the file share one tstor
+ * storage. *out is
+ * a new checkpoint the caller frees with tstor_checkpoint_free. */
+TSTOR_EXTERN int tstor_torch_load(tstor_context *ctx, const char *path,
+                                  const tstor_load_options *opts, tstor_checkpoint **out);
+
+/* The same from `size` bytes at `data`, which the caller keeps: storages are
+ * read (copied), never mapped, unless TSTOR_LOAD_BORROW_BUFFER is given, in
+ * which case cpu storages point into `data`, which must outlive them. */
+enum { TSTOR_LOAD_BORROW_BUFFER = 1 << 1 };
+TSTOR_EXTERN int tstor_torch_load_buffer(tstor_context *ctx, const void *data, size_t size,
+                                         const tstor_load_options *opts,
+                                         tstor_checkpoint **out);
+
+/* Frees the checkpoint and every value in it, and drops its references on
+ * tensors and storages (which live on where the caller retained them). NULL is
+ * a no-op. */
+TSTOR_EXTERN void tstor_checkpoint_free(tstor_checkpoint *ck);
+
+/* The tree: the object torch.save was given (a safetensors file gives a dict
+ * of name -> tensor). Borrowed from the checkpoint; NULL for a new one. */
+TSTOR_EXTERN const tstor_value *tstor_checkpoint_root(const tstor_checkpoint *ck);
+
+/* The distinct storages the checkpoint's tensors view, in the order the file
+ * names them. *key gets the record name ("0", "1", ... for torch.save; the
+ * tensor name for safetensors) and *storage the storage, both borrowed.
+ * TSTOR_ERANGE for i out of range. */
+TSTOR_EXTERN size_t tstor_checkpoint_storage_count(const tstor_checkpoint *ck);
+TSTOR_EXTERN int tstor_checkpoint_storage(const tstor_checkpoint *ck, size_t i,
+                                          const char **key, tstor_storage **storage);
+
+/* ------------------------------------------------------------- values */
+
+TSTOR_EXTERN tstor_value_kind tstor_value_kind_of(const tstor_value *v);
+/* "none", "bool", "int", "float", "str", "tuple", "list", "dict", "tensor". */
+TSTOR_EXTERN const char *tstor_value_kind_name(tstor_value_kind kind);
+
+/* Scalars; a value of another kind reads as 0 (and bool/int read as each other). */
+TSTOR_EXTERN int tstor_value_bool(const tstor_value *v);
+TSTOR_EXTERN int64_t tstor_value_int(const tstor_value *v);
+TSTOR_EXTERN double tstor_value_float(const tstor_value *v);
+/* The string's bytes, NUL-terminated, owned by the checkpoint; *len (if not
+ * NULL) gets the length. NULL for other kinds. */
+TSTOR_EXTERN const char *tstor_value_string(const tstor_value *v, size_t *len);
+
+/* Items of a tuple or list, entries of a dict; 0 for other kinds. */
+TSTOR_EXTERN size_t tstor_value_len(const tstor_value *v);
+/* The i-th item of a tuple or list, the i-th value of a dict (insertion
+ * order); borrowed. NULL when out of range or not a container. */
+TSTOR_EXTERN const tstor_value *tstor_value_item(const tstor_value *v, size_t i);
+/* The i-th key of a dict; borrowed. NULL when out of range or not a dict. */
+TSTOR_EXTERN const tstor_value *tstor_value_key(const tstor_value *v, size_t i);
+/* The value under string key `key` in a dict, or NULL; borrowed. */
+TSTOR_EXTERN const tstor_value *tstor_value_dict_get(const tstor_value *v, const char *key);
+/* An OrderedDict's attributes (a state_dict's _metadata lives there), a dict
+ * value, or NULL when it has none; borrowed. */
+TSTOR_EXTERN const tstor_value *tstor_value_dict_attributes(const tstor_value *v);
+
+/* The tensor of a TENSOR value, borrowed (retain it to keep it past the
+ * checkpoint); NULL for other kinds. */
+TSTOR_EXTERN tstor_tensor *tstor_value_tensor(const tstor_value *v);
+/* 1 when the tensor was saved as a Parameter or with requires_grad. */
+TSTOR_EXTERN int tstor_value_requires_grad(const tstor_value *v);
+/* The index (for tstor_checkpoint_storage) of the storage it views; -1 for
+ * other kinds or a tensor the checkpoint did not load. */
+TSTOR_EXTERN long tstor_value_storage_index(const tstor_value *v);
+
+/* ------------------------------------------------------- building trees */
+
+/* A new, empty checkpoint to build a tree in for saving. *out is freed with
+ * tstor_checkpoint_free. */
+TSTOR_EXTERN int tstor_checkpoint_new(tstor_checkpoint **out);
+
+/* New values owned by ck (freed with it); *out is borrowed. kind is NONE,
+ * TUPLE, LIST or DICT for tstor_value_new (empty containers). */
+TSTOR_EXTERN int tstor_value_new(tstor_checkpoint *ck, tstor_value_kind kind, tstor_value **out);
+TSTOR_EXTERN int tstor_value_new_bool(tstor_checkpoint *ck, int b, tstor_value **out);
+TSTOR_EXTERN int tstor_value_new_int(tstor_checkpoint *ck, int64_t i, tstor_value **out);
+TSTOR_EXTERN int tstor_value_new_float(tstor_checkpoint *ck, double d, tstor_value **out);
+/* Copies `len` bytes at s, which must be UTF-8 (TSTOR_EINVAL otherwise). */
+TSTOR_EXTERN int tstor_value_new_string(tstor_checkpoint *ck, const char *s, size_t len,
+                                        tstor_value **out);
+/* Holds a new reference on t, dropped when ck is freed. */
+TSTOR_EXTERN int tstor_value_new_tensor(tstor_checkpoint *ck, tstor_tensor *t,
+                                        tstor_value **out);
+/* Appends item to a tuple or list; both belong to the same checkpoint. */
+TSTOR_EXTERN int tstor_value_append(tstor_value *seq, tstor_value *item);
+/* dict[key] = value: replaces the value of an equal key (same kind and value;
+ * tensors compare by identity), else appends. */
+TSTOR_EXTERN int tstor_value_dict_set(tstor_value *dict, tstor_value *key, tstor_value *value);
+/* Sets the root that tstor_checkpoint_root returns (a value of ck). */
+TSTOR_EXTERN int tstor_checkpoint_set_root(tstor_checkpoint *ck, tstor_value *root);
+
+/* ------------------------------------------------------------- saving */
+
+/* Writes ck's root as torch.save would, in its zip format (PyTorch 1.13 reads
+ * it with torch.load, weights_only=True unless the tree holds floats, which
+ * 1.13's weights_only loader refuses): records stored uncompressed, 64-byte
+ * aligned, one record per storage however many tensors view it, views keeping
+ * their offsets and strides. Tensors on any device are copied to the host to
+ * be written. The file is written to a temporary name beside `path` and
+ * renamed over it, so a failure leaves no partial file. ck stays the caller's. */
+TSTOR_EXTERN int tstor_torch_save(const tstor_checkpoint *ck, const char *path);
+
+/* ----------------------------------------------------------- safetensors */
+
+/* Loads a safetensors file (the format of huggingface/safetensors) with the
+ * format's own validation: an 8-byte little-endian header length of at most
+ * 100,000,000, a UTF-8 JSON object, no duplicate names, known dtype names
+ * (BOOL, U8, I8, I16, I32, I64, F16, BF16, F32, F64, F8_E5M2, F8_E4M3; the
+ * unsigned U16/U32/U64 have no tstor dtype and are refused with
+ * TSTOR_ENOTSUP), shape x element size equal to each byte range, ranges that
+ * lie inside the file and follow one another with no gap and no overlap up to
+ * its end, and a __metadata__ object of strings only. The root is a dict of
+ * name -> tensor in file order; each tensor has a storage of its own (the
+ * format has no sharing), mapped from the file on cpu (copy-on-write) unless
+ * TSTOR_LOAD_READ or unaligned. *out as for tstor_torch_load. */
+TSTOR_EXTERN int tstor_safetensors_load(tstor_context *ctx, const char *path,
+                                        const tstor_load_options *opts, tstor_checkpoint **out);
+/* The same from memory (read; or borrowed with TSTOR_LOAD_BORROW_BUFFER). */
+TSTOR_EXTERN int tstor_safetensors_load_buffer(tstor_context *ctx, const void *data, size_t size,
+                                               const tstor_load_options *opts,
+                                               tstor_checkpoint **out);
+
+/* The string -> string dict of a safetensors file's __metadata__, or NULL;
+ * borrowed. set_metadata makes `dict` (a value of ck, or NULL) the metadata
+ * tstor_safetensors_save writes. */
+TSTOR_EXTERN const tstor_value *tstor_checkpoint_metadata(const tstor_checkpoint *ck);
+TSTOR_EXTERN int tstor_checkpoint_set_metadata(tstor_checkpoint *ck, tstor_value *dict);
+
+enum {
+  /* Tensors that share a storage are written as copies, each its own bytes,
+   * instead of being refused. */
+  TSTOR_SAVE_COPY_SHARED = 1 << 0
+};
+
+/* Writes ck's root, a dict of string -> tensor, as the reference writer
+ * does: tensors sorted by dtype alignment (largest first) then name, the
+ * header compact JSON with __metadata__ first, padded with spaces to a
+ * multiple of 8, each tensor's elements in row-major order. Two tensors
+ * viewing one storage are refused with TSTOR_EINVAL naming both (the format
+ * has no sharing) unless flags has TSTOR_SAVE_COPY_SHARED. Written through a
+ * temporary file renamed into place. */
+TSTOR_EXTERN int tstor_safetensors_save(const tstor_checkpoint *ck, const char *path,
+                                        unsigned flags);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TSTOR_SERIALIZE_H */

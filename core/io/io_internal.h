@@ -1,0 +1,169 @@
+/* libtstor-io internals, shared by its files; never installed. Names carry a
+ * double underscore. Layering inside the library, left to right:
+ * value, atomic_file -> pickle, zip, zip_write -> torch_load, torch_save,
+ * safetensors -> dlpack. */
+#ifndef TSTOR_IO_INTERNAL_H
+#define TSTOR_IO_INTERNAL_H
+
+#include "config.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdint.h>
+
+#include <tstor/serialize.h>
+#include <tstor/tensor.h>
+
+#define TSTOR__ERR(code, ...) tstor_error_set((code), __VA_ARGS__)
+#if defined(__GNUC__)
+#define TSTOR__PRINTF_IO(f, a) __attribute__((format(printf, f, a)))
+#else
+#define TSTOR__PRINTF_IO(f, a)
+#endif
+
+/* Kinds only the unpickler sees: they never reach a finished tree. */
+enum {
+  TSTOR__VALUE_GLOBAL = 100, /* a permitted callable or class (u.i: which) */
+  TSTOR__VALUE_STORAGE = 101 /* a persistent-load result (u.i: storage index) */
+};
+
+/* The callables the unpickler knows: every one of them only builds data. */
+enum {
+  TSTOR__G_ORDEREDDICT = 1,
+  TSTOR__G_REBUILD_TENSOR_V2,
+  TSTOR__G_REBUILD_TENSOR,
+  TSTOR__G_REBUILD_PARAMETER,
+  TSTOR__G_STORAGE_CLASS /* a torch.XStorage class: u.tensor.ndim holds the dtype */
+};
+
+struct tstor_value {
+  int kind;
+  unsigned char requires_grad;
+  unsigned char colour; /* for the walk that checks a finished tree */
+  unsigned char ordered; /* a dict that was an OrderedDict */
+  uint64_t expanded;    /* that walk's count of the values under a container */
+  union {
+    int64_t i;
+    double f;
+    struct {
+      char *s;
+      size_t len;
+    } str;
+    struct {
+      tstor_value **items; /* values; a dict's values */
+      tstor_value **keys;  /* a dict's keys, else NULL */
+      size_t n, cap;
+      tstor_value *attrs;  /* an OrderedDict's __dict__ (BUILD), or NULL */
+      uint32_t *index;     /* a dict's hash index (slots hold position + 1), or NULL */
+      size_t index_cap;
+    } seq;
+    struct {
+      tstor_tensor *t;  /* NULL until the storages are loaded */
+      long storage;     /* index in the checkpoint's storages */
+      int64_t offset;   /* elements */
+      int ndim;
+      int64_t *sizes, *strides;
+    } tensor;
+  } u;
+};
+
+typedef struct tstor__storage_rec {
+  char *key;             /* record name under data/ */
+  tstor_dtype dtype;
+  int64_t numel;         /* elements */
+  char *location;        /* "cpu", "cuda:0" as written */
+  tstor_storage *s;      /* loaded storage, or NULL */
+} tstor__storage_rec;
+
+struct tstor_checkpoint {
+  tstor_value **values; /* every value of the arena */
+  size_t nvalues, capvalues;
+  tstor_value *root;
+  tstor__storage_rec *storages;
+  size_t nstorages, capstorages;
+  tstor_value *metadata; /* safetensors' __metadata__ dict, or NULL */
+};
+
+/* ---------------------------------------------------------------- values */
+
+/* A new value of `kind` in ck's arena (zeroed), or NULL with TSTOR_ENOMEM set. */
+tstor_value *tstor__value_alloc(tstor_checkpoint *ck, int kind);
+int tstor__seq_push(tstor_value *seq, tstor_value *item);
+int tstor__dict_set(tstor_value *dict, tstor_value *key, tstor_value *value);
+/* Adds a storage record; *index gets its position. Takes ownership of nothing:
+ * key and location are copied. */
+int tstor__storage_add(tstor_checkpoint *ck, const char *key, size_t keylen, tstor_dtype dtype,
+                       int64_t numel, const char *location, size_t loclen, long *index);
+/* -1 when absent. */
+long tstor__storage_find(const tstor_checkpoint *ck, const char *key, size_t keylen);
+/* Checks a finished tree: no cycle, at most TSTOR_CHECKPOINT_MAX_DEPTH deep,
+ * no unpickler-only kinds, and at most `max_expanded` values when shared
+ * subtrees are counted each time they appear. */
+int tstor__tree_check(tstor_value *root, uint64_t max_expanded);
+/* 1 when s holds valid UTF-8 (surrogates allowed, as Python's surrogatepass). */
+int tstor__utf8_valid(const char *s, size_t len);
+
+/* ---------------------------------------------------------------- pickle */
+
+/* Runs the strict unpickler over `len` bytes; on success ck->root is set and
+ * ck->storages lists the storages the tensors need (not loaded yet). On
+ * failure the detail names the offset and the reason; ck keeps what was
+ * allocated (tstor_checkpoint_free frees it). */
+int tstor__unpickle(tstor_checkpoint *ck, const uint8_t *data, size_t len);
+
+/* ------------------------------------------------------------------- zip */
+
+/* Where an entry's bytes lie in an archive that is in memory (mapped). */
+typedef struct tstor__zip_entry {
+  const char *name; /* points into the archive: NOT NUL-terminated */
+  size_t name_len;
+  uint64_t data_offset; /* of the stored bytes */
+  uint64_t size;        /* uncompressed */
+  uint64_t comp_size;
+  uint16_t method;      /* 0 stored, 8 deflated */
+  uint32_t crc;
+} tstor__zip_entry;
+
+typedef struct tstor__zip_index {
+  tstor__zip_entry *entries;
+  size_t n;
+} tstor__zip_index;
+
+/* Reads the central directory of the zip archive of `size` bytes at `data`
+ * (zip64 included) and each entry's local header. Every offset is checked
+ * against the archive. */
+int tstor__zip_index_read(const uint8_t *data, size_t size, tstor__zip_index *out);
+void tstor__zip_index_free(tstor__zip_index *ix);
+const tstor__zip_entry *tstor__zip_find(const tstor__zip_index *ix, const char *name);
+
+uint32_t tstor__crc32(uint32_t crc, const void *data, size_t len);
+
+/* Writes a zip archive of stored entries with 64-byte aligned data
+ * (zip_write.c): begin an entry (its size and CRC known up front), write
+ * exactly `size` bytes of data, and finish with the central directory. */
+typedef struct tstor__zipw_entry {
+  char *name;
+  uint64_t offset, size;
+  uint32_t crc;
+} tstor__zipw_entry;
+
+typedef struct tstor__zip_writer {
+  FILE *f;
+  uint64_t off;
+  tstor__zipw_entry *e;
+  size_t n, cap;
+} tstor__zip_writer;
+
+int tstor__zipw_begin(tstor__zip_writer *w, const char *name, uint64_t size, uint32_t crc);
+int tstor__zipw_data(tstor__zip_writer *w, const void *p, size_t n);
+int tstor__zipw_finish(tstor__zip_writer *w);
+void tstor__zipw_free(tstor__zip_writer *w);
+
+/* atomic_file.c: opens a temporary file beside `path` for writing (*tmp gets
+ * its name, to free); tstor__commit_file closes it and renames it over path,
+ * or with ok 0 removes it. */
+int tstor__create_temp(const char *path, char **tmp, FILE **f);
+int tstor__commit_file(FILE *f, char *tmp, const char *path, int ok);
+
+#endif

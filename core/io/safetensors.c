@@ -1,0 +1,479 @@
+/* safetensors files, read with the format's own validation rules and written
+ * as the reference writer (huggingface/safetensors, tensor.rs) writes them.
+ * The JSON header goes through jansson. */
+#include "io_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <tstor/mapped.h>
+
+#define HEADER_MAX 100000000ull /* the reference's MAX_HEADER_SIZE */
+
+/* The format's dtypes, in the reference's order (its enum is ordered by
+ * alignment, and the writer sorts by it, largest first). */
+static const struct {
+  const char *name;
+  int dtype; /* tstor dtype, or -1 where tstor has none */
+} st_dtypes[] = {
+    {"BOOL", TSTOR_BOOL},    {"U8", TSTOR_UINT8},     {"I8", TSTOR_INT8},
+    {"F8_E5M2", TSTOR_FLOAT8_E5M2}, {"F8_E4M3", TSTOR_FLOAT8_E4M3FN}, {"I16", TSTOR_INT16},
+    {"U16", -1},             {"F16", TSTOR_FLOAT16},  {"BF16", TSTOR_BFLOAT16},
+    {"I32", TSTOR_INT32},    {"U32", -1},             {"F32", TSTOR_FLOAT32},
+    {"F64", TSTOR_FLOAT64},  {"I64", TSTOR_INT64},    {"U64", -1},
+};
+#define NST (sizeof st_dtypes / sizeof st_dtypes[0])
+
+static int rank_of(tstor_dtype dt) {
+  for (size_t i = 0; i < NST; i++)
+    if (st_dtypes[i].dtype == (int)dt) return (int)i;
+  return -1;
+}
+
+const tstor_value *tstor_checkpoint_metadata(const tstor_checkpoint *ck) { return ck ? ck->metadata : NULL; }
+
+int tstor_checkpoint_set_metadata(tstor_checkpoint *ck, tstor_value *dict) {
+  if (!ck) return TSTOR__ERR(TSTOR_EINVAL, "tstor_checkpoint_set_metadata: ck is NULL");
+  if (dict && dict->kind != TSTOR_VALUE_DICT)
+    return TSTOR__ERR(TSTOR_EINVAL, "safetensors metadata must be a dict of strings");
+  ck->metadata = dict;
+  return 0;
+}
+
+/* --------------------------------------------------------------- reading */
+
+typedef struct st_entry {
+  const char *name;
+  tstor_dtype dtype;
+  int ndim;
+  int64_t sizes[TSTOR_TENSOR_MAX_DIM];
+  uint64_t begin, end;
+} st_entry;
+
+static int cmp_begin(const void *a, const void *b) {
+  const st_entry *x = a, *y = b;
+  if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+  return x->end < y->end ? -1 : x->end > y->end;
+}
+
+#define BAD(...) TSTOR__ERR(TSTOR_EINVAL, "safetensors: " __VA_ARGS__)
+
+static int parse_entry(const char *name, json_t *info, st_entry *e) {
+  memset(e, 0, sizeof *e);
+  e->name = name;
+  if (!json_is_object(info)) return BAD("tensor '%s': its entry is not an object", name);
+  json_t *dt = json_object_get(info, "dtype"), *shape = json_object_get(info, "shape"),
+         *offs = json_object_get(info, "data_offsets");
+  if (!json_is_string(dt) || !json_is_array(shape) || !json_is_array(offs))
+    return BAD("tensor '%s' needs \"dtype\" (a string), \"shape\" and \"data_offsets\" (arrays)", name);
+  if (json_object_size(info) != 3)
+    return BAD("tensor '%s' has fields other than dtype, shape and data_offsets", name);
+  const char *dn = json_string_value(dt);
+  size_t k;
+  for (k = 0; k < NST; k++)
+    if (strcmp(st_dtypes[k].name, dn) == 0) break;
+  if (k == NST) return BAD("tensor '%s' has unknown dtype \"%.32s\"", name, dn);
+  if (st_dtypes[k].dtype < 0)
+    return TSTOR__ERR(TSTOR_ENOTSUP, "safetensors: tensor '%s' is %s, which tstor has no dtype for", name, dn);
+  e->dtype = (tstor_dtype)st_dtypes[k].dtype;
+  if (json_array_size(shape) > TSTOR_TENSOR_MAX_DIM)
+    return BAD("tensor '%s' has %zu dimensions (at most %d)", name, json_array_size(shape), TSTOR_TENSOR_MAX_DIM);
+  e->ndim = (int)json_array_size(shape);
+  uint64_t nbytes = tstor_dtype_size(e->dtype);
+  for (int d = 0; d < e->ndim; d++) {
+    json_t *v = json_array_get(shape, (size_t)d);
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+      return BAD("tensor '%s': shape entries must be non-negative integers", name);
+    e->sizes[d] = json_integer_value(v);
+    if (e->sizes[d] && nbytes > UINT64_MAX / (uint64_t)e->sizes[d])
+      return TSTOR__ERR(TSTOR_EOVERFLOW, "safetensors: tensor '%s': shape x element size overflows", name);
+    nbytes *= (uint64_t)e->sizes[d];
+  }
+  if (json_array_size(offs) != 2) return BAD("tensor '%s': data_offsets must be [begin, end]", name);
+  json_t *b = json_array_get(offs, 0), *en = json_array_get(offs, 1);
+  if (!json_is_integer(b) || !json_is_integer(en) || json_integer_value(b) < 0 ||
+      json_integer_value(en) < json_integer_value(b))
+    return BAD("tensor '%s': data_offsets must be integers with 0 <= begin <= end", name);
+  e->begin = (uint64_t)json_integer_value(b);
+  e->end = (uint64_t)json_integer_value(en);
+  if (e->end - e->begin != nbytes)
+    return BAD("tensor '%s': %s of shape [%d dims] needs %llu bytes, its range [%llu, %llu) holds %llu", name,
+               dn, e->ndim, (unsigned long long)nbytes, (unsigned long long)e->begin,
+               (unsigned long long)e->end, (unsigned long long)(e->end - e->begin));
+  return 0;
+}
+
+typedef struct st_source {
+  tstor_context *ctx;
+  const uint8_t *bytes; /* whole file */
+  size_t size;
+  tstor_storage *whole; /* storage over bytes for views, or NULL (read instead) */
+  const char *map_location;
+  int fd; /* the file, to pread tensors when reading; or -1 */
+} st_source;
+
+static int make_storage(st_source *src, const st_entry *e, uint64_t data_start, tstor_storage **out) {
+  tstor_device dev, cpu;
+  int rc;
+  const char *where = src->map_location ? src->map_location : "cpu";
+  if ((rc = tstor_device_parse(src->ctx, where, &dev))) return rc;
+  if ((rc = tstor_device_parse(src->ctx, "cpu", &cpu))) return rc;
+  size_t n = (size_t)(e->end - e->begin);
+  uint64_t at = data_start + e->begin;
+  const char *type = tstor_device_type_name(src->ctx, dev.type);
+  if (type && strcmp(type, "meta") == 0) return tstor_storage_new(src->ctx, dev, n, out);
+  tstor_storage *host = NULL;
+  if (src->whole && (uintptr_t)(src->bytes + at) % tstor_dtype_size(e->dtype) == 0) {
+    rc = tstor_storage_view(src->whole, (size_t)at, n, &host);
+  } else {
+    rc = tstor_storage_new(src->ctx, cpu, n, &host);
+    char *dst = rc ? NULL : tstor_storage_data(host);
+    if (!rc && n && src->fd < 0) memcpy(dst, src->bytes + at, n);
+    for (size_t done = 0; !rc && n && src->fd >= 0 && done < n;) {
+      /* pread, not a copy from the mapping: no page faults on the source */
+      ssize_t r = pread(src->fd, dst + done, n - done, (off_t)(at + done));
+      if (r > 0) done += (size_t)r;
+      else if (r < 0 && errno == EINTR) continue;
+      else rc = TSTOR__ERR(TSTOR_EIO, "safetensors: reading '%s': %s", e->name, r < 0 ? strerror(errno) : "short file");
+    }
+  }
+  if (rc) return rc;
+  rc = tstor_storage_to(host, dev, out);
+  tstor_storage_release(host);
+  return rc;
+}
+
+static int st_load(st_source *src, tstor_checkpoint **out) {
+  const uint8_t *d = src->bytes;
+  size_t size = src->size;
+  if (size < 8) return BAD("%zu bytes: too short for the header length", size);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; i--) n = n << 8 | d[i];
+  if (n > HEADER_MAX)
+    return BAD("a header of %llu bytes (at most %llu)", (unsigned long long)n, (unsigned long long)HEADER_MAX);
+  if (n > size - 8)
+    return BAD("a header of %llu bytes in a file of %zu", (unsigned long long)n, size);
+  const char *hdr = (const char *)d + 8;
+  if (!tstor__utf8_valid(hdr, (size_t)n)) return BAD("the header is not UTF-8");
+  if (n == 0 || hdr[0] != '{') return BAD("the header does not start with '{'");
+  json_error_t jerr;
+  json_t *root = json_loadb(hdr, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
+  if (!root) return BAD("header JSON, line %d column %d: %s", jerr.line, jerr.column, jerr.text);
+  tstor_checkpoint *ck = NULL;
+  st_entry *es = NULL;
+  int rc = 0;
+  if (!json_is_object(root)) {
+    rc = BAD("the header is not a JSON object");
+    goto out;
+  }
+  size_t count = json_object_size(root);
+  es = calloc(count ? count : 1, sizeof *es);
+  if (!es || (rc = tstor_checkpoint_new(&ck))) {
+    if (!rc) rc = TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
+    goto out;
+  }
+  size_t ne = 0;
+  const char *key;
+  json_t *val;
+  json_object_foreach(root, key, val) {
+    if (strcmp(key, "__metadata__") == 0) {
+      if (!json_is_object(val)) {
+        rc = BAD("__metadata__ is not an object of strings");
+        goto out;
+      }
+      tstor_value *md = tstor__value_alloc(ck, TSTOR_VALUE_DICT);
+      if (!md) {
+        rc = TSTOR_ENOMEM;
+        goto out;
+      }
+      const char *mk;
+      json_t *mv;
+      json_object_foreach(val, mk, mv) {
+        if (!json_is_string(mv)) {
+          rc = BAD("__metadata__ entry '%s' is not a string", mk);
+          goto out;
+        }
+        tstor_value *kv, *vv;
+        if ((rc = tstor_value_new_string(ck, mk, strlen(mk), &kv)) ||
+            (rc = tstor_value_new_string(ck, json_string_value(mv), json_string_length(mv), &vv)) ||
+            (rc = tstor__dict_set(md, kv, vv)))
+          goto out;
+      }
+      ck->metadata = md;
+      continue;
+    }
+    if ((rc = parse_entry(key, val, &es[ne]))) goto out;
+    ne++;
+  }
+  /* the ranges, in offset order, must tile the data section exactly */
+  qsort(es, ne, sizeof *es, cmp_begin);
+  uint64_t at = 0, data_len = size - 8 - n;
+  for (size_t i = 0; i < ne; i++) {
+    if (es[i].begin != at) {
+      rc = BAD("tensor '%s' starts at %llu, where %s", es[i].name, (unsigned long long)es[i].begin,
+               es[i].begin < at ? "an earlier tensor's bytes still are (overlap)" : "a gap would be left");
+      goto out;
+    }
+    at = es[i].end;
+  }
+  if (at != data_len) {
+    rc = BAD("the tensors cover %llu bytes, but %llu follow the header", (unsigned long long)at,
+             (unsigned long long)data_len);
+    goto out;
+  }
+  tstor_value *dict = tstor__value_alloc(ck, TSTOR_VALUE_DICT);
+  if (!dict) {
+    rc = TSTOR_ENOMEM;
+    goto out;
+  }
+  ck->root = dict;
+  for (size_t i = 0; i < ne; i++) {
+    const st_entry *e = &es[i];
+    tstor_value *name, *tv;
+    long idx;
+    if ((rc = tstor_value_new_string(ck, e->name, strlen(e->name), &name))) goto out;
+    if ((rc = tstor__storage_add(ck, e->name, strlen(e->name), e->dtype,
+                                 (int64_t)((e->end - e->begin) / tstor_dtype_size(e->dtype)), "cpu", 3, &idx)))
+      goto out;
+    if ((rc = make_storage(src, e, 8 + n, &ck->storages[idx].s))) goto out;
+    if (!(tv = tstor__value_alloc(ck, TSTOR_VALUE_TENSOR))) {
+      rc = TSTOR_ENOMEM;
+      goto out;
+    }
+    tv->u.tensor.storage = idx;
+    if ((rc = tstor_tensor_on_storage(ck->storages[idx].s, e->dtype, 0, e->ndim, e->sizes, NULL, &tv->u.tensor.t)))
+      goto out;
+    if ((rc = tstor__dict_set(dict, name, tv))) goto out;
+  }
+out:
+  json_decref(root);
+  free(es);
+  if (rc) tstor_checkpoint_free(ck);
+  else *out = ck;
+  return rc;
+}
+
+static int load_args(tstor_context *ctx, const tstor_load_options *opts, tstor_checkpoint **out,
+                     st_source *src, unsigned *flags) {
+  if (!out) return TSTOR__ERR(TSTOR_EINVAL, "safetensors load: out is NULL");
+  *out = NULL;
+  memset(src, 0, sizeof *src);
+  src->fd = -1;
+  *flags = 0;
+  if (opts) {
+    if (opts->size < sizeof(size_t) || opts->size > sizeof *opts)
+      return TSTOR__ERR(TSTOR_EINVAL, "tstor_load_options.size %zu: expected %zu", opts->size, sizeof *opts);
+    src->map_location = opts->map_location;
+    *flags = opts->flags;
+  }
+  if (ctx) src->ctx = ctx;
+  else return tstor_context_default(&src->ctx);
+  return 0;
+}
+
+int tstor_safetensors_load(tstor_context *ctx, const char *path, const tstor_load_options *opts,
+                           tstor_checkpoint **out) {
+  st_source src;
+  unsigned flags;
+  int rc = load_args(ctx, opts, out, &src, &flags);
+  if (rc) return rc;
+  if (!path) return TSTOR__ERR(TSTOR_EINVAL, "tstor_safetensors_load: path is NULL");
+  tstor_storage *whole = NULL;
+  /* mapped either way: with TSTOR_LOAD_READ the mapping only serves the
+   * header, the tensors are read with pread, and it goes when the load
+   * returns */
+  if ((rc = tstor_storage_from_file(src.ctx, path, 0, 0, 1, &whole))) {
+    if (rc == TSTOR_ESIZE) rc = TSTOR__ERR(TSTOR_EINVAL, "%s: an empty file is not a safetensors file", path);
+    return rc;
+  }
+  src.bytes = tstor_storage_data(whole);
+  src.size = tstor_storage_nbytes(whole);
+  src.whole = (flags & TSTOR_LOAD_READ) ? NULL : whole;
+  if ((flags & TSTOR_LOAD_READ) && (src.fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+    rc = TSTOR__ERR(TSTOR_EIO, "%s: %s", path, strerror(errno));
+  else
+    rc = st_load(&src, out);
+  if (src.fd >= 0) close(src.fd);
+  if (rc) {
+    char msg[900];
+    snprintf(msg, sizeof msg, "%s", tstor_last_error());
+    TSTOR__ERR(rc, "%s: %s", path, msg);
+  }
+  tstor_storage_release(whole);
+  return rc;
+}
+
+int tstor_safetensors_load_buffer(tstor_context *ctx, const void *data, size_t size,
+                                  const tstor_load_options *opts, tstor_checkpoint **out) {
+  st_source src;
+  unsigned flags;
+  int rc = load_args(ctx, opts, out, &src, &flags);
+  if (rc) return rc;
+  if (!data && size) return TSTOR__ERR(TSTOR_EINVAL, "tstor_safetensors_load_buffer: data is NULL");
+  src.bytes = data;
+  src.size = size;
+  tstor_storage *whole = NULL;
+  if (flags & TSTOR_LOAD_BORROW_BUFFER) {
+    tstor_device cpu;
+    if ((rc = tstor_device_parse(src.ctx, "cpu", &cpu)) ||
+        (rc = tstor_storage_wrap(src.ctx, cpu, (void *)data, size, &whole)))
+      return rc;
+    src.whole = whole;
+  }
+  rc = st_load(&src, out);
+  tstor_storage_release(whole);
+  return rc;
+}
+
+/* --------------------------------------------------------------- writing */
+
+typedef struct st_out {
+  const char *name;
+  size_t name_len;
+  const tstor_value *v;
+  int rank;
+} st_out;
+
+static int cmp_out(const void *a, const void *b) {
+  const st_out *x = a, *y = b;
+  if (x->rank != y->rank) return y->rank - x->rank; /* descending alignment */
+  size_t n = x->name_len < y->name_len ? x->name_len : y->name_len;
+  int c = memcmp(x->name, y->name, n);
+  if (c) return c;
+  return (x->name_len > y->name_len) - (x->name_len < y->name_len);
+}
+
+static int write_tensor(tstor__zip_writer *w, const tstor_tensor *t) {
+  /* the elements in row-major order, on the host */
+  tstor_context *ctx = tstor_tensor_context(t);
+  tstor_device cpu;
+  int rc = tstor_device_parse(ctx, "cpu", &cpu);
+  if (rc) return rc;
+  tstor_tensor *host = NULL;
+  const char *type = tstor_device_type_name(ctx, tstor_tensor_device(t).type);
+  int on_host = (type && strcmp(type, "cpu") == 0) || tstor_storage_is_pinned(tstor_tensor_storage(t));
+  if (on_host && tstor_tensor_is_contiguous(t)) host = tstor_tensor_retain((tstor_tensor *)t);
+  else if (on_host) rc = tstor_tensor_contiguous(t, &host);
+  else {
+    tstor_tensor *moved = NULL;
+    rc = tstor_tensor_to(t, cpu, tstor_tensor_dtype(t), &moved);
+    if (!rc) rc = tstor_tensor_contiguous(moved, &host);
+    tstor_tensor_release(moved);
+  }
+  if (rc) return rc;
+  int64_t nb = tstor_tensor_nbytes(host);
+  if (nb > 0) rc = tstor__zipw_data(w, tstor_tensor_data(host), (size_t)nb);
+  tstor_tensor_release(host);
+  return rc;
+}
+
+int tstor_safetensors_save(const tstor_checkpoint *ck, const char *path, unsigned flags) {
+  if (!ck || !path) return TSTOR__ERR(TSTOR_EINVAL, "tstor_safetensors_save: NULL argument");
+  const tstor_value *root = ck->root;
+  if (!root || root->kind != TSTOR_VALUE_DICT)
+    return TSTOR__ERR(TSTOR_EINVAL, "safetensors holds a dict of name -> tensor; the root is a %s",
+                      root ? tstor_value_kind_name((tstor_value_kind)root->kind) : "missing value");
+  size_t n = root->u.seq.n;
+  st_out *o = calloc(n ? n : 1, sizeof *o);
+  if (!o) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
+  int rc = 0;
+  for (size_t i = 0; i < n; i++) {
+    const tstor_value *k = root->u.seq.keys[i], *v = root->u.seq.items[i];
+    if (k->kind != TSTOR_VALUE_STRING || v->kind != TSTOR_VALUE_TENSOR) {
+      rc = TSTOR__ERR(TSTOR_EINVAL, "safetensors holds only string -> tensor; entry %zu is %s -> %s", i,
+                      tstor_value_kind_name((tstor_value_kind)k->kind),
+                      tstor_value_kind_name((tstor_value_kind)v->kind));
+      goto out;
+    }
+    if (strlen(k->u.str.s) != k->u.str.len || strcmp(k->u.str.s, "__metadata__") == 0) {
+      rc = TSTOR__ERR(TSTOR_EINVAL, "safetensors: '%s' cannot be a tensor name", k->u.str.s);
+      goto out;
+    }
+    o[i] = (st_out){k->u.str.s, k->u.str.len, v, rank_of(tstor_tensor_dtype(v->u.tensor.t))};
+    if (o[i].rank < 0) {
+      rc = TSTOR__ERR(TSTOR_ENOTSUP, "safetensors has no dtype for tensor '%s' (%s)", k->u.str.s,
+                      tstor_dtype_name(tstor_tensor_dtype(v->u.tensor.t)));
+      goto out;
+    }
+    if (tstor_storage_flags(tstor_tensor_storage(v->u.tensor.t)) & TSTOR_FLAG_NO_DATA) {
+      rc = TSTOR__ERR(TSTOR_ENODATA, "safetensors: tensor '%s' has no data (meta)", k->u.str.s);
+      goto out;
+    }
+  }
+  if (!(flags & TSTOR_SAVE_COPY_SHARED))
+    for (size_t i = 0; i < n; i++)
+      for (size_t j = 0; j < i; j++)
+        if (tstor_tensor_storage(o[i].v->u.tensor.t) == tstor_tensor_storage(o[j].v->u.tensor.t)) {
+          rc = TSTOR__ERR(TSTOR_EINVAL,
+                          "safetensors: tensors '%s' and '%s' share a storage, which the format cannot "
+                          "express; save copies (TSTOR_SAVE_COPY_SHARED, tstor convert --copy) or drop one",
+                          o[j].name, o[i].name);
+          goto out;
+        }
+  qsort(o, n, sizeof *o, cmp_out);
+  /* the header: __metadata__ first, then the tensors in writing order */
+  json_t *hdr = json_object();
+  if (!hdr) {
+    rc = TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
+    goto out;
+  }
+  if (ck->metadata) {
+    json_t *md = json_object();
+    json_object_set_new(hdr, "__metadata__", md);
+    for (size_t i = 0; i < ck->metadata->u.seq.n; i++) {
+      const tstor_value *k = ck->metadata->u.seq.keys[i], *v = ck->metadata->u.seq.items[i];
+      if (k->kind != TSTOR_VALUE_STRING || v->kind != TSTOR_VALUE_STRING) {
+        rc = TSTOR__ERR(TSTOR_EINVAL, "safetensors metadata holds strings only");
+        break;
+      }
+      json_object_set_new(md, k->u.str.s, json_stringn(v->u.str.s, v->u.str.len));
+    }
+  }
+  uint64_t at = 0;
+  for (size_t i = 0; i < n && !rc; i++) {
+    const tstor_tensor *t = o[i].v->u.tensor.t;
+    json_t *info = json_object(), *shape = json_array(), *offs = json_array();
+    json_object_set_new(info, "dtype", json_string(st_dtypes[o[i].rank].name));
+    for (int d = 0; d < tstor_tensor_dim(t); d++) json_array_append_new(shape, json_integer(tstor_tensor_sizes(t)[d]));
+    json_object_set_new(info, "shape", shape);
+    uint64_t nb = (uint64_t)tstor_tensor_numel(t) * tstor_dtype_size(tstor_tensor_dtype(t));
+    json_array_append_new(offs, json_integer((json_int_t)at));
+    json_array_append_new(offs, json_integer((json_int_t)(at + nb)));
+    json_object_set_new(info, "data_offsets", offs);
+    at += nb;
+    if (json_object_set_new(hdr, o[i].name, info) != 0)
+      rc = TSTOR__ERR(TSTOR_ENOMEM, "out of memory for the header");
+  }
+  char *text = rc ? NULL : json_dumps(hdr, JSON_COMPACT);
+  json_decref(hdr);
+  if (rc) goto out;
+  if (!text) {
+    rc = TSTOR__ERR(TSTOR_ENOMEM, "out of memory for the header");
+    goto out;
+  }
+  size_t hlen = strlen(text), padded = (hlen + 7) / 8 * 8;
+  tstor__zip_writer w; /* its put() is a plain counted fwrite */
+  memset(&w, 0, sizeof w);
+  char *tmp = NULL;
+  FILE *f = NULL;
+  if (!(rc = tstor__create_temp(path, &tmp, &f))) {
+    w.f = f;
+    uint8_t len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)padded >> (8 * i));
+    rc = tstor__zipw_data(&w, len8, 8);
+    if (!rc) rc = tstor__zipw_data(&w, text, hlen);
+    if (!rc) rc = tstor__zipw_data(&w, "        ", padded - hlen);
+    for (size_t i = 0; i < n && !rc; i++) rc = write_tensor(&w, o[i].v->u.tensor.t);
+    if (!rc && fflush(f) != 0) rc = TSTOR__ERR(TSTOR_EIO, "%s: write failed", path);
+    int crc = tstor__commit_file(f, tmp, path, rc == 0);
+    if (!rc) rc = crc;
+  }
+  free(text);
+out:
+  free(o);
+  return rc;
+}

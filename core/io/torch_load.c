@@ -1,0 +1,384 @@
+/* torch.load for the zip format (PyTorch 1.6 and later): the archive through
+ * libzip, data.pkl through the strict unpickler, one storage per data/KEY
+ * record, mapped from the file on cpu where it is stored uncompressed, and
+ * the tensors as views of those storages. */
+#include "io_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zip.h>
+
+#include <tstor/mapped.h>
+
+#define PICKLE_MAX ((uint64_t)1 << 30)     /* data.pkl of a state_dict is kilobytes */
+#define EXPANDED_MAX ((uint64_t)1 << 24)   /* values, shared subtrees counted each time */
+
+typedef struct loader {
+  tstor_context *ctx;
+  zip_t *z;
+  const uint8_t *bytes;   /* the whole archive in memory (mapped or the caller's), or NULL */
+  size_t nbytes;
+  tstor_storage *whole;   /* a storage over those bytes, for views; or NULL */
+  tstor__zip_index ix;    /* entries' data offsets in `bytes` */
+  char *prefix;           /* the archive's folder: "archive", or the file's stem */
+  int big_endian;
+  unsigned flags;
+  const char *map_location;
+  int fd;                 /* the file, for reading records with pread; or -1 */
+} loader;
+
+static int zip_failure(zip_error_t *e, const char *what) {
+  int rc = TSTOR__ERR(TSTOR_EINVAL, "%s: %s", what, zip_error_strerror(e));
+  return rc;
+}
+
+/* Index of entry `name` in the libzip archive, or -1. */
+static zip_int64_t entry_index(loader *ld, const char *name) {
+  return zip_name_locate(ld->z, name, ZIP_FL_ENC_RAW);
+}
+
+/* Reads all of entry `idx` (`size` bytes) into dst through libzip, which
+ * inflates compressed entries and checks the CRC. */
+static int read_entry(loader *ld, zip_int64_t idx, const char *name, void *dst, uint64_t size) {
+  zip_file_t *f = zip_fopen_index(ld->z, (zip_uint64_t)idx, 0);
+  if (!f) return TSTOR__ERR(TSTOR_EINVAL, "record '%s': %s", name, zip_strerror(ld->z));
+  uint64_t done = 0;
+  int rc = 0;
+  while (done < size) {
+    zip_int64_t n = zip_fread(f, (char *)dst + done, size - done);
+    if (n < 0) {
+      rc = TSTOR__ERR(TSTOR_EINVAL, "record '%s': %s", name, zip_file_strerror(f));
+      break;
+    }
+    if (n == 0) {
+      rc = TSTOR__ERR(TSTOR_EINVAL, "record '%s' ends after %llu of its %llu bytes", name,
+                      (unsigned long long)done, (unsigned long long)size);
+      break;
+    }
+    done += (uint64_t)n;
+  }
+  if (!rc) {
+    /* one more read reaches the end of the entry, where libzip checks the CRC */
+    char extra;
+    zip_int64_t n = zip_fread(f, &extra, 1);
+    if (n < 0) rc = TSTOR__ERR(TSTOR_EINVAL, "record '%s': %s", name, zip_file_strerror(f));
+    else if (n > 0) rc = TSTOR__ERR(TSTOR_EINVAL, "record '%s' is longer than its directory says", name);
+  }
+  zip_fclose(f);
+  return rc;
+}
+
+static int entry_size(loader *ld, zip_int64_t idx, const char *name, uint64_t *size) {
+  zip_stat_t st;
+  if (zip_stat_index(ld->z, (zip_uint64_t)idx, 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE))
+    return TSTOR__ERR(TSTOR_EINVAL, "record '%s': %s", name, zip_strerror(ld->z));
+  *size = st.size;
+  return 0;
+}
+
+/* The folder holding data.pkl: torch.save writes "NAME/data.pkl" with one
+ * folder of any name (1.13 uses the file's stem, later versions "archive"). */
+static int find_prefix(loader *ld) {
+  zip_int64_t n = zip_get_num_entries(ld->z, 0);
+  for (zip_int64_t i = 0; i < n; i++) {
+    const char *name = zip_get_name(ld->z, (zip_uint64_t)i, ZIP_FL_ENC_RAW);
+    if (!name) continue;
+    const char *slash = strchr(name, '/');
+    if (!slash || slash == name || strcmp(slash, "/data.pkl") != 0) continue;
+    if (ld->prefix)
+      return TSTOR__ERR(TSTOR_EINVAL, "the archive holds two data.pkl records ('%s/data.pkl' and '%s')",
+                        ld->prefix, name);
+    ld->prefix = strndup(name, (size_t)(slash - name));
+    if (!ld->prefix) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
+  }
+  if (!ld->prefix)
+    return TSTOR__ERR(TSTOR_EINVAL, "no FOLDER/data.pkl record: not a torch.save archive");
+  return 0;
+}
+
+static char *record_name(const loader *ld, const char *tail) {
+  size_t n = strlen(ld->prefix) + strlen(tail) + 2;
+  char *s = malloc(n);
+  if (s) snprintf(s, n, "%s/%s", ld->prefix, tail);
+  return s;
+}
+
+static int read_small_record(loader *ld, const char *tail, uint64_t max, uint8_t **out,
+                             size_t *len, int required) {
+  *out = NULL;
+  *len = 0;
+  char *name = record_name(ld, tail);
+  if (!name) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
+  int rc = 0;
+  zip_int64_t idx = entry_index(ld, name);
+  uint64_t size = 0;
+  if (idx < 0) {
+    if (required) rc = TSTOR__ERR(TSTOR_EINVAL, "the archive has no record '%s'", name);
+    goto out;
+  }
+  if ((rc = entry_size(ld, idx, name, &size))) goto out;
+  if (size > max) {
+    rc = TSTOR__ERR(TSTOR_ERANGE, "record '%s' of %llu bytes is larger than the %llu allowed", name,
+                    (unsigned long long)size, (unsigned long long)max);
+    goto out;
+  }
+  *out = malloc(size ? (size_t)size : 1);
+  if (!*out) {
+    rc = TSTOR__ERR(TSTOR_ENOMEM, "out of memory for record '%s' (%llu bytes)", name, (unsigned long long)size);
+    goto out;
+  }
+  if ((rc = read_entry(ld, idx, name, *out, size))) {
+    free(*out);
+    *out = NULL;
+    goto out;
+  }
+  *len = (size_t)size;
+out:
+  free(name);
+  return rc;
+}
+
+static int device_is(tstor_context *ctx, tstor_device dev, const char *type) {
+  const char *n = tstor_device_type_name(ctx, dev.type);
+  return n && strcmp(n, type) == 0;
+}
+
+/* Loads storage `r`: a view of the mapped archive where it can be, else read. */
+static int load_storage(loader *ld, tstor__storage_rec *r) {
+  int rc;
+  size_t esize = tstor_dtype_size(r->dtype);
+  uint64_t nbytes = (uint64_t)r->numel * esize; /* checked against overflow by the unpickler */
+  const char *where = ld->map_location ? ld->map_location : r->location;
+  tstor_device dev;
+  if ((rc = tstor_device_parse(ld->ctx, where, &dev)))
+    return TSTOR__ERR(rc, "storage '%s' is for device '%s', which this context cannot give (%s); "
+                          "load with a map_location", r->key, where, tstor_last_error());
+  char tail[64 + 8];
+  if (strlen(r->key) > 64) return TSTOR__ERR(TSTOR_EINVAL, "storage key '%.64s...' is too long", r->key);
+  snprintf(tail, sizeof tail, "data/%s", r->key);
+  char *name = record_name(ld, tail);
+  if (!name) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
+  zip_int64_t idx = entry_index(ld, name);
+  uint64_t size = 0;
+  tstor_storage *host = NULL;
+  if (idx < 0) {
+    rc = TSTOR__ERR(TSTOR_EINVAL, "storage '%s' has no record '%s' in the archive", r->key, name);
+    goto out;
+  }
+  if ((rc = entry_size(ld, idx, name, &size))) goto out;
+  if (size != nbytes) {
+    rc = TSTOR__ERR(TSTOR_ERANGE, "record '%s' holds %llu bytes, but storage '%s' is %lld %s elements (%llu bytes)",
+                    name, (unsigned long long)size, r->key, (long long)r->numel,
+                    tstor_dtype_name(r->dtype), (unsigned long long)nbytes);
+    goto out;
+  }
+  if (nbytes > SIZE_MAX) {
+    rc = TSTOR__ERR(TSTOR_EOVERFLOW, "storage '%s' of %llu bytes cannot be addressed", r->key,
+                    (unsigned long long)nbytes);
+    goto out;
+  }
+  if (device_is(ld->ctx, dev, "meta")) {
+    rc = tstor_storage_new(ld->ctx, dev, (size_t)nbytes, &r->s);
+    goto out;
+  }
+  /* A stored record is mapped (a view of the file's mapping) or read with
+   * pread, never through libzip, which would copy it once more. Like
+   * PyTorch's reader, those paths check the CRC only when asked
+   * (TSTOR_LOAD_VERIFY_CRC: it costs a pass over the bytes at about 1 GB/s);
+   * compressed records go through libzip, which always checks it. */
+  const tstor__zip_entry *e = ld->bytes ? tstor__zip_find(&ld->ix, name) : NULL;
+  int stored = e && e->method == 0 && e->size == nbytes;
+  if (stored && ld->whole && e->data_offset % (esize ? esize : 1) == 0 && !(ld->flags & TSTOR_LOAD_READ)) {
+    rc = tstor_storage_view(ld->whole, (size_t)e->data_offset, (size_t)nbytes, &host);
+  } else {
+    tstor_device cpu;
+    if ((rc = tstor_device_parse(ld->ctx, "cpu", &cpu))) goto out;
+    if ((rc = tstor_storage_new(ld->ctx, cpu, (size_t)nbytes, &host))) goto out;
+    char *dst = tstor_storage_data(host);
+    if (!nbytes) {
+      rc = 0;
+    } else if (stored && ld->fd >= 0) {
+      for (uint64_t done = 0; done < nbytes && !rc;) {
+        ssize_t n = pread(ld->fd, dst + done, (size_t)(nbytes - done), (off_t)(e->data_offset + done));
+        if (n > 0) done += (uint64_t)n;
+        else if (n < 0 && errno == EINTR) continue;
+        else rc = TSTOR__ERR(TSTOR_EIO, "record '%s': %s", name, n < 0 ? strerror(errno) : "the file ends early");
+      }
+    } else if (stored) {
+      memcpy(dst, ld->bytes + e->data_offset, (size_t)nbytes);
+    } else {
+      rc = read_entry(ld, idx, name, dst, nbytes);
+      stored = 0; /* libzip checked the CRC */
+    }
+  }
+  if (!rc && stored && (ld->flags & TSTOR_LOAD_VERIFY_CRC) &&
+      tstor__crc32(0, tstor_storage_data(host), (size_t)nbytes) != e->crc)
+    rc = TSTOR__ERR(TSTOR_EINVAL, "record '%s': CRC error: the bytes are not those the archive was written with",
+                    name);
+  if (!rc && ld->big_endian && esize > 1) rc = tstor_typed_byteswap(host, r->dtype);
+  if (rc) goto out;
+  rc = tstor_storage_to(host, dev, &r->s);
+out:
+  tstor_storage_release(host);
+  free(name);
+  return rc;
+}
+
+static int bind_tensors(tstor_checkpoint *ck) {
+  for (size_t i = 0; i < ck->nvalues; i++) {
+    tstor_value *v = ck->values[i];
+    if (v->kind != TSTOR_VALUE_TENSOR || v->u.tensor.t) continue;
+    const tstor__storage_rec *r = &ck->storages[v->u.tensor.storage];
+    int rc = tstor_tensor_on_storage(r->s, r->dtype, v->u.tensor.offset, v->u.tensor.ndim,
+                                     v->u.tensor.sizes, v->u.tensor.strides, &v->u.tensor.t);
+    if (rc) {
+      char msg[512];
+      snprintf(msg, sizeof msg, "%s", tstor_last_error());
+      return TSTOR__ERR(rc, "a tensor on storage '%s' (%lld %s elements) does not fit it: %s",
+                        r->key, (long long)r->numel, tstor_dtype_name(r->dtype), msg);
+    }
+  }
+  return 0;
+}
+
+static int load(loader *ld, tstor_checkpoint **out) {
+  tstor_checkpoint *ck = NULL;
+  uint8_t *pkl = NULL, *order = NULL;
+  size_t pkl_len = 0, order_len = 0;
+  int rc;
+  if ((rc = find_prefix(ld))) goto fail;
+  if ((rc = read_small_record(ld, "byteorder", 16, &order, &order_len, 0))) goto fail;
+  if (order) {
+    if (order_len == 6 && memcmp(order, "little", 6) == 0) ld->big_endian = 0;
+    else if (order_len == 3 && memcmp(order, "big", 3) == 0) ld->big_endian = 1;
+    else {
+      rc = TSTOR__ERR(TSTOR_EINVAL, "record '%s/byteorder' says '%.*s', not 'little' or 'big'",
+                      ld->prefix, (int)order_len, (const char *)order);
+      goto fail;
+    }
+  }
+  if ((rc = read_small_record(ld, "data.pkl", PICKLE_MAX, &pkl, &pkl_len, 1))) goto fail;
+  if ((rc = tstor_checkpoint_new(&ck))) goto fail;
+  if ((rc = tstor__unpickle(ck, pkl, pkl_len))) goto fail;
+  if ((rc = tstor__tree_check(ck->root, EXPANDED_MAX))) goto fail;
+  if (ld->bytes) {
+    rc = tstor__zip_index_read(ld->bytes, ld->nbytes, &ld->ix);
+    if (rc) goto fail;
+  }
+  for (size_t i = 0; i < ck->nstorages; i++)
+    if ((rc = load_storage(ld, &ck->storages[i]))) goto fail;
+  if ((rc = bind_tensors(ck))) goto fail;
+  free(pkl);
+  free(order);
+  *out = ck;
+  return 0;
+fail:
+  free(pkl);
+  free(order);
+  tstor_checkpoint_free(ck);
+  return rc;
+}
+
+static void loader_close(loader *ld) {
+  if (ld->z) zip_discard(ld->z);
+  if (ld->fd >= 0) close(ld->fd);
+  tstor__zip_index_free(&ld->ix);
+  tstor_storage_release(ld->whole);
+  free(ld->prefix);
+}
+
+static int check_args(tstor_checkpoint **out, const tstor_load_options *opts, loader *ld) {
+  if (!out) return TSTOR__ERR(TSTOR_EINVAL, "checkpoint load: out is NULL");
+  *out = NULL;
+  memset(ld, 0, sizeof *ld);
+  ld->fd = -1;
+  if (opts) {
+    if (opts->size < sizeof(size_t) || opts->size > sizeof *opts)
+      return TSTOR__ERR(TSTOR_EINVAL, "tstor_load_options.size %zu: expected %zu", opts->size, sizeof *opts);
+    ld->map_location = opts->map_location;
+    ld->flags = opts->flags;
+  }
+  return 0;
+}
+
+int tstor_torch_load(tstor_context *ctx, const char *path, const tstor_load_options *opts,
+                     tstor_checkpoint **out) {
+  loader ld;
+  int rc = check_args(out, opts, &ld);
+  if (rc) return rc;
+  if (!path) return TSTOR__ERR(TSTOR_EINVAL, "tstor_torch_load: path is NULL");
+  if (ctx) ld.ctx = ctx;
+  else if ((rc = tstor_context_default(&ld.ctx))) return rc;
+  int zerr = 0;
+  ld.z = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &zerr);
+  if (!ld.z) {
+    zip_error_t e;
+    zip_error_init_with_code(&e, zerr);
+    rc = zerr == ZIP_ER_NOENT || zerr == ZIP_ER_OPEN
+             ? TSTOR__ERR(zerr == ZIP_ER_NOENT ? TSTOR_ENOENT : TSTOR_EIO, "%s: %s", path, zip_error_strerror(&e))
+             : TSTOR__ERR(TSTOR_EINVAL, "%s: not a torch.save zip archive (PyTorch 1.6 and later): %s", path,
+                          zip_error_strerror(&e));
+    zip_error_fini(&e);
+    return rc;
+  }
+  /* the whole file, mapped copy-on-write: storages are views of it, or with
+   * TSTOR_LOAD_READ the mapping only serves to find the records */
+  rc = tstor_storage_from_file(ld.ctx, path, 0, 0, 1, &ld.whole);
+  if (rc) goto out;
+  ld.bytes = tstor_storage_data(ld.whole);
+  ld.nbytes = tstor_storage_nbytes(ld.whole);
+  if ((ld.flags & TSTOR_LOAD_READ) && (ld.fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+    rc = TSTOR__ERR(TSTOR_EIO, "%s: %s", path, strerror(errno));
+    goto out;
+  }
+  rc = load(&ld, out);
+  if (rc) {
+    char msg[900];
+    snprintf(msg, sizeof msg, "%s", tstor_last_error());
+    TSTOR__ERR(rc, "%s: %s", path, msg);
+  }
+out:
+  loader_close(&ld);
+  return rc;
+}
+
+int tstor_torch_load_buffer(tstor_context *ctx, const void *data, size_t size,
+                            const tstor_load_options *opts, tstor_checkpoint **out) {
+  loader ld;
+  int rc = check_args(out, opts, &ld);
+  if (rc) return rc;
+  if (!data && size) return TSTOR__ERR(TSTOR_EINVAL, "tstor_torch_load_buffer: data is NULL");
+  if (ctx) ld.ctx = ctx;
+  else if ((rc = tstor_context_default(&ld.ctx))) return rc;
+  zip_error_t e;
+  zip_error_init(&e);
+  zip_source_t *src = zip_source_buffer_create(data, size, 0, &e);
+  if (!src) {
+    rc = zip_failure(&e, "buffer");
+    zip_error_fini(&e);
+    return rc;
+  }
+  ld.z = zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &e);
+  if (!ld.z) {
+    zip_source_free(src);
+    rc = zip_failure(&e, "not a torch.save zip archive (PyTorch 1.6 and later)");
+    zip_error_fini(&e);
+    return rc;
+  }
+  zip_error_fini(&e);
+  ld.bytes = data;
+  ld.nbytes = size;
+  if (ld.flags & TSTOR_LOAD_BORROW_BUFFER) {
+    tstor_device cpu;
+    if ((rc = tstor_device_parse(ld.ctx, "cpu", &cpu)) ||
+        (rc = tstor_storage_wrap(ld.ctx, cpu, (void *)data, size, &ld.whole)))
+      goto out;
+  }
+  rc = load(&ld, out);
+out:
+  loader_close(&ld);
+  return rc;
+}

@@ -1,0 +1,486 @@
+/* Checkpoint values: the arena that owns them, accessors, builders, and the
+ * walk that checks a finished tree (no cycles, bounded depth and size). */
+#include "io_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ----------------------------------------------------------------- arena */
+
+tstor_value *tstor__value_alloc(tstor_checkpoint *ck, int kind) {
+  if (ck->nvalues == ck->capvalues) {
+    size_t cap = ck->capvalues ? ck->capvalues * 2 : 64;
+    tstor_value **v = realloc(ck->values, cap * sizeof *v);
+    if (!v) {
+      TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory for %zu values", cap);
+      return NULL;
+    }
+    ck->values = v;
+    ck->capvalues = cap;
+  }
+  tstor_value *v = calloc(1, sizeof *v);
+  if (!v) {
+    TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory for a value");
+    return NULL;
+  }
+  v->kind = kind;
+  if (kind == TSTOR_VALUE_TENSOR) v->u.tensor.storage = -1;
+  ck->values[ck->nvalues++] = v;
+  return v;
+}
+
+static void value_free(tstor_value *v) {
+  switch (v->kind) {
+    case TSTOR_VALUE_STRING: free(v->u.str.s); break;
+    case TSTOR_VALUE_TUPLE:
+    case TSTOR_VALUE_LIST:
+    case TSTOR_VALUE_DICT:
+      free(v->u.seq.items);
+      free(v->u.seq.keys);
+      free(v->u.seq.index);
+      break;
+    case TSTOR_VALUE_TENSOR:
+      tstor_tensor_release(v->u.tensor.t);
+      free(v->u.tensor.sizes);
+      break;
+    default: break;
+  }
+  free(v);
+}
+
+int tstor_checkpoint_new(tstor_checkpoint **out) {
+  if (!out) return TSTOR__ERR(TSTOR_EINVAL, "tstor_checkpoint_new: out is NULL");
+  *out = calloc(1, sizeof **out);
+  if (!*out) return TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory");
+  return 0;
+}
+
+void tstor_checkpoint_free(tstor_checkpoint *ck) {
+  if (!ck) return;
+  for (size_t i = 0; i < ck->nvalues; i++) value_free(ck->values[i]);
+  free(ck->values);
+  for (size_t i = 0; i < ck->nstorages; i++) {
+    free(ck->storages[i].key);
+    free(ck->storages[i].location);
+    tstor_storage_release(ck->storages[i].s);
+  }
+  free(ck->storages);
+  free(ck);
+}
+
+const tstor_value *tstor_checkpoint_root(const tstor_checkpoint *ck) { return ck ? ck->root : NULL; }
+
+int tstor_checkpoint_set_root(tstor_checkpoint *ck, tstor_value *root) {
+  if (!ck || !root) return TSTOR__ERR(TSTOR_EINVAL, "tstor_checkpoint_set_root: NULL argument");
+  ck->root = root;
+  return 0;
+}
+
+size_t tstor_checkpoint_storage_count(const tstor_checkpoint *ck) { return ck ? ck->nstorages : 0; }
+
+int tstor_checkpoint_storage(const tstor_checkpoint *ck, size_t i, const char **key,
+                             tstor_storage **storage) {
+  if (!ck || i >= ck->nstorages)
+    return TSTOR__ERR(TSTOR_ERANGE, "checkpoint storage %zu: the checkpoint has %zu", i,
+                      ck ? ck->nstorages : 0);
+  if (key) *key = ck->storages[i].key;
+  if (storage) *storage = ck->storages[i].s;
+  return 0;
+}
+
+int tstor__storage_add(tstor_checkpoint *ck, const char *key, size_t keylen, tstor_dtype dtype,
+                       int64_t numel, const char *location, size_t loclen, long *index) {
+  if (ck->nstorages == ck->capstorages) {
+    size_t cap = ck->capstorages ? ck->capstorages * 2 : 16;
+    tstor__storage_rec *r = realloc(ck->storages, cap * sizeof *r);
+    if (!r) return TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory for storages");
+    ck->storages = r;
+    ck->capstorages = cap;
+  }
+  tstor__storage_rec *r = &ck->storages[ck->nstorages];
+  memset(r, 0, sizeof *r);
+  r->key = malloc(keylen + 1);
+  r->location = malloc(loclen + 1);
+  if (!r->key || !r->location) {
+    free(r->key);
+    free(r->location);
+    return TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory for a storage key");
+  }
+  memcpy(r->key, key, keylen);
+  r->key[keylen] = '\0';
+  memcpy(r->location, location, loclen);
+  r->location[loclen] = '\0';
+  r->dtype = dtype;
+  r->numel = numel;
+  *index = (long)ck->nstorages++;
+  return 0;
+}
+
+long tstor__storage_find(const tstor_checkpoint *ck, const char *key, size_t keylen) {
+  for (size_t i = 0; i < ck->nstorages; i++)
+    if (strlen(ck->storages[i].key) == keylen && memcmp(ck->storages[i].key, key, keylen) == 0)
+      return (long)i;
+  return -1;
+}
+
+/* ------------------------------------------------------------ containers */
+
+int tstor__seq_push(tstor_value *seq, tstor_value *item) {
+  if (seq->u.seq.n == seq->u.seq.cap) {
+    size_t cap = seq->u.seq.cap ? seq->u.seq.cap * 2 : 4;
+    tstor_value **items = realloc(seq->u.seq.items, cap * sizeof *items);
+    if (!items) return TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory for %zu items", cap);
+    seq->u.seq.items = items;
+    if (seq->kind == TSTOR_VALUE_DICT) {
+      tstor_value **keys = realloc(seq->u.seq.keys, cap * sizeof *keys);
+      if (!keys) return TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory for %zu keys", cap);
+      seq->u.seq.keys = keys;
+    }
+    seq->u.seq.cap = cap;
+  }
+  seq->u.seq.items[seq->u.seq.n++] = item;
+  return 0;
+}
+
+static uint64_t key_hash(const tstor_value *k) {
+  uint64_t h = 1469598103934665603ull;
+  switch (k->kind) {
+    case TSTOR_VALUE_STRING:
+      for (size_t i = 0; i < k->u.str.len; i++) h = (h ^ (unsigned char)k->u.str.s[i]) * 1099511628211ull;
+      return h;
+    case TSTOR_VALUE_INT:
+    case TSTOR_VALUE_BOOL: return (uint64_t)k->u.i * 0x9E3779B97F4A7C15ull;
+    case TSTOR_VALUE_NONE: return 7;
+    case TSTOR_VALUE_FLOAT: {
+      uint64_t b;
+      memcpy(&b, &k->u.f, sizeof b);
+      return b * 0x9E3779B97F4A7C15ull;
+    }
+    default: return (uint64_t)(uintptr_t)k * 0x9E3779B97F4A7C15ull;
+  }
+}
+
+/* Python's equality for the keys a checkpoint holds; containers and tensors
+ * compare by identity. bool and int compare as numbers, as in Python. */
+static int key_equal(const tstor_value *a, const tstor_value *b) {
+  if (a == b) return 1;
+  int ak = a->kind == TSTOR_VALUE_BOOL ? TSTOR_VALUE_INT : a->kind;
+  int bk = b->kind == TSTOR_VALUE_BOOL ? TSTOR_VALUE_INT : b->kind;
+  if (ak != bk) return 0;
+  switch (ak) {
+    case TSTOR_VALUE_NONE: return 1;
+    case TSTOR_VALUE_INT: return a->u.i == b->u.i;
+    case TSTOR_VALUE_FLOAT: return a->u.f == b->u.f;
+    case TSTOR_VALUE_STRING:
+      return a->u.str.len == b->u.str.len && memcmp(a->u.str.s, b->u.str.s, a->u.str.len) == 0;
+    default: return 0;
+  }
+}
+
+/* Position of an equal key in the dict, or -1. Dicts of more than 8 entries
+ * keep an open-addressing index so that a state_dict of thousands of names
+ * loads in linear time. */
+static long dict_find(const tstor_value *d, const tstor_value *key) {
+  if (!d->u.seq.index) {
+    for (size_t i = 0; i < d->u.seq.n; i++)
+      if (key_equal(d->u.seq.keys[i], key)) return (long)i;
+    return -1;
+  }
+  size_t mask = d->u.seq.index_cap - 1;
+  for (size_t s = key_hash(key) & mask;; s = (s + 1) & mask) {
+    uint32_t p = d->u.seq.index[s];
+    if (!p) return -1;
+    if (key_equal(d->u.seq.keys[p - 1], key)) return (long)(p - 1);
+  }
+}
+
+static void index_insert(tstor_value *d, size_t pos) {
+  size_t mask = d->u.seq.index_cap - 1;
+  size_t s = key_hash(d->u.seq.keys[pos]) & mask;
+  while (d->u.seq.index[s]) s = (s + 1) & mask;
+  d->u.seq.index[s] = (uint32_t)(pos + 1);
+}
+
+static int index_grow(tstor_value *d) {
+  size_t cap = d->u.seq.index_cap ? d->u.seq.index_cap * 2 : 32;
+  if (cap > UINT32_MAX) return TSTOR__ERR(TSTOR_EOVERFLOW, "checkpoint: dict too large");
+  uint32_t *ix = calloc(cap, sizeof *ix);
+  if (!ix) return TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory for a dict index");
+  free(d->u.seq.index);
+  d->u.seq.index = ix;
+  d->u.seq.index_cap = cap;
+  for (size_t i = 0; i < d->u.seq.n; i++) index_insert(d, i);
+  return 0;
+}
+
+int tstor__dict_set(tstor_value *d, tstor_value *key, tstor_value *value) {
+  long pos = dict_find(d, key);
+  if (pos >= 0) {
+    d->u.seq.items[pos] = value;
+    return 0;
+  }
+  if (d->u.seq.n + 1 > 8 && (d->u.seq.n + 1) * 2 > d->u.seq.index_cap) {
+    int rc = index_grow(d);
+    if (rc) return rc;
+  }
+  int rc = tstor__seq_push(d, value);
+  if (rc) return rc;
+  d->u.seq.keys[d->u.seq.n - 1] = key;
+  if (d->u.seq.index) index_insert(d, d->u.seq.n - 1);
+  return 0;
+}
+
+/* ---------------------------------------------------------- accessors */
+
+tstor_value_kind tstor_value_kind_of(const tstor_value *v) {
+  return v ? (tstor_value_kind)v->kind : TSTOR_VALUE_NONE;
+}
+
+const char *tstor_value_kind_name(tstor_value_kind kind) {
+  static const char *const names[] = {"none", "bool", "int",  "float", "str",
+                                      "tuple", "list", "dict", "tensor"};
+  return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
+}
+
+int tstor_value_bool(const tstor_value *v) {
+  return v && (v->kind == TSTOR_VALUE_BOOL || v->kind == TSTOR_VALUE_INT) ? v->u.i != 0 : 0;
+}
+int64_t tstor_value_int(const tstor_value *v) {
+  return v && (v->kind == TSTOR_VALUE_BOOL || v->kind == TSTOR_VALUE_INT) ? v->u.i : 0;
+}
+double tstor_value_float(const tstor_value *v) {
+  return v && v->kind == TSTOR_VALUE_FLOAT ? v->u.f : 0.0;
+}
+const char *tstor_value_string(const tstor_value *v, size_t *len) {
+  if (!v || v->kind != TSTOR_VALUE_STRING) return NULL;
+  if (len) *len = v->u.str.len;
+  return v->u.str.s;
+}
+
+static int is_container(const tstor_value *v) {
+  return v && (v->kind == TSTOR_VALUE_TUPLE || v->kind == TSTOR_VALUE_LIST ||
+               v->kind == TSTOR_VALUE_DICT);
+}
+
+size_t tstor_value_len(const tstor_value *v) { return is_container(v) ? v->u.seq.n : 0; }
+
+const tstor_value *tstor_value_item(const tstor_value *v, size_t i) {
+  return is_container(v) && i < v->u.seq.n ? v->u.seq.items[i] : NULL;
+}
+const tstor_value *tstor_value_key(const tstor_value *v, size_t i) {
+  return v && v->kind == TSTOR_VALUE_DICT && i < v->u.seq.n ? v->u.seq.keys[i] : NULL;
+}
+const tstor_value *tstor_value_dict_get(const tstor_value *v, const char *key) {
+  if (!v || v->kind != TSTOR_VALUE_DICT || !key) return NULL;
+  tstor_value k;
+  memset(&k, 0, sizeof k);
+  k.kind = TSTOR_VALUE_STRING;
+  k.u.str.s = (char *)key;
+  k.u.str.len = strlen(key);
+  long pos = dict_find(v, &k);
+  return pos >= 0 ? v->u.seq.items[pos] : NULL;
+}
+const tstor_value *tstor_value_dict_attributes(const tstor_value *v) {
+  return v && v->kind == TSTOR_VALUE_DICT ? v->u.seq.attrs : NULL;
+}
+
+tstor_tensor *tstor_value_tensor(const tstor_value *v) {
+  return v && v->kind == TSTOR_VALUE_TENSOR ? v->u.tensor.t : NULL;
+}
+int tstor_value_requires_grad(const tstor_value *v) {
+  return v && v->kind == TSTOR_VALUE_TENSOR ? v->requires_grad : 0;
+}
+long tstor_value_storage_index(const tstor_value *v) {
+  return v && v->kind == TSTOR_VALUE_TENSOR ? v->u.tensor.storage : -1;
+}
+
+/* ------------------------------------------------------------ builders */
+
+int tstor_value_new(tstor_checkpoint *ck, tstor_value_kind kind, tstor_value **out) {
+  if (!ck || !out) return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_new: NULL argument");
+  *out = NULL;
+  if (kind != TSTOR_VALUE_NONE && kind != TSTOR_VALUE_TUPLE && kind != TSTOR_VALUE_LIST &&
+      kind != TSTOR_VALUE_DICT)
+    return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_new: kind %s needs its own constructor",
+                      tstor_value_kind_name(kind));
+  *out = tstor__value_alloc(ck, kind);
+  return *out ? 0 : TSTOR_ENOMEM;
+}
+
+static int new_scalar(tstor_checkpoint *ck, int kind, tstor_value **out) {
+  if (!ck || !out) return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_new: NULL argument");
+  *out = tstor__value_alloc(ck, kind);
+  return *out ? 0 : TSTOR_ENOMEM;
+}
+
+int tstor_value_new_bool(tstor_checkpoint *ck, int b, tstor_value **out) {
+  int rc = new_scalar(ck, TSTOR_VALUE_BOOL, out);
+  if (!rc) (*out)->u.i = b != 0;
+  return rc;
+}
+int tstor_value_new_int(tstor_checkpoint *ck, int64_t i, tstor_value **out) {
+  int rc = new_scalar(ck, TSTOR_VALUE_INT, out);
+  if (!rc) (*out)->u.i = i;
+  return rc;
+}
+int tstor_value_new_float(tstor_checkpoint *ck, double d, tstor_value **out) {
+  int rc = new_scalar(ck, TSTOR_VALUE_FLOAT, out);
+  if (!rc) (*out)->u.f = d;
+  return rc;
+}
+int tstor_value_new_string(tstor_checkpoint *ck, const char *s, size_t len, tstor_value **out) {
+  if (out) *out = NULL;
+  if (!ck || !out || (!s && len)) return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_new_string: NULL argument");
+  if (!tstor__utf8_valid(s, len))
+    return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_new_string: the %zu bytes are not UTF-8", len);
+  char *copy = malloc(len + 1);
+  if (!copy) return TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory for a %zu-byte string", len);
+  if (len) memcpy(copy, s, len);
+  copy[len] = '\0';
+  tstor_value *v = tstor__value_alloc(ck, TSTOR_VALUE_STRING);
+  if (!v) {
+    free(copy);
+    return TSTOR_ENOMEM;
+  }
+  v->u.str.s = copy;
+  v->u.str.len = len;
+  *out = v;
+  return 0;
+}
+int tstor_value_new_tensor(tstor_checkpoint *ck, tstor_tensor *t, tstor_value **out) {
+  if (out) *out = NULL;
+  if (!ck || !out || !t) return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_new_tensor: NULL argument");
+  tstor_value *v = tstor__value_alloc(ck, TSTOR_VALUE_TENSOR);
+  if (!v) return TSTOR_ENOMEM;
+  v->u.tensor.t = tstor_tensor_retain(t);
+  *out = v;
+  return 0;
+}
+int tstor_value_append(tstor_value *seq, tstor_value *item) {
+  if (!seq || !item || (seq->kind != TSTOR_VALUE_TUPLE && seq->kind != TSTOR_VALUE_LIST))
+    return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_append: needs a tuple or list and an item");
+  return tstor__seq_push(seq, item);
+}
+int tstor_value_dict_set(tstor_value *dict, tstor_value *key, tstor_value *value) {
+  if (!dict || !key || !value || dict->kind != TSTOR_VALUE_DICT)
+    return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_dict_set: needs a dict, a key and a value");
+  return tstor__dict_set(dict, key, value);
+}
+
+/* -------------------------------------------------------------- checks */
+
+int tstor__utf8_valid(const char *str, size_t len) {
+  const unsigned char *s = (const unsigned char *)str;
+  size_t i = 0;
+  while (i < len) {
+    unsigned c = s[i];
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    size_t n;
+    uint32_t cp;
+    if (c >= 0xC2 && c <= 0xDF) n = 1, cp = c & 0x1F;
+    else if (c >= 0xE0 && c <= 0xEF) n = 2, cp = c & 0x0F;
+    else if (c >= 0xF0 && c <= 0xF4) n = 3, cp = c & 0x07;
+    else return 0;
+    if (len - i <= n) return 0;
+    for (size_t k = 1; k <= n; k++) {
+      if ((s[i + k] & 0xC0) != 0x80) return 0;
+      cp = cp << 6 | (s[i + k] & 0x3F);
+    }
+    if ((n == 2 && cp < 0x800) || (n == 3 && (cp < 0x10000 || cp > 0x10FFFF))) return 0;
+    i += n + 1;
+  }
+  return 1;
+}
+
+enum { WHITE = 0, GREY = 1, BLACK = 2 };
+
+typedef struct frame {
+  tstor_value *v;
+  size_t next;       /* next child: a dict's keys first, then the items, then attrs */
+  uint64_t expanded; /* values under v so far, shared ones counted each time */
+} frame;
+
+static size_t nchildren(const tstor_value *v) {
+  if (!is_container(v)) return 0;
+  return v->u.seq.n * (v->kind == TSTOR_VALUE_DICT ? 2 : 1) + (v->u.seq.attrs ? 1 : 0);
+}
+static tstor_value *child(const tstor_value *v, size_t i) {
+  size_t n = v->u.seq.n;
+  if (v->kind == TSTOR_VALUE_DICT) {
+    if (i < n) return v->u.seq.keys[i];
+    i -= n;
+  }
+  return i < n ? v->u.seq.items[i] : v->u.seq.attrs;
+}
+
+static int refuse_internal(const tstor_value *v) {
+  return TSTOR__ERR(TSTOR_EINVAL, "checkpoint: a %s that no tensor consumed stands in the tree",
+                    v->kind == TSTOR__VALUE_STORAGE ? "bare storage" : "class or function");
+}
+
+/* An iterative depth-first walk (no recursion on hostile input): a GREY value
+ * met again is a cycle; depth is the walk's stack height. Each finished
+ * container keeps its expanded size (what a naive walk would visit), summed
+ * on the way back, so that a DAG that doubles at every level is refused in
+ * linear time rather than walked exponentially later. */
+int tstor__tree_check(tstor_value *root, uint64_t max_expanded) {
+  if (!root) return TSTOR__ERR(TSTOR_EINVAL, "checkpoint: no value");
+  if (root->kind >= TSTOR__VALUE_GLOBAL) return refuse_internal(root);
+  frame *stack = malloc((TSTOR_CHECKPOINT_MAX_DEPTH + 1) * sizeof *stack);
+  if (!stack) return TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory");
+  int rc = 0;
+  size_t top = 1;
+  stack[0] = (frame){root, 0, 1};
+  root->colour = GREY;
+  while (top) {
+    frame *f = &stack[top - 1];
+    tstor_value *v = f->v;
+    uint64_t add = 0;
+    if (f->next < nchildren(v)) {
+      tstor_value *c = child(v, f->next++);
+      if (c->kind >= TSTOR__VALUE_GLOBAL) {
+        rc = refuse_internal(c);
+        break;
+      }
+      if (c->colour == GREY) {
+        rc = TSTOR__ERR(TSTOR_EINVAL, "checkpoint: a %s contains itself",
+                        tstor_value_kind_name(c->kind));
+        break;
+      }
+      if (!is_container(c)) {
+        add = 1;
+      } else if (c->colour == BLACK) {
+        add = c->expanded;
+      } else {
+        if (top > TSTOR_CHECKPOINT_MAX_DEPTH) {
+          rc = TSTOR__ERR(TSTOR_EINVAL, "checkpoint: values nest deeper than %d levels",
+                          TSTOR_CHECKPOINT_MAX_DEPTH);
+          break;
+        }
+        c->colour = GREY;
+        stack[top++] = (frame){c, 0, 1};
+        continue;
+      }
+    } else {
+      v->colour = BLACK;
+      v->expanded = f->expanded;
+      top--;
+      if (!top) break;
+      f = &stack[top - 1];
+      add = v->expanded;
+    }
+    f->expanded += add;
+    if (f->expanded > max_expanded) {
+      rc = TSTOR__ERR(TSTOR_EOVERFLOW,
+                      "checkpoint: the tree expands to more than %llu values (shared parts "
+                      "counted each time they appear)",
+                      (unsigned long long)max_expanded);
+      break;
+    }
+  }
+  free(stack);
+  return rc;
+}

@@ -1,0 +1,135 @@
+/* Where each entry's bytes lie in a zip archive held in memory.
+ *
+ * libzip reads and checks archives for us (torch_load.c), but it exposes no
+ * entry's data offset, and mapping a storage straight from the file needs
+ * exactly that. So this file reads the central directory (zip64 included)
+ * and each local header, strictly: every count, size and offset is checked
+ * against the archive before it is used, and the result is cross-checked
+ * with what libzip says about the same entries. On failure the caller still
+ * frees the index (tstor__zip_index_free). */
+#include "io_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static uint16_t u16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static uint32_t u32(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static uint64_t u64(const uint8_t *p) { return u32(p) | (uint64_t)u32(p + 4) << 32; }
+
+#define BAD(...) TSTOR__ERR(TSTOR_EINVAL, "zip: " __VA_ARGS__)
+
+/* Reads the zip64 extra field of a central directory entry: the values whose
+ * 32-bit fields hold 0xFFFFFFFF follow in order (size, compressed, offset). */
+static int zip64_extra(const uint8_t *extra, size_t len, uint64_t *size, uint64_t *csize,
+                       uint64_t *offset) {
+  size_t i = 0;
+  while (len - i >= 4) {
+    uint16_t id = u16(extra + i), n = u16(extra + i + 2);
+    if (n > len - i - 4) return BAD("an extra field runs past its entry");
+    if (id == 0x0001) {
+      const uint8_t *p = extra + i + 4, *end = p + n;
+      uint64_t *fields[3] = {size, csize, offset};
+      for (int f = 0; f < 3; f++) {
+        if (*fields[f] != 0xFFFFFFFFu) continue;
+        if (end - p < 8) return BAD("a zip64 extra field is too short");
+        *fields[f] = u64(p);
+        p += 8;
+      }
+      return 0;
+    }
+    i += 4 + (size_t)n;
+  }
+  if (*size == 0xFFFFFFFFu || *csize == 0xFFFFFFFFu || *offset == 0xFFFFFFFFu)
+    return BAD("an entry needs a zip64 extra field and has none");
+  return 0;
+}
+
+int tstor__zip_index_read(const uint8_t *d, size_t size, tstor__zip_index *out) {
+  memset(out, 0, sizeof *out);
+  if (size < 22) return BAD("%zu bytes are too few for an archive", size);
+  /* the end of central directory record: the last one, before a comment */
+  size_t eocd = size - 22, stop = size - 22 > 65535 ? size - 22 - 65535 : 0;
+  for (;; eocd--) {
+    if (u32(d + eocd) == 0x06054b50 && u16(d + eocd + 20) == size - eocd - 22) break;
+    if (eocd == stop) return BAD("no end of central directory record (not a zip archive)");
+  }
+  uint64_t count = u16(d + eocd + 10), cd_size = u32(d + eocd + 12), cd_off = u32(d + eocd + 16);
+  if (u16(d + eocd + 4) != 0 || u16(d + eocd + 6) != 0)
+    return BAD("multi-disk archives are not supported");
+  size_t cd_end_limit = eocd;
+  /* A zip64 locator before the record makes its values the real ones, as in
+   * libzip (PyTorch's writer always adds the zip64 records). */
+  int has64 = eocd >= 20 && u32(d + eocd - 20) == 0x07064b50;
+  if (has64 || count == 0xFFFF || cd_size == 0xFFFFFFFFu || cd_off == 0xFFFFFFFFu) {
+    if (!has64) return BAD("zip64 locator missing");
+    uint64_t e64 = u64(d + eocd - 20 + 8);
+    if (e64 > eocd - 20 || eocd - 20 - e64 < 56 || u32(d + e64) != 0x06064b50)
+      return BAD("zip64 end of central directory record missing or misplaced");
+    count = u64(d + e64 + 32);
+    cd_size = u64(d + e64 + 40);
+    cd_off = u64(d + e64 + 48);
+    cd_end_limit = (size_t)e64;
+  }
+  if (cd_off > cd_end_limit || cd_size > cd_end_limit - cd_off)
+    return BAD("central directory (%llu bytes at %llu) outside the archive",
+               (unsigned long long)cd_size, (unsigned long long)cd_off);
+  if (count > cd_size / 46) return BAD("%llu entries cannot fit a %llu-byte central directory",
+                                       (unsigned long long)count, (unsigned long long)cd_size);
+  out->entries = calloc(count ? (size_t)count : 1, sizeof *out->entries);
+  if (!out->entries) return TSTOR__ERR(TSTOR_ENOMEM, "zip: out of memory for %llu entries", (unsigned long long)count);
+  const uint8_t *p = d + cd_off, *end = p + cd_size;
+  for (uint64_t i = 0; i < count; i++) {
+    if (end - p < 46 || u32(p) != 0x02014b50) goto bad_cd;
+    size_t nlen = u16(p + 28), xlen = u16(p + 30), clen = u16(p + 32);
+    if ((size_t)(end - p) - 46 < nlen + xlen + clen) goto bad_cd;
+    tstor__zip_entry *e = &out->entries[i];
+    uint16_t flags = u16(p + 8);
+    e->method = u16(p + 10);
+    e->crc = u32(p + 16);
+    e->comp_size = u32(p + 20);
+    e->size = u32(p + 24);
+    uint64_t loc = u32(p + 42);
+    e->name = (const char *)p + 46;
+    e->name_len = nlen;
+    out->n = (size_t)i + 1;
+    int rc = zip64_extra(p + 46 + nlen, xlen, &e->size, &e->comp_size, &loc);
+    if (rc) return rc;
+    if (flags & 1) return BAD("entry '%.*s' is encrypted", (int)nlen, e->name);
+    /* the local header: its own name and extra lengths decide where data starts */
+    if (loc > size || size - loc < 30 || u32(d + loc) != 0x04034b50)
+      return BAD("entry '%.*s': no local header at offset %llu", (int)nlen, e->name,
+                 (unsigned long long)loc);
+    size_t lnlen = u16(d + loc + 26), lxlen = u16(d + loc + 28);
+    if (size - loc - 30 < lnlen + lxlen) return BAD("entry '%.*s': local header past the end", (int)nlen, e->name);
+    if (lnlen != nlen || memcmp(d + loc + 30, e->name, nlen) != 0)
+      return BAD("entry '%.*s': the local header names another file", (int)nlen, e->name);
+    e->data_offset = loc + 30 + lnlen + lxlen;
+    if (e->comp_size > size - e->data_offset)
+      return BAD("entry '%.*s': %llu bytes at offset %llu run past the archive's %zu",
+                 (int)nlen, e->name, (unsigned long long)e->comp_size,
+                 (unsigned long long)e->data_offset, size);
+    if (e->method == 0 && e->comp_size != e->size)
+      return BAD("entry '%.*s' is stored with %llu bytes but claims %llu", (int)nlen, e->name,
+                 (unsigned long long)e->comp_size, (unsigned long long)e->size);
+    p += 46 + nlen + xlen + clen;
+  }
+  return 0;
+bad_cd:
+  return BAD("central directory entry %zu is malformed", out->n);
+}
+
+void tstor__zip_index_free(tstor__zip_index *ix) {
+  free(ix->entries);
+  ix->entries = NULL;
+  ix->n = 0;
+}
+
+const tstor__zip_entry *tstor__zip_find(const tstor__zip_index *ix, const char *name) {
+  size_t len = strlen(name);
+  for (size_t i = 0; i < ix->n; i++)
+    if (ix->entries[i].name_len == len && memcmp(ix->entries[i].name, name, len) == 0)
+      return &ix->entries[i];
+  return NULL;
+}

@@ -1,0 +1,65 @@
+#!/bin/sh
+# tstor inspect and tstor convert on the golden files: listings, sharing,
+# JSON, refusals and exit statuses; a convert's output loads in PyTorch
+# where /usr/bin/python3 has torch.
+set -u
+tstor=../tools/tstor
+dir=${srcdir:-.}/ckpt
+out=$(mktemp -d) || exit 1
+trap 'rm -rf "$out"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+$tstor inspect "$dir/golden/checkpoint_nested.pt" > "$out/a.txt" || fail "inspect exit $?"
+grep -q '^model.weight  *float32  *\[3, 4\]  *\[4, 1\]  *0  *0  *48$' "$out/a.txt" || fail "model.weight line"
+grep -q '^history\[2\].w  *float32  *\[4\]  *\[1\]  *8  *0  *48$' "$out/a.txt" || fail "history[2].w line"
+grep -q 'storage 0 (record 0, 48 bytes): model.weight history\[0\].w history\[1\].w history\[2\].w' "$out/a.txt" ||
+  fail "shared storage line"
+
+$tstor inspect --json "$dir/golden/share_dict_float32.pt" > "$out/a.json" || fail "inspect --json exit $?"
+python3 - "$out/a.json" <<'PY' || fail "JSON listing"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["format"] == "torch"
+t = {x["name"]: x for x in d["tensors"]}
+assert t["c"]["shape"] == [5, 6] and t["c"]["strides"] == [1, 5], t["c"]
+assert t["a"]["storage_offset"] == 2 and t["a"]["storage_nbytes"] == 120
+assert d["shared"] == [["base", "a", "b", "c", "d", "again"]], d["shared"]
+PY
+
+# bad files and bad usage
+$tstor inspect "$dir/hostile/global_os_system.pt" 2> "$out/err"; st=$?
+[ $st -eq 1 ] || fail "hostile file: exit $st"
+grep -q "posix.system' is refused" "$out/err" || fail "hostile message: $(cat "$out/err")"
+$tstor inspect "$out/none.pt" 2>/dev/null; [ $? -eq 1 ] || fail "missing file"
+$tstor inspect 2>/dev/null; [ $? -eq 2 ] || fail "no file: usage"
+$tstor inspect --bogus x 2>/dev/null; [ $? -eq 2 ] || fail "bad option: usage"
+$tstor convert onlyone 2>/dev/null; [ $? -eq 2 ] || fail "convert with one file: usage"
+
+# sharing refused into safetensors, then copied
+$tstor convert "$dir/golden/share_dict_float32.pt" "$out/s.safetensors" 2> "$out/err"; st=$?
+[ $st -eq 1 ] || fail "shared into safetensors: exit $st"
+grep -q "share a storage" "$out/err" || fail "sharing message"
+[ ! -e "$out/s.safetensors" ] || fail "a refused convert left a file"
+$tstor convert --copy "$dir/golden/share_dict_float32.pt" "$out/s.safetensors" || fail "convert --copy"
+$tstor inspect "$out/s.safetensors" | grep -q '^c  *float32  *\[5, 6\]  *\[6, 1\]  *0' || fail "copied c is contiguous"
+$tstor convert "$dir/golden/checkpoint_nested.pt" "$out/n.safetensors" 2> "$out/err"; [ $? -eq 1 ] ||
+  fail "nested tree into safetensors"
+grep -q "only string -> tensor" "$out/err" || fail "nested message"
+
+# safetensors -> .pt, which PyTorch reads
+$tstor convert "$out/s.safetensors" "$out/back.pt" || fail "safetensors to .pt"
+$tstor convert "$dir/golden/module_mlp.pt" "$out/mlp.safetensors" || fail "module to safetensors"
+$tstor convert "$out/mlp.safetensors" "$out/mlp.pt" || fail "and back"
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  /usr/bin/python3 - "$out" "$dir/golden/module_mlp.pt" <<'PY' || fail "PyTorch reads the converted files"
+import sys, torch
+out, orig = sys.argv[1], sys.argv[2]
+a = torch.load(out + "/back.pt", weights_only=True)
+assert torch.equal(a["c"], a["base"].view(6, 5).t()), "values"
+m, o = torch.load(out + "/mlp.pt", weights_only=True), torch.load(orig)
+assert list(m) == sorted(o, key=lambda k: (-o[k].element_size(), k)) or set(m) == set(o)
+for k in o:
+    assert torch.equal(m[k], o[k]), k
+PY
+fi
+echo "cli: inspect and convert behave"

@@ -1,0 +1,76 @@
+"""The listing of a loaded checkpoint that golden.txt holds (see gen_golden.py
+for its format); shared by the generator and check_torch.py."""
+import struct
+
+import torch
+
+
+def dname(dt):
+    return str(dt).replace("torch.", "")
+
+
+def fnv(b):
+    h = 0xcbf29ce484222325
+    for c in b:
+        h = ((h ^ c) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return "%016x" % h
+
+
+def logical_bytes(t):
+    return t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+
+
+def keyrepr(k):
+    if isinstance(k, bool):
+        return "b:%d" % k
+    if isinstance(k, int):
+        return "i:%d" % k
+    if isinstance(k, str):
+        return "s:" + (k.encode().hex() or "-")
+    if k is None:
+        return "n"
+    if isinstance(k, float):
+        return "f:" + struct.pack(">d", k).hex()
+    raise TypeError(k)
+
+
+def describe(obj):
+    lines = []
+    storages = {}
+
+    def walk(path, v):
+        if v is None:
+            lines.append("%s none" % path)
+        elif isinstance(v, bool):
+            lines.append("%s bool %d" % (path, v))
+        elif isinstance(v, int):
+            lines.append("%s int %d" % (path, v))
+        elif isinstance(v, float):
+            lines.append("%s float %s" % (path, struct.pack(">d", v).hex()))
+        elif isinstance(v, str):
+            lines.append("%s str %s" % (path, v.encode("utf-8", "surrogatepass").hex() or "-"))
+        elif isinstance(v, torch.Tensor):
+            st = v.storage()
+            sid = storages.setdefault(st._cdata, len(storages))
+            lines.append("%s tensor %s sizes=%s strides=%s offset=%d storage=%d snbytes=%d grad=%d fnv=%s" % (
+                path, dname(v.dtype), ",".join(map(str, v.shape)), ",".join(map(str, v.stride())),
+                v.storage_offset(), sid, st.nbytes(), int(v.requires_grad), fnv(logical_bytes(v))))
+        elif isinstance(v, tuple):
+            lines.append("%s tuple %d" % (path, len(v)))
+            for i, x in enumerate(v):
+                walk("%s[%d]" % (path, i), x)
+        elif isinstance(v, list):
+            lines.append("%s list %d" % (path, len(v)))
+            for i, x in enumerate(v):
+                walk("%s[%d]" % (path, i), x)
+        elif isinstance(v, dict):
+            lines.append("%s dict %d" % (path, len(v)))
+            for k, x in v.items():
+                walk("%s[%s]" % (path, keyrepr(k)), x)
+            attrs = getattr(v, "__dict__", None)
+            if attrs:
+                walk(path + "@", dict(attrs))
+        else:
+            raise TypeError(type(v))
+    walk("$", obj)
+    return lines

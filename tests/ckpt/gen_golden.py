@@ -1,0 +1,441 @@
+#!/usr/bin/python3
+"""Golden checkpoints for tstor's torch.save reader, written by PyTorch itself.
+
+    gen_golden.py OUTDIR
+
+writes OUTDIR/golden/*.pt (torch.save files: dtypes, shapes, views, sharing,
+nesting, scalars, state_dicts, random trees) with OUTDIR/golden.txt, what
+torch.load reads from each of them, and OUTDIR/hostile/*.pt, files that lie or
+smuggle code, with OUTDIR/hostile.txt, the error tstor must give for each.
+
+golden.txt lists each file's tree depth-first, one value a line, as
+test_ckpt_golden.c prints what tstor loaded:
+
+    file NAME
+    PATH KIND DETAIL
+
+PATH is $ for the root, then [i] for a tuple or list item, [KEY] for a dict
+entry (s:HEX for a string key, i:N for an int, b:0/1, n, f:BITS), and @ for an
+OrderedDict's attributes. A float is the 16 hex digits of its IEEE bits, a
+string the hex of its UTF-8 bytes (- when empty). A tensor line gives dtype,
+sizes, strides, storage offset, which storage (numbered by first appearance in
+this listing, so two tensors sharing one show the same number), the storage's
+bytes, requires_grad and the FNV-1a 64 hash of its elements' bytes in logical
+(row-major) order.
+
+Everything is deterministic: the same torch writes the same bytes.
+"""
+import collections
+import io
+import os
+import random
+import struct
+import sys
+import zipfile
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+OUT = sys.argv[1] if len(sys.argv) > 1 else "."
+GOLD = os.path.join(OUT, "golden")
+HOST = os.path.join(OUT, "hostile")
+os.makedirs(GOLD, exist_ok=True)
+os.makedirs(HOST, exist_ok=True)
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8,
+          torch.uint8, torch.int16, torch.int32, torch.int64, torch.bool,
+          torch.complex64, torch.complex128]
+
+
+from describe import describe, dname  # noqa: E402
+
+
+golden = []
+
+
+def case(name, obj):
+    path = os.path.join(GOLD, name + ".pt")
+    torch.save(obj, path)
+    back = torch.load(path)
+    golden.append("file %s.pt" % name)
+    golden.extend(describe(back))
+
+
+gen = torch.Generator().manual_seed(1234)
+
+
+def values(dt, shape):
+    n = 1
+    for s in shape:
+        n *= s
+    if dt == torch.bool:
+        return (torch.randint(0, 2, (n,), generator=gen) == 1).reshape(shape)
+    if dt.is_complex:
+        re = torch.randn(n, generator=gen, dtype=torch.float64)
+        im = torch.randn(n, generator=gen, dtype=torch.float64)
+        return torch.complex(re, im).to(dt).reshape(shape)
+    if dt.is_floating_point:
+        return (torch.randn(n, generator=gen, dtype=torch.float64) * 100).to(dt).reshape(shape)
+    info = torch.iinfo(dt)
+    return torch.randint(max(info.min, -2**31), min(info.max, 2**31 - 1) + 1, (n,), generator=gen,
+                         dtype=torch.int64).to(dt).reshape(shape)
+
+
+# 1. every dtype in every shape
+SHAPES = [(), (0,), (1,), (7,), (2, 3), (3, 0, 2), (2, 3, 4), (1, 1, 1, 1), (2, 1, 3, 1, 2)]
+for dt in DTYPES:
+    for shape in SHAPES:
+        case("dtype_%s_%s" % (dname(dt), "x".join(map(str, shape)) or "scalar"),
+             {"t": values(dt, shape)})
+
+# 2. views: offsets and strides as the view left them (torch.save keeps them)
+VIEWS = {
+    "transpose": lambda b: b.view(4, 6).t(),
+    "slice": lambda b: b[5:17],
+    "step": lambda b: b[1::3],
+    "narrow2d": lambda b: b.view(4, 6)[1:3, 2:5],
+    "diagonal": lambda b: b.view(4, 6)[:, :4].diagonal(),
+    "permute": lambda b: b.view(2, 3, 4).permute(2, 0, 1),
+    "expand": lambda b: b[3:4].expand(5),
+    "expand2d": lambda b: b[:6].view(1, 6).expand(3, 6),
+    "channels_last": lambda b: b.view(1, 2, 3, 4).contiguous(memory_format=torch.channels_last),
+    "last": lambda b: b[23:],
+    "empty_at_end": lambda b: b[24:],
+    "scalar_view": lambda b: b[7],
+    "unfold": lambda b: b.unfold(0, 4, 2),
+}
+for dt in [torch.float32, torch.int64, torch.float16, torch.bool, torch.complex128]:
+    for vname, fn in VIEWS.items():
+        case("view_%s_%s" % (vname, dname(dt)), {"v": fn(values(dt, (24,)))})
+
+# 3. sharing: one storage, many tensors, in every container
+for dt in [torch.float32, torch.int32, torch.bfloat16]:
+    base = values(dt, (30,))
+    case("share_dict_%s" % dname(dt), collections.OrderedDict(
+        [("base", base), ("a", base[2:8]), ("b", base.view(5, 6)), ("c", base.view(6, 5).t()),
+         ("d", base[::7]), ("again", base)]))
+    case("share_list_%s" % dname(dt), [base[:10], base[10:], base, [base[5:6], (base[0],)]])
+    other = values(dt, (4,))
+    case("share_two_%s" % dname(dt), {"x": [base[:3], other, base[3:]], "y": (other[1:], base)})
+x = values(torch.float32, (6,))
+case("share_same_object", {"p": x, "q": x, "r": [x, x]})
+
+# 4. scalars, strings, containers, nesting
+case("scalars", [None, True, False, 0, 1, -1, 255, 256, 65535, 65536, -2**31, 2**31 - 1, 2**31,
+                 2**63 - 1, -2**63, 12345678901234])
+case("floats", [0.0, -0.0, 1.5, -2.25, float("inf"), float("-inf"), float("nan"), 1e308, 5e-324,
+                3.141592653589793])
+case("strings", ["", "a", "data.pkl", "ünïcødé", "日本語", "emoji \U0001F600", "nul\x00inside",
+                 "x" * 300, "tab\tnewline\n"])
+case("empties", {"l": [], "t": (), "d": {}, "od": collections.OrderedDict(), "s": ""})
+case("keys", {1: "one", -5: "minus five", "s": 2, True: "true", None: "none", 2.5: "float"})
+case("tuples", (1, (2, (3, (4,))), (), ("a", None)))
+deep = "leaf"
+for i in range(100):
+    deep = [deep] if i % 2 else {"k%d" % i: deep}
+case("deep_100", deep)
+deep = torch.arange(3.)
+for i in range(200):
+    deep = (deep,)
+case("deep_tensor_200", deep)
+case("wide", {("k%04d" % i): i for i in range(2000)})
+case("many_tensors", {("w%03d" % i): values(torch.float32, (i % 5, 3)) for i in range(300)})
+
+# 5. modules: state_dicts with _metadata, parameters, buffers, optimizer-like state
+torch.manual_seed(7)
+mods = {
+    "linear": torch.nn.Linear(4, 3),
+    "mlp": torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2)),
+    "conv_bn": torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4)),
+    "embedding": torch.nn.Embedding(10, 4),
+    "lstm": torch.nn.LSTM(3, 5, num_layers=2),
+    "layernorm": torch.nn.LayerNorm([2, 3]),
+}
+for name, m in mods.items():
+    case("module_%s" % name, m.state_dict())
+    case("params_%s" % name, dict(m.named_parameters()))
+lin = mods["linear"]
+case("checkpoint_nested", {"epoch": 3, "model": lin.state_dict(), "lr": [0.1, 0.01],
+                           "history": [{"step": i, "w": lin.weight[i]} for i in range(3)],
+                           "name": "linear", "done": False})
+p = torch.nn.Parameter(values(torch.float32, (2, 2)))
+case("parameter_bare", p)
+case("requires_grad", {"a": values(torch.float32, (3,)).requires_grad_(),
+                       "b": values(torch.float64, (2,))})
+case("tensor_root", values(torch.int16, (3, 4)))
+
+# 6. random trees
+rng = random.Random(99)
+
+
+def rand_value(depth, pool):
+    r = rng.random()
+    if depth > 4 or r < 0.35:
+        k = rng.randrange(8)
+        if k == 0:
+            return None
+        if k == 1:
+            return rng.random() < 0.5
+        if k == 2:
+            return rng.randrange(-2**40, 2**40)
+        if k == 3:
+            return "s%d" % rng.randrange(1000)
+        if k == 4 and pool:
+            b = rng.choice(pool)
+            n = b.numel()
+            if n:
+                start = rng.randrange(n)
+                return b[start:start + rng.randrange(1, n - start + 1)]
+            return b
+        dt = rng.choice(DTYPES)
+        t = values(dt, tuple(rng.randrange(0, 4) for _ in range(rng.randrange(0, 3))))
+        pool.append(t.reshape(-1) if t.is_contiguous() else t)
+        return t
+    n = rng.randrange(0, 5)
+    k = rng.randrange(3)
+    if k == 0:
+        return [rand_value(depth + 1, pool) for _ in range(n)]
+    if k == 1:
+        return tuple(rand_value(depth + 1, pool) for _ in range(n))
+    d = collections.OrderedDict() if rng.random() < 0.5 else {}
+    for i in range(n):
+        d[rng.choice(["k%d" % i, i])] = rand_value(depth + 1, pool)
+    return d
+
+
+for i in range(60):
+    case("random_%02d" % i, rand_value(0, []))
+
+with open(os.path.join(OUT, "golden.txt"), "w") as f:
+    f.write("# PyTorch %s; torch.load of each golden/*.pt\n" % torch.__version__)
+    f.write("\n".join(golden) + "\n")
+
+# ----------------------------------------------------------------- hostile
+hostile = []
+FIXED = (1980, 1, 1, 0, 0, 0)
+
+
+def zipped(name, records, compress=zipfile.ZIP_STORED):
+    """A zip of (record, bytes) pairs under the folder `name`, as torch.save lays it out."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for rec, data in records:
+            zi = zipfile.ZipInfo("%s/%s" % (name, rec), date_time=FIXED)
+            zi.compress_type = compress
+            z.writestr(zi, data)
+    return buf.getvalue()
+
+
+def bad(name, data, code, needle):
+    with open(os.path.join(HOST, name + ".pt"), "wb") as f:
+        f.write(data)
+    hostile.append("%s.pt %s %s" % (name, code, needle))
+
+
+def good_variant(name, data, same_as=None):
+    """A file PyTorch reads too: it goes into the golden list as well. PyTorch
+    1.13 ignores the byteorder record (2.x reads it), so a big-endian file is
+    described by torch.load of the little-endian file it was made from."""
+    path = os.path.join(HOST, name + ".pt")
+    with open(path, "wb") as f:
+        f.write(data)
+    back = torch.load(io.BytesIO(same_as) if same_as else path)
+    hostile.append("%s.pt OK -" % name)
+    golden.append("file ../hostile/%s.pt" % name)
+    golden.extend(describe(back))
+
+
+PROTO = b"\x80\x02"
+
+
+def s(x):  # BINUNICODE
+    b = x.encode()
+    return b"X" + struct.pack("<I", len(b)) + b
+
+
+def tensor_pickle(key="0", cls="FloatStorage", numel=4, offset=0, size=(4,), stride=(1,), loc="cpu"):
+    def tup(xs):
+        return b"(" + b"".join(b"J" + struct.pack("<i", x) if -2**31 <= x < 2**31 else
+                               b"\x8a\x08" + struct.pack("<q", x) for x in xs) + b"t"
+    return (b"ctorch._utils\n_rebuild_tensor_v2\n(" +
+            b"(" + s("storage") + b"ctorch\n" + cls.encode() + b"\n" + s(key) + s(loc) +
+            b"\x8a\x08" + struct.pack("<q", numel) + b"tQ" +
+            b"\x8a\x08" + struct.pack("<q", offset) + tup(size) + tup(stride) +
+            b"\x89ccollections\nOrderedDict\n)Rt" + b"R")
+
+
+def one_tensor(pkl_tensor, data=b"\0" * 16, extra=()):
+    return zipped("archive", [("data.pkl", PROTO + b"}" + s("w") + pkl_tensor + b"s."),
+                              ("data/0", data)] + list(extra))
+
+
+def two_folders():
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for folder in ("a", "b"):
+            z.writestr(zipfile.ZipInfo(folder + "/data.pkl", date_time=FIXED), PROTO + b"N.")
+    return buf.getvalue()
+
+
+class Evil:
+    def __reduce__(self):
+        return (os.system, ("echo pwned",))
+
+
+class Evil2:
+    def __reduce__(self):
+        return (eval, ("1+1",))
+
+
+buf = io.BytesIO()
+torch.save({"x": Evil()}, buf)
+bad("global_os_system", buf.getvalue(), "TSTOR_EACCES", "posix.system")
+buf = io.BytesIO()
+torch.save([Evil2()], buf)
+bad("global_eval", buf.getvalue(), "TSTOR_EACCES", "__builtin__.eval")
+bad("global_getattr", zipped("a", [("data.pkl", PROTO + b"c__builtin__\ngetattr\n.")]),
+    "TSTOR_EACCES", "__builtin__.getattr")
+bad("global_torch_load", zipped("a", [("data.pkl", PROTO + b"ctorch\nload\n" + s("x") + b"\x85R.")]),
+    "TSTOR_EACCES", "torch.load")
+bad("global_numpy", zipped("a", [("data.pkl", PROTO + b"cnumpy.core.multiarray\n_reconstruct\n.")]),
+    "TSTOR_EACCES", "numpy.core.multiarray._reconstruct")
+bad("stack_global", zipped("a", [("data.pkl", b"\x80\x04" + b"\x8c\x02os\x8c\x06system\x93.")]),
+    "TSTOR_EACCES", "os.system")
+bad("opcode_inst", zipped("a", [("data.pkl", PROTO + b"(ios\nsystem\n.")]), "TSTOR_EACCES", "opcode 0x69")
+bad("opcode_binbytes", zipped("a", [("data.pkl", b"\x80\x03B\x01\x00\x00\x00x.")]), "TSTOR_EACCES",
+    "opcode 0x42")
+bad("opcode_int_text", zipped("a", [("data.pkl", PROTO + b"I1\n.")]), "TSTOR_EACCES", "opcode 0x49")
+bad("call_storage_class", zipped("a", [("data.pkl", PROTO + b"ctorch\nFloatStorage\n)R.")]),
+    "TSTOR_EACCES", "storage class cannot be called")
+bad("persid_not_storage", zipped("a", [("data.pkl", PROTO + b"(" + s("module") + s("x") + s("y") +
+                                        s("z") + b"K\x01tQ.")]), "TSTOR_EACCES", "persistent ids of storages")
+bad("build_on_list", zipped("a", [("data.pkl", PROTO + b"]}b.")]), "TSTOR_EINVAL", "BUILD")
+bad("bare_storage", zipped("a", [("data.pkl", PROTO + b"(" + s("storage") + b"ctorch\nFloatStorage\n" +
+                                  s("0") + s("cpu") + b"K\x04tQ."), ("data/0", b"\0" * 16)]),
+    "TSTOR_EINVAL", "bare storage")
+bad("no_stop", zipped("a", [("data.pkl", PROTO + b"}")]), "TSTOR_EINVAL", "without STOP")
+bad("truncated_opcode", zipped("a", [("data.pkl", PROTO + b"X\xff\x00")]), "TSTOR_EINVAL", "ends inside")
+bad("string_past_end", zipped("a", [("data.pkl", PROTO + b"X\xff\xff\xff\x7fabc.")]), "TSTOR_EINVAL",
+    "ends inside")
+bad("bad_utf8", zipped("a", [("data.pkl", PROTO + b"X\x02\x00\x00\x00\xc3\x28.")]), "TSTOR_EINVAL",
+    "not UTF-8")
+bad("empty_stack_pop", zipped("a", [("data.pkl", PROTO + b"a.")]), "TSTOR_EINVAL", "stack is empty")
+bad("mark_underflow", zipped("a", [("data.pkl", PROTO + b"N(a.")]), "TSTOR_EINVAL", "stack is empty")
+bad("no_mark", zipped("a", [("data.pkl", PROTO + b"t.")]), "TSTOR_EINVAL", "no MARK")
+bad("stop_two_values", zipped("a", [("data.pkl", PROTO + b"NN.")]), "TSTOR_EINVAL", "2 values")
+bad("memo_huge_index", zipped("a", [("data.pkl", PROTO + b"Nr\xf0\xff\xff\xff.")]), "TSTOR_ERANGE",
+    "memo index 4294967280")
+bad("memo_unset", zipped("a", [("data.pkl", PROTO + b"h\x05.")]), "TSTOR_EINVAL", "never stored")
+bad("self_loop", zipped("a", [("data.pkl", PROTO + b"]q\x00h\x00a.")]), "TSTOR_EINVAL", "contains itself")
+bad("dict_loop", zipped("a", [("data.pkl", PROTO + b"}q\x00" + s("k") + b"]q\x01h\x00as.")]),
+    "TSTOR_EINVAL", "contains itself")
+bad("deep_nesting", zipped("a", [("data.pkl", PROTO + b"]" * 600 + b"a" * 599 + b".")]),
+    "TSTOR_EINVAL", "deeper than 512")
+bad("exponential_dag", zipped("a", [("data.pkl", PROTO + b"N" + b"q\x00h\x00\x86" * 60 + b".")]),
+    "TSTOR_EOVERFLOW", "expands to more than")
+bad("long_int_9_bytes", zipped("a", [("data.pkl", PROTO + b"\x8a\x09" + b"\x01" * 9 + b".")]),
+    "TSTOR_ERANGE", "does not fit in 64 bits")
+bad("protocol_0", zipped("a", [("data.pkl", b"\x80\x00N.")]), "TSTOR_EINVAL", "protocol 0")
+bad("setitems_odd", zipped("a", [("data.pkl", PROTO + b"}(NNNu.")]), "TSTOR_EINVAL", "odd number")
+bad("reduce_non_tuple", zipped("a", [("data.pkl", PROTO + b"ccollections\nOrderedDict\nNR.")]),
+    "TSTOR_EINVAL", "must be a tuple")
+bad("ordereddict_args", zipped("a", [("data.pkl", PROTO + b"ccollections\nOrderedDict\n]\x85R.")]),
+    "TSTOR_EINVAL", "OrderedDict is rebuilt from ()")
+bad("dict_key_list", zipped("a", [("data.pkl", PROTO + b"}]Ns.")]), "TSTOR_EINVAL", "dict key that is a list")
+
+bad("record_too_short", one_tensor(tensor_pickle(numel=8)), "TSTOR_ERANGE", "holds 16 bytes")
+bad("record_missing", zipped("archive", [("data.pkl", PROTO + b"}" + s("w") + tensor_pickle() + b"s.")]),
+    "TSTOR_EINVAL", "no record 'archive/data/0'")
+bad("offset_past_record", one_tensor(tensor_pickle(offset=3, size=(2,))), "TSTOR_ERANGE", "storage '0'")
+bad("stride_past_record", one_tensor(tensor_pickle(size=(2,), stride=(5,))), "TSTOR_ERANGE", "storage '0'")
+bad("size_overflow", one_tensor(tensor_pickle(size=(2**62, 2**62), stride=(1, 1))), "TSTOR_EOVERFLOW",
+    "storage '0'")
+bad("numel_overflow", one_tensor(tensor_pickle(numel=2**62)), "TSTOR_EOVERFLOW", "overflows")
+bad("negative_numel", one_tensor(tensor_pickle(numel=-4)), "TSTOR_EINVAL", "non-negative")
+bad("negative_size", one_tensor(tensor_pickle(size=(-1,))), "TSTOR_EINVAL", "non-negative")
+bad("negative_offset", one_tensor(tensor_pickle(offset=-1)), "TSTOR_EINVAL", "non-negative")
+bad("size_stride_mismatch", one_tensor(tensor_pickle(size=(2, 2), stride=(1,))), "TSTOR_EINVAL",
+    "2 sizes and 1 strides")
+bad("too_many_dims", one_tensor(tensor_pickle(size=(1,) * 65, stride=(1,) * 65)), "TSTOR_EINVAL",
+    "65 dimensions")
+bad("unknown_storage_class", one_tensor(tensor_pickle(cls="FancyStorage")), "TSTOR_EACCES",
+    "torch.FancyStorage")
+bad("key_with_slash", one_tensor(tensor_pickle(key="../0")), "TSTOR_EINVAL", "not a record name")
+bad("key_two_dtypes", zipped("archive", [("data.pkl", PROTO + b"(" + tensor_pickle() +
+                                          tensor_pickle(cls="IntStorage") + b"t."),
+                                         ("data/0", b"\0" * 16)]), "TSTOR_EINVAL", "named as")
+bad("unknown_device", one_tensor(tensor_pickle(loc="tpu:3")), "TSTOR_ENODEV", "tpu:3")
+bad("no_data_pkl", zipped("archive", [("data/0", b"\0" * 16)]), "TSTOR_EINVAL", "no FOLDER/data.pkl")
+bad("two_data_pkl", two_folders(), "TSTOR_EINVAL", "two data.pkl")
+bad("byteorder_bad", one_tensor(tensor_pickle(), extra=[("byteorder", b"middle")]), "TSTOR_EINVAL",
+    "not 'little' or 'big'")
+bad("not_a_zip", b"this is not a zip file at all" * 10, "TSTOR_EINVAL", "not a torch.save zip archive")
+# the legacy format's opening (its magic number, protocol version and system
+# info pickles); a whole legacy file names storages by address, so it would
+# differ from run to run
+import pickle  # noqa: E402
+legacy = (pickle.dumps(0x1950a86a20f9469cfc6c, protocol=2) + pickle.dumps(1001, protocol=2) +
+          pickle.dumps({"protocol_version": 1001, "little_endian": True}, protocol=2))
+bad("legacy_format", legacy, "TSTOR_EINVAL", "not a torch.save zip archive")
+buf = io.BytesIO()
+torch.save({"x": torch.arange(40.), "y": [1, 2, 3]}, buf)
+full = buf.getvalue()
+for cut in [len(full) // 4, len(full) // 2, len(full) - 30, len(full) - 1]:
+    bad("truncated_%d" % cut, full[:cut], "TSTOR_EINVAL", "not a torch.save zip archive")
+# a central directory whose offset points past the end
+eocd = full.rfind(b"PK\x05\x06")
+e64 = full.rfind(b"PK\x06\x06")
+lie = bytearray(full)
+lie[eocd + 16:eocd + 20] = struct.pack("<I", len(full) + 100)
+lie[e64 + 48:e64 + 56] = struct.pack("<Q", len(full) + 100)
+bad("cd_offset_past_end", bytes(lie), "TSTOR_EINVAL", "not a torch.save zip archive")
+# a record's data changed after its CRC was written
+pos = full.find(b"data/0") + 6
+body = bytearray(full)
+idx = full.find(b"\x00\x00\x80\x3f")  # 1.0 in the storage
+body[idx + 3] ^= 0x40
+bad("crc_mismatch", bytes(body), "TSTOR_EINVAL", "CRC")
+
+# files PyTorch reads that take tstor's other paths: compressed records (read,
+# not mapped), a big-endian file (byteswapped), records at unaligned offsets
+src = {"w": values(torch.float32, (3, 4)), "i": values(torch.int64, (5,)),
+       "h": values(torch.float16, (7,)), "c": values(torch.complex128, (2,))}
+src["view"] = src["w"][1:, 2:]
+buf = io.BytesIO()
+torch.save(src, buf)
+plain = zipfile.ZipFile(io.BytesIO(buf.getvalue()))
+recs = [(n.split("/", 1)[1], plain.read(n)) for n in plain.namelist()]
+good_variant("deflated", zipped("archive", recs, zipfile.ZIP_DEFLATED))
+good_variant("unaligned", zipped("archive", recs))
+storage_dtype = {}
+# which record holds which dtype: read it from the pickle's persistent ids
+import pickle  # noqa: E402
+
+
+class PidReader(pickle.Unpickler):
+    def persistent_load(self, pid):
+        storage_dtype[pid[2]] = pid[1]
+        return torch.UntypedStorage(0) if hasattr(torch, "UntypedStorage") else None
+
+    def find_class(self, mod, name):
+        if name == "_rebuild_tensor_v2":
+            return lambda *a: None
+        return super().find_class(mod, name)
+
+
+PidReader(io.BytesIO(dict(recs)["data.pkl"])).load()
+swapped = []
+for rec, data in recs:
+    if rec.startswith("data/"):
+        cls = storage_dtype[rec[5:]]
+        esize = {"FloatStorage": 4, "LongStorage": 8, "HalfStorage": 2, "ComplexDoubleStorage": 8}[cls.__name__]
+        data = b"".join(data[i:i + esize][::-1] for i in range(0, len(data), esize))
+    swapped.append((rec, data))
+good_variant("big_endian", zipped("archive", swapped + [("byteorder", b"big")]), buf.getvalue())
+
+with open(os.path.join(OUT, "hostile.txt"), "w") as f:
+    f.write("# PyTorch %s; FILE  expected error  words of its message\n" % torch.__version__)
+    f.write("\n".join(hostile) + "\n")
+with open(os.path.join(OUT, "golden.txt"), "w") as f:
+    f.write("# PyTorch %s; torch.load of each golden/*.pt\n" % torch.__version__)
+    f.write("\n".join(golden) + "\n")

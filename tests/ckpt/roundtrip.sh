@@ -1,0 +1,28 @@
+#!/bin/sh
+# tstor re-saves every golden checkpoint (and the hostile files PyTorch reads)
+# and PyTorch must load each one, with weights_only=True where the tree holds
+# no floats, and see what golden.txt says. Skipped (77) without torch.
+PY=${TSTOR_PYTHON:-/usr/bin/python3}
+dir=${srcdir:-.}/ckpt
+"$PY" -c 'import torch' 2>/dev/null || { echo "no torch for $PY: skipped"; exit 77; }
+out=$(mktemp -d) || exit 1
+trap 'rm -rf "$out"' EXIT
+./ckpt_resave "$out" "$dir"/golden/*.pt "$dir"/hostile/deflated.pt "$dir"/hostile/unaligned.pt \
+  "$dir"/hostile/big_endian.pt || exit 1
+"$PY" "$dir/check_torch.py" "$dir/golden.txt" "$out" || exit 1
+# a tree built with the value API: PyTorch sees the values, the layouts and
+# that w, wt, row, col and again are views of one storage
+./ckpt_resave --built "$out/built.pt" || exit 1
+"$PY" - "$out/built.pt" <<'PY'
+import sys, torch
+d = torch.load(sys.argv[1], weights_only=True)
+w = torch.arange(12.).view(3, 4)
+assert torch.equal(d["w"], w) and torch.equal(d["wt"], w.t()) and d["wt"].stride() == (1, 4)
+assert torch.equal(d["row"], w[1]) and d["row"].storage_offset() == 4
+assert torch.equal(d["col"], w[:, 2]) and d["col"].stride() == (4,) and d["col"].storage_offset() == 2
+assert len({d[k].storage()._cdata for k in ("w", "wt", "row", "col", "again")}) == 1, "sharing lost"
+assert d["again"] is d["w"], "the same value twice is one object"
+assert torch.equal(d["i"], torch.tensor([-1, 0, 7], dtype=torch.int16))
+assert d["meta"] == [5, "five", None, True, (1, 2), -123456789012], d["meta"]
+print("built tree: PyTorch reads values, layouts and sharing")
+PY

@@ -1,0 +1,302 @@
+/* tstor inspect and tstor convert: what a .pt or .safetensors file holds, and
+ * conversion between the two (libtstor-io). */
+#include "config.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tstor/serialize.h>
+#include <tstor/tensor.h>
+
+#include "commands.h"
+
+/* Exit status for a file that cannot be read or written (usage errors are
+ * EXIT_USAGE, as elsewhere). */
+enum { EXIT_BADFILE = 1 };
+
+static int is_zip(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return -1;
+  unsigned char m[4] = {0};
+  size_t n = fread(m, 1, 4, f);
+  fclose(f);
+  return n == 4 && m[0] == 'P' && m[1] == 'K' && m[2] == 3 && m[3] == 4;
+}
+
+static int ends_with(const char *s, const char *tail) {
+  size_t a = strlen(s), b = strlen(tail);
+  return a >= b && strcmp(s + a - b, tail) == 0;
+}
+
+/* Loads a .pt (by its zip magic) or a .safetensors file, mapped on cpu. */
+static int load_any(tstor_context *ctx, const char *path, tstor_checkpoint **ck, const char **format) {
+  tstor_load_options o = {sizeof o, "cpu", 0};
+  int z = is_zip(path);
+  if (z < 0) {
+    fprintf(stderr, "tstor: %s: cannot open it\n", path);
+    return EXIT_BADFILE;
+  }
+  *format = z ? "torch" : "safetensors";
+  int rc = z ? tstor_torch_load(ctx, path, &o, ck) : tstor_safetensors_load(ctx, path, &o, ck);
+  if (rc) {
+    fprintf(stderr, "tstor: %s (%s)\n", tstor_last_error(), tstor_err_name(rc));
+    return EXIT_BADFILE;
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------- tensor list */
+
+typedef struct entry {
+  char *name;
+  const tstor_value *v;
+} entry;
+
+typedef struct listing {
+  entry *e;
+  size_t n, cap;
+  int failed;
+} listing;
+
+/* Tensors in tree order, named by their path: dict string keys joined with
+ * '.', list and tuple items as [i], other keys as [key]. */
+static void collect(listing *l, const char *path, const tstor_value *v) {
+  tstor_value_kind k = tstor_value_kind_of(v);
+  if (k == TSTOR_VALUE_TENSOR) {
+    if (l->n == l->cap) {
+      l->cap = l->cap ? l->cap * 2 : 64;
+      entry *e = realloc(l->e, l->cap * sizeof *e);
+      if (!e) {
+        l->failed = 1;
+        return;
+      }
+      l->e = e;
+    }
+    l->e[l->n].name = strdup(*path ? path : "$");
+    l->e[l->n++].v = v;
+    return;
+  }
+  for (size_t i = 0; i < tstor_value_len(v); i++) {
+    char *sub = NULL;
+    const tstor_value *key = tstor_value_key(v, i);
+    int r;
+    if (key && tstor_value_kind_of(key) == TSTOR_VALUE_STRING)
+      r = asprintf(&sub, "%s%s%s", path, *path ? "." : "", tstor_value_string(key, NULL));
+    else if (key && tstor_value_kind_of(key) == TSTOR_VALUE_INT)
+      r = asprintf(&sub, "%s[%lld]", path, (long long)tstor_value_int(key));
+    else if (key)
+      r = asprintf(&sub, "%s[%s]", path, tstor_value_kind_name(tstor_value_kind_of(key)));
+    else
+      r = asprintf(&sub, "%s[%zu]", path, i);
+    if (r < 0) {
+      l->failed = 1;
+      return;
+    }
+    collect(l, sub, tstor_value_item(v, i));
+    free(sub);
+  }
+}
+
+static void ints(FILE *f, const int64_t *v, int n) {
+  fputc('[', f);
+  for (int i = 0; i < n; i++) fprintf(f, i ? ", %lld" : "%lld", (long long)v[i]);
+  fputc(']', f);
+}
+
+static json_t *json_ints(const int64_t *v, int n) {
+  json_t *a = json_array();
+  for (int i = 0; i < n; i++) json_array_append_new(a, json_integer(v[i]));
+  return a;
+}
+
+static void print_text(const char *path, const char *format, const tstor_checkpoint *ck, const listing *l) {
+  size_t ns = tstor_checkpoint_storage_count(ck);
+  printf("%s: %s, %zu tensor%s, %zu storage%s\n", path,
+         strcmp(format, "torch") == 0 ? "torch.save checkpoint" : "safetensors", l->n, l->n == 1 ? "" : "s",
+         ns, ns == 1 ? "" : "s");
+  printf("\n%-40s %-10s %-18s %-18s %8s %8s %12s\n", "tensor", "dtype", "shape", "strides", "offset", "storage",
+         "storage bytes");
+  for (size_t i = 0; i < l->n; i++) {
+    tstor_tensor *t = tstor_value_tensor(l->e[i].v);
+    char shape[256], strides[256];
+    FILE *m = fmemopen(shape, sizeof shape, "w");
+    ints(m, tstor_tensor_sizes(t), tstor_tensor_dim(t));
+    fclose(m);
+    m = fmemopen(strides, sizeof strides, "w");
+    ints(m, tstor_tensor_strides(t), tstor_tensor_dim(t));
+    fclose(m);
+    printf("%-40s %-10s %-18s %-18s %8lld %8ld %12zu\n", l->e[i].name, tstor_dtype_name(tstor_tensor_dtype(t)),
+           shape, strides, (long long)tstor_tensor_storage_offset(t), tstor_value_storage_index(l->e[i].v),
+           tstor_storage_nbytes(tstor_tensor_storage(t)));
+  }
+  int shared = 0;
+  for (size_t s = 0; s < ns; s++) {
+    size_t count = 0;
+    for (size_t i = 0; i < l->n; i++) count += (size_t)tstor_value_storage_index(l->e[i].v) == s;
+    if (count < 2) continue;
+    if (!shared++) printf("\nshared storages:\n");
+    const char *key;
+    tstor_storage *st;
+    tstor_checkpoint_storage(ck, s, &key, &st);
+    printf("  storage %zu (record %s, %zu bytes):", s, key, tstor_storage_nbytes(st));
+    for (size_t i = 0; i < l->n; i++)
+      if ((size_t)tstor_value_storage_index(l->e[i].v) == s) printf(" %s", l->e[i].name);
+    printf("\n");
+  }
+  const tstor_value *md = tstor_checkpoint_metadata(ck);
+  if (md && tstor_value_len(md)) {
+    printf("\nmetadata:\n");
+    for (size_t i = 0; i < tstor_value_len(md); i++)
+      printf("  %s: %s\n", tstor_value_string(tstor_value_key(md, i), NULL),
+             tstor_value_string(tstor_value_item(md, i), NULL));
+  }
+}
+
+static int print_json(const char *path, const char *format, const tstor_checkpoint *ck, const listing *l) {
+  json_t *root = json_object(), *tensors = json_array(), *storages = json_array(), *shared = json_array();
+  json_object_set_new(root, "file", json_string(path));
+  json_object_set_new(root, "format", json_string(format));
+  for (size_t i = 0; i < l->n; i++) {
+    tstor_tensor *t = tstor_value_tensor(l->e[i].v);
+    json_t *o = json_object();
+    json_object_set_new(o, "name", json_string(l->e[i].name));
+    json_object_set_new(o, "dtype", json_string(tstor_dtype_name(tstor_tensor_dtype(t))));
+    json_object_set_new(o, "shape", json_ints(tstor_tensor_sizes(t), tstor_tensor_dim(t)));
+    json_object_set_new(o, "strides", json_ints(tstor_tensor_strides(t), tstor_tensor_dim(t)));
+    json_object_set_new(o, "storage_offset", json_integer(tstor_tensor_storage_offset(t)));
+    json_object_set_new(o, "storage", json_integer(tstor_value_storage_index(l->e[i].v)));
+    json_object_set_new(o, "storage_nbytes", json_integer((json_int_t)tstor_storage_nbytes(tstor_tensor_storage(t))));
+    json_object_set_new(o, "requires_grad", json_boolean(tstor_value_requires_grad(l->e[i].v)));
+    json_array_append_new(tensors, o);
+  }
+  for (size_t s = 0; s < tstor_checkpoint_storage_count(ck); s++) {
+    const char *key;
+    tstor_storage *st;
+    tstor_checkpoint_storage(ck, s, &key, &st);
+    json_t *o = json_object(), *names = json_array();
+    json_object_set_new(o, "index", json_integer((json_int_t)s));
+    json_object_set_new(o, "record", json_string(key));
+    json_object_set_new(o, "nbytes", json_integer((json_int_t)tstor_storage_nbytes(st)));
+    for (size_t i = 0; i < l->n; i++)
+      if ((size_t)tstor_value_storage_index(l->e[i].v) == s) json_array_append_new(names, json_string(l->e[i].name));
+    if (json_array_size(names) > 1) json_array_append(shared, names);
+    json_object_set_new(o, "tensors", names);
+    json_array_append_new(storages, o);
+  }
+  json_object_set_new(root, "tensors", tensors);
+  json_object_set_new(root, "storages", storages);
+  json_object_set_new(root, "shared", shared);
+  const tstor_value *md = tstor_checkpoint_metadata(ck);
+  if (md) {
+    json_t *m = json_object();
+    for (size_t i = 0; i < tstor_value_len(md); i++)
+      json_object_set_new(m, tstor_value_string(tstor_value_key(md, i), NULL),
+                          json_string(tstor_value_string(tstor_value_item(md, i), NULL)));
+    json_object_set_new(root, "metadata", m);
+  }
+  int rc = json_dumpf(root, stdout, JSON_INDENT(2)) == 0 ? 0 : EXIT_FAILED;
+  printf("\n");
+  json_decref(root);
+  return rc;
+}
+
+int tstor_cmd_inspect(int argc, char **argv) {
+  const char *config = NULL, *file = NULL;
+  int json = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
+      config = argv[++i];
+    } else if (strcmp(argv[i], "--json") == 0) {
+      json = 1;
+    } else if (strcmp(argv[i], "--help") == 0) {
+      printf("usage: tstor inspect [--json] [--config FILE] FILE\n\n"
+             "Lists what a torch.save (.pt) or safetensors file holds: each tensor's name\n"
+             "(its path in the tree), dtype, shape, strides, storage offset, the storage it\n"
+             "views and that storage's size, and which tensors share a storage. Nothing\n"
+             "in the file is executed. --json prints the same as JSON.\n"
+             "Exit status: 0, 1 for a file that cannot be read, 2 for bad usage.\n");
+      return 0;
+    } else if (argv[i][0] == '-' || file) {
+      fprintf(stderr, "tstor inspect: unexpected argument '%s' (try tstor inspect --help)\n", argv[i]);
+      return EXIT_USAGE;
+    } else {
+      file = argv[i];
+    }
+  }
+  if (!file) {
+    fprintf(stderr, "tstor inspect: which file? (try tstor inspect --help)\n");
+    return EXIT_USAGE;
+  }
+  tstor_context *ctx;
+  int rc = tstor_open_for_command(config, &ctx);
+  if (rc) return rc;
+  tstor_checkpoint *ck = NULL;
+  const char *format;
+  if ((rc = load_any(ctx, file, &ck, &format))) goto out;
+  listing l = {0};
+  collect(&l, "", tstor_checkpoint_root(ck));
+  if (l.failed) {
+    fprintf(stderr, "tstor inspect: out of memory\n");
+    rc = EXIT_FAILED;
+  } else if (json) {
+    rc = print_json(file, format, ck, &l);
+  } else {
+    print_text(file, format, ck, &l);
+  }
+  for (size_t i = 0; i < l.n; i++) free(l.e[i].name);
+  free(l.e);
+out:
+  tstor_checkpoint_free(ck);
+  tstor_context_close(ctx);
+  return rc;
+}
+
+int tstor_cmd_convert(int argc, char **argv) {
+  const char *config = NULL, *in = NULL, *out = NULL;
+  unsigned flags = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
+      config = argv[++i];
+    } else if (strcmp(argv[i], "--copy") == 0) {
+      flags |= TSTOR_SAVE_COPY_SHARED;
+    } else if (strcmp(argv[i], "--help") == 0) {
+      printf("usage: tstor convert [--copy] [--config FILE] IN OUT\n\n"
+             "Converts between torch.save (.pt) and safetensors files; OUT's format is\n"
+             "safetensors when its name ends in .safetensors, torch.save otherwise.\n"
+             "safetensors has no shared storage: tensors that share one are refused\n"
+             "unless --copy writes each as its own copy. A safetensors file holds a flat\n"
+             "dict of name -> tensor, so only such .pt files convert to it.\n"
+             "Exit status: 0, 1 for a file that cannot be read or written, 2 for bad usage.\n");
+      return 0;
+    } else if (argv[i][0] == '-' || (in && out)) {
+      fprintf(stderr, "tstor convert: unexpected argument '%s' (try tstor convert --help)\n", argv[i]);
+      return EXIT_USAGE;
+    } else if (!in) {
+      in = argv[i];
+    } else {
+      out = argv[i];
+    }
+  }
+  if (!in || !out) {
+    fprintf(stderr, "tstor convert: needs IN and OUT (try tstor convert --help)\n");
+    return EXIT_USAGE;
+  }
+  tstor_context *ctx;
+  int rc = tstor_open_for_command(config, &ctx);
+  if (rc) return rc;
+  tstor_checkpoint *ck = NULL;
+  const char *format;
+  if ((rc = load_any(ctx, in, &ck, &format))) goto out;
+  int st = ends_with(out, ".safetensors");
+  int err = st ? tstor_safetensors_save(ck, out, flags) : tstor_torch_save(ck, out);
+  if (err) {
+    fprintf(stderr, "tstor convert: %s: %s (%s)\n", out, tstor_last_error(), tstor_err_name(err));
+    rc = EXIT_BADFILE;
+  }
+out:
+  tstor_checkpoint_free(ck);
+  tstor_context_close(ctx);
+  return rc;
+}
