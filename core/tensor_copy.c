@@ -50,7 +50,8 @@ typedef struct plan {
 
 /* PyTorch's reorder_dimensions comparison: >0 when dim a should go after b
  * (further out), <0 when before, 0 when undecided. */
-static int should_swap(const plan *p, int a, int b) {
+static int should_swap(const void *ctx, int a, int b) {
+  const plan *p = ctx;
   const int64_t *st[2] = {p->ds, p->ss};
   for (int k = 0; k < 2; k++) {
     int64_t s0 = st[k][a], s1 = st[k][b];
@@ -82,20 +83,7 @@ static int64_t plan_build(plan *p, int ndim, const int64_t *sizes, const int64_t
   /* insertion sort with ambiguous comparisons, as TensorIterator */
   int perm[MAXD];
   for (int i = 0; i < n; i++) perm[i] = i;
-  for (int i = 1; i < n; i++) {
-    int d1 = i;
-    for (int d0 = i - 1; d0 >= 0; d0--) {
-      int c = should_swap(p, perm[d0], perm[d1]);
-      if (c > 0) {
-        int t = perm[d0];
-        perm[d0] = perm[d1];
-        perm[d1] = t;
-        d1 = d0;
-      } else if (c < 0) {
-        break;
-      }
-    }
-  }
+  tstor__reorder_dims(n, perm, should_swap, p);
   int64_t size[MAXD], ds[MAXD], ss[MAXD];
   for (int i = 0; i < n; i++) {
     size[i] = p->size[perm[i]];
