@@ -54,13 +54,10 @@ static uint64_t rd_u64(const uint8_t *p) { return rd_u32(p) | (uint64_t)rd_u32(p
 
 static int push(unpickler *up, tstor_value *v) {
   if (!v) return TSTOR_ENOMEM;
-  if (up->sp == up->stack_cap) {
-    size_t cap = up->stack_cap ? up->stack_cap * 2 : 64;
-    tstor_value **s = realloc(up->stack, cap * sizeof *s);
-    if (!s) return TSTOR__ERR(TSTOR_ENOMEM, "data.pkl: out of memory for the stack");
-    up->stack = s;
-    up->stack_cap = cap;
-  }
+  tstor_value **s = tstor__io_grow(up->stack, &up->stack_cap, up->sp, sizeof *s, 64,
+                                   "data.pkl: out of memory for the stack");
+  if (!s) return TSTOR_ENOMEM;
+  up->stack = s;
   up->stack[up->sp++] = v;
   return 0;
 }
@@ -452,16 +449,14 @@ static int run(unpickler *up) {
         if (up->sp != 1) return FAIL(up, TSTOR_EINVAL, "STOP with %zu values on the stack, not 1", up->sp);
         up->ck->root = up->stack[0];
         return 0;
-      case '(': /* MARK */
-        if (up->nmarks == up->marks_cap) {
-          size_t cap = up->marks_cap ? up->marks_cap * 2 : 32;
-          size_t *m = realloc(up->marks, cap * sizeof *m);
-          if (!m) return TSTOR__ERR(TSTOR_ENOMEM, "data.pkl: out of memory for marks");
-          up->marks = m;
-          up->marks_cap = cap;
-        }
+      case '(': { /* MARK */
+        size_t *m = tstor__io_grow(up->marks, &up->marks_cap, up->nmarks, sizeof *m, 32,
+                                   "data.pkl: out of memory for marks");
+        if (!m) return TSTOR_ENOMEM;
+        up->marks = m;
         up->marks[up->nmarks++] = up->sp;
         break;
+      }
       case 'N': rc = push(up, up->none); break;
       case 0x88: /* NEWTRUE */
       case 0x89: /* NEWFALSE */
