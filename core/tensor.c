@@ -245,6 +245,18 @@ int tstor__tensor_make(tstor_storage *s, tstor_dtype dtype, int64_t offset, int 
   return 0;
 }
 
+/* A tensor on a new storage of nbytes, which then only the tensor holds. */
+static int make_on_new_storage(tstor_context *ctx, tstor_device dev, size_t nbytes,
+                               tstor_dtype dtype, int ndim, const int64_t *sizes,
+                               const int64_t *strides, tstor_tensor **out) {
+  tstor_storage *s;
+  int rc = tstor_storage_new(ctx, dev, nbytes, &s);
+  if (rc) return rc;
+  rc = tstor__tensor_make(s, dtype, 0, ndim, sizes, strides, out);
+  tstor_storage_release(s);
+  return rc;
+}
+
 int tstor_tensor_empty_strided(tstor_context *ctx, tstor_device dev, tstor_dtype dtype,
                                int ndim, const int64_t *sizes, const int64_t *strides,
                                tstor_tensor **out) {
@@ -261,11 +273,7 @@ int tstor_tensor_empty_strided(tstor_context *ctx, tstor_device dev, tstor_dtype
   uint64_t nbytes;
   if ((rc = layout_nbytes(ndim, sizes, strides, d->element_size, 0, &nbytes))) return rc;
   if (nbytes > SIZE_MAX) return overflowed(ndim, sizes, strides);
-  tstor_storage *s;
-  if ((rc = tstor_storage_new(ctx, dev, (size_t)nbytes, &s))) return rc;
-  rc = tstor__tensor_make(s, dtype, 0, ndim, sizes, strides, out);
-  tstor_storage_release(s);
-  return rc;
+  return make_on_new_storage(ctx, dev, (size_t)nbytes, dtype, ndim, sizes, strides, out);
 }
 
 int tstor_tensor_empty(tstor_context *ctx, tstor_device dev, tstor_dtype dtype, int ndim,
@@ -288,11 +296,7 @@ int tstor_tensor_empty(tstor_context *ctx, tstor_device dev, tstor_dtype dtype, 
     return tstor__err(TSTOR_EOVERFLOW, "Storage size calculation overflowed with sizes=%s",
                       tstor__dims_str(buf, sizeof buf, ndim, sizes));
   }
-  tstor_storage *s;
-  if ((rc = tstor_storage_new(ctx, dev, (size_t)n, &s))) return rc;
-  rc = tstor__tensor_make(s, dtype, 0, ndim, sizes, NULL, out);
-  tstor_storage_release(s);
-  return rc;
+  return make_on_new_storage(ctx, dev, (size_t)n, dtype, ndim, sizes, NULL, out);
 }
 
 int tstor_tensor_on_storage(tstor_storage *s, tstor_dtype dtype, int64_t offset, int ndim,
