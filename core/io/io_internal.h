@@ -40,6 +40,15 @@ static inline void *tstor__io_grow(void *items, size_t *cap, size_t n, size_t el
   return p;
 }
 
+/* TSTOR_EINVAL unless opts->size covers at least the size field and no more
+ * than this version's struct (both loaders' check). */
+static inline int tstor__load_options_check(const tstor_load_options *opts) {
+  if (opts->size < sizeof(size_t) || opts->size > sizeof *opts)
+    return TSTOR__ERR(TSTOR_EINVAL, "tstor_load_options.size %zu: expected %zu", opts->size,
+                      sizeof *opts);
+  return 0;
+}
+
 /* Kinds only the unpickler sees: they never reach a finished tree. */
 enum {
   TSTOR__VALUE_GLOBAL = 100, /* a permitted callable or class (u.i: which) */
