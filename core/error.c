@@ -62,6 +62,9 @@ _Noreturn void tstor__misuse(const char *what, const void *p, const char *why) {
   abort();
 }
 
+/* tstor__err's body again on purpose: the exported entry for libraries built on
+ * libtstor (libtstor-io, backends), which may not call core internals, and a
+ * variadic function cannot forward its arguments to another. */
 int tstor_error_set(int code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

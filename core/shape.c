@@ -337,44 +337,41 @@ static int is_non_overlapping_and_dense(const tstor_layout *l) {
   return tstor__non_overlapping_and_dense(l->ndim, l->sizes, l->strides);
 }
 
+typedef struct {
+  int n;
+  const tstor_layout *in, *out;
+} iterator_order;
+
+/* TensorIterator's should_swap over the inputs' strides on the broadcast shape
+ * (0 where an input is broadcast along the dim). */
+static int iterator_should_swap(const void *ctx, int d0, int d1) {
+  const iterator_order *o = ctx;
+  const tstor_layout *out = o->out;
+  for (int k = 0; k < o->n; k++) {
+    const tstor_layout *in = &o->in[k];
+    int off = out->ndim - in->ndim;
+    int64_t s0 = d0 >= off ? in->strides[d0 - off] : 0;
+    int64_t s1 = d1 >= off ? in->strides[d1 - off] : 0;
+    if (d0 >= off && in->sizes[d0 - off] == 1 && out->sizes[d0] != 1) s0 = 0;
+    if (d1 >= off && in->sizes[d1 - off] == 1 && out->sizes[d1] != 1) s1 = 0;
+    if (s0 == 0 || s1 == 0) continue;
+    if (s0 < s1) return -1;
+    if (s0 > s1) return 1;
+    if (out->sizes[d0] > out->sizes[d1]) return 1;
+  }
+  return 0;
+}
+
 /* The output layout (sizes already set in out) of TensorIterator's general
  * path: order the dimensions by the inputs' strides, then lay the output out
  * densely in that order. */
 static void iterator_strides(int n, const tstor_layout *in, tstor_layout *out) {
   int nd = out->ndim;
   if (nd == 0) return;
-  /* per input, strides over the broadcast shape (0 where broadcast) */
-  static const int64_t zeros[TSTOR_TENSOR_MAX_DIM];
   int perm[TSTOR_TENSOR_MAX_DIM];
   for (int i = 0; i < nd; i++) perm[i] = nd - 1 - i;
-  if (nd > 1) {
-    for (int i = 1; i < nd; i++) {
-      int dim1 = i;
-      for (int dim0 = i - 1; dim0 >= 0; dim0--) {
-        /* should_swap(perm[dim0], perm[dim1]) */
-        int d0 = perm[dim0], d1 = perm[dim1], cmp = 0;
-        for (int k = 0; k < n && cmp == 0; k++) {
-          int off = nd - in[k].ndim;
-          int64_t s0 = d0 >= off ? in[k].strides[d0 - off] : zeros[0];
-          int64_t s1 = d1 >= off ? in[k].strides[d1 - off] : zeros[0];
-          if (d0 >= off && in[k].sizes[d0 - off] == 1 && out->sizes[d0] != 1) s0 = 0;
-          if (d1 >= off && in[k].sizes[d1 - off] == 1 && out->sizes[d1] != 1) s1 = 0;
-          if (s0 == 0 || s1 == 0) continue;
-          if (s0 < s1) cmp = -1;
-          else if (s0 > s1) cmp = 1;
-          else if (out->sizes[d0] > out->sizes[d1]) cmp = 1;
-        }
-        if (cmp > 0) {
-          int t = perm[dim0];
-          perm[dim0] = perm[dim1];
-          perm[dim1] = t;
-          dim1 = dim0;
-        } else if (cmp < 0) {
-          break;
-        }
-      }
-    }
-  }
+  iterator_order o = {n, in, out};
+  tstor__reorder_dims(nd, perm, iterator_should_swap, &o);
   int inverted = 1;
   for (int j = 0; j < nd; j++)
     if (perm[j] != nd - 1 - j) inverted = 0;

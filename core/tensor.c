@@ -127,28 +127,24 @@ int tstor__channels_last_contiguous(int ndim, const int64_t *sizes, const int64_
   return 1;
 }
 
+typedef struct {
+  const int64_t *sizes, *strides;
+} dense_order;
+
+/* stride-0 dims compare as ambiguous */
+static int dense_should_swap(const void *ctx, int a, int b) {
+  const dense_order *o = ctx;
+  int64_t s0 = o->strides[a], s1 = o->strides[b];
+  if (s0 == 0 || s1 == 0) return 0;
+  return s0 < s1 ? -1 : s0 > s1 ? 1 : o->sizes[a] > o->sizes[b] ? 1 : 0;
+}
+
 void tstor__infer_dense_strides(int ndim, const int64_t *sizes, const int64_t *strides,
                                 int64_t *out) {
   int perm[TSTOR_TENSOR_MAX_DIM];
   for (int i = 0; i < ndim; i++) perm[i] = ndim - 1 - i;
-  /* TensorIterator's insertion sort; stride-0 dims compare as ambiguous */
-  for (int i = 1; i < ndim; i++) {
-    int d1 = i;
-    for (int d0 = i - 1; d0 >= 0; d0--) {
-      int64_t s0 = strides[perm[d0]], s1 = strides[perm[d1]];
-      int c = 0;
-      if (s0 != 0 && s1 != 0)
-        c = s0 < s1 ? -1 : s0 > s1 ? 1 : sizes[perm[d0]] > sizes[perm[d1]] ? 1 : 0;
-      if (c > 0) {
-        int t = perm[d0];
-        perm[d0] = perm[d1];
-        perm[d1] = t;
-        d1 = d0;
-      } else if (c < 0) {
-        break;
-      }
-    }
-  }
+  dense_order o = {sizes, strides};
+  tstor__reorder_dims(ndim, perm, dense_should_swap, &o);
   int64_t cur = 1;
   for (int i = 0; i < ndim; i++) {
     out[perm[i]] = cur;
@@ -249,6 +245,18 @@ int tstor__tensor_make(tstor_storage *s, tstor_dtype dtype, int64_t offset, int 
   return 0;
 }
 
+/* A tensor on a new storage of nbytes, which then only the tensor holds. */
+static int make_on_new_storage(tstor_context *ctx, tstor_device dev, size_t nbytes,
+                               tstor_dtype dtype, int ndim, const int64_t *sizes,
+                               const int64_t *strides, tstor_tensor **out) {
+  tstor_storage *s;
+  int rc = tstor_storage_new(ctx, dev, nbytes, &s);
+  if (rc) return rc;
+  rc = tstor__tensor_make(s, dtype, 0, ndim, sizes, strides, out);
+  tstor_storage_release(s);
+  return rc;
+}
+
 int tstor_tensor_empty_strided(tstor_context *ctx, tstor_device dev, tstor_dtype dtype,
                                int ndim, const int64_t *sizes, const int64_t *strides,
                                tstor_tensor **out) {
@@ -265,11 +273,7 @@ int tstor_tensor_empty_strided(tstor_context *ctx, tstor_device dev, tstor_dtype
   uint64_t nbytes;
   if ((rc = layout_nbytes(ndim, sizes, strides, d->element_size, 0, &nbytes))) return rc;
   if (nbytes > SIZE_MAX) return overflowed(ndim, sizes, strides);
-  tstor_storage *s;
-  if ((rc = tstor_storage_new(ctx, dev, (size_t)nbytes, &s))) return rc;
-  rc = tstor__tensor_make(s, dtype, 0, ndim, sizes, strides, out);
-  tstor_storage_release(s);
-  return rc;
+  return make_on_new_storage(ctx, dev, (size_t)nbytes, dtype, ndim, sizes, strides, out);
 }
 
 int tstor_tensor_empty(tstor_context *ctx, tstor_device dev, tstor_dtype dtype, int ndim,
@@ -292,11 +296,7 @@ int tstor_tensor_empty(tstor_context *ctx, tstor_device dev, tstor_dtype dtype, 
     return tstor__err(TSTOR_EOVERFLOW, "Storage size calculation overflowed with sizes=%s",
                       tstor__dims_str(buf, sizeof buf, ndim, sizes));
   }
-  tstor_storage *s;
-  if ((rc = tstor_storage_new(ctx, dev, (size_t)n, &s))) return rc;
-  rc = tstor__tensor_make(s, dtype, 0, ndim, sizes, NULL, out);
-  tstor_storage_release(s);
-  return rc;
+  return make_on_new_storage(ctx, dev, (size_t)n, dtype, ndim, sizes, NULL, out);
 }
 
 int tstor_tensor_on_storage(tstor_storage *s, tstor_dtype dtype, int64_t offset, int ndim,

@@ -46,6 +46,30 @@ const char *tstor__dims_str(char *buf, size_t size, int n, const int64_t *v);
 int tstor__compute_contiguous(int ndim, const int64_t *sizes, const int64_t *strides);
 int tstor__non_overlapping_and_dense(int ndim, const int64_t *sizes, const int64_t *strides);
 int tstor__channels_last_contiguous(int ndim, const int64_t *sizes, const int64_t *strides);
+/* TensorIterator's reorder_dimensions: an insertion sort of the dimension
+ * indices perm[0..n) where should_swap(ctx, a, b) says >0 when dim a goes
+ * after b (further out), <0 when before, 0 when undecided (keep looking).
+ * Ambiguous comparisons make this not a plain sort, so dense strides, copy
+ * plans and shape inference all share this one loop. */
+static inline void tstor__reorder_dims(int n, int *perm,
+                                       int (*should_swap)(const void *ctx, int a, int b),
+                                       const void *ctx) {
+  for (int i = 1; i < n; i++) {
+    int d1 = i;
+    for (int d0 = i - 1; d0 >= 0; d0--) {
+      int c = should_swap(ctx, perm[d0], perm[d1]);
+      if (c > 0) {
+        int t = perm[d0];
+        perm[d0] = perm[d1];
+        perm[d1] = t;
+        d1 = d0;
+      } else if (c < 0) {
+        break;
+      }
+    }
+  }
+}
+
 /* infer_dense_strides: dense strides that keep the order of t's strides, as
  * empty_like(preserve_format) gives a tensor that is not dense. */
 void tstor__infer_dense_strides(int ndim, const int64_t *sizes, const int64_t *strides,

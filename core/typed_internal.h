@@ -16,6 +16,10 @@ const tstor_dtype_info *tstor__dtype(tstor_dtype dtype, const char *what);
  * through the copy table when s is not host memory. */
 int tstor__typed_read(const tstor_storage *s, size_t offset, void *host, size_t n);
 
+/* The host-memory device (index 0) that copies stage through, or TSTOR_ENOTSUP
+ * when no loaded backend provides host memory. */
+int tstor__staging_device(tstor_context *ctx, tstor_device *out);
+
 /* Converts n elements on the calling thread. The pair must have passed
  * tstor_dtype_can_convert; equal dtypes are a memmove. */
 void tstor__convert_serial(void *dst, tstor_dtype dst_dtype, const void *src,

@@ -43,7 +43,7 @@ static int need_data(const tstor_storage *s, const char *what) {
   return tstor__err(TSTOR_ENODATA, "%s: a %s storage has no data", what, devtype(s)->name);
 }
 
-static int host_device(tstor_context *ctx, tstor_device *out) {
+int tstor__staging_device(tstor_context *ctx, tstor_device *out) {
   if (ctx->host_type < 0)
     return tstor__err(TSTOR_ENOTSUP, "no host-memory device is loaded to stage through");
   out->type = ctx->host_type;
@@ -59,7 +59,7 @@ static int read_bytes(const tstor_storage *s, size_t offset, void *host, size_t 
     return 0;
   }
   tstor_device h;
-  int rc = host_device(s->ctx, &h);
+  int rc = tstor__staging_device(s->ctx, &h);
   if (rc) return rc;
   return tstor__copy_bytes(s->ctx, h, host, s->device, (const char *)s->data + offset, n, NULL,
                            NULL);
@@ -76,7 +76,7 @@ static int write_bytes(tstor_storage *s, size_t offset, const void *host, size_t
     return 0;
   }
   tstor_device h;
-  int rc = host_device(s->ctx, &h);
+  int rc = tstor__staging_device(s->ctx, &h);
   if (rc) return rc;
   return tstor__copy_bytes(s->ctx, s->device, (char *)s->data + offset, h, host, n, NULL, NULL);
 }

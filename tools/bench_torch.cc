@@ -222,7 +222,9 @@ void run_all(tstor_context *ctx, tstor_device cpu, const Bench &b, const char *d
         },
         "posix_memalign+free");
   }
-  // Conversions of 64M elements (scaled), as dst.copy_(src) in PyTorch.
+  // Conversions of 64M elements (scaled), as dst.copy_(src) in PyTorch. The
+  // sources are made as bench/typed_vs_torch.cc makes them, so the figures of
+  // the two programs compare; they share only the torch-free side_by_side.h.
   size_t n = size_t(64 * MiB * b.scale);
   for (const Conversion &c : conversions) {
     at::Tensor tsrc = (at::rand({int64_t(n)}, at::kDouble) * 2000 - 1000).to(c.tsrc);

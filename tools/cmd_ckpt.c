@@ -47,6 +47,29 @@ static int load_any(tstor_context *ctx, const char *path, tstor_checkpoint **ck,
   return 0;
 }
 
+/* Frees what open_and_load gave and passes rc through. */
+static int close_loaded(tstor_context *ctx, tstor_checkpoint *ck, int rc) {
+  tstor_checkpoint_free(ck);
+  tstor_context_close(ctx);
+  return rc;
+}
+
+/* Opens a context from config and loads path into it (both commands' start).
+ * On success the caller owns *ctx and *ck (release them with close_loaded);
+ * on failure nothing is left open and the exit status is returned. */
+static int open_and_load(const char *config, const char *path, tstor_context **ctx,
+                         tstor_checkpoint **ck, const char **format) {
+  *ck = NULL;
+  int rc = tstor_open_for_command(config, ctx);
+  if (rc) return rc;
+  if ((rc = load_any(*ctx, path, ck, format))) {
+    close_loaded(*ctx, *ck, rc);
+    *ctx = NULL;
+    *ck = NULL;
+  }
+  return rc;
+}
+
 /* ------------------------------------------------------------- tensor list */
 
 typedef struct entry {
@@ -230,11 +253,10 @@ int tstor_cmd_inspect(int argc, char **argv) {
     return EXIT_USAGE;
   }
   tstor_context *ctx;
-  int rc = tstor_open_for_command(config, &ctx);
-  if (rc) return rc;
-  tstor_checkpoint *ck = NULL;
+  tstor_checkpoint *ck;
   const char *format;
-  if ((rc = load_any(ctx, file, &ck, &format))) goto out;
+  int rc = open_and_load(config, file, &ctx, &ck, &format);
+  if (rc) return rc;
   listing l = {0};
   collect(&l, "", tstor_checkpoint_root(ck));
   if (l.failed) {
@@ -247,10 +269,7 @@ int tstor_cmd_inspect(int argc, char **argv) {
   }
   for (size_t i = 0; i < l.n; i++) free(l.e[i].name);
   free(l.e);
-out:
-  tstor_checkpoint_free(ck);
-  tstor_context_close(ctx);
-  return rc;
+  return close_loaded(ctx, ck, rc);
 }
 
 int tstor_cmd_convert(int argc, char **argv) {
@@ -284,19 +303,15 @@ int tstor_cmd_convert(int argc, char **argv) {
     return EXIT_USAGE;
   }
   tstor_context *ctx;
-  int rc = tstor_open_for_command(config, &ctx);
-  if (rc) return rc;
-  tstor_checkpoint *ck = NULL;
+  tstor_checkpoint *ck;
   const char *format;
-  if ((rc = load_any(ctx, in, &ck, &format))) goto out;
+  int rc = open_and_load(config, in, &ctx, &ck, &format);
+  if (rc) return rc;
   int st = ends_with(out, ".safetensors");
   int err = st ? tstor_safetensors_save(ck, out, flags) : tstor_torch_save(ck, out);
   if (err) {
     fprintf(stderr, "tstor convert: %s: %s (%s)\n", out, tstor_last_error(), tstor_err_name(err));
     rc = EXIT_BADFILE;
   }
-out:
-  tstor_checkpoint_free(ck);
-  tstor_context_close(ctx);
-  return rc;
+  return close_loaded(ctx, ck, rc);
 }

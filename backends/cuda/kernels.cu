@@ -272,7 +272,8 @@ int run(void *dst, const void *src, size_t n, cudaStream_t stream) {
 }
 
 /* The dtypes that convert (every kind but quantized), from TSTOR_DTYPE_MAP:
- * each is handled by the tag t_<its tag>. */
+ * each is handled by the tag t_<its tag>. The same filter as core/convert.c's,
+ * kept here because a backend may not include core internals. */
 #define CONVERTS_BOOL(...) __VA_ARGS__
 #define CONVERTS_UNSIGNED(...) __VA_ARGS__
 #define CONVERTS_SIGNED(...) __VA_ARGS__

@@ -18,6 +18,8 @@ int hpu_copy_to_device(void *state, void *dst, int dst_index, const void *src, i
   return rc ? rc : copy(state, to, src, nbytes, stream);
 }
 
+/* The mirror of hpu_copy_to_device: the backend table has one entry per
+ * direction, and only the device side's address is translated. */
 int hpu_copy_to_host(void *state, void *dst, int dst_index, const void *src, int src_index,
                      size_t nbytes, void *stream) {
   (void)dst_index;

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include <tstor/serialize.h>
 #include <tstor/tensor.h>
@@ -21,6 +22,32 @@
 #else
 #define TSTOR__PRINTF_IO(f, a)
 #endif
+
+/* Room for one more element in a doubling array of elem-byte elements that
+ * holds n of *cap (first slots the first time). Returns the array, moved or
+ * not, with *cap updated; or NULL with nomem as the error text, the old array
+ * still valid and *cap unchanged. */
+static inline void *tstor__io_grow(void *items, size_t *cap, size_t n, size_t elem, size_t first,
+                                   const char *nomem) {
+  if (n < *cap) return items;
+  size_t c = *cap ? *cap * 2 : first, bytes;
+  void *p = __builtin_mul_overflow(c, elem, &bytes) ? NULL : realloc(items, bytes);
+  if (!p) {
+    TSTOR__ERR(TSTOR_ENOMEM, "%s", nomem);
+    return NULL;
+  }
+  *cap = c;
+  return p;
+}
+
+/* TSTOR_EINVAL unless opts->size covers at least the size field and no more
+ * than this version's struct (both loaders' check). */
+static inline int tstor__load_options_check(const tstor_load_options *opts) {
+  if (opts->size < sizeof(size_t) || opts->size > sizeof *opts)
+    return TSTOR__ERR(TSTOR_EINVAL, "tstor_load_options.size %zu: expected %zu", opts->size,
+                      sizeof *opts);
+  return 0;
+}
 
 /* Kinds only the unpickler sees: they never reach a finished tree. */
 enum {

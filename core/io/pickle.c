@@ -47,20 +47,24 @@ static int need(unpickler *up, size_t n) {
   return 0;
 }
 
-static uint32_t rd_u32(const uint8_t *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+/* Reads an opcode's little-endian unsigned operand of width bytes (1, 2, 4 or
+ * 8), every fixed-width argument's one reader, and steps past it. */
+static int operand(unpickler *up, size_t width, uint64_t *out) {
+  int rc = need(up, width);
+  if (rc) return rc;
+  uint64_t u = 0;
+  for (size_t i = 0; i < width; i++) u |= (uint64_t)up->p[i] << (8 * i);
+  up->p += width;
+  *out = u;
+  return 0;
 }
-static uint64_t rd_u64(const uint8_t *p) { return rd_u32(p) | (uint64_t)rd_u32(p + 4) << 32; }
 
 static int push(unpickler *up, tstor_value *v) {
   if (!v) return TSTOR_ENOMEM;
-  if (up->sp == up->stack_cap) {
-    size_t cap = up->stack_cap ? up->stack_cap * 2 : 64;
-    tstor_value **s = realloc(up->stack, cap * sizeof *s);
-    if (!s) return TSTOR__ERR(TSTOR_ENOMEM, "data.pkl: out of memory for the stack");
-    up->stack = s;
-    up->stack_cap = cap;
-  }
+  tstor_value **s = tstor__io_grow(up->stack, &up->stack_cap, up->sp, sizeof *s, 64,
+                                   "data.pkl: out of memory for the stack");
+  if (!s) return TSTOR_ENOMEM;
+  up->stack = s;
   up->stack[up->sp++] = v;
   return 0;
 }
@@ -436,32 +440,29 @@ static int run(unpickler *up) {
     uint8_t op = *up->p++;
     tstor_value *v = NULL, **items = NULL;
     size_t n = 0;
+    uint64_t arg = 0;
     switch (op) {
       case 0x80: /* PROTO */
-        if ((rc = need(up, 1))) return rc;
-        if (*up->p < 2 || *up->p > 5)
-          return FAIL(up, TSTOR_EINVAL, "pickle protocol %u (torch.save writes 2 to 5)", *up->p);
-        up->p++;
+        if ((rc = operand(up, 1, &arg))) return rc;
+        if (arg < 2 || arg > 5)
+          return FAIL(up, TSTOR_EINVAL, "pickle protocol %u (torch.save writes 2 to 5)", (unsigned)arg);
         break;
       case 0x95: /* FRAME: a length hint, nothing to do */
-        if ((rc = need(up, 8))) return rc;
-        up->p += 8;
+        if ((rc = operand(up, 8, &arg))) return rc;
         break;
       case '.': /* STOP */
         if (up->nmarks) return FAIL(up, TSTOR_EINVAL, "STOP with a MARK still open");
         if (up->sp != 1) return FAIL(up, TSTOR_EINVAL, "STOP with %zu values on the stack, not 1", up->sp);
         up->ck->root = up->stack[0];
         return 0;
-      case '(': /* MARK */
-        if (up->nmarks == up->marks_cap) {
-          size_t cap = up->marks_cap ? up->marks_cap * 2 : 32;
-          size_t *m = realloc(up->marks, cap * sizeof *m);
-          if (!m) return TSTOR__ERR(TSTOR_ENOMEM, "data.pkl: out of memory for marks");
-          up->marks = m;
-          up->marks_cap = cap;
-        }
+      case '(': { /* MARK */
+        size_t *m = tstor__io_grow(up->marks, &up->marks_cap, up->nmarks, sizeof *m, 32,
+                                   "data.pkl: out of memory for marks");
+        if (!m) return TSTOR_ENOMEM;
+        up->marks = m;
         up->marks[up->nmarks++] = up->sp;
         break;
+      }
       case 'N': rc = push(up, up->none); break;
       case 0x88: /* NEWTRUE */
       case 0x89: /* NEWFALSE */
@@ -485,22 +486,17 @@ static int run(unpickler *up) {
         rc = make_tuple(up, up->stack + up->sp, n);
         break;
       case 'J': /* BININT */
-        if ((rc = need(up, 4))) return rc;
-        rc = push_int(up, (int32_t)rd_u32(up->p));
-        up->p += 4;
+        if ((rc = operand(up, 4, &arg))) return rc;
+        rc = push_int(up, (int32_t)(uint32_t)arg);
         break;
       case 'K': /* BININT1 */
-        if ((rc = need(up, 1))) return rc;
-        rc = push_int(up, *up->p++);
-        break;
       case 'M': /* BININT2 */
-        if ((rc = need(up, 2))) return rc;
-        rc = push_int(up, up->p[0] | up->p[1] << 8);
-        up->p += 2;
+        if ((rc = operand(up, op == 'K' ? 1 : 2, &arg))) return rc;
+        rc = push_int(up, (int64_t)arg);
         break;
       case 0x8a: { /* LONG1: n bytes, little-endian two's complement */
-        if ((rc = need(up, 1))) return rc;
-        n = *up->p++;
+        if ((rc = operand(up, 1, &arg))) return rc;
+        n = (size_t)arg;
         if ((rc = need(up, n))) return rc;
         if (n > 8) return FAIL(up, TSTOR_ERANGE, "an int of %zu bytes does not fit in 64 bits", n);
         uint64_t u = 0;
@@ -522,47 +518,30 @@ static int run(unpickler *up) {
         rc = push(up, v);
         break;
       }
-      case 'X': /* BINUNICODE */
-        if ((rc = need(up, 4))) return rc;
-        n = rd_u32(up->p);
-        up->p += 4;
-        rc = push_string(up, n);
-        break;
+      case 'X':  /* BINUNICODE */
       case 0x8c: /* SHORT_BINUNICODE */
       case 'U':  /* SHORT_BINSTRING: a Python 2 str, read as text (torch's _maybe_decode_ascii) */
-        if ((rc = need(up, 1))) return rc;
-        n = *up->p++;
-        rc = push_string(up, n);
+        if ((rc = operand(up, op == 'X' ? 4 : 1, &arg))) return rc;
+        rc = push_string(up, (size_t)arg);
         break;
-      case 0x8d: { /* BINUNICODE8 */
-        if ((rc = need(up, 8))) return rc;
-        uint64_t len = rd_u64(up->p);
-        up->p += 8;
-        if (len > (uint64_t)(up->end - up->p))
-          return FAIL(up, TSTOR_EINVAL, "a string of %llu bytes past the end of the pickle", (unsigned long long)len);
-        rc = push_string(up, (size_t)len);
+      case 0x8d: /* BINUNICODE8 */
+        if ((rc = operand(up, 8, &arg))) return rc;
+        if (arg > (uint64_t)(up->end - up->p))
+          return FAIL(up, TSTOR_EINVAL, "a string of %llu bytes past the end of the pickle", (unsigned long long)arg);
+        rc = push_string(up, (size_t)arg);
         break;
-      }
       case 'q': /* BINPUT */
-        if ((rc = need(up, 1))) return rc;
-        rc = memo_put(up, *up->p++);
-        break;
       case 'r': /* LONG_BINPUT */
-        if ((rc = need(up, 4))) return rc;
-        rc = memo_put(up, rd_u32(up->p));
-        up->p += 4;
+        if ((rc = operand(up, op == 'q' ? 1 : 4, &arg))) return rc;
+        rc = memo_put(up, arg);
         break;
       case 0x94: /* MEMOIZE */
         rc = memo_put(up, memo_next);
         break;
       case 'h': /* BINGET */
-        if ((rc = need(up, 1))) return rc;
-        rc = memo_get(up, *up->p++);
-        break;
       case 'j': /* LONG_BINGET */
-        if ((rc = need(up, 4))) return rc;
-        rc = memo_get(up, rd_u32(up->p));
-        up->p += 4;
+        if ((rc = operand(up, op == 'h' ? 1 : 4, &arg))) return rc;
+        rc = memo_get(up, arg);
         break;
       case 'c': rc = op_global(up); break;
       case 0x93: rc = op_stack_global(up); break;

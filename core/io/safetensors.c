@@ -265,8 +265,8 @@ static int load_args(tstor_context *ctx, const tstor_load_options *opts, tstor_c
   src->fd = -1;
   *flags = 0;
   if (opts) {
-    if (opts->size < sizeof(size_t) || opts->size > sizeof *opts)
-      return TSTOR__ERR(TSTOR_EINVAL, "tstor_load_options.size %zu: expected %zu", opts->size, sizeof *opts);
+    int rc = tstor__load_options_check(opts);
+    if (rc) return rc;
     src->map_location = opts->map_location;
     *flags = opts->flags;
   }

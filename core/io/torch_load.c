@@ -296,8 +296,8 @@ static int check_args(tstor_checkpoint **out, const tstor_load_options *opts, lo
   memset(ld, 0, sizeof *ld);
   ld->fd = -1;
   if (opts) {
-    if (opts->size < sizeof(size_t) || opts->size > sizeof *opts)
-      return TSTOR__ERR(TSTOR_EINVAL, "tstor_load_options.size %zu: expected %zu", opts->size, sizeof *opts);
+    int rc = tstor__load_options_check(opts);
+    if (rc) return rc;
     ld->map_location = opts->map_location;
     ld->flags = opts->flags;
   }

@@ -159,13 +159,9 @@ static int storage_key(saver *sv, const tstor_tensor *t, size_t *key) {
       *key = i;
       return 0;
     }
-  if (sv->nst == sv->capst) {
-    size_t cap = sv->capst ? sv->capst * 2 : 16;
-    void *p = realloc(sv->st, cap * sizeof *sv->st);
-    if (!p) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
-    sv->st = p;
-    sv->capst = cap;
-  }
+  void *p = tstor__io_grow(sv->st, &sv->capst, sv->nst, sizeof *sv->st, 16, "out of memory");
+  if (!p) return TSTOR_ENOMEM;
+  sv->st = p;
   sv->st[sv->nst].s = s;
   sv->st[sv->nst].dtype = dt;
   *key = sv->nst++;

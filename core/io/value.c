@@ -90,13 +90,11 @@ int tstor_checkpoint_storage(const tstor_checkpoint *ck, size_t i, const char **
 
 int tstor__storage_add(tstor_checkpoint *ck, const char *key, size_t keylen, tstor_dtype dtype,
                        int64_t numel, const char *location, size_t loclen, long *index) {
-  if (ck->nstorages == ck->capstorages) {
-    size_t cap = ck->capstorages ? ck->capstorages * 2 : 16;
-    tstor__storage_rec *r = realloc(ck->storages, cap * sizeof *r);
-    if (!r) return TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory for storages");
-    ck->storages = r;
-    ck->capstorages = cap;
-  }
+  tstor__storage_rec *grown = tstor__io_grow(ck->storages, &ck->capstorages, ck->nstorages,
+                                             sizeof *grown, 16,
+                                             "checkpoint: out of memory for storages");
+  if (!grown) return TSTOR_ENOMEM;
+  ck->storages = grown;
   tstor__storage_rec *r = &ck->storages[ck->nstorages];
   memset(r, 0, sizeof *r);
   r->key = malloc(keylen + 1);

@@ -47,13 +47,10 @@ static int put(tstor__zip_writer *w, const void *p, size_t n) {
 }
 
 int tstor__zipw_begin(tstor__zip_writer *w, const char *name, uint64_t size, uint32_t crc) {
-  if (w->n == w->cap) {
-    size_t cap = w->cap ? w->cap * 2 : 16;
-    tstor__zipw_entry *e = realloc(w->e, cap * sizeof *e);
-    if (!e) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for the archive's directory");
-    w->e = e;
-    w->cap = cap;
-  }
+  tstor__zipw_entry *grown = tstor__io_grow(w->e, &w->cap, w->n, sizeof *grown, 16,
+                                            "out of memory for the archive's directory");
+  if (!grown) return TSTOR_ENOMEM;
+  w->e = grown;
   size_t nlen = strlen(name);
   if (nlen > 0xFFFF) return TSTOR__ERR(TSTOR_EINVAL, "record name of %zu bytes", nlen);
   tstor__zipw_entry *e = &w->e[w->n];

@@ -148,7 +148,10 @@ TSTOR_CODEC_FN uint8_t tstor_f32_to_e4m3fn(float f) {
   return (uint8_t)(sign | r);
 }
 
-/* What rounds past 57344, infinity included, becomes infinity; NaN 0x7f with
+/* The four fp8 encoders stay separate: their shared steps are the helpers
+ * above, what differs (thresholds, saturation, NaN and negative-zero rules) is
+ * each format's own, and each is inlined per element on host and device.
+ * What rounds past 57344, infinity included, becomes infinity; NaN 0x7f with
  * the sign. */
 TSTOR_CODEC_FN uint8_t tstor_f32_to_e5m2(float f) {
   uint32_t x = tstor__codec_f2u(f), a = x & 0x7fffffffu;
