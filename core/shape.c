@@ -497,6 +497,9 @@ int tstor_shape_binary(tstor_elementwise_rule rule, const tstor_tensor *a, const
   return tstor__shape_finish(rc, ctx, dev, &r, out);
 }
 
+/* The tstor_shape_* entry points (here, shape_nn.c, shape_ops.c) stay one per
+ * op: the shared steps are tstor__shape_layouts/_finish; what is left is each
+ * op's own public signature and layout call. */
 int tstor_shape_binary_number(tstor_elementwise_rule rule, const tstor_tensor *a,
                               tstor_dtype number, tstor_tensor **out) {
   if (!out) return tstor__err(TSTOR_EINVAL, "shape_binary_number: out is NULL");

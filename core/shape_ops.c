@@ -44,6 +44,8 @@ int tstor_layout_mm(const tstor_layout *a, const tstor_layout *b, tstor_layout *
   return 0;
 }
 
+/* Kept apart from tstor_layout_mm: the checks and messages are PyTorch's,
+ * word for word, and differ per op. */
 int tstor_layout_bmm(const tstor_layout *a, const tstor_layout *b, tstor_layout *out) {
   int rc;
   if ((rc = check_layout(a, "bmm: batch1")) < 0 || (rc = check_layout(b, "bmm: batch2")) < 0)
@@ -344,6 +346,8 @@ TENSOR_FORM2(mm, tstor_layout_mm)
 TENSOR_FORM2(bmm, tstor_layout_bmm)
 TENSOR_FORM2(embedding, tstor_layout_embedding)
 
+/* Same shape as tstor_shape_conv's (shape_nn.c), kept apart for the reason
+ * given at tstor_shape_binary_number (shape.c). */
 int tstor_shape_linear(const tstor_tensor *input, const tstor_tensor *weight,
                        const tstor_tensor *bias, tstor_tensor **out) {
   if (!out) return tstor__err(TSTOR_EINVAL, "shape_linear: out is NULL");

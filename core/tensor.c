@@ -299,6 +299,8 @@ int tstor_tensor_empty(tstor_context *ctx, tstor_device dev, tstor_dtype dtype, 
   return make_on_new_storage(ctx, dev, (size_t)n, dtype, ndim, sizes, NULL, out);
 }
 
+/* The prologue looks like tensor_empty's: each message names its own entry
+ * point, and the checks themselves are the shared tstor__tensor_check_*. */
 int tstor_tensor_on_storage(tstor_storage *s, tstor_dtype dtype, int64_t offset, int ndim,
                             const int64_t *sizes, const int64_t *strides, tstor_tensor **out) {
   if (out == NULL) return tstor__err(TSTOR_EINVAL, "tensor_on_storage: NULL out");

@@ -730,6 +730,8 @@ int tstor_tensor_real(const tstor_tensor *t, tstor_tensor **out) {
   return complex_part(t, 0, out);
 }
 
+/* Not merged with tensor_real: a non-complex tensor is itself for real but an
+ * error for imag, as in PyTorch; the shared part is complex_part. */
 int tstor_tensor_imag(const tstor_tensor *t, tstor_tensor **out) {
   int rc = check(t, out, "tensor_imag");
   if (rc) return rc;

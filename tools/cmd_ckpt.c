@@ -272,6 +272,8 @@ int tstor_cmd_inspect(int argc, char **argv) {
   return close_loaded(ctx, ck, rc);
 }
 
+/* The option loop and load steps look like inspect's: each command has its own
+ * options and messages; the shared part is open_and_load/close_loaded. */
 int tstor_cmd_convert(int argc, char **argv) {
   const char *config = NULL, *in = NULL, *out = NULL;
   unsigned flags = 0;

@@ -316,6 +316,8 @@ static int rebuild_parameter(unpickler *up, tstor_value **args, size_t nargs, ts
   return 0;
 }
 
+/* REDUCE, BUILD and the opcodes after them each pop and check their own
+ * operands: the kinds allowed and the messages differ per opcode. */
 static int op_reduce(unpickler *up) {
   tstor_value *args = NULL, *fn = NULL;
   int rc = pop(up, &args);

@@ -257,6 +257,8 @@ out:
   return rc;
 }
 
+/* Looks like torch_load.c's check_args, but each fills its own source state
+ * (st_source, loader); the shared check is tstor__load_options_check. */
 static int load_args(tstor_context *ctx, const tstor_load_options *opts, tstor_checkpoint **out,
                      st_source *src, unsigned *flags) {
   if (!out) return TSTOR__ERR(TSTOR_EINVAL, "safetensors load: out is NULL");

@@ -7,7 +7,10 @@
  * A check runs between conf_begin and conf_end; its first failure is its
  * reason (later ones are dropped), a skip never hides a failure, and a note
  * is a remark on a check that passed. TRY and EXPECT jump to the check's
- * `out:` label, where it releases what it holds. */
+ * `out:` label, where it releases what it holds. The `out:` blocks and the
+ * conf_section_* device loops of alloc.c, args.c, async.c, copy.c, fill.c,
+ * stats.c and threads.c look alike but stay apart: each check owns different
+ * objects, and a shared helper would need them all as parameters. */
 #ifndef TSTOR_CONFORMANCE_CHECKS_H
 #define TSTOR_CONFORMANCE_CHECKS_H
 

@@ -30,6 +30,8 @@ static void conf_vset(conf_run *r, conf_status status, const char *fmt, va_list 
   vsnprintf(r->reason, sizeof r->reason, fmt, ap);
 }
 
+/* conf_failf, conf_skipf and conf_notef each keep their va_start/va_end: C
+ * cannot forward `...`, and the shared part already takes a va_list. */
 /* The first failure of a check is its reason. */
 void conf_failf(conf_run *r, const char *fmt, ...) {
   if (r->status == CONF_FAIL) return;
