@@ -75,6 +75,18 @@ void tstor__free(void *p);
 /* Formats into a new string from tstor__malloc, or NULL. */
 char *tstor__asprintf(const char *fmt, ...) TSTOR__PRINTF(1, 2);
 
+/* Per-thread caches of freed objects of one fixed size (storage objects,
+ * small tensors), so that a create/release loop skips malloc and free. A
+ * block from tstor__pool_get is tstor__malloc's in every respect: it counts
+ * and fails through the fault hooks (while a fault is armed the pools are
+ * bypassed altogether), its contents are undefined, and tstor__pool_put or
+ * tstor__free both take it back. `size` must be the same for every call on a
+ * pool. Without a cache (ASan builds, which must see every free) these are
+ * tstor__malloc and tstor__free. */
+enum { TSTOR__POOL_STORAGE, TSTOR__POOL_TENSOR, TSTOR__NPOOLS };
+void *tstor__pool_get(int pool, size_t size);
+void tstor__pool_put(int pool, void *p);
+
 /* ---------------------------------------------------------------- config */
 
 typedef struct tstor__kv {

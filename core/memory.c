@@ -55,3 +55,123 @@ char *tstor__asprintf(const char *fmt, ...) {
   va_end(ap);
   return s;
 }
+
+/* ------------------------------------------------------------------ pools */
+
+#if defined(__SANITIZE_ADDRESS__)
+#define POOL_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) /* clang's way of saying it */
+#define POOL_UNDER_ASAN 1
+#endif
+#endif
+#if defined(POOL_UNDER_ASAN)
+#define POOL_DEPTH 0 /* ASan must see each free to report a use after it */
+#else
+#define POOL_DEPTH 8
+#endif
+
+#if POOL_DEPTH > 0
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+
+/* Thread-local, so no locks or atomics: an object released on another thread
+ * than the one that made it goes to the releasing thread's pool. */
+static _Thread_local struct pool_set {
+  void *blocks[TSTOR__NPOOLS][POOL_DEPTH];
+  int count[TSTOR__NPOOLS];
+  /* 1: the key's destructor will empty the pools at thread exit; 0: not yet
+   * asked; -1: emptied for good (the thread or the process is ending, and
+   * whatever is released from now on goes straight back to malloc). */
+  int registered;
+} pools;
+
+static pthread_key_t pool_key;
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+static int pool_key_ok;
+
+static void pool_drain(void *unused) {
+  (void)unused;
+  for (int p = 0; p < TSTOR__NPOOLS; p++)
+    while (pools.count[p] > 0) free(pools.blocks[p][--pools.count[p]]);
+  pools.registered = -1;
+}
+
+/* The key's destructor runs in each exiting thread, and glibc may have
+ * started it when another thread unloads libtstor: pthread_key_delete does
+ * not wait for it. So, as the cpu module does for its thread caches (its
+ * cache.c says more), libtstor pins itself (RTLD_NODELETE) before the first
+ * pool can hold anything; a library that cannot be pinned keeps no pools. */
+static void pool_key_make(void) {
+  Dl_info info;
+  struct link_map *map = NULL;
+  if (!dladdr1((void *)pool_drain, &info, (void **)&map, RTLD_DL_LINKMAP) || !map) return;
+  /* Linked into the program itself (the suites' libtstor_test), the code
+   * cannot go away: only a shared library needs the pin. */
+  if (map->l_name[0] != '\0') {
+    void *self = dlopen(map->l_name, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+    if (!self) return;
+    dlclose(self); /* drops this handle's reference; RTLD_NODELETE stays */
+  }
+  pool_key_ok = pthread_key_create(&pool_key, pool_drain) == 0;
+}
+
+/* The thread that ends the process runs no key destructor: its pools are
+ * emptied here, so that leak checkers see every block go. */
+__attribute__((destructor)) static void pool_fini(void) { pool_drain(NULL); }
+
+/* The thread's pools, looked up once: GCC would otherwise look the
+ * thread-local block up again at each use (the empty asm hides where the
+ * pointer came from). */
+static inline struct pool_set *pool_self(void) {
+  struct pool_set *ps = &pools;
+  __asm__("" : "+r"(ps));
+  return ps;
+}
+
+void *tstor__pool_get(int pool, size_t size) {
+  struct pool_set *ps = pool_self();
+  int n = ps->count[pool];
+  if (TSTOR__LIKELY(n > 0) &&
+      atomic_load_explicit(&tstor__fault_kinds, memory_order_relaxed) == 0) {
+    ps->count[pool] = n - 1;
+    return ps->blocks[pool][n - 1];
+  }
+  return tstor__malloc(size);
+}
+
+/* Once per thread: without the key a thread's pool would leak at its exit,
+ * so a thread that cannot register frees instead. */
+__attribute__((noinline)) static int pool_register(struct pool_set *ps) {
+  if (ps->registered < 0) return 0;
+  pthread_once(&pool_once, pool_key_make);
+  if (!pool_key_ok || pthread_setspecific(pool_key, ps) != 0) return 0;
+  ps->registered = 1;
+  return 1;
+}
+
+void tstor__pool_put(int pool, void *p) {
+  if (TSTOR__UNLIKELY(!p)) return;
+  struct pool_set *ps = pool_self();
+  int n = ps->count[pool];
+  if (TSTOR__LIKELY(n < POOL_DEPTH) &&
+      atomic_load_explicit(&tstor__fault_kinds, memory_order_relaxed) == 0 &&
+      (TSTOR__LIKELY(ps->registered > 0) || pool_register(ps))) {
+    ps->blocks[pool][n] = p;
+    ps->count[pool] = n + 1;
+    return;
+  }
+  tstor__free(p);
+}
+#else
+void *tstor__pool_get(int pool, size_t size) {
+  (void)pool;
+  return tstor__malloc(size);
+}
+
+void tstor__pool_put(int pool, void *p) {
+  (void)pool;
+  tstor__free(p);
+}
+#endif

@@ -13,8 +13,10 @@
  * the time it takes to create a small storage. */
 static const tstor_storage storage_zero;
 
-int tstor__storage_alloc(tstor_context *ctx, tstor_device dev, tstor_storage **out) {
-  tstor_storage *s = tstor__malloc(sizeof *s);
+/* The object with one reference, a context reference and every other field
+ * zero: inline so that the allocating paths below pay no call for it. */
+static inline int storage_make(tstor_context *ctx, tstor_device dev, tstor_storage **out) {
+  tstor_storage *s = tstor__pool_get(TSTOR__POOL_STORAGE, sizeof *s);
   if (TSTOR__UNLIKELY(!s)) return tstor__err(TSTOR_ENOMEM, "out of memory for a storage");
   *s = storage_zero;
   atomic_init(&s->refs, 1);
@@ -28,17 +30,21 @@ int tstor__storage_alloc(tstor_context *ctx, tstor_device dev, tstor_storage **o
   return 0;
 }
 
+int tstor__storage_alloc(tstor_context *ctx, tstor_device dev, tstor_storage **out) {
+  return storage_make(ctx, dev, out);
+}
+
 /* Frees the object (not its bytes) and drops its context reference. */
 static void storage_free(tstor_storage *s) {
   tstor_context *ctx = s->ctx;
-  tstor__free(s->filename);
-  tstor__free(s->old_filename);
+  if (TSTOR__UNLIKELY(s->filename != NULL)) tstor__free(s->filename);
+  if (TSTOR__UNLIKELY(s->old_filename != NULL)) tstor__free(s->old_filename);
   /* Marks the object dead for tstor_storage_release's check. The allocator
    * reuses only the first words of a freed block for its own links, so a
    * release past zero still finds the mark until the memory is handed out
    * again (and ASan or valgrind report the access itself). */
   s->ctx = NULL;
-  tstor__free(s);
+  tstor__pool_put(TSTOR__POOL_STORAGE, s);
   tstor__ctx_release(ctx);
 }
 
@@ -55,8 +61,8 @@ static int alloc_failed(tstor_context *ctx, tstor_device dev, tstor__allocator *
 
 int tstor__storage_new_with(tstor_context *ctx, tstor_device dev, tstor__allocator *a,
                             size_t nbytes, void *stream, tstor_storage **out) {
-  tstor_storage *s;
-  int rc = tstor__storage_alloc(ctx, dev, &s);
+  tstor_storage *s = NULL;
+  int rc = storage_make(ctx, dev, &s);
   if (TSTOR__UNLIKELY(rc)) return rc;
   tstor_block block = {NULL, NULL};
   tstor__err_clear();
@@ -97,7 +103,7 @@ static int wrap(tstor_context *ctx, tstor_device dev, void *data, size_t nbytes,
                       ctx->types[dev.type].name);
   if (!no_data && !data && nbytes > 0)
     return tstor__err(TSTOR_EINVAL, "storage_wrap: NULL data for %zu bytes", nbytes);
-  tstor_storage *s;
+  tstor_storage *s = NULL;
   rc = tstor__storage_alloc(ctx, dev, &s);
   if (rc) return rc;
   s->data = data;
@@ -147,7 +153,7 @@ int tstor_storage_view(tstor_storage *base, size_t offset, size_t nbytes, tstor_
   /* A view of a view refers to the root, so chains never grow. */
   tstor_storage *root = base->base ? base->base : base;
   size_t root_offset = base->offset + offset;
-  tstor_storage *s;
+  tstor_storage *s = NULL;
   int rc = tstor__storage_alloc(base->ctx, base->device, &s);
   if (rc) return rc;
   /* share_memory and export_name replace the bytes of an unshared root and

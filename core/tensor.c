@@ -211,8 +211,17 @@ int tstor_layout_nbytes(int ndim, const int64_t *sizes, const int64_t *strides,
 
 /* --------------------------------------------------------------- object */
 
-int tstor__tensor_make(tstor_storage *s, tstor_dtype dtype, int64_t offset, int ndim,
-                       const int64_t *sizes, const int64_t *strides, tstor_tensor **out) {
+/* Tensors of up to POOLED_NDIM dimensions (nearly all) share one block size,
+ * so that their blocks can be reused from a per-thread pool. */
+#define POOLED_NDIM 6
+#define POOLED_SIZE (sizeof(tstor_tensor) + 2 * POOLED_NDIM * sizeof(int64_t))
+
+/* tstor__tensor_make; `adopt` hands the tensor the caller's reference on s
+ * (a new storage's only one) instead of taking another: tstor_tensor_empty
+ * then pays no retain and release, two atomic read-modify-writes. On failure
+ * the caller keeps its reference either way. */
+static int make(tstor_storage *s, tstor_dtype dtype, int64_t offset, int ndim,
+                const int64_t *sizes, const int64_t *strides, int adopt, tstor_tensor **out) {
   int64_t numel = 1;
   for (int i = 0; i < ndim; i++)
     if (__builtin_mul_overflow(numel, sizes[i], &numel)) {
@@ -221,13 +230,15 @@ int tstor__tensor_make(tstor_storage *s, tstor_dtype dtype, int64_t offset, int 
       return tstor__err(TSTOR_EOVERFLOW, "the number of elements of sizes %s overflows int64",
                         tstor__dims_str(buf, sizeof buf, ndim, sizes));
     }
-  tstor_tensor *t = tstor__malloc(sizeof *t + 2 * (size_t)ndim * sizeof(int64_t));
+  tstor_tensor *t = ndim <= POOLED_NDIM
+                        ? tstor__pool_get(TSTOR__POOL_TENSOR, POOLED_SIZE)
+                        : tstor__malloc(sizeof *t + 2 * (size_t)ndim * sizeof(int64_t));
   if (t == NULL) {
     *out = NULL;
     return tstor__err(TSTOR_ENOMEM, "no memory for a %d-dimensional tensor", ndim);
   }
   atomic_init(&t->refs, 1);
-  t->storage = tstor_storage_retain(s);
+  t->storage = adopt ? s : tstor_storage_retain(s);
   t->dtype = dtype;
   t->ndim = ndim;
   t->offset = offset;
@@ -236,24 +247,32 @@ int tstor__tensor_make(tstor_storage *s, tstor_dtype dtype, int64_t offset, int 
   t->strides = t->dims + ndim;
   if (ndim > 0) memcpy(t->sizes, sizes, (size_t)ndim * sizeof(int64_t));
   t->numel = numel;
-  if (strides && ndim > 0)
-    memcpy(t->strides, strides, (size_t)ndim * sizeof(int64_t));
-  else
+  if (strides) {
+    if (ndim > 0) memcpy(t->strides, strides, (size_t)ndim * sizeof(int64_t));
+    t->contiguous = tstor__compute_contiguous(ndim, t->sizes, t->strides);
+  } else {
     tstor__contiguous_strides(ndim, sizes, t->strides);
-  t->contiguous = tstor__compute_contiguous(ndim, t->sizes, t->strides);
+    t->contiguous = 1; /* by construction */
+  }
   *out = t;
   return 0;
 }
 
-/* A tensor on a new storage of nbytes, which then only the tensor holds. */
+int tstor__tensor_make(tstor_storage *s, tstor_dtype dtype, int64_t offset, int ndim,
+                       const int64_t *sizes, const int64_t *strides, tstor_tensor **out) {
+  return make(s, dtype, offset, ndim, sizes, strides, 0, out);
+}
+
+/* A tensor on a new storage of nbytes, which then only the tensor holds: it
+ * adopts the storage's first reference. */
 static int make_on_new_storage(tstor_context *ctx, tstor_device dev, size_t nbytes,
                                tstor_dtype dtype, int ndim, const int64_t *sizes,
                                const int64_t *strides, tstor_tensor **out) {
   tstor_storage *s;
   int rc = tstor_storage_new(ctx, dev, nbytes, &s);
   if (rc) return rc;
-  rc = tstor__tensor_make(s, dtype, 0, ndim, sizes, strides, out);
-  tstor_storage_release(s);
+  rc = make(s, dtype, 0, ndim, sizes, strides, 1, out);
+  if (rc) tstor_storage_release(s);
   return rc;
 }
 
@@ -351,9 +370,17 @@ tstor_tensor *tstor_tensor_retain(tstor_tensor *t) {
 
 void tstor_tensor_release(tstor_tensor *t) {
   if (t == NULL) return;
-  if (atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1) return;
+  /* As tstor_storage_release: a count of 1 is the caller's own reference,
+   * which nobody else can retain from, so the last release needs no
+   * read-modify-write. */
+  long before = atomic_load_explicit(&t->refs, memory_order_acquire);
+  if (before != 1) before = atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel);
+  if (before != 1) return;
   tstor_storage_release(t->storage);
-  tstor__free(t);
+  if (t->ndim <= POOLED_NDIM)
+    tstor__pool_put(TSTOR__POOL_TENSOR, t);
+  else
+    tstor__free(t);
 }
 
 long tstor_tensor_use_count(const tstor_tensor *t) {

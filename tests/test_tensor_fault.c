@@ -218,6 +218,41 @@ START_TEST(every_allocation_can_fail) {
 }
 END_TEST
 
+/* Freed storage and tensor objects wait in per-thread pools for the next
+ * create (core/memory.c); while a fault is armed the pools stand aside, so
+ * that the sweeps above reach those allocations too. With the pools full,
+ * the first core allocation of a new storage, and the second of a new tensor
+ * (after its storage), still fail. */
+START_TEST(pooled_objects_still_fail) {
+  tstor_device fake = coretest_dev(ctx, "fake:0");
+  tstor_tensor *t[4];
+  for (int i = 0; i < 4; i++) ck_tstor_ok(tstor_tensor_empty(ctx, fake, TSTOR_FLOAT32, 3, S3, &t[i]));
+  for (int i = 0; i < 4; i++) tstor_tensor_release(t[i]);
+
+  tstor_storage *s = NULL;
+  tstor__fault_arm(TSTOR_FAULT_MALLOC, 1, 0);
+  int rc = tstor_storage_new(ctx, fake, 64, &s);
+  tstor__fault_disarm();
+  ck_assert_int_eq(rc, TSTOR_ENOMEM);
+  ck_assert_ptr_null(s);
+  ck_assert_uint_eq(tstor__fault_failed(), 1);
+  ck_assert_int_eq(tstor__fault_live(), 0);
+
+  tstor_tensor *x = NULL;
+  tstor__fault_arm(TSTOR_FAULT_MALLOC, 2, 0);
+  rc = tstor_tensor_empty(ctx, fake, TSTOR_FLOAT32, 3, S3, &x);
+  tstor__fault_disarm();
+  ck_assert_int_eq(rc, TSTOR_ENOMEM);
+  ck_assert_ptr_null(x);
+  ck_assert_uint_eq(tstor__fault_failed(), 1);
+  ck_assert_int_eq(tstor__fault_live(), 0);
+
+  /* Disarmed, the pools serve again and nothing was lost from them. */
+  for (int i = 0; i < 4; i++) ck_tstor_ok(tstor_tensor_empty(ctx, fake, TSTOR_FLOAT32, 3, S3, &t[i]));
+  for (int i = 0; i < 4; i++) tstor_tensor_release(t[i]);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("tensor_fault");
   TCase *tc = tcase_create("sweep");
@@ -225,5 +260,9 @@ int main(void) {
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_loop_test(tc, every_allocation_can_fail, 0, (int)(sizeof ops / sizeof ops[0]));
   suite_add_tcase(s, tc);
+  TCase *pools = tcase_create("pools");
+  tcase_add_checked_fixture(pools, setup, teardown);
+  tcase_add_test(pools, pooled_objects_still_fail);
+  suite_add_tcase(s, pools);
   return tstor_test_run(s);
 }

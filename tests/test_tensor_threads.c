@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "tensortest.h"
 
+#include <malloc.h>
 #include <pthread.h>
 
 #define THREADS 8
@@ -110,6 +111,53 @@ START_TEST(pool_copies_from_two_threads) {
 }
 END_TEST
 
+/* Each thread keeps its freed storage and tensor objects for its next
+ * create (core/memory.c); an exiting thread must give them back. Threads
+ * that each fill their pools and exit leave the C library's count of bytes
+ * in use where it was. Sanitizer builds replace malloc (and ASan builds keep
+ * no pools), so the count is only compared in a plain build. */
+enum { EXITING = 16 };
+
+static void *fill_pools_then_exit(void *arg) {
+  int *failures = arg;
+  tstor_device meta = coretest_dev(ctx, "meta");
+  int64_t sz[] = {2, 3};
+  tstor_tensor *t[12];
+  for (int i = 0; i < 12; i++)
+    if (tstor_tensor_empty(ctx, meta, TSTOR_FLOAT32, 2, sz, &t[i]) != 0) {
+      t[i] = NULL;
+      (*failures)++;
+    }
+  for (int i = 0; i < 12; i++) tstor_tensor_release(t[i]);
+  return NULL;
+}
+
+static size_t bytes_in_use(void) { return mallinfo2().uordblks; }
+
+START_TEST(exiting_threads_empty_their_pools) {
+  int failures[EXITING] = {0};
+  pthread_t t[EXITING];
+  /* A first wave: what the threads' first use allocates once for good (the
+   * C library's own per-thread state, the pool key) is in the baseline. */
+  for (int i = 0; i < EXITING; i++)
+    ck_assert_int_eq(pthread_create(&t[i], NULL, fill_pools_then_exit, &failures[i]), 0);
+  for (int i = 0; i < EXITING; i++) ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+  size_t before = bytes_in_use();
+  for (int i = 0; i < EXITING; i++)
+    ck_assert_int_eq(pthread_create(&t[i], NULL, fill_pools_then_exit, &failures[i]), 0);
+  for (int i = 0; i < EXITING; i++) ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+  size_t after = bytes_in_use();
+  for (int i = 0; i < EXITING; i++) ck_assert_int_eq(failures[i], 0);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  /* Undrained, 16 threads would leave some 16 x 16 pooled objects. */
+  ck_assert_msg(after <= before, "%zu bytes still in use after the threads exited", after - before);
+#else
+  (void)before;
+  (void)after;
+#endif
+}
+END_TEST
+
 Suite *threads_suite(void) {
   Suite *s = suite_create("tensor_threads");
   TCase *tc = tcase_create("threads");
@@ -117,6 +165,7 @@ Suite *threads_suite(void) {
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, views_and_copies_from_many_threads);
   tcase_add_test(tc, pool_copies_from_two_threads);
+  tcase_add_test(tc, exiting_threads_empty_their_pools);
   suite_add_tcase(s, tc);
   return s;
 }
