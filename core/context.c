@@ -133,10 +133,6 @@ int tstor_context_default(tstor_context **out) {
   return rc;
 }
 
-int tstor__ctx(tstor_context **ctx) {
-  if (TSTOR__LIKELY(*ctx != NULL)) return 0;
-  return tstor_context_default(ctx);
-}
 
 /* Drops the default context at exit so that leak checkers see a clean process;
  * storages still alive keep it (and their modules) until they go. */

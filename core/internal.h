@@ -229,8 +229,11 @@ struct tstor_context {
   tstor_device default_device;
 };
 
-/* Resolves NULL to the default context; returns 0 or an error. */
-int tstor__ctx(tstor_context **ctx);
+/* Resolves NULL to the default context; returns 0 or an error. Inline, as
+ * every entry point starts with it and nearly all pass a context. */
+static inline int tstor__ctx(tstor_context **ctx) {
+  return TSTOR__LIKELY(*ctx != NULL) ? 0 : tstor_context_default(ctx);
+}
 void tstor__ctx_retain(tstor_context *ctx);
 void tstor__ctx_release(tstor_context *ctx);
 
@@ -254,8 +257,15 @@ void tstor__registry_free(tstor_context *ctx);
 void tstor__registry_drop_module(tstor_context *ctx, tstor_module *m);
 extern const tstor_registrar tstor__registrar;
 
-/* Validates a device against the context: 0 or TSTOR_ENODEV with detail. */
-int tstor__check_device(tstor_context *ctx, tstor_device dev);
+/* Validates a device against the context: 0 or TSTOR_ENODEV with detail. The
+ * test is inline (it is on every allocation), the message is not. */
+int tstor__bad_device(tstor_context *ctx, tstor_device dev);
+static inline int tstor__check_device(tstor_context *ctx, tstor_device dev) {
+  if (TSTOR__LIKELY(dev.type >= 0 && dev.type < ctx->ntypes && dev.index >= 0 &&
+                    dev.index < ctx->types[dev.type].count))
+    return 0;
+  return tstor__bad_device(ctx, dev);
+}
 /* Parses "type[:index]" against the context's registry (tstor_device_parse
  * without resolving a NULL context). */
 int tstor__device_lookup(tstor_context *ctx, const char *text, tstor_device *out);

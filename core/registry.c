@@ -226,15 +226,13 @@ tstor__allocator *tstor__find_allocator(tstor_context *ctx, int type, uint32_t f
 
 /* ---------------------------------------------------------- device lookups */
 
-int tstor__check_device(tstor_context *ctx, tstor_device dev) {
-  if (TSTOR__UNLIKELY(dev.type < 0 || dev.type >= ctx->ntypes))
+int tstor__bad_device(tstor_context *ctx, tstor_device dev) {
+  if (dev.type < 0 || dev.type >= ctx->ntypes)
     return tstor__err(TSTOR_ENODEV, "unknown device type id %d (%d types registered)", dev.type,
                       ctx->ntypes);
-  if (TSTOR__UNLIKELY(dev.index < 0 || dev.index >= ctx->types[dev.type].count))
-    return tstor__err(TSTOR_ENODEV, "%s:%d: no such device (%d %s device(s) present)",
-                      ctx->types[dev.type].name, dev.index, ctx->types[dev.type].count,
-                      ctx->types[dev.type].name);
-  return 0;
+  return tstor__err(TSTOR_ENODEV, "%s:%d: no such device (%d %s device(s) present)",
+                    ctx->types[dev.type].name, dev.index, ctx->types[dev.type].count,
+                    ctx->types[dev.type].name);
 }
 
 int tstor__device_lookup(tstor_context *ctx, const char *text, tstor_device *out) {
