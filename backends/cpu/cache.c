@@ -358,10 +358,59 @@ static void count_locked(cpu_cache *c, int64_t dreq, int64_t dblock, int alloc, 
   }
 }
 
+/* ---------------------------------------------------------- the fast paths */
+
+/* The common cases of cpu_cache_alloc and cpu_cache_free as straight lines: a
+ * block taken from or kept in the thread's own bin, with the thread's
+ * counters in place and no empty_cache to catch up on. Each returns 0 where
+ * anything else holds, and the general path then does the whole work. */
+static inline int usual_case(const cpu_cache *c, const thread_cache *t, size_t nbytes) {
+  return CPU_LIKELY(t != NULL) && c->cfg.enabled && nbytes <= CPU_CACHE_MAX_BLOCK &&
+         c->slot < t->ncounts &&
+         t->epoch == atomic_load_explicit(&shared.empty_epoch, memory_order_relaxed);
+}
+
+static inline void *take_cached(cpu_cache *c, thread_cache *t, size_t nbytes) {
+  if (!usual_case(c, t, nbytes)) return NULL;
+  size_t block;
+  bin *b = &t->bins[size_class(nbytes, &block)];
+  void *p = b->head;
+  if (CPU_UNLIKELY(p == NULL)) return NULL;
+  b->head = *(void **)p;
+  b->count--;
+  cached_change(t, -(int64_t)block);
+  counts *k = &t->counts[c->slot];
+  bump_u(&k->allocs, 1);
+  bump_u(&k->hits, 1);
+  count_bytes(c, t, k, (int64_t)nbytes, (int64_t)block, 0);
+  return p;
+}
+
+static inline int keep_cached(cpu_cache *c, thread_cache *t, void *ptr, size_t nbytes) {
+  if (!usual_case(c, t, nbytes)) return 0;
+  size_t block;
+  bin *b = &t->bins[size_class(nbytes, &block)];
+  if (CPU_UNLIKELY(b->count >= c->cfg.max_blocks || load_u(&t->cached) + block > c->cfg.max_bytes))
+    return 0;
+  *(void **)ptr = b->head;
+  b->head = ptr;
+  b->count++;
+  cached_change(t, (int64_t)block);
+  counts *k = &t->counts[c->slot];
+  bump_u(&k->frees, 1);
+  count_bytes(c, t, k, -(int64_t)nbytes, -(int64_t)block, 0);
+  return 1;
+}
+
 /* ------------------------------------------------------------------ the API */
 
 int cpu_cache_alloc(cpu_cache *c, size_t nbytes, void **out) {
   thread_cache *t = thread_get();
+  void *hit_block = take_cached(c, t, nbytes);
+  if (CPU_LIKELY(hit_block != NULL)) {
+    *out = hit_block;
+    return 0;
+  }
   size_t block;
   int cls = -1;
   if (c->cfg.enabled && nbytes <= CPU_CACHE_MAX_BLOCK) cls = size_class(nbytes, &block);
@@ -416,6 +465,7 @@ int cpu_cache_alloc(cpu_cache *c, size_t nbytes, void **out) {
 
 void cpu_cache_free(cpu_cache *c, void *ptr, size_t nbytes) {
   thread_cache *t = thread_get();
+  if (CPU_LIKELY(keep_cached(c, t, ptr, nbytes))) return;
   size_t block;
   int cls = -1;
   if (c->cfg.enabled && nbytes <= CPU_CACHE_MAX_BLOCK) cls = size_class(nbytes, &block);

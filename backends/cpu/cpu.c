@@ -48,7 +48,8 @@ static int cpu_allocate(void *state, int index, size_t nbytes, void *stream, tst
 }
 
 static void cpu_free(void *state, int index, void *ptr, size_t nbytes, void *alloc_ctx) {
-  if (cpu_mapping_free(alloc_ctx)) return; /* a file or shared-memory mapping */
+  /* A file or shared-memory mapping has an alloc_ctx; a block never does. */
+  if (alloc_ctx && cpu_mapping_free(alloc_ctx)) return;
   cpu_state *st = state;
   (void)index;
   (void)alloc_ctx;
