@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static _Thread_local char last_error[TSTOR__ERRBUF];
+_Thread_local char tstor__last_error[TSTOR__ERRBUF];
 
 const char *tstor_strerror(int err) {
   switch (err) {
@@ -29,10 +29,10 @@ const char *tstor_err_name(int err) {
   return "TSTOR_EUNKNOWN";
 }
 
-const char *tstor_last_error(void) { return last_error; }
+const char *tstor_last_error(void) { return tstor__last_error; }
 
 int tstor__verr(int code, const char *fmt, va_list ap) {
-  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  vsnprintf(tstor__last_error, sizeof tstor__last_error, fmt, ap);
   return code;
 }
 
@@ -44,17 +44,15 @@ int tstor__err(int code, const char *fmt, ...) {
   return code;
 }
 
-void tstor__err_clear(void) { last_error[0] = '\0'; }
-
 void tstor__err_prefix(const char *fmt, ...) {
   char inner[TSTOR__ERRBUF];
-  memcpy(inner, last_error, sizeof inner);
+  memcpy(inner, tstor__last_error, sizeof inner);
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(last_error, sizeof last_error, fmt, ap);
+  int n = vsnprintf(tstor__last_error, sizeof tstor__last_error, fmt, ap);
   va_end(ap);
-  if (n >= 0 && (size_t)n < sizeof last_error)
-    snprintf(last_error + n, sizeof last_error - (size_t)n, ": %s", inner);
+  if (n >= 0 && (size_t)n < sizeof tstor__last_error)
+    snprintf(tstor__last_error + n, sizeof tstor__last_error - (size_t)n, ": %s", inner);
 }
 
 _Noreturn void tstor__misuse(const char *what, const void *p, const char *why) {

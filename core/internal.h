@@ -59,7 +59,10 @@
 int tstor__err(int code, const char *fmt, ...) TSTOR__PRINTF(2, 3);
 int tstor__verr(int code, const char *fmt, va_list ap);
 /* Clears the detail (for calls that succeed after an earlier failure). */
-void tstor__err_clear(void);
+/* The per-thread detail (error.c). Clearing it is on every allocation, so
+ * it is inline. */
+extern _Thread_local char tstor__last_error[TSTOR__ERRBUF];
+static inline void tstor__err_clear(void) { tstor__last_error[0] = '\0'; }
 /* Prefixes the current detail with "prefix: " (keeps the inner reason). */
 void tstor__err_prefix(const char *fmt, ...) TSTOR__PRINTF(1, 2);
 
@@ -74,18 +77,6 @@ char *tstor__strdup(const char *s);
 void tstor__free(void *p);
 /* Formats into a new string from tstor__malloc, or NULL. */
 char *tstor__asprintf(const char *fmt, ...) TSTOR__PRINTF(1, 2);
-
-/* Per-thread caches of freed objects of one fixed size (storage objects,
- * small tensors), so that a create/release loop skips malloc and free. A
- * block from tstor__pool_get is tstor__malloc's in every respect: it counts
- * and fails through the fault hooks (while a fault is armed the pools are
- * bypassed altogether), its contents are undefined, and tstor__pool_put or
- * tstor__free both take it back. `size` must be the same for every call on a
- * pool. Without a cache (ASan builds, which must see every free) these are
- * tstor__malloc and tstor__free. */
-enum { TSTOR__POOL_STORAGE, TSTOR__POOL_TENSOR, TSTOR__NPOOLS };
-void *tstor__pool_get(int pool, size_t size);
-void tstor__pool_put(int pool, void *p);
 
 /* ---------------------------------------------------------------- config */
 

@@ -4,6 +4,7 @@
 #include "internal.h"
 
 #include "fault.h"
+#include "pool.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,34 +59,12 @@ char *tstor__asprintf(const char *fmt, ...) {
 
 /* ------------------------------------------------------------------ pools */
 
-#if defined(__SANITIZE_ADDRESS__)
-#define POOL_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) /* clang's way of saying it */
-#define POOL_UNDER_ASAN 1
-#endif
-#endif
-#if defined(POOL_UNDER_ASAN)
-#define POOL_DEPTH 0 /* ASan must see each free to report a use after it */
-#else
-#define POOL_DEPTH 8
-#endif
-
-#if POOL_DEPTH > 0
+#if !defined(TSTOR__POOL_UNDER_ASAN)
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
 
-/* Thread-local, so no locks or atomics: an object released on another thread
- * than the one that made it goes to the releasing thread's pool. */
-static _Thread_local struct pool_set {
-  void *blocks[TSTOR__NPOOLS][POOL_DEPTH];
-  int count[TSTOR__NPOOLS];
-  /* 1: the key's destructor will empty the pools at thread exit; 0: not yet
-   * asked; -1: emptied for good (the thread or the process is ending, and
-   * whatever is released from now on goes straight back to malloc). */
-  int registered;
-} pools;
+_Thread_local tstor__pool_set tstor__pools;
 
 static pthread_key_t pool_key;
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
@@ -94,8 +73,8 @@ static int pool_key_ok;
 static void pool_drain(void *unused) {
   (void)unused;
   for (int p = 0; p < TSTOR__NPOOLS; p++)
-    while (pools.count[p] > 0) free(pools.blocks[p][--pools.count[p]]);
-  pools.registered = -1;
+    while (tstor__pools.count[p] > 0) free(tstor__pools.blocks[p][--tstor__pools.count[p]]);
+  tstor__pools.registered = -1;
 }
 
 /* The key's destructor runs in each exiting thread, and glibc may have
@@ -121,29 +100,11 @@ static void pool_key_make(void) {
  * emptied here, so that leak checkers see every block go. */
 __attribute__((destructor)) static void pool_fini(void) { pool_drain(NULL); }
 
-/* The thread's pools, looked up once: GCC would otherwise look the
- * thread-local block up again at each use (the empty asm hides where the
- * pointer came from). */
-static inline struct pool_set *pool_self(void) {
-  struct pool_set *ps = &pools;
-  __asm__("" : "+r"(ps));
-  return ps;
-}
-
-void *tstor__pool_get(int pool, size_t size) {
-  struct pool_set *ps = pool_self();
-  int n = ps->count[pool];
-  if (TSTOR__LIKELY(n > 0) &&
-      atomic_load_explicit(&tstor__fault_kinds, memory_order_relaxed) == 0) {
-    ps->count[pool] = n - 1;
-    return ps->blocks[pool][n - 1];
-  }
-  return tstor__malloc(size);
-}
+void *tstor__pool_get_slow(size_t size) { return tstor__malloc(size); }
 
 /* Once per thread: without the key a thread's pool would leak at its exit,
  * so a thread that cannot register frees instead. */
-__attribute__((noinline)) static int pool_register(struct pool_set *ps) {
+static int pool_register(tstor__pool_set *ps) {
   if (ps->registered < 0) return 0;
   pthread_once(&pool_once, pool_key_make);
   if (!pool_key_ok || pthread_setspecific(pool_key, ps) != 0) return 0;
@@ -151,27 +112,17 @@ __attribute__((noinline)) static int pool_register(struct pool_set *ps) {
   return 1;
 }
 
-void tstor__pool_put(int pool, void *p) {
-  if (TSTOR__UNLIKELY(!p)) return;
-  struct pool_set *ps = pool_self();
+void tstor__pool_put_slow(int pool, void *p) {
+  if (!p) return;
+  tstor__pool_set *ps = &tstor__pools;
   int n = ps->count[pool];
-  if (TSTOR__LIKELY(n < POOL_DEPTH) &&
+  if (n < TSTOR__POOL_DEPTH &&
       atomic_load_explicit(&tstor__fault_kinds, memory_order_relaxed) == 0 &&
-      (TSTOR__LIKELY(ps->registered > 0) || pool_register(ps))) {
+      ps->registered == 0 && pool_register(ps)) {
     ps->blocks[pool][n] = p;
     ps->count[pool] = n + 1;
     return;
   }
-  tstor__free(p);
-}
-#else
-void *tstor__pool_get(int pool, size_t size) {
-  (void)pool;
-  return tstor__malloc(size);
-}
-
-void tstor__pool_put(int pool, void *p) {
-  (void)pool;
   tstor__free(p);
 }
 #endif

@@ -1,6 +1,7 @@
 /* The storage object: bytes on a device, a refcount, and who frees them. */
 #include "internal.h"
 #include "parallel.h"
+#include "pool.h"
 
 #include <sched.h>
 #include <stdio.h>

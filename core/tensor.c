@@ -2,6 +2,8 @@
  * needs, reference counting and queries. */
 #include "tensor_internal.h"
 
+#include "pool.h"
+
 #include <inttypes.h>
 #include <string.h>
 
