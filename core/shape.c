@@ -234,13 +234,12 @@ int tstor__shape_layouts(int n, const tstor_tensor *const *tensors, tstor_layout
     memcpy(layouts[i].strides, t->strides, sizeof(int64_t) * (size_t)t->ndim);
     if (!first) {
       first = t;
-      *ctx = tstor_storage_context(tstor_tensor_storage(t));
-      *dev = tstor_tensor_device(t);
+      *ctx = t->storage->ctx;
+      *dev = t->storage->device;
       continue;
     }
-    tstor_device d = tstor_tensor_device(t);
-    if (d.type != dev->type || d.index != dev->index ||
-        tstor_storage_context(tstor_tensor_storage(t)) != *ctx) {
+    tstor_device d = t->storage->device;
+    if (d.type != dev->type || d.index != dev->index || t->storage->ctx != *ctx) {
       char a[64] = "?", b[64] = "?";
       tstor_device_format(*ctx, *dev, a, sizeof a);
       tstor_device_format(tstor_storage_context(tstor_tensor_storage(t)), d, b, sizeof b);
@@ -259,7 +258,6 @@ int tstor__shape_finish(int rc, tstor_context *ctx, tstor_device dev, const tsto
    * made directly on a new storage of exactly the bytes it needs */
   uint64_t last = 0, nbytes = 0, span;
   int over = 0, empty = 0;
-  tstor_storage *s;
   for (int d = 0; d < l->ndim; d++) {
     empty |= l->sizes[d] == 0;
     over |= __builtin_mul_overflow((uint64_t)(l->sizes[d] - 1), (uint64_t)l->strides[d], &span);
@@ -274,10 +272,8 @@ int tstor__shape_finish(int rc, tstor_context *ctx, tstor_device dev, const tsto
     return tstor__err(TSTOR_EOVERFLOW, "shape: an output of size %s needs more bytes than "
                       "int64 counts", tstor__dims_str(a, sizeof a, l->ndim, l->sizes));
   }
-  if ((rc = tstor_storage_new(ctx, dev, (size_t)nbytes, &s)) < 0) return rc;
-  rc = tstor__tensor_make(s, l->dtype, 0, l->ndim, l->sizes, l->strides, out);
-  tstor_storage_release(s);
-  return rc;
+  return tstor__tensor_make_on_new(ctx, dev, (size_t)nbytes, l->dtype, l->ndim, l->sizes,
+                                   l->strides, out);
 }
 
 /* ------------------------------------------------------------ broadcasting */

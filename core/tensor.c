@@ -267,9 +267,9 @@ int tstor__tensor_make(tstor_storage *s, tstor_dtype dtype, int64_t offset, int 
 
 /* A tensor on a new storage of nbytes, which then only the tensor holds: it
  * adopts the storage's first reference. */
-static int make_on_new_storage(tstor_context *ctx, tstor_device dev, size_t nbytes,
-                               tstor_dtype dtype, int ndim, const int64_t *sizes,
-                               const int64_t *strides, tstor_tensor **out) {
+int tstor__tensor_make_on_new(tstor_context *ctx, tstor_device dev, size_t nbytes,
+                              tstor_dtype dtype, int ndim, const int64_t *sizes,
+                              const int64_t *strides, tstor_tensor **out) {
   tstor_storage *s;
   int rc = tstor_storage_new(ctx, dev, nbytes, &s);
   if (rc) return rc;
@@ -294,7 +294,7 @@ int tstor_tensor_empty_strided(tstor_context *ctx, tstor_device dev, tstor_dtype
   uint64_t nbytes;
   if ((rc = layout_nbytes(ndim, sizes, strides, d->element_size, 0, &nbytes))) return rc;
   if (nbytes > SIZE_MAX) return overflowed(ndim, sizes, strides);
-  return make_on_new_storage(ctx, dev, (size_t)nbytes, dtype, ndim, sizes, strides, out);
+  return tstor__tensor_make_on_new(ctx, dev, (size_t)nbytes, dtype, ndim, sizes, strides, out);
 }
 
 int tstor_tensor_empty(tstor_context *ctx, tstor_device dev, tstor_dtype dtype, int ndim,
@@ -317,7 +317,7 @@ int tstor_tensor_empty(tstor_context *ctx, tstor_device dev, tstor_dtype dtype, 
     return tstor__err(TSTOR_EOVERFLOW, "Storage size calculation overflowed with sizes=%s",
                       tstor__dims_str(buf, sizeof buf, ndim, sizes));
   }
-  return make_on_new_storage(ctx, dev, (size_t)n, dtype, ndim, sizes, NULL, out);
+  return tstor__tensor_make_on_new(ctx, dev, (size_t)n, dtype, ndim, sizes, NULL, out);
 }
 
 /* The prologue looks like tensor_empty's: each message names its own entry

@@ -28,6 +28,11 @@ struct tstor_tensor {
  * caller has checked it. strides NULL means contiguous. */
 int tstor__tensor_make(tstor_storage *s, tstor_dtype dtype, int64_t offset, int ndim,
                        const int64_t *sizes, const int64_t *strides, tstor_tensor **out);
+/* As tstor__tensor_make at offset 0 on a new storage of exactly the bytes the
+ * layout needs, made on dev. */
+int tstor__tensor_make_on_new(tstor_context *ctx, tstor_device dev, size_t nbytes,
+                              tstor_dtype dtype, int ndim, const int64_t *sizes,
+                              const int64_t *strides, tstor_tensor **out);
 
 /* Validates ndim (0..TSTOR_TENSOR_MAX_DIM) and a non-NULL array for it. */
 int tstor__tensor_check_ndim(int ndim, const void *array, const char *what);
