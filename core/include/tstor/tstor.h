@@ -14,6 +14,11 @@
  *     caller must tstor_storage_release() it exactly once.
  *   - Every function is thread-safe unless its comment says otherwise. Writing to
  *     the same bytes from two threads at once is the caller's business, as in C.
+ *   - Each thread keeps a few freed storage and tensor objects for its next
+ *     create, and gives them back when it exits. So a program that dlopens
+ *     libtstor cannot unload it once it has released a storage: dlclose then
+ *     leaves it mapped (RTLD_NODELETE), since an exiting thread may be running
+ *     its clean-up in it.
  *   - A struct the library fills for the caller (tstor_stats, tstor_backend_info)
  *     begins with uint32_t struct_size: set it to the size of the struct you
  *     have, as its TSTOR_*_INIT initialiser does. The library writes only the
