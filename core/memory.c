@@ -102,10 +102,10 @@ __attribute__((destructor)) static void pool_fini(void) { pool_drain(NULL); }
 
 void *tstor__pool_get_slow(size_t size) { return tstor__malloc(size); }
 
-/* Once per thread: without the key a thread's pool would leak at its exit,
- * so a thread that cannot register frees instead. */
+/* Once per thread, from a thread that has not asked yet: without the key a
+ * thread's pool would leak at its exit, so a thread that cannot register
+ * frees instead. */
 static int pool_register(tstor__pool_set *ps) {
-  if (ps->registered < 0) return 0;
   pthread_once(&pool_once, pool_key_make);
   if (!pool_key_ok || pthread_setspecific(pool_key, ps) != 0) return 0;
   ps->registered = 1;

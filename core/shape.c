@@ -242,7 +242,7 @@ int tstor__shape_layouts(int n, const tstor_tensor *const *tensors, tstor_layout
     if (d.type != dev->type || d.index != dev->index || t->storage->ctx != *ctx) {
       char a[64] = "?", b[64] = "?";
       tstor_device_format(*ctx, *dev, a, sizeof a);
-      tstor_device_format(tstor_storage_context(tstor_tensor_storage(t)), d, b, sizeof b);
+      tstor_device_format(t->storage->ctx, d, b, sizeof b);
       return tstor__err(TSTOR_EINVAL, "Expected all tensors to be on the same device, but found "
                         "at least two devices, %s and %s!", a, b);
     }
