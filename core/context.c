@@ -22,10 +22,6 @@ static void destroy(tstor_context *ctx) {
   tstor__free(ctx);
 }
 
-void tstor__ctx_retain(tstor_context *ctx) {
-  atomic_fetch_add_explicit(&ctx->refs, 1, memory_order_relaxed);
-}
-
 void tstor__ctx_release(tstor_context *ctx) {
   /* acq_rel rather than release + an acquire fence: the same ordering, and
    * one ThreadSanitizer understands (it ignores standalone fences). */

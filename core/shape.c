@@ -12,11 +12,11 @@
 
 /* Dense strides with the dimensions ordered from fastest (order[0]) to
  * slowest; sizes 0 and 1 count as 1, as in PyTorch's. */
-static void dense_strides(tstor_layout *l, const int *order) {
+static void dense_strides(int ndim, const int64_t *sizes, int64_t *strides, const int *order) {
   int64_t acc = 1;
-  for (int i = 0; i < l->ndim; i++) {
-    l->strides[order[i]] = acc;
-    acc *= l->sizes[order[i]] > 1 ? l->sizes[order[i]] : 1;
+  for (int i = 0; i < ndim; i++) {
+    strides[order[i]] = acc;
+    acc *= sizes[order[i]] > 1 ? sizes[order[i]] : 1;
   }
 }
 
@@ -158,12 +158,12 @@ int tstor_layout_restride(tstor_layout *l, tstor_memory_format format) {
   case TSTOR_MEMORY_CHANNELS_LAST:
     if (l->ndim != 4)
       return tstor__err(TSTOR_EINVAL, "required rank 4 tensor to use channels_last format");
-    dense_strides(l, cl2d_order);
+    dense_strides(4, l->sizes, l->strides, cl2d_order);
     return 0;
   case TSTOR_MEMORY_CHANNELS_LAST_3D:
     if (l->ndim != 5)
       return tstor__err(TSTOR_EINVAL, "required rank 5 tensor to use channels_last_3d format");
-    dense_strides(l, cl3d_order);
+    dense_strides(5, l->sizes, l->strides, cl3d_order);
     return 0;
   }
   return tstor__err(TSTOR_EINVAL, "layout_restride: bad memory format %d", (int)format);
@@ -221,17 +221,12 @@ int tstor_layout_empty(tstor_context *ctx, tstor_device dev, const tstor_layout 
 
 /* ------------------------------------------------------------- tensor glue */
 
-int tstor__shape_layouts(int n, const tstor_tensor *const *tensors, tstor_layout *layouts,
-                         tstor_context **ctx, tstor_device *dev) {
+int tstor__shape_device(int n, const tstor_tensor *const *tensors, tstor_context **ctx,
+                        tstor_device *dev) {
   const tstor_tensor *first = NULL;
   for (int i = 0; i < n; i++) {
     const tstor_tensor *t = tensors[i];
     if (!t) continue;
-    /* a tensor's layout is valid by construction: copied, not checked */
-    layouts[i].dtype = t->dtype;
-    layouts[i].ndim = t->ndim;
-    memcpy(layouts[i].sizes, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
-    memcpy(layouts[i].strides, t->strides, sizeof(int64_t) * (size_t)t->ndim);
     if (!first) {
       first = t;
       *ctx = t->storage->ctx;
@@ -251,47 +246,102 @@ int tstor__shape_layouts(int n, const tstor_tensor *const *tensors, tstor_layout
   return 0;
 }
 
+int tstor__shape_layouts(int n, const tstor_tensor *const *tensors, tstor_layout *layouts,
+                         tstor_context **ctx, tstor_device *dev) {
+  for (int i = 0; i < n; i++) {
+    const tstor_tensor *t = tensors[i];
+    if (!t) continue;
+    /* a tensor's layout is valid by construction: copied, not checked */
+    layouts[i].dtype = t->dtype;
+    layouts[i].ndim = t->ndim;
+    memcpy(layouts[i].sizes, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
+    memcpy(layouts[i].strides, t->strides, sizeof(int64_t) * (size_t)t->ndim);
+  }
+  return tstor__shape_device(n, tensors, ctx, dev);
+}
+
+int tstor__shape_complete(tstor_context *ctx, tstor_device dev, tstor_dtype dtype,
+                          tstor_tensor *t, int contiguous, tstor_tensor **out) {
+  /* t's layout came out of shape inference: valid sizes and strides, so the
+   * tensor goes straight onto a new storage of exactly the bytes it needs,
+   * counted as PyTorch's empty and empty_strided count them */
+  int64_t numel = 1;
+  int over = 0, empty = 0;
+  for (int d = 0; d < t->ndim; d++) {
+    empty |= t->sizes[d] == 0;
+    over |= __builtin_mul_overflow(numel, t->sizes[d], &numel);
+  }
+  if (!contiguous) contiguous = tstor__compute_contiguous(t->ndim, t->sizes, t->strides);
+  size_t esize = tstor_dtype_size(dtype);
+  uint64_t nbytes = 0;
+  if (contiguous) {
+    /* computeStorageNbytesContiguous: the sizes' product, overflowing even
+     * where a later size is 0 */
+    over |= __builtin_mul_overflow((uint64_t)numel, (uint64_t)esize, &nbytes);
+  } else if (!empty) {
+    /* computeStorageNbytes: one past the furthest element, 0 for none (and
+     * the tensor's own element count must fit, overlapping or not) */
+    uint64_t last = 0, span;
+    for (int d = 0; d < t->ndim; d++) {
+      over |= __builtin_mul_overflow((uint64_t)(t->sizes[d] - 1), (uint64_t)t->strides[d], &span);
+      over |= __builtin_add_overflow(last, span, &last);
+    }
+    over |= __builtin_add_overflow(last, 1, &nbytes);
+    over |= __builtin_mul_overflow(nbytes, (uint64_t)esize, &nbytes);
+  } else {
+    over = 0; /* no elements: PyTorch counts no bytes and checks nothing */
+  }
+  int rc = 0;
+  if (TSTOR__UNLIKELY(over || nbytes > INT64_MAX || nbytes > SIZE_MAX)) {
+    char a[TSTOR__SHAPE_STR_MAX], b[TSTOR__SHAPE_STR_MAX];
+    rc = tstor__err(TSTOR_EOVERFLOW, "Storage size calculation overflowed with sizes=%s%s%s",
+                    tstor__dims_str(a, sizeof a, t->ndim, t->sizes),
+                    contiguous ? "" : " and strides=",
+                    contiguous ? "" : tstor__dims_str(b, sizeof b, t->ndim, t->strides));
+  }
+  tstor_storage *s = NULL;
+  /* the device is a live tensor's: checked when that tensor was made */
+  if (TSTOR__LIKELY(rc == 0))
+    rc = tstor__storage_new_with(ctx, dev, ctx->types[dev.type].allocator, (size_t)nbytes, NULL,
+                                 &s);
+  if (TSTOR__UNLIKELY(rc)) {
+    tstor__tensor_discard(t);
+    return rc;
+  }
+  tstor__tensor_complete(t, s, dtype, esize, 0, numel, contiguous);
+  *out = t;
+  return 0;
+}
+
 int tstor__shape_finish(int rc, tstor_context *ctx, tstor_device dev, const tstor_layout *l,
                         tstor_tensor **out) {
   if (rc < 0) return rc;
-  /* l came out of shape inference: valid sizes and strides, so the tensor is
-   * made directly on a new storage of exactly the bytes it needs */
-  uint64_t last = 0, nbytes = 0, span;
-  int over = 0, empty = 0;
-  for (int d = 0; d < l->ndim; d++) {
-    empty |= l->sizes[d] == 0;
-    over |= __builtin_mul_overflow((uint64_t)(l->sizes[d] - 1), (uint64_t)l->strides[d], &span);
-    over |= __builtin_add_overflow(last, span, &last);
-  }
-  if (!empty) {
-    over |= __builtin_add_overflow(last, 1, &nbytes);
-    over |= __builtin_mul_overflow(nbytes, (uint64_t)tstor_dtype_size(l->dtype), &nbytes);
-  }
-  if (!empty && (over || nbytes > INT64_MAX || nbytes > SIZE_MAX)) {
-    char a[TSTOR__SHAPE_STR_MAX];
-    return tstor__err(TSTOR_EOVERFLOW, "shape: an output of size %s needs more bytes than "
-                      "int64 counts", tstor__dims_str(a, sizeof a, l->ndim, l->sizes));
-  }
-  return tstor__tensor_make_on_new(ctx, dev, (size_t)nbytes, l->dtype, l->ndim, l->sizes,
-                                   l->strides, out);
+  tstor_tensor *t = tstor__tensor_blank(l->ndim);
+  if (!t) return TSTOR_ENOMEM;
+  memcpy(t->sizes, l->sizes, sizeof(int64_t) * (size_t)l->ndim);
+  memcpy(t->strides, l->strides, sizeof(int64_t) * (size_t)l->ndim);
+  return tstor__shape_complete(ctx, dev, l->dtype, t, 0, out);
 }
 
 /* ------------------------------------------------------------ broadcasting */
 
-/* Broadcasts shape (n, s) into (*ndim, out), which holds the shape so far. */
+/* Broadcasts shape (n, s) into (*ndim, out), which holds the shape so far
+ * and has room for the result; on failure out holds a partial result. */
 static int broadcast_into(int *ndim, int64_t *out, int n, const int64_t *s) {
-  int nd = *ndim > n ? *ndim : n;
-  int64_t r[TSTOR_TENSOR_MAX_DIM];
+  int nd = *ndim > n ? *ndim : n, shift = nd - *ndim;
+  if (shift) {
+    for (int i = *ndim - 1; i >= 0; i--) out[i + shift] = out[i];
+    for (int i = 0; i < shift; i++) out[i] = 1;
+  }
   for (int i = nd - 1; i >= 0; i--) {
-    int ia = i - (nd - *ndim), ib = i - (nd - n);
-    int64_t a = ia >= 0 ? out[ia] : 1, b = ib >= 0 ? s[ib] : 1;
+    int ib = i - (nd - n);
+    int64_t a = out[i], b = ib >= 0 ? s[ib] : 1;
     if (a != b && a != 1 && b != 1)
       return tstor__err(TSTOR_EINVAL, "The size of tensor a (%lld) must match the size of "
                         "tensor b (%lld) at non-singleton dimension %d",
                         (long long)a, (long long)b, i);
-    r[i] = a == 1 ? b : a;
+    out[i] = a == 1 ? b : a;
   }
-  memcpy(out, r, sizeof(int64_t) * (size_t)nd);
   *ndim = nd;
   return 0;
 }
@@ -320,94 +370,127 @@ int tstor_broadcast_shapes(int n, const int *ndims, const int64_t *const *sizes,
 
 /* ------------------------------------------------------------- elementwise */
 
-static int is_contiguous(const tstor_layout *l) {
-  return tstor__compute_contiguous(l->ndim, l->sizes, l->strides);
+/* An operand by reference: into a tstor_layout for the layout form, straight
+ * into a tensor for the tensor forms, which then copy no shape before the
+ * inference. */
+typedef struct {
+  tstor_dtype dtype;
+  int ndim;
+  const int64_t *sizes, *strides;
+} operand;
+
+static int is_contiguous(const operand *o) {
+  return tstor__compute_contiguous(o->ndim, o->sizes, o->strides);
 }
 
 /* TensorIterator's channels-last fast path is for 4 dimensions only. */
-static int is_channels_last_contiguous(const tstor_layout *l) {
-  return l->ndim == 4 && tstor__channels_last_contiguous(l->ndim, l->sizes, l->strides);
+static int is_channels_last_contiguous(const operand *o) {
+  return o->ndim == 4 && tstor__channels_last_contiguous(o->ndim, o->sizes, o->strides);
 }
 
-static int is_non_overlapping_and_dense(const tstor_layout *l) {
-  return tstor__non_overlapping_and_dense(l->ndim, l->sizes, l->strides);
+static int is_non_overlapping_and_dense(const operand *o) {
+  return tstor__non_overlapping_and_dense(o->ndim, o->sizes, o->strides);
+}
+
+static int same_dims(int n, const int64_t *a, const int64_t *b) {
+  for (int i = 0; i < n; i++)
+    if (a[i] != b[i]) return 0;
+  return 1;
 }
 
 typedef struct {
   int n;
-  const tstor_layout *in, *out;
+  const operand *in;
+  int ndim;
+  const int64_t *sizes; /* the broadcast shape */
 } iterator_order;
 
 /* TensorIterator's should_swap over the inputs' strides on the broadcast shape
  * (0 where an input is broadcast along the dim). */
 static int iterator_should_swap(const void *ctx, int d0, int d1) {
   const iterator_order *o = ctx;
-  const tstor_layout *out = o->out;
+  const int64_t *sizes = o->sizes;
   for (int k = 0; k < o->n; k++) {
-    const tstor_layout *in = &o->in[k];
-    int off = out->ndim - in->ndim;
+    const operand *in = &o->in[k];
+    int off = o->ndim - in->ndim;
     int64_t s0 = d0 >= off ? in->strides[d0 - off] : 0;
     int64_t s1 = d1 >= off ? in->strides[d1 - off] : 0;
-    if (d0 >= off && in->sizes[d0 - off] == 1 && out->sizes[d0] != 1) s0 = 0;
-    if (d1 >= off && in->sizes[d1 - off] == 1 && out->sizes[d1] != 1) s1 = 0;
+    if (d0 >= off && in->sizes[d0 - off] == 1 && sizes[d0] != 1) s0 = 0;
+    if (d1 >= off && in->sizes[d1 - off] == 1 && sizes[d1] != 1) s1 = 0;
     if (s0 == 0 || s1 == 0) continue;
     if (s0 < s1) return -1;
     if (s0 > s1) return 1;
-    if (out->sizes[d0] > out->sizes[d1]) return 1;
+    if (sizes[d0] > sizes[d1]) return 1;
   }
   return 0;
 }
 
-/* The output layout (sizes already set in out) of TensorIterator's general
+/* The output strides (for the broadcast sizes) of TensorIterator's general
  * path: order the dimensions by the inputs' strides, then lay the output out
- * densely in that order. */
-static void iterator_strides(int n, const tstor_layout *in, tstor_layout *out) {
-  int nd = out->ndim;
-  if (nd == 0) return;
+ * densely in that order. 1 when that order is the contiguous one. */
+static int iterator_strides(int n, const operand *in, int nd, const int64_t *sizes,
+                            int64_t *strides) {
+  if (nd == 0) return 1;
+  /* A first input that spans every dimension, none of size 1, with strides
+   * that fall strictly from the first dimension to the last orders every pair
+   * of dimensions by itself, as they stand: the output is contiguous. That is
+   * a full tensor combined with broadcast ones, decided without the sort. */
+  const operand *first = &in[0];
+  int ordered = first->ndim == nd && first->strides[nd - 1] > 0;
+  for (int d = 0; d < nd && ordered; d++)
+    ordered = first->sizes[d] > 1 && (d == nd - 1 || first->strides[d] > first->strides[d + 1]);
+  if (ordered) {
+    tstor__contiguous_strides(nd, sizes, strides);
+    return 1;
+  }
   int perm[TSTOR_TENSOR_MAX_DIM];
   for (int i = 0; i < nd; i++) perm[i] = nd - 1 - i;
-  iterator_order o = {n, in, out};
+  iterator_order o = {n, in, nd, sizes};
   tstor__reorder_dims(nd, perm, iterator_should_swap, &o);
   int inverted = 1;
   for (int j = 0; j < nd; j++)
     if (perm[j] != nd - 1 - j) inverted = 0;
   if (inverted) {
-    tstor__layout_contiguous(out);
-    return;
+    tstor__contiguous_strides(nd, sizes, strides);
+    return 1;
   }
   /* TensorIterator's compatible_stride: plain products, so a size of 0 zeroes
    * every slower stride */
   int64_t next = 1;
   for (int j = 0; j < nd; j++) {
-    out->strides[perm[j]] = next;
-    next *= out->sizes[perm[j]];
+    strides[perm[j]] = next;
+    next *= sizes[perm[j]];
   }
+  return 0;
 }
 
-int tstor_layout_elementwise(tstor_elementwise_rule rule, int n, const tstor_layout *inputs,
-                             int nnumbers, const tstor_dtype *numbers, tstor_layout *out) {
-  if (n < 1 || n > TSTOR__SHAPE_MAX_OPERANDS || !inputs || !out || nnumbers < 0 ||
-      nnumbers > TSTOR__SHAPE_MAX_OPERANDS || (nnumbers && !numbers))
-    return tstor__err(TSTOR_EINVAL, "elementwise: bad operands (%d tensors, %d numbers)", n,
-                      nnumbers);
+/* The broadcast rank of the inputs: the output's number of dimensions. */
+static int broadcast_rank(int n, const operand *in) {
+  int nd = 0;
+  for (int i = 0; i < n; i++)
+    if (in[i].ndim > nd) nd = in[i].ndim;
+  return nd;
+}
+
+/* The inference itself, for valid operands: the dtype into *dtype, and the
+ * sizes and strides into arrays of broadcast_rank() that alias no input;
+ * *contiguous is 1 where the strides are known contiguous (0: not known). */
+static int elementwise(tstor_elementwise_rule rule, int n, const operand *in, int nnumbers,
+                       const tstor_dtype *numbers, tstor_dtype *dtype, int64_t *sizes,
+                       int64_t *strides, int *contiguous) {
   if (rule != TSTOR_ELEMENTWISE_PROMOTE && rule != TSTOR_ELEMENTWISE_FLOAT &&
       rule != TSTOR_ELEMENTWISE_BOOL)
     return tstor__err(TSTOR_EINVAL, "elementwise: bad rule %d", (int)rule);
   int same_dtype = nnumbers == 0;
-  for (int i = 0; i < n; i++) {
-    if (inputs[i].ndim < 0 || inputs[i].ndim > TSTOR_TENSOR_MAX_DIM)
-      return tstor__err(TSTOR_EINVAL, "elementwise: input %d has %d dimensions", i,
-                        inputs[i].ndim);
-    same_dtype &= inputs[i].dtype == inputs[0].dtype;
-  }
-  tstor_dtype common = inputs[0].dtype;
+  for (int i = 1; i < n; i++) same_dtype &= in[i].dtype == in[0].dtype;
+  tstor_dtype common = in[0].dtype;
   int rc;
   if (!same_dtype || !tstor_dtype_info_of(common)) {
     /* the general case; one dtype and no numbers promotes to itself */
     tstor_operand ops[2 * TSTOR__SHAPE_MAX_OPERANDS];
     for (int i = 0; i < n; i++) {
-      ops[i].dtype = inputs[i].dtype;
-      ops[i].kind = inputs[i].ndim ? TSTOR_OPERAND_TENSOR : TSTOR_OPERAND_ZERO_DIM;
+      ops[i].dtype = in[i].dtype;
+      ops[i].kind = in[i].ndim ? TSTOR_OPERAND_TENSOR : TSTOR_OPERAND_ZERO_DIM;
     }
     for (int i = 0; i < nnumbers; i++) {
       ops[n + i].dtype = numbers[i];
@@ -418,65 +501,102 @@ int tstor_layout_elementwise(tstor_elementwise_rule rule, int n, const tstor_lay
   if (rule == TSTOR_ELEMENTWISE_FLOAT && tstor__dtype_category(common) < 2)
     common = TSTOR__DEFAULT_FLOAT;
   if (rule == TSTOR_ELEMENTWISE_BOOL) common = TSTOR_BOOL;
+  *dtype = common;
+  *contiguous = 0;
 
   /* the shape; numbers are zero-dim operands, which count for "all the same
    * shape" as TensorIterator's wrapped numbers do */
-  tstor_layout r;
-  r.dtype = common;
-  r.ndim = inputs[0].ndim;
-  memcpy(r.sizes, inputs[0].sizes, sizeof(int64_t) * (size_t)r.ndim);
+  int nd = in[0].ndim;
+  for (int d = 0; d < nd; d++) sizes[d] = in[0].sizes[d];
   int same_shape = 1;
   for (int i = 1; i < n; i++) {
-    if (inputs[i].ndim != r.ndim ||
-        memcmp(inputs[i].sizes, r.sizes, sizeof(int64_t) * (size_t)r.ndim) != 0)
-      same_shape = 0;
-    rc = broadcast_into(&r.ndim, r.sizes, inputs[i].ndim, inputs[i].sizes);
+    if (in[i].ndim != nd || !same_dims(nd, in[i].sizes, sizes)) same_shape = 0;
+    rc = broadcast_into(&nd, sizes, in[i].ndim, in[i].sizes);
     if (rc < 0) return rc;
   }
-  if (nnumbers && r.ndim != 0) same_shape = 0;
+  if (nnumbers && nd != 0) same_shape = 0;
 
   /* TensorIterator's fast set-up: inputs of one shape and one dense layout */
   if (same_shape) {
     int contig = 1, cl = 1, dense = 1;
     for (int i = 0; i < n; i++) {
-      contig &= is_contiguous(&inputs[i]);
-      cl &= is_channels_last_contiguous(&inputs[i]);
-      dense &= is_non_overlapping_and_dense(&inputs[i]);
+      contig &= is_contiguous(&in[i]);
+      cl &= is_channels_last_contiguous(&in[i]);
+      dense &= is_non_overlapping_and_dense(&in[i]);
     }
     if (contig) {
-      tstor__layout_contiguous(&r);
-      goto done;
+      tstor__contiguous_strides(nd, sizes, strides);
+      *contiguous = 1;
+      return 0;
     }
     if (cl) {
-      dense_strides(&r, cl2d_order);
-      goto done;
+      dense_strides(nd, sizes, strides, cl2d_order);
+      return 0;
     }
     if (dense) {
       int same = 1;
-      for (int i = 1; i < n; i++)
-        if (memcmp(inputs[i].strides, inputs[0].strides, sizeof(int64_t) * (size_t)r.ndim))
-          same = 0;
+      for (int i = 1; i < n; i++) same &= same_dims(nd, in[i].strides, in[0].strides);
       if (same) {
-        memcpy(r.strides, inputs[n - 1].strides, sizeof(int64_t) * (size_t)r.ndim);
-        goto done;
+        for (int d = 0; d < nd; d++) strides[d] = in[n - 1].strides[d];
+        return 0;
       }
     }
   }
-  iterator_strides(n, inputs, &r);
-done:
+  *contiguous = iterator_strides(n, in, nd, sizes, strides);
+  return 0;
+}
+
+int tstor_layout_elementwise(tstor_elementwise_rule rule, int n, const tstor_layout *inputs,
+                             int nnumbers, const tstor_dtype *numbers, tstor_layout *out) {
+  if (n < 1 || n > TSTOR__SHAPE_MAX_OPERANDS || !inputs || !out || nnumbers < 0 ||
+      nnumbers > TSTOR__SHAPE_MAX_OPERANDS || (nnumbers && !numbers))
+    return tstor__err(TSTOR_EINVAL, "elementwise: bad operands (%d tensors, %d numbers)", n,
+                      nnumbers);
+  operand in[TSTOR__SHAPE_MAX_OPERANDS];
+  for (int i = 0; i < n; i++) {
+    if (inputs[i].ndim < 0 || inputs[i].ndim > TSTOR_TENSOR_MAX_DIM)
+      return tstor__err(TSTOR_EINVAL, "elementwise: input %d has %d dimensions", i,
+                        inputs[i].ndim);
+    in[i] = (operand){inputs[i].dtype, inputs[i].ndim, inputs[i].sizes, inputs[i].strides};
+  }
+  /* into r, not out: out may be one of the inputs */
+  tstor_layout r;
+  r.ndim = broadcast_rank(n, in);
+  int contiguous;
+  int rc = elementwise(rule, n, in, nnumbers, numbers, &r.dtype, r.sizes, r.strides, &contiguous);
+  if (rc < 0) return rc;
   tstor__layout_copy(out, &r);
   return 0;
+}
+
+/* The tensor forms of elementwise inference: the operands read in place and
+ * the output's shape computed straight into the new tensor. */
+static int elementwise_tensor(tstor_elementwise_rule rule, int n, const tstor_tensor *const *ts,
+                              int nnumbers, const tstor_dtype *numbers, tstor_tensor **out) {
+  tstor_context *ctx = NULL;
+  tstor_device dev = {0, 0};
+  int rc = tstor__shape_device(n, ts, &ctx, &dev);
+  if (rc < 0) return rc;
+  operand in[2];
+  for (int i = 0; i < n; i++)
+    in[i] = (operand){ts[i]->dtype, ts[i]->ndim, ts[i]->sizes, ts[i]->strides};
+  tstor_tensor *t = tstor__tensor_blank(broadcast_rank(n, in));
+  if (!t) return TSTOR_ENOMEM;
+  tstor_dtype dtype;
+  int contiguous;
+  rc = elementwise(rule, n, in, nnumbers, numbers, &dtype, t->sizes, t->strides, &contiguous);
+  if (rc < 0) {
+    tstor__tensor_discard(t);
+    return rc;
+  }
+  return tstor__shape_complete(ctx, dev, dtype, t, contiguous, out);
 }
 
 int tstor_shape_unary(tstor_elementwise_rule rule, const tstor_tensor *a, tstor_tensor **out) {
   if (!out) return tstor__err(TSTOR_EINVAL, "shape_unary: out is NULL");
   *out = NULL;
-  tstor_layout l, r;
-  tstor_context *ctx = NULL;
-  tstor_device dev = {0, 0};
-  int rc = tstor__shape_layouts(1, &a, &l, &ctx, &dev);
-  if (rc == 0) rc = tstor_layout_elementwise(rule, 1, &l, 0, NULL, &r);
-  return tstor__shape_finish(rc, ctx, dev, &r, out);
+  if (!a) return tstor__err(TSTOR_EINVAL, "shape_unary: NULL tensor");
+  return elementwise_tensor(rule, 1, &a, 0, NULL, out);
 }
 
 int tstor_shape_binary(tstor_elementwise_rule rule, const tstor_tensor *a, const tstor_tensor *b,
@@ -484,13 +604,8 @@ int tstor_shape_binary(tstor_elementwise_rule rule, const tstor_tensor *a, const
   if (!out) return tstor__err(TSTOR_EINVAL, "shape_binary: out is NULL");
   *out = NULL;
   if (!a || !b) return tstor__err(TSTOR_EINVAL, "shape_binary: NULL tensor");
-  tstor_layout l[2], r;
   const tstor_tensor *ts[2] = {a, b};
-  tstor_context *ctx = NULL;
-  tstor_device dev = {0, 0};
-  int rc = tstor__shape_layouts(2, ts, l, &ctx, &dev);
-  if (rc == 0) rc = tstor_layout_elementwise(rule, 2, l, 0, NULL, &r);
-  return tstor__shape_finish(rc, ctx, dev, &r, out);
+  return elementwise_tensor(rule, 2, ts, 0, NULL, out);
 }
 
 /* The tstor_shape_* entry points (here, shape_nn.c, shape_ops.c) stay one per
@@ -500,12 +615,8 @@ int tstor_shape_binary_number(tstor_elementwise_rule rule, const tstor_tensor *a
                               tstor_dtype number, tstor_tensor **out) {
   if (!out) return tstor__err(TSTOR_EINVAL, "shape_binary_number: out is NULL");
   *out = NULL;
-  tstor_layout l, r;
-  tstor_context *ctx = NULL;
-  tstor_device dev = {0, 0};
-  int rc = tstor__shape_layouts(1, &a, &l, &ctx, &dev);
-  if (rc == 0) rc = tstor_layout_elementwise(rule, 1, &l, 1, &number, &r);
-  return tstor__shape_finish(rc, ctx, dev, &r, out);
+  if (!a) return tstor__err(TSTOR_EINVAL, "shape_binary_number: NULL tensor");
+  return elementwise_tensor(rule, 1, &a, 1, &number, out);
 }
 
 /* ---------------------------------------------------------------- reductions */

@@ -48,10 +48,21 @@ static inline void tstor__layout_contiguous(tstor_layout *l) {
  * or TSTOR_EINVAL when the view is impossible without a copy. */
 int tstor__view_strides(const tstor_layout *l, int ndim, const int64_t *sizes, int64_t *strides);
 
-/* Builds a layout from each tensor (any may be NULL where allowed) and checks
- * that they all live on one device; writes the first one's context and device. */
+/* Checks that the tensors (any may be NULL where allowed) all live on one
+ * device; writes the first one's context and device. */
+int tstor__shape_device(int n, const tstor_tensor *const *tensors, tstor_context **ctx,
+                        tstor_device *dev);
+
+/* As tstor__shape_device, and builds a layout from each tensor. */
 int tstor__shape_layouts(int n, const tstor_tensor *const *tensors, tstor_layout *layouts,
                          tstor_context **ctx, tstor_device *dev);
+
+/* Ends a tensor form whose inference wrote the sizes and strides of t (from
+ * tstor__tensor_blank): t, of dtype, on a new storage on dev of exactly the
+ * bytes it needs. contiguous: 1 when the inference knows its strides are the
+ * contiguous ones, 0 when unknown. On failure t is discarded. */
+int tstor__shape_complete(tstor_context *ctx, tstor_device dev, tstor_dtype dtype,
+                          tstor_tensor *t, int contiguous, tstor_tensor **out);
 
 /* Ends a tensor form: on rc == 0 allocates the output tensor for layout l. */
 int tstor__shape_finish(int rc, tstor_context *ctx, tstor_device dev, const tstor_layout *l,

@@ -218,6 +218,27 @@ int tstor_layout_nbytes(int ndim, const int64_t *sizes, const int64_t *strides,
 #define POOLED_NDIM 6
 #define POOLED_SIZE (sizeof(tstor_tensor) + 2 * POOLED_NDIM * sizeof(int64_t))
 
+tstor_tensor *tstor__tensor_blank(int ndim) {
+  tstor_tensor *t = ndim <= POOLED_NDIM
+                        ? tstor__pool_get(TSTOR__POOL_TENSOR, POOLED_SIZE)
+                        : tstor__malloc(sizeof *t + 2 * (size_t)ndim * sizeof(int64_t));
+  if (t == NULL) {
+    tstor__err(TSTOR_ENOMEM, "no memory for a %d-dimensional tensor", ndim);
+    return NULL;
+  }
+  t->ndim = ndim;
+  t->sizes = t->dims;
+  t->strides = t->dims + ndim;
+  return t;
+}
+
+void tstor__tensor_discard(tstor_tensor *t) {
+  if (t->ndim <= POOLED_NDIM)
+    tstor__pool_put(TSTOR__POOL_TENSOR, t);
+  else
+    tstor__free(t);
+}
+
 /* tstor__tensor_make; `adopt` hands the tensor the caller's reference on s
  * (a new storage's only one) instead of taking another: tstor_tensor_empty
  * then pays no retain and release, two atomic read-modify-writes. On failure
@@ -232,30 +253,21 @@ static int make(tstor_storage *s, tstor_dtype dtype, int64_t offset, int ndim,
       return tstor__err(TSTOR_EOVERFLOW, "the number of elements of sizes %s overflows int64",
                         tstor__dims_str(buf, sizeof buf, ndim, sizes));
     }
-  tstor_tensor *t = ndim <= POOLED_NDIM
-                        ? tstor__pool_get(TSTOR__POOL_TENSOR, POOLED_SIZE)
-                        : tstor__malloc(sizeof *t + 2 * (size_t)ndim * sizeof(int64_t));
+  tstor_tensor *t = tstor__tensor_blank(ndim);
   if (t == NULL) {
     *out = NULL;
-    return tstor__err(TSTOR_ENOMEM, "no memory for a %d-dimensional tensor", ndim);
+    return TSTOR_ENOMEM;
   }
-  atomic_init(&t->refs, 1);
-  t->storage = adopt ? s : tstor_storage_retain(s);
-  t->dtype = dtype;
-  t->ndim = ndim;
-  t->offset = offset;
-  t->esize = tstor_dtype_size(dtype);
-  t->sizes = t->dims;
-  t->strides = t->dims + ndim;
   if (ndim > 0) memcpy(t->sizes, sizes, (size_t)ndim * sizeof(int64_t));
-  t->numel = numel;
+  int contiguous = 1; /* by construction when strides is NULL */
   if (strides) {
     if (ndim > 0) memcpy(t->strides, strides, (size_t)ndim * sizeof(int64_t));
-    t->contiguous = tstor__compute_contiguous(ndim, t->sizes, t->strides);
+    contiguous = tstor__compute_contiguous(ndim, t->sizes, t->strides);
   } else {
     tstor__contiguous_strides(ndim, sizes, t->strides);
-    t->contiguous = 1; /* by construction */
   }
+  tstor__tensor_complete(t, adopt ? s : tstor_storage_retain(s), dtype, tstor_dtype_size(dtype),
+                         offset, numel, contiguous);
   *out = t;
   return 0;
 }
@@ -379,10 +391,7 @@ void tstor_tensor_release(tstor_tensor *t) {
   if (before != 1) before = atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel);
   if (before != 1) return;
   tstor_storage_release(t->storage);
-  if (t->ndim <= POOLED_NDIM)
-    tstor__pool_put(TSTOR__POOL_TENSOR, t);
-  else
-    tstor__free(t);
+  tstor__tensor_discard(t);
 }
 
 long tstor_tensor_use_count(const tstor_tensor *t) {

@@ -34,6 +34,26 @@ int tstor__tensor_make_on_new(tstor_context *ctx, tstor_device dev, size_t nbyte
                               tstor_dtype dtype, int ndim, const int64_t *sizes,
                               const int64_t *strides, tstor_tensor **out);
 
+/* A tensor in two steps, for code that computes a layout straight into the
+ * object (shape inference) rather than into a buffer it then copies:
+ * tstor__tensor_blank allocates one of ndim dimensions with only ndim, sizes
+ * and strides set (NULL and a message when out of memory); the caller writes
+ * sizes[0..ndim) and strides[0..ndim), then either completes it on storage s,
+ * whose reference the tensor takes over, or discards it. */
+tstor_tensor *tstor__tensor_blank(int ndim);
+void tstor__tensor_discard(tstor_tensor *t);
+static inline void tstor__tensor_complete(tstor_tensor *t, tstor_storage *s, tstor_dtype dtype,
+                                          size_t esize, int64_t offset, int64_t numel,
+                                          int contiguous) {
+  atomic_init(&t->refs, 1);
+  t->storage = s;
+  t->dtype = dtype;
+  t->esize = esize;
+  t->offset = offset;
+  t->numel = numel;
+  t->contiguous = contiguous;
+}
+
 /* Validates ndim (0..TSTOR_TENSOR_MAX_DIM) and a non-NULL array for it. */
 int tstor__tensor_check_ndim(int ndim, const void *array, const char *what);
 /* Refuses negative sizes with PyTorch's message. */

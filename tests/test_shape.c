@@ -620,6 +620,38 @@ START_TEST(test_devices_and_bad_input) {
 }
 END_TEST
 
+/* An output whose bytes pass int64 is refused with PyTorch's message, from
+ *   torch.add(torch.empty(2**40, 1, device="meta"), torch.empty(1, 2**40, device="meta"))
+ * and the same with (2**62, 1, 0) + (1, 4, 1), whose product of sizes
+ * overflows before it reaches the 0; out stays NULL and nothing leaks. */
+START_TEST(test_outputs_past_int64) {
+  int64_t big = (int64_t)1 << 40, col[] = {big, 1}, row[] = {1, big};
+  int64_t tall[] = {(int64_t)1 << 62, 1, 0}, wide[] = {1, 4, 1};
+  tstor_tensor *a, *b, *c, *d, *out = (tstor_tensor *)&out;
+  ck_tstor_ok(tstor_tensor_empty(ctx, meta, TSTOR_FLOAT32, 2, col, &a));
+  ck_tstor_ok(tstor_tensor_empty(ctx, meta, TSTOR_FLOAT32, 2, row, &b));
+  ck_tstor_err(tstor_shape_binary(TSTOR_ELEMENTWISE_PROMOTE, a, b, &out), TSTOR_EOVERFLOW);
+  ck_assert_ptr_null(out);
+  ck_assert_str_eq(tstor_last_error(), "Storage size calculation overflowed with "
+                   "sizes=[1099511627776, 1099511627776]");
+  ck_tstor_ok(tstor_tensor_empty(ctx, meta, TSTOR_FLOAT32, 3, tall, &c));
+  ck_tstor_ok(tstor_tensor_empty(ctx, meta, TSTOR_FLOAT32, 3, wide, &d));
+  out = (tstor_tensor *)&out;
+  ck_tstor_err(tstor_shape_binary(TSTOR_ELEMENTWISE_PROMOTE, c, d, &out), TSTOR_EOVERFLOW);
+  ck_assert_ptr_null(out);
+  ck_assert_str_eq(tstor_last_error(), "Storage size calculation overflowed with "
+                   "sizes=[4611686018427387904, 4, 0]");
+  /* the inputs are untouched and still usable */
+  ck_tstor_ok(tstor_shape_binary(TSTOR_ELEMENTWISE_PROMOTE, a, a, &out));
+  ck_assert_int_eq(tstor_tensor_numel(out), big);
+  tstor_tensor_release(out);
+  tstor_tensor_release(a);
+  tstor_tensor_release(b);
+  tstor_tensor_release(c);
+  tstor_tensor_release(d);
+}
+END_TEST
+
 START_TEST(test_sixty_four_dims) {
   /* elementwise and reductions over the most dimensions a tensor has */
   tstor_layout a, b, r;
@@ -688,6 +720,7 @@ int main(void) {
   tcase_add_test(tc, test_broadcast_messages);
   tcase_add_test(tc, test_layouts);
   tcase_add_test(tc, test_devices_and_bad_input);
+  tcase_add_test(tc, test_outputs_past_int64);
   tcase_add_test(tc, test_sixty_four_dims);
   tcase_add_test(tc, test_allocation_failures);
   suite_add_tcase(s, tc);
