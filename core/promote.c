@@ -31,11 +31,7 @@ int tstor__dtype_category(tstor_dtype d) {
   return i ? category(i) : -1;
 }
 
-/* The real dtype of a complex one's parts, and the complex dtype of a float. */
-static tstor_dtype complex_part(tstor_dtype c) {
-  return c == TSTOR_COMPLEX32 ? TSTOR_FLOAT16 : c == TSTOR_COMPLEX64 ? TSTOR_FLOAT32 : TSTOR_FLOAT64;
-}
-
+/* The complex dtype of a float. */
 static int to_complex(tstor_dtype f, tstor_dtype *out) {
   switch (f) {
   case TSTOR_FLOAT16: *out = TSTOR_COMPLEX32; return 0;
@@ -93,7 +89,7 @@ int tstor_promote_types(tstor_dtype a, tstor_dtype b, tstor_dtype *out) {
   tstor_dtype hi = ca > cb ? a : b, lo = ca > cb ? b : a;
   int chi = ca > cb ? ca : cb, clo = ca > cb ? cb : ca;
   if (chi == CAT_COMPLEX && clo == CAT_FLOAT) {
-    tstor_dtype part = promote_same_category(complex_part(hi), lo, CAT_FLOAT);
+    tstor_dtype part = promote_same_category(tstor__complex_part(hi), lo, CAT_FLOAT);
     return to_complex(part, out);
   }
   *out = hi;

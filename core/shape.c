@@ -472,19 +472,40 @@ static int broadcast_rank(int n, const operand *in) {
   return nd;
 }
 
+/* TSTOR_ELEMENTWISE_NO_BOOL: PyTorch's neg refuses a bool tensor, and its
+ * sub (sub_check) two bool operands, then one; a number counts as the
+ * zero-dim tensor PyTorch wraps it in. Checked before the shapes, as there. */
+static int refuse_bool(int n, const operand *in, int nnumbers, const tstor_dtype *numbers) {
+  int bools = 0;
+  for (int i = 0; i < n; i++) bools += in[i].dtype == TSTOR_BOOL;
+  for (int i = 0; i < nnumbers; i++) bools += numbers[i] == TSTOR_BOOL;
+  if (bools == 0) return 0;
+  if (n + nnumbers == 1)
+    return tstor__err(TSTOR_EINVAL, "Negation, the `-` operator, on a bool tensor is not "
+                      "supported. If you are trying to invert a mask, use the `~` or "
+                      "`logical_not()` operator instead.");
+  if (bools == n + nnumbers)
+    return tstor__err(TSTOR_EINVAL, "Subtraction, the `-` operator, with two bool tensors is "
+                      "not supported. Use the `^` or `logical_xor()` operator instead.");
+  return tstor__err(TSTOR_EINVAL, "Subtraction, the `-` operator, with a bool tensor is not "
+                    "supported. If you are trying to invert a mask, use the `~` or "
+                    "`logical_not()` operator instead.");
+}
+
 /* The inference itself, for valid operands: the dtype into *dtype, and the
  * sizes and strides into arrays of broadcast_rank() that alias no input;
  * *contiguous is 1 where the strides are known contiguous (0: not known). */
 static int elementwise(tstor_elementwise_rule rule, int n, const operand *in, int nnumbers,
                        const tstor_dtype *numbers, tstor_dtype *dtype, int64_t *sizes,
                        int64_t *strides, int *contiguous) {
-  if (rule != TSTOR_ELEMENTWISE_PROMOTE && rule != TSTOR_ELEMENTWISE_FLOAT &&
-      rule != TSTOR_ELEMENTWISE_BOOL)
+  int rc;
+  if (rule < TSTOR_ELEMENTWISE_PROMOTE || rule > TSTOR_ELEMENTWISE_NO_BOOL)
     return tstor__err(TSTOR_EINVAL, "elementwise: bad rule %d", (int)rule);
+  if (rule == TSTOR_ELEMENTWISE_NO_BOOL && (rc = refuse_bool(n, in, nnumbers, numbers)) < 0)
+    return rc;
   int same_dtype = nnumbers == 0;
   for (int i = 1; i < n; i++) same_dtype &= in[i].dtype == in[0].dtype;
   tstor_dtype common = in[0].dtype;
-  int rc;
   if (!same_dtype || !tstor_dtype_info_of(common)) {
     /* the general case; one dtype and no numbers promotes to itself */
     tstor_operand ops[2 * TSTOR__SHAPE_MAX_OPERANDS];
@@ -501,6 +522,8 @@ static int elementwise(tstor_elementwise_rule rule, int n, const operand *in, in
   if (rule == TSTOR_ELEMENTWISE_FLOAT && tstor__dtype_category(common) < 2)
     common = TSTOR__DEFAULT_FLOAT;
   if (rule == TSTOR_ELEMENTWISE_BOOL) common = TSTOR_BOOL;
+  if (rule == TSTOR_ELEMENTWISE_REAL && tstor__dtype_category(common) == 3)
+    common = tstor__complex_part(common);
   *dtype = common;
   *contiguous = 0;
 

@@ -54,6 +54,11 @@ static inline void tstor__tensor_complete(tstor_tensor *t, tstor_storage *s, tst
   t->contiguous = contiguous;
 }
 
+/* The float dtype of a complex one's parts (complex32's are float16). */
+static inline tstor_dtype tstor__complex_part(tstor_dtype d) {
+  return d == TSTOR_COMPLEX32 ? TSTOR_FLOAT16 : d == TSTOR_COMPLEX64 ? TSTOR_FLOAT32 : TSTOR_FLOAT64;
+}
+
 /* Validates ndim (0..TSTOR_TENSOR_MAX_DIM) and a non-NULL array for it. */
 int tstor__tensor_check_ndim(int ndim, const void *array, const char *what);
 /* Refuses negative sizes with PyTorch's message. */

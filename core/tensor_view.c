@@ -708,16 +708,11 @@ int tstor_tensor_view_dtype(const tstor_tensor *t, tstor_dtype dtype, tstor_tens
   return make(t, dtype, off, t->ndim, sz, st, out);
 }
 
-/* The float dtype of a complex one's parts. */
-static tstor_dtype part_dtype(tstor_dtype d) {
-  return d == TSTOR_COMPLEX32 ? TSTOR_FLOAT16 : d == TSTOR_COMPLEX64 ? TSTOR_FLOAT32 : TSTOR_FLOAT64;
-}
-
 static int complex_part(const tstor_tensor *t, int imag, tstor_tensor **out) {
   int64_t st[MAXD], off;
   for (int i = 0; i < t->ndim; i++) MUL(t->strides[i], 2, &st[i], imag ? "imag" : "real");
   MUL(t->offset, 2, &off, imag ? "imag" : "real");
-  return make(t, part_dtype(t->dtype), off + imag, t->ndim, t->sizes, st, out);
+  return make(t, tstor__complex_part(t->dtype), off + imag, t->ndim, t->sizes, st, out);
 }
 
 int tstor_tensor_real(const tstor_tensor *t, tstor_tensor **out) {
@@ -757,5 +752,5 @@ int tstor_tensor_view_as_real(const tstor_tensor *t, tstor_tensor **out) {
   sz[t->ndim] = 2;
   st[t->ndim] = 1;
   MUL(t->offset, 2, &off, "view_as_real");
-  return make(t, part_dtype(t->dtype), off, t->ndim + 1, sz, st, out);
+  return make(t, tstor__complex_part(t->dtype), off, t->ndim + 1, sz, st, out);
 }

@@ -38,6 +38,7 @@ typedef struct tcase {
   int nargs;
   arg want;  /* kind 't' (a layout), 'd', 'l', or 'e' for an error */
   int index_error; /* PyTorch raised IndexError: tstor must say TSTOR_ERANGE */
+  char message[256]; /* what PyTorch said, after "RuntimeError: " */
   int line;
 } tcase;
 
@@ -92,7 +93,12 @@ static void load_cases(void) {
     if (buf[0] == '#') continue;
     char *hash = strstr(buf, "  # ");
     int index_error = hash && strncmp(hash + 4, "IndexError", 10) == 0;
-    if (hash) *hash = 0;
+    char message[256] = "";
+    if (hash) {
+      const char *m = strstr(hash, ": ");
+      if (m) snprintf(message, sizeof message, "%.*s", (int)strcspn(m + 2, "\n"), m + 2);
+      *hash = 0;
+    }
     if (ncases == cap) {
       cap = cap ? cap * 2 : 1024;
       cases = realloc(cases, sizeof(tcase) * (size_t)cap);
@@ -102,6 +108,7 @@ static void load_cases(void) {
     memset(c, 0, sizeof *c);
     c->line = line;
     c->index_error = index_error;
+    memcpy(c->message, message, sizeof message);
     char *save = NULL, *tok = strtok_r(buf, " \n", &save);
     snprintf(c->op, sizeof c->op, "%s", tok);
     int after = 0;
@@ -142,7 +149,9 @@ typedef struct result {
 } result;
 
 static int elementwise_rule(const char *op) {
-  if (!strcmp(op, "neg") || !strcmp(op, "add") || !strcmp(op, "mul")) return TSTOR_ELEMENTWISE_PROMOTE;
+  if (!strcmp(op, "add") || !strcmp(op, "mul")) return TSTOR_ELEMENTWISE_PROMOTE;
+  if (!strcmp(op, "neg") || !strcmp(op, "sub")) return TSTOR_ELEMENTWISE_NO_BOOL;
+  if (!strcmp(op, "abs")) return TSTOR_ELEMENTWISE_REAL;
   if (!strcmp(op, "sin") || !strcmp(op, "div")) return TSTOR_ELEMENTWISE_FLOAT;
   if (!strcmp(op, "signbit") || !strcmp(op, "eq") || !strcmp(op, "lt")) return TSTOR_ELEMENTWISE_BOOL;
   return -1;
@@ -383,6 +392,12 @@ static const char *compare(const tcase *c, const result *r) {
       if (c->index_error && r->err != TSTOR_ERANGE) {
         snprintf(why, sizeof why, "%s for PyTorch's IndexError: %s", tstor_err_name(r->err),
                  tstor_last_error());
+        return why;
+      }
+      /* the refusals tstor words as PyTorch does: TSTOR_ELEMENTWISE_NO_BOOL's */
+      if ((!strcmp(c->op, "neg") || !strcmp(c->op, "sub")) &&
+          strcmp(tstor_last_error(), c->message) != 0) {
+        snprintf(why, sizeof why, "said \"%s\", PyTorch \"%s\"", tstor_last_error(), c->message);
         return why;
       }
       return "";

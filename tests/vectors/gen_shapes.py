@@ -48,7 +48,9 @@ NAME = {d: str(d).replace("torch.", "") for d in DTYPES}
 SCALARS = {T.bool: True, T.int64: 3, T.float64: 2.5, T.complex128: 1 + 2j}
 
 lines = []
-ELEMENTWISE = {"neg", "sin", "signbit", "add", "mul", "div", "eq", "lt"}
+ELEMENTWISE = {"neg", "sin", "signbit", "add", "mul", "div", "eq", "lt", "abs", "sub"}
+# elementwise ops whose dtype refusals tstor's rules model (TSTOR_ELEMENTWISE_NO_BOOL)
+REFUSING = {"neg", "sub"}
 
 
 def fmt_list(xs):
@@ -160,7 +162,8 @@ def case(op, fn, *args, cpu=True):
         _, cerr = run(fn, args, "cpu")
         if cerr is not None and not missing_kernel(cerr) and "out of range in self" not in cerr:
             err = cerr
-    if err is not None and op in ELEMENTWISE and "must match the size" not in err:
+    if (err is not None and op in ELEMENTWISE and op not in REFUSING
+            and "must match the size" not in err):
         return  # a kernel that refuses a dtype (neg of bool): not a question of shapes
     if err is not None:
         out = "error  # " + err
@@ -275,6 +278,22 @@ def gen_elementwise():
             case(op, fn, t(da, (4, 2), (1, 4)))
         for sc in SCALARS:  # true division of every dtype by every kind of number
             case("div", T.div, t(da, (3, 1)), ("scalar", sc))
+    # the rules with dtypes of their own: abs gives a complex tensor's float
+    # dtype, neg and sub refuse bool, before they look at the shapes. (abs of
+    # a real tensor that is not contiguous: 1.13's meta kernel gives
+    # contiguous strides where its cpu kernel keeps the input's order, as
+    # tstor does; only complex inputs are asked so.)
+    for da in PLAIN:
+        case("abs", T.abs, t(da, (2, 3)))
+        case("neg", T.neg, t(da, (2, 3)))
+        for db in PLAIN:
+            case("sub", T.sub, t(da, (2, 3)), t(db, (3,)))
+        for sc in SCALARS:
+            case("sub", T.sub, t(da, (2, 3)), ("scalar", sc))
+    case("sub", T.sub, t(T.bool, (2, 3)), t(T.bool, (4,)))
+    case("sub", T.sub, t(T.bool, (2, 3)), t(T.int32, (4,)))
+    case("abs", T.abs, cl((2, 3, 4, 5), T.complex64))
+    case("abs", T.abs, t(T.complex128, (2, 3), (1, 2)))
 
 
 # ----------------------------------------------------------------- reductions

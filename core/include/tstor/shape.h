@@ -156,11 +156,16 @@ TSTOR_EXTERN int tstor_broadcast_shapes(int n, const int *ndims, const int64_t *
 
 /* What an elementwise operation makes of its operands' promoted dtype. */
 typedef enum tstor_elementwise_rule {
-  TSTOR_ELEMENTWISE_PROMOTE = 0, /* the promoted dtype: add, mul, neg, maximum */
+  TSTOR_ELEMENTWISE_PROMOTE = 0, /* the promoted dtype: add, mul, maximum */
   TSTOR_ELEMENTWISE_FLOAT = 1,   /* bool and integers become float32: div, sin,
                                     exp, sqrt, sigmoid */
-  TSTOR_ELEMENTWISE_BOOL = 2     /* bool, after checking the operands promote:
+  TSTOR_ELEMENTWISE_BOOL = 2,    /* bool, after checking the operands promote:
                                     eq, lt, isnan, logical_and */
+  TSTOR_ELEMENTWISE_REAL = 3,    /* the promoted dtype, a complex one as its
+                                    parts' float dtype: abs */
+  TSTOR_ELEMENTWISE_NO_BOOL = 4  /* the promoted dtype, refusing bool operands
+                                    in PyTorch's words for neg (one operand)
+                                    and sub (two): neg, sub */
 } tstor_elementwise_rule;
 
 /* The output of an elementwise operation of n >= 1 tensors and nnumbers
