@@ -499,7 +499,7 @@ static int elementwise(tstor_elementwise_rule rule, int n, const operand *in, in
                        const tstor_dtype *numbers, tstor_dtype *dtype, int64_t *sizes,
                        int64_t *strides, int *contiguous) {
   int rc;
-  if (rule < TSTOR_ELEMENTWISE_PROMOTE || rule > TSTOR_ELEMENTWISE_NO_BOOL)
+  if ((unsigned)rule > TSTOR_ELEMENTWISE_NO_BOOL)
     return tstor__err(TSTOR_EINVAL, "elementwise: bad rule %d", (int)rule);
   if (rule == TSTOR_ELEMENTWISE_NO_BOOL && (rc = refuse_bool(n, in, nnumbers, numbers)) < 0)
     return rc;
@@ -600,7 +600,7 @@ static int elementwise_tensor(tstor_elementwise_rule rule, int n, const tstor_te
   tstor_device dev = {0, 0};
   int rc = tstor__shape_device(n, ts, &ctx, &dev);
   if (rc < 0) return rc;
-  operand in[2];
+  operand in[2]; /* unary, binary, or one tensor and a number */
   for (int i = 0; i < n; i++)
     in[i] = (operand){ts[i]->dtype, ts[i]->ndim, ts[i]->sizes, ts[i]->strides};
   tstor_tensor *t = tstor__tensor_blank(broadcast_rank(n, in));
@@ -632,8 +632,8 @@ int tstor_shape_binary(tstor_elementwise_rule rule, const tstor_tensor *a, const
 }
 
 /* The tstor_shape_* entry points (here, shape_nn.c, shape_ops.c) stay one per
- * op: the shared steps are tstor__shape_layouts/_finish; what is left is each
- * op's own public signature and layout call. */
+ * op: the shared steps are elementwise_tensor here and tstor__shape_layouts/
+ * _finish elsewhere; what is left is each op's own public signature. */
 int tstor_shape_binary_number(tstor_elementwise_rule rule, const tstor_tensor *a,
                               tstor_dtype number, tstor_tensor **out) {
   if (!out) return tstor__err(TSTOR_EINVAL, "shape_binary_number: out is NULL");
