@@ -137,6 +137,10 @@ static size_t bytes_in_use(void) { return mallinfo2().uordblks; }
 START_TEST(exiting_threads_empty_their_pools) {
   int failures[EXITING] = {0};
   pthread_t t[EXITING];
+  /* One malloc arena: a second wave that happens to run more threads at once
+   * than the first would otherwise make a new arena, whose own header (some
+   * 2 KiB) the count takes for bytes in use. */
+  mallopt(M_ARENA_MAX, 1);
   /* A first wave: what the threads' first use allocates once for good (the
    * C library's own per-thread state, the pool key) is in the baseline. */
   for (int i = 0; i < EXITING; i++)
@@ -149,8 +153,11 @@ START_TEST(exiting_threads_empty_their_pools) {
   size_t after = bytes_in_use();
   for (int i = 0; i < EXITING; i++) ck_assert_int_eq(failures[i], 0);
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-  /* Undrained, 16 threads would leave some 16 x 16 pooled objects. */
-  ck_assert_msg(after <= before, "%zu bytes still in use after the threads exited", after - before);
+  /* Undrained, 16 threads would leave 16 x 16 pooled objects, some 40 KiB.
+   * The C library's own per-thread bookkeeping moves the count by a few
+   * hundred bytes now and then (304 seen once in 60 runs), hence the slack. */
+  ck_assert_msg(after <= before + 4096, "%zu bytes still in use after the threads exited",
+                after - before);
 #else
   (void)before;
   (void)after;
