@@ -16,7 +16,7 @@ static void dense_strides(int ndim, const int64_t *sizes, int64_t *strides, cons
   int64_t acc = 1;
   for (int i = 0; i < ndim; i++) {
     strides[order[i]] = acc;
-    acc *= sizes[order[i]] > 1 ? sizes[order[i]] : 1;
+    acc = tstor__mul_wrap(acc, sizes[order[i]] > 1 ? sizes[order[i]] : 1);
   }
 }
 
@@ -459,7 +459,7 @@ static int iterator_strides(int n, const operand *in, int nd, const int64_t *siz
   int64_t next = 1;
   for (int j = 0; j < nd; j++) {
     strides[perm[j]] = next;
-    next *= sizes[perm[j]];
+    next = tstor__mul_wrap(next, sizes[perm[j]]);
   }
   return 0;
 }

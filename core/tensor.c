@@ -71,7 +71,7 @@ void tstor__contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides)
   for (int d = ndim - 1; d >= 0; d--) {
     strides[d] = z;
     /* PyTorch: max(size, 1), so the strides of a zero-size tensor stay useful */
-    z *= sizes[d] > 1 ? sizes[d] : 1;
+    z = tstor__mul_wrap(z, sizes[d] > 1 ? sizes[d] : 1);
   }
 }
 
@@ -83,7 +83,7 @@ int tstor__compute_contiguous(int ndim, const int64_t *sizes, const int64_t *str
   for (int d = ndim - 1; d >= 0; d--) {
     if (sizes[d] == 1) continue;
     if (strides[d] != z) return 0;
-    z *= sizes[d];
+    z = tstor__mul_wrap(z, sizes[d]);
   }
   return 1;
 }

@@ -54,6 +54,13 @@ static inline void tstor__tensor_complete(tstor_tensor *t, tstor_storage *s, tst
   t->contiguous = contiguous;
 }
 
+/* a * b wrapped as two's complement: the stride products of a layout that
+ * shape inference has not yet checked to fit (it is refused by its byte
+ * count afterwards), where a signed overflow would be undefined. */
+static inline int64_t tstor__mul_wrap(int64_t a, int64_t b) {
+  return (int64_t)((uint64_t)a * (uint64_t)b);
+}
+
 /* The float dtype of a complex one's parts (complex32's are float16). */
 static inline tstor_dtype tstor__complex_part(tstor_dtype d) {
   return d == TSTOR_COMPLEX32 ? TSTOR_FLOAT16 : d == TSTOR_COMPLEX64 ? TSTOR_FLOAT32 : TSTOR_FLOAT64;

@@ -443,6 +443,13 @@ START_TEST(test_streams_after_fork) {
   ck_tstor_ok(tstor_event_new(ctx, d, &e));
   ck_tstor_ok(tstor_storage_copy_async(x, hin, s)); /* pending for 0.2 s: the fork sees it */
   ck_tstor_ok(tstor_event_record(e, s));
+  /* Fork once the stream's worker has started and sleeps in the copy's delay
+   * (which leaves 150 ms of it pending). A thread starting up allocates, and
+   * ASan's allocator (GCC 12's runtime) takes no lock around fork: a child
+   * forked while another thread held one of its locks waits on it forever at
+   * its first new thread, which was one run in four on a VM with slow page
+   * faults. glibc's malloc locks around fork, so a plain build never did. */
+  usleep(50 * 1000);
   fflush(NULL);
   pid_t pid = fork();
   ck_assert_int_ge(pid, 0);
