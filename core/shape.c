@@ -266,38 +266,26 @@ int tstor__shape_complete(tstor_context *ctx, tstor_device dev, tstor_dtype dtyp
    * tensor goes straight onto a new storage of exactly the bytes it needs,
    * counted as PyTorch's empty and empty_strided count them */
   int64_t numel = 1;
-  int over = 0, empty = 0;
+  int over_numel = 0, empty = 0;
   for (int d = 0; d < t->ndim; d++) {
     empty |= t->sizes[d] == 0;
-    over |= __builtin_mul_overflow(numel, t->sizes[d], &numel);
+    over_numel |= __builtin_mul_overflow(numel, t->sizes[d], &numel);
   }
   if (!contiguous) contiguous = tstor__compute_contiguous(t->ndim, t->sizes, t->strides);
   size_t esize = tstor_dtype_size(dtype);
+  /* A contiguous count is the element count's bytes, known here already; the
+   * shared count runs for strides and for the refusal and its message. */
   uint64_t nbytes = 0;
-  if (contiguous) {
-    /* computeStorageNbytesContiguous: the sizes' product, overflowing even
-     * where a later size is 0 */
-    over |= __builtin_mul_overflow((uint64_t)numel, (uint64_t)esize, &nbytes);
-  } else if (!empty) {
-    /* computeStorageNbytes: one past the furthest element, 0 for none (and
-     * the tensor's own element count must fit, overlapping or not) */
-    uint64_t last = 0, span;
-    for (int d = 0; d < t->ndim; d++) {
-      over |= __builtin_mul_overflow((uint64_t)(t->sizes[d] - 1), (uint64_t)t->strides[d], &span);
-      over |= __builtin_add_overflow(last, span, &last);
-    }
-    over |= __builtin_add_overflow(last, 1, &nbytes);
-    over |= __builtin_mul_overflow(nbytes, (uint64_t)esize, &nbytes);
-  } else {
-    over = 0; /* no elements: PyTorch counts no bytes and checks nothing */
-  }
   int rc = 0;
-  if (TSTOR__UNLIKELY(over || nbytes > INT64_MAX || nbytes > SIZE_MAX)) {
-    char a[TSTOR__SHAPE_STR_MAX], b[TSTOR__SHAPE_STR_MAX];
-    rc = tstor__err(TSTOR_EOVERFLOW, "Storage size calculation overflowed with sizes=%s%s%s",
-                    tstor__dims_str(a, sizeof a, t->ndim, t->sizes),
-                    contiguous ? "" : " and strides=",
-                    contiguous ? "" : tstor__dims_str(b, sizeof b, t->ndim, t->strides));
+  if (!contiguous || over_numel || __builtin_mul_overflow((uint64_t)numel, esize, &nbytes) ||
+      nbytes > INT64_MAX || nbytes > SIZE_MAX)
+    rc = tstor__storage_nbytes(t->ndim, t->sizes, contiguous ? NULL : t->strides, esize, &nbytes);
+  /* the strided count stops at a size of 0, and its strides may have wrapped
+   * (tstor__mul_wrap) where the element count passes int64 */
+  if (rc == 0 && over_numel && !empty) {
+    char a[TSTOR__SHAPE_STR_MAX];
+    rc = tstor__err(TSTOR_EOVERFLOW, "the number of elements of sizes %s overflows int64",
+                    tstor__dims_str(a, sizeof a, t->ndim, t->sizes));
   }
   tstor_storage *s = NULL;
   /* the device is a live tensor's: checked when that tensor was made */

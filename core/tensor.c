@@ -197,6 +197,28 @@ static int layout_nbytes(int ndim, const int64_t *sizes, const int64_t *strides,
   return 0;
 }
 
+int tstor__storage_nbytes(int ndim, const int64_t *sizes, const int64_t *strides, size_t esize,
+                          uint64_t *out) {
+  if (strides) {
+    int rc = layout_nbytes(ndim, sizes, strides, esize, 0, out);
+    if (rc == 0 && *out > SIZE_MAX) return overflowed(ndim, sizes, strides);
+    return rc;
+  }
+  /* computeStorageNbytesContiguous: the product of the sizes, checked, so it
+   * overflows even where a later size is 0 */
+  uint64_t n = 1;
+  int over = 0;
+  for (int i = 0; i < ndim; i++) over |= __builtin_mul_overflow(n, (uint64_t)sizes[i], &n);
+  over |= __builtin_mul_overflow(n, (uint64_t)esize, &n);
+  if (over || n > (uint64_t)INT64_MAX || n > SIZE_MAX) {
+    char buf[256];
+    return tstor__err(TSTOR_EOVERFLOW, "Storage size calculation overflowed with sizes=%s",
+                      tstor__dims_str(buf, sizeof buf, ndim, sizes));
+  }
+  *out = n;
+  return 0;
+}
+
 int tstor_layout_nbytes(int ndim, const int64_t *sizes, const int64_t *strides,
                         size_t element_size, int64_t offset, uint64_t *out) {
   int rc;
@@ -304,8 +326,7 @@ int tstor_tensor_empty_strided(tstor_context *ctx, tstor_device dev, tstor_dtype
       (rc = check_strides(ndim, strides, "tensor_empty_strided")))
     return rc;
   uint64_t nbytes;
-  if ((rc = layout_nbytes(ndim, sizes, strides, d->element_size, 0, &nbytes))) return rc;
-  if (nbytes > SIZE_MAX) return overflowed(ndim, sizes, strides);
+  if ((rc = tstor__storage_nbytes(ndim, sizes, strides, d->element_size, &nbytes))) return rc;
   return tstor__tensor_make_on_new(ctx, dev, (size_t)nbytes, dtype, ndim, sizes, strides, out);
 }
 
@@ -319,16 +340,8 @@ int tstor_tensor_empty(tstor_context *ctx, tstor_device dev, tstor_dtype dtype, 
   if ((rc = tstor__tensor_check_ndim(ndim, sizes, "tensor_empty")) ||
       (rc = tstor__tensor_check_sizes(ndim, sizes, "tensor_empty")))
     return rc;
-  /* computeStorageNbytesContiguous: the product of the sizes, checked */
-  uint64_t n = 1;
-  int over = 0;
-  for (int i = 0; i < ndim; i++) over |= __builtin_mul_overflow(n, (uint64_t)sizes[i], &n);
-  over |= __builtin_mul_overflow(n, (uint64_t)d->element_size, &n);
-  if (over || n > (uint64_t)INT64_MAX || n > SIZE_MAX) {
-    char buf[256];
-    return tstor__err(TSTOR_EOVERFLOW, "Storage size calculation overflowed with sizes=%s",
-                      tstor__dims_str(buf, sizeof buf, ndim, sizes));
-  }
+  uint64_t n;
+  if ((rc = tstor__storage_nbytes(ndim, sizes, NULL, d->element_size, &n))) return rc;
   return tstor__tensor_make_on_new(ctx, dev, (size_t)n, dtype, ndim, sizes, NULL, out);
 }
 

@@ -66,6 +66,12 @@ static inline tstor_dtype tstor__complex_part(tstor_dtype d) {
   return d == TSTOR_COMPLEX32 ? TSTOR_FLOAT16 : d == TSTOR_COMPLEX64 ? TSTOR_FLOAT32 : TSTOR_FLOAT64;
 }
 
+/* The bytes a storage needs for a layout at offset 0, as PyTorch counts them:
+ * computeStorageNbytes for strides, computeStorageNbytesContiguous for NULL
+ * strides. TSTOR_EOVERFLOW with PyTorch's message past INT64_MAX or SIZE_MAX. */
+int tstor__storage_nbytes(int ndim, const int64_t *sizes, const int64_t *strides, size_t esize,
+                          uint64_t *out);
+
 /* Validates ndim (0..TSTOR_TENSOR_MAX_DIM) and a non-NULL array for it. */
 int tstor__tensor_check_ndim(int ndim, const void *array, const char *what);
 /* Refuses negative sizes with PyTorch's message. */
