@@ -147,6 +147,8 @@ int tstor_cmd_bench(int argc, char **argv) {
     return EXIT_USAGE;
   }
 #ifndef TSTOR_BENCH_TORCH
+  (void)quick; /* both for --torch only */
+  (void)dir;
   if (torch) {
     fprintf(stderr, "tstor bench: --torch needs libtorch, which configure did not find\n");
     return EXIT_FAILED;
