@@ -3,7 +3,7 @@
  * layouts, results and refusals PyTorch 1.13 gave. Copies run on cpu and
  * again through a device the core must stage through. */
 #define _GNU_SOURCE
-#include "tensortest.h"
+#include "copycases.h"
 
 static tstor_context *ctx;
 static tstor_device cpu, fake;
@@ -14,44 +14,6 @@ static void setup(void) {
   fake = coretest_dev(ctx, "fake:0");
 }
 static void teardown(void) { tstor_context_close(ctx); }
-
-typedef struct layout {
-  tstor_dtype dtype;
-  int64_t offset;
-  int ndim;
-  int64_t sizes[TSTOR_TENSOR_MAX_DIM], strides[TSTOR_TENSOR_MAX_DIM];
-} layout;
-
-static int parse_list(const char *s, int64_t *v) {
-  if (strcmp(s, "-") == 0) return 0;
-  int n = 0;
-  char *end;
-  for (;;) {
-    v[n++] = strtoll(s, &end, 10);
-    if (*end != ',') break;
-    s = end + 1;
-  }
-  return n;
-}
-
-/* "DTYPE OFFSET SIZES STRIDES" from *cursor (strtok_r over spaces). */
-static void parse_layout(char **save, layout *l) {
-  char *dt = strtok_r(NULL, " ", save), *off = strtok_r(NULL, " ", save);
-  char *sz = strtok_r(NULL, " ", save), *st = strtok_r(NULL, " ", save);
-  ck_assert(dt && off && sz && st);
-  ck_tstor_ok(tstor_dtype_parse(dt, &l->dtype));
-  l->offset = strtoll(off, NULL, 10);
-  l->ndim = parse_list(sz, l->sizes);
-  ck_assert_int_eq(parse_list(st, l->strides), l->ndim);
-}
-
-static int64_t need(const layout *l) {
-  int64_t n = l->offset + 1;
-  for (int i = 0; i < l->ndim; i++)
-    if (l->sizes[i] == 0) return l->offset + 1;
-  for (int i = 0; i < l->ndim; i++) n += l->strides[i] * (l->sizes[i] - 1);
-  return n;
-}
 
 static void describe(const tstor_tensor *t, char *buf, size_t size) {
   char sz[1024] = "", st[1024] = "";
@@ -173,13 +135,6 @@ static int apply(const char *op, char **save, tstor_tensor *b, tstor_tensor ***l
   return 0;
 }
 
-static FILE *open_vectors(const char *name) {
-  const char *path = coretest_fmt("%s/vectors/%s", TSTOR_TEST_SRCDIR, name);
-  FILE *f = fopen(path, "r");
-  ck_assert_msg(f != NULL, "cannot open %s", path);
-  return f;
-}
-
 START_TEST(views_as_pytorch) {
   FILE *f = open_vectors("tensor_views.txt");
   char line[8192];
@@ -262,100 +217,20 @@ START_TEST(views_as_pytorch) {
 }
 END_TEST
 
-/* ----------------------------------------------------------------- copies */
-
-static void hex_of(const tstor_storage *s, char *buf) {
-  tstor_storage *h;
-  ck_tstor_ok(tstor_storage_to((tstor_storage *)s, cpu, &h));
-  const unsigned char *p = tstor_storage_data(h);
-  for (size_t i = 0; i < tstor_storage_nbytes(h); i++) sprintf(buf + 2 * i, "%02x", p[i]);
-  buf[2 * tstor_storage_nbytes(h)] = '\0';
-  tstor_storage_release(h);
-}
-
-static tstor_storage *filled(tstor_device dev, tstor_dtype dt, int64_t n) {
-  double *v = malloc(sizeof(double) * (size_t)n);
-  for (int64_t i = 0; i < n; i++) v[i] = (double)((i % 97) - 40) * 0.5;
-  tstor_storage *s;
-  ck_tstor_ok(tstor_typed_from_array(ctx, dev, dt, v, TSTOR_FLOAT64, (size_t)n, &s));
-  free(v);
-  return s;
-}
-
-/* Runs every copy case with the destination on ddev and the source on sdev. */
-static int run_copies(tstor_device ddev, tstor_device sdev) {
-  FILE *f = open_vectors("tensor_copies.txt");
-  static char line[1 << 20], got[1 << 20];
-  int cases = 0, bad = 0;
-  while (fgets(line, sizeof line, f)) {
-    if (line[0] == '#') continue;
-    line[strcspn(line, "\n")] = '\0';
-    char *save = line;
-    layout d, s;
-    parse_layout(&save, &d);
-    strtok_r(NULL, " ", &save); /* ; */
-    parse_layout(&save, &s);
-    strtok_r(NULL, " ", &save);
-    int shared = atoi(strtok_r(NULL, " ", &save));
-    strtok_r(NULL, " ", &save);
-    char *want = save;
-    if (shared && (ddev.type != sdev.type)) continue;
-    size_t des = tstor_dtype_size(d.dtype), ses = tstor_dtype_size(s.dtype);
-    int64_t n = need(&d);
-    if (shared) {
-      int64_t nb = n * (int64_t)des, sb = need(&s) * (int64_t)ses;
-      if (sb > nb) nb = sb;
-      n = (nb + (int64_t)des - 1) / (int64_t)des;
-    }
-    tstor_storage *ds = filled(ddev, d.dtype, n);
-    tstor_storage *ss = shared ? tstor_storage_retain(ds) : filled(sdev, s.dtype, need(&s));
-    tstor_tensor *dt, *st;
-    ck_tstor_ok(tstor_tensor_on_storage(ds, d.dtype, d.offset, d.ndim, d.sizes, d.strides, &dt));
-    ck_tstor_ok(tstor_tensor_on_storage(ss, s.dtype, s.offset, s.ndim, s.sizes, s.strides, &st));
-    static char before[1 << 20];
-    hex_of(ds, before);
-    int rc = tstor_tensor_copy_(dt, st);
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", tstor_last_error());
-    hex_of(ds, got);
-    if (want[0] == '!') {
-      if (rc >= 0 || strstr(msg, want + 2) == NULL || strcmp(before, got) != 0) {
-        fprintf(stderr, "copy case %d: rc %d: %s\n  PyTorch: %s\n", cases, rc, msg, want);
-        bad++;
-      }
-    } else {
-      if (rc != 0 || strcmp(got, want) != 0) {
-        fprintf(stderr, "copy case %d (%s -> %s): %s\n  got  %s\n  want %s\n", cases,
-                tstor_dtype_name(s.dtype), tstor_dtype_name(d.dtype), rc ? msg : "",
-                got, want);
-        bad++;
-      }
-    }
-    tstor_tensor_release(dt);
-    tstor_tensor_release(st);
-    tstor_storage_release(ds);
-    tstor_storage_release(ss);
-    cases++;
-  }
-  fclose(f);
-  ck_assert_msg(bad == 0, "%d of %d copies differ from PyTorch's", bad, cases);
-  return cases;
-}
-
-START_TEST(copies_as_pytorch_cpu) { ck_assert_int_gt(run_copies(cpu, cpu), 700); }
+START_TEST(copies_as_pytorch_cpu) { ck_assert_int_gt(run_copies(ctx, cpu, cpu, cpu), 700); }
 END_TEST
 
 START_TEST(copies_as_pytorch_staged) {
-  ck_assert_int_gt(run_copies(fake, cpu), 500);
-  ck_assert_int_gt(run_copies(cpu, fake), 500);
-  ck_assert_int_gt(run_copies(fake, fake), 700);
+  ck_assert_int_gt(run_copies(ctx, cpu, fake, cpu), 500);
+  ck_assert_int_gt(run_copies(ctx, cpu, cpu, fake), 500);
+  ck_assert_int_gt(run_copies(ctx, cpu, fake, fake), 700);
 }
 END_TEST
 
 /* The same copies with every large job split over 4 threads. */
 START_TEST(copies_threaded) {
   int old = tstor_set_num_threads(4);
-  ck_assert_int_gt(run_copies(cpu, cpu), 700);
+  ck_assert_int_gt(run_copies(ctx, cpu, cpu, cpu), 700);
   tstor_set_num_threads(old);
 }
 END_TEST
