@@ -41,6 +41,7 @@ typedef struct plan {
   size_t des, ses;
   int same;   /* same dtype: bytes move unchanged */
   int serial; /* source and destination overlap: one element after another */
+  int ordered; /* destination elements may share bytes: PyTorch's order, one thread */
   int tile;   /* 0, or the dimension along which the source is contiguous */
   int stream; /* the destination is too large for the caches: non-temporal stores */
   int64_t nchunk0, ntile, items;
@@ -116,7 +117,7 @@ static int64_t plan_build(plan *p, int ndim, const int64_t *sizes, const int64_t
 /* Chooses the work split once pointers and the serial flag are known. */
 static void plan_split(plan *p) {
   p->tile = 0;
-  if (p->same && !p->serial && p->nd >= 2 && p->ds[0] == (int64_t)p->des &&
+  if (p->same && !p->serial && !p->ordered && p->nd >= 2 && p->ds[0] == (int64_t)p->des &&
       p->ss[0] != (int64_t)p->ses && p->size[0] >= 16) {
     for (int k = 1; k < p->nd; k++)
       if (p->ss[k] == (int64_t)p->ses && p->size[k] >= 16) {
@@ -347,7 +348,7 @@ static void plan_run(plan *p) {
       tstor_dtype_convert(p->dst, p->dd, p->src, p->sd, (size_t)p->size[0]);
     return;
   }
-  if (p->serial) {
+  if (p->serial || p->ordered) {
     run_items(p, 0, (size_t)p->items);
     return;
   }
@@ -361,6 +362,27 @@ static int64_t plan_span(const plan *p, const int64_t *st, size_t es) {
   int64_t hi = (int64_t)es;
   for (int d = 0; d < p->nd; d++) hi += st[d] * (p->size[d] - 1);
   return hi;
+}
+
+/* Whether no two destination elements share a byte: taken by stride from the
+ * smallest, each dimension's stride clears every byte the smaller ones reach.
+ * A sufficient test, as PyTorch's non-overlap check; where it fails, which
+ * write stays depends on the order, so the copy keeps PyTorch's. */
+static int plan_dst_distinct(const plan *p) {
+  int order[MAXD];
+  for (int i = 0; i < p->nd; i++) {
+    int j = i;
+    for (; j > 0 && p->ds[order[j - 1]] > p->ds[i]; j--) order[j] = order[j - 1];
+    order[j] = i;
+  }
+  int64_t reach = (int64_t)p->des;
+  for (int k = 0; k < p->nd; k++) {
+    int d = order[k];
+    if (p->size[d] == 1) continue;
+    if (p->ds[d] < reach) return 0;
+    reach += p->ds[d] * (p->size[d] - 1);
+  }
+  return 1;
 }
 
 /* ------------------------------------------------------------ transfers */
@@ -429,6 +451,7 @@ static int transfer(const side *dst, const side *src, int ndim, const int64_t *s
   }
   int64_t dspan = plan_span(p, p->ds, p->des), sspan = plan_span(p, p->ss, p->ses);
   p->serial = ranges_meet(dst, dspan, src, sspan);
+  p->ordered = !plan_dst_distinct(p);
   int rc = 0;
   if (side_on_host(dst) && side_on_host(src)) {
     p->dst = dst->ptr;
@@ -437,8 +460,8 @@ static int transfer(const side *dst, const side *src, int ndim, const int64_t *s
     tstor__free(p);
     return 0;
   }
-  /* A backend's own strided copy, same device, same dtype. */
-  if (p->same && same_device(dst, src) && !p->serial) {
+  /* A backend's own strided copy, same device, same dtype, in any order. */
+  if (p->same && same_device(dst, src) && !p->serial && !p->ordered) {
     const tstor__devtype *t = &dst->storage->ctx->types[dst->storage->device.type];
     if (t->ops.copy_strided) {
       tstor__err_clear();

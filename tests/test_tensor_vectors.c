@@ -3,15 +3,21 @@
  * layouts, results and refusals PyTorch 1.13 gave. Copies run on cpu and
  * again through a device the core must stage through. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdatomic.h>
+
 #include "copycases.h"
 
 static tstor_context *ctx;
-static tstor_device cpu, fake;
+static tstor_device cpu, fake, conv;
 
 static void setup(void) {
-  ctx = coretest_open(coretest_fake_section("fake", NULL));
+  ctx = coretest_open(coretest_fmt("%s[backend convdev]\nlibrary = %s\n",
+                                   coretest_fake_section("fake", NULL),
+                                   coretest_plugin("convdev")));
   cpu = coretest_dev(ctx, "cpu");
   fake = coretest_dev(ctx, "fake:0");
+  conv = coretest_dev(ctx, "convdev:0");
 }
 static void teardown(void) { tstor_context_close(ctx); }
 
@@ -227,6 +233,23 @@ START_TEST(copies_as_pytorch_staged) {
 }
 END_TEST
 
+/* On a device with its own copy_strided (convdev's, which goes last element
+ * first): the core hands it only blocks whose result cannot depend on the
+ * order, and stages the rest, such as a destination whose elements overlap,
+ * where PyTorch's order decides which write stays. */
+START_TEST(copies_as_pytorch_through_copy_strided) {
+  void *h = dlopen(coretest_plugin("convdev"), RTLD_NOW | RTLD_NOLOAD);
+  ck_assert_ptr_nonnull(h);
+  atomic_long *calls = dlsym(h, "convdev_strided_calls");
+  dlclose(h); /* still loaded by the context */
+  ck_assert_ptr_nonnull(calls);
+  long before = atomic_load(calls);
+  ck_assert_int_gt(run_copies(ctx, cpu, conv, conv), 700);
+  long used = atomic_load(calls) - before; /* 141 of the 760 cases */
+  ck_assert_int_gt(used, 100);
+}
+END_TEST
+
 /* The same copies with every large job split over 4 threads. */
 START_TEST(copies_threaded) {
   int old = tstor_set_num_threads(4);
@@ -243,6 +266,7 @@ Suite *vectors_suite(void) {
   tcase_add_test(tc, views_as_pytorch);
   tcase_add_test(tc, copies_as_pytorch_cpu);
   tcase_add_test(tc, copies_as_pytorch_staged);
+  tcase_add_test(tc, copies_as_pytorch_through_copy_strided);
   tcase_add_test(tc, copies_threaded);
   suite_add_tcase(s, tc);
   return s;

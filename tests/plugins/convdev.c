@@ -1,10 +1,13 @@
-/* A device type "convdev" for the typed-storage tests: memory the core must not
- * touch (the flags do not say host), with copy kernels to and from cpu and a
- * convert op that handles float32 -> float64 only and declines every other
- * pair with TSTOR_ENOTSUP, so that both the op and the staged fallback are
- * exercised. A conversion of exactly 13 elements fails, to test how a
- * backend's error reaches the caller. convdev_convert_calls counts the calls
- * that converted, for the test to read with dlsym. */
+/* A device type "convdev" for the typed-storage and tensor tests: memory the
+ * core must not touch (the flags do not say host), with copy kernels to and
+ * from cpu and a convert op that handles float32 -> float64 only and declines
+ * every other pair with TSTOR_ENOTSUP, so that both the op and the staged
+ * fallback are exercised. A conversion of exactly 13 elements fails, to test
+ * how a backend's error reaches the caller. Its copy_strided moves elements
+ * last to first, an order as good as any for the blocks backend.h promises
+ * (as a GPU's threads have none), so a block the core should not have handed
+ * it shows. convdev_convert_calls and convdev_strided_calls count the calls
+ * that did the work, for the tests to read with dlsym. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +15,8 @@
 
 TSTOR_EXTERN atomic_long convdev_convert_calls;
 atomic_long convdev_convert_calls;
+TSTOR_EXTERN atomic_long convdev_strided_calls;
+atomic_long convdev_strided_calls;
 
 static const tstor_registrar *registrar;
 
@@ -51,6 +56,24 @@ static int cd_convert(void *state, int index, void *dst, int dst_dtype, const vo
   return 0;
 }
 
+static int cd_copy_strided(void *state, int index, void *dst, const int64_t *dst_strides,
+                           const void *src, const int64_t *src_strides, const int64_t *sizes,
+                           int ndim, size_t element_size, void *stream) {
+  int64_t n = 1;
+  for (int d = 0; d < ndim; d++) n *= sizes[d];
+  for (int64_t i = n - 1; i >= 0; i--) {
+    int64_t q = i, doff = 0, soff = 0;
+    for (int d = 0; d < ndim; d++) {
+      doff += q % sizes[d] * dst_strides[d];
+      soff += q % sizes[d] * src_strides[d];
+      q /= sizes[d];
+    }
+    memcpy((char *)dst + doff, (const char *)src + soff, element_size);
+  }
+  atomic_fetch_add(&convdev_strided_calls, 1);
+  return 0;
+}
+
 static const tstor_device_ops cd_device = {
     .struct_size = sizeof(tstor_device_ops),
     .abi_version = TSTOR_ABI_VERSION,
@@ -59,6 +82,7 @@ static const tstor_device_ops cd_device = {
     .device_count = cd_count,
     .allocator = &cd_allocator,
     .convert = cd_convert,
+    .copy_strided = cd_copy_strided,
 };
 
 static int cd_init(const tstor_registrar *reg, tstor_module *m, void **module_state, char *msg,

@@ -227,7 +227,8 @@ typedef struct tstor_device_ops {
    * index (i0 .. i[ndim-1]) below `sizes`, the element_size bytes at src +
    * sum(i_k * src_strides[k]) go to dst + sum(i_k * dst_strides[k]). Strides are
    * in bytes and never negative; ndim is 1 to 64; the two blocks do not
-   * overlap. Bytes move unchanged (tensor copies of one dtype, tstor/tensor.h).
+   * overlap, and no two elements of dst share a byte, so the elements may move
+   * in any order. Bytes move unchanged (tensor copies of one dtype, tstor/tensor.h).
    * TSTOR_ENOTSUP for a block it does not handle; without it, the core stages
    * the bytes spanned through host memory. */
   int (*copy_strided)(void *state, int index, void *dst, const int64_t *dst_strides,
