@@ -145,6 +145,57 @@ START_TEST(strided_copies_every_element) {
 }
 END_TEST
 
+/* Every element of a strided block, by a plain loop over its index. */
+static void strided_reference(unsigned char *dst, const unsigned char *src,
+                              const tstor__cuda_strided *st, size_t es) {
+  long long n = 1;
+  for (int d = 0; d < st->ndim; d++) n *= st->sizes[d];
+  for (long long i = 0; i < n; i++) {
+    long long q = i, doff = 0, soff = 0;
+    for (int d = 0; d < st->ndim; d++) {
+      doff += q % st->sizes[d] * st->dst_strides[d];
+      soff += q % st->sizes[d] * st->src_strides[d];
+      q /= st->sizes[d];
+    }
+    memcpy(dst + doff, src + soff, es);
+  }
+}
+
+/* Blocks with one dimension contiguous in dst and another in src go through
+ * the tiled transpose: a matrix whose sides are not multiples of the tile, and
+ * NCHW -> NHWC with the batch dimension outermost and, once, in the middle. */
+START_TEST(transposes_move_every_element) {
+  static const size_t sizes_of[] = {1, 2, 4, 8, 16};
+  size_t es = sizes_of[_i];
+  enum { R = 70, C = 45, N = 3, CH = 9, HW = 37 };
+  long long e = (long long)es;
+  const tstor__cuda_strided cases[] = {
+      /* dst (C x R) = src (R x C) transposed: dim 0 walks dst rows, dim 1 src rows */
+      {2, {R, C}, {e, R * e}, {C * e, e}},
+      /* NCHW (N, CH, HW) -> NHWC: dims CH, HW, N innermost first */
+      {3, {CH, HW, N}, {e, CH * e, CH * HW * e}, {HW * e, e, CH * HW * e}},
+      /* the batch between the two tiled dimensions */
+      {3, {CH, N, HW}, {e, CH * HW * e, CH * e}, {HW * e, CH * HW * e, e}},
+      /* the smallest sides that still tile: 8 x 8 */
+      {2, {8, 8}, {e, 8 * e}, {8 * e, e}},
+  };
+  size_t bytes = (size_t)R * C * N * CH * 16;
+  unsigned char *src = malloc(bytes), *got = malloc(bytes), *want = malloc(bytes);
+  ck_assert(src && got && want);
+  for (size_t k = 0; k < bytes; k++) src[k] = (unsigned char)rng();
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    memset(got, 0x5a, bytes);
+    memset(want, 0x5a, bytes);
+    strided_reference(want, src, &cases[c], es);
+    ck_assert_int_eq(tstor__cuda_emulate_strided(got, src, &cases[c], es), 0);
+    ck_assert_msg(memcmp(got, want, bytes) == 0, "case %zu, %zu-byte elements", c, es);
+  }
+  free(src);
+  free(got);
+  free(want);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("cuda kernels (emulated)");
   TCase *t = tcase_create("convert");
@@ -158,6 +209,7 @@ int main(void) {
   suite_add_tcase(s, t);
   t = tcase_create("strided");
   tcase_add_loop_test(t, strided_copies_every_element, 0, 5);
+  tcase_add_loop_test(t, transposes_move_every_element, 0, 5);
   suite_add_tcase(s, t);
   return tstor_test_run(s);
 }

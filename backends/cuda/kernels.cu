@@ -1,4 +1,5 @@
-/* Device kernels of the cuda backend: pattern fill and dtype conversion.
+/* Device kernels of the cuda backend: pattern fill, dtype conversion and
+ * strided copies.
  *
  * The conversions give what tstor_dtype_convert gives on the host, bit for bit
  * (core/convert.c documents the rules; they are PyTorch's CPU results): each
@@ -147,13 +148,27 @@ struct t_f32 {
   static HD st store(double v, double) { return (float)v; }
 };
 
+/* float32 to float64 as the host's conversion (x86's cvtss2sd) gives it: a
+ * NaN keeps its sign and payload and becomes quiet. Spelled out for NaNs
+ * because the device does not do so for every one: the signalling NaN that
+ * the fnuz formats decode to came out otherwise on an H200. */
+HD double f32_to_f64(float v) {
+  if (v == v) return (double)v;
+  uint32_t x = tstor__codec_f2u(v);
+  unsigned long long bits = (unsigned long long)(x >> 31) << 63 | 0x7ff8000000000000ull |
+                            (unsigned long long)(x & 0x7fffffu) << 29;
+  double d;
+  memcpy(&d, &bits, sizeof d);
+  return d;
+}
+
 struct t_f64 {
   typedef double lt;
   typedef double st;
   static HD double load(lt x) { return x; }
   static HD double im(lt) { return 0.0; }
   static HD st store(int64_t v, int64_t) { return (double)v; }
-  static HD st store(float v, float) { return (double)v; }
+  static HD st store(float v, float) { return f32_to_f64(v); }
   static HD st store(double v, double) { return v; }
 };
 
@@ -341,11 +356,151 @@ bool strided_aligned(const void *dst, const void *src, const tstor__cuda_strided
   return true;
 }
 
+/* A transposing block: one dimension, `a`, is contiguous in dst and another,
+ * `b`, in src. Element by element, one of the two sides would be read or
+ * written a whole stride apart by neighbouring threads; instead each block of
+ * 32 x 8 threads moves square tiles through shared memory, reading rows along
+ * b and writing rows along a, so that both sides move in full memory
+ * transactions. Each thread moves (SIDE / 32) x (SIDE / 8) elements; 64 x 64
+ * tiles (rows of 256 bytes of float32) ran 11% faster than 32 x 32 ones on an
+ * H200. The remaining dimensions are batches of tiles, taken in order:
+ * grouping tiles for locality gained at most 2% there. */
+enum { WARP = 32, ROWS = 8 };
+
+/* The tile's side: 64 elements, or 32 for 16-byte ones (static shared memory
+ * stops at 48 KiB a block). */
+template <typename T>
+struct tile_side {
+  enum { value = sizeof(T) <= 8 ? 64 : 32 };
+};
+
+struct transpose_plan {
+  tstor__cuda_strided s;
+  int a, b;
+  long long tiles_a, tiles_b, ntiles;
+};
+
+/* Whether the block is a transpose worth tiling, and its plan. */
+bool plan_transpose(const tstor__cuda_strided &s, size_t element_size, int side,
+                    transpose_plan *p) {
+  int a = -1, b = -1;
+  for (int d = 0; d < s.ndim; d++) {
+    if (a < 0 && s.dst_strides[d] == (long long)element_size) a = d;
+    if (b < 0 && s.src_strides[d] == (long long)element_size) b = d;
+  }
+  if (a < 0 || b < 0 || a == b || s.sizes[a] < ROWS || s.sizes[b] < ROWS) return false;
+  p->s = s;
+  p->a = a;
+  p->b = b;
+  p->tiles_a = (s.sizes[a] + side - 1) / side;
+  p->tiles_b = (s.sizes[b] + side - 1) / side;
+  p->ntiles = p->tiles_a * p->tiles_b;
+  for (int d = 0; d < s.ndim; d++)
+    if (d != a && d != b) p->ntiles *= s.sizes[d];
+  return true;
+}
+
+/* Tile t's first element along a and b, and the byte offsets of its batch. */
+struct tile_at {
+  long long a0, b0, doff, soff;
+};
+
+HD tile_at locate_tile(const transpose_plan &p, int side, long long t) {
+  tile_at at;
+  at.b0 = t % p.tiles_b * side;
+  t /= p.tiles_b;
+  at.a0 = t % p.tiles_a * side;
+  t /= p.tiles_a;
+  at.doff = at.soff = 0;
+  for (int d = 0; d < p.s.ndim; d++) {
+    if (d == p.a || d == p.b) continue;
+    long long k = t % p.s.sizes[d];
+    t /= p.s.sizes[d];
+    at.doff += k * p.s.dst_strides[d];
+    at.soff += k * p.s.src_strides[d];
+  }
+  return at;
+}
+
+/* Thread (tx, ty) reads tile rows ty, ty + ROWS, ... at columns tx, tx + 32, ...
+ * (a row runs along b). Each value goes straight to the tile: staging them all
+ * in registers first, to have every load in flight at once, took 79 registers
+ * instead of 44 and ran 20% slower on an H200 (fewer blocks per SM). */
+template <typename T, int SIDE>
+HD void tile_load(T (*tile)[SIDE + 1], const char *src, const transpose_plan &p,
+                  const tile_at &at, int tx, int ty) {
+  const long long na = p.s.sizes[p.a], nb = p.s.sizes[p.b];
+  const long long sa = p.s.src_strides[p.a], sb = p.s.src_strides[p.b];
+#pragma unroll
+  for (int c = 0; c < SIDE; c += WARP) {
+    long long ib = at.b0 + c + tx;
+    const char *col = src + at.soff + ib * sb;
+#pragma unroll
+    for (int r = 0; r < SIDE; r += ROWS) {
+      long long ia = at.a0 + r + ty;
+      if (ib < nb && ia < na) tile[r + ty][c + tx] = *reinterpret_cast<const T *>(col + ia * sa);
+    }
+  }
+}
+
+/* ... and writes the tile's columns as rows of dst along a. */
+template <typename T, int SIDE>
+HD void tile_store(T (*tile)[SIDE + 1], char *dst, const transpose_plan &p, const tile_at &at,
+                   int tx, int ty) {
+  const long long na = p.s.sizes[p.a], nb = p.s.sizes[p.b];
+  const long long da = p.s.dst_strides[p.a], db = p.s.dst_strides[p.b];
+#pragma unroll
+  for (int r = 0; r < SIDE; r += WARP) {
+    long long ia = at.a0 + r + tx;
+    char *row = dst + at.doff + ia * da;
+#pragma unroll
+    for (int c = 0; c < SIDE; c += ROWS) {
+      long long ib = at.b0 + c + ty;
+      if (ia < na && ib < nb) *reinterpret_cast<T *>(row + ib * db) = tile[r + tx][c + ty];
+    }
+  }
+}
+
+template <typename T, int SIDE>
+__global__ void __launch_bounds__(WARP *ROWS)
+    transpose_kernel(char *dst, const char *src, transpose_plan p) {
+  __shared__ T tile[SIDE][SIDE + 1]; /* + 1: a column spreads over the banks */
+  for (long long t = blockIdx.x; t < p.ntiles; t += gridDim.x) {
+    tile_at at = locate_tile(p, SIDE, t);
+    tile_load<T, SIDE>(tile, src, p, at, threadIdx.x, threadIdx.y);
+    __syncthreads();
+    tile_store<T, SIDE>(tile, dst, p, at, threadIdx.x, threadIdx.y);
+    __syncthreads(); /* the next tile overwrites this one */
+  }
+}
+
+template <bool Host, typename T>
+int run_transpose(char *d, const char *s, const transpose_plan &p, cudaStream_t stream) {
+  enum { SIDE = tile_side<T>::value };
+  if (Host) {
+    static T tile[SIDE][SIDE + 1];
+    for (long long t = 0; t < p.ntiles; t++) {
+      tile_at at = locate_tile(p, SIDE, t);
+      for (int ty = 0; ty < ROWS; ty++)
+        for (int tx = 0; tx < WARP; tx++) tile_load<T, SIDE>(tile, s, p, at, tx, ty);
+      for (int ty = 0; ty < ROWS; ty++)
+        for (int tx = 0; tx < WARP; tx++) tile_store<T, SIDE>(tile, d, p, at, tx, ty);
+    }
+    return (int)cudaSuccess;
+  }
+  long long blocks = p.ntiles < (1 << 24) ? p.ntiles : 1 << 24; /* the loop does the rest */
+  transpose_kernel<T, SIDE><<<(unsigned)blocks, dim3(WARP, ROWS), 0, stream>>>(d, s, p);
+  return (int)cudaGetLastError();
+}
+
 template <bool Host, typename T>
 int run_strided(void *dst, const void *src, const tstor__cuda_strided &a, size_t n,
                 cudaStream_t stream) {
   char *d = static_cast<char *>(dst);
   const char *s = static_cast<const char *>(src);
+  transpose_plan tp;
+  if (plan_transpose(a, sizeof(T), tile_side<T>::value, &tp))
+    return run_transpose<Host, T>(d, s, tp, stream);
   if (Host) {
     for (size_t i = 0; i < n; i++) strided_body<T>(d, s, a, i);
     return (int)cudaSuccess;
