@@ -92,6 +92,8 @@ static const char *const bad_lines[] = {
     "garbage_collection_threshold = half\n",
     "garbage_collection_threshold = nan\n",
     "caching = maybe\n",
+    "max_devices = -1\n",
+    "max_devices = all\n",
 };
 
 /* A bad value is a config error, reported the same with or without a GPU and
@@ -132,6 +134,39 @@ START_TEST(good_config_values_are_accepted) {
   ck_assert(find_backend(ctx, "cuda", &info));
   ck_assert_msg(info.state != TSTOR_BACKEND_FAILED, "failed: %s", info.message);
   tstor_context_close(ctx);
+}
+END_TEST
+
+/* max_devices = 0 declines before the driver is asked anything, with or
+ * without a GPU; a limit above the devices present leaves them all. */
+START_TEST(max_devices_limits_the_devices) {
+  tstor_context *ctx = open_ini("max_devices = 0\n");
+  tstor_backend_info info = TSTOR_BACKEND_INFO_INIT;
+  ck_assert(find_backend(ctx, "cuda", &info));
+  ck_assert_int_eq(info.state, TSTOR_BACKEND_DECLINED);
+  ck_assert_str_eq(info.message, "no CUDA device used: max_devices = 0");
+  tstor_device dev;
+  ck_tstor_err(tstor_device_parse(ctx, "cuda", &dev), TSTOR_ENODEV);
+  tstor_context_close(ctx);
+  ctx = open_ini("optional = yes\nmax_devices = 1\n");
+  ck_assert(find_backend(ctx, "cuda", &info));
+  if (info.state == TSTOR_BACKEND_LOADED) {
+    ck_tstor_ok(tstor_device_parse(ctx, "cuda:0", &dev));
+    ck_assert_int_eq(tstor_device_count(ctx, dev.type), 1);
+    ck_tstor_err(tstor_device_parse(ctx, "cuda:1", &dev), TSTOR_ENODEV);
+  }
+  tstor_context_close(ctx);
+  tstor_context *all = open_ini("optional = yes\n");
+  ctx = open_ini("optional = yes\nmax_devices = 1000000\n");
+  ck_assert(find_backend(ctx, "cuda", &info));
+  if (info.state == TSTOR_BACKEND_LOADED) {
+    ck_tstor_ok(tstor_device_parse(ctx, "cuda:0", &dev));
+    tstor_device every;
+    ck_tstor_ok(tstor_device_parse(all, "cuda:0", &every));
+    ck_assert_int_eq(tstor_device_count(ctx, dev.type), tstor_device_count(all, every.type));
+  }
+  tstor_context_close(ctx);
+  tstor_context_close(all);
 }
 END_TEST
 
@@ -238,6 +273,7 @@ int main(int argc, char **argv) {
   tcase_set_timeout(t, 60); /* the first CUDA initialisation can be slow */
   tcase_add_test(t, optional_cuda_never_fails_the_context);
   tcase_add_test(t, required_cuda_without_gpu_declines_with_the_reason);
+  tcase_add_test(t, max_devices_limits_the_devices);
   tcase_add_test(t, old_driver_is_declined);
   tcase_add_test(t, driver_without_devices_is_declined);
 #ifdef TSTOR_TEST_CUDA_STUB

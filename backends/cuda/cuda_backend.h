@@ -71,6 +71,7 @@ typedef struct tstor__cuda_config {
   long long max_split_size_mb; /* 0: no limit */
   double gc_threshold;         /* 0: off */
   long long roundup_power2_divisions;
+  long long max_devices; /* -1: every device */
 } tstor__cuda_config;
 
 typedef int (*tstor__cuda_primary_ctx_state_fn)(int device, unsigned *flags, int *active);

@@ -65,6 +65,8 @@ static int read_config(const tstor_registrar *reg, tstor_module *m, tstor__cuda_
   long long d = cfg->roundup_power2_divisions;
   if (d > 1 && (d & (d - 1)) != 0)
     return config_error(reg, m, "roundup_power2_divisions", "use a power of two (or 0 for none)");
+  rc = reg->config_int(m, "max_devices", -1, 0, 1 << 20, &cfg->max_devices);
+  if (rc) return rc;
   const char *gc = reg->config_get(m, "garbage_collection_threshold");
   cfg->gc_threshold = 0;
   if (gc) {
@@ -129,7 +131,9 @@ static int find_devices(tstor__cuda *cu, char *msg, size_t msg_size) {
              dv % 1000 / 10);
     return TSTOR_EDECLINED;
   }
-  cu->ndev = n;
+  cu->ndev = cu->config.max_devices >= 0 && cu->config.max_devices < n
+                 ? (int)cu->config.max_devices
+                 : n;
   return 0;
 }
 
@@ -163,6 +167,10 @@ static int cuda_init(const tstor_registrar *reg, tstor_module *m, void **module_
   tstor__cuda_config cfg;
   int rc = read_config(reg, m, &cfg);
   if (rc) return rc;
+  if (cfg.max_devices == 0) {
+    snprintf(msg, msg_size, "no CUDA device used: max_devices = 0");
+    return TSTOR_EDECLINED;
+  }
 
   tstor__cuda *cu = calloc(1, sizeof *cu);
   if (!cu) {
