@@ -15,6 +15,7 @@
 
 #include <tstor/serialize.h>
 #include <tstor/tensor.h>
+#include "cudasaved.h"
 
 #define CKDIR TSTOR_TEST_SRCDIR "/ckpt"
 
@@ -457,6 +458,31 @@ START_TEST(hostile_files) {
 }
 END_TEST
 
+/* A file saved from a GPU: without map_location its storages go to cuda:0,
+ * which a context without the cuda backend cannot give (torch.load refuses
+ * it likewise without CUDA); map_location "cpu" loads it anywhere. */
+START_TEST(saved_on_a_gpu) {
+  tstor_device cpu, gpu;
+  ck_tstor_ok(tstor_device_parse(ctx, "cpu", &cpu));
+  int have_gpu = tstor_device_parse(ctx, "cuda:0", &gpu) == 0;
+  tstor_checkpoint *ck = (tstor_checkpoint *)1;
+  int rc = tstor_torch_load(ctx, CUDA_SAVED_PT, NULL, &ck);
+  if (have_gpu) {
+    ck_tstor_ok(rc);
+    cuda_saved_check(ctx, ck, gpu);
+    tstor_checkpoint_free(ck);
+  } else {
+    ck_assert_int_eq(rc, TSTOR_ENODEV);
+    ck_assert_ptr_null(ck);
+    ck_last_error_has("cuda:0");
+  }
+  tstor_load_options o = {sizeof o, "cpu", 0};
+  ck_tstor_ok(tstor_torch_load(ctx, CUDA_SAVED_PT, &o, &ck));
+  cuda_saved_check(ctx, ck, cpu);
+  tstor_checkpoint_free(ck);
+}
+END_TEST
+
 START_TEST(bad_arguments) {
   tstor_checkpoint *ck = (tstor_checkpoint *)1;
   ck_tstor_err(tstor_torch_load(ctx, NULL, NULL, &ck), TSTOR_EINVAL);
@@ -487,6 +513,7 @@ int main(void) {
   tcase_add_test(tc, golden_resave);
   tcase_add_test(tc, golden_on_device);
   tcase_add_test(tc, hostile_files);
+  tcase_add_test(tc, saved_on_a_gpu);
   tcase_add_test(tc, bad_arguments);
   suite_add_tcase(s, tc);
   int rc = tstor_test_run(s);
