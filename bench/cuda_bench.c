@@ -6,15 +6,21 @@
  *                     found, PyTorch's caching allocator (bench/cuda_torch_alloc.py)
  *   bandwidth         256 MiB pinned host->device, device->host and
  *                     device->device with tstor_storage_copy against cudaMemcpy
+ *   layouts           contiguous() of a transposed 8192x8192 float32 matrix and
+ *                     NCHW -> NHWC of 64x256x56x56 float32, against a plain
+ *                     device->device copy of the same bytes and PyTorch's own
  *
  * Prints a markdown table for docs/benchmarks.md. Usage:
- *   bench_cuda [--device N] [--quick] [--torch-script PATH] [--python PYTHON]
+ *   bench_cuda [--device N] [--quick] [--layouts] [--torch-script PATH]
+ *              [--python PYTHON] [--torch-cxx PROGRAM]
+ * --layouts runs the layout rows alone.
  * Exits 77 when the cuda backend declines (no GPU). */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <tstor/tensor.h>
 #include <tstor/tstor.h>
 
 #define MiB ((size_t)1 << 20)
@@ -90,15 +96,18 @@ typedef struct torch_row {
   double empty_ns, raw_ns;
 } torch_row;
 
-static int run_torch(const char *python, const char *script, int device, int quick,
-                     torch_row *rows, int nrows, char *why, size_t why_size, char *notes,
-                     size_t notes_size) {
+/* PyTorch's time for each layout row, "layout NAME NS", in ns; 0 when absent. */
+enum { LAYOUT_TRANSPOSE, LAYOUT_NHWC, NLAYOUTS };
+static const char *const layout_names[NLAYOUTS] = {"transpose", "nhwc"};
+static double torch_layout_ns[NLAYOUTS];
+
+static int run_torch(const char *program, int device, int quick, torch_row *rows, int nrows,
+                     char *why, size_t why_size, char *notes, size_t notes_size) {
   char cmd[2048];
-  snprintf(cmd, sizeof cmd, "%s %s --device %d%s 2>&1", python, script, device,
-           quick ? " --quick" : "");
+  snprintf(cmd, sizeof cmd, "%s --device %d%s 2>&1", program, device, quick ? " --quick" : "");
   FILE *p = popen(cmd, "r");
   if (!p) {
-    snprintf(why, why_size, "cannot run %s", python);
+    snprintf(why, why_size, "cannot run %s", program);
     return 0;
   }
   char line[1024];
@@ -113,7 +122,12 @@ static int run_torch(const char *python, const char *script, int device, int qui
       continue;
     }
     unsigned long long size;
-    if (sscanf(line, "%llu %lf %lf", &size, &r.empty_ns, &r.raw_ns) == 3 && n < nrows) {
+    char lname[32];
+    double ns;
+    if (sscanf(line, "layout %31s %lf", lname, &ns) == 2) {
+      for (int k = 0; k < NLAYOUTS; k++)
+        if (strcmp(lname, layout_names[k]) == 0) torch_layout_ns[k] = ns;
+    } else if (sscanf(line, "%llu %lf %lf", &size, &r.empty_ns, &r.raw_ns) == 3 && n < nrows) {
       r.size = (size_t)size;
       rows[n++] = r;
     } else if (!why[0]) {
@@ -185,19 +199,84 @@ static double cuda_copy_gbps(direction dir, size_t n, int reps) {
   return gbps(n, median(t, reps));
 }
 
+/* --------------------------------------------------------------- layouts */
+
+/* Median seconds of contiguous() on a permuted view of a new float32 tensor:
+ * `sizes` is the tensor's shape, `perm` the view's order of its dimensions. */
+static double tstor_relayout_s(tstor_context *ctx, tstor_device gpu, int ndim,
+                               const int64_t *sizes, const int *perm, int reps) {
+  tstor_tensor *t, *view, *out;
+  check(tstor_tensor_ones(ctx, gpu, TSTOR_FLOAT32, ndim, sizes, &t), "tensor");
+  check(tstor_tensor_permute(t, ndim, perm, &view), "permute");
+  double tm[64];
+  for (int r = 0; r < reps + 1; r++) {
+    double t0 = now();
+    check(tstor_tensor_contiguous(view, &out), "contiguous");
+    if (r > 0) tm[r - 1] = now() - t0;
+    tstor_tensor_release(out);
+  }
+  tstor_tensor_release(view);
+  tstor_tensor_release(t);
+  return median(tm, reps);
+}
+
+static double storage_copy_s(tstor_context *ctx, tstor_device gpu, size_t n, int reps) {
+  tstor_storage *a, *b;
+  check(tstor_storage_new(ctx, gpu, n, &a), "device storage");
+  check(tstor_storage_new(ctx, gpu, n, &b), "device storage");
+  check(tstor_storage_fill(a, 1), "fill");
+  double tm[64];
+  for (int r = 0; r < reps + 1; r++) {
+    double t0 = now();
+    check(tstor_storage_copy(b, a), "copy");
+    if (r > 0) tm[r - 1] = now() - t0;
+  }
+  tstor_storage_release(a);
+  tstor_storage_release(b);
+  return median(tm, reps);
+}
+
+static void layout_rows(tstor_context *ctx, tstor_device gpu, int reps) {
+  static const int64_t matrix[] = {8192, 8192}, nchw[] = {64, 256, 56, 56};
+  static const int t_perm[] = {1, 0}, nhwc_perm[] = {0, 2, 3, 1};
+  static const char *const titles[NLAYOUTS] = {"transposed 8192x8192 contiguous()",
+                                               "NCHW -> NHWC 64x256x56x56"};
+  printf("\n| float32 on the device | bytes | tstor (GB/s) | plain copy of the same bytes "
+         "(GB/s) | tstor vs copy | PyTorch (GB/s) | tstor vs PyTorch |\n"
+         "|---|---|---|---|---|---|---|\n");
+  for (int k = 0; k < NLAYOUTS; k++) {
+    int ndim = k == LAYOUT_TRANSPOSE ? 2 : 4;
+    const int64_t *sizes = k == LAYOUT_TRANSPOSE ? matrix : nchw;
+    size_t n = 4;
+    for (int d = 0; d < ndim; d++) n *= (size_t)sizes[d];
+    double copy = storage_copy_s(ctx, gpu, n, reps);
+    double t = tstor_relayout_s(ctx, gpu, ndim, sizes, k == LAYOUT_TRANSPOSE ? t_perm : nhwc_perm,
+                                reps);
+    char torch[32] = "n/a", ratio[32] = "n/a";
+    if (torch_layout_ns[k] > 0) {
+      snprintf(torch, sizeof torch, "%.1f", gbps(n, torch_layout_ns[k] * 1e-9));
+      snprintf(ratio, sizeof ratio, "%.3f", torch_layout_ns[k] * 1e-9 / t);
+    }
+    printf("| %s | %zu | %.1f | %.1f | %.3f | %s | %s |\n", titles[k], n, gbps(n, t),
+           gbps(n, copy), copy / t, torch, ratio);
+  }
+}
+
 /* ------------------------------------------------------------------ main */
 
 int main(int argc, char **argv) {
-  int device = 0, quick = 0;
-  const char *script = NULL, *python = "python3";
+  int device = 0, quick = 0, layouts_only = 0;
+  const char *script = NULL, *python = "python3", *cxx = NULL;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) device = atoi(argv[++i]);
     else if (strcmp(argv[i], "--quick") == 0) quick = 1;
+    else if (strcmp(argv[i], "--layouts") == 0) layouts_only = 1;
     else if (strcmp(argv[i], "--torch-script") == 0 && i + 1 < argc) script = argv[++i];
     else if (strcmp(argv[i], "--python") == 0 && i + 1 < argc) python = argv[++i];
+    else if (strcmp(argv[i], "--torch-cxx") == 0 && i + 1 < argc) cxx = argv[++i];
     else {
-      fprintf(stderr, "usage: bench_cuda [--device N] [--quick] [--torch-script PATH] "
-                      "[--python PYTHON]\n");
+      fprintf(stderr, "usage: bench_cuda [--device N] [--quick] [--layouts] "
+                      "[--torch-script PATH] [--python PYTHON] [--torch-cxx PROGRAM]\n");
       return 2;
     }
   }
@@ -232,38 +311,60 @@ int main(int argc, char **argv) {
          prop.name, device, (double)prop.totalGlobalMem / (1 << 30), drv / 1000,
          drv % 1000 / 10, rt / 1000, rt % 1000 / 10, date, tstor_version_string());
 
+  int reps = quick ? 5 : 20;
+  if (layouts_only) {
+    layout_rows(ctx, gpu, reps);
+    tstor_context_close(ctx);
+    return 0;
+  }
   static const size_t sizes[] = {512, 64 << 10, MiB, 16 * MiB};
   enum { NSIZES = sizeof sizes / sizeof sizes[0] };
   int iters = quick ? 2000 : 100000, cuda_iters = quick ? 100 : 2000, rounds = 5;
-  torch_row trows[NSIZES];
-  char why[512] = "no --torch-script given", notes[2048] = "";
-  int ntorch = script ? run_torch(python, script, device, quick, trows, NSIZES, why, sizeof why,
-                                  notes, sizeof notes)
-                      : 0;
+  /* PyTorch from Python (its numbers include the interpreter's calls) and,
+   * with --torch-cxx, from C++ (bench/cuda_torch_alloc.cc). */
+  torch_row prows[NSIZES], crows[NSIZES];
+  char pwhy[512] = "no --torch-script given", cwhy[512] = "no --torch-cxx given";
+  char notes[4096] = "";
+  int npy = 0, ncxx = 0;
+  if (script) {
+    char program[1024];
+    snprintf(program, sizeof program, "%s %s", python, script);
+    npy = run_torch(program, device, quick, prows, NSIZES, pwhy, sizeof pwhy, notes,
+                    sizeof notes);
+  }
+  if (cxx) {
+    size_t used = strlen(notes);
+    ncxx = run_torch(cxx, device, quick, crows, NSIZES, cwhy, sizeof cwhy, notes + used,
+                     sizeof notes - used);
+  }
 
-  printf("| allocate + free | tstor (ns) | cudaMalloc+cudaFree (ns) | speed-up | torch.empty "
-         "(ns) | torch raw alloc (ns) | tstor vs torch raw |\n");
-  printf("|---|---|---|---|---|---|---|\n");
+  printf("| allocate + free | tstor (ns) | cudaMalloc+cudaFree (ns) | speed-up | torch.empty, "
+         "Python (ns) | raw alloc, Python (ns) | at::empty, C++ (ns) | raw_alloc, C++ (ns) | "
+         "tstor vs raw_alloc, C++ |\n");
+  printf("|---|---|---|---|---|---|---|---|---|\n");
   for (int i = 0; i < NSIZES; i++) {
     double t = tstor_alloc_ns(ctx, gpu, sizes[i], iters, rounds);
     double c = cuda_alloc_ns(sizes[i], cuda_iters, rounds);
-    const torch_row *tr = NULL;
-    for (int k = 0; k < ntorch; k++)
-      if (trows[k].size == sizes[i]) tr = &trows[k];
-    char te[32] = "n/a", trw[32] = "n/a", ratio[32] = "n/a";
-    if (tr) {
-      snprintf(te, sizeof te, "%.0f", tr->empty_ns);
-      snprintf(trw, sizeof trw, "%.0f", tr->raw_ns);
-      snprintf(ratio, sizeof ratio, "%.2fx", tr->raw_ns / t);
-    }
-    printf("| %zu B | %.0f | %.0f | %.1fx | %s | %s | %s |\n", sizes[i], t, c, c / t, te, trw,
-           ratio);
+    char pe[32] = "n/a", pr[32] = "n/a", ce[32] = "n/a", cr[32] = "n/a", ratio[32] = "n/a";
+    for (int k = 0; k < npy; k++)
+      if (prows[k].size == sizes[i]) {
+        snprintf(pe, sizeof pe, "%.0f", prows[k].empty_ns);
+        snprintf(pr, sizeof pr, "%.0f", prows[k].raw_ns);
+      }
+    for (int k = 0; k < ncxx; k++)
+      if (crows[k].size == sizes[i]) {
+        snprintf(ce, sizeof ce, "%.0f", crows[k].empty_ns);
+        snprintf(cr, sizeof cr, "%.0f", crows[k].raw_ns);
+        snprintf(ratio, sizeof ratio, "%.2fx", crows[k].raw_ns / t);
+      }
+    printf("| %zu B | %.0f | %.0f | %.1fx | %s | %s | %s | %s | %s |\n", sizes[i], t, c, c / t,
+           pe, pr, ce, cr, ratio);
   }
-  if (ntorch == 0) printf("\n(PyTorch: %s)\n", why);
+  if (npy == 0) printf("\n(PyTorch from Python: %s)\n", pwhy);
+  if (ncxx == 0) printf("\n(PyTorch from C++: %s)\n", cwhy);
   if (notes[0]) printf("\n%s", notes);
 
   size_t n = 256 * MiB;
-  int reps = quick ? 5 : 20;
   static const char *const names[] = {"pinned host -> device", "device -> pinned host",
                                       "device -> device"};
   printf("\n| 256 MiB copy | tstor (GB/s) | cudaMemcpy (GB/s) | ratio |\n|---|---|---|---|\n");
@@ -272,6 +373,7 @@ int main(int argc, char **argv) {
     double c = cuda_copy_gbps((direction)d, n, reps);
     printf("| %s | %.1f | %.1f | %.3f |\n", names[d], t, c, t / c);
   }
+  layout_rows(ctx, gpu, reps);
   tstor_context_close(ctx);
   return 0;
 }

@@ -3,7 +3,9 @@
 allocator, for the sizes bench_cuda measures. Prints one line per size,
 "SIZE EMPTY_NS RAW_NS": torch.empty + release, and the allocator's own entry
 points (torch.cuda.caching_allocator_alloc / _delete), each the median over
-rounds of the mean per iteration. Lines starting with '#' are notes. Both are
+rounds of the mean per iteration; then "layout NAME NS" for the layout rows
+(the median time of .contiguous() on a transposed 8192x8192 float32 matrix,
+and of NCHW -> NHWC of a 64x256x56x56 one). Lines starting with '#' are notes. Both are
 measured from Python, so they include the interpreter's call overhead, which
 the '# python' note estimates (an empty loop and a trivial call)."""
 import argparse
@@ -65,3 +67,24 @@ print(f"# python loop {per_iter_ns(lambda: None):.0f} ns per iteration "
       f"(an empty call), which the numbers below include")
 for size in sizes:
     print(f"{size} {per_iter_ns(empty(size)):.1f} {per_iter_ns(raw(size)):.1f}", flush=True)
+
+
+def relayout_ns(make):
+    x = make()  # warm-up, and the output's block cached
+    del x
+    times = []
+    for _ in range(5 if args.quick else 20):
+        torch.cuda.synchronize(dev)
+        t0 = time.perf_counter_ns()
+        y = make()
+        torch.cuda.synchronize(dev)
+        times.append(time.perf_counter_ns() - t0)
+        del y
+    return statistics.median(times)
+
+
+m = torch.ones(8192, 8192, dtype=torch.float32, device=dev)
+print(f"layout transpose {relayout_ns(lambda: m.t().contiguous()):.0f}", flush=True)
+del m
+a = torch.ones(64, 256, 56, 56, dtype=torch.float32, device=dev)
+print(f"layout nhwc {relayout_ns(lambda: a.permute(0, 2, 3, 1).contiguous()):.0f}", flush=True)
