@@ -39,13 +39,7 @@ static tstor_storage *view(tstor_storage *base, size_t off, size_t n) {
 }
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint64_t rng(void) {
-  uint64_t x = rng_state;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return rng_state = x;
-}
+static uint64_t rng(void) { return tstor_test_rng(&rng_state); }
 
 static void randomize(void *p, size_t n) {
   unsigned char *b = p;

@@ -14,13 +14,7 @@
 #include "testutil.h"
 
 static uint64_t rng_state = 0x243f6a8885a308d3ull;
-static uint64_t rng(void) {
-  uint64_t x = rng_state;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return rng_state = x;
-}
+static uint64_t rng(void) { return tstor_test_rng(&rng_state); }
 
 /* Random bits, then each dtype's awkward values. */
 static void make_source(tstor_dtype dt, unsigned char *buf, size_t count) {

@@ -38,13 +38,7 @@ static void teardown(void) {
 }
 
 static uint64_t rng_state = 0x853c49e6748fea9bull;
-static uint64_t rng(void) {
-  uint64_t x = rng_state;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return rng_state = x;
-}
+static uint64_t rng(void) { return tstor_test_rng(&rng_state); }
 
 static int on_gpu(const tstor_tensor *t) {
   tstor_device d = tstor_tensor_device(t);

@@ -3,6 +3,7 @@
 #define TSTOR_TESTUTIL_H
 
 #include <check.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,16 @@ static inline int tstor_test_run(Suite *suite) {
   int failed = srunner_ntests_failed(runner);
   srunner_free(runner);
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
+/* xorshift64: the same test data on every run, from a state the caller seeds
+ * (not 0). */
+static inline uint64_t tstor_test_rng(uint64_t *state) {
+  uint64_t x = *state;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  return *state = x;
 }
 
 /* The modules directory of the build tree (set by the test environment). */
