@@ -266,10 +266,17 @@ static int rebuild_tensor(unpickler *up, tstor_value **args, size_t nargs, int v
     return FAIL(up, TSTOR_EINVAL, "a tensor's first argument must be a storage");
   if (args[1]->kind != TSTOR_VALUE_INT || args[1]->u.i < 0)
     return FAIL(up, TSTOR_EINVAL, "a tensor's storage offset must be a non-negative int");
+  /* Both tuples' lengths are known equal and bounded before either is
+   * copied: the buffer holds exactly that many sizes and strides. */
+  for (int k = 2; k <= 3; k++)
+    if (args[k]->kind != TSTOR_VALUE_TUPLE)
+      return FAIL(up, TSTOR_EINVAL, "a tensor's %s must be a tuple of ints", k == 2 ? "size" : "stride");
+  size_t ndim = args[2]->u.seq.n;
+  if (args[3]->u.seq.n != ndim)
+    return FAIL(up, TSTOR_EINVAL, "a tensor of %zu sizes and %zu strides", ndim, args[3]->u.seq.n);
   tstor_value *t = new_value(up, TSTOR_VALUE_TENSOR);
   if (!t) return TSTOR_ENOMEM;
-  size_t ndim = args[2]->kind == TSTOR_VALUE_TUPLE ? args[2]->u.seq.n : 0;
-  if (ndim > TSTOR_TENSOR_MAX_DIM) ndim = TSTOR_TENSOR_MAX_DIM;
+  if (ndim > TSTOR_TENSOR_MAX_DIM) ndim = TSTOR_TENSOR_MAX_DIM; /* int_tuple refuses it */
   t->u.tensor.sizes = malloc((2 * ndim + 1) * sizeof(int64_t));
   if (!t->u.tensor.sizes) return TSTOR__ERR(TSTOR_ENOMEM, "data.pkl: out of memory");
   t->u.tensor.strides = t->u.tensor.sizes + ndim;
@@ -277,8 +284,6 @@ static int rebuild_tensor(unpickler *up, tstor_value **args, size_t nargs, int v
   int rc = int_tuple(up, args[2], "size", &t->u.tensor.sizes, &nsz);
   if (!rc) rc = int_tuple(up, args[3], "stride", &t->u.tensor.strides, &nst);
   if (rc) return rc;
-  if (nsz != nst)
-    return FAIL(up, TSTOR_EINVAL, "a tensor of %d sizes and %d strides", nsz, nst);
   t->u.tensor.ndim = nsz;
   t->u.tensor.storage = (long)args[0]->u.i;
   t->u.tensor.offset = args[1]->u.i;

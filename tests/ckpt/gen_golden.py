@@ -356,6 +356,9 @@ bad("negative_size", one_tensor(tensor_pickle(size=(-1,))), "TSTOR_EINVAL", "non
 bad("negative_offset", one_tensor(tensor_pickle(offset=-1)), "TSTOR_EINVAL", "non-negative")
 bad("size_stride_mismatch", one_tensor(tensor_pickle(size=(2, 2), stride=(1,))), "TSTOR_EINVAL",
     "2 sizes and 1 strides")
+# strides written past the sizes' room (a heap overflow once)
+bad("stride_longer_than_size", one_tensor(tensor_pickle(size=(2,), stride=(1,) * 40)), "TSTOR_EINVAL",
+    "1 sizes and 40 strides")
 bad("too_many_dims", one_tensor(tensor_pickle(size=(1,) * 65, stride=(1,) * 65)), "TSTOR_EINVAL",
     "65 dimensions")
 bad("unknown_storage_class", one_tensor(tensor_pickle(cls="FancyStorage")), "TSTOR_EACCES",
