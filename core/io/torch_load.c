@@ -191,7 +191,11 @@ static int load_storage(loader *ld, tstor__storage_rec *r) {
    * compressed records go through libzip, which always checks it. */
   const tstor__zip_entry *e = ld->bytes ? tstor__zip_find(&ld->ix, name) : NULL;
   int stored = e && e->method == 0 && e->size == nbytes;
-  if (stored && ld->whole && e->data_offset % (esize ? esize : 1) == 0 && !(ld->flags & TSTOR_LOAD_READ)) {
+  /* Bytes to be swapped are never a view: the swap would write to the
+   * caller's borrowed buffer (const, maybe read-only, maybe loaded again). */
+  int swap = ld->big_endian && esize > 1;
+  if (stored && ld->whole && e->data_offset % (esize ? esize : 1) == 0 && !swap &&
+      !(ld->flags & TSTOR_LOAD_READ)) {
     rc = tstor_storage_view(ld->whole, (size_t)e->data_offset, (size_t)nbytes, &host);
   } else {
     tstor_device cpu;
@@ -218,7 +222,7 @@ static int load_storage(loader *ld, tstor__storage_rec *r) {
       tstor__crc32(0, tstor_storage_data(host), (size_t)nbytes) != e->crc)
     rc = TSTOR__ERR(TSTOR_EINVAL, "record '%s': CRC error: the bytes are not those the archive was written with",
                     name);
-  if (!rc && ld->big_endian && esize > 1) rc = tstor_typed_byteswap(host, r->dtype);
+  if (!rc && swap) rc = tstor_typed_byteswap(host, r->dtype);
   if (rc) goto out;
   rc = tstor_storage_to(host, dev, &r->s);
 out:

@@ -84,7 +84,9 @@ TSTOR_EXTERN int tstor_torch_load(tstor_context *ctx, const char *path,
 
 /* The same from `size` bytes at `data`, which the caller keeps: storages are
  * read (copied), never mapped, unless TSTOR_LOAD_BORROW_BUFFER is given, in
- * which case cpu storages point into `data`, which must outlive them. */
+ * which case cpu storages point into `data`, which must outlive them. `data`
+ * is never written: the records of a big-endian file are copied to be
+ * byteswapped, borrowed or not. */
 enum { TSTOR_LOAD_BORROW_BUFFER = 1 << 1 };
 TSTOR_EXTERN int tstor_torch_load_buffer(tstor_context *ctx, const void *data, size_t size,
                                          const tstor_load_options *opts,
