@@ -145,7 +145,8 @@ int tstor__unpickle(tstor_checkpoint *ck, const uint8_t *data, size_t len);
 typedef struct tstor__zip_entry {
   const char *name; /* points into the archive: NOT NUL-terminated */
   size_t name_len;
-  uint64_t data_offset; /* of the stored bytes */
+  uint64_t header_offset; /* of its local header, where its bytes in the archive begin */
+  uint64_t data_offset;   /* of the stored bytes */
   uint64_t size;        /* uncompressed */
   uint64_t comp_size;
   uint16_t method;      /* 0 stored, 8 deflated */

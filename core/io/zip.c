@@ -46,6 +46,31 @@ static int zip64_extra(const uint8_t *extra, size_t len, uint64_t *size, uint64_
   return 0;
 }
 
+static int by_header_offset(const void *a, const void *b) {
+  const tstor__zip_entry *x = *(const tstor__zip_entry *const *)a, *y = *(const tstor__zip_entry *const *)b;
+  return x->header_offset < y->header_offset ? -1 : x->header_offset > y->header_offset;
+}
+
+/* Refuses entries whose bytes (local header to the end of the data) share a
+ * byte: two records over the same bytes would load as storages that alias
+ * each other, where torch.load gives independent ones. */
+static int no_overlap(const tstor__zip_index *ix) {
+  if (ix->n < 2) return 0;
+  const tstor__zip_entry **order = malloc(ix->n * sizeof *order);
+  if (!order) return TSTOR__ERR(TSTOR_ENOMEM, "zip: out of memory for %zu entries", ix->n);
+  for (size_t i = 0; i < ix->n; i++) order[i] = &ix->entries[i];
+  qsort(order, ix->n, sizeof *order, by_header_offset);
+  int rc = 0;
+  for (size_t i = 1; i < ix->n && !rc; i++) {
+    const tstor__zip_entry *a = order[i - 1], *b = order[i];
+    if (b->header_offset < a->data_offset + a->comp_size)
+      rc = BAD("entries '%.*s' and '%.*s' overlap in the archive", (int)a->name_len, a->name,
+               (int)b->name_len, b->name);
+  }
+  free(order);
+  return rc;
+}
+
 int tstor__zip_index_read(const uint8_t *d, size_t size, tstor__zip_index *out) {
   memset(out, 0, sizeof *out);
   if (size < 22) return BAD("%zu bytes are too few for an archive", size);
@@ -105,6 +130,7 @@ int tstor__zip_index_read(const uint8_t *d, size_t size, tstor__zip_index *out) 
     if (size - loc - 30 < lnlen + lxlen) return BAD("entry '%.*s': local header past the end", (int)nlen, e->name);
     if (lnlen != nlen || memcmp(d + loc + 30, e->name, nlen) != 0)
       return BAD("entry '%.*s': the local header names another file", (int)nlen, e->name);
+    e->header_offset = loc;
     e->data_offset = loc + 30 + lnlen + lxlen;
     if (e->comp_size > size - e->data_offset)
       return BAD("entry '%.*s': %llu bytes at offset %llu run past the archive's %zu",
@@ -115,7 +141,7 @@ int tstor__zip_index_read(const uint8_t *d, size_t size, tstor__zip_index *out) 
                  (unsigned long long)e->comp_size, (unsigned long long)e->size);
     p += 46 + nlen + xlen + clen;
   }
-  return 0;
+  return no_overlap(out);
 bad_cd:
   return BAD("central directory entry %zu is malformed", out->n);
 }

@@ -32,6 +32,7 @@ import random
 import struct
 import sys
 import zipfile
+import zlib
 
 import torch
 
@@ -435,6 +436,42 @@ for rec, data in recs:
         data = b"".join(data[i:i + esize][::-1] for i in range(0, len(data), esize))
     swapped.append((rec, data))
 good_variant("big_endian", zipped("archive", swapped + [("byteorder", b"big")]), buf.getvalue())
+
+
+
+def zip_by_hand(entries):
+    """A stored zip of (name, local header offset or None, bytes): None puts the
+    record after the previous one; an offset points its central directory
+    entry anywhere, such as inside another record's bytes."""
+    out, cd, placed = b"", b"", []
+    for name, at, data in entries:
+        nb, crc = name.encode(), zlib.crc32(data)
+        local = struct.pack("<IHHHHHIIIHH", 0x04034b50, 20, 0, 0, 0, 0x21, crc, len(data), len(data),
+                            len(nb), 0) + nb
+        if at is None:
+            at = len(out)
+            out += local + data
+        placed.append((nb, at, crc, len(data)))
+    for nb, at, crc, n in placed:
+        cd += struct.pack("<IHHHHHHIIIHHHHHII", 0x02014b50, 20, 20, 0, 0, 0, 0x21, crc, n, n, len(nb),
+                          0, 0, 0, 0, 0, at) + nb
+    eocd = struct.pack("<IHHHHIIH", 0x06054b50, 0, 0, len(placed), len(placed), len(cd), len(out), 0)
+    return out + cd + eocd
+
+
+# a record whose bytes lie inside another's: two storages over one memory
+# (torch.load reads the two as independent storages)
+inner_name, inner = "archive/data/1", b"\x07" * 16
+inner_local = struct.pack("<IHHHHHIIIHH", 0x04034b50, 20, 0, 0, 0, 0x21, zlib.crc32(inner), 16, 16,
+                          len(inner_name), 0) + inner_name.encode() + inner
+two = (PROTO + b"}(" + s("a") + tensor_pickle(cls="ByteStorage", numel=len(inner_local),
+                                               size=(len(inner_local),)) +
+       s("b") + tensor_pickle(key="1", cls="ByteStorage", numel=16, size=(16,)) + b"u.")
+pkl_local = 30 + len("archive/data.pkl") + len(two)
+bad("records_overlap", zip_by_hand([("archive/data.pkl", None, two), ("archive/data/0", None, inner_local),
+                                    ("archive/version", None, b"3\n"),
+                                    (inner_name, pkl_local + 30 + len("archive/data/0"), inner)]),
+    "TSTOR_EINVAL", "overlap in the archive")
 
 with open(os.path.join(OUT, "hostile.txt"), "w") as f:
     f.write("# PyTorch %s; FILE  expected error  words of its message\n" % torch.__version__)
