@@ -24,6 +24,7 @@ typedef struct unpickler {
   size_t nmarks, marks_cap;
   tstor_value **memo;
   size_t memo_cap;
+  size_t memo_len; /* slots in use: where MEMOIZE stores, as Python's len(memo) */
   tstor_value *none; /* one shared None */
 } unpickler;
 
@@ -428,6 +429,7 @@ static int memo_put(unpickler *up, uint64_t idx) {
     up->memo = m;
     up->memo_cap = cap;
   }
+  if (!up->memo[idx]) up->memo_len++;
   up->memo[idx] = v;
   return 0;
 }
@@ -440,7 +442,6 @@ static int memo_get(unpickler *up, uint64_t idx) {
 
 static int run(unpickler *up) {
   int rc = 0;
-  size_t memo_next = 0; /* MEMOIZE numbers from the memo's length */
   for (;;) {
     if (up->p >= up->end) return FAIL(up, TSTOR_EINVAL, "the pickle ends without STOP");
     up->op_at = (size_t)(up->p - up->start);
@@ -542,8 +543,8 @@ static int run(unpickler *up) {
         if ((rc = operand(up, op == 'q' ? 1 : 4, &arg))) return rc;
         rc = memo_put(up, arg);
         break;
-      case 0x94: /* MEMOIZE */
-        rc = memo_put(up, memo_next);
+      case 0x94: /* MEMOIZE: at len(memo), which a repeated BINPUT does not grow */
+        rc = memo_put(up, up->memo_len);
         break;
       case 'h': /* BINGET */
       case 'j': /* LONG_BINGET */
@@ -579,7 +580,6 @@ static int run(unpickler *up) {
                     op);
     }
     if (rc) return rc;
-    if (op == 0x94 || op == 'q' || op == 'r') memo_next++;
   }
 }
 

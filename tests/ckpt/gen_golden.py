@@ -473,6 +473,14 @@ bad("records_overlap", zip_by_hand([("archive/data.pkl", None, two), ("archive/d
                                     (inner_name, pkl_local + 30 + len("archive/data/0"), inner)]),
     "TSTOR_EINVAL", "overlap in the archive")
 
+# MEMOIZE stores at len(memo), which a repeated BINPUT leaves as it was:
+# "c" is the tensor "b" is, not a missing or another memo entry
+memo_pkl = (b"\x80\x04}(" + s("a") + tensor_pickle() + b"q\x00q\x00" +
+            s("b") + tensor_pickle(key="1") + b"\x94" + s("c") + b"h\x01u.")
+good_variant("memo_after_repeated_binput",
+             zipped("archive", [("data.pkl", memo_pkl), ("data/0", struct.pack("<4f", 1, 2, 3, 4)),
+                                ("data/1", struct.pack("<4f", 5, 6, 7, 8)), ("version", b"3\n")]))
+
 with open(os.path.join(OUT, "hostile.txt"), "w") as f:
     f.write("# PyTorch %s; FILE  expected error  words of its message\n" % torch.__version__)
     f.write("\n".join(hostile) + "\n")
