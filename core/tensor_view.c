@@ -83,8 +83,9 @@ static int infer_size(int ndim, const int64_t *shape, int64_t numel, int64_t *re
                     dims(buf, sizeof buf, ndim, shape), numel);
 }
 
-/* computeStride: strides for viewing (oldshape, oldstride) as newshape, or 0
- * when no such strides exist. */
+/* computeStride: strides for viewing (oldshape, oldstride) as newshape: 1,
+ * or 0 when no such strides exist, or -1 when one would overflow int64 (where
+ * ATen's product wraps). */
 static int compute_stride(int on, const int64_t *oldshape, const int64_t *oldstride, int nn,
                           const int64_t *newshape, int64_t *newstride) {
   if (on == 0) {
@@ -98,19 +99,25 @@ static int compute_stride(int on, const int64_t *oldshape, const int64_t *oldstr
     return 1;
   }
   if (numel == 0) {
-    for (int d = nn - 1; d >= 0; d--)
-      newstride[d] = d == nn - 1 ? 1 : (newshape[d + 1] > 1 ? newshape[d + 1] : 1) * newstride[d + 1];
+    for (int d = nn - 1; d >= 0; d--) {
+      newstride[d] = 1;
+      if (d < nn - 1 && __builtin_mul_overflow(newshape[d + 1] > 1 ? newshape[d + 1] : 1,
+                                               newstride[d + 1], &newstride[d]))
+        return -1;
+    }
     return 1;
   }
   int view_d = nn - 1;
   int64_t chunk_base_stride = oldstride[on - 1], tensor_numel = 1, view_numel = 1;
   for (int tensor_d = on - 1; tensor_d >= 0; tensor_d--) {
     tensor_numel *= oldshape[tensor_d];
+    int64_t contiguous_stride;
     if (tensor_d == 0 || (oldshape[tensor_d - 1] != 1 &&
-                          oldstride[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
+                          (__builtin_mul_overflow(tensor_numel, chunk_base_stride, &contiguous_stride) ||
+                           oldstride[tensor_d - 1] != contiguous_stride))) {
       while (view_d >= 0 && (view_numel < tensor_numel || newshape[view_d] == 1)) {
-        newstride[view_d] = view_numel * chunk_base_stride;
-        view_numel *= newshape[view_d];
+        if (__builtin_mul_overflow(view_numel, chunk_base_stride, &newstride[view_d])) return -1;
+        view_numel *= newshape[view_d]; /* at most tensor_numel, a product of sizes */
         view_d--;
       }
       if (view_numel != tensor_numel) return 0;
@@ -130,7 +137,9 @@ int tstor_tensor_view(const tstor_tensor *t, int ndim, const int64_t *sizes, tst
   if ((rc = tstor__tensor_check_ndim(ndim, sizes, "tensor_view"))) return rc;
   int64_t shape[MAXD], st[MAXD];
   if ((rc = infer_size(ndim, sizes, t->numel, shape))) return rc;
-  if (!compute_stride(t->ndim, t->sizes, t->strides, ndim, shape, st))
+  int found = compute_stride(t->ndim, t->sizes, t->strides, ndim, shape, st);
+  if (found < 0) return stride_overflow("tensor_view");
+  if (!found)
     return tstor__err(TSTOR_EINVAL,
                       "view size is not compatible with input tensor's size and stride (at least "
                       "one dimension spans across two contiguous subspaces). Use .reshape(...) "
@@ -145,8 +154,9 @@ int tstor_tensor_reshape(const tstor_tensor *t, int ndim, const int64_t *sizes,
   if ((rc = tstor__tensor_check_ndim(ndim, sizes, "tensor_reshape"))) return rc;
   int64_t shape[MAXD], st[MAXD];
   if ((rc = infer_size(ndim, sizes, t->numel, shape))) return rc;
-  if (compute_stride(t->ndim, t->sizes, t->strides, ndim, shape, st))
-    return restride(t, t->offset, ndim, shape, st, out);
+  int found = compute_stride(t->ndim, t->sizes, t->strides, ndim, shape, st);
+  if (found < 0) return stride_overflow("tensor_reshape");
+  if (found) return restride(t, t->offset, ndim, shape, st, out);
   tstor_tensor *c;
   if ((rc = tstor_tensor_empty(t->storage->ctx, t->storage->device, t->dtype, t->ndim, t->sizes, &c)))
     return rc;
@@ -175,10 +185,12 @@ int tstor_tensor_slice(const tstor_tensor *t, int dim, int64_t start, int64_t en
   int64_t sz[MAXD], st[MAXD];
   memcpy(sz, t->sizes, (size_t)t->ndim * 8);
   memcpy(st, t->strides, (size_t)t->ndim * 8);
-  int64_t len = end - start;
+  int64_t len = end - start, offset;
   sz[d] = len / step + (len % step != 0);
   MUL(t->strides[d], step, &st[d], "slice");
-  return restride(t, t->offset + start * t->strides[d], t->ndim, sz, st, out);
+  MUL(start, t->strides[d], &offset, "slice");
+  if (__builtin_add_overflow(offset, t->offset, &offset)) return stride_overflow("slice");
+  return restride(t, offset, t->ndim, sz, st, out);
 }
 
 int tstor_tensor_narrow(const tstor_tensor *t, int dim, int64_t start, int64_t length,
@@ -505,7 +517,8 @@ int tstor_tensor_unfold(const tstor_tensor *t, int dim, int64_t size, int64_t st
     st[i] = t->strides[i];
   }
   if (t->ndim > 0) {
-    sz[d] = (t->sizes[d] - size) / step + 1;
+    if (__builtin_sub_overflow(t->sizes[d], size, &sz[d])) return stride_overflow("unfold");
+    sz[d] = sz[d] / step + 1;
     MUL(step, t->strides[d], &st[d], "unfold");
   }
   sz[t->ndim] = size;
@@ -595,14 +608,14 @@ int tstor_tensor_split(const tstor_tensor *t, int64_t split_size, int dim, int *
     return tstor__err(TSTOR_EINVAL,
                       "split_size can only be 0 if dimension size is 0, but got dimension size of %" PRId64,
                       n);
-  int64_t num = split_size ? (n + split_size - 1) / split_size : 1;
+  int64_t num = split_size ? n / split_size + (n % split_size != 0) : 1; /* no n + split_size */
   if (num < 1) num = 1;
   if (num > INT32_MAX / 8)
     return tstor__err(TSTOR_ERANGE, "split: %" PRId64 " pieces are too many", num);
   int64_t *lens = tstor__malloc((size_t)num * 8);
   if (lens == NULL) return tstor__err(TSTOR_ENOMEM, "no memory for %" PRId64 " pieces", num);
   for (int64_t i = 0; i < num; i++) lens[i] = split_size;
-  lens[num - 1] = split_size - (split_size * num - n);
+  lens[num - 1] = n - split_size * (num - 1); /* the product is below n */
   rc = split_sizes(t, d, (int)num, lens, count, out);
   tstor__free(lens);
   return rc;

@@ -132,6 +132,15 @@ START_TEST(import_deleter_once) {
     counting_deleter(m);
     deleted--;
   }
+  /* compact strides past int64: [2, 2^62, 4] needs 2^64 for the first */
+  int64_t vast[3] = {2, INT64_C(1) << 62, 4};
+  m = producer(3, vast, NULL, (DLDataType){kDLInt, 8, 1}, (DLDevice){kDLCPU, 0});
+  t = (tstor_tensor *)1;
+  ck_tstor_err(tstor_dlpack_import(ctx, m, &t), TSTOR_EOVERFLOW);
+  ck_assert_ptr_null(t);
+  ck_assert_int_eq(deleted, 2);
+  counting_deleter(m);
+  deleted--;
   m = producer(1, shape, NULL, (DLDataType){kDLInt, 32, 1}, (DLDevice){kDLCPU, 0});
   m->dl_tensor.ndim = 65;
   ck_tstor_err(tstor_dlpack_import(ctx, m, &t), TSTOR_EINVAL);

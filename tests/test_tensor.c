@@ -470,6 +470,44 @@ START_TEST(views_refuse_bad_input) {
 }
 END_TEST
 
+/* Views whose strides or offset would pass int64 are refused with
+ * TSTOR_EOVERFLOW (tensor.h), never made with the wrapped value, and the
+ * arithmetic that decides so does not overflow itself (UBSan runs this). */
+START_TEST(views_refuse_int64_overflow) {
+  tstor_storage *s;
+  tstor_tensor *t, *v = (tstor_tensor *)1, **list = NULL;
+  int count = 0;
+  /* two elements 2^62 apart, on meta: */
+  ck_tstor_ok(tstor_storage_new(ctx, meta, ((size_t)1 << 62) + 1, &s));
+  int64_t two[] = {2}, far[] = {INT64_C(1) << 62};
+  ck_tstor_ok(tstor_tensor_on_storage(s, TSTOR_UINT8, 0, 1, two, far, &t));
+  int64_t row[] = {1, 2};
+  ck_tstor_err(tstor_tensor_view(t, 2, row, &v), TSTOR_EOVERFLOW); /* the size-1 dim: 2^63 */
+  ck_assert_ptr_null(v);
+  ck_tstor_err(tstor_tensor_reshape(t, 2, row, &v), TSTOR_EOVERFLOW);
+  ck_tstor_err(tstor_tensor_slice(t, 0, 2, 2, 1, &v), TSTOR_EOVERFLOW); /* offset 2^63 */
+  ck_assert_ptr_null(v);
+  ck_tstor_err(tstor_tensor_unfold(t, 0, INT64_MIN, 1, &v), TSTOR_EOVERFLOW);
+  ck_assert_ptr_null(v);
+  ck_tstor_ok(tstor_tensor_split(t, INT64_MAX, 0, &count, &list)); /* one piece of 2 */
+  ck_assert_int_eq(count, 1);
+  ck_assert_int_eq(tstor_tensor_sizes(list[0])[0], 2);
+  tstor_tensor_list_free(list, count);
+  tstor_tensor_release(t);
+  tstor_storage_release(s);
+  /* no elements, and a compact view whose strides would pass int64 */
+  int64_t none[] = {0}, wide[] = {0, INT64_C(1) << 32, INT64_C(1) << 32};
+  ck_tstor_ok(tstor_tensor_empty(ctx, meta, TSTOR_FLOAT32, 1, none, &t));
+  ck_tstor_err(tstor_tensor_view(t, 3, wide, &v), TSTOR_EOVERFLOW);
+  ck_assert_ptr_null(v);
+  int64_t fits[] = {0, INT64_C(1) << 31, INT64_C(1) << 31}, fit_strides[] = {INT64_C(1) << 62, INT64_C(1) << 31, 1};
+  ck_tstor_ok(tstor_tensor_view(t, 3, fits, &v));
+  tensortest_layout(v, 3, fits, fit_strides);
+  tstor_tensor_release(v);
+  tstor_tensor_release(t);
+}
+END_TEST
+
 /* A transposing copy large enough for non-temporal stores (16 MiB and up),
  * checked element by element. */
 START_TEST(large_transposing_copy) {
@@ -529,6 +567,7 @@ Suite *tensor_suite(void) {
   tcase_add_test(tc, element_access);
   tcase_add_test(tc, backend_strided_copy);
   tcase_add_test(tc, views_refuse_bad_input);
+  tcase_add_test(tc, views_refuse_int64_overflow);
   tcase_add_test(tc, views_share_and_outlive);
   tcase_add_test(tc, large_transposing_copy);
   suite_add_tcase(s, tc);

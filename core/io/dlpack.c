@@ -140,7 +140,9 @@ int tstor_dlpack_import(tstor_context *ctx, DLManagedTensor *m, tstor_tensor **o
   for (int i = x->ndim - 1; i >= 0; i--) {
     if (x->shape[i] < 0) return TSTOR__ERR(TSTOR_EINVAL, "a DLPack shape of %lld", (long long)x->shape[i]);
     if (x->strides) strides[i] = x->strides[i];
-    else strides[i] = i == x->ndim - 1 ? 1 : strides[i + 1] * (x->shape[i + 1] ? x->shape[i + 1] : 1);
+    else if (i == x->ndim - 1) strides[i] = 1;
+    else if (__builtin_mul_overflow(strides[i + 1], x->shape[i + 1] ? x->shape[i + 1] : 1, &strides[i]))
+      return TSTOR__ERR(TSTOR_EOVERFLOW, "a compact DLPack tensor whose strides overflow int64 (dimension %d)", i);
     if (strides[i] < 0)
       return TSTOR__ERR(TSTOR_ENOTSUP, "a DLPack tensor with negative strides (dimension %d)", i);
   }
