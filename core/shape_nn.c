@@ -188,6 +188,10 @@ int tstor_layout_conv(const tstor_layout *input, const tstor_layout *weight,
                       "per channel: (%s). Output size is too small",
                       dims_str(s1, sizeof s1, k, in.sizes + 2), dims_str(s2, sizeof s2, k, outsz));
   }
+  /* the output's bytes must fit int64, as PyTorch's empty() checks */
+  uint64_t nbytes;
+  if ((rc = tstor__storage_nbytes(r.ndim, r.sizes, NULL, tstor_dtype_size(r.dtype), &nbytes)))
+    return rc;
   /* PyTorch's meta kernel: channels-last when the input or the weight suggests
    * it (4 dims), otherwise contiguous */
   tstor_memory_format f = TSTOR_MEMORY_CONTIGUOUS;

@@ -19,11 +19,17 @@ static int same_dtype(const tstor_layout *a, const tstor_layout *b) {
                     tstor_dtype_info_of(b->dtype)->scalar_type);
 }
 
-static void set_contiguous(tstor_layout *out, tstor_dtype dtype, int ndim, const int64_t *sizes) {
+/* A new contiguous output, refused as PyTorch's empty() refuses it when its
+ * byte count passes int64 (the strides would wrap). */
+static int set_contiguous(tstor_layout *out, tstor_dtype dtype, int ndim, const int64_t *sizes) {
+  uint64_t nbytes;
+  int rc = tstor__storage_nbytes(ndim, sizes, NULL, tstor_dtype_size(dtype), &nbytes);
+  if (rc) return rc;
   out->dtype = dtype;
   out->ndim = ndim;
   if (ndim) memmove(out->sizes, sizes, sizeof(int64_t) * (size_t)ndim);
   tstor__layout_contiguous(out);
+  return 0;
 }
 
 /* ----------------------------------------------------------- matrix products */
@@ -40,8 +46,7 @@ int tstor_layout_mm(const tstor_layout *a, const tstor_layout *b, tstor_layout *
                       (long long)b->sizes[0], (long long)b->sizes[1]);
   if ((rc = same_dtype(a, b)) < 0) return rc;
   int64_t s[2] = {a->sizes[0], b->sizes[1]};
-  set_contiguous(out, a->dtype, 2, s);
-  return 0;
+  return set_contiguous(out, a->dtype, 2, s);
 }
 
 /* Kept apart from tstor_layout_mm: the checks and messages are PyTorch's,
@@ -59,8 +64,7 @@ int tstor_layout_bmm(const tstor_layout *a, const tstor_layout *b, tstor_layout 
                       (long long)a->sizes[2], (long long)b->sizes[0], (long long)b->sizes[1]);
   if ((rc = same_dtype(a, b)) < 0) return rc;
   int64_t s[3] = {a->sizes[0], a->sizes[1], b->sizes[2]};
-  set_contiguous(out, a->dtype, 3, s);
-  return 0;
+  return set_contiguous(out, a->dtype, 3, s);
 }
 
 int tstor_layout_matmul(const tstor_layout *a, const tstor_layout *b, tstor_layout *out) {
@@ -79,8 +83,7 @@ int tstor_layout_matmul(const tstor_layout *a, const tstor_layout *b, tstor_layo
                         "[%lld] to have the same number of elements, but got %lld and %lld "
                         "elements respectively", (long long)a->sizes[0], (long long)b->sizes[0],
                         (long long)a->sizes[0], (long long)b->sizes[0]);
-    set_contiguous(out, a->dtype, 0, NULL);
-    return 0;
+    return set_contiguous(out, a->dtype, 0, NULL);
   }
   /* a 1-d left operand is a row, a 1-d right one a column; both dropped after */
   int64_t n = da >= 2 ? a->sizes[da - 2] : 1, k = a->sizes[da - 1];
@@ -112,8 +115,7 @@ int tstor_layout_matmul(const tstor_layout *a, const tstor_layout *b, tstor_layo
   }
   if (da >= 2) s[nd++] = n;
   if (db >= 2) s[nd++] = m;
-  set_contiguous(out, a->dtype, nd, s);
-  return 0;
+  return set_contiguous(out, a->dtype, nd, s);
 }
 
 int tstor_layout_linear(const tstor_layout *input, const tstor_layout *weight,
@@ -179,8 +181,7 @@ int tstor_layout_cat(int n, const tstor_layout *in, int64_t dim, tstor_layout *o
   }
   if (ref < 0) { /* only empty 1-d inputs */
     int64_t zero = 0;
-    set_contiguous(out, dtype, 1, &zero);
-    return 0;
+    return set_contiguous(out, dtype, 1, &zero);
   }
   int d;
   if ((rc = tstor__shape_wrap_dim(dim, in[ref].ndim, &d)) < 0) return rc;
@@ -287,8 +288,7 @@ int tstor_layout_embedding(const tstor_layout *weight, const tstor_layout *indic
   int64_t s[TSTOR_TENSOR_MAX_DIM];
   memcpy(s, indices->sizes, sizeof(int64_t) * (size_t)indices->ndim);
   s[indices->ndim] = weight->sizes[1];
-  set_contiguous(out, weight->dtype, indices->ndim + 1, s);
-  return 0;
+  return set_contiguous(out, weight->dtype, indices->ndim + 1, s);
 }
 
 int tstor_layout_index_select(const tstor_layout *in, int64_t dim, const tstor_layout *index,
@@ -309,8 +309,7 @@ int tstor_layout_index_select(const tstor_layout *in, int64_t dim, const tstor_l
   int64_t s[TSTOR_TENSOR_MAX_DIM];
   memcpy(s, in->sizes, sizeof(int64_t) * (size_t)in->ndim);
   if (in->ndim > 0) s[d] = n;
-  set_contiguous(out, in->dtype, in->ndim, s);
-  return 0;
+  return set_contiguous(out, in->dtype, in->ndim, s);
 }
 
 int tstor_layout_softmax(const tstor_layout *in, int64_t dim, tstor_layout *out) {
@@ -321,8 +320,7 @@ int tstor_layout_softmax(const tstor_layout *in, int64_t dim, tstor_layout *out)
   if (tstor_dtype_info_of(in->dtype)->kind == TSTOR_KIND_QUANTIZED)
     return tstor__err(TSTOR_EDTYPE, "softmax: quantized %s is not supported",
                       tstor_dtype_name(in->dtype));
-  set_contiguous(out, in->dtype, in->ndim, in->sizes);
-  return 0;
+  return set_contiguous(out, in->dtype, in->ndim, in->sizes);
 }
 
 /* ------------------------------------------------------------ tensor forms */

@@ -656,6 +656,25 @@ START_TEST(test_outputs_past_int64) {
   ck_assert_ptr_null(out);
   ck_assert_str_eq(tstor_last_error(), "Storage size calculation overflowed with "
                    "sizes=[4611686018427387904, 4, 0]");
+  /* the layout forms refuse the same as the tensor forms, rather than give a
+   * wrapped numel and strides */
+  tstor_layout la, lb, lr;
+  ck_tstor_ok(tstor_layout_init(&la, TSTOR_FLOAT32, 2, col, NULL));
+  ck_tstor_ok(tstor_layout_init(&lb, TSTOR_FLOAT32, 2, row, NULL));
+  ck_tstor_err(tstor_layout_mm(&la, &lb, &lr), TSTOR_EOVERFLOW);
+  ck_assert_str_eq(tstor_last_error(), "Storage size calculation overflowed with "
+                   "sizes=[1099511627776, 1099511627776]");
+  ck_tstor_err(tstor_layout_matmul(&la, &lb, &lr), TSTOR_EOVERFLOW);
+  ck_tstor_ok(tstor_layout_mm(&lb, &la, &lr)); /* 1 x 1 */
+  int64_t xs[] = {1, 1, 8, 8}, ws[] = {1, 1, 1, 1};
+  tstor_layout in, w;
+  ck_tstor_ok(tstor_layout_init(&in, TSTOR_FLOAT32, 4, xs, NULL));
+  ck_tstor_ok(tstor_layout_init(&w, TSTOR_FLOAT32, 4, ws, NULL));
+  tstor_conv_params cp = TSTOR_CONV_PARAMS_INIT(2);
+  cp.transposed = 1;
+  cp.stride[0] = cp.stride[1] = (int64_t)1 << 29; /* each side 7 * 2^29 + 1, their product past int64 */
+  ck_tstor_err(tstor_layout_conv(&in, &w, NULL, &cp, &lr), TSTOR_EOVERFLOW);
+  ck_last_error_has("Storage size calculation overflowed");
   /* the inputs are untouched and still usable */
   ck_tstor_ok(tstor_shape_binary(TSTOR_ELEMENTWISE_PROMOTE, a, a, &out));
   ck_assert_int_eq(tstor_tensor_numel(out), big);
