@@ -2,10 +2,14 @@
  * conversion between the two (libtstor-io). */
 #include "config.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <tstor/serialize.h>
 #include <tstor/tensor.h>
@@ -16,13 +20,54 @@
  * EXIT_USAGE, as elsewhere). */
 enum { EXIT_BADFILE = 1 };
 
+/* 1 for a zip's magic, 0 for anything else, -1 (with errno set) when the path
+ * cannot be opened or is not a regular file: opened without blocking, so that
+ * a FIFO does not hang the tool before the library refuses it. */
 static int is_zip(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return -1;
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct stat st;
+  int err = fstat(fd, &st) != 0 ? errno : !S_ISREG(st.st_mode) ? EINVAL : 0;
+  if (err) {
+    close(fd);
+    errno = err;
+    return -1;
+  }
   unsigned char m[4] = {0};
-  size_t n = fread(m, 1, 4, f);
-  fclose(f);
+  ssize_t n = pread(fd, m, 4, 0);
+  close(fd);
   return n == 4 && m[0] == 'P' && m[1] == 'K' && m[2] == 3 && m[3] == 4;
+}
+
+/* A file's text made safe for a terminal: control characters (C0, DEL and
+ * C1, which a name could use to move the cursor and hide what is printed)
+ * as \xNN, and the backslash as \\. A new string, freed by the caller (NULL
+ * when out of memory). */
+static char *escaped(const char *s) {
+  size_t n = strlen(s);
+  char *out = malloc(4 * n + 1), *o = out;
+  if (!out) return NULL;
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) { /* U+0080..U+009F */
+      o += sprintf(o, "\\x%02x", *++p);
+    } else if (*p < 0x20 || *p == 0x7f) {
+      o += sprintf(o, "\\x%02x", *p);
+    } else if (*p == '\\') {
+      *o++ = '\\';
+      *o++ = '\\';
+    } else {
+      *o++ = (char)*p;
+    }
+  }
+  *o = '\0';
+  return out;
+}
+
+/* Prints s escaped for a terminal, in a column of `width` (0: as it is). */
+static void print_field(const char *s, int width) {
+  char *e = escaped(s);
+  printf("%-*s", width, e ? e : "?");
+  free(e);
 }
 
 static int ends_with(const char *s, const char *tail) {
@@ -35,7 +80,10 @@ static int load_any(tstor_context *ctx, const char *path, tstor_checkpoint **ck,
   tstor_load_options o = {sizeof o, "cpu", 0};
   int z = is_zip(path);
   if (z < 0) {
-    fprintf(stderr, "tstor: %s: cannot open it\n", path);
+    char *e = escaped(path);
+    fprintf(stderr, "tstor: %s: cannot open it: %s\n", e ? e : "?",
+            errno == EINVAL ? "not a regular file" : strerror(errno));
+    free(e);
     return EXIT_BADFILE;
   }
   *format = z ? "torch" : "safetensors";
@@ -134,9 +182,12 @@ static json_t *json_ints(const int64_t *v, int n) {
   return a;
 }
 
+/* Names, keys and metadata come from the file: each goes through
+ * print_field, so that none can rewrite what the terminal shows. */
 static void print_text(const char *path, const char *format, const tstor_checkpoint *ck, const listing *l) {
   size_t ns = tstor_checkpoint_storage_count(ck);
-  printf("%s: %s, %zu tensor%s, %zu storage%s\n", path,
+  print_field(path, 0);
+  printf(": %s, %zu tensor%s, %zu storage%s\n",
          strcmp(format, "torch") == 0 ? "torch.save checkpoint" : "safetensors", l->n, l->n == 1 ? "" : "s",
          ns, ns == 1 ? "" : "s");
   printf("\n%-40s %-10s %-18s %-18s %8s %8s %12s\n", "tensor", "dtype", "shape", "strides", "offset", "storage",
@@ -150,8 +201,9 @@ static void print_text(const char *path, const char *format, const tstor_checkpo
     m = fmemopen(strides, sizeof strides, "w");
     ints(m, tstor_tensor_strides(t), tstor_tensor_dim(t));
     fclose(m);
-    printf("%-40s %-10s %-18s %-18s %8lld %8ld %12zu\n", l->e[i].name, tstor_dtype_name(tstor_tensor_dtype(t)),
-           shape, strides, (long long)tstor_tensor_storage_offset(t), tstor_value_storage_index(l->e[i].v),
+    print_field(l->e[i].name, 40);
+    printf(" %-10s %-18s %-18s %8lld %8ld %12zu\n", tstor_dtype_name(tstor_tensor_dtype(t)), shape, strides,
+           (long long)tstor_tensor_storage_offset(t), tstor_value_storage_index(l->e[i].v),
            tstor_storage_nbytes(tstor_tensor_storage(t)));
   }
   int shared = 0;
@@ -163,17 +215,26 @@ static void print_text(const char *path, const char *format, const tstor_checkpo
     const char *key;
     tstor_storage *st;
     tstor_checkpoint_storage(ck, s, &key, &st);
-    printf("  storage %zu (record %s, %zu bytes):", s, key, tstor_storage_nbytes(st));
+    printf("  storage %zu (record ", s);
+    print_field(key, 0);
+    printf(", %zu bytes):", tstor_storage_nbytes(st));
     for (size_t i = 0; i < l->n; i++)
-      if ((size_t)tstor_value_storage_index(l->e[i].v) == s) printf(" %s", l->e[i].name);
+      if ((size_t)tstor_value_storage_index(l->e[i].v) == s) {
+        printf(" ");
+        print_field(l->e[i].name, 0);
+      }
     printf("\n");
   }
   const tstor_value *md = tstor_checkpoint_metadata(ck);
   if (md && tstor_value_len(md)) {
     printf("\nmetadata:\n");
-    for (size_t i = 0; i < tstor_value_len(md); i++)
-      printf("  %s: %s\n", tstor_value_string(tstor_value_key(md, i), NULL),
-             tstor_value_string(tstor_value_item(md, i), NULL));
+    for (size_t i = 0; i < tstor_value_len(md); i++) {
+      printf("  ");
+      print_field(tstor_value_string(tstor_value_key(md, i), NULL), 0);
+      printf(": ");
+      print_field(tstor_value_string(tstor_value_item(md, i), NULL), 0);
+      printf("\n");
+    }
   }
 }
 

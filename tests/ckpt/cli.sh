@@ -35,6 +35,36 @@ $tstor inspect 2>/dev/null; [ $? -eq 2 ] || fail "no file: usage"
 $tstor inspect --bogus x 2>/dev/null; [ $? -eq 2 ] || fail "bad option: usage"
 $tstor convert onlyone 2>/dev/null; [ $? -eq 2 ] || fail "convert with one file: usage"
 
+# a FIFO is refused at once, not read (with nothing at the other end, a read
+# would wait for ever)
+mkfifo "$out/fifo"
+timeout 10 $tstor inspect "$out/fifo" 2> "$out/err"; st=$?
+[ $st -eq 1 ] || fail "FIFO: exit $st (124: it hung)"
+grep -q "not a regular file" "$out/err" || fail "FIFO message: $(cat "$out/err")"
+timeout 10 $tstor convert "$out/fifo" "$out/f.pt" 2>/dev/null; st=$?
+[ $st -eq 1 ] || fail "convert from a FIFO: exit $st"
+
+# names that would rewrite the terminal are printed escaped: ESC [ 2 K (erase
+# the line), CR, and the C1 control CSI (U+009B)
+python3 - "$out/evil.safetensors" <<'PY' || fail "writing evil.safetensors"
+import json, struct, sys
+names = ["backdoor.weight\x1b[2K\rmodel.norm.weight", "csi\u009b2Kx", "back\\slash"]
+header = {n: {"dtype": "U8", "shape": [1], "data_offsets": [i, i + 1]} for i, n in enumerate(names)}
+header["__metadata__"] = {"note\x07": "bell\x07"}
+h = json.dumps(header).encode()
+h += b" " * (-len(h) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + bytes(len(names)))
+PY
+$tstor inspect "$out/evil.safetensors" > "$out/evil.txt" || fail "inspect evil.safetensors: exit $?"
+if LC_ALL=C grep -q "$(printf '[\001-\010\013-\037\177]')" "$out/evil.txt" ||
+   LC_ALL=C grep -q "$(printf '\302[\200-\237]')" "$out/evil.txt"; then
+  fail "a control character reached the listing: $(od -c "$out/evil.txt" | head)"
+fi
+grep -qF 'backdoor.weight\x1b[2K\x0dmodel.norm.weight' "$out/evil.txt" || fail "ESC and CR escaped"
+grep -qF 'csi\x9b2Kx' "$out/evil.txt" || fail "CSI escaped"
+grep -qF 'back\\slash' "$out/evil.txt" || fail "backslash doubled"
+grep -qF 'note\x07: bell\x07' "$out/evil.txt" || fail "metadata escaped"
+
 # sharing refused into safetensors, then copied
 $tstor convert "$dir/golden/share_dict_float32.pt" "$out/s.safetensors" 2> "$out/err"; st=$?
 [ $st -eq 1 ] || fail "shared into safetensors: exit $st"
