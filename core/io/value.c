@@ -2,8 +2,11 @@
  * walk that checks a finished tree (no cycles, bounded depth and size). */
 #include "io_internal.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
 /* ----------------------------------------------------------------- arena */
 
@@ -140,30 +143,77 @@ int tstor__seq_push(tstor_value *seq, tstor_value *item) {
   return 0;
 }
 
+/* The process's hash key, random: the slot a dict key lands in must not be
+ * something a file can aim at. Fixed multiplicative hashes let a file of
+ * 80,000 int keys, multiples of 2^32, take 161 s to load (all in one slot). */
+static uint64_t hash_key;
+static pthread_once_t hash_key_once = PTHREAD_ONCE_INIT;
+
+static void hash_key_init(void) {
+  if (getrandom(&hash_key, sizeof hash_key, GRND_NONBLOCK) != (ssize_t)sizeof hash_key) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    hash_key = (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 30 ^ (uint64_t)(uintptr_t)&ts;
+  }
+}
+
+/* splitmix64's finaliser: every input bit reaches the low bits the index
+ * uses. */
+static uint64_t mix(uint64_t x) {
+  x ^= hash_key;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/* Whether f is an integer in int64's range, which *i then holds (-0.0 is 0). */
+static int float_is_int(double f, int64_t *i) {
+  if (!(f >= -0x1p63 && f < 0x1p63) || f != (double)(int64_t)f) return 0;
+  *i = (int64_t)f;
+  return 1;
+}
+
+/* Equal keys hash alike: an int, a bool and a float of the same value are
+ * one key, as in Python. */
 static uint64_t key_hash(const tstor_value *k) {
-  uint64_t h = 1469598103934665603ull;
+  pthread_once(&hash_key_once, hash_key_init);
+  uint64_t h = 1469598103934665603ull ^ hash_key;
   switch (k->kind) {
     case TSTOR_VALUE_STRING:
       for (size_t i = 0; i < k->u.str.len; i++) h = (h ^ (unsigned char)k->u.str.s[i]) * 1099511628211ull;
-      return h;
+      return mix(h ^ k->u.str.len);
     case TSTOR_VALUE_INT:
-    case TSTOR_VALUE_BOOL: return (uint64_t)k->u.i * 0x9E3779B97F4A7C15ull;
+    case TSTOR_VALUE_BOOL: return mix((uint64_t)k->u.i);
     case TSTOR_VALUE_NONE: return 7;
     case TSTOR_VALUE_FLOAT: {
+      int64_t i;
+      if (float_is_int(k->u.f, &i)) return mix((uint64_t)i); /* as the int it equals */
       uint64_t b;
       memcpy(&b, &k->u.f, sizeof b);
-      return b * 0x9E3779B97F4A7C15ull;
+      return mix(b);
     }
-    default: return (uint64_t)(uintptr_t)k * 0x9E3779B97F4A7C15ull;
+    default: return mix((uint64_t)(uintptr_t)k);
   }
 }
 
 /* Python's equality for the keys a checkpoint holds; containers and tensors
- * compare by identity. bool and int compare as numbers, as in Python. */
+ * compare by identity. bool, int and float compare as numbers, as in Python
+ * ({1: a, 1.0: b, True: c} is {1: c}). */
 static int key_equal(const tstor_value *a, const tstor_value *b) {
   if (a == b) return 1;
   int ak = a->kind == TSTOR_VALUE_BOOL ? TSTOR_VALUE_INT : a->kind;
   int bk = b->kind == TSTOR_VALUE_BOOL ? TSTOR_VALUE_INT : b->kind;
+  if (ak == TSTOR_VALUE_FLOAT && bk == TSTOR_VALUE_INT) {
+    const tstor_value *t = a;
+    a = b;
+    b = t;
+    ak = TSTOR_VALUE_INT;
+    bk = TSTOR_VALUE_FLOAT;
+  }
+  if (ak == TSTOR_VALUE_INT && bk == TSTOR_VALUE_FLOAT) {
+    int64_t i;
+    return float_is_int(b->u.f, &i) && i == a->u.i;
+  }
   if (ak != bk) return 0;
   switch (ak) {
     case TSTOR_VALUE_NONE: return 1;

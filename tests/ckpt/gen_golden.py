@@ -481,6 +481,11 @@ good_variant("memo_after_repeated_binput",
              zipped("archive", [("data.pkl", memo_pkl), ("data/0", struct.pack("<4f", 1, 2, 3, 4)),
                                 ("data/1", struct.pack("<4f", 5, 6, 7, 8)), ("version", b"3\n")]))
 
+# numbers that are one key in Python: {1: "c", -0.0: "e"}
+num_keys = (b"\x80\x02}(K\x01" + s("a") + b"G" + struct.pack(">d", 1.0) + s("b") + b"\x88" + s("c") +
+            b"G" + struct.pack(">d", -0.0) + s("d") + b"K\x00" + s("e") + b"u.")
+good_variant("dict_numeric_keys", zipped("archive", [("data.pkl", num_keys), ("version", b"3\n")]))
+
 with open(os.path.join(OUT, "hostile.txt"), "w") as f:
     f.write("# PyTorch %s; FILE  expected error  words of its message\n" % torch.__version__)
     f.write("\n".join(hostile) + "\n")

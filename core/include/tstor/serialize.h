@@ -165,8 +165,10 @@ TSTOR_EXTERN int tstor_value_new_tensor(tstor_checkpoint *ck, tstor_tensor *t,
                                         tstor_value **out);
 /* Appends item to a tuple or list; both belong to the same checkpoint. */
 TSTOR_EXTERN int tstor_value_append(tstor_value *seq, tstor_value *item);
-/* dict[key] = value: replaces the value of an equal key (same kind and value;
- * tensors compare by identity), else appends. */
+/* dict[key] = value: replaces the value of an equal key, else appends. Keys
+ * are equal as in Python: 1, 1.0 and True are one key (the first one given
+ * stays), as are 0.0 and -0.0; strings by their bytes; tensors and
+ * containers by identity. */
 TSTOR_EXTERN int tstor_value_dict_set(tstor_value *dict, tstor_value *key, tstor_value *value);
 /* Sets the root that tstor_checkpoint_root returns (a value of ck). */
 TSTOR_EXTERN int tstor_checkpoint_set_root(tstor_checkpoint *ck, tstor_value *root);
