@@ -109,6 +109,8 @@ struct tstor_checkpoint {
   tstor_value *root;
   tstor__storage_rec *storages;
   size_t nstorages, capstorages;
+  uint32_t *storage_slots; /* index + 1 of the storage with each key, by hash */
+  size_t storage_slots_cap;
   tstor_value *metadata; /* safetensors' __metadata__ dict, or NULL */
 };
 
@@ -156,6 +158,7 @@ typedef struct tstor__zip_entry {
 typedef struct tstor__zip_index {
   tstor__zip_entry *entries;
   size_t n;
+  const tstor__zip_entry **by_name; /* the entries sorted by name, for lookups */
 } tstor__zip_index;
 
 /* Reads the central directory of the zip archive of `size` bytes at `data`

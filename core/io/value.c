@@ -68,6 +68,7 @@ void tstor_checkpoint_free(tstor_checkpoint *ck) {
     tstor_storage_release(ck->storages[i].s);
   }
   free(ck->storages);
+  free(ck->storage_slots);
   free(ck);
 }
 
@@ -88,6 +89,62 @@ int tstor_checkpoint_storage(const tstor_checkpoint *ck, size_t i, const char **
                       ck ? ck->nstorages : 0);
   if (key) *key = ck->storages[i].key;
   if (storage) *storage = ck->storages[i].s;
+  return 0;
+}
+
+/* --------------------------------------------------------------- hashing */
+
+/* The process's hash key, random: the slot a dict or storage key lands in
+ * must not be something a file can aim at. Fixed multiplicative hashes let a file of
+ * 80,000 int keys, multiples of 2^32, take 161 s to load (all in one slot). */
+static uint64_t hash_key;
+static pthread_once_t hash_key_once = PTHREAD_ONCE_INIT;
+
+static void hash_key_init(void) {
+  if (getrandom(&hash_key, sizeof hash_key, GRND_NONBLOCK) != (ssize_t)sizeof hash_key) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    hash_key = (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 30 ^ (uint64_t)(uintptr_t)&ts;
+  }
+}
+
+/* splitmix64's finaliser: every input bit reaches the low bits the indexes
+ * use. */
+static uint64_t mix(uint64_t x) {
+  pthread_once(&hash_key_once, hash_key_init);
+  x ^= hash_key;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/* FNV-1a from a start the hash key decides, then mixed. */
+static uint64_t hash_bytes(const char *p, size_t n) {
+  pthread_once(&hash_key_once, hash_key_init);
+  uint64_t h = 1469598103934665603ull ^ hash_key;
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
+  return mix(h ^ n);
+}
+
+/* The storages by key, open addressing, at most half full: a checkpoint of
+ * 50,000 storages looked each one up by a linear scan (133 s to load). */
+static void storage_index_insert(tstor_checkpoint *ck, size_t pos) {
+  size_t mask = ck->storage_slots_cap - 1;
+  const char *key = ck->storages[pos].key;
+  size_t at = hash_bytes(key, strlen(key)) & mask;
+  while (ck->storage_slots[at]) at = (at + 1) & mask;
+  ck->storage_slots[at] = (uint32_t)(pos + 1);
+}
+
+static int storage_index_grow(tstor_checkpoint *ck) {
+  size_t cap = ck->storage_slots_cap ? 2 * ck->storage_slots_cap : 64;
+  if (cap > UINT32_MAX) return TSTOR__ERR(TSTOR_EOVERFLOW, "checkpoint: too many storages");
+  uint32_t *slots = calloc(cap, sizeof *slots);
+  if (!slots) return TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory for a storage index");
+  free(ck->storage_slots);
+  ck->storage_slots = slots;
+  ck->storage_slots_cap = cap;
+  for (size_t i = 0; i < ck->nstorages; i++) storage_index_insert(ck, i);
   return 0;
 }
 
@@ -113,15 +170,28 @@ int tstor__storage_add(tstor_checkpoint *ck, const char *key, size_t keylen, tst
   r->location[loclen] = '\0';
   r->dtype = dtype;
   r->numel = numel;
+  if (2 * (ck->nstorages + 1) > ck->storage_slots_cap) {
+    int rc = storage_index_grow(ck);
+    if (rc) {
+      free(r->key);
+      free(r->location);
+      return rc;
+    }
+  }
+  storage_index_insert(ck, ck->nstorages);
   *index = (long)ck->nstorages++;
   return 0;
 }
 
 long tstor__storage_find(const tstor_checkpoint *ck, const char *key, size_t keylen) {
-  for (size_t i = 0; i < ck->nstorages; i++)
-    if (strlen(ck->storages[i].key) == keylen && memcmp(ck->storages[i].key, key, keylen) == 0)
-      return (long)i;
-  return -1;
+  if (!ck->storage_slots_cap) return -1;
+  size_t mask = ck->storage_slots_cap - 1;
+  for (size_t at = hash_bytes(key, keylen) & mask;; at = (at + 1) & mask) {
+    uint32_t slot = ck->storage_slots[at];
+    if (!slot) return -1;
+    const char *k = ck->storages[slot - 1].key;
+    if (strlen(k) == keylen && memcmp(k, key, keylen) == 0) return (long)(slot - 1);
+  }
 }
 
 /* ------------------------------------------------------------ containers */
@@ -143,29 +213,6 @@ int tstor__seq_push(tstor_value *seq, tstor_value *item) {
   return 0;
 }
 
-/* The process's hash key, random: the slot a dict key lands in must not be
- * something a file can aim at. Fixed multiplicative hashes let a file of
- * 80,000 int keys, multiples of 2^32, take 161 s to load (all in one slot). */
-static uint64_t hash_key;
-static pthread_once_t hash_key_once = PTHREAD_ONCE_INIT;
-
-static void hash_key_init(void) {
-  if (getrandom(&hash_key, sizeof hash_key, GRND_NONBLOCK) != (ssize_t)sizeof hash_key) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    hash_key = (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 30 ^ (uint64_t)(uintptr_t)&ts;
-  }
-}
-
-/* splitmix64's finaliser: every input bit reaches the low bits the index
- * uses. */
-static uint64_t mix(uint64_t x) {
-  x ^= hash_key;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 /* Whether f is an integer in int64's range, which *i then holds (-0.0 is 0). */
 static int float_is_int(double f, int64_t *i) {
   if (!(f >= -0x1p63 && f < 0x1p63) || f != (double)(int64_t)f) return 0;
@@ -176,12 +223,8 @@ static int float_is_int(double f, int64_t *i) {
 /* Equal keys hash alike: an int, a bool and a float of the same value are
  * one key, as in Python. */
 static uint64_t key_hash(const tstor_value *k) {
-  pthread_once(&hash_key_once, hash_key_init);
-  uint64_t h = 1469598103934665603ull ^ hash_key;
   switch (k->kind) {
-    case TSTOR_VALUE_STRING:
-      for (size_t i = 0; i < k->u.str.len; i++) h = (h ^ (unsigned char)k->u.str.s[i]) * 1099511628211ull;
-      return mix(h ^ k->u.str.len);
+    case TSTOR_VALUE_STRING: return hash_bytes(k->u.str.s, k->u.str.len);
     case TSTOR_VALUE_INT:
     case TSTOR_VALUE_BOOL: return mix((uint64_t)k->u.i);
     case TSTOR_VALUE_NONE: return 7;

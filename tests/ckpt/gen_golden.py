@@ -481,6 +481,13 @@ good_variant("memo_after_repeated_binput",
              zipped("archive", [("data.pkl", memo_pkl), ("data/0", struct.pack("<4f", 1, 2, 3, 4)),
                                 ("data/1", struct.pack("<4f", 5, 6, 7, 8)), ("version", b"3\n")]))
 
+# two records of one name: torch.load 1.13 takes the second; libzip refuses
+# the archive when opening it (and tstor's own index would)
+dup_pkl = PROTO + b"}" + s("w") + tensor_pickle() + b"s."
+bad("record_twice", zip_by_hand([("archive/data.pkl", None, dup_pkl), ("archive/data/0", None, b"\0" * 16),
+                                 ("archive/data/0", None, b"\1" * 16), ("archive/version", None, b"3\n")]),
+    "TSTOR_EINVAL", "not a torch.save zip archive")
+
 # numbers that are one key in Python: {1: "c", -0.0: "e"}
 num_keys = (b"\x80\x02}(K\x01" + s("a") + b"G" + struct.pack(">d", 1.0) + s("b") + b"\x88" + s("c") +
             b"G" + struct.pack(">d", -0.0) + s("d") + b"K\x00" + s("e") + b"u.")
