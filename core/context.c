@@ -10,23 +10,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-_Static_assert(offsetof(struct tstor_context, live) >= 32 &&
-                   offsetof(struct tstor_context, closed) + sizeof(atomic_int) <= 64,
-               "the live mark must survive free() and share the count's cache line");
-
 static void destroy(tstor_context *ctx) {
   tstor__unload_backends(ctx);
   tstor__registry_free(ctx);
   tstor__config_free(ctx->config);
-  ctx->live = TSTOR__DEAD;
   tstor__free(ctx);
 }
 
 void tstor__ctx_release(tstor_context *ctx) {
   /* acq_rel rather than release + an acquire fence: the same ordering, and
    * one ThreadSanitizer understands (it ignores standalone fences). */
-  if (TSTOR__UNLIKELY(ctx->live != TSTOR__LIVE))
-    tstor__misuse("context", ctx, "released more times than retained");
   long before = atomic_fetch_sub_explicit(&ctx->refs, 1, memory_order_acq_rel);
   if (before > 1) return;
   if (before < 1) tstor__misuse("context", ctx, "released more times than retained");
@@ -57,8 +50,6 @@ static int open_with_config(tstor__config *cfg, tstor_context **out) {
     return tstor__err(TSTOR_ENOMEM, "out of memory opening a context");
   }
   atomic_init(&ctx->refs, 1);
-  atomic_init(&ctx->closed, 0);
-  ctx->live = TSTOR__LIVE;
   ctx->config = cfg;
   ctx->log_level = cfg->log_level;
   ctx->host_type = -1;
@@ -71,6 +62,7 @@ static int open_with_config(tstor__config *cfg, tstor_context **out) {
     tstor__registry_finish(ctx);
     rc = resolve_default_device(ctx);
   }
+  if (rc == 0) rc = tstor__handle_add(ctx);
   if (rc != 0) {
     destroy(ctx);
     return rc;
@@ -141,10 +133,9 @@ void tstor_context_close(tstor_context *ctx) {
   if (!ctx) return;
   if (ctx == atomic_load(&default_ctx)) return; /* the process owns that one */
   /* A second close would drop a reference some storage holds (or free the
-   * context again): catch it while the context is alive, and after. */
-  if (TSTOR__UNLIKELY(ctx->live != TSTOR__LIVE)) tstor__misuse("context", ctx, "closed twice");
-  if (TSTOR__UNLIKELY(atomic_exchange_explicit(&ctx->closed, 1, memory_order_relaxed)))
-    tstor__misuse("context", ctx, "closed twice");
+   * context again): caught by the set of open handles, alive or freed. */
+  if (TSTOR__UNLIKELY(!tstor__handle_remove(ctx)))
+    tstor__misuse("context", ctx, "closed twice, or never opened");
   tstor__ctx_release(ctx);
 }
 

@@ -8,7 +8,7 @@
  * every file may use them; the registry only records what modules register
  * and answers lookups, and never calls up into the loader or the context.
  *
- * layer 1: error.c memory.c fault.c log.c version.c default_config.c
+ * layer 1: error.c memory.c fault.c log.c version.c default_config.c handles.c
  * layer 2: config.c
  * layer 3: registry.c
  * layer 4: loader.c
@@ -18,10 +18,10 @@
  * layer 8: tensor*.c
  * layer 9: promote.c shape*.c
  *
- * Layer 1 holds the errors, memory hooks, fault injection and logging; 2 the
- * config parser; 3 the registry of device types, allocators and copy kernels;
- * 4 the loader, which finds modules, runs their init and fini and hands them
- * the registrar; 5 contexts; 6 what users do with devices: storages, copies
+ * Layer 1 holds the errors, memory hooks, fault injection, logging and the
+ * set of open handles; 2 the config parser; 3 the registry of device types,
+ * allocators and copy kernels; 4 the loader, which finds modules, runs their
+ * init and fini and hands them the registrar; 5 contexts; 6 what users do with devices: storages, copies
  * and the host loops under them, streams and events, file mappings; 7 typed
  * storage: dtypes, conversions and printing; 8 tensors; 9 shape inference and
  * type promotion over tensors and layouts. libtstor-io (core/io/) is a library
@@ -182,16 +182,16 @@ typedef struct tstor__backend {
   tstor_module *module; /* NULL unless loaded */
 } tstor__backend;
 
-/* Marks a live object so that a second close or free is caught. Kept past the
- * first 32 bytes of each object: free() writes its own links there, so the
- * mark of a freed object survives until the memory is handed out again (and
- * ASan or valgrind report the access itself). */
-#define TSTOR__LIVE 0x7473746fu /* "tsto" */
-#define TSTOR__DEAD 0xdeadbeefu
-
 /* Prints "tstor: <what> %p <why>" and aborts: the caller's references are out
  * of step with the object's, and going on would corrupt memory. */
 _Noreturn void tstor__misuse(const char *what, const void *p, const char *why);
+
+/* handles.c: the contexts, streams and events not yet closed or freed. add:
+ * 0, or TSTOR_ENOMEM with the detail set; remove: 1 when h was open (it no
+ * longer is), 0 when it was not, so that a second close is caught without
+ * reading the freed object. */
+int tstor__handle_add(const void *h);
+int tstor__handle_remove(const void *h);
 
 struct tstor_context {
   atomic_long refs; /* the opener's, plus one per live storage, stream, event */
@@ -200,11 +200,6 @@ struct tstor_context {
   int nbackends;
   int ntypes;
   int host_type; /* first type with TSTOR_DEVICE_HOST, or -1 */
-  /* In the reference count's cache line, which every release reads anyway,
-   * and past the 32 bytes free() writes its links into (context.c asserts
-   * it). */
-  uint32_t live;     /* TSTOR__LIVE until destroyed, then TSTOR__DEAD */
-  atomic_int closed; /* the opener's reference is gone */
 
   tstor__backend backends[TSTOR__MAX_BACKENDS];
 

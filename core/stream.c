@@ -8,16 +8,12 @@ struct tstor_stream {
   tstor_context *ctx; /* holds a reference */
   tstor_device dev;
   void *handle; /* the backend's, or NULL for a synchronous device */
-  void *unused; /* keeps `live` past free()'s links (internal.h) */
-  uint32_t live; /* TSTOR__LIVE until freed */
 };
 
 struct tstor_event {
   tstor_context *ctx; /* holds a reference */
   tstor_device dev;
   void *handle;
-  void *unused;
-  uint32_t live;
 };
 
 static const tstor__devtype *type_of(tstor_context *ctx, tstor_device dev) {
@@ -47,9 +43,13 @@ int tstor_stream_new(tstor_context *ctx, tstor_device dev, tstor_stream **out) {
       return backend_rc(ctx, dev, rc, "stream_create");
     }
   }
+  if ((rc = tstor__handle_add(s))) {
+    if (s->handle) t->ops.stream_destroy(t->state, dev.index, s->handle);
+    tstor__free(s);
+    return rc;
+  }
   s->ctx = ctx;
   s->dev = dev;
-  s->live = TSTOR__LIVE;
   tstor__ctx_retain(ctx);
   *out = s;
   return 0;
@@ -57,8 +57,7 @@ int tstor_stream_new(tstor_context *ctx, tstor_device dev, tstor_stream **out) {
 
 void tstor_stream_free(tstor_stream *s) {
   if (!s) return;
-  if (TSTOR__UNLIKELY(s->live != TSTOR__LIVE)) tstor__misuse("stream", s, "freed twice");
-  s->live = TSTOR__DEAD;
+  if (TSTOR__UNLIKELY(!tstor__handle_remove(s))) tstor__misuse("stream", s, "freed twice, or never made");
   if (s->handle) {
     const tstor__devtype *t = type_of(s->ctx, s->dev);
     t->ops.stream_synchronize(t->state, s->dev.index, s->handle);
@@ -95,9 +94,13 @@ int tstor_event_new(tstor_context *ctx, tstor_device dev, tstor_event **out) {
       return backend_rc(ctx, dev, rc, "event_create");
     }
   }
+  if ((rc = tstor__handle_add(e))) {
+    if (e->handle) t->ops.event_destroy(t->state, dev.index, e->handle);
+    tstor__free(e);
+    return rc;
+  }
   e->ctx = ctx;
   e->dev = dev;
-  e->live = TSTOR__LIVE;
   tstor__ctx_retain(ctx);
   *out = e;
   return 0;
@@ -105,8 +108,7 @@ int tstor_event_new(tstor_context *ctx, tstor_device dev, tstor_event **out) {
 
 void tstor_event_free(tstor_event *e) {
   if (!e) return;
-  if (TSTOR__UNLIKELY(e->live != TSTOR__LIVE)) tstor__misuse("event", e, "freed twice");
-  e->live = TSTOR__DEAD;
+  if (TSTOR__UNLIKELY(!tstor__handle_remove(e))) tstor__misuse("event", e, "freed twice, or never made");
   if (e->handle) {
     const tstor__devtype *t = type_of(e->ctx, e->dev);
     t->ops.event_destroy(t->state, e->dev.index, e->handle);

@@ -144,7 +144,10 @@ TSTOR_EXTERN int tstor_context_open_string(const char *ini_text, const char *nam
 
 /* Drops the caller's reference. Backend modules are unloaded once the last
  * storage that came from them is released too. NULL is a no-op; closing the
- * default context (NULL) is not possible. */
+ * default context (NULL) is not possible. Closing a context twice aborts with
+ * a message (as do freeing a stream or an event twice), unless a new context
+ * has since been given the same address: as with free(), a stale pointer may
+ * name a new object. */
 TSTOR_EXTERN void tstor_context_close(tstor_context *ctx);
 
 /* The process-wide default context, opened on first use; borrowed, never
