@@ -12,7 +12,10 @@
 #include <stdlib.h>
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static const void **slots; /* open addressing, at most half full; NULL is empty */
+/* Open addressing, at most half full; NULL is empty. Never freed: a close
+ * from another library's destructor at exit must still find its handle, and
+ * a table reachable from here is no leak. */
+static const void **slots;
 static size_t cap, count;
 
 static size_t slot_of(const void *h) {
@@ -75,13 +78,4 @@ int tstor__handle_remove(const void *h) {
   }
   pthread_mutex_unlock(&lock);
   return found;
-}
-
-/* The table itself goes at exit, so that leak checkers see a clean process. */
-__attribute__((destructor)) static void free_table(void) {
-  pthread_mutex_lock(&lock);
-  free(slots);
-  slots = NULL;
-  cap = count = 0;
-  pthread_mutex_unlock(&lock);
 }
