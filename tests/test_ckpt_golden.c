@@ -10,6 +10,7 @@
 
 #include <inttypes.h>
 #include <stdarg.h>
+#include <dirent.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -563,6 +564,92 @@ START_TEST(many_storages_stay_linear) {
 }
 END_TEST
 
+/* A save replaces regular files only, writes through a symbolic link, and
+ * keeps the replaced file's mode and (as root) its owner. Both savers. */
+static int save_either(int which, const tstor_checkpoint *ck, const char *path) {
+  return which ? tstor_safetensors_save(ck, path, 0) : tstor_torch_save(ck, path);
+}
+
+START_TEST(saves_keep_what_the_path_is) {
+  tstor_device cpu;
+  ck_tstor_ok(tstor_device_parse(ctx, "cpu", &cpu));
+  tstor_checkpoint *ck;
+  tstor_value *d, *k, *v;
+  tstor_tensor *t;
+  int64_t n = 3;
+  float x[3] = {1, 2, 3};
+  ck_tstor_ok(tstor_tensor_from_array(ctx, cpu, TSTOR_FLOAT32, 1, &n, x, &t));
+  ck_tstor_ok(tstor_checkpoint_new(&ck));
+  ck_tstor_ok(tstor_value_new(ck, TSTOR_VALUE_DICT, &d));
+  ck_tstor_ok(tstor_value_new_string(ck, "w", 1, &k));
+  ck_tstor_ok(tstor_value_new_tensor(ck, t, &v));
+  ck_tstor_ok(tstor_value_dict_set(d, k, v));
+  ck_tstor_ok(tstor_checkpoint_set_root(ck, d));
+  tstor_tensor_release(t);
+  char dir[] = "/tmp/tstor-save-path-XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  char fifo[64], link[64], target[64], mode[64];
+  snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+  snprintf(link, sizeof link, "%s/link", dir);
+  snprintf(target, sizeof target, "%s/target", dir);
+  snprintf(mode, sizeof mode, "%s/mode", dir);
+  ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+  for (int which = 0; which < 2; which++) {
+    /* a FIFO is refused and stays a FIFO */
+    ck_tstor_err(save_either(which, ck, fifo), TSTOR_EINVAL);
+    ck_last_error_has("not a regular file");
+    struct stat st;
+    ck_assert_int_eq(lstat(fifo, &st), 0);
+    ck_assert(S_ISFIFO(st.st_mode));
+    /* a link is written through: the link stays, its target is the file */
+    unlink(target);
+    unlink(link);
+    FILE *f = fopen(target, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    ck_assert_int_eq(symlink("target", link), 0);
+    ck_tstor_ok(save_either(which, ck, link));
+    ck_assert_int_eq(lstat(link, &st), 0);
+    ck_assert(S_ISLNK(st.st_mode));
+    ck_assert_int_eq(stat(target, &st), 0);
+    ck_assert_int_gt(st.st_size, 12);
+    /* a dangling link is refused */
+    unlink(target);
+    ck_tstor_err(save_either(which, ck, link), TSTOR_EINVAL);
+    /* an existing file keeps its mode and owner */
+    unlink(mode);
+    f = fopen(mode, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    ck_assert_int_eq(chmod(mode, 0640), 0);
+    uid_t uid = geteuid() == 0 ? 65534 : geteuid();
+    if (geteuid() == 0) ck_assert_int_eq(chown(mode, uid, 65534), 0);
+    ck_tstor_ok(save_either(which, ck, mode));
+    ck_assert_int_eq(stat(mode, &st), 0);
+    ck_assert_int_eq(st.st_mode & 0777, 0640);
+    ck_assert_int_eq(st.st_uid, uid);
+    ck_assert_int_gt(st.st_size, 12);
+  }
+  /* nothing left beside them: no temporary file stayed */
+  DIR *dp = opendir(dir);
+  ck_assert_ptr_nonnull(dp);
+  struct dirent *de;
+  int entries = 0;
+  while ((de = readdir(dp)))
+    if (de->d_name[0] != '.') {
+      ck_assert_msg(strstr(de->d_name, ".tmp.") == NULL, "left behind: %s", de->d_name);
+      entries++;
+    }
+  closedir(dp);
+  ck_assert_int_eq(entries, 3); /* fifo, link, mode */
+  unlink(fifo);
+  unlink(link);
+  unlink(mode);
+  rmdir(dir);
+  tstor_checkpoint_free(ck);
+}
+END_TEST
+
 START_TEST(bad_arguments) {
   tstor_checkpoint *ck = (tstor_checkpoint *)1;
   ck_tstor_err(tstor_torch_load(ctx, NULL, NULL, &ck), TSTOR_EINVAL);
@@ -594,6 +681,7 @@ int main(void) {
   tcase_add_test(tc, golden_on_device);
   tcase_add_test(tc, hostile_files);
   tcase_add_test(tc, saved_on_a_gpu);
+  tcase_add_test(tc, saves_keep_what_the_path_is);
   tcase_add_test(tc, bad_arguments);
   suite_add_tcase(s, tc);
   tc = tcase_create("bounds");

@@ -191,9 +191,10 @@ int tstor__zipw_data(tstor__zip_writer *w, const void *p, size_t n);
 int tstor__zipw_finish(tstor__zip_writer *w);
 void tstor__zipw_free(tstor__zip_writer *w);
 
-/* atomic_file.c: opens a temporary file beside `path` for writing (*tmp gets
- * its name, to free); tstor__commit_file closes it and renames it over path,
- * or with ok 0 removes it. */
+/* atomic_file.c: opens a temporary file beside the file a save to `path`
+ * replaces (path, or a symbolic link's target; refused when not a regular
+ * file) for writing (*tmp gets its name, to free); tstor__commit_file syncs
+ * and closes it and renames it over that file, or with ok 0 removes it. */
 int tstor__create_temp(const char *path, char **tmp, FILE **f);
 int tstor__commit_file(FILE *f, char *tmp, const char *path, int ok);
 

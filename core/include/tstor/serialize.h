@@ -175,13 +175,21 @@ TSTOR_EXTERN int tstor_checkpoint_set_root(tstor_checkpoint *ck, tstor_value *ro
 
 /* ------------------------------------------------------------- saving */
 
+/* How both savers write `path`: into a temporary file beside it, synced to
+ * disk, then renamed over it, the folder synced after, so that neither a
+ * failure nor a crash leaves an empty or partial file under the name. A
+ * symbolic link at `path` is written through (its target replaced, the link
+ * kept); an existing file keeps its permissions and, where the process may
+ * set it, its owner; a path that is not a regular file (a FIFO, a device, a
+ * directory) is refused with TSTOR_EINVAL, and so is a link whose target
+ * cannot be resolved. */
+
 /* Writes ck's root as torch.save would, in its zip format (PyTorch 1.13 reads
  * it with torch.load, weights_only=True unless the tree holds floats, which
  * 1.13's weights_only loader refuses): records stored uncompressed, 64-byte
  * aligned, one record per storage however many tensors view it, views keeping
  * their offsets and strides. Tensors on any device are copied to the host to
- * be written. The file is written to a temporary name beside `path` and
- * renamed over it, so a failure leaves no partial file. ck stays the caller's. */
+ * be written, as the section's opening says. ck stays the caller's. */
 TSTOR_EXTERN int tstor_torch_save(const tstor_checkpoint *ck, const char *path);
 
 /* ----------------------------------------------------------- safetensors */
@@ -221,8 +229,8 @@ enum {
  * header compact JSON with __metadata__ first, padded with spaces to a
  * multiple of 8, each tensor's elements in row-major order. Two tensors
  * viewing one storage are refused with TSTOR_EINVAL naming both (the format
- * has no sharing) unless flags has TSTOR_SAVE_COPY_SHARED. Written through a
- * temporary file renamed into place. */
+ * has no sharing) unless flags has TSTOR_SAVE_COPY_SHARED. Written as the
+ * section's opening says. */
 TSTOR_EXTERN int tstor_safetensors_save(const tstor_checkpoint *ck, const char *path,
                                         unsigned flags);
 
