@@ -1,7 +1,7 @@
 /* The tensor copy cases PyTorch made (tests/vectors/tensor_copies.txt, from
  * gen_tensors.py), for every suite that runs them on some pair of devices,
- * and the "DTYPE OFFSET SIZES STRIDES" layouts those vectors are written in.
- * Included by one .c file per test program, after tensortest.h. */
+ * and the "DTYPE OFFSET SIZES STRIDES" layouts the tensor vectors are written
+ * in. Inline, so that a suite may take only the parsers. */
 #ifndef TSTOR_COPYCASES_H
 #define TSTOR_COPYCASES_H
 
@@ -20,7 +20,7 @@ typedef struct layout {
 } layout;
 
 /* "-" (no dimensions) or "A,B,...". */
-static int parse_list(const char *s, int64_t *v) {
+static inline int parse_list(const char *s, int64_t *v) {
   if (strcmp(s, "-") == 0) return 0;
   int n = 0;
   char *end;
@@ -33,7 +33,7 @@ static int parse_list(const char *s, int64_t *v) {
 }
 
 /* "DTYPE OFFSET SIZES STRIDES" from *save (strtok_r over spaces). */
-static void parse_layout(char **save, layout *l) {
+static inline void parse_layout(char **save, layout *l) {
   char *dt = strtok_r(NULL, " ", save), *off = strtok_r(NULL, " ", save);
   char *sz = strtok_r(NULL, " ", save), *st = strtok_r(NULL, " ", save);
   ck_assert(dt && off && sz && st);
@@ -44,7 +44,7 @@ static void parse_layout(char **save, layout *l) {
 }
 
 /* Elements a storage needs for the layout. */
-static int64_t need(const layout *l) {
+static inline int64_t need(const layout *l) {
   int64_t n = l->offset + 1;
   for (int i = 0; i < l->ndim; i++)
     if (l->sizes[i] == 0) return l->offset + 1;
@@ -52,7 +52,7 @@ static int64_t need(const layout *l) {
   return n;
 }
 
-static FILE *open_vectors(const char *name) {
+static inline FILE *open_vectors(const char *name) {
   const char *path = coretest_fmt("%s/vectors/%s", TSTOR_TEST_SRCDIR, name);
   FILE *f = fopen(path, "r");
   ck_assert_msg(f != NULL, "cannot open %s", path);
@@ -60,7 +60,7 @@ static FILE *open_vectors(const char *name) {
 }
 
 /* s's bytes, read back through cpu, as hex into buf. */
-static void hex_of(tstor_device cpu, const tstor_storage *s, char *buf) {
+static inline void hex_of(tstor_device cpu, const tstor_storage *s, char *buf) {
   tstor_storage *h;
   ck_tstor_ok(tstor_storage_to((tstor_storage *)s, cpu, &h));
   const unsigned char *p = tstor_storage_data(h);
@@ -70,7 +70,7 @@ static void hex_of(tstor_device cpu, const tstor_storage *s, char *buf) {
 }
 
 /* n elements of the generator's values, (i % 97 - 40) / 2, on dev. */
-static tstor_storage *filled(tstor_context *ctx, tstor_device dev, tstor_dtype dt, int64_t n) {
+static inline tstor_storage *filled(tstor_context *ctx, tstor_device dev, tstor_dtype dt, int64_t n) {
   double *v = malloc(sizeof(double) * (size_t)n);
   ck_assert_ptr_nonnull(v);
   for (int64_t i = 0; i < n; i++) v[i] = (double)((i % 97) - 40) * 0.5;
@@ -84,7 +84,7 @@ static tstor_storage *filled(tstor_context *ctx, tstor_device dev, tstor_dtype d
  * (cases where both share a storage only when the two are one device type),
  * comparing the destination's bytes, or the refusal, with PyTorch's. Returns
  * the number of cases run. */
-static int run_copies(tstor_context *ctx, tstor_device cpu, tstor_device ddev,
+static inline int run_copies(tstor_context *ctx, tstor_device cpu, tstor_device ddev,
                       tstor_device sdev) {
   FILE *f = open_vectors("tensor_copies.txt");
   static char line[1 << 20], got[1 << 20], before[1 << 20];

@@ -498,6 +498,20 @@ START_TEST(saved_on_a_gpu) {
 }
 END_TEST
 
+/* ck saved with torch.save to a file of its own and loaded back (ck freed). */
+static tstor_checkpoint *save_and_load(tstor_checkpoint *ck) {
+  char path[] = "/tmp/tstor-bounds-XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  ck_tstor_ok(tstor_torch_save(ck, path));
+  tstor_checkpoint_free(ck);
+  tstor_checkpoint *back;
+  ck_tstor_ok(tstor_torch_load(ctx, path, NULL, &back));
+  unlink(path);
+  return back;
+}
+
 /* A dict of 80,000 int keys, all multiples of 2^32: with a hash whose low
  * bits ignored the high ones they all took one slot, and loading the 880 KB
  * file took 161 s. Built, saved and loaded again here within the tcase's
@@ -515,11 +529,7 @@ START_TEST(dict_keys_that_collide_stay_linear) {
     ck_tstor_ok(tstor_value_dict_set(d, k, v));
   }
   ck_tstor_ok(tstor_checkpoint_set_root(ck, d));
-  const char *path = "/tmp/tstor-dict-keys.pt";
-  ck_tstor_ok(tstor_torch_save(ck, path));
-  tstor_checkpoint_free(ck);
-  ck_tstor_ok(tstor_torch_load(ctx, path, NULL, &back));
-  unlink(path);
+  back = save_and_load(ck);
   const tstor_value *root = tstor_checkpoint_root(back);
   ck_assert_uint_eq(tstor_value_len(root), N);
   ck_assert_int_eq(tstor_value_int(tstor_value_key(root, N - 1)), (int64_t)(N - 1) << 32);
@@ -550,11 +560,7 @@ START_TEST(many_storages_stay_linear) {
     ck_tstor_ok(tstor_value_append(list, v));
   }
   ck_tstor_ok(tstor_checkpoint_set_root(ck, list));
-  const char *path = "/tmp/tstor-many-storages.pt";
-  ck_tstor_ok(tstor_torch_save(ck, path));
-  tstor_checkpoint_free(ck);
-  ck_tstor_ok(tstor_torch_load(ctx, path, NULL, &back));
-  unlink(path);
+  back = save_and_load(ck);
   ck_assert_uint_eq(tstor_checkpoint_storage_count(back), N);
   float x;
   ck_tstor_ok(tstor_tensor_to_array(tstor_value_tensor(tstor_value_item(tstor_checkpoint_root(back), N - 1)),

@@ -3,7 +3,7 @@
  * wrote it, for every dtype PyTorch prints, shapes from 0-dim to 5-d, empty,
  * summarised and permuted tensors, and meta tensors. */
 #define _GNU_SOURCE
-#include "tensortest.h"
+#include "copycases.h"
 
 static tstor_context *ctx;
 static tstor_device cpu, meta, fake;
@@ -15,18 +15,6 @@ static void setup(void) {
   fake = coretest_dev(ctx, "fake:0");
 }
 static void teardown(void) { tstor_context_close(ctx); }
-
-static int parse_list(const char *s, int64_t *v) {
-  if (strcmp(s, "-") == 0) return 0;
-  int n = 0;
-  char *end;
-  for (;;) {
-    v[n++] = strtoll(s, &end, 10);
-    if (*end != ',') break;
-    s = end + 1;
-  }
-  return n;
-}
 
 static unsigned char *unhex(const char *h, size_t *n) {
   if (strcmp(h, "-") == 0) {
@@ -42,8 +30,7 @@ static unsigned char *unhex(const char *h, size_t *n) {
 
 /* Runs every case on `dev`; returns the number of cases. */
 static int run(tstor_device dev) {
-  FILE *f = fopen(TSTOR_TEST_SRCDIR "/vectors/tensor_print.txt", "r");
-  ck_assert_ptr_nonnull(f);
+  FILE *f = open_vectors("tensor_print.txt");
   static char line[1 << 20], want[1 << 20];
   int cases = 0, bad = 0;
   while (fgets(line, sizeof line, f)) {
