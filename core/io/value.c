@@ -126,26 +126,63 @@ static uint64_t hash_bytes(const char *p, size_t n) {
   return mix(h ^ n);
 }
 
-/* The storages by key, open addressing, at most half full: a checkpoint of
- * 50,000 storages looked each one up by a linear scan (133 s to load). */
-static void storage_index_insert(tstor_checkpoint *ck, size_t pos) {
-  size_t mask = ck->storage_slots_cap - 1;
-  const char *key = ck->storages[pos].key;
-  size_t at = hash_bytes(key, strlen(key)) & mask;
-  while (ck->storage_slots[at]) at = (at + 1) & mask;
-  ck->storage_slots[at] = (uint32_t)(pos + 1);
+/* ------------------------------------------------------ position indexes */
+
+/* Open addressing over an array's positions (a slot holds position + 1, 0 is
+ * empty), kept at most half full, probed linearly from the key's hash: the
+ * index of a dict's keys and the index of a checkpoint's storage keys. */
+typedef uint64_t (*hash_at_fn)(const void *owner, size_t pos);
+typedef int (*same_key_fn)(const void *owner, size_t pos, const void *key);
+
+static void slot_put(uint32_t *slots, size_t cap, uint64_t hash, size_t pos) {
+  size_t mask = cap - 1, at = hash & mask;
+  while (slots[at]) at = (at + 1) & mask;
+  slots[at] = (uint32_t)(pos + 1);
 }
 
-static int storage_index_grow(tstor_checkpoint *ck) {
-  size_t cap = ck->storage_slots_cap ? 2 * ck->storage_slots_cap : 64;
-  if (cap > UINT32_MAX) return TSTOR__ERR(TSTOR_EOVERFLOW, "checkpoint: too many storages");
-  uint32_t *slots = calloc(cap, sizeof *slots);
-  if (!slots) return TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory for a storage index");
-  free(ck->storage_slots);
-  ck->storage_slots = slots;
-  ck->storage_slots_cap = cap;
-  for (size_t i = 0; i < ck->nstorages; i++) storage_index_insert(ck, i);
+/* The position whose key `same` finds equal to `key`, or -1. */
+static long slot_find(const uint32_t *slots, size_t cap, uint64_t hash, same_key_fn same,
+                      const void *owner, const void *key) {
+  size_t mask = cap - 1;
+  for (size_t at = hash & mask;; at = (at + 1) & mask) {
+    if (!slots[at]) return -1;
+    if (same(owner, slots[at] - 1, key)) return (long)(slots[at] - 1);
+  }
+}
+
+/* Replaces the table by one of twice the capacity (32 at first) holding
+ * positions 0 .. n-1. */
+static int slots_grow(uint32_t **slots, size_t *cap, size_t n, hash_at_fn hash_at,
+                      const void *owner, const char *what) {
+  size_t grown = *cap ? 2 * *cap : 32;
+  if (grown > UINT32_MAX) return TSTOR__ERR(TSTOR_EOVERFLOW, "checkpoint: %s index too large", what);
+  uint32_t *fresh = calloc(grown, sizeof *fresh);
+  if (!fresh) return TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory for a %s index", what);
+  for (size_t i = 0; i < n; i++) slot_put(fresh, grown, hash_at(owner, i), i);
+  free(*slots);
+  *slots = fresh;
+  *cap = grown;
   return 0;
+}
+
+/* ---------------------------------------------------------------- storages */
+
+/* Storage keys are looked up through the index: a linear scan made loading
+ * 50,000 storages take 133 s. */
+typedef struct key_bytes {
+  const char *s;
+  size_t len;
+} key_bytes;
+
+static uint64_t storage_hash_at(const void *ck, size_t pos) {
+  const char *key = ((const tstor_checkpoint *)ck)->storages[pos].key;
+  return hash_bytes(key, strlen(key));
+}
+
+static int storage_key_is(const void *ck, size_t pos, const void *key) {
+  const char *k = ((const tstor_checkpoint *)ck)->storages[pos].key;
+  const key_bytes *want = key;
+  return strlen(k) == want->len && memcmp(k, want->s, want->len) == 0;
 }
 
 int tstor__storage_add(tstor_checkpoint *ck, const char *key, size_t keylen, tstor_dtype dtype,
@@ -171,27 +208,24 @@ int tstor__storage_add(tstor_checkpoint *ck, const char *key, size_t keylen, tst
   r->dtype = dtype;
   r->numel = numel;
   if (2 * (ck->nstorages + 1) > ck->storage_slots_cap) {
-    int rc = storage_index_grow(ck);
+    int rc = slots_grow(&ck->storage_slots, &ck->storage_slots_cap, ck->nstorages, storage_hash_at,
+                        ck, "storage");
     if (rc) {
       free(r->key);
       free(r->location);
       return rc;
     }
   }
-  storage_index_insert(ck, ck->nstorages);
+  slot_put(ck->storage_slots, ck->storage_slots_cap, storage_hash_at(ck, ck->nstorages), ck->nstorages);
   *index = (long)ck->nstorages++;
   return 0;
 }
 
 long tstor__storage_find(const tstor_checkpoint *ck, const char *key, size_t keylen) {
   if (!ck->storage_slots_cap) return -1;
-  size_t mask = ck->storage_slots_cap - 1;
-  for (size_t at = hash_bytes(key, keylen) & mask;; at = (at + 1) & mask) {
-    uint32_t slot = ck->storage_slots[at];
-    if (!slot) return -1;
-    const char *k = ck->storages[slot - 1].key;
-    if (strlen(k) == keylen && memcmp(k, key, keylen) == 0) return (long)(slot - 1);
-  }
+  key_bytes want = {key, keylen};
+  return slot_find(ck->storage_slots, ck->storage_slots_cap, hash_bytes(key, keylen), storage_key_is,
+                   ck, &want);
 }
 
 /* ------------------------------------------------------------ containers */
@@ -220,6 +254,11 @@ static int float_is_int(double f, int64_t *i) {
   return 1;
 }
 
+static int int_equals_float(int64_t i, double f) {
+  int64_t fi;
+  return float_is_int(f, &fi) && fi == i;
+}
+
 /* Equal keys hash alike: an int, a bool and a float of the same value are
  * one key, as in Python. */
 static uint64_t key_hash(const tstor_value *k) {
@@ -246,17 +285,8 @@ static int key_equal(const tstor_value *a, const tstor_value *b) {
   if (a == b) return 1;
   int ak = a->kind == TSTOR_VALUE_BOOL ? TSTOR_VALUE_INT : a->kind;
   int bk = b->kind == TSTOR_VALUE_BOOL ? TSTOR_VALUE_INT : b->kind;
-  if (ak == TSTOR_VALUE_FLOAT && bk == TSTOR_VALUE_INT) {
-    const tstor_value *t = a;
-    a = b;
-    b = t;
-    ak = TSTOR_VALUE_INT;
-    bk = TSTOR_VALUE_FLOAT;
-  }
-  if (ak == TSTOR_VALUE_INT && bk == TSTOR_VALUE_FLOAT) {
-    int64_t i;
-    return float_is_int(b->u.f, &i) && i == a->u.i;
-  }
+  if (ak == TSTOR_VALUE_INT && bk == TSTOR_VALUE_FLOAT) return int_equals_float(a->u.i, b->u.f);
+  if (ak == TSTOR_VALUE_FLOAT && bk == TSTOR_VALUE_INT) return int_equals_float(b->u.i, a->u.f);
   if (ak != bk) return 0;
   switch (ak) {
     case TSTOR_VALUE_NONE: return 1;
@@ -271,37 +301,21 @@ static int key_equal(const tstor_value *a, const tstor_value *b) {
 /* Position of an equal key in the dict, or -1. Dicts of more than 8 entries
  * keep an open-addressing index so that a state_dict of thousands of names
  * loads in linear time. */
+static uint64_t dict_hash_at(const void *d, size_t pos) {
+  return key_hash(((const tstor_value *)d)->u.seq.keys[pos]);
+}
+
+static int dict_key_is(const void *d, size_t pos, const void *key) {
+  return key_equal(((const tstor_value *)d)->u.seq.keys[pos], key);
+}
+
 static long dict_find(const tstor_value *d, const tstor_value *key) {
   if (!d->u.seq.index) {
     for (size_t i = 0; i < d->u.seq.n; i++)
       if (key_equal(d->u.seq.keys[i], key)) return (long)i;
     return -1;
   }
-  size_t mask = d->u.seq.index_cap - 1;
-  for (size_t s = key_hash(key) & mask;; s = (s + 1) & mask) {
-    uint32_t p = d->u.seq.index[s];
-    if (!p) return -1;
-    if (key_equal(d->u.seq.keys[p - 1], key)) return (long)(p - 1);
-  }
-}
-
-static void index_insert(tstor_value *d, size_t pos) {
-  size_t mask = d->u.seq.index_cap - 1;
-  size_t s = key_hash(d->u.seq.keys[pos]) & mask;
-  while (d->u.seq.index[s]) s = (s + 1) & mask;
-  d->u.seq.index[s] = (uint32_t)(pos + 1);
-}
-
-static int index_grow(tstor_value *d) {
-  size_t cap = d->u.seq.index_cap ? d->u.seq.index_cap * 2 : 32;
-  if (cap > UINT32_MAX) return TSTOR__ERR(TSTOR_EOVERFLOW, "checkpoint: dict too large");
-  uint32_t *ix = calloc(cap, sizeof *ix);
-  if (!ix) return TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory for a dict index");
-  free(d->u.seq.index);
-  d->u.seq.index = ix;
-  d->u.seq.index_cap = cap;
-  for (size_t i = 0; i < d->u.seq.n; i++) index_insert(d, i);
-  return 0;
+  return slot_find(d->u.seq.index, d->u.seq.index_cap, key_hash(key), dict_key_is, d, key);
 }
 
 int tstor__dict_set(tstor_value *d, tstor_value *key, tstor_value *value) {
@@ -311,13 +325,13 @@ int tstor__dict_set(tstor_value *d, tstor_value *key, tstor_value *value) {
     return 0;
   }
   if (d->u.seq.n + 1 > 8 && (d->u.seq.n + 1) * 2 > d->u.seq.index_cap) {
-    int rc = index_grow(d);
+    int rc = slots_grow(&d->u.seq.index, &d->u.seq.index_cap, d->u.seq.n, dict_hash_at, d, "dict");
     if (rc) return rc;
   }
   int rc = tstor__seq_push(d, value);
   if (rc) return rc;
   d->u.seq.keys[d->u.seq.n - 1] = key;
-  if (d->u.seq.index) index_insert(d, d->u.seq.n - 1);
+  if (d->u.seq.index) slot_put(d->u.seq.index, d->u.seq.index_cap, key_hash(key), d->u.seq.n - 1);
   return 0;
 }
 
