@@ -220,23 +220,7 @@ static double tstor_relayout_s(tstor_context *ctx, tstor_device gpu, int ndim,
   return median(tm, reps);
 }
 
-static double storage_copy_s(tstor_context *ctx, tstor_device gpu, size_t n, int reps) {
-  tstor_storage *a, *b;
-  check(tstor_storage_new(ctx, gpu, n, &a), "device storage");
-  check(tstor_storage_new(ctx, gpu, n, &b), "device storage");
-  check(tstor_storage_fill(a, 1), "fill");
-  double tm[64];
-  for (int r = 0; r < reps + 1; r++) {
-    double t0 = now();
-    check(tstor_storage_copy(b, a), "copy");
-    if (r > 0) tm[r - 1] = now() - t0;
-  }
-  tstor_storage_release(a);
-  tstor_storage_release(b);
-  return median(tm, reps);
-}
-
-static void layout_rows(tstor_context *ctx, tstor_device gpu, int reps) {
+static void layout_rows(tstor_context *ctx, tstor_device cpu, tstor_device gpu, int reps) {
   static const int64_t matrix[] = {8192, 8192}, nchw[] = {64, 256, 56, 56};
   static const int t_perm[] = {1, 0}, nhwc_perm[] = {0, 2, 3, 1};
   static const char *const titles[NLAYOUTS] = {"transposed 8192x8192 contiguous()",
@@ -249,7 +233,7 @@ static void layout_rows(tstor_context *ctx, tstor_device gpu, int reps) {
     const int64_t *sizes = k == LAYOUT_TRANSPOSE ? matrix : nchw;
     size_t n = 4;
     for (int d = 0; d < ndim; d++) n *= (size_t)sizes[d];
-    double copy = storage_copy_s(ctx, gpu, n, reps);
+    double copy = tstor_copy_gbps(ctx, cpu, gpu, D2D, n, reps);
     double t = tstor_relayout_s(ctx, gpu, ndim, sizes, k == LAYOUT_TRANSPOSE ? t_perm : nhwc_perm,
                                 reps);
     char torch[32] = "n/a", ratio[32] = "n/a";
@@ -257,8 +241,8 @@ static void layout_rows(tstor_context *ctx, tstor_device gpu, int reps) {
       snprintf(torch, sizeof torch, "%.1f", gbps(n, torch_layout_ns[k] * 1e-9));
       snprintf(ratio, sizeof ratio, "%.3f", torch_layout_ns[k] * 1e-9 / t);
     }
-    printf("| %s | %zu | %.1f | %.1f | %.3f | %s | %s |\n", titles[k], n, gbps(n, t),
-           gbps(n, copy), copy / t, torch, ratio);
+    printf("| %s | %zu | %.1f | %.1f | %.3f | %s | %s |\n", titles[k], n, gbps(n, t), copy,
+           gbps(n, t) / copy, torch, ratio);
   }
 }
 
@@ -313,7 +297,7 @@ int main(int argc, char **argv) {
 
   int reps = quick ? 5 : 20;
   if (layouts_only) {
-    layout_rows(ctx, gpu, reps);
+    layout_rows(ctx, cpu, gpu, reps);
     tstor_context_close(ctx);
     return 0;
   }
@@ -373,7 +357,7 @@ int main(int argc, char **argv) {
     double c = cuda_copy_gbps((direction)d, n, reps);
     printf("| %s | %.1f | %.1f | %.3f |\n", names[d], t, c, t / c);
   }
-  layout_rows(ctx, gpu, reps);
+  layout_rows(ctx, cpu, gpu, reps);
   tstor_context_close(ctx);
   return 0;
 }
