@@ -136,12 +136,13 @@ int tstor__commit_file(FILE *f, char *tmp, const char *path, int ok) {
   int rc = 0;
   /* the bytes on disk before the name: a crash after the rename must not
    * leave an empty or partial file under the final name */
-  if (ok && (fflush(f) != 0 || fsync(fileno(f)) != 0)) {
-    rc = TSTOR__ERR(errno == ENOSPC ? TSTOR_ENOSPC : TSTOR_EIO, "%s: %s", path, strerror(errno));
-    ok = 0;
+  int failed = ok && (fflush(f) != 0 || fsync(fileno(f)) != 0), e = errno;
+  if (fclose(f) != 0 && ok && !failed) {
+    failed = 1;
+    e = errno;
   }
-  if (fclose(f) != 0 && ok) {
-    rc = TSTOR__ERR(errno == ENOSPC ? TSTOR_ENOSPC : TSTOR_EIO, "%s: %s", path, strerror(errno));
+  if (failed) {
+    rc = TSTOR__ERR(e == ENOSPC ? TSTOR_ENOSPC : TSTOR_EIO, "%s: %s", path, strerror(e));
     ok = 0;
   }
   size_t n = strlen(tmp) - (sizeof TEMP_SUFFIX - 1);
@@ -155,7 +156,6 @@ int tstor__commit_file(FILE *f, char *tmp, const char *path, int ok) {
                     strerror(errno));
     ok = 0;
   }
-  int e;
   if (ok && (e = sync_folder(target)) != 0)
     rc = TSTOR__ERR(TSTOR_EIO, "%s: written, but its folder could not be synced: %s", path, strerror(e));
   if (!ok) unlink(tmp);
