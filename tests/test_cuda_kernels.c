@@ -156,7 +156,7 @@ static void strided_reference(unsigned char *dst, const unsigned char *src,
 }
 
 /* Blocks with one dimension contiguous in dst and another in src go through
- * the tiled transpose: a matrix whose sides are not multiples of the tile, and
+ * the tiled transpose: matrices with whole tiles and overhanging ones, and
  * NCHW -> NHWC with the batch dimension outermost and, once, in the middle. */
 START_TEST(transposes_move_every_element) {
   static const size_t sizes_of[] = {1, 2, 4, 8, 16};
@@ -170,6 +170,8 @@ START_TEST(transposes_move_every_element) {
       {3, {CH, HW, N}, {e, CH * e, CH * HW * e}, {HW * e, e, CH * HW * e}},
       /* the batch between the two tiled dimensions */
       {3, {CH, N, HW}, {e, CH * HW * e, CH * e}, {HW * e, CH * HW * e, e}},
+      /* whole tiles inside, moved without bounds checks, and overhanging ones */
+      {2, {130, 70}, {e, 130 * e}, {70 * e, e}},
       /* the smallest sides that still tile: 8 x 8 */
       {2, {8, 8}, {e, 8 * e}, {8 * e, e}},
   };

@@ -143,6 +143,36 @@ START_TEST(permutes_match_the_host) {
 }
 END_TEST
 
+/* The transposing kernel's grid stops at 65535 blocks along the tiles of the
+ * source's contiguous side and along the batch; past that each block takes
+ * several. Both, for 1- and 4-byte elements, against the host. */
+START_TEST(transposes_past_the_grid_limits) {
+  static const permute_case big[] = {
+      {2, {8, 65536 * 64 + 100}, {1, 0}}, /* 65538 tiles along the source's rows */
+      {3, {70000, 9, 10}, {0, 2, 1}},     /* 70000 batches */
+  };
+  static const tstor_dtype dtypes[] = {TSTOR_UINT8, TSTOR_FLOAT32};
+  for (size_t k = 0; k < 2; k++)
+    for (size_t c = 0; c < 2; c++) {
+      tstor_tensor *h, *g, *hv, *gv, *hc, *gc;
+      random_pair(dtypes[k], big[c].ndim, big[c].sizes, &h, &g);
+      ck_tstor_ok(tstor_tensor_permute(h, big[c].ndim, big[c].perm, &hv));
+      ck_tstor_ok(tstor_tensor_permute(g, big[c].ndim, big[c].perm, &gv));
+      ck_tstor_ok(tstor_tensor_contiguous(hv, &hc));
+      ck_tstor_ok(tstor_tensor_contiguous(gv, &gc));
+      ck_assert_msg(same_bytes(tstor_tensor_storage(gc), tstor_tensor_storage(hc)),
+                    "%s, case %zu: the GPU's contiguous() differs from the host's",
+                    tstor_dtype_name(dtypes[k]), c);
+      tstor_tensor_release(hc);
+      tstor_tensor_release(gc);
+      tstor_tensor_release(hv);
+      tstor_tensor_release(gv);
+      tstor_tensor_release(h);
+      tstor_tensor_release(g);
+    }
+}
+END_TEST
+
 /* A strided destination at an offset, the bytes around it untouched, and a
  * broadcast (stride 0) source. */
 START_TEST(strided_destination_keeps_its_neighbours) {
@@ -400,6 +430,7 @@ int main(void) {
   tcase_set_timeout(t, 600);
   tcase_add_test(t, copies_as_pytorch_on_the_gpu);
   tcase_add_loop_test(t, permutes_match_the_host, 0, 5);
+  tcase_add_test(t, transposes_past_the_grid_limits);
   tcase_add_test(t, strided_destination_keeps_its_neighbours);
   suite_add_tcase(s, t);
   t = tcase_create("dlpack");

@@ -361,11 +361,17 @@ bool strided_aligned(const void *dst, const void *src, const tstor__cuda_strided
  * written a whole stride apart by neighbouring threads; instead each block of
  * 32 x 8 threads moves square tiles through shared memory, reading rows along
  * b and writing rows along a, so that both sides move in full memory
- * transactions. Each thread moves (SIDE / 32) x (SIDE / 8) elements; 64 x 64
- * tiles (rows of 256 bytes of float32) ran 11% faster than 32 x 32 ones on an
- * H200. The remaining dimensions are batches of tiles, taken in order:
- * grouping tiles for locality gained at most 2% there. */
-enum { WARP = 32, ROWS = 8 };
+ * transactions. Each thread moves (SIDE / 32) x (SIDE / 8) elements.
+ *
+ * What the speed hangs on, measured on an H200 (docs/benchmarks.md, "CUDA"):
+ * the arithmetic around each tile, not its shape. Finding a tile's place
+ * with 64-bit divisions cost a quarter of the bandwidth, so the grid's three
+ * axes are the tile along a, the tile along b and the batch of the remaining
+ * dimensions, and only the batch is divided out, in 32 bits where it fits;
+ * tiles clear of the edges skip the bounds checks. Consecutive blocks take
+ * consecutive tiles along a, writing neighbouring stretches of dst's rows:
+ * 3% faster than along b. 64 x 64 tiles ran 11% faster than 32 x 32 ones. */
+enum { WARP = 32, ROWS = 8, GRID_YZ_MAX = 65535 };
 
 /* The tile's side: 64 elements, or 32 for 16-byte ones (static shared memory
  * stops at 48 KiB a block). */
@@ -377,7 +383,8 @@ struct tile_side {
 struct transpose_plan {
   tstor__cuda_strided s;
   int a, b;
-  long long tiles_a, tiles_b, ntiles;
+  long long tiles_a, tiles_b, batches;
+  bool narrow; /* every batch index and size fits 32 bits */
 };
 
 /* Whether the block is a transpose worth tiling, and its plan. */
@@ -394,102 +401,134 @@ bool plan_transpose(const tstor__cuda_strided &s, size_t element_size, int side,
   p->b = b;
   p->tiles_a = (s.sizes[a] + side - 1) / side;
   p->tiles_b = (s.sizes[b] + side - 1) / side;
-  p->ntiles = p->tiles_a * p->tiles_b;
+  p->batches = 1;
   for (int d = 0; d < s.ndim; d++)
-    if (d != a && d != b) p->ntiles *= s.sizes[d];
+    if (d != a && d != b) p->batches *= s.sizes[d];
+  p->narrow = p->batches <= 0xffffffffLL;
   return true;
 }
 
-/* Tile t's first element along a and b, and the byte offsets of its batch. */
-struct tile_at {
-  long long a0, b0, doff, soff;
+/* The byte offsets of batch z on each side. */
+struct batch_at {
+  long long doff, soff;
 };
 
-HD tile_at locate_tile(const transpose_plan &p, int side, long long t) {
-  tile_at at;
-  at.b0 = t % p.tiles_b * side;
-  t /= p.tiles_b;
-  at.a0 = t % p.tiles_a * side;
-  t /= p.tiles_a;
-  at.doff = at.soff = 0;
+template <typename I>
+HD batch_at locate_batch(const transpose_plan &p, I z) {
+  batch_at at = {0, 0};
   for (int d = 0; d < p.s.ndim; d++) {
     if (d == p.a || d == p.b) continue;
-    long long k = t % p.s.sizes[d];
-    t /= p.s.sizes[d];
-    at.doff += k * p.s.dst_strides[d];
-    at.soff += k * p.s.src_strides[d];
+    I size = (I)p.s.sizes[d];
+    I k = z % size;
+    z /= size;
+    at.doff += (long long)k * p.s.dst_strides[d];
+    at.soff += (long long)k * p.s.src_strides[d];
   }
   return at;
 }
 
 /* Thread (tx, ty) reads tile rows ty, ty + ROWS, ... at columns tx, tx + 32, ...
- * (a row runs along b). Each value goes straight to the tile: staging them all
- * in registers first, to have every load in flight at once, took 79 registers
- * instead of 44 and ran 20% slower on an H200 (fewer blocks per SM). */
-template <typename T, int SIDE>
-HD void tile_load(T (*tile)[SIDE + 1], const char *src, const transpose_plan &p,
-                  const tile_at &at, int tx, int ty) {
+ * (a row runs along b), straight into the tile, and writes the tile's columns
+ * as rows of dst along a. Edge: whether the tile may overhang the block. */
+template <typename T, int SIDE, bool Edge>
+HD void tile_load(T (*tile)[SIDE + 1], const char *src, const transpose_plan &p, long long a0,
+                  long long b0, int tx, int ty) {
   const long long na = p.s.sizes[p.a], nb = p.s.sizes[p.b];
   const long long sa = p.s.src_strides[p.a], sb = p.s.src_strides[p.b];
 #pragma unroll
   for (int c = 0; c < SIDE; c += WARP) {
-    long long ib = at.b0 + c + tx;
-    const char *col = src + at.soff + ib * sb;
+    long long ib = b0 + c + tx;
+    const char *col = src + ib * sb;
 #pragma unroll
     for (int r = 0; r < SIDE; r += ROWS) {
-      long long ia = at.a0 + r + ty;
-      if (ib < nb && ia < na) tile[r + ty][c + tx] = *reinterpret_cast<const T *>(col + ia * sa);
+      long long ia = a0 + r + ty;
+      if (!Edge || (ib < nb && ia < na))
+        tile[r + ty][c + tx] = *reinterpret_cast<const T *>(col + ia * sa);
     }
   }
 }
 
-/* ... and writes the tile's columns as rows of dst along a. */
-template <typename T, int SIDE>
-HD void tile_store(T (*tile)[SIDE + 1], char *dst, const transpose_plan &p, const tile_at &at,
-                   int tx, int ty) {
+template <typename T, int SIDE, bool Edge>
+HD void tile_store(T (*tile)[SIDE + 1], char *dst, const transpose_plan &p, long long a0,
+                   long long b0, int tx, int ty) {
   const long long na = p.s.sizes[p.a], nb = p.s.sizes[p.b];
   const long long da = p.s.dst_strides[p.a], db = p.s.dst_strides[p.b];
 #pragma unroll
   for (int r = 0; r < SIDE; r += WARP) {
-    long long ia = at.a0 + r + tx;
-    char *row = dst + at.doff + ia * da;
+    long long ia = a0 + r + tx;
+    char *row = dst + ia * da;
 #pragma unroll
     for (int c = 0; c < SIDE; c += ROWS) {
-      long long ib = at.b0 + c + ty;
-      if (ia < na && ib < nb) *reinterpret_cast<T *>(row + ib * db) = tile[r + tx][c + ty];
+      long long ib = b0 + c + ty;
+      if (!Edge || (ia < na && ib < nb)) *reinterpret_cast<T *>(row + ib * db) = tile[r + tx][c + ty];
     }
   }
+}
+
+/* Whether the tile starting at (a0, b0) lies wholly inside the block. */
+HD bool tile_inside(const transpose_plan &p, int side, long long a0, long long b0) {
+  return a0 + side <= p.s.sizes[p.a] && b0 + side <= p.s.sizes[p.b];
 }
 
 template <typename T, int SIDE>
 __global__ void __launch_bounds__(WARP *ROWS)
     transpose_kernel(char *dst, const char *src, transpose_plan p) {
   __shared__ T tile[SIDE][SIDE + 1]; /* + 1: a column spreads over the banks */
-  for (long long t = blockIdx.x; t < p.ntiles; t += gridDim.x) {
-    tile_at at = locate_tile(p, SIDE, t);
-    tile_load<T, SIDE>(tile, src, p, at, threadIdx.x, threadIdx.y);
-    __syncthreads();
-    tile_store<T, SIDE>(tile, dst, p, at, threadIdx.x, threadIdx.y);
-    __syncthreads(); /* the next tile overwrites this one */
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  for (long long z = blockIdx.z; z < p.batches; z += gridDim.z) {
+    batch_at at = p.narrow ? locate_batch(p, (unsigned)z) : locate_batch(p, (unsigned long long)z);
+    const char *s = src + at.soff;
+    char *d = dst + at.doff;
+    for (long long y = blockIdx.y; y < p.tiles_b; y += gridDim.y) {
+      const long long b0 = y * SIDE;
+      for (long long x = blockIdx.x; x < p.tiles_a; x += gridDim.x) {
+        const long long a0 = x * SIDE;
+        if (tile_inside(p, SIDE, a0, b0)) {
+          tile_load<T, SIDE, false>(tile, s, p, a0, b0, tx, ty);
+          __syncthreads();
+          tile_store<T, SIDE, false>(tile, d, p, a0, b0, tx, ty);
+        } else {
+          tile_load<T, SIDE, true>(tile, s, p, a0, b0, tx, ty);
+          __syncthreads();
+          tile_store<T, SIDE, true>(tile, d, p, a0, b0, tx, ty);
+        }
+        __syncthreads(); /* the next tile overwrites this one */
+      }
+    }
   }
 }
+
+/* One tile moved as a block's threads would move it, on the host. */
+template <typename T, int SIDE, bool Edge>
+void host_tile(T (*tile)[SIDE + 1], char *d, const char *s, const transpose_plan &p, long long a0,
+               long long b0) {
+  for (int ty = 0; ty < ROWS; ty++)
+    for (int tx = 0; tx < WARP; tx++) tile_load<T, SIDE, Edge>(tile, s, p, a0, b0, tx, ty);
+  for (int ty = 0; ty < ROWS; ty++)
+    for (int tx = 0; tx < WARP; tx++) tile_store<T, SIDE, Edge>(tile, d, p, a0, b0, tx, ty);
+}
+
+unsigned grid_axis(long long n, long long max) { return (unsigned)(n < max ? n : max); }
 
 template <bool Host, typename T>
 int run_transpose(char *d, const char *s, const transpose_plan &p, cudaStream_t stream) {
   enum { SIDE = tile_side<T>::value };
   if (Host) {
     static T tile[SIDE][SIDE + 1];
-    for (long long t = 0; t < p.ntiles; t++) {
-      tile_at at = locate_tile(p, SIDE, t);
-      for (int ty = 0; ty < ROWS; ty++)
-        for (int tx = 0; tx < WARP; tx++) tile_load<T, SIDE>(tile, s, p, at, tx, ty);
-      for (int ty = 0; ty < ROWS; ty++)
-        for (int tx = 0; tx < WARP; tx++) tile_store<T, SIDE>(tile, d, p, at, tx, ty);
+    for (long long z = 0; z < p.batches; z++) {
+      batch_at at = locate_batch(p, (unsigned long long)z);
+      for (long long y = 0; y < p.tiles_b; y++)
+        for (long long x = 0; x < p.tiles_a; x++)
+          if (tile_inside(p, SIDE, x * SIDE, y * SIDE))
+            host_tile<T, SIDE, false>(tile, d + at.doff, s + at.soff, p, x * SIDE, y * SIDE);
+          else
+            host_tile<T, SIDE, true>(tile, d + at.doff, s + at.soff, p, x * SIDE, y * SIDE);
     }
     return (int)cudaSuccess;
   }
-  long long blocks = p.ntiles < (1 << 24) ? p.ntiles : 1 << 24; /* the loop does the rest */
-  transpose_kernel<T, SIDE><<<(unsigned)blocks, dim3(WARP, ROWS), 0, stream>>>(d, s, p);
+  dim3 grid(grid_axis(p.tiles_a, 0x7fffffff), grid_axis(p.tiles_b, GRID_YZ_MAX),
+            grid_axis(p.batches, GRID_YZ_MAX));
+  transpose_kernel<T, SIDE><<<grid, dim3(WARP, ROWS), 0, stream>>>(d, s, p);
   return (int)cudaGetLastError();
 }
 
