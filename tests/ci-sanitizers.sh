@@ -22,10 +22,11 @@ jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 flags=${SAN_CONFIGURE_FLAGS:---without-cuda}
 steps=${SAN_STEPS:-"asan tsan"}
 # Every suite that starts threads itself or through the library (the typed
-# conversions' workers, the hpu-stub's stream threads, the cpu block cache).
+# conversions' workers, the hpu-stub's stream threads, the cpu block cache,
+# the checkpoint readers' read threads).
 # Not test_convert: its after_fork case starts threads in a child forked from
 # a threaded parent, where TSan's own locks may deadlock (TSan says as much).
-tsan_tests=${TSAN_TESTS:-"test_threads test_stress test_context test_error test_cpu_cache test_cpu_large test_shm test_typed test_hpu test_loader_lock test_tensor_threads"}
+tsan_tests=${TSAN_TESTS:-"test_threads test_stress test_context test_error test_cpu_cache test_cpu_large test_shm test_typed test_hpu test_loader_lock test_tensor_threads test_ckpt_golden"}
 
 mkdir -p "$out"
 out=$(cd "$out" && pwd)

@@ -270,9 +270,9 @@ enum { WAY_MAP, WAY_READ, WAY_BUFFER, WAY_BORROW, WAY_META, NWAYS };
 static const char *const way_names[] = {"mapped", "read", "buffer", "borrowed buffer", "meta"};
 
 static int load_way(int way, const char *path, char *bytes, size_t len, tstor_checkpoint **ck) {
-  tstor_load_options o = {sizeof o, NULL, 0};
+  tstor_load_options o = {sizeof o, NULL, 0}; /* WAY_READ: the default */
   switch (way) {
-    case WAY_READ: o.flags = TSTOR_LOAD_READ; break;
+    case WAY_MAP: o.flags = TSTOR_LOAD_MMAP; break;
     case WAY_META: o.map_location = "meta"; break;
     case WAY_BUFFER: return tstor_torch_load_buffer(ctx, bytes, len, &o, ck);
     case WAY_BORROW:
@@ -303,7 +303,14 @@ START_TEST(golden_files) {
       char *want = way == WAY_META ? drop_data(cases[i].expect) : strdup(cases[i].expect);
       ck_assert_msg(strcmp(got, want) == 0, "%s (%s):\n--- tstor\n%s--- PyTorch\n%s", cases[i].name,
                     way_names[way], got, want);
-      /* mapped loads of torch.save's stored, aligned records are views of one mapping */
+      /* mapped loads of torch.save's stored, aligned records are views of one
+       * mapping; read ones (the default) own their memory */
+      for (size_t k = 0; way == WAY_READ && k < tstor_checkpoint_storage_count(ck); k++) {
+        tstor_storage *s;
+        ck_tstor_ok(tstor_checkpoint_storage(ck, k, NULL, &s));
+        ck_assert_msg(!tstor_storage_base(s) && !(tstor_storage_flags(s) & TSTOR_FLAG_MAPPED),
+                      "%s: storage %zu of a read load is a view or a mapping", cases[i].name, k);
+      }
       for (size_t k = 0; way == WAY_MAP && k < tstor_checkpoint_storage_count(ck); k++) {
         tstor_storage *s;
         ck_tstor_ok(tstor_checkpoint_storage(ck, k, NULL, &s));
@@ -443,7 +450,7 @@ START_TEST(hostile_files) {
        * PyTorch's reader does; asked, every way that reads bytes finds it. */
       int crc = strstr(needle, "CRC") != NULL;
       if (crc && way != WAY_META) {
-        tstor_load_options o = {sizeof o, NULL, TSTOR_LOAD_VERIFY_CRC | (way == WAY_READ ? TSTOR_LOAD_READ : 0) |
+        tstor_load_options o = {sizeof o, NULL, TSTOR_LOAD_VERIFY_CRC | (way == WAY_MAP ? TSTOR_LOAD_MMAP : 0) |
                                                   (way == WAY_BORROW ? TSTOR_LOAD_BORROW_BUFFER : 0)};
         tstor_checkpoint *vck = (tstor_checkpoint *)1;
         int vrc = way >= WAY_BUFFER ? tstor_torch_load_buffer(ctx, bytes, blen, &o, &vck)
@@ -656,6 +663,66 @@ START_TEST(saves_keep_what_the_path_is) {
 }
 END_TEST
 
+/* A load reads the file (as torch.load does): what it gave stays as it was
+ * when the file is then truncated and rewritten, as torch.save over it
+ * would. The tensor spans several read pieces, so that several threads
+ * read it. A FIFO is refused at once, without waiting for a writer. */
+START_TEST(loads_outlive_their_file) {
+  tstor_device cpu;
+  ck_tstor_ok(tstor_device_parse(ctx, "cpu", &cpu));
+  int64_t n = 9 << 20; /* 36 MiB of float32 */
+  float *x = malloc((size_t)n * sizeof *x);
+  ck_assert_ptr_nonnull(x);
+  for (int64_t i = 0; i < n; i++) x[i] = (float)(i % 1000003);
+  tstor_tensor *t;
+  tstor_checkpoint *ck;
+  tstor_value *d, *k, *v;
+  ck_tstor_ok(tstor_tensor_from_array(ctx, cpu, TSTOR_FLOAT32, 1, &n, x, &t));
+  ck_tstor_ok(tstor_checkpoint_new(&ck));
+  ck_tstor_ok(tstor_value_new(ck, TSTOR_VALUE_DICT, &d));
+  ck_tstor_ok(tstor_value_new_string(ck, "w", 1, &k));
+  ck_tstor_ok(tstor_value_new_tensor(ck, t, &v));
+  ck_tstor_ok(tstor_value_dict_set(d, k, v));
+  ck_tstor_ok(tstor_checkpoint_set_root(ck, d));
+  tstor_tensor_release(t);
+  char dir[] = "/tmp/tstor-outlive-XXXXXX", path[64], fifo[64];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/ck", dir);
+  snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+  ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+  for (int which = 0; which < 2; which++) {
+    ck_tstor_ok(save_either(which, ck, path));
+    tstor_checkpoint *back;
+    ck_tstor_ok(which ? tstor_safetensors_load(ctx, path, NULL, &back) : tstor_torch_load(ctx, path, NULL, &back));
+    /* rewritten in place: truncated, then other bytes */
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    for (int i = 0; i < 1000; i++) fputs("not the checkpoint any more ", f);
+    ck_assert_int_eq(fclose(f), 0);
+    tstor_tensor *got = tstor_value_tensor(tstor_value_dict_get(tstor_checkpoint_root(back), "w"));
+    ck_assert_ptr_nonnull(got);
+    ck_assert_int_eq(tstor_tensor_numel(got), n);
+    ck_assert_msg(memcmp(tstor_tensor_data(got), x, (size_t)n * sizeof *x) == 0,
+                  "%s: the loaded tensor changed with its file", which ? "safetensors" : "torch");
+    tstor_checkpoint_free(back);
+    unlink(path);
+    for (int mmap_flag = 0; mmap_flag < 2; mmap_flag++) {
+      tstor_load_options o = {sizeof o, NULL, mmap_flag ? TSTOR_LOAD_MMAP : 0};
+      back = (tstor_checkpoint *)1;
+      int rc = which ? tstor_safetensors_load(ctx, fifo, &o, &back) : tstor_torch_load(ctx, fifo, &o, &back);
+      ck_assert_msg(rc == TSTOR_EINVAL && strstr(tstor_last_error(), "not a regular file"),
+                    "%s%s: a FIFO gave %s: %s", which ? "safetensors" : "torch", mmap_flag ? ", mapped" : "",
+                    tstor_err_name(rc), tstor_last_error());
+      ck_assert_ptr_null(back);
+    }
+  }
+  unlink(fifo);
+  rmdir(dir);
+  free(x);
+  tstor_checkpoint_free(ck);
+}
+END_TEST
+
 START_TEST(bad_arguments) {
   tstor_checkpoint *ck = (tstor_checkpoint *)1;
   ck_tstor_err(tstor_torch_load(ctx, NULL, NULL, &ck), TSTOR_EINVAL);
@@ -669,6 +736,13 @@ START_TEST(bad_arguments) {
   ck_tstor_err(tstor_torch_load_buffer(ctx, NULL, 5, NULL, &ck), TSTOR_EINVAL);
   ck_tstor_err(tstor_torch_load_buffer(ctx, "", 0, NULL, &ck), TSTOR_EINVAL);
   o.size = sizeof o;
+  o.flags = TSTOR_LOAD_READ | TSTOR_LOAD_MMAP;
+  ck_tstor_err(tstor_torch_load(ctx, CKDIR "/golden/scalars.pt", &o, &ck), TSTOR_EINVAL);
+  ck_last_error_has("together");
+  o.flags = 1u << 20;
+  ck_tstor_err(tstor_safetensors_load(ctx, CKDIR "/golden/scalars.pt", &o, &ck), TSTOR_EINVAL);
+  ck_last_error_has("unknown flags");
+  o.flags = 0;
   o.map_location = "nosuchdevice";
   ck_tstor_err(tstor_torch_load(ctx, CKDIR "/golden/tensor_root.pt", &o, &ck), TSTOR_ENODEV);
   ck_last_error_has("nosuchdevice");
@@ -688,6 +762,7 @@ int main(void) {
   tcase_add_test(tc, hostile_files);
   tcase_add_test(tc, saved_on_a_gpu);
   tcase_add_test(tc, saves_keep_what_the_path_is);
+  tcase_add_test(tc, loads_outlive_their_file);
   tcase_add_test(tc, bad_arguments);
   suite_add_tcase(s, tc);
   tc = tcase_create("bounds");

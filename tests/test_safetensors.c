@@ -188,7 +188,8 @@ START_TEST(order_and_alignment) {
     prev = at;
   }
   free(bytes);
-  ck_tstor_ok(tstor_safetensors_load(ctx, path_in("m.safetensors"), NULL, &ck));
+  tstor_load_options mm = {sizeof mm, NULL, TSTOR_LOAD_MMAP};
+  ck_tstor_ok(tstor_safetensors_load(ctx, path_in("m.safetensors"), &mm, &ck));
   const tstor_value *root = tstor_checkpoint_root(ck);
   ck_assert_int_eq(tstor_value_len(root), 12);
   for (size_t i = 0; i < tstor_value_len(root); i++) {
@@ -239,7 +240,7 @@ START_TEST(golden_through_safetensors) {
       ck_tstor_ok(tstor_safetensors_save(pt, path_in("g.safetensors"), TSTOR_SAVE_COPY_SHARED));
     }
     for (int way = 0; way < 2; way++) {
-      tstor_load_options o = {sizeof o, NULL, way ? TSTOR_LOAD_READ : 0};
+      tstor_load_options o = {sizeof o, NULL, way ? 0 : TSTOR_LOAD_MMAP}; /* mapped, read */
       ck_tstor_ok(tstor_safetensors_load(ctx, path_in("g.safetensors"), &o, &st));
       const tstor_value *a = tstor_checkpoint_root(pt), *b = tstor_checkpoint_root(st);
       ck_assert_int_eq(tstor_value_len(a), tstor_value_len(b));
@@ -335,7 +336,8 @@ START_TEST(bad_files) {
     size_t len;
     unsigned char *bytes = slurp(p, &len);
     for (int way = 0; way < 4; way++) {
-      tstor_load_options o = {sizeof o, NULL, way == 1 ? TSTOR_LOAD_READ : way == 3 ? TSTOR_LOAD_BORROW_BUFFER : 0};
+      /* ways: mapped, read (the default), a buffer, a borrowed buffer */
+      tstor_load_options o = {sizeof o, NULL, way == 0 ? TSTOR_LOAD_MMAP : way == 3 ? TSTOR_LOAD_BORROW_BUFFER : 0};
       tstor_checkpoint *ck = (tstor_checkpoint *)1;
       int rc = way < 2 ? tstor_safetensors_load(ctx, p, &o, &ck) : tstor_safetensors_load_buffer(ctx, bytes, len, &o, &ck);
       ck_assert_msg(rc == bad[i].code, "%s (way %d): %s (%s), expected %s", bad[i].name, way,

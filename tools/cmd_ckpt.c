@@ -75,9 +75,14 @@ static int ends_with(const char *s, const char *tail) {
   return a >= b && strcmp(s + a - b, tail) == 0;
 }
 
-/* Loads a .pt (by its zip magic) or a .safetensors file, mapped on cpu. */
-static int load_any(tstor_context *ctx, const char *path, tstor_checkpoint **ck, const char **format) {
+/* Loads a .pt (by its zip magic) or a .safetensors file: onto the meta device
+ * when `shapes_only` and the context has one (the data is neither read nor
+ * mapped), else read onto cpu. */
+static int load_any(tstor_context *ctx, const char *path, int shapes_only, tstor_checkpoint **ck,
+                    const char **format) {
+  tstor_device meta;
   tstor_load_options o = {sizeof o, "cpu", 0};
+  if (shapes_only && tstor_device_parse(ctx, "meta", &meta) == 0) o.map_location = "meta";
   int z = is_zip(path);
   if (z < 0) {
     char *e = escaped(path);
@@ -105,12 +110,12 @@ static int close_loaded(tstor_context *ctx, tstor_checkpoint *ck, int rc) {
 /* Opens a context from config and loads path into it (both commands' start).
  * On success the caller owns *ctx and *ck (release them with close_loaded);
  * on failure nothing is left open and the exit status is returned. */
-static int open_and_load(const char *config, const char *path, tstor_context **ctx,
+static int open_and_load(const char *config, const char *path, int shapes_only, tstor_context **ctx,
                          tstor_checkpoint **ck, const char **format) {
   *ck = NULL;
   int rc = tstor_open_for_command(config, ctx);
   if (rc) return rc;
-  if ((rc = load_any(*ctx, path, ck, format))) {
+  if ((rc = load_any(*ctx, path, shapes_only, ck, format))) {
     close_loaded(*ctx, *ck, rc);
     *ctx = NULL;
     *ck = NULL;
@@ -316,7 +321,7 @@ int tstor_cmd_inspect(int argc, char **argv) {
   tstor_context *ctx;
   tstor_checkpoint *ck;
   const char *format;
-  int rc = open_and_load(config, file, &ctx, &ck, &format);
+  int rc = open_and_load(config, file, 1, &ctx, &ck, &format);
   if (rc) return rc;
   listing l = {0};
   collect(&l, "", tstor_checkpoint_root(ck));
@@ -368,7 +373,7 @@ int tstor_cmd_convert(int argc, char **argv) {
   tstor_context *ctx;
   tstor_checkpoint *ck;
   const char *format;
-  int rc = open_and_load(config, in, &ctx, &ck, &format);
+  int rc = open_and_load(config, in, 0, &ctx, &ck, &format);
   if (rc) return rc;
   int st = ends_with(out, ".safetensors");
   int err = st ? tstor_safetensors_save(ck, out, flags) : tstor_torch_save(ck, out);

@@ -1,7 +1,7 @@
 /* libtstor-io internals, shared by its files; never installed. Names carry a
  * double underscore. Layering inside the library, left to right:
- * value, atomic_file -> pickle, zip, zip_write -> torch_load, torch_save,
- * safetensors -> dlpack. */
+ * value, atomic_file, file_read -> pickle, zip, zip_write -> torch_load,
+ * torch_save, safetensors -> dlpack. */
 #ifndef TSTOR_IO_INTERNAL_H
 #define TSTOR_IO_INTERNAL_H
 
@@ -46,6 +46,12 @@ static inline int tstor__load_options_check(const tstor_load_options *opts) {
   if (opts->size < sizeof(size_t) || opts->size > sizeof *opts)
     return TSTOR__ERR(TSTOR_EINVAL, "tstor_load_options.size %zu: expected %zu", opts->size,
                       sizeof *opts);
+  const unsigned known = TSTOR_LOAD_READ | TSTOR_LOAD_BORROW_BUFFER | TSTOR_LOAD_VERIFY_CRC | TSTOR_LOAD_MMAP;
+  if (opts->flags & ~known)
+    return TSTOR__ERR(TSTOR_EINVAL, "tstor_load_options.flags 0x%x: unknown flags 0x%x", opts->flags,
+                      opts->flags & ~known);
+  if ((opts->flags & TSTOR_LOAD_READ) && (opts->flags & TSTOR_LOAD_MMAP))
+    return TSTOR__ERR(TSTOR_EINVAL, "tstor_load_options.flags: TSTOR_LOAD_READ and TSTOR_LOAD_MMAP together");
   return 0;
 }
 
@@ -159,14 +165,52 @@ typedef struct tstor__zip_index {
   tstor__zip_entry *entries;
   size_t n;
   const tstor__zip_entry **by_name; /* the entries sorted by name, for lookups */
+  uint8_t *directory;               /* read from a file: the central directory the
+                                       names point into; else NULL */
 } tstor__zip_index;
 
 /* Reads the central directory of the zip archive of `size` bytes at `data`
  * (zip64 included) and each entry's local header. Every offset is checked
  * against the archive. */
 int tstor__zip_index_read(const uint8_t *data, size_t size, tstor__zip_index *out);
+/* The same from the open file fd of `size` bytes, read with pread: only the
+ * directory and the local headers are read. A file that ends early (changed
+ * while it was read) is TSTOR_EIO. */
+int tstor__zip_index_read_fd(int fd, uint64_t size, tstor__zip_index *out);
 void tstor__zip_index_free(tstor__zip_index *ix);
 const tstor__zip_entry *tstor__zip_find(const tstor__zip_index *ix, const char *name);
+
+/* ----------------------------------------------------- file_read.c */
+
+/* Opens `path` for reading: regular files only (a FIFO or device is refused
+ * at once, without waiting for a writer). *fd gets the descriptor, closed by
+ * the caller; *size the file's size. */
+int tstor__file_open(const char *path, int *fd, uint64_t *size);
+
+/* Reads len bytes at off; TSTOR_EIO naming `what` on an error or a file that
+ * ends early. */
+int tstor__pread_full(int fd, void *dst, size_t len, uint64_t off, const char *what);
+
+/* Reads to make at once, split in pieces that threads share. `what` (borrowed,
+ * alive until the batch is run) names a piece's record in an error. */
+#define TSTOR__READ_PIECE ((size_t)4 << 20)
+#define TSTOR__READ_THREADS_MAX 8
+typedef struct tstor__read_piece {
+  void *dst;
+  uint64_t off;
+  size_t len;
+  const char *what;
+} tstor__read_piece;
+typedef struct tstor__read_batch {
+  tstor__read_piece *pieces;
+  size_t n, cap;
+  uint64_t bytes;
+} tstor__read_batch;
+int tstor__read_batch_add(tstor__read_batch *b, void *dst, uint64_t off, size_t len, const char *what);
+/* Runs every read of the batch from fd, on up to TSTOR__READ_THREADS_MAX
+ * threads (tstor_get_num_threads()); the first failure is the result. */
+int tstor__read_batch_run(const tstor__read_batch *b, int fd);
+void tstor__read_batch_free(tstor__read_batch *b);
 
 uint32_t tstor__crc32(uint32_t crc, const void *data, size_t len);
 

@@ -109,11 +109,12 @@ static int parse_entry(const char *name, json_t *info, st_entry *e) {
 
 typedef struct st_source {
   tstor_context *ctx;
-  const uint8_t *bytes; /* whole file */
-  size_t size;
+  const uint8_t *bytes; /* whole file; or, read from fd, its first 8 + header bytes */
+  uint64_t size;        /* the file's */
   tstor_storage *whole; /* storage over bytes for views, or NULL (read instead) */
   const char *map_location;
-  int fd; /* the file, to pread tensors when reading; or -1 */
+  int fd;               /* the file, to pread tensors when reading; or -1 */
+  tstor__read_batch reads; /* tensors read into cpu storages, all at once */
 } st_source;
 
 static int make_storage(st_source *src, const st_entry *e, uint64_t data_start, tstor_storage **out) {
@@ -133,13 +134,16 @@ static int make_storage(st_source *src, const st_entry *e, uint64_t data_start, 
     rc = tstor_storage_new(src->ctx, cpu, n, &host);
     char *dst = rc ? NULL : tstor_storage_data(host);
     if (!rc && n && src->fd < 0) memcpy(dst, src->bytes + at, n);
-    for (size_t done = 0; !rc && n && src->fd >= 0 && done < n;) {
-      /* pread, not a copy from the mapping: no page faults on the source */
-      ssize_t r = pread(src->fd, dst + done, n - done, (off_t)(at + done));
-      if (r > 0) done += (size_t)r;
-      else if (r < 0 && errno == EINTR) continue;
-      else rc = TSTOR__ERR(TSTOR_EIO, "safetensors: reading '%s': %s", e->name, r < 0 ? strerror(errno) : "short file");
+    if (!rc && n && src->fd >= 0 && dev.type == cpu.type && dev.index == cpu.index) {
+      /* the storage itself, read with the others before the load returns */
+      if ((rc = tstor__read_batch_add(&src->reads, dst, at, n, e->name))) {
+        tstor_storage_release(host);
+        return rc;
+      }
+      *out = host;
+      return 0;
     }
+    if (!rc && n && src->fd >= 0) rc = tstor__pread_full(src->fd, dst, n, at, e->name);
   }
   if (rc) return rc;
   rc = tstor_storage_to(host, dev, out);
@@ -149,14 +153,14 @@ static int make_storage(st_source *src, const st_entry *e, uint64_t data_start, 
 
 static int st_load(st_source *src, tstor_checkpoint **out) {
   const uint8_t *d = src->bytes;
-  size_t size = src->size;
-  if (size < 8) return BAD("%zu bytes: too short for the header length", size);
+  uint64_t size = src->size;
+  if (size < 8) return BAD("%llu bytes: too short for the header length", (unsigned long long)size);
   uint64_t n = 0;
   for (int i = 7; i >= 0; i--) n = n << 8 | d[i];
   if (n > HEADER_MAX)
     return BAD("a header of %llu bytes (at most %llu)", (unsigned long long)n, (unsigned long long)HEADER_MAX);
   if (n > size - 8)
-    return BAD("a header of %llu bytes in a file of %zu", (unsigned long long)n, size);
+    return BAD("a header of %llu bytes in a file of %llu", (unsigned long long)n, (unsigned long long)size);
   const char *hdr = (const char *)d + 8;
   if (!tstor__utf8_valid(hdr, (size_t)n)) return BAD("the header is not UTF-8");
   if (n == 0 || hdr[0] != '{') return BAD("the header does not start with '{'");
@@ -249,6 +253,7 @@ static int st_load(st_source *src, tstor_checkpoint **out) {
       goto out;
     if ((rc = tstor__dict_set(dict, name, tv))) goto out;
   }
+  if (src->reads.n) rc = tstor__read_batch_run(&src->reads, src->fd);
 out:
   json_decref(root);
   free(es);
@@ -277,6 +282,23 @@ static int load_args(tstor_context *ctx, const tstor_load_options *opts, tstor_c
   return 0;
 }
 
+/* The length word and the header of the file open on src->fd: the bytes
+ * st_load looks at before the tensors. A length the format refuses (st_load
+ * says why) or one past the file reads the word alone, so that a small file
+ * cannot make this allocate more than its size. */
+static int read_head(st_source *src, uint8_t **head) {
+  size_t word = src->size < 8 ? (size_t)src->size : 8;
+  uint64_t n = 0;
+  uint8_t first[8];
+  int rc = tstor__pread_full(src->fd, first, word, 0, "header");
+  if (rc) return rc;
+  for (size_t i = word; i-- > 0;) n = n << 8 | first[i];
+  if (word < 8 || n > HEADER_MAX || n > src->size - 8) n = 0;
+  if (!(*head = malloc(8 + (size_t)n))) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for a %llu-byte header", (unsigned long long)n);
+  memcpy(*head, first, word);
+  return tstor__pread_full(src->fd, *head + 8, (size_t)n, 8, "header");
+}
+
 int tstor_safetensors_load(tstor_context *ctx, const char *path, const tstor_load_options *opts,
                            tstor_checkpoint **out) {
   st_source src;
@@ -285,21 +307,27 @@ int tstor_safetensors_load(tstor_context *ctx, const char *path, const tstor_loa
   if (rc) return rc;
   if (!path) return TSTOR__ERR(TSTOR_EINVAL, "tstor_safetensors_load: path is NULL");
   tstor_storage *whole = NULL;
-  /* mapped either way: with TSTOR_LOAD_READ the mapping only serves the
-   * header, the tensors are read with pread, and it goes when the load
-   * returns */
-  if ((rc = tstor_storage_from_file(src.ctx, path, 0, 0, 1, &whole))) {
-    if (rc == TSTOR_ESIZE) rc = TSTOR__ERR(TSTOR_EINVAL, "%s: an empty file is not a safetensors file", path);
-    return rc;
-  }
-  src.bytes = tstor_storage_data(whole);
-  src.size = tstor_storage_nbytes(whole);
-  src.whole = (flags & TSTOR_LOAD_READ) ? NULL : whole;
-  if ((flags & TSTOR_LOAD_READ) && (src.fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-    rc = TSTOR__ERR(TSTOR_EIO, "%s: %s", path, strerror(errno));
-  else
+  uint8_t *head = NULL;
+  /* opened first either way: a FIFO or a device is refused before a mapping */
+  if ((rc = tstor__file_open(path, &src.fd, &src.size))) return rc;
+  if (flags & TSTOR_LOAD_MMAP) {
+    close(src.fd);
+    src.fd = -1;
+    if ((rc = tstor_storage_from_file(src.ctx, path, 0, 0, 1, &whole))) {
+      if (rc == TSTOR_ESIZE) rc = TSTOR__ERR(TSTOR_EINVAL, "%s: an empty file is not a safetensors file", path);
+      return rc;
+    }
+    src.bytes = tstor_storage_data(whole);
+    src.size = tstor_storage_nbytes(whole);
+    src.whole = whole;
     rc = st_load(&src, out);
+  } else if (!(rc = read_head(&src, &head))) {
+    src.bytes = head;
+    rc = st_load(&src, out);
+  }
   if (src.fd >= 0) close(src.fd);
+  tstor__read_batch_free(&src.reads);
+  free(head);
   if (rc) {
     char msg[900];
     snprintf(msg, sizeof msg, "%s", tstor_last_error());

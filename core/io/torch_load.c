@@ -28,6 +28,8 @@ typedef struct loader {
   unsigned flags;
   const char *map_location;
   int fd;                 /* the file, for reading records with pread; or -1 */
+  uint64_t file_size;     /* with fd */
+  tstor__read_batch reads; /* records read into cpu storages, all at once */
 } loader;
 
 static int zip_failure(zip_error_t *e, const char *what) {
@@ -146,9 +148,22 @@ static int device_is(tstor_context *ctx, tstor_device dev, const char *type) {
   return n && strcmp(n, type) == 0;
 }
 
-/* Loads storage `r`: a view of the mapped archive where it can be, else read. */
-static int load_storage(loader *ld, tstor__storage_rec *r) {
+/* The checks and swaps a storage's bytes need once they are all in. */
+static int finish_storage(loader *ld, tstor__storage_rec *r, tstor_storage *host, const tstor__zip_entry *e,
+                          int check_crc) {
+  if (check_crc && tstor__crc32(0, tstor_storage_data(host), tstor_storage_nbytes(host)) != e->crc)
+    return TSTOR__ERR(TSTOR_EINVAL,
+                      "storage '%s': CRC error: the bytes are not those the archive was written with", r->key);
+  if (ld->big_endian && tstor_dtype_size(r->dtype) > 1) return tstor_typed_byteswap(host, r->dtype);
+  return 0;
+}
+
+/* Loads storage `r`: a view of the mapped archive (TSTOR_LOAD_MMAP), or read.
+ * A cpu storage read from the file is only queued on ld->reads; the caller
+ * runs them all and then finishes each (finish_storage). */
+static int load_storage(loader *ld, tstor__storage_rec *r, int *queued) {
   int rc;
+  *queued = 0;
   size_t esize = tstor_dtype_size(r->dtype);
   uint64_t nbytes = (uint64_t)r->numel * esize; /* checked against overflow by the unpickler */
   const char *where = ld->map_location ? ld->map_location : r->location;
@@ -189,13 +204,12 @@ static int load_storage(loader *ld, tstor__storage_rec *r) {
    * PyTorch's reader, those paths check the CRC only when asked
    * (TSTOR_LOAD_VERIFY_CRC: it costs a pass over the bytes at about 1 GB/s);
    * compressed records go through libzip, which always checks it. */
-  const tstor__zip_entry *e = ld->bytes ? tstor__zip_find(&ld->ix, name) : NULL;
+  const tstor__zip_entry *e = tstor__zip_find(&ld->ix, name);
   int stored = e && e->method == 0 && e->size == nbytes;
   /* Bytes to be swapped are never a view: the swap would write to the
    * caller's borrowed buffer (const, maybe read-only, maybe loaded again). */
   int swap = ld->big_endian && esize > 1;
-  if (stored && ld->whole && e->data_offset % (esize ? esize : 1) == 0 && !swap &&
-      !(ld->flags & TSTOR_LOAD_READ)) {
+  if (stored && ld->whole && e->data_offset % (esize ? esize : 1) == 0 && !swap) {
     rc = tstor_storage_view(ld->whole, (size_t)e->data_offset, (size_t)nbytes, &host);
   } else {
     tstor_device cpu;
@@ -204,13 +218,15 @@ static int load_storage(loader *ld, tstor__storage_rec *r) {
     char *dst = tstor_storage_data(host);
     if (!nbytes) {
       rc = 0;
+    } else if (stored && ld->fd >= 0 && device_is(ld->ctx, dev, "cpu")) {
+      /* the storage itself, read with the others; finished by the caller */
+      if ((rc = tstor__read_batch_add(&ld->reads, dst, e->data_offset, (size_t)nbytes, r->key))) goto out;
+      r->s = host;
+      host = NULL;
+      *queued = 1;
+      goto out;
     } else if (stored && ld->fd >= 0) {
-      for (uint64_t done = 0; done < nbytes && !rc;) {
-        ssize_t n = pread(ld->fd, dst + done, (size_t)(nbytes - done), (off_t)(e->data_offset + done));
-        if (n > 0) done += (uint64_t)n;
-        else if (n < 0 && errno == EINTR) continue;
-        else rc = TSTOR__ERR(TSTOR_EIO, "record '%s': %s", name, n < 0 ? strerror(errno) : "the file ends early");
-      }
+      rc = tstor__pread_full(ld->fd, dst, (size_t)nbytes, e->data_offset, r->key);
     } else if (stored) {
       memcpy(dst, ld->bytes + e->data_offset, (size_t)nbytes);
     } else {
@@ -218,16 +234,39 @@ static int load_storage(loader *ld, tstor__storage_rec *r) {
       stored = 0; /* libzip checked the CRC */
     }
   }
-  if (!rc && stored && (ld->flags & TSTOR_LOAD_VERIFY_CRC) &&
-      tstor__crc32(0, tstor_storage_data(host), (size_t)nbytes) != e->crc)
-    rc = TSTOR__ERR(TSTOR_EINVAL, "record '%s': CRC error: the bytes are not those the archive was written with",
-                    name);
-  if (!rc && swap) rc = tstor_typed_byteswap(host, r->dtype);
+  if (!rc) rc = finish_storage(ld, r, host, e, stored && (ld->flags & TSTOR_LOAD_VERIFY_CRC));
   if (rc) goto out;
   rc = tstor_storage_to(host, dev, &r->s);
 out:
   tstor_storage_release(host);
   free(name);
+  return rc;
+}
+
+/* Every storage: the queued reads run together, then each is finished. */
+static int load_storages(loader *ld, tstor_checkpoint *ck) {
+  int rc = 0;
+  unsigned char *queued = calloc(ck->nstorages ? ck->nstorages : 1, 1);
+  if (!queued) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for %zu storages", ck->nstorages);
+  for (size_t i = 0; i < ck->nstorages && !rc; i++) {
+    int q;
+    rc = load_storage(ld, &ck->storages[i], &q);
+    queued[i] = (unsigned char)q;
+  }
+  if (!rc && ld->reads.n) rc = tstor__read_batch_run(&ld->reads, ld->fd);
+  for (size_t i = 0; i < ck->nstorages && !rc; i++) {
+    if (!queued[i]) continue;
+    tstor__storage_rec *r = &ck->storages[i];
+    char tail[64 + 8], *name;
+    snprintf(tail, sizeof tail, "data/%s", r->key);
+    if (!(name = record_name(ld, tail))) {
+      rc = TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
+      break;
+    }
+    rc = finish_storage(ld, r, r->s, tstor__zip_find(&ld->ix, name), ld->flags & TSTOR_LOAD_VERIFY_CRC);
+    free(name);
+  }
+  free(queued);
   return rc;
 }
 
@@ -268,12 +307,10 @@ static int load(loader *ld, tstor_checkpoint **out) {
   if ((rc = tstor_checkpoint_new(&ck))) goto fail;
   if ((rc = tstor__unpickle(ck, pkl, pkl_len))) goto fail;
   if ((rc = tstor__tree_check(ck->root, EXPANDED_MAX))) goto fail;
-  if (ld->bytes) {
-    rc = tstor__zip_index_read(ld->bytes, ld->nbytes, &ld->ix);
-    if (rc) goto fail;
-  }
-  for (size_t i = 0; i < ck->nstorages; i++)
-    if ((rc = load_storage(ld, &ck->storages[i]))) goto fail;
+  rc = ld->bytes ? tstor__zip_index_read(ld->bytes, ld->nbytes, &ld->ix)
+                 : tstor__zip_index_read_fd(ld->fd, ld->file_size, &ld->ix);
+  if (rc) goto fail;
+  if ((rc = load_storages(ld, ck))) goto fail;
   if ((rc = bind_tensors(ck))) goto fail;
   free(pkl);
   free(order);
@@ -290,6 +327,7 @@ static void loader_close(loader *ld) {
   if (ld->z) zip_discard(ld->z);
   if (ld->fd >= 0) close(ld->fd);
   tstor__zip_index_free(&ld->ix);
+  tstor__read_batch_free(&ld->reads);
   tstor_storage_release(ld->whole);
   free(ld->prefix);
 }
@@ -317,26 +355,34 @@ int tstor_torch_load(tstor_context *ctx, const char *path, const tstor_load_opti
   if (ctx) ld.ctx = ctx;
   else if ((rc = tstor_context_default(&ld.ctx))) return rc;
   int zerr = 0;
-  ld.z = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &zerr);
+  /* one open file for libzip and our reads: a path replaced meanwhile cannot
+   * give them two different files */
+  if ((rc = tstor__file_open(path, &ld.fd, &ld.file_size))) return rc;
+  int zfd = dup(ld.fd);
+  if (zfd < 0) {
+    rc = TSTOR__ERR(TSTOR_EIO, "%s: %s", path, strerror(errno));
+    goto out;
+  }
+  if (!(ld.z = zip_fdopen(zfd, ZIP_CHECKCONS, &zerr))) close(zfd);
   if (!ld.z) {
     zip_error_t e;
     zip_error_init_with_code(&e, zerr);
-    rc = zerr == ZIP_ER_NOENT || zerr == ZIP_ER_OPEN
-             ? TSTOR__ERR(zerr == ZIP_ER_NOENT ? TSTOR_ENOENT : TSTOR_EIO, "%s: %s", path, zip_error_strerror(&e))
-             : TSTOR__ERR(TSTOR_EINVAL, "%s: not a torch.save zip archive (PyTorch 1.6 and later): %s", path,
-                          zip_error_strerror(&e));
+    /* the file is open: libzip's "no such file" means no archive in it (as
+     * for a buffer), and only a failed read is the file's fault */
+    rc = zerr == ZIP_ER_READ
+             ? TSTOR__ERR(TSTOR_EIO, "%s: %s", path, zip_error_strerror(&e))
+             : TSTOR__ERR(TSTOR_EINVAL, "%s: not a torch.save zip archive (PyTorch 1.6 and later)%s%s", path,
+                          zerr == ZIP_ER_NOENT ? "" : ": ", zerr == ZIP_ER_NOENT ? "" : zip_error_strerror(&e));
     zip_error_fini(&e);
-    return rc;
-  }
-  /* the whole file, mapped copy-on-write: storages are views of it, or with
-   * TSTOR_LOAD_READ the mapping only serves to find the records */
-  rc = tstor_storage_from_file(ld.ctx, path, 0, 0, 1, &ld.whole);
-  if (rc) goto out;
-  ld.bytes = tstor_storage_data(ld.whole);
-  ld.nbytes = tstor_storage_nbytes(ld.whole);
-  if ((ld.flags & TSTOR_LOAD_READ) && (ld.fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
-    rc = TSTOR__ERR(TSTOR_EIO, "%s: %s", path, strerror(errno));
     goto out;
+  }
+  if (ld.flags & TSTOR_LOAD_MMAP) {
+    /* the whole file, mapped copy-on-write: storages are views of it */
+    if ((rc = tstor_storage_from_file(ld.ctx, path, 0, 0, 1, &ld.whole))) goto out;
+    ld.bytes = tstor_storage_data(ld.whole);
+    ld.nbytes = tstor_storage_nbytes(ld.whole);
+    close(ld.fd); /* records come from the mapping */
+    ld.fd = -1;
   }
   rc = load(&ld, out);
   if (rc) {

@@ -1,4 +1,4 @@
-/* Where each entry's bytes lie in a zip archive held in memory.
+/* Where each entry's bytes lie in a zip archive, in memory or in a file.
  *
  * libzip reads and checks archives for us (torch_load.c), but it exposes no
  * entry's data offset, and mapping a storage straight from the file needs
@@ -95,40 +95,100 @@ static int sort_by_name(tstor__zip_index *ix) {
   return 0;
 }
 
-int tstor__zip_index_read(const uint8_t *d, size_t size, tstor__zip_index *out) {
-  memset(out, 0, sizeof *out);
-  if (size < 22) return BAD("%zu bytes are too few for an archive", size);
-  /* the end of central directory record: the last one, before a comment */
-  size_t eocd = size - 22, stop = size - 22 > 65535 ? size - 22 - 65535 : 0;
-  for (;; eocd--) {
-    if (u32(d + eocd) == 0x06054b50 && u16(d + eocd + 20) == size - eocd - 22) break;
-    if (eocd == stop) return BAD("no end of central directory record (not a zip archive)");
+/* Where the archive's bytes come from: memory, or a file read with pread. */
+typedef struct zip_src {
+  const uint8_t *bytes; /* the whole archive, or NULL */
+  int fd;               /* with bytes NULL */
+  uint64_t size;
+} zip_src;
+
+/* The len bytes at off, which the caller has checked lie in the archive:
+ * where they are in memory, or read into `into`. */
+static int fetch(const zip_src *s, uint64_t off, size_t len, uint8_t *into, const uint8_t **out) {
+  if (s->bytes) {
+    *out = s->bytes + off;
+    return 0;
   }
-  uint64_t count = u16(d + eocd + 10), cd_size = u32(d + eocd + 12), cd_off = u32(d + eocd + 16);
-  if (u16(d + eocd + 4) != 0 || u16(d + eocd + 6) != 0)
-    return BAD("multi-disk archives are not supported");
-  size_t cd_end_limit = eocd;
+  *out = into;
+  return tstor__pread_full(s->fd, into, len, off, "zip directory");
+}
+
+/* The end of the archive, where the end of central directory record and the
+ * zip64 locator before it are searched for: the record's 22 bytes, a comment
+ * of up to 65535 and the 20-byte locator. */
+#define TAIL_MAX (22u + 65535u + 20u)
+
+static int index_read(const zip_src *s, tstor__zip_index *out) {
+  const uint64_t size = s->size;
+  uint8_t *tail_buf = NULL, *name_buf = NULL, e64_buf[56], lh_buf[30];
+  const uint8_t *tail, *e64p, *lh, *lname;
+  int rc = 0;
+  memset(out, 0, sizeof *out);
+  if (size < 22) return BAD("%llu bytes are too few for an archive", (unsigned long long)size);
+  const size_t tail_len = size < TAIL_MAX ? (size_t)size : TAIL_MAX;
+  const uint64_t tail_off = size - tail_len;
+  if (!s->bytes && !(tail_buf = malloc(tail_len))) return TSTOR__ERR(TSTOR_ENOMEM, "zip: out of memory");
+  if ((rc = fetch(s, tail_off, tail_len, tail_buf, &tail))) goto out;
+#define AT_TAIL(off) (tail + ((off) - tail_off))
+  /* the end of central directory record: the last one, before a comment */
+  uint64_t eocd = size - 22, stop = size - 22 > 65535 ? size - 22 - 65535 : 0;
+  for (;; eocd--) {
+    if (u32(AT_TAIL(eocd)) == 0x06054b50 && u16(AT_TAIL(eocd) + 20) == size - eocd - 22) break;
+    if (eocd == stop) {
+      rc = BAD("no end of central directory record (not a zip archive)");
+      goto out;
+    }
+  }
+  uint64_t count = u16(AT_TAIL(eocd) + 10), cd_size = u32(AT_TAIL(eocd) + 12), cd_off = u32(AT_TAIL(eocd) + 16);
+  if (u16(AT_TAIL(eocd) + 4) != 0 || u16(AT_TAIL(eocd) + 6) != 0) {
+    rc = BAD("multi-disk archives are not supported");
+    goto out;
+  }
+  uint64_t cd_end_limit = eocd;
   /* A zip64 locator before the record makes its values the real ones, as in
    * libzip (PyTorch's writer always adds the zip64 records). */
-  int has64 = eocd >= 20 && u32(d + eocd - 20) == 0x07064b50;
+  int has64 = eocd >= tail_off + 20 && u32(AT_TAIL(eocd - 20)) == 0x07064b50;
   if (has64 || count == 0xFFFF || cd_size == 0xFFFFFFFFu || cd_off == 0xFFFFFFFFu) {
-    if (!has64) return BAD("zip64 locator missing");
-    uint64_t e64 = u64(d + eocd - 20 + 8);
-    if (e64 > eocd - 20 || eocd - 20 - e64 < 56 || u32(d + e64) != 0x06064b50)
-      return BAD("zip64 end of central directory record missing or misplaced");
-    count = u64(d + e64 + 32);
-    cd_size = u64(d + e64 + 40);
-    cd_off = u64(d + e64 + 48);
-    cd_end_limit = (size_t)e64;
+    if (!has64) {
+      rc = BAD("zip64 locator missing");
+      goto out;
+    }
+    uint64_t e64 = u64(AT_TAIL(eocd - 20) + 8);
+    if (e64 > eocd - 20 || eocd - 20 - e64 < 56 || (rc = fetch(s, e64, 56, e64_buf, &e64p)) ||
+        u32(e64p) != 0x06064b50) {
+      if (!rc) rc = BAD("zip64 end of central directory record missing or misplaced");
+      goto out;
+    }
+    count = u64(e64p + 32);
+    cd_size = u64(e64p + 40);
+    cd_off = u64(e64p + 48);
+    cd_end_limit = e64;
   }
-  if (cd_off > cd_end_limit || cd_size > cd_end_limit - cd_off)
-    return BAD("central directory (%llu bytes at %llu) outside the archive",
-               (unsigned long long)cd_size, (unsigned long long)cd_off);
-  if (count > cd_size / 46) return BAD("%llu entries cannot fit a %llu-byte central directory",
-                                       (unsigned long long)count, (unsigned long long)cd_size);
+#undef AT_TAIL
+  if (cd_off > cd_end_limit || cd_size > cd_end_limit - cd_off) {
+    rc = BAD("central directory (%llu bytes at %llu) outside the archive", (unsigned long long)cd_size,
+             (unsigned long long)cd_off);
+    goto out;
+  }
+  if (count > cd_size / 46) {
+    rc = BAD("%llu entries cannot fit a %llu-byte central directory", (unsigned long long)count,
+             (unsigned long long)cd_size);
+    goto out;
+  }
+  /* Read from a file, the directory stays: the entries' names point into it. */
+  if (!s->bytes && (!(out->directory = malloc(cd_size ? (size_t)cd_size : 1)) ||
+                    !(name_buf = malloc(65535)))) {
+    rc = TSTOR__ERR(TSTOR_ENOMEM, "zip: out of memory for a %llu-byte directory", (unsigned long long)cd_size);
+    goto out;
+  }
+  const uint8_t *p, *end;
+  if ((rc = fetch(s, cd_off, (size_t)cd_size, out->directory, &p))) goto out;
+  end = p + cd_size;
   out->entries = calloc(count ? (size_t)count : 1, sizeof *out->entries);
-  if (!out->entries) return TSTOR__ERR(TSTOR_ENOMEM, "zip: out of memory for %llu entries", (unsigned long long)count);
-  const uint8_t *p = d + cd_off, *end = p + cd_size;
+  if (!out->entries) {
+    rc = TSTOR__ERR(TSTOR_ENOMEM, "zip: out of memory for %llu entries", (unsigned long long)count);
+    goto out;
+  }
   for (uint64_t i = 0; i < count; i++) {
     if (end - p < 46 || u32(p) != 0x02014b50) goto bad_cd;
     size_t nlen = u16(p + 28), xlen = u16(p + 30), clen = u16(p + 32);
@@ -143,39 +203,66 @@ int tstor__zip_index_read(const uint8_t *d, size_t size, tstor__zip_index *out) 
     e->name = (const char *)p + 46;
     e->name_len = nlen;
     out->n = (size_t)i + 1;
-    int rc = zip64_extra(p + 46 + nlen, xlen, &e->size, &e->comp_size, &loc);
-    if (rc) return rc;
-    if (flags & 1) return BAD("entry '%.*s' is encrypted", (int)nlen, e->name);
+    if ((rc = zip64_extra(p + 46 + nlen, xlen, &e->size, &e->comp_size, &loc))) goto out;
+    if (flags & 1) {
+      rc = BAD("entry '%.*s' is encrypted", (int)nlen, e->name);
+      goto out;
+    }
     /* the local header: its own name and extra lengths decide where data starts */
-    if (loc > size || size - loc < 30 || u32(d + loc) != 0x04034b50)
-      return BAD("entry '%.*s': no local header at offset %llu", (int)nlen, e->name,
-                 (unsigned long long)loc);
-    size_t lnlen = u16(d + loc + 26), lxlen = u16(d + loc + 28);
-    if (size - loc - 30 < lnlen + lxlen) return BAD("entry '%.*s': local header past the end", (int)nlen, e->name);
-    if (lnlen != nlen || memcmp(d + loc + 30, e->name, nlen) != 0)
-      return BAD("entry '%.*s': the local header names another file", (int)nlen, e->name);
+    if (loc > size || size - loc < 30 || (rc = fetch(s, loc, 30, lh_buf, &lh)) || u32(lh) != 0x04034b50) {
+      if (!rc) rc = BAD("entry '%.*s': no local header at offset %llu", (int)nlen, e->name, (unsigned long long)loc);
+      goto out;
+    }
+    size_t lnlen = u16(lh + 26), lxlen = u16(lh + 28);
+    if (size - loc - 30 < lnlen + lxlen) {
+      rc = BAD("entry '%.*s': local header past the end", (int)nlen, e->name);
+      goto out;
+    }
+    if (lnlen != nlen || (rc = fetch(s, loc + 30, nlen, name_buf, &lname)) || memcmp(lname, e->name, nlen) != 0) {
+      if (!rc) rc = BAD("entry '%.*s': the local header names another file", (int)nlen, e->name);
+      goto out;
+    }
     e->header_offset = loc;
     e->data_offset = loc + 30 + lnlen + lxlen;
-    if (e->comp_size > size - e->data_offset)
-      return BAD("entry '%.*s': %llu bytes at offset %llu run past the archive's %zu",
-                 (int)nlen, e->name, (unsigned long long)e->comp_size,
-                 (unsigned long long)e->data_offset, size);
-    if (e->method == 0 && e->comp_size != e->size)
-      return BAD("entry '%.*s' is stored with %llu bytes but claims %llu", (int)nlen, e->name,
-                 (unsigned long long)e->comp_size, (unsigned long long)e->size);
+    if (e->comp_size > size - e->data_offset) {
+      rc = BAD("entry '%.*s': %llu bytes at offset %llu run past the archive's %llu", (int)nlen, e->name,
+               (unsigned long long)e->comp_size, (unsigned long long)e->data_offset, (unsigned long long)size);
+      goto out;
+    }
+    if (e->method == 0 && e->comp_size != e->size) {
+      rc = BAD("entry '%.*s' is stored with %llu bytes but claims %llu", (int)nlen, e->name,
+               (unsigned long long)e->comp_size, (unsigned long long)e->size);
+      goto out;
+    }
     p += 46 + nlen + xlen + clen;
   }
-  int rc = no_overlap(out);
-  return rc ? rc : sort_by_name(out);
+  if (!(rc = no_overlap(out))) rc = sort_by_name(out);
+  goto out;
 bad_cd:
-  return BAD("central directory entry %zu is malformed", out->n);
+  rc = BAD("central directory entry %zu is malformed", out->n);
+out:
+  free(tail_buf);
+  free(name_buf);
+  return rc;
+}
+
+int tstor__zip_index_read(const uint8_t *data, size_t size, tstor__zip_index *out) {
+  zip_src s = {data, -1, size};
+  return index_read(&s, out);
+}
+
+int tstor__zip_index_read_fd(int fd, uint64_t size, tstor__zip_index *out) {
+  zip_src s = {NULL, fd, size};
+  return index_read(&s, out);
 }
 
 void tstor__zip_index_free(tstor__zip_index *ix) {
   free(ix->entries);
   free(ix->by_name);
+  free(ix->directory);
   ix->entries = NULL;
   ix->by_name = NULL;
+  ix->directory = NULL;
   ix->n = 0;
 }
 

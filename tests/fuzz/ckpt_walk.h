@@ -4,10 +4,16 @@
 #ifndef TSTOR_FUZZ_CKPT_WALK_H
 #define TSTOR_FUZZ_CKPT_WALK_H
 
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memfd_create */
+#endif
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <tstor/serialize.h>
 #include <tstor/tensor.h>
@@ -53,11 +59,49 @@ static void walk(const tstor_value *v, int depth) {
   if (tstor_value_dict_attributes(v)) walk(tstor_value_dict_attributes(v), depth + 1);
 }
 
-/* Loads `size` bytes with `load` read and borrowed; each must succeed and be
- * walked, or fail with a code and a message and hand out nothing. */
+/* Loads `size` bytes with `load` read and borrowed, and from a file with
+ * `load_file` (the default way: the zip directory and the records read from
+ * the descriptor); each must succeed and be walked, or fail with a code and a
+ * message and hand out nothing. The file and the read buffer must agree. */
 typedef int (*ckpt_loader)(tstor_context *, const void *, size_t, const tstor_load_options *,
                            tstor_checkpoint **);
-static void load_both_ways(ckpt_loader load, const uint8_t *data, size_t size) {
+typedef int (*ckpt_file_loader)(tstor_context *, const char *, const tstor_load_options *,
+                                tstor_checkpoint **);
+
+static int load_and_walk(int rc, tstor_checkpoint *ck) {
+  if (rc) {
+    if (ck || rc >= 0 || !tstor_last_error()[0]) abort();
+    return rc;
+  }
+  walk(tstor_checkpoint_root(ck), 0);
+  tstor_checkpoint_free(ck);
+  return 0;
+}
+
+/* The input as a file: a memfd (a regular file in memory) by its /proc path. */
+static int load_from_file(ckpt_file_loader load_file, const uint8_t *data, size_t size, int *rc) {
+  int fd = memfd_create("fuzz", MFD_CLOEXEC);
+  if (fd < 0) return -1;
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+  int ok = 0;
+  for (size_t done = 0; done < size;) {
+    ssize_t n = write(fd, data + done, size - done);
+    if (n <= 0) break;
+    done += (size_t)n;
+    ok = done == size;
+  }
+  if ((ok || size == 0) && access(path, R_OK) == 0) {
+    tstor_checkpoint *ck = NULL;
+    *rc = load_and_walk(load_file(ctx, path, NULL, &ck), ck);
+  } else {
+    ok = -1;
+  }
+  close(fd);
+  return ok < 0 ? -1 : 0;
+}
+
+static void load_every_way(ckpt_loader load, ckpt_file_loader load_file, const uint8_t *data, size_t size) {
   if (!ctx && tstor_context_open(NULL, &ctx) != 0) {
     fprintf(stderr, "fuzz: no context: %s\n", tstor_last_error());
     abort();
@@ -67,16 +111,17 @@ static void load_both_ways(ckpt_loader load, const uint8_t *data, size_t size) {
   if (!copy) return;
   memcpy(copy, data, size);
   static const unsigned modes[] = {TSTOR_LOAD_READ, TSTOR_LOAD_BORROW_BUFFER};
+  int read_rc = 0, file_rc;
   for (int m = 0; m < 2; m++) {
     tstor_load_options o = {sizeof o, NULL, modes[m]};
     tstor_checkpoint *ck = NULL;
-    int rc = load(ctx, copy, size, &o, &ck);
-    if (rc) {
-      if (ck || rc >= 0 || !tstor_last_error()[0]) abort();
-      continue;
-    }
-    walk(tstor_checkpoint_root(ck), 0);
-    tstor_checkpoint_free(ck);
+    int rc = load_and_walk(load(ctx, copy, size, &o, &ck), ck);
+    if (m == 0) read_rc = rc;
+  }
+  if (load_from_file(load_file, copy, size, &file_rc) == 0 && file_rc != read_rc) {
+    fprintf(stderr, "fuzz: the file load gave %s, the buffer load %s\n", tstor_err_name(file_rc),
+            tstor_err_name(read_rc));
+    abort();
   }
   free(copy);
 }

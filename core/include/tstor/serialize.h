@@ -55,8 +55,18 @@ typedef enum tstor_value_kind {
 /* ------------------------------------------------------------- loading */
 
 enum {
-  /* Read the storages into memory even where they could be mapped. */
+  /* Read the storages into memory: the default, as torch.load does. */
   TSTOR_LOAD_READ = 1 << 0,
+  /* Map the file instead, as torch.load(mmap=True): cpu storages whose records
+   * are stored uncompressed and aligned become copy-on-write views of the
+   * file, so a load costs almost nothing until the weights are used. The
+   * hazard, as with PyTorch's mmap=True: the file must stay as it is while
+   * any of those storages lives. torch.save rewrites a file in place
+   * (truncate, then write), so a trainer saving over a checkpoint a server
+   * loaded mapped changes the server's weights under it, and truncating it
+   * kills the server with SIGBUS when it next reads them. Not with
+   * TSTOR_LOAD_READ. */
+  TSTOR_LOAD_MMAP = 1 << 3,
   /* Check the CRC of every record of a torch.save file, not only of the
    * compressed ones. Off by default, as in PyTorch's reader: it costs a pass
    * over all the bytes (about 1 GB/s), and a mapped load would have to read
@@ -73,12 +83,13 @@ typedef struct tstor_load_options {
 } tstor_load_options;
 
 /* Loads the torch.save file at `path` (the zip format of PyTorch 1.6 and
- * later). opts may be NULL (defaults). On cpu, a storage whose record is
- * stored uncompressed and aligned is mapped from the file (copy-on-write:
- * writes stay in this process) unless TSTOR_LOAD_READ; elsewhere it is read.
- * Stored records' CRCs are checked with TSTOR_LOAD_VERIFY_CRC only. Tensors that shared a storage in the file share one tstor
- * storage. *out is
- * a new checkpoint the caller frees with tstor_checkpoint_free. */
+ * later). opts may be NULL (defaults). Regular files only. Every storage is
+ * read into memory of its own (records on several threads at once), and the
+ * file is closed on return; with TSTOR_LOAD_MMAP, cpu storages are mapped
+ * where they can be (see there). Stored records' CRCs are checked with
+ * TSTOR_LOAD_VERIFY_CRC only. Tensors that shared a storage in the file
+ * share one tstor storage. *out is a new checkpoint the caller frees with
+ * tstor_checkpoint_free. */
 TSTOR_EXTERN int tstor_torch_load(tstor_context *ctx, const char *path,
                                   const tstor_load_options *opts, tstor_checkpoint **out);
 
@@ -203,8 +214,9 @@ TSTOR_EXTERN int tstor_torch_save(const tstor_checkpoint *ck, const char *path);
  * lie inside the file and follow one another with no gap and no overlap up to
  * its end, and a __metadata__ object of strings only. The root is a dict of
  * name -> tensor in file order; each tensor has a storage of its own (the
- * format has no sharing), mapped from the file on cpu (copy-on-write) unless
- * TSTOR_LOAD_READ or unaligned. *out as for tstor_torch_load. */
+ * format has no sharing), read into memory, or with TSTOR_LOAD_MMAP mapped
+ * from the file on cpu (copy-on-write) where aligned. *out as for
+ * tstor_torch_load. */
 TSTOR_EXTERN int tstor_safetensors_load(tstor_context *ctx, const char *path,
                                         const tstor_load_options *opts, tstor_checkpoint **out);
 /* The same from memory (read; or borrowed with TSTOR_LOAD_BORROW_BUFFER). */
