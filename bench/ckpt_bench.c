@@ -1,14 +1,20 @@
-/* ckpt_bench PT SAFETENSORS [REPS]: times tstor's loads of one checkpoint in
- * both formats: mapped (the default on cpu), mapped and then every page of
- * every tensor touched once (what the first use of the weights costs), and
- * read into memory (TSTOR_LOAD_READ). Prints one line per variant: the
- * median and the best of REPS runs, in milliseconds, and the tensor count.
+/* ckpt_bench PT SAFETENSORS [REPS] [--cold] [--variant N]: times tstor's loads of one
+ * checkpoint in both formats: read into memory (the default), mapped
+ * (TSTOR_LOAD_MMAP), and mapped then every page of every tensor touched once
+ * (what the first use of the weights costs). Prints one line per variant:
+ * the median and the best of REPS runs, in milliseconds, and the tensor
+ * count. --cold drops both files from the page cache before every load
+ * (posix_fadvise DONTNEED), so that each reads from the disk. --variant N
+ * runs the Nth line alone (from 0), so that no variant meets memory an
+ * earlier one had the allocator keep.
  * bench/ckpt_vs_torch.py runs it beside torch.load of the same file. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <tstor/serialize.h>
 #include <tstor/tensor.h>
@@ -40,6 +46,21 @@ static void touch(const tstor_value *v) {
 
 typedef int (*loader)(tstor_context *, const char *, const tstor_load_options *, tstor_checkpoint **);
 
+static const char *cold_files[2];
+
+/* Drops the files' pages from the page cache (they are clean: nothing to
+ * write back), as after a reboot. */
+static void evict(void) {
+  for (int i = 0; i < 2 && cold_files[i]; i++) {
+    int fd = open(cold_files[i], O_RDONLY);
+    if (fd < 0 || posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) != 0) {
+      perror(cold_files[i]);
+      exit(1);
+    }
+    close(fd);
+  }
+}
+
 static void run(tstor_context *ctx, const char *label, loader load, const char *path, unsigned flags, int do_touch,
                 int reps) {
   double *t = calloc((size_t)reps, sizeof *t);
@@ -47,6 +68,7 @@ static void run(tstor_context *ctx, const char *label, loader load, const char *
   for (int r = 0; r < reps; r++) {
     tstor_load_options o = {sizeof o, "cpu", flags};
     tstor_checkpoint *ck;
+    if (cold_files[0]) evict();
     double t0 = now_ms();
     int rc = load(ctx, path, &o, &ck);
     if (rc) {
@@ -65,22 +87,42 @@ static void run(tstor_context *ctx, const char *label, loader load, const char *
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: ckpt_bench FILE.pt FILE.safetensors [REPS]\n");
+    fprintf(stderr, "usage: ckpt_bench FILE.pt FILE.safetensors [REPS] [--cold]\n");
     return 2;
   }
   int reps = argc > 3 ? atoi(argv[3]) : 5;
   if (reps < 1) reps = 1;
+  int only = -1;
+  for (int i = 4; i < argc; i++) {
+    if (strcmp(argv[i], "--cold") == 0) {
+      cold_files[0] = argv[1];
+      cold_files[1] = argv[2];
+    } else if (strcmp(argv[i], "--variant") == 0 && i + 1 < argc) {
+      only = atoi(argv[++i]);
+    }
+  }
   tstor_context *ctx;
   if (tstor_context_open(NULL, &ctx)) {
     fprintf(stderr, "%s\n", tstor_last_error());
     return 1;
   }
-  run(ctx, "tstor .pt mapped", tstor_torch_load, argv[1], 0, 0, reps);
-  run(ctx, "tstor .pt mapped + touch every page", tstor_torch_load, argv[1], 0, 1, reps);
-  run(ctx, "tstor .pt read into memory", tstor_torch_load, argv[1], TSTOR_LOAD_READ, 0, reps);
-  run(ctx, "tstor .safetensors mapped", tstor_safetensors_load, argv[2], 0, 0, reps);
-  run(ctx, "tstor .safetensors mapped + touch", tstor_safetensors_load, argv[2], 0, 1, reps);
-  run(ctx, "tstor .safetensors read into memory", tstor_safetensors_load, argv[2], TSTOR_LOAD_READ, 0, reps);
+  static const struct {
+    const char *label;
+    int safetensors;
+    unsigned flags;
+    int touch;
+  } variants[] = {
+      {"tstor .pt read (default)", 0, 0, 0},
+      {"tstor .pt mapped", 0, TSTOR_LOAD_MMAP, 0},
+      {"tstor .pt mapped + touch every page", 0, TSTOR_LOAD_MMAP, 1},
+      {"tstor .safetensors read (default)", 1, 0, 0},
+      {"tstor .safetensors mapped", 1, TSTOR_LOAD_MMAP, 0},
+      {"tstor .safetensors mapped + touch", 1, TSTOR_LOAD_MMAP, 1},
+  };
+  for (int v = 0; v < (int)(sizeof variants / sizeof variants[0]); v++)
+    if (only < 0 || only == v)
+      run(ctx, variants[v].label, variants[v].safetensors ? tstor_safetensors_load : tstor_torch_load,
+          argv[1 + variants[v].safetensors], variants[v].flags, variants[v].touch, reps);
   tstor_context_close(ctx);
   return 0;
 }
