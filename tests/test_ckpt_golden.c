@@ -12,12 +12,25 @@
 #include <stdarg.h>
 #include <dirent.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <tstor/serialize.h>
 #include <tstor/tensor.h>
 #include "cudasaved.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+#ifndef UNDER_ASAN
+#define UNDER_ASAN 0
+#endif
 
 #define CKDIR TSTOR_TEST_SRCDIR "/ckpt"
 
@@ -723,6 +736,65 @@ START_TEST(loads_outlive_their_file) {
 }
 END_TEST
 
+/* A small file cannot make a load use more than a stated multiple of its size:
+ * data.pkl at most 16 times the file, one value (about 100 bytes with its
+ * bookkeeping) per byte of it, so under 512 times the file's size, here with
+ * 8 MiB of slack for the process itself. Each load runs in a child, whose peak
+ * resident size is compared before and after; a 16 KB bomb took 1.5 GB before
+ * the bound. (Under ASan the shadow memory and the quarantine swamp the figure:
+ * there only the refusal is checked.) */
+START_TEST(small_files_cost_little) {
+  /* and a safetensors header of a million empty JSON arrays, 3 MB that a JSON
+   * parser turns into a million objects */
+  char st_path[] = "/tmp/tstor-json-bomb-XXXXXX";
+  int fd = mkstemp(st_path);
+  ck_assert_int_ge(fd, 0);
+  FILE *f = fdopen(fd, "wb");
+  ck_assert_ptr_nonnull(f);
+  const uint64_t arrays = 1000000, hlen = 7 + 3 * arrays; /* {"a":[ + [], * n - , + ]} */
+  for (int b = 0; b < 8; b++) fputc((int)(hlen >> (8 * b) & 0xff), f);
+  fputs("{\"a\":[", f);
+  for (uint64_t k = 0; k < arrays; k++) fputs(k ? ",[]" : "[]", f);
+  fputs("]}", f);
+  ck_assert_int_eq(fclose(f), 0);
+  static const char *const bombs[] = {"pickle_bomb.pt", "pickle_values_past_budget.pt", NULL};
+  for (size_t i = 0; i < sizeof bombs / sizeof bombs[0]; i++) {
+    char *path;
+    if (bombs[i]) ck_assert(asprintf(&path, CKDIR "/hostile/%s", bombs[i]) > 0);
+    else ck_assert_ptr_nonnull(path = strdup(st_path));
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+      struct rusage before, after;
+      getrusage(RUSAGE_SELF, &before);
+      tstor_checkpoint *ck = (tstor_checkpoint *)1;
+      int rc = bombs[i] ? tstor_torch_load(ctx, path, NULL, &ck) : tstor_safetensors_load(ctx, path, NULL, &ck);
+      getrusage(RUSAGE_SELF, &after);
+      long grew_kib = after.ru_maxrss - before.ru_maxrss, bound_kib = (long)(512 * st.st_size / 1024) + 8192;
+      if (!UNDER_ASAN && grew_kib > bound_kib) {
+        fprintf(stderr, "%s (%lld bytes): the load grew the process by %ld KiB, more than %ld\n", path,
+                (long long)st.st_size, grew_kib, bound_kib);
+        _exit(2);
+      }
+      if (rc != (bombs[i] ? TSTOR_ERANGE : TSTOR_EINVAL) || ck) {
+        fprintf(stderr, "%s: %s (%s), not refused\n", path, tstor_err_name(rc), tstor_last_error());
+        _exit(1);
+      }
+      _exit(0);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: the child failed (status 0x%x)", path,
+                  status);
+    free(path);
+  }
+  unlink(st_path);
+}
+END_TEST
+
 START_TEST(bad_arguments) {
   tstor_checkpoint *ck = (tstor_checkpoint *)1;
   ck_tstor_err(tstor_torch_load(ctx, NULL, NULL, &ck), TSTOR_EINVAL);
@@ -763,6 +835,7 @@ int main(void) {
   tcase_add_test(tc, saved_on_a_gpu);
   tcase_add_test(tc, saves_keep_what_the_path_is);
   tcase_add_test(tc, loads_outlive_their_file);
+  tcase_add_test(tc, small_files_cost_little);
   tcase_add_test(tc, bad_arguments);
   suite_add_tcase(s, tc);
   tc = tcase_create("bounds");

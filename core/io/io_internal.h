@@ -144,8 +144,9 @@ int tstor__utf8_valid(const char *s, size_t len);
 /* Runs the strict unpickler over `len` bytes; on success ck->root is set and
  * ck->storages lists the storages the tensors need (not loaded yet). On
  * failure the detail names the offset and the reason; ck keeps what was
- * allocated (tstor_checkpoint_free frees it). */
-int tstor__unpickle(tstor_checkpoint *ck, const uint8_t *data, size_t len);
+ * allocated (tstor_checkpoint_free frees it). Past max_values values in ck,
+ * TSTOR_ERANGE. */
+int tstor__unpickle(tstor_checkpoint *ck, const uint8_t *data, size_t len, size_t max_values);
 
 /* ------------------------------------------------------------------- zip */
 

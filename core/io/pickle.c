@@ -8,7 +8,10 @@
  * Resources are bounded by the input: the stack, the marks and the memo hold
  * at most one entry per byte of pickle (a memo index past the pickle's length
  * cannot come from a real pickler, which numbers its memo from 0), so a hostile
- * pickle cannot make us allocate more than a few times its own size. */
+ * pickle cannot make us allocate more than a few times its own size. Values,
+ * about 100 bytes each with their bookkeeping, are bounded by the caller's
+ * max_values: one per byte of the file, which a pickle stored as torch.save
+ * stores it can never exceed (no opcode builds two values). */
 #include "io_internal.h"
 
 #include <stdlib.h>
@@ -26,6 +29,7 @@ typedef struct unpickler {
   size_t memo_cap;
   size_t memo_len; /* slots in use: where MEMOIZE stores, as Python's len(memo) */
   tstor_value *none; /* one shared None */
+  size_t max_values; /* the checkpoint may hold no more values than this */
 } unpickler;
 
 #define FAIL(up, code, ...) fail_at((up), (code), __VA_ARGS__)
@@ -445,6 +449,9 @@ static int run(unpickler *up) {
   for (;;) {
     if (up->p >= up->end) return FAIL(up, TSTOR_EINVAL, "the pickle ends without STOP");
     up->op_at = (size_t)(up->p - up->start);
+    if (up->ck->nvalues > up->max_values)
+      return FAIL(up, TSTOR_ERANGE, "more than %zu values, one per byte of the file they came from: "
+                  "a pickle decompressed from fewer bytes than it builds values", up->max_values);
     uint8_t op = *up->p++;
     tstor_value *v = NULL, **items = NULL;
     size_t n = 0;
@@ -583,10 +590,11 @@ static int run(unpickler *up) {
   }
 }
 
-int tstor__unpickle(tstor_checkpoint *ck, const uint8_t *data, size_t len) {
+int tstor__unpickle(tstor_checkpoint *ck, const uint8_t *data, size_t len, size_t max_values) {
   unpickler up;
   memset(&up, 0, sizeof up);
   up.ck = ck;
+  up.max_values = max_values;
   up.start = up.p = data;
   up.end = data + len;
   int rc;

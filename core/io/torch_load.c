@@ -14,6 +14,7 @@
 #include <tstor/mapped.h>
 
 #define PICKLE_MAX ((uint64_t)1 << 30)     /* data.pkl of a state_dict is kilobytes */
+#define PICKLE_PER_FILE_BYTE 16            /* and no larger than this many times the file */
 #define EXPANDED_MAX ((uint64_t)1 << 24)   /* values, shared subtrees counted each time */
 
 typedef struct loader {
@@ -303,9 +304,16 @@ static int load(loader *ld, tstor_checkpoint **out) {
       goto fail;
     }
   }
-  if ((rc = read_small_record(ld, "data.pkl", PICKLE_MAX, &pkl, &pkl_len, 1))) goto fail;
+  /* What a small file can cost is bounded by its size, before anything is
+   * inflated or built: data.pkl at most PICKLE_PER_FILE_BYTE times the file
+   * (torch.save stores it, so it is part of the file; only a compressed one
+   * can be larger), and one value per byte of the file. */
+  const uint64_t input = ld->fd >= 0 ? ld->file_size : ld->nbytes;
+  uint64_t pkl_max = input > PICKLE_MAX / PICKLE_PER_FILE_BYTE ? PICKLE_MAX : input * PICKLE_PER_FILE_BYTE;
+  if ((rc = read_small_record(ld, "data.pkl", pkl_max, &pkl, &pkl_len, 1))) goto fail;
   if ((rc = tstor_checkpoint_new(&ck))) goto fail;
-  if ((rc = tstor__unpickle(ck, pkl, pkl_len))) goto fail;
+  if ((rc = tstor__unpickle(ck, pkl, pkl_len, (size_t)(input < SIZE_MAX - 16 ? input + 16 : SIZE_MAX))))
+    goto fail;
   if ((rc = tstor__tree_check(ck->root, EXPANDED_MAX))) goto fail;
   rc = ld->bytes ? tstor__zip_index_read(ld->bytes, ld->nbytes, &ld->ix)
                  : tstor__zip_index_read_fd(ld->fd, ld->file_size, &ld->ix);

@@ -334,6 +334,13 @@ bad("deep_nesting", zipped("a", [("data.pkl", PROTO + b"]" * 600 + b"a" * 599 + 
     "TSTOR_EINVAL", "deeper than 512")
 bad("exponential_dag", zipped("a", [("data.pkl", PROTO + b"N" + b"q\x00h\x00\x86" * 60 + b".")]),
     "TSTOR_EOVERFLOW", "expands to more than")
+# decompression bombs: data.pkl deflated from a file thousands of times smaller
+# (refused before it is inflated), and one just small enough to inflate whose
+# opcodes would each build a value (refused by the one-value-per-file-byte bound)
+bad("pickle_bomb", zipped("a", [("data.pkl", PROTO + b"]" * (16 << 20) + b".")], zipfile.ZIP_DEFLATED),
+    "TSTOR_ERANGE", "larger than the")
+bad("pickle_values_past_budget", zipped("a", [("data.pkl", PROTO + b"]" * 10000 + b"."), ("pad", random.Random(1).randbytes(1000))],
+                                         zipfile.ZIP_DEFLATED), "TSTOR_ERANGE", "one per byte of the file")
 bad("long_int_9_bytes", zipped("a", [("data.pkl", PROTO + b"\x8a\x09" + b"\x01" * 9 + b".")]),
     "TSTOR_ERANGE", "does not fit in 64 bits")
 bad("protocol_0", zipped("a", [("data.pkl", b"\x80\x00N.")]), "TSTOR_EINVAL", "protocol 0")

@@ -19,6 +19,14 @@
  * value that contains itself) is refused with TSTOR_EINVAL, TSTOR_ERANGE or
  * TSTOR_EOVERFLOW and a message saying where; nothing is leaked.
  *
+ * What a file can cost is bounded by its size, as it is read: data.pkl may
+ * inflate to at most 16 times the file (and 1 GiB; torch.save stores it
+ * uncompressed, so a real one is part of the file) and may build at most one
+ * value per byte of the file, so the tree takes under 512 times the file's
+ * size; storages take what their records hold (a compressed record at most
+ * deflate's 1032 times its bytes). Past a bound, TSTOR_ERANGE before the
+ * memory is spent.
+ *
  * Conventions as in tstor.h: 0 or a negative TSTOR_E* code, detail in
  * tstor_last_error(), a failed call leaves *out NULL and nothing allocated.
  */
