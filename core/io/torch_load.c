@@ -38,9 +38,28 @@ static int zip_failure(zip_error_t *e, const char *what) {
   return rc;
 }
 
-/* Index of entry `name` in the libzip archive, or -1. */
-static zip_int64_t entry_index(loader *ld, const char *name) {
-  return zip_name_locate(ld->z, name, ZIP_FL_ENC_RAW);
+/* Entry `name`, by its raw name in the central directory (what torch.load
+ * reads), and *idx its index for libzip (both number entries in directory
+ * order); NULL when absent. Never a name from libzip: it replaces an entry's
+ * name with the one in an Info-ZIP Unicode Path extra field, so that a file
+ * could name one record for torch.load and another for libzip. */
+static const tstor__zip_entry *entry_named(loader *ld, const char *name, zip_int64_t *idx) {
+  const tstor__zip_entry *e = tstor__zip_find(&ld->ix, name);
+  *idx = e ? (zip_int64_t)(e - ld->ix.entries) : -1;
+  return e;
+}
+
+/* What libzip says of entry idx must be what the directory says: one archive,
+ * read two ways, or neither is trusted. */
+static int cross_check(loader *ld, zip_int64_t idx, const tstor__zip_entry *e) {
+  zip_stat_t st;
+  if (zip_stat_index(ld->z, (zip_uint64_t)idx, ZIP_FL_UNCHANGED, &st) != 0)
+    return TSTOR__ERR(TSTOR_EINVAL, "record '%.*s': %s", (int)e->name_len, e->name, zip_strerror(ld->z));
+  if (!(st.valid & ZIP_STAT_SIZE) || !(st.valid & ZIP_STAT_COMP_SIZE) || !(st.valid & ZIP_STAT_COMP_METHOD) ||
+      st.size != e->size || st.comp_size != e->comp_size || st.comp_method != e->method)
+    return TSTOR__ERR(TSTOR_EINVAL, "record '%.*s': libzip reads other sizes or another method than the "
+                      "central directory gives", (int)e->name_len, e->name);
+  return 0;
 }
 
 /* Reads all of entry `idx` (`size` bytes) into dst through libzip, which
@@ -74,27 +93,23 @@ static int read_entry(loader *ld, zip_int64_t idx, const char *name, void *dst, 
   return rc;
 }
 
-static int entry_size(loader *ld, zip_int64_t idx, const char *name, uint64_t *size) {
-  zip_stat_t st;
-  if (zip_stat_index(ld->z, (zip_uint64_t)idx, 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE))
-    return TSTOR__ERR(TSTOR_EINVAL, "record '%s': %s", name, zip_strerror(ld->z));
-  *size = st.size;
-  return 0;
-}
-
 /* The folder holding data.pkl: torch.save writes "NAME/data.pkl" with one
  * folder of any name (1.13 uses the file's stem, later versions "archive"). */
 static int find_prefix(loader *ld) {
-  zip_int64_t n = zip_get_num_entries(ld->z, 0);
-  for (zip_int64_t i = 0; i < n; i++) {
-    const char *name = zip_get_name(ld->z, (zip_uint64_t)i, ZIP_FL_ENC_RAW);
-    if (!name) continue;
-    const char *slash = strchr(name, '/');
-    if (!slash || slash == name || strcmp(slash, "/data.pkl") != 0) continue;
+  static const char tail[] = "/data.pkl";
+  const size_t tlen = sizeof tail - 1;
+  for (size_t i = 0; i < ld->ix.n; i++) {
+    const tstor__zip_entry *e = &ld->ix.entries[i];
+    const char *slash = memchr(e->name, '/', e->name_len);
+    if (!slash || slash == e->name || (size_t)(e->name + e->name_len - slash) != tlen ||
+        memcmp(slash, tail, tlen) != 0)
+      continue;
+    if (memchr(e->name, '\0', e->name_len))
+      return TSTOR__ERR(TSTOR_EINVAL, "an entry's name holds a NUL byte");
     if (ld->prefix)
-      return TSTOR__ERR(TSTOR_EINVAL, "the archive holds two data.pkl records ('%s/data.pkl' and '%s')",
-                        ld->prefix, name);
-    ld->prefix = strndup(name, (size_t)(slash - name));
+      return TSTOR__ERR(TSTOR_EINVAL, "the archive holds two data.pkl records ('%s/data.pkl' and '%.*s')",
+                        ld->prefix, (int)e->name_len, e->name);
+    ld->prefix = strndup(e->name, (size_t)(slash - e->name));
     if (!ld->prefix) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
   }
   if (!ld->prefix)
@@ -116,13 +131,14 @@ static int read_small_record(loader *ld, const char *tail, uint64_t max, uint8_t
   char *name = record_name(ld, tail);
   if (!name) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
   int rc = 0;
-  zip_int64_t idx = entry_index(ld, name);
-  uint64_t size = 0;
-  if (idx < 0) {
+  zip_int64_t idx;
+  const tstor__zip_entry *e = entry_named(ld, name, &idx);
+  if (!e) {
     if (required) rc = TSTOR__ERR(TSTOR_EINVAL, "the archive has no record '%s'", name);
     goto out;
   }
-  if ((rc = entry_size(ld, idx, name, &size))) goto out;
+  if ((rc = cross_check(ld, idx, e))) goto out;
+  uint64_t size = e->size;
   if (size > max) {
     rc = TSTOR__ERR(TSTOR_ERANGE, "record '%s' of %llu bytes is larger than the %llu allowed", name,
                     (unsigned long long)size, (unsigned long long)max);
@@ -177,14 +193,15 @@ static int load_storage(loader *ld, tstor__storage_rec *r, int *queued) {
   snprintf(tail, sizeof tail, "data/%s", r->key);
   char *name = record_name(ld, tail);
   if (!name) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
-  zip_int64_t idx = entry_index(ld, name);
-  uint64_t size = 0;
+  zip_int64_t idx;
+  const tstor__zip_entry *e = entry_named(ld, name, &idx);
   tstor_storage *host = NULL;
-  if (idx < 0) {
+  if (!e) {
     rc = TSTOR__ERR(TSTOR_EINVAL, "storage '%s' has no record '%s' in the archive", r->key, name);
     goto out;
   }
-  if ((rc = entry_size(ld, idx, name, &size))) goto out;
+  if ((rc = cross_check(ld, idx, e))) goto out;
+  uint64_t size = e->size;
   if (size != nbytes) {
     rc = TSTOR__ERR(TSTOR_ERANGE, "record '%s' holds %llu bytes, but storage '%s' is %lld %s elements (%llu bytes)",
                     name, (unsigned long long)size, r->key, (long long)r->numel,
@@ -205,8 +222,7 @@ static int load_storage(loader *ld, tstor__storage_rec *r, int *queued) {
    * PyTorch's reader, those paths check the CRC only when asked
    * (TSTOR_LOAD_VERIFY_CRC: it costs a pass over the bytes at about 1 GB/s);
    * compressed records go through libzip, which always checks it. */
-  const tstor__zip_entry *e = tstor__zip_find(&ld->ix, name);
-  int stored = e && e->method == 0 && e->size == nbytes;
+  int stored = e->method == 0;
   /* Bytes to be swapped are never a view: the swap would write to the
    * caller's borrowed buffer (const, maybe read-only, maybe loaded again). */
   int swap = ld->big_endian && esize > 1;
@@ -293,6 +309,14 @@ static int load(loader *ld, tstor_checkpoint **out) {
   uint8_t *pkl = NULL, *order = NULL;
   size_t pkl_len = 0, order_len = 0;
   int rc;
+  rc = ld->bytes ? tstor__zip_index_read(ld->bytes, ld->nbytes, &ld->ix)
+                 : tstor__zip_index_read_fd(ld->fd, ld->file_size, &ld->ix);
+  if (rc) goto fail;
+  if ((zip_uint64_t)zip_get_num_entries(ld->z, 0) != ld->ix.n) {
+    rc = TSTOR__ERR(TSTOR_EINVAL, "libzip finds %lld entries, the central directory %zu",
+                    (long long)zip_get_num_entries(ld->z, 0), ld->ix.n);
+    goto fail;
+  }
   if ((rc = find_prefix(ld))) goto fail;
   if ((rc = read_small_record(ld, "byteorder", 16, &order, &order_len, 0))) goto fail;
   if (order) {
@@ -315,9 +339,6 @@ static int load(loader *ld, tstor_checkpoint **out) {
   if ((rc = tstor__unpickle(ck, pkl, pkl_len, (size_t)(input < SIZE_MAX - 16 ? input + 16 : SIZE_MAX))))
     goto fail;
   if ((rc = tstor__tree_check(ck->root, EXPANDED_MAX))) goto fail;
-  rc = ld->bytes ? tstor__zip_index_read(ld->bytes, ld->nbytes, &ld->ix)
-                 : tstor__zip_index_read_fd(ld->fd, ld->file_size, &ld->ix);
-  if (rc) goto fail;
   if ((rc = load_storages(ld, ck))) goto fail;
   if ((rc = bind_tensors(ck))) goto fail;
   free(pkl);

@@ -1,12 +1,15 @@
-/* Where each entry's bytes lie in a zip archive, in memory or in a file.
+/* Where each entry's bytes lie in a zip archive, in memory or in a file, and
+ * what each entry is called.
  *
- * libzip reads and checks archives for us (torch_load.c), but it exposes no
- * entry's data offset, and mapping a storage straight from the file needs
- * exactly that. So this file reads the central directory (zip64 included)
- * and each local header, strictly: every count, size and offset is checked
- * against the archive before it is used, and the result is cross-checked
- * with what libzip says about the same entries. On failure the caller still
- * frees the index (tstor__zip_index_free). */
+ * libzip inflates and checks archives for us (torch_load.c), but it exposes
+ * no entry's data offset, which reading or mapping a storage straight from
+ * the file needs, and its names are not the raw ones torch.load reads (it
+ * applies the Info-ZIP Unicode Path extra field). So this file reads the
+ * central directory (zip64 included) and each local header, strictly: every
+ * count, size and offset is checked against the archive before it is used;
+ * torch_load.c finds every entry here by its raw name and cross-checks what
+ * libzip says about it. On failure the caller still frees the index
+ * (tstor__zip_index_free). */
 #include "io_internal.h"
 
 #include <stdlib.h>

@@ -418,6 +418,24 @@ plain = zipfile.ZipFile(io.BytesIO(buf.getvalue()))
 recs = [(n.split("/", 1)[1], plain.read(n)) for n in plain.namelist()]
 good_variant("deflated", zipped("archive", recs, zipfile.ZIP_DEFLATED))
 good_variant("unaligned", zipped("archive", recs))
+
+
+def unicode_path(raw, shown):
+    """Info-ZIP's Unicode Path extra field: readers that apply it (libzip by
+    default) see `shown` where the header says `raw`; torch.load reads raw."""
+    body = b"\x01" + struct.pack("<I", zlib.crc32(raw.encode())) + shown.encode()
+    return struct.pack("<HH", 0x7075, len(body)) + body
+
+
+# two storages whose records claim each other's names in that field
+ubuf = io.BytesIO()
+with zipfile.ZipFile(ubuf, "w") as z:
+    for rec, data in [(r, d) for r, d in recs]:
+        zi = zipfile.ZipInfo("archive/" + rec, date_time=FIXED)
+        if rec in ("data/0", "data/1"):
+            zi.extra = unicode_path("archive/" + rec, "archive/data/" + ("1" if rec == "data/0" else "0"))
+        z.writestr(zi, data)
+good_variant("unicode_path_swaps_records", ubuf.getvalue())
 storage_dtype = {}
 # which record holds which dtype: read it from the pickle's persistent ids
 import pickle  # noqa: E402
