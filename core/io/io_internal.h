@@ -136,6 +136,9 @@ long tstor__storage_find(const tstor_checkpoint *ck, const char *key, size_t key
  * no unpickler-only kinds, and at most `max_expanded` values when shared
  * subtrees are counted each time they appear. */
 int tstor__tree_check(tstor_value *root, uint64_t max_expanded);
+/* A 64-bit hash keyed per process (splitmix64's finaliser over x and a random
+ * key), for tables whose keys a file chooses. */
+uint64_t tstor__hash_u64(uint64_t x);
 /* 1 when s holds valid UTF-8 (surrogates allowed, as Python's surrogatepass). */
 int tstor__utf8_valid(const char *s, size_t len);
 

@@ -6,9 +6,9 @@
  * list.
  *
  * Resources are bounded by the input: the stack, the marks and the memo hold
- * at most one entry per byte of pickle (a memo index past the pickle's length
- * cannot come from a real pickler, which numbers its memo from 0), so a hostile
- * pickle cannot make us allocate more than a few times its own size. Values,
+ * at most one entry per byte of pickle (the memo is a table of the indices
+ * stored, like Python's dict, not an array as long as the largest), so a
+ * hostile pickle cannot make us allocate more than a few times its own size. Values,
  * about 100 bytes each with their bookkeeping, are bounded by the caller's
  * max_values: one per byte of the file, which a pickle stored as torch.save
  * stores it can never exceed (no opcode builds two values). */
@@ -16,6 +16,12 @@
 
 #include <stdlib.h>
 #include <string.h>
+
+/* Python's memo is a dict: any index, stored in any order. */
+typedef struct memo_slot {
+  uint64_t idx;
+  tstor_value *v; /* NULL: an empty slot */
+} memo_slot;
 
 typedef struct unpickler {
   tstor_checkpoint *ck;
@@ -25,9 +31,9 @@ typedef struct unpickler {
   size_t sp, stack_cap;
   size_t *marks;
   size_t nmarks, marks_cap;
-  tstor_value **memo;
+  memo_slot *memo; /* open addressing on the index, at most half full */
   size_t memo_cap;
-  size_t memo_len; /* slots in use: where MEMOIZE stores, as Python's len(memo) */
+  size_t memo_len; /* indices stored: where MEMOIZE stores, as Python's len(memo) */
   tstor_value *none; /* one shared None */
   size_t max_values; /* the checkpoint may hold no more values than this */
 } unpickler;
@@ -415,33 +421,37 @@ static int make_tuple(unpickler *up, tstor_value **items, size_t n) {
   return push(up, t);
 }
 
+static memo_slot *memo_find(memo_slot *slots, size_t cap, uint64_t idx) {
+  size_t mask = cap - 1, at = tstor__hash_u64(idx) & mask;
+  while (slots[at].v && slots[at].idx != idx) at = (at + 1) & mask;
+  return &slots[at];
+}
+
 static int memo_put(unpickler *up, uint64_t idx) {
   tstor_value *v = NULL;
   int rc = top(up, &v);
   if (rc) return rc;
-  size_t len = (size_t)(up->end - up->start);
-  if (idx >= len)
-    return FAIL(up, TSTOR_ERANGE, "memo index %llu past what a pickle of %zu bytes can number",
-                (unsigned long long)idx, len);
-  if (idx >= up->memo_cap) {
-    size_t cap = up->memo_cap ? up->memo_cap : 64;
-    while (cap <= idx) cap *= 2;
-    if (cap > len) cap = len;
-    tstor_value **m = realloc(up->memo, cap * sizeof *m);
+  if (2 * (up->memo_len + 1) > up->memo_cap) {
+    size_t cap = up->memo_cap ? up->memo_cap * 2 : 64;
+    memo_slot *m = calloc(cap, sizeof *m);
     if (!m) return TSTOR__ERR(TSTOR_ENOMEM, "data.pkl: out of memory for the memo");
-    memset(m + up->memo_cap, 0, (cap - up->memo_cap) * sizeof *m);
+    for (size_t i = 0; i < up->memo_cap; i++)
+      if (up->memo[i].v) *memo_find(m, cap, up->memo[i].idx) = up->memo[i];
+    free(up->memo);
     up->memo = m;
     up->memo_cap = cap;
   }
-  if (!up->memo[idx]) up->memo_len++;
-  up->memo[idx] = v;
+  memo_slot *slot = memo_find(up->memo, up->memo_cap, idx);
+  if (!slot->v) up->memo_len++;
+  slot->idx = idx;
+  slot->v = v;
   return 0;
 }
 
 static int memo_get(unpickler *up, uint64_t idx) {
-  if (idx >= up->memo_cap || !up->memo[idx])
-    return FAIL(up, TSTOR_EINVAL, "memo index %llu was never stored", (unsigned long long)idx);
-  return push(up, up->memo[idx]);
+  memo_slot *slot = up->memo_cap ? memo_find(up->memo, up->memo_cap, idx) : NULL;
+  if (!slot || !slot->v) return FAIL(up, TSTOR_EINVAL, "memo index %llu was never stored", (unsigned long long)idx);
+  return push(up, slot->v);
 }
 
 static int run(unpickler *up) {
@@ -465,10 +475,9 @@ static int run(unpickler *up) {
       case 0x95: /* FRAME: a length hint, nothing to do */
         if ((rc = operand(up, 8, &arg))) return rc;
         break;
-      case '.': /* STOP */
-        if (up->nmarks) return FAIL(up, TSTOR_EINVAL, "STOP with a MARK still open");
-        if (up->sp != 1) return FAIL(up, TSTOR_EINVAL, "STOP with %zu values on the stack, not 1", up->sp);
-        up->ck->root = up->stack[0];
+      case '.': /* STOP: the top value, whatever lies under it (as Python's load_stop) */
+        if (up->sp == 0) return FAIL(up, TSTOR_EINVAL, "STOP with nothing on the stack");
+        up->ck->root = up->stack[up->sp - 1];
         return 0;
       case '(': { /* MARK */
         size_t *m = tstor__io_grow(up->marks, &up->marks_cap, up->nmarks, sizeof *m, 32,

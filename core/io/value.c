@@ -118,6 +118,8 @@ static uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+uint64_t tstor__hash_u64(uint64_t x) { return mix(x); }
+
 /* FNV-1a from a start the hash key decides, then mixed. */
 static uint64_t hash_bytes(const char *p, size_t n) {
   pthread_once(&hash_key_once, hash_key_init);

@@ -1,0 +1,188 @@
+/* The listing of a loaded checkpoint in the format of tests/ckpt/describe.py,
+ * which describes what torch.load returned: one line per value, with each
+ * tensor's dtype, layout, storage number (sharing) and an FNV-1a hash of its
+ * elements. Shared by the golden test and the differential test; for Check
+ * suites (failures are ck_assert). */
+#ifndef TSTOR_TEST_CKPTLIST_H
+#define TSTOR_TEST_CKPTLIST_H
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <check.h>
+#include <tstor/serialize.h>
+#include <tstor/tensor.h>
+
+typedef struct text {
+  char *s;
+  size_t len, cap;
+} text;
+
+static void put(text *t, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *line = NULL;
+  int n = vasprintf(&line, fmt, ap);
+  va_end(ap);
+  ck_assert(n >= 0);
+  if (t->len + (size_t)n + 1 > t->cap) {
+    t->cap = (t->len + (size_t)n + 1) * 2;
+    t->s = realloc(t->s, t->cap);
+    ck_assert_ptr_nonnull(t->s);
+  }
+  memcpy(t->s + t->len, line, (size_t)n + 1);
+  t->len += (size_t)n;
+  free(line);
+}
+
+static char *hex(const void *p, size_t n) {
+  char *s = malloc(2 * n + 2);
+  ck_assert_ptr_nonnull(s);
+  if (!n) return strcpy(s, "-");
+  for (size_t i = 0; i < n; i++) sprintf(s + 2 * i, "%02x", ((const unsigned char *)p)[i]);
+  return s;
+}
+
+static uint64_t fnv_step(uint64_t h, const unsigned char *p, size_t n) {
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+/* FNV-1a over the elements in row-major order, read through the strides. */
+static uint64_t tensor_fnv(const tstor_tensor *t) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  int nd = tstor_tensor_dim(t);
+  const int64_t *sz = tstor_tensor_sizes(t), *st = tstor_tensor_strides(t);
+  int64_t n = tstor_tensor_numel(t);
+  if (n == 0) return h;
+  const unsigned char *base = tstor_tensor_data(t);
+  ck_assert_ptr_nonnull(base);
+  size_t es = tstor_dtype_size(tstor_tensor_dtype(t));
+  int64_t idx[TSTOR_TENSOR_MAX_DIM] = {0};
+  for (int64_t k = 0; k < n; k++) {
+    int64_t off = 0;
+    for (int d = 0; d < nd; d++) off += idx[d] * st[d];
+    h = fnv_step(h, base + off * (int64_t)es, es);
+    for (int d = nd - 1; d >= 0; d--) {
+      if (++idx[d] < sz[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return h;
+}
+
+typedef struct lister {
+  text out;
+  tstor_storage *seen[4096];
+  int nseen;
+  int with_data;
+} lister;
+
+static int storage_number(lister *l, tstor_storage *s) {
+  for (int i = 0; i < l->nseen; i++)
+    if (l->seen[i] == s) return i;
+  ck_assert_int_lt(l->nseen, 4096);
+  l->seen[l->nseen] = s;
+  return l->nseen++;
+}
+
+static void ints(text *t, const int64_t *v, int n) {
+  for (int i = 0; i < n; i++) put(t, i ? ",%" PRId64 : "%" PRId64, v[i]);
+}
+
+static void keyrepr(text *t, const tstor_value *k) {
+  switch (tstor_value_kind_of(k)) {
+    case TSTOR_VALUE_STRING: {
+      size_t len;
+      const char *s = tstor_value_string(k, &len);
+      char *h = hex(s, len);
+      put(t, "s:%s", h);
+      free(h);
+      break;
+    }
+    case TSTOR_VALUE_INT: put(t, "i:%" PRId64, tstor_value_int(k)); break;
+    case TSTOR_VALUE_BOOL: put(t, "b:%d", tstor_value_bool(k)); break;
+    case TSTOR_VALUE_NONE: put(t, "n"); break;
+    case TSTOR_VALUE_FLOAT: {
+      double d = tstor_value_float(k);
+      uint64_t b;
+      memcpy(&b, &d, 8);
+      put(t, "f:%016" PRIx64, b);
+      break;
+    }
+    default: ck_abort_msg("unexpected key kind");
+  }
+}
+
+static void walk(lister *l, const char *path, const tstor_value *v) {
+  text *t = &l->out;
+  tstor_value_kind k = tstor_value_kind_of(v);
+  switch (k) {
+    case TSTOR_VALUE_NONE: put(t, "%s none\n", path); return;
+    case TSTOR_VALUE_BOOL: put(t, "%s bool %d\n", path, tstor_value_bool(v)); return;
+    case TSTOR_VALUE_INT: put(t, "%s int %" PRId64 "\n", path, tstor_value_int(v)); return;
+    case TSTOR_VALUE_FLOAT: {
+      double d = tstor_value_float(v);
+      uint64_t b;
+      memcpy(&b, &d, 8);
+      put(t, "%s float %016" PRIx64 "\n", path, b);
+      return;
+    }
+    case TSTOR_VALUE_STRING: {
+      size_t len;
+      const char *s = tstor_value_string(v, &len);
+      char *h = hex(s, len);
+      put(t, "%s str %s\n", path, h);
+      free(h);
+      return;
+    }
+    case TSTOR_VALUE_TENSOR: {
+      tstor_tensor *x = tstor_value_tensor(v);
+      ck_assert_ptr_nonnull(x);
+      tstor_storage *s = tstor_tensor_storage(x);
+      put(t, "%s tensor %s sizes=", path, tstor_dtype_name(tstor_tensor_dtype(x)));
+      ints(t, tstor_tensor_sizes(x), tstor_tensor_dim(x));
+      put(t, " strides=");
+      ints(t, tstor_tensor_strides(x), tstor_tensor_dim(x));
+      put(t, " offset=%" PRId64 " storage=%d snbytes=%zu grad=%d fnv=", tstor_tensor_storage_offset(x),
+          storage_number(l, s), tstor_storage_nbytes(s), tstor_value_requires_grad(v));
+      if (l->with_data) put(t, "%016" PRIx64 "\n", tensor_fnv(x));
+      else put(t, "-\n");
+      return;
+    }
+    default: break;
+  }
+  size_t n = tstor_value_len(v);
+  put(t, "%s %s %zu\n", path, tstor_value_kind_name(k), n);
+  for (size_t i = 0; i < n; i++) {
+    text sub = {0};
+    put(&sub, "%s[", path);
+    if (k == TSTOR_VALUE_DICT) keyrepr(&sub, tstor_value_key(v, i));
+    else put(&sub, "%zu", i);
+    put(&sub, "]");
+    walk(l, sub.s, tstor_value_item(v, i));
+    free(sub.s);
+  }
+  const tstor_value *attrs = tstor_value_dict_attributes(v);
+  if (attrs) {
+    text sub = {0};
+    put(&sub, "%s@", path);
+    walk(l, sub.s, attrs);
+    free(sub.s);
+  }
+}
+
+static char *list_checkpoint(const tstor_checkpoint *ck, int with_data) {
+  lister *l = calloc(1, sizeof *l);
+  l->with_data = with_data;
+  walk(l, "$", tstor_checkpoint_root(ck));
+  char *s = l->out.s;
+  free(l);
+  return s;
+}
+
+#endif
