@@ -206,7 +206,9 @@ static int is_str(const tstor_value *v, const char *s) {
 
 /* ('storage', storage_class, key, location, numel): torch.save's reference to
  * the record data/KEY. The same key may be named many times (every view of a
- * storage names it); it must name the same dtype and size each time. */
+ * storage names it): as in torch.load, the first names its dtype, size and
+ * location, and later ones only find it (torch.load reads nothing else of
+ * them). */
 static int op_binpersid(unpickler *up) {
   tstor_value *pid = NULL;
   int rc = pop(up, &pid);
@@ -218,31 +220,26 @@ static int op_binpersid(unpickler *up) {
     return FAIL(up, TSTOR_EACCES, "only persistent ids of storages are allowed");
   if (f[1]->kind != TSTOR__VALUE_GLOBAL || f[1]->u.i != TSTOR__G_STORAGE_CLASS)
     return FAIL(up, TSTOR_EINVAL, "a storage's class must be a torch.*Storage");
-  if (f[2]->kind != TSTOR_VALUE_STRING || f[3]->kind != TSTOR_VALUE_STRING)
-    return FAIL(up, TSTOR_EINVAL, "a storage's key and location must be strings");
-  if (f[4]->kind != TSTOR_VALUE_INT || f[4]->u.i < 0)
-    return FAIL(up, TSTOR_EINVAL, "a storage's size must be a non-negative int");
+  if (f[2]->kind != TSTOR_VALUE_STRING)
+    return FAIL(up, TSTOR_EINVAL, "a storage's key must be a string");
   const tstor_value *key = f[2];
-  if (!key->u.str.len || memchr(key->u.str.s, '/', key->u.str.len) ||
-      memchr(key->u.str.s, '\0', key->u.str.len) || is_str(key, ".") || is_str(key, ".."))
-    return FAIL(up, TSTOR_EINVAL, "storage key '%.*s' is not a record name",
-                (int)(key->u.str.len > 100 ? 100 : key->u.str.len), key->u.str.s);
-  tstor_dtype dt = (tstor_dtype)f[1]->u.tensor.ndim;
-  int64_t numel = f[4]->u.i;
-  if ((uint64_t)numel > (uint64_t)INT64_MAX / tstor_dtype_size(dt))
-    return FAIL(up, TSTOR_EOVERFLOW, "storage '%s' of %lld %s elements: the byte size overflows",
-                key->u.str.s, (long long)numel, tstor_dtype_name(dt));
   long idx = tstor__storage_find(up->ck, key->u.str.s, key->u.str.len);
-  if (idx >= 0) {
-    const tstor__storage_rec *r = &up->ck->storages[idx];
-    if (r->dtype != dt || r->numel != numel)
-      return FAIL(up, TSTOR_EINVAL,
-                  "storage '%s' is named as %lld %s elements and as %lld %s elements",
-                  r->key, (long long)r->numel, tstor_dtype_name(r->dtype), (long long)numel,
-                  tstor_dtype_name(dt));
-  } else {
-    rc = tstor__storage_add(up->ck, key->u.str.s, key->u.str.len, dt, numel, f[3]->u.str.s,
-                            f[3]->u.str.len, &idx);
+  if (idx < 0) {
+    if (!key->u.str.len || memchr(key->u.str.s, '/', key->u.str.len) ||
+        memchr(key->u.str.s, '\0', key->u.str.len) || is_str(key, ".") || is_str(key, ".."))
+      return FAIL(up, TSTOR_EINVAL, "storage key '%.*s' is not a record name",
+                  (int)(key->u.str.len > 100 ? 100 : key->u.str.len), key->u.str.s);
+    if (f[3]->kind != TSTOR_VALUE_STRING)
+      return FAIL(up, TSTOR_EINVAL, "a storage's location must be a string");
+    if (f[4]->kind != TSTOR_VALUE_INT || f[4]->u.i < 0)
+      return FAIL(up, TSTOR_EINVAL, "a storage's size must be a non-negative int");
+    tstor_dtype dt = (tstor_dtype)f[1]->u.tensor.ndim;
+    int64_t numel = f[4]->u.i;
+    if ((uint64_t)numel > (uint64_t)INT64_MAX / tstor_dtype_size(dt))
+      return FAIL(up, TSTOR_EOVERFLOW, "storage '%s' of %lld %s elements: the byte size overflows",
+                  key->u.str.s, (long long)numel, tstor_dtype_name(dt));
+    rc = tstor__storage_add(up->ck, key->u.str.s, key->u.str.len, dt, numel, f[3]->u.str.s, f[3]->u.str.len,
+                            &idx);
     if (rc) return rc;
   }
   tstor_value *s = new_value(up, TSTOR__VALUE_STORAGE);

@@ -62,15 +62,19 @@ static int cross_check(loader *ld, zip_int64_t idx, const tstor__zip_entry *e) {
   return 0;
 }
 
-/* Reads all of entry `idx` (`size` bytes) into dst through libzip, which
- * inflates compressed entries and checks the CRC. */
-static int read_entry(loader *ld, zip_int64_t idx, const char *name, void *dst, uint64_t size) {
+/* Reads the first `want` bytes of entry `idx` (`size` bytes) into dst through
+ * libzip, which inflates compressed entries and checks the CRC once the whole
+ * entry is read: the rest is read too, and dropped. */
+static int read_entry(loader *ld, zip_int64_t idx, const char *name, void *dst, uint64_t want, uint64_t size) {
   zip_file_t *f = zip_fopen_index(ld->z, (zip_uint64_t)idx, 0);
   if (!f) return TSTOR__ERR(TSTOR_EINVAL, "record '%s': %s", name, zip_strerror(ld->z));
   uint64_t done = 0;
   int rc = 0;
+  char drop[4096];
   while (done < size) {
-    zip_int64_t n = zip_fread(f, (char *)dst + done, size - done);
+    char *at = done < want ? (char *)dst + done : drop;
+    uint64_t room = done < want ? want - done : size - done < sizeof drop ? size - done : sizeof drop;
+    zip_int64_t n = zip_fread(f, at, room);
     if (n < 0) {
       rc = TSTOR__ERR(TSTOR_EINVAL, "record '%s': %s", name, zip_file_strerror(f));
       break;
@@ -149,7 +153,7 @@ static int read_small_record(loader *ld, const char *tail, uint64_t max, uint8_t
     rc = TSTOR__ERR(TSTOR_ENOMEM, "out of memory for record '%s' (%llu bytes)", name, (unsigned long long)size);
     goto out;
   }
-  if ((rc = read_entry(ld, idx, name, *out, size))) {
+  if ((rc = read_entry(ld, idx, name, *out, size, size))) {
     free(*out);
     *out = NULL;
     goto out;
@@ -165,10 +169,32 @@ static int device_is(tstor_context *ctx, tstor_device dev, const char *type) {
   return n && strcmp(n, type) == 0;
 }
 
+/* The CRC of a stored record whose first `have` bytes (at p) are in memory:
+ * the rest of a record longer than its storage comes from the archive. */
+static int stored_crc(loader *ld, const tstor__zip_entry *e, const void *p, size_t have, uint32_t *crc) {
+  *crc = tstor__crc32(0, p, have);
+  char buf[65536];
+  for (uint64_t at = have; at < e->size;) {
+    size_t n = e->size - at < sizeof buf ? (size_t)(e->size - at) : sizeof buf;
+    const void *chunk = buf;
+    if (ld->bytes) chunk = ld->bytes + e->data_offset + at;
+    else {
+      int rc = tstor__pread_full(ld->fd, buf, n, e->data_offset + at, "record tail");
+      if (rc) return rc;
+    }
+    *crc = tstor__crc32(*crc, chunk, n);
+    at += n;
+  }
+  return 0;
+}
+
 /* The checks and swaps a storage's bytes need once they are all in. */
 static int finish_storage(loader *ld, tstor__storage_rec *r, tstor_storage *host, const tstor__zip_entry *e,
                           int check_crc) {
-  if (check_crc && tstor__crc32(0, tstor_storage_data(host), tstor_storage_nbytes(host)) != e->crc)
+  uint32_t crc = 0;
+  int rc = check_crc ? stored_crc(ld, e, tstor_storage_data(host), tstor_storage_nbytes(host), &crc) : 0;
+  if (rc) return rc;
+  if (check_crc && crc != e->crc)
     return TSTOR__ERR(TSTOR_EINVAL,
                       "storage '%s': CRC error: the bytes are not those the archive was written with", r->key);
   if (ld->big_endian && tstor_dtype_size(r->dtype) > 1) return tstor_typed_byteswap(host, r->dtype);
@@ -202,7 +228,9 @@ static int load_storage(loader *ld, tstor__storage_rec *r, int *queued) {
   }
   if ((rc = cross_check(ld, idx, e))) goto out;
   uint64_t size = e->size;
-  if (size != nbytes) {
+  /* A longer record is read in part, as torch.load does; a shorter one is
+   * refused (torch.load would read past it). */
+  if (size < nbytes) {
     rc = TSTOR__ERR(TSTOR_ERANGE, "record '%s' holds %llu bytes, but storage '%s' is %lld %s elements (%llu bytes)",
                     name, (unsigned long long)size, r->key, (long long)r->numel,
                     tstor_dtype_name(r->dtype), (unsigned long long)nbytes);
@@ -247,7 +275,7 @@ static int load_storage(loader *ld, tstor__storage_rec *r, int *queued) {
     } else if (stored) {
       memcpy(dst, ld->bytes + e->data_offset, (size_t)nbytes);
     } else {
-      rc = read_entry(ld, idx, name, dst, nbytes);
+      rc = read_entry(ld, idx, name, dst, nbytes, size);
       stored = 0; /* libzip checked the CRC */
     }
   }
