@@ -267,14 +267,18 @@ void tstor__tensor_discard(tstor_tensor *t) {
  * the caller keeps its reference either way. */
 static int make(tstor_storage *s, tstor_dtype dtype, int64_t offset, int ndim,
                 const int64_t *sizes, const int64_t *strides, int adopt, tstor_tensor **out) {
-  int64_t numel = 1;
-  for (int i = 0; i < ndim; i++)
-    if (__builtin_mul_overflow(numel, sizes[i], &numel)) {
-      char buf[256];
-      *out = NULL;
-      return tstor__err(TSTOR_EOVERFLOW, "the number of elements of sizes %s overflows int64",
-                        tstor__dims_str(buf, sizeof buf, ndim, sizes));
-    }
+  /* In unsigned 64 bits, as PyTorch counts (safe_compute_numel): a product
+   * that stays under 2^64 until a zero size is 0 elements, not an overflow. */
+  uint64_t n = 1;
+  int overflow = 0;
+  for (int i = 0; i < ndim; i++) overflow |= __builtin_mul_overflow(n, (uint64_t)sizes[i], &n);
+  if (overflow || n > (uint64_t)INT64_MAX) {
+    char buf[256];
+    *out = NULL;
+    return tstor__err(TSTOR_EOVERFLOW, "the number of elements of sizes %s overflows int64",
+                      tstor__dims_str(buf, sizeof buf, ndim, sizes));
+  }
+  int64_t numel = (int64_t)n;
   tstor_tensor *t = tstor__tensor_blank(ndim);
   if (t == NULL) {
     *out = NULL;

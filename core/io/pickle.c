@@ -229,8 +229,6 @@ static int op_binpersid(unpickler *up) {
         memchr(key->u.str.s, '\0', key->u.str.len) || is_str(key, ".") || is_str(key, ".."))
       return FAIL(up, TSTOR_EINVAL, "storage key '%.*s' is not a record name",
                   (int)(key->u.str.len > 100 ? 100 : key->u.str.len), key->u.str.s);
-    if (f[3]->kind != TSTOR_VALUE_STRING)
-      return FAIL(up, TSTOR_EINVAL, "a storage's location must be a string");
     if (f[4]->kind != TSTOR_VALUE_INT || f[4]->u.i < 0)
       return FAIL(up, TSTOR_EINVAL, "a storage's size must be a non-negative int");
     tstor_dtype dt = (tstor_dtype)f[1]->u.tensor.ndim;
@@ -238,8 +236,11 @@ static int op_binpersid(unpickler *up) {
     if ((uint64_t)numel > (uint64_t)INT64_MAX / tstor_dtype_size(dt))
       return FAIL(up, TSTOR_EOVERFLOW, "storage '%s' of %lld %s elements: the byte size overflows",
                   key->u.str.s, (long long)numel, tstor_dtype_name(dt));
-    rc = tstor__storage_add(up->ck, key->u.str.s, key->u.str.len, dt, numel, f[3]->u.str.s, f[3]->u.str.len,
-                            &idx);
+    /* A location that is no string is kept as "": torch.load ignores it under
+     * a map_location, and the loader refuses it without one. */
+    int named = f[3]->kind == TSTOR_VALUE_STRING;
+    rc = tstor__storage_add(up->ck, key->u.str.s, key->u.str.len, dt, numel, named ? f[3]->u.str.s : "",
+                            named ? f[3]->u.str.len : 0, &idx);
     if (rc) return rc;
   }
   tstor_value *s = new_value(up, TSTOR__VALUE_STORAGE);
@@ -519,9 +520,14 @@ static int run(unpickler *up) {
         if ((rc = operand(up, 1, &arg))) return rc;
         n = (size_t)arg;
         if ((rc = need(up, n))) return rc;
-        if (n > 8) return FAIL(up, TSTOR_ERANGE, "an int of %zu bytes does not fit in 64 bits", n);
+        /* More than 8 bytes is still a 64-bit int when the extra ones only
+         * repeat the sign (a pickler need not write the shortest form). */
+        uint8_t sign = n && (up->p[n - 1] & 0x80) ? 0xff : 0;
+        for (size_t i = 8; i < n; i++)
+          if (up->p[i] != sign || (up->p[7] & 0x80) != (sign & 0x80))
+            return FAIL(up, TSTOR_ERANGE, "an int of %zu bytes does not fit in 64 bits", n);
         uint64_t u = 0;
-        for (size_t i = 0; i < n; i++) u |= (uint64_t)up->p[i] << (8 * i);
+        for (size_t i = 0; i < n && i < 8; i++) u |= (uint64_t)up->p[i] << (8 * i);
         if (n && n < 8 && (up->p[n - 1] & 0x80)) u |= ~(uint64_t)0 << (8 * n);
         up->p += n;
         int64_t s;

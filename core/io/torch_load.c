@@ -210,6 +210,7 @@ static int load_storage(loader *ld, tstor__storage_rec *r, int *queued) {
   size_t esize = tstor_dtype_size(r->dtype);
   uint64_t nbytes = (uint64_t)r->numel * esize; /* checked against overflow by the unpickler */
   const char *where = ld->map_location ? ld->map_location : r->location;
+  if (!where[0]) return TSTOR__ERR(TSTOR_EINVAL, "storage '%s' names no location (a string); load with a map_location", r->key);
   tstor_device dev;
   if ((rc = tstor_device_parse(ld->ctx, where, &dev)))
     return TSTOR__ERR(rc, "storage '%s' is for device '%s', which this context cannot give (%s); "

@@ -351,6 +351,13 @@ bad("pickle_values_past_budget", zipped("a", [("data.pkl", PROTO + b"]" * 10000 
 bad("long_int_9_bytes", zipped("a", [("data.pkl", PROTO + b"\x8a\x09" + b"\x01" * 9 + b".")]),
     "TSTOR_ERANGE", "does not fit in 64 bits")
 bad("protocol_0", zipped("a", [("data.pkl", b"\x80\x00N.")]), "TSTOR_EINVAL", "protocol 0")
+# a 64-bit int written in more bytes than it needs (the extra ones repeat the sign)
+good_variant("long_int_sign_padded", zipped("a", [("data.pkl", PROTO + b"(\x8a\x09" + (-2**63).to_bytes(9, "little", signed=True)
+                                                   + b"\x8a\x0a" + (5).to_bytes(10, "little", signed=True) + b"t."),
+                                                  ("version", b"3\n")]), weights_only=True)
+# sizes whose product passes 2^63 before a zero: no elements, as PyTorch counts in 64 unsigned bits
+good_variant("zero_size_after_huge_sizes", one_tensor(tensor_pickle(numel=0, size=(2, 2**63 - 1, 0), stride=(0, 0, 1)),
+                                                      data=b"", extra=[("version", b"3\n")]), weights_only=True)
 bad("setitems_odd", zipped("a", [("data.pkl", PROTO + b"}(NNNu.")]), "TSTOR_EINVAL", "odd number")
 bad("reduce_non_tuple", zipped("a", [("data.pkl", PROTO + b"ccollections\nOrderedDict\nNR.")]),
     "TSTOR_EINVAL", "must be a tuple")
@@ -389,6 +396,9 @@ good_variant("key_two_dtypes", zipped("archive", [("data.pkl", PROTO + b"(" + te
 good_variant("record_longer_than_storage", one_tensor(tensor_pickle(), data=bytes(range(20)),
                                                       extra=[("version", b"3\n")]), weights_only=True)
 bad("unknown_device", one_tensor(tensor_pickle(loc="tpu:3")), "TSTOR_ENODEV", "tpu:3")
+# a location that is no string: torch.load reads it only under a map_location
+bad("location_not_string", one_tensor(tensor_pickle().replace(s("cpu"), b"N"), extra=[("version", b"3\n")]),
+    "TSTOR_EINVAL", "names no location")
 bad("no_data_pkl", zipped("archive", [("data/0", b"\0" * 16)]), "TSTOR_EINVAL", "no FOLDER/data.pkl")
 bad("two_data_pkl", two_folders(), "TSTOR_EINVAL", "two data.pkl")
 bad("byteorder_bad", one_tensor(tensor_pickle(), extra=[("byteorder", b"middle")]), "TSTOR_EINVAL",
