@@ -17,7 +17,11 @@ def fnv(b):
 
 
 def logical_bytes(t):
-    return t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+    # copied into fresh contiguous memory: contiguous() keeps a tensor whose
+    # only odd strides are those of size-1 dimensions, which view() refuses
+    x = torch.empty(t.shape, dtype=t.dtype)
+    x.copy_(t.detach())
+    return x.reshape(-1).view(torch.uint8).numpy().tobytes()
 
 
 def keyrepr(k):
@@ -26,7 +30,7 @@ def keyrepr(k):
     if isinstance(k, int):
         return "i:%d" % k
     if isinstance(k, str):
-        return "s:" + (k.encode().hex() or "-")
+        return "s:" + (k.encode("utf-8", "surrogatepass").hex() or "-")
     if k is None:
         return "n"
     if isinstance(k, float):

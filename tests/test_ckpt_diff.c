@@ -1,0 +1,107 @@
+/* The differential test against torch.load: tstor loads every file that
+ * tests/ckpt/gen_diff.py wrote (valid-looking checkpoints with one field
+ * broken) and must agree with what PyTorch made of each, recorded beside
+ * them in expect.txt: both refuse, or both load the same tree (values,
+ * layouts, storage sharing and element bytes). Both load with map_location
+ * "cpu". The folder comes from TSTOR_DIFF_DIR (ckpt/diff.sh makes it); every
+ * disagreement is printed with its mutation. */
+#define _GNU_SOURCE
+#include "testutil.h"
+
+#include "ckptlist.h"
+
+static tstor_context *ctx;
+
+typedef struct expected {
+  char *name, *mutation;
+  text want; /* the listing, or "refused\n" */
+} expected;
+
+/* expect.txt: "file NAME", "# mutation ...", then the listing lines. */
+static expected *read_expect(const char *dir, size_t *n) {
+  char *path;
+  ck_assert(asprintf(&path, "%s/expect.txt", dir) > 0);
+  FILE *f = fopen(path, "r");
+  ck_assert_msg(f != NULL, "%s: cannot open it", path);
+  expected *cases = NULL;
+  size_t count = 0, cap = 0;
+  char *line = NULL;
+  size_t lcap = 0;
+  ssize_t len;
+  while ((len = getline(&line, &lcap, f)) > 0) {
+    if (line[len - 1] == '\n') line[--len] = '\0';
+    if (strncmp(line, "file ", 5) == 0) {
+      if (count == cap) {
+        cap = cap ? cap * 2 : 256;
+        ck_assert_ptr_nonnull(cases = realloc(cases, cap * sizeof *cases));
+      }
+      memset(&cases[count], 0, sizeof cases[count]);
+      ck_assert_ptr_nonnull(cases[count].name = strdup(line + 5));
+      count++;
+    } else if (strncmp(line, "# mutation ", 11) == 0 && count) {
+      ck_assert_ptr_nonnull(cases[count - 1].mutation = strdup(line + 11));
+    } else if (line[0] != '#' && count) {
+      put(&cases[count - 1].want, "%s\n", line);
+    }
+  }
+  free(line);
+  fclose(f);
+  free(path);
+  *n = count;
+  return cases;
+}
+
+START_TEST(agrees_with_torch_load) {
+  const char *dir = getenv("TSTOR_DIFF_DIR");
+  ck_assert_msg(dir != NULL, "TSTOR_DIFF_DIR is not set (tests/ckpt/diff.sh sets it)");
+  size_t n;
+  expected *cases = read_expect(dir, &n);
+  ck_assert_msg(n > 0, "%s/expect.txt lists no file", dir);
+  size_t both_loaded = 0, both_refused = 0, disagree = 0;
+  tstor_load_options o = {sizeof o, "cpu", 0};
+  for (size_t i = 0; i < n; i++) {
+    char *path;
+    ck_assert(asprintf(&path, "%s/%s", dir, cases[i].name) > 0);
+    tstor_checkpoint *ck = NULL;
+    int rc = tstor_torch_load(ctx, path, &o, &ck);
+    char *got = rc ? strdup("refused\n") : list_checkpoint(ck, 1);
+    ck_assert_ptr_nonnull(got);
+    const char *want = cases[i].want.s ? cases[i].want.s : "";
+    int torch_refused = strcmp(want, "refused\n") == 0;
+    if (strcmp(got, want) == 0) {
+      if (torch_refused) both_refused++;
+      else both_loaded++;
+    } else {
+      fprintf(stderr, "%s (mutation: %s): tstor %s, torch.load %s\n", cases[i].name,
+              cases[i].mutation ? cases[i].mutation : "?", rc ? tstor_last_error() : "loaded",
+              torch_refused ? "refused" : "loaded");
+      if (++disagree <= 10) fprintf(stderr, "--- tstor\n%s--- torch.load\n%s", got, want);
+    }
+    free(got);
+    tstor_checkpoint_free(ck);
+    free(path);
+  }
+  fprintf(stderr, "differential: %zu files, %zu loaded alike, %zu refused by both, %zu disagreements\n", n, both_loaded,
+         both_refused, disagree);
+  for (size_t i = 0; i < n; i++) {
+    free(cases[i].name);
+    free(cases[i].mutation);
+    free(cases[i].want.s);
+  }
+  free(cases);
+  ck_assert_msg(disagree == 0, "%zu of %zu files load differently from torch.load", disagree, n);
+}
+END_TEST
+
+static void setup(void) { ck_tstor_ok(tstor_context_open(NULL, &ctx)); }
+static void teardown(void) { tstor_context_close(ctx); }
+
+int main(void) {
+  Suite *s = suite_create("ckpt_diff");
+  TCase *tc = tcase_create("torch.load");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 1800);
+  tcase_add_test(tc, agrees_with_torch_load);
+  suite_add_tcase(s, tc);
+  return tstor_test_run(s);
+}
