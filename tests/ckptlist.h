@@ -114,6 +114,15 @@ static void keyrepr(text *t, const tstor_value *k) {
       put(t, "f:%016" PRIx64, b);
       break;
     }
+    case TSTOR_VALUE_TUPLE:
+      put(t, "t:(");
+      for (size_t i = 0; i < tstor_value_len(k); i++) {
+        if (i) put(t, ",");
+        keyrepr(t, tstor_value_item(k, i));
+      }
+      put(t, ")");
+      break;
+    case TSTOR_VALUE_TENSOR: put(t, "T"); break;
     default: ck_abort_msg("unexpected key kind");
   }
 }

@@ -661,6 +661,26 @@ START_TEST(bad_arguments) {
   o.map_location = "cpu";
   ck_tstor_ok(tstor_torch_load(ctx, CKDIR "/hostile/location_not_string.pt", &o, &ck));
   tstor_checkpoint_free(ck);
+  /* dict keys as Python hashes them, through the value API too: equal tuples
+   * are one key, a list is none */
+  tstor_checkpoint *built;
+  tstor_value *d, *l, *t1, *t2, *one, *v;
+  ck_tstor_ok(tstor_checkpoint_new(&built));
+  ck_tstor_ok(tstor_value_new(built, TSTOR_VALUE_DICT, &d));
+  ck_tstor_ok(tstor_value_new(built, TSTOR_VALUE_LIST, &l));
+  ck_tstor_ok(tstor_value_new(built, TSTOR_VALUE_TUPLE, &t1));
+  ck_tstor_ok(tstor_value_new(built, TSTOR_VALUE_TUPLE, &t2));
+  ck_tstor_ok(tstor_value_new_int(built, 1, &one));
+  ck_tstor_ok(tstor_value_append(t1, one));
+  ck_tstor_ok(tstor_value_append(t2, one));
+  ck_tstor_ok(tstor_value_new_int(built, 5, &v));
+  ck_tstor_err(tstor_value_dict_set(d, l, v), TSTOR_EINVAL);
+  ck_last_error_has("unhashable");
+  ck_tstor_ok(tstor_value_dict_set(d, t1, v));
+  ck_tstor_ok(tstor_value_dict_set(d, t2, one));
+  ck_assert_int_eq(tstor_value_len(d), 1);
+  ck_assert_ptr_eq(tstor_value_item(d, 0), one);
+  tstor_checkpoint_free(built);
   o.map_location = "nosuchdevice";
   ck_tstor_err(tstor_torch_load(ctx, CKDIR "/golden/tensor_root.pt", &o, &ck), TSTOR_ENODEV);
   ck_last_error_has("nosuchdevice");

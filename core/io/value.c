@@ -261,10 +261,30 @@ static int int_equals_float(int64_t i, double f) {
   return float_is_int(f, &fi) && fi == i;
 }
 
+/* Whether k can be a dict key, as Python's hash() decides: not a list or a
+ * dict, nor a tuple holding one. Tuples nest at most as deep as a tree. */
+static int key_check(const tstor_value *k, int depth) {
+  if (k->kind == TSTOR_VALUE_LIST || k->kind == TSTOR_VALUE_DICT)
+    return TSTOR__ERR(TSTOR_EINVAL, "unhashable type: '%s' as a dict key", tstor_value_kind_name(k->kind));
+  if (k->kind != TSTOR_VALUE_TUPLE) return 0;
+  if (depth >= TSTOR_CHECKPOINT_MAX_DEPTH)
+    return TSTOR__ERR(TSTOR_EINVAL, "a dict key nested deeper than %d", TSTOR_CHECKPOINT_MAX_DEPTH);
+  for (size_t i = 0; i < k->u.seq.n; i++) {
+    int rc = key_check(k->u.seq.items[i], depth + 1);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
 /* Equal keys hash alike: an int, a bool and a float of the same value are
- * one key, as in Python. */
+ * one key, as in Python, and tuples of equal items. */
 static uint64_t key_hash(const tstor_value *k) {
   switch (k->kind) {
+    case TSTOR_VALUE_TUPLE: {
+      uint64_t h = mix(k->u.seq.n ^ 0x7475706c65ull);
+      for (size_t i = 0; i < k->u.seq.n; i++) h = mix(h ^ key_hash(k->u.seq.items[i]));
+      return h;
+    }
     case TSTOR_VALUE_STRING: return hash_bytes(k->u.str.s, k->u.str.len);
     case TSTOR_VALUE_INT:
     case TSTOR_VALUE_BOOL: return mix((uint64_t)k->u.i);
@@ -280,8 +300,8 @@ static uint64_t key_hash(const tstor_value *k) {
   }
 }
 
-/* Python's equality for the keys a checkpoint holds; containers and tensors
- * compare by identity. bool, int and float compare as numbers, as in Python
+/* Python's equality for the keys a checkpoint holds: tuples item by item,
+ * tensors by identity. bool, int and float compare as numbers, as in Python
  * ({1: a, 1.0: b, True: c} is {1: c}). */
 static int key_equal(const tstor_value *a, const tstor_value *b) {
   if (a == b) return 1;
@@ -296,6 +316,11 @@ static int key_equal(const tstor_value *a, const tstor_value *b) {
     case TSTOR_VALUE_FLOAT: return a->u.f == b->u.f;
     case TSTOR_VALUE_STRING:
       return a->u.str.len == b->u.str.len && memcmp(a->u.str.s, b->u.str.s, a->u.str.len) == 0;
+    case TSTOR_VALUE_TUPLE:
+      if (a->u.seq.n != b->u.seq.n) return 0;
+      for (size_t i = 0; i < a->u.seq.n; i++)
+        if (!key_equal(a->u.seq.items[i], b->u.seq.items[i])) return 0;
+      return 1;
     default: return 0;
   }
 }
@@ -321,17 +346,17 @@ static long dict_find(const tstor_value *d, const tstor_value *key) {
 }
 
 int tstor__dict_set(tstor_value *d, tstor_value *key, tstor_value *value) {
+  int rc = key_check(key, 0);
+  if (rc) return rc;
   long pos = dict_find(d, key);
   if (pos >= 0) {
     d->u.seq.items[pos] = value;
     return 0;
   }
-  if (d->u.seq.n + 1 > 8 && (d->u.seq.n + 1) * 2 > d->u.seq.index_cap) {
-    int rc = slots_grow(&d->u.seq.index, &d->u.seq.index_cap, d->u.seq.n, dict_hash_at, d, "dict");
-    if (rc) return rc;
-  }
-  int rc = tstor__seq_push(d, value);
-  if (rc) return rc;
+  if (d->u.seq.n + 1 > 8 && (d->u.seq.n + 1) * 2 > d->u.seq.index_cap &&
+      (rc = slots_grow(&d->u.seq.index, &d->u.seq.index_cap, d->u.seq.n, dict_hash_at, d, "dict")))
+    return rc;
+  if ((rc = tstor__seq_push(d, value))) return rc;
   d->u.seq.keys[d->u.seq.n - 1] = key;
   if (d->u.seq.index) slot_put(d->u.seq.index, d->u.seq.index_cap, key_hash(key), d->u.seq.n - 1);
   return 0;

@@ -35,6 +35,10 @@ def keyrepr(k):
         return "n"
     if isinstance(k, float):
         return "f:" + struct.pack(">d", k).hex()
+    if isinstance(k, tuple):
+        return "t:(" + ",".join(keyrepr(x) for x in k) + ")"
+    if isinstance(k, torch.Tensor):
+        return "T"
     raise TypeError(k)
 
 

@@ -19,9 +19,8 @@ often as equal refusals.
 Where torch.load reads a file that tstor must refuse, the expectation says
 "refused" and why: torch.load read past a record (a storage larger than the
 bytes behind it), or the tree holds an int past 64 bits or a negative size or
-stride, a class or function as a value (what a rebuild call was meant to
-consume), or a dict key that is not a number, a string or None, which
-tstor's values and tensors exclude by design.
+stride, or a class or function as a value (what a rebuild call was meant to
+consume), which tstor's values and tensors exclude by design.
 
 OUTDIR gets the files (diff_NNNNN.pt) and expect.txt: for each file a line
 "file NAME", then "refused" or the listing of describe.py for what
@@ -246,8 +245,7 @@ def beyond_tstor(path, obj):
     torch.load read past a record (its storage is larger than the bytes
     behind it), or the tree holds what tstor's model excludes by design (an
     int past 64 bits; a negative size or stride, which tensor.h rules out; a
-    class or function as a value; a dict key that is not a number, a string
-    or None)."""
+    class or function as a value)."""
     z = zipfile.ZipFile(path)
     names = z.namelist()
     pkl_name = next(n for n in names if n.endswith("/data.pkl"))
@@ -280,8 +278,6 @@ def beyond_tstor(path, obj):
                 bad.append("a negative size or stride")
         elif isinstance(v, dict):
             for k, x in v.items():
-                if k is not None and not isinstance(k, (bool, int, float, str)):
-                    bad.append("a dict key of type %s" % type(k).__name__)
                 walk(k)
                 walk(x)
         elif isinstance(v, (list, tuple)):

@@ -351,6 +351,11 @@ bad("pickle_values_past_budget", zipped("a", [("data.pkl", PROTO + b"]" * 10000 
 bad("long_int_9_bytes", zipped("a", [("data.pkl", PROTO + b"\x8a\x09" + b"\x01" * 9 + b".")]),
     "TSTOR_ERANGE", "does not fit in 64 bits")
 bad("protocol_0", zipped("a", [("data.pkl", b"\x80\x00N.")]), "TSTOR_EINVAL", "protocol 0")
+# dict keys as Python hashes them: equal tuples are one key; a list is no key
+good_variant("dict_tuple_keys", zipped("a", [("data.pkl", PROTO + b"}(K\x01K\x02\x86" + s("a") + b"K\x01K\x02\x86" + s("b")
+                                              + b"K\x03\x85" + s("c") + b"u."), ("version", b"3\n")]), weights_only=True)
+bad("dict_list_key", zipped("a", [("data.pkl", PROTO + b"}]K\x01s."), ("version", b"3\n")]), "TSTOR_EINVAL",
+    "dict key")
 # a 64-bit int written in more bytes than it needs (the extra ones repeat the sign)
 good_variant("long_int_sign_padded", zipped("a", [("data.pkl", PROTO + b"(\x8a\x09" + (-2**63).to_bytes(9, "little", signed=True)
                                                    + b"\x8a\x0a" + (5).to_bytes(10, "little", signed=True) + b"t."),
