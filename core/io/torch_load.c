@@ -333,6 +333,36 @@ static int bind_tensors(tstor_checkpoint *ck) {
   return 0;
 }
 
+/* The archive's format version, as PyTorch's reader requires it: a record
+ * "version" (or ".data/version") that C++'s stoull reads as 1 to 10 (leading
+ * blanks and a sign allowed, anything after the digits ignored, a negative
+ * number wrapping around). */
+#define FORMAT_VERSION_MIN 1
+#define FORMAT_VERSION_MAX 10
+static int check_version(loader *ld) {
+  uint8_t *text = NULL;
+  size_t len = 0;
+  int rc = read_small_record(ld, ".data/version", 1 << 20, &text, &len, 0);
+  if (!rc && !text) rc = read_small_record(ld, "version", 1 << 20, &text, &len, 0);
+  if (rc) return rc;
+  if (!text) return TSTOR__ERR(TSTOR_EINVAL, "the archive has no record '%s/version' (PyTorch requires it)", ld->prefix);
+  size_t i = 0;
+  while (i < len && (text[i] == ' ' || (text[i] >= '\t' && text[i] <= '\r'))) i++;
+  int negative = i < len && text[i] == '-';
+  if (i < len && (text[i] == '+' || text[i] == '-')) i++;
+  uint64_t v = 0;
+  int digits = 0, overflow = 0;
+  for (; i < len && text[i] >= '0' && text[i] <= '9'; i++, digits++)
+    overflow |= __builtin_mul_overflow(v, 10, &v) | __builtin_add_overflow(v, (uint64_t)(text[i] - '0'), &v);
+  free(text);
+  if (!digits) return TSTOR__ERR(TSTOR_EINVAL, "record '%s/version' holds no number", ld->prefix);
+  if (negative) v = 0 - v;
+  if (overflow || v < FORMAT_VERSION_MIN || v > FORMAT_VERSION_MAX)
+    return TSTOR__ERR(TSTOR_EINVAL, "format version %s%llu: PyTorch reads versions %d to %d",
+                      overflow ? "past " : "", (unsigned long long)v, FORMAT_VERSION_MIN, FORMAT_VERSION_MAX);
+  return 0;
+}
+
 static int load(loader *ld, tstor_checkpoint **out) {
   tstor_checkpoint *ck = NULL;
   uint8_t *pkl = NULL, *order = NULL;
@@ -347,6 +377,7 @@ static int load(loader *ld, tstor_checkpoint **out) {
     goto fail;
   }
   if ((rc = find_prefix(ld))) goto fail;
+  if ((rc = check_version(ld))) goto fail;
   if ((rc = read_small_record(ld, "byteorder", 16, &order, &order_len, 0))) goto fail;
   if (order) {
     if (order_len == 6 && memcmp(order, "little", 6) == 0) ld->big_endian = 0;

@@ -216,8 +216,11 @@ hostile = []
 FIXED = (1980, 1, 1, 0, 0, 0)
 
 
-def zipped(name, records, compress=zipfile.ZIP_STORED):
-    """A zip of (record, bytes) pairs under the folder `name`, as torch.save lays it out."""
+def zipped(name, records, compress=zipfile.ZIP_STORED, version=b"3\n"):
+    """A zip of (record, bytes) pairs under the folder `name`, as torch.save lays it out,
+    with the version record PyTorch requires unless the records hold one or version is None."""
+    if version is not None and not any(rec == "version" for rec, _ in records):
+        records = list(records) + [("version", version)]
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
         for rec, data in records:
@@ -356,6 +359,16 @@ good_variant("dict_tuple_keys", zipped("a", [("data.pkl", PROTO + b"}(K\x01K\x02
                                               + b"K\x03\x85" + s("c") + b"u."), ("version", b"3\n")]), weights_only=True)
 bad("dict_list_key", zipped("a", [("data.pkl", PROTO + b"}]K\x01s."), ("version", b"3\n")]), "TSTOR_EINVAL",
     "dict key")
+# the format version PyTorch requires: present, a number, 1 to 10
+bad("no_version", zipped("a", [("data.pkl", PROTO + b"N.")], version=None), "TSTOR_EINVAL", "no record 'a/version'")
+bad("version_not_a_number", zipped("a", [("data.pkl", PROTO + b"N.")], version=b"three"), "TSTOR_EINVAL",
+    "holds no number")
+bad("version_too_new", zipped("a", [("data.pkl", PROTO + b"N.")], version=b"11\n"), "TSTOR_EINVAL",
+    "format version 11")
+bad("version_negative", zipped("a", [("data.pkl", PROTO + b"N.")], version=b"-3"), "TSTOR_EINVAL",
+    "format version 18446744073709551613")
+good_variant("version_padded", zipped("a", [("data.pkl", PROTO + b"K\x05.")], version=b" \t+10 and more"),
+             weights_only=True)
 # a 64-bit int written in more bytes than it needs (the extra ones repeat the sign)
 good_variant("long_int_sign_padded", zipped("a", [("data.pkl", PROTO + b"(\x8a\x09" + (-2**63).to_bytes(9, "little", signed=True)
                                                    + b"\x8a\x0a" + (5).to_bytes(10, "little", signed=True) + b"t."),
