@@ -99,7 +99,7 @@ static int top(unpickler *up, tstor_value **out) {
 static int pop_mark(unpickler *up, tstor_value ***items, size_t *n) {
   if (!up->nmarks) return FAIL(up, TSTOR_EINVAL, "no MARK to pop to");
   size_t base = up->marks[--up->nmarks];
-  *items = up->stack + base;
+  *items = up->stack ? up->stack + base : NULL; /* no push yet: no array to point into */
   *n = up->sp - base;
   up->sp = base;
   return 0;
