@@ -22,17 +22,6 @@
 #include "ckptlist.h"
 #include "cudasaved.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
-#endif
-
 #define CKDIR TSTOR_TEST_SRCDIR "/ckpt"
 
 static tstor_context *ctx;
@@ -432,18 +421,13 @@ END_TEST
 
 /* A save replaces regular files only, writes through a symbolic link, and
  * keeps the replaced file's mode and (as root) its owner. Both savers. */
-static int save_either(int which, const tstor_checkpoint *ck, const char *path) {
-  return which ? tstor_safetensors_save(ck, path, 0) : tstor_torch_save(ck, path);
-}
-
-START_TEST(saves_keep_what_the_path_is) {
+/* A new checkpoint {"w": the n floats at x}. */
+static tstor_checkpoint *one_float_tensor(const float *x, int64_t n) {
   tstor_device cpu;
   ck_tstor_ok(tstor_device_parse(ctx, "cpu", &cpu));
   tstor_checkpoint *ck;
   tstor_value *d, *k, *v;
   tstor_tensor *t;
-  int64_t n = 3;
-  float x[3] = {1, 2, 3};
   ck_tstor_ok(tstor_tensor_from_array(ctx, cpu, TSTOR_FLOAT32, 1, &n, x, &t));
   ck_tstor_ok(tstor_checkpoint_new(&ck));
   ck_tstor_ok(tstor_value_new(ck, TSTOR_VALUE_DICT, &d));
@@ -452,6 +436,16 @@ START_TEST(saves_keep_what_the_path_is) {
   ck_tstor_ok(tstor_value_dict_set(d, k, v));
   ck_tstor_ok(tstor_checkpoint_set_root(ck, d));
   tstor_tensor_release(t);
+  return ck;
+}
+
+static int save_either(int which, const tstor_checkpoint *ck, const char *path) {
+  return which ? tstor_safetensors_save(ck, path, 0) : tstor_torch_save(ck, path);
+}
+
+START_TEST(saves_keep_what_the_path_is) {
+  float x[3] = {1, 2, 3};
+  tstor_checkpoint *ck = one_float_tensor(x, 3);
   char dir[] = "/tmp/tstor-save-path-XXXXXX";
   ck_assert_ptr_nonnull(mkdtemp(dir));
   char fifo[64], link[64], target[64], mode[64];
@@ -521,23 +515,11 @@ END_TEST
  * would. The tensor spans several read pieces, so that several threads
  * read it. A FIFO is refused at once, without waiting for a writer. */
 START_TEST(loads_outlive_their_file) {
-  tstor_device cpu;
-  ck_tstor_ok(tstor_device_parse(ctx, "cpu", &cpu));
   int64_t n = 9 << 20; /* 36 MiB of float32 */
   float *x = malloc((size_t)n * sizeof *x);
   ck_assert_ptr_nonnull(x);
   for (int64_t i = 0; i < n; i++) x[i] = (float)(i % 1000003);
-  tstor_tensor *t;
-  tstor_checkpoint *ck;
-  tstor_value *d, *k, *v;
-  ck_tstor_ok(tstor_tensor_from_array(ctx, cpu, TSTOR_FLOAT32, 1, &n, x, &t));
-  ck_tstor_ok(tstor_checkpoint_new(&ck));
-  ck_tstor_ok(tstor_value_new(ck, TSTOR_VALUE_DICT, &d));
-  ck_tstor_ok(tstor_value_new_string(ck, "w", 1, &k));
-  ck_tstor_ok(tstor_value_new_tensor(ck, t, &v));
-  ck_tstor_ok(tstor_value_dict_set(d, k, v));
-  ck_tstor_ok(tstor_checkpoint_set_root(ck, d));
-  tstor_tensor_release(t);
+  tstor_checkpoint *ck = one_float_tensor(x, n);
   char dir[] = "/tmp/tstor-outlive-XXXXXX", path[64], fifo[64];
   ck_assert_ptr_nonnull(mkdtemp(dir));
   snprintf(path, sizeof path, "%s/ck", dir);

@@ -111,35 +111,38 @@ static const permute_case permutes[] = {
     {3, {5, 3, 2}, {2, 0, 1}},
 };
 
-/* contiguous() of each permuted view, on the GPU against the host, for every
- * element size the kernel moves (1, 2, 4, 8 and 16 bytes). */
+/* contiguous() of case pc's permuted view of random bytes, on the GPU against
+ * the host, and the other way round: a contiguous source copied into the
+ * permuted destination. */
+static void check_permute(tstor_dtype dt, const permute_case *pc, size_t c) {
+  tstor_tensor *h, *g, *hv, *gv, *hc, *gc;
+  random_pair(dt, pc->ndim, pc->sizes, &h, &g);
+  ck_tstor_ok(tstor_tensor_permute(h, pc->ndim, pc->perm, &hv));
+  ck_tstor_ok(tstor_tensor_permute(g, pc->ndim, pc->perm, &gv));
+  ck_tstor_ok(tstor_tensor_contiguous(hv, &hc));
+  ck_tstor_ok(tstor_tensor_contiguous(gv, &gc));
+  ck_assert(on_gpu(gc));
+  ck_assert_msg(same_bytes(tstor_tensor_storage(gc), tstor_tensor_storage(hc)),
+                "%s, case %zu: the GPU's contiguous() differs from the host's", tstor_dtype_name(dt), c);
+  ck_tstor_ok(tstor_tensor_copy_(gv, gc));
+  ck_tstor_ok(tstor_tensor_copy_(hv, hc));
+  ck_assert_msg(same_bytes(tstor_tensor_storage(g), tstor_tensor_storage(h)),
+                "%s, case %zu: the GPU's copy into the permuted view differs from the host's", tstor_dtype_name(dt),
+                c);
+  tstor_tensor_release(hc);
+  tstor_tensor_release(gc);
+  tstor_tensor_release(hv);
+  tstor_tensor_release(gv);
+  tstor_tensor_release(h);
+  tstor_tensor_release(g);
+}
+
+/* Every case, for every element size the kernel moves (1, 2, 4, 8 and 16
+ * bytes). */
 START_TEST(permutes_match_the_host) {
   static const tstor_dtype dtypes[] = {TSTOR_UINT8, TSTOR_INT16, TSTOR_FLOAT32, TSTOR_FLOAT64,
                                        TSTOR_COMPLEX128};
-  tstor_dtype dt = dtypes[_i];
-  for (size_t c = 0; c < sizeof permutes / sizeof permutes[0]; c++) {
-    const permute_case *pc = &permutes[c];
-    tstor_tensor *h, *g, *hv, *gv, *hc, *gc;
-    random_pair(dt, pc->ndim, pc->sizes, &h, &g);
-    ck_tstor_ok(tstor_tensor_permute(h, pc->ndim, pc->perm, &hv));
-    ck_tstor_ok(tstor_tensor_permute(g, pc->ndim, pc->perm, &gv));
-    ck_tstor_ok(tstor_tensor_contiguous(hv, &hc));
-    ck_tstor_ok(tstor_tensor_contiguous(gv, &gc));
-    ck_assert(on_gpu(gc));
-    ck_assert_msg(same_bytes(tstor_tensor_storage(gc), tstor_tensor_storage(hc)),
-                  "%s, case %zu: the GPU's contiguous() differs from the host's",
-                  tstor_dtype_name(dt), c);
-    /* The other way round: a contiguous source into a permuted destination. */
-    ck_tstor_ok(tstor_tensor_copy_(gv, gc));
-    ck_tstor_ok(tstor_tensor_copy_(hv, hc));
-    ck_assert(same_bytes(tstor_tensor_storage(g), tstor_tensor_storage(h)));
-    tstor_tensor_release(hc);
-    tstor_tensor_release(gc);
-    tstor_tensor_release(hv);
-    tstor_tensor_release(gv);
-    tstor_tensor_release(h);
-    tstor_tensor_release(g);
-  }
+  for (size_t c = 0; c < sizeof permutes / sizeof permutes[0]; c++) check_permute(dtypes[_i], &permutes[c], c);
 }
 END_TEST
 
@@ -153,23 +156,7 @@ START_TEST(transposes_past_the_grid_limits) {
   };
   static const tstor_dtype dtypes[] = {TSTOR_UINT8, TSTOR_FLOAT32};
   for (size_t k = 0; k < 2; k++)
-    for (size_t c = 0; c < 2; c++) {
-      tstor_tensor *h, *g, *hv, *gv, *hc, *gc;
-      random_pair(dtypes[k], big[c].ndim, big[c].sizes, &h, &g);
-      ck_tstor_ok(tstor_tensor_permute(h, big[c].ndim, big[c].perm, &hv));
-      ck_tstor_ok(tstor_tensor_permute(g, big[c].ndim, big[c].perm, &gv));
-      ck_tstor_ok(tstor_tensor_contiguous(hv, &hc));
-      ck_tstor_ok(tstor_tensor_contiguous(gv, &gc));
-      ck_assert_msg(same_bytes(tstor_tensor_storage(gc), tstor_tensor_storage(hc)),
-                    "%s, case %zu: the GPU's contiguous() differs from the host's",
-                    tstor_dtype_name(dtypes[k]), c);
-      tstor_tensor_release(hc);
-      tstor_tensor_release(gc);
-      tstor_tensor_release(hv);
-      tstor_tensor_release(gv);
-      tstor_tensor_release(h);
-      tstor_tensor_release(g);
-    }
+    for (size_t c = 0; c < 2; c++) check_permute(dtypes[k], &big[c], c);
 }
 END_TEST
 

@@ -16,17 +16,6 @@
 
 #include <tstor/backend.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
-#endif
-
 /* Opens cpu + meta + extra as "loading.ini"; returns the code, *out the
  * context or NULL. */
 static int open_with(const char *extra, tstor_context **out) {

@@ -9,6 +9,19 @@
 #include <string.h>
 #include <tstor/tstor.h>
 
+/* 1 in a build under AddressSanitizer, whose shadow memory makes address
+ * space and resident-size figures meaningless. */
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+#ifndef UNDER_ASAN
+#define UNDER_ASAN 0
+#endif
+
 /* Asserts that a tstor call succeeded, printing the error and its detail when not. */
 #define ck_tstor_ok(expr)                                                              \
   do {                                                                                 \

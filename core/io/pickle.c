@@ -387,8 +387,9 @@ static int op_setitems(unpickler *up, tstor_value **items, size_t n) {
   if (n % 2) return FAIL(up, TSTOR_EINVAL, "SETITEMS with an odd number of values");
   for (size_t i = 0; i < n; i += 2) {
     int k = items[i]->kind;
-    if (k != TSTOR_VALUE_STRING && k != TSTOR_VALUE_INT && k != TSTOR_VALUE_BOOL &&
-        k != TSTOR_VALUE_NONE && k != TSTOR_VALUE_FLOAT && k != TSTOR_VALUE_TUPLE)
+    /* what Python can hash: tensors by identity, tuples by their items */
+    if (k != TSTOR_VALUE_STRING && k != TSTOR_VALUE_INT && k != TSTOR_VALUE_BOOL && k != TSTOR_VALUE_NONE &&
+        k != TSTOR_VALUE_FLOAT && k != TSTOR_VALUE_TUPLE && k != TSTOR_VALUE_TENSOR)
       return FAIL(up, TSTOR_EINVAL, "a dict key that is a %s",
                   k >= TSTOR__VALUE_GLOBAL ? "class or storage" : tstor_value_kind_name((tstor_value_kind)k));
     if ((rc = tstor__dict_set(d, items[i], items[i + 1]))) return rc;

@@ -357,6 +357,8 @@ bad("protocol_0", zipped("a", [("data.pkl", b"\x80\x00N.")]), "TSTOR_EINVAL", "p
 # dict keys as Python hashes them: equal tuples are one key; a list is no key
 good_variant("dict_tuple_keys", zipped("a", [("data.pkl", PROTO + b"}(K\x01K\x02\x86" + s("a") + b"K\x01K\x02\x86" + s("b")
                                               + b"K\x03\x85" + s("c") + b"u."), ("version", b"3\n")]), weights_only=True)
+good_variant("dict_tensor_key", zipped("archive", [("data.pkl", PROTO + b"}" + tensor_pickle() + b"K\x01s."),
+                                                  ("data/0", bytes(range(16)))]), weights_only=True)
 bad("dict_list_key", zipped("a", [("data.pkl", PROTO + b"}]K\x01s."), ("version", b"3\n")]), "TSTOR_EINVAL",
     "dict key")
 # the format version PyTorch requires: present, a number, 1 to 10
