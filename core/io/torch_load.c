@@ -113,8 +113,11 @@ static int find_prefix(loader *ld) {
     if (ld->prefix)
       return TSTOR__ERR(TSTOR_EINVAL, "the archive holds two data.pkl records ('%s/data.pkl' and '%.*s')",
                         ld->prefix, (int)e->name_len, e->name);
-    ld->prefix = strndup(e->name, (size_t)(slash - e->name));
-    if (!ld->prefix) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
+    /* not strndup: the name is not NUL-terminated, and may end the buffer */
+    size_t plen = (size_t)(slash - e->name);
+    if (!(ld->prefix = malloc(plen + 1))) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
+    memcpy(ld->prefix, e->name, plen);
+    ld->prefix[plen] = '\0';
   }
   if (!ld->prefix)
     return TSTOR__ERR(TSTOR_EINVAL, "no FOLDER/data.pkl record: not a torch.save archive");
