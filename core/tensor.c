@@ -459,7 +459,13 @@ int tstor__tensor_on_host(const tstor_tensor *t) {
 
 void *tstor_tensor_data(const tstor_tensor *t) {
   if (!tstor__tensor_has_data(t) || t->storage->data == NULL) return NULL;
-  return (char *)t->storage->data + t->offset * (int64_t)t->esize;
+  /* A tensor of no elements may sit at any offset (PyTorch checks none for
+   * it), past its storage or past what a byte offset can hold: its pointer
+   * is never read through, so it is the storage's start. */
+  int64_t byte;
+  if (__builtin_mul_overflow(t->offset, (int64_t)t->esize, &byte) || (uint64_t)byte > t->storage->nbytes)
+    return t->storage->data;
+  return (char *)t->storage->data + byte;
 }
 
 int tstor_tensor_is_contiguous(const tstor_tensor *t) { return t->contiguous; }
