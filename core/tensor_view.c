@@ -40,6 +40,15 @@ static int stride_overflow(const char *what) {
     if (__builtin_mul_overflow((a), (b), (out))) return stride_overflow(what); \
   } while (0)
 
+/* offset + index * stride, for an element that an empty tensor need not hold:
+ * its other dimensions do not bound the product. */
+static int moved_offset(int64_t offset, int64_t index, int64_t stride, const char *what, int64_t *out) {
+  int64_t step;
+  if (__builtin_mul_overflow(index, stride, &step) || __builtin_add_overflow(offset, step, out))
+    return stride_overflow(what);
+  return 0;
+}
+
 /* ------------------------------------------------------------- as_strided */
 
 int tstor_tensor_as_strided(const tstor_tensor *t, int ndim, const int64_t *sizes,
@@ -55,7 +64,7 @@ int tstor_tensor_as_strided(const tstor_tensor *t, int ndim, const int64_t *size
 /* infer_size: resolves one -1 against numel. */
 static int infer_size(int ndim, const int64_t *shape, int64_t numel, int64_t *res) {
   int64_t newsize = 1;
-  int infer = -1, over = 0;
+  int infer = -1, over = 0, zero = 0;
   char buf[512];
   for (int d = 0; d < ndim; d++) {
     if (shape[d] == -1) {
@@ -63,10 +72,22 @@ static int infer_size(int ndim, const int64_t *shape, int64_t numel, int64_t *re
       infer = d;
     } else if (shape[d] >= 0) {
       over |= __builtin_mul_overflow(newsize, shape[d], &newsize);
+      zero |= shape[d] == 0;
     } else {
       return tstor__err(TSTOR_EINVAL, "invalid shape dimension %" PRId64, shape[d]);
     }
     res[d] = shape[d];
+  }
+  if (zero) { /* the product is 0, however large the sizes before it */
+    newsize = 0;
+    over = 0;
+  }
+  /* A product past int64 exceeds every numel; with an inferred size it still
+   * divides a numel of 0, which leaves 0 for that size (ATen's product wraps
+   * instead, and its answer then hangs on where it wrapped to). */
+  if (over && infer >= 0 && numel == 0) {
+    res[infer] = 0;
+    return 0;
   }
   if (!over && (numel == newsize || (infer >= 0 && newsize > 0 && numel % newsize == 0))) {
     if (infer >= 0) {
@@ -107,7 +128,7 @@ static int compute_stride(int on, const int64_t *oldshape, const int64_t *oldstr
     }
     return 1;
   }
-  int view_d = nn - 1;
+  int view_d = nn - 1, over = 0;
   int64_t chunk_base_stride = oldstride[on - 1], tensor_numel = 1, view_numel = 1;
   for (int tensor_d = on - 1; tensor_d >= 0; tensor_d--) {
     tensor_numel *= oldshape[tensor_d];
@@ -116,7 +137,8 @@ static int compute_stride(int on, const int64_t *oldshape, const int64_t *oldstr
                           (__builtin_mul_overflow(tensor_numel, chunk_base_stride, &contiguous_stride) ||
                            oldstride[tensor_d - 1] != contiguous_stride))) {
       while (view_d >= 0 && (view_numel < tensor_numel || newshape[view_d] == 1)) {
-        if (__builtin_mul_overflow(view_numel, chunk_base_stride, &newstride[view_d])) return -1;
+        /* an overflow matters only if the view exists: else a copy is due */
+        over |= __builtin_mul_overflow(view_numel, chunk_base_stride, &newstride[view_d]);
         view_numel *= newshape[view_d]; /* at most tensor_numel, a product of sizes */
         view_d--;
       }
@@ -128,7 +150,7 @@ static int compute_stride(int on, const int64_t *oldshape, const int64_t *oldstr
       }
     }
   }
-  return view_d == -1;
+  return view_d != -1 ? 0 : over ? -1 : 1;
 }
 
 int tstor_tensor_view(const tstor_tensor *t, int ndim, const int64_t *sizes, tstor_tensor **out) {
@@ -236,7 +258,9 @@ int tstor_tensor_select(const tstor_tensor *t, int dim, int64_t index, tstor_ten
     sz[j] = t->sizes[i];
     st[j++] = t->strides[i];
   }
-  return restride(t, t->offset + index * t->strides[d], t->ndim - 1, sz, st, out);
+  int64_t off = 0;
+  if ((rc = moved_offset(t->offset, index, t->strides[d], "select", &off))) return rc;
+  return restride(t, off, t->ndim - 1, sz, st, out);
 }
 
 /* ------------------------------------------------------ reordering dims */
@@ -484,7 +508,7 @@ int tstor_tensor_unflatten(const tstor_tensor *t, int dim, int nsizes, const int
       return tstor__err(TSTOR_ESIZE,
                         "unflatten: Provided sizes %s don't multiply up to the size of dim %d (%" PRId64
                         ") in the input tensor",
-                        dims(buf, sizeof buf, nsizes, sizes), dim, n);
+                        dims(buf, sizeof buf, nsizes, sizes), d, n);
     }
     return rc;
   }
@@ -546,7 +570,9 @@ int tstor_tensor_diagonal(const tstor_tensor *t, int64_t offset, int dim1, int d
     n = t->sizes[a] + offset < t->sizes[b] ? t->sizes[a] + offset : t->sizes[b];
   }
   if (n < 0) n = 0;
-  if (n > 0) off += offset >= 0 ? offset * t->strides[b] : -offset * t->strides[a];
+  if (n > 0 && (rc = offset >= 0 ? moved_offset(off, offset, t->strides[b], "diagonal", &off)
+                                  : moved_offset(off, -offset, t->strides[a], "diagonal", &off)))
+    return rc;
   int64_t sz[MAXD], st[MAXD];
   int k = 0;
   for (int i = 0; i < t->ndim; i++)

@@ -504,7 +504,38 @@ START_TEST(views_refuse_int64_overflow) {
   ck_tstor_ok(tstor_tensor_view(t, 3, fits, &v));
   tensortest_layout(v, 3, fits, fit_strides);
   tstor_tensor_release(v);
+  /* sizes whose product passes int64 still leave 0 for an inferred size */
+  int64_t past[] = {INT64_C(1) << 61, -1, INT64_C(1) << 62}, zero_mid[] = {INT64_C(1) << 61, 0, INT64_C(1) << 62},
+          past_strides[] = {INT64_C(1) << 62, INT64_C(1) << 62, 1};
+  ck_tstor_ok(tstor_tensor_view(t, 3, past, &v));
+  tensortest_layout(v, 3, zero_mid, past_strides);
+  tstor_tensor_release(v);
   tstor_tensor_release(t);
+  /* an element an empty tensor holds none of: select and diagonal move the
+   * offset by index * stride, here 8 * 2^60 = 2^63 */
+  int64_t square[] = {9, 9, 0}, steep[] = {1, INT64_C(1) << 60, 1};
+  ck_tstor_ok(tstor_storage_new(ctx, meta, 1, &s));
+  ck_tstor_ok(tstor_tensor_on_storage(s, TSTOR_UINT8, 0, 3, square, steep, &t));
+  ck_tstor_err(tstor_tensor_select(t, 1, 8, &v), TSTOR_EOVERFLOW);
+  ck_tstor_err(tstor_tensor_diagonal(t, 8, 0, 1, &v), TSTOR_EOVERFLOW);
+  ck_tstor_err(tstor_tensor_diagonal(t, -8, 1, 0, &v), TSTOR_EOVERFLOW);
+  ck_assert_ptr_null(v);
+  tstor_tensor_release(t);
+  tstor_storage_release(s);
+  /* a view that does not exist is refused as such, though computing it
+   * would overflow a size-1 dimension's stride; reshape copies */
+  int64_t odd[] = {(INT64_C(1) << 51) - 1, 1, 2}, odd_strides[] = {2, 1, (INT64_C(1) << 50) - 1},
+          flat[] = {(INT64_C(1) << 52) - 2}, one_flat[] = {1, (INT64_C(1) << 52) - 2};
+  ck_tstor_ok(tstor_storage_new(ctx, meta, (size_t)3 << 51, &s));
+  ck_tstor_ok(tstor_tensor_on_storage(s, TSTOR_UINT8, 0, 3, odd, odd_strides, &t));
+  ck_tstor_err(tstor_tensor_view(t, 2, one_flat, &v), TSTOR_EINVAL);
+  ck_assert_str_eq(tstor_last_error(), "view size is not compatible with input tensor's size and stride (at "
+                   "least one dimension spans across two contiguous subspaces). Use .reshape(...) instead.");
+  ck_tstor_ok(tstor_tensor_reshape(t, 1, flat, &v));
+  ck_assert_ptr_ne(tstor_tensor_storage(v), s);
+  tstor_tensor_release(v);
+  tstor_tensor_release(t);
+  tstor_storage_release(s);
 }
 END_TEST
 

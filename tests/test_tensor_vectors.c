@@ -1,7 +1,8 @@
 /* Tensor views and copies against PyTorch: every case of
- * tests/vectors/tensor_views.txt and tensor_copies.txt (gen_tensors.py), the
- * layouts, results and refusals PyTorch 1.13 gave. Copies run on cpu and
- * again through a device the core must stage through. */
+ * tests/vectors/tensor_views.txt and tensor_copies.txt (gen_tensors.py) and
+ * every chain of tensor_chains.txt (gen_chains.py), the layouts, results and
+ * refusals PyTorch 1.13 gave. Copies run on cpu and again through a device
+ * the core must stage through. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdatomic.h>
@@ -223,6 +224,148 @@ START_TEST(views_as_pytorch) {
 }
 END_TEST
 
+/* ---------------------------------------------------------------- chains */
+
+/* One step of a chain, "OP ARGS [@K]", on *t: the step's status; *t becomes
+ * its result (the K-th of a list) and the old *t is released. */
+static int chain_step(char *text, tstor_tensor **t, int *none) {
+  long pick = -1;
+  char *at = strstr(text, " @");
+  if (at) {
+    pick = strtol(at + 2, NULL, 10);
+    *at = '\0';
+  }
+  char *save;
+  char *op = strtok_r(text, " ", &save);
+  tstor_tensor **list = NULL, *out = NULL;
+  int count = 0;
+  int rc = apply(op, &save, *t, &list, &count, &out);
+  if (rc != 0) {
+    ck_assert_ptr_null(out);
+    ck_assert_ptr_null(list);
+    return rc;
+  }
+  if (!strcmp(op, "split") || !strcmp(op, "split_sizes") || !strcmp(op, "chunk")) {
+    if (count == 0 || pick < 0 || pick >= count) {
+      *none = count == 0;
+      tstor_tensor_list_free(list, count);
+      return *none ? 0 : -1000;
+    }
+    out = tstor_tensor_retain(list[pick]);
+    tstor_tensor_list_free(list, count);
+  }
+  tstor_tensor_release(*t);
+  *t = out;
+  return 0;
+}
+
+/* Chains of up to six views on meta tensors whose sizes, strides and offsets
+ * are often near INT64_MAX (tensor_chains.txt, gen_chains.py): each step must
+ * succeed where PyTorch's did, the chain must be refused at the step PyTorch
+ * refused, with PyTorch's message, and the last layout must be PyTorch's.
+ * Where PyTorch's int64 arithmetic wrapped around ("! K overflow"), step K
+ * must be refused with TSTOR_EOVERFLOW or give the exact layout the line
+ * carries, the op's result in unbounded integers. */
+START_TEST(chains_as_pytorch) {
+  const char *other = getenv("TSTOR_CHAINS_FILE"); /* a longer run's */
+  FILE *f = other ? fopen(other, "r") : open_vectors("tensor_chains.txt");
+  ck_assert_msg(f != NULL, "cannot open %s", other);
+  tstor_device meta = coretest_dev(ctx, "meta");
+  char line[8192];
+  int cases = 0, refusals = 0, overflows = 0, bad = 0, steps = 0;
+  while (fgets(line, sizeof line, f)) {
+    if (line[0] == '#') continue;
+    line[strcspn(line, "\n")] = '\0';
+    char copy[8192], *field[16];
+    memcpy(copy, line, sizeof copy);
+    int n = 0;
+    for (char *p = copy; p && n < 16; n++) {
+      field[n] = p;
+      p = strstr(p, " ; ");
+      if (p) {
+        *p = '\0';
+        p += 3;
+      }
+    }
+    ck_assert_int_ge(n, 3);
+    const char *want = field[n - 1];
+    int refused_at = 0;
+    const char *message = NULL, *exact = NULL;
+    if (want[0] == '!') {
+      char *end;
+      refused_at = (int)strtol(want + 2, &end, 10);
+      message = end + 1;
+      refusals++;
+      if (!strncmp(message, "overflow", 8)) {
+        exact = message[8] ? message + 9 : NULL;
+        message = "overflow";
+        overflows++;
+      }
+    }
+    char *save;
+    layout l;
+    save = field[0];
+    parse_layout(&save, &l);
+    tstor_storage *s;
+    ck_tstor_ok(tstor_typed_new(ctx, meta, l.dtype, (size_t)need(&l), &s));
+    tstor_tensor *t;
+    ck_tstor_ok(tstor_tensor_on_storage(s, l.dtype, l.offset, l.ndim, l.sizes, l.strides, &t));
+    char got[8192] = "";
+    for (int k = 1; k <= n - 2; k++) {
+      int none = 0;
+      int rc = chain_step(field[k], &t, &none);
+      steps++;
+      if (rc != 0) {
+        if (k != refused_at)
+          snprintf(got, sizeof got, "step %d refused: %s", k, tstor_last_error());
+        else if (!strcmp(message, "overflow") ? rc != TSTOR_EOVERFLOW
+                                               : strstr(tstor_last_error(), message) == NULL)
+          snprintf(got, sizeof got, "step %d refused otherwise: %s: %s", k, tstor_err_name(rc),
+                   tstor_last_error());
+        break;
+      }
+      if (k == refused_at) {
+        describe(t, got, sizeof got);
+        if (!exact || strcmp(got, exact)) {
+          char layout_got[4096];
+          memcpy(layout_got, got, sizeof layout_got);
+          snprintf(got, sizeof got, "step %d succeeded: %s", k, layout_got);
+        } else {
+          got[0] = '\0';
+        }
+        break;
+      }
+      if (none) {
+        if (strcmp(want, "none")) snprintf(got, sizeof got, "step %d gave no tensor", k);
+        break;
+      }
+      if (k == n - 2) {
+        describe(t, got, sizeof got);
+        if (!strcmp(got, want)) got[0] = '\0';
+      }
+    }
+    if (got[0]) {
+      fprintf(stderr, "%s\n  got %s\n", line, got);
+      bad++;
+    }
+    tstor_tensor_release(t);
+    ck_assert_int_eq(tstor_storage_use_count(s), 1);
+    tstor_storage_release(s);
+    cases++;
+  }
+  fclose(f);
+  ck_assert_msg(bad == 0, "%d of %d chains differ from PyTorch's", bad, cases);
+  fprintf(stderr, "chains: %d, steps %d, refusals %d (%d of them overflows)\n", cases, steps, refusals,
+          overflows);
+  if (!other) {
+    ck_assert_int_ge(cases, 3000);
+    ck_assert_int_gt(steps, 5000);
+    ck_assert_int_gt(refusals, 1000);
+    ck_assert_int_gt(overflows, 100);
+  }
+}
+END_TEST
+
 START_TEST(copies_as_pytorch_cpu) { ck_assert_int_gt(run_copies(ctx, cpu, cpu, cpu), 700); }
 END_TEST
 
@@ -264,6 +407,7 @@ Suite *vectors_suite(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, views_as_pytorch);
+  tcase_add_test(tc, chains_as_pytorch);
   tcase_add_test(tc, copies_as_pytorch_cpu);
   tcase_add_test(tc, copies_as_pytorch_staged);
   tcase_add_test(tc, copies_as_pytorch_through_copy_strided);
