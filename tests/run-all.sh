@@ -2,7 +2,8 @@
 # The whole test suite: a -Werror build with every Check suite, the same under
 # AddressSanitizer + UndefinedBehaviorSanitizer and ThreadSanitizer, the
 # hpu-stub backend built out of tree against an installed tstor, bounded fuzz
-# runs, and make distcheck. Build trees go under build-tests/.
+# runs and differential runs against PyTorch on the day's inputs, and make
+# distcheck. Build trees go under build-tests/.
 #
 # README's quick start builds in the clone itself (./configure there), and
 # configure refuses to build out of tree from a source folder configured in
@@ -50,8 +51,9 @@ bash tests/ci-sanitizers.sh "$out"
 step "out-of-tree backend build"
 bash tests/out-of-tree.sh "$out/main" "$out/prefix"
 
-step "fuzzing (bounded)"
-bash tests/fuzz/run.sh "$out" 60
+step "fuzzing and differential runs (bounded)"
+bash tests/fuzz/run.sh "$out" 50
+bash tests/differential.sh "$out/main"
 
 step "distcheck"
 (cd "$out/main" && make -j"$jobs" distcheck > distcheck.log 2>&1 || { tail -60 distcheck.log; exit 1; })

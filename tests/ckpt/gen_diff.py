@@ -298,8 +298,6 @@ for i in range(count):
     path = os.path.join(out, name)
     with open(path, "wb") as f:
         f.write(body)
-    expect.append("file " + name)
-    expect.append("# mutation " + what)
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception:  # noqa: BLE001 -- any refusal is a refusal
@@ -308,7 +306,18 @@ for i in range(count):
         lines = ["refused"]
     else:
         why = beyond_tstor(path, obj)
-        lines = ["# loaded by torch.load, refused by tstor: " + why, "refused"] if why else describe(obj)
+        try:
+            lines = ["# loaded by torch.load, refused by tstor: " + why, "refused"] if why else describe(obj)
+        except RuntimeError as e:
+            # PyTorch 1.13 loads a stride in the range it keeps for symbolic
+            # sizes, then fails on it when read: nothing to compare against
+            if "is_symbolic" not in str(e):
+                raise
+            os.remove(path)
+            expect.append("# %s (mutation %s) not compared: PyTorch cannot read what it loaded" % (name, what))
+            continue
+    expect.append("file " + name)
+    expect.append("# mutation " + what)
     expect.extend(lines)
 with open(os.path.join(out, "expect.txt"), "w") as f:
     f.write("\n".join(expect) + "\n")
