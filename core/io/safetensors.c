@@ -25,6 +25,10 @@ static const struct {
     {"U16", -1},             {"F16", TSTOR_FLOAT16},  {"BF16", TSTOR_BFLOAT16},
     {"I32", TSTOR_INT32},    {"U32", -1},             {"F32", TSTOR_FLOAT32},
     {"F64", TSTOR_FLOAT64},  {"I64", TSTOR_INT64},    {"U64", -1},
+    /* the reference's others, which tstor has no dtype for (after the ones
+     * above, so that the writer's ranks stay as they were) */
+    {"F4", -1}, {"F6_E2M3", -1}, {"F6_E3M2", -1}, {"F8_E8M0", -1}, {"F8_E4M3FNUZ", -1},
+    {"F8_E5M2FNUZ", -1}, {"C64", -1},
 };
 #define NST (sizeof st_dtypes / sizeof st_dtypes[0])
 
@@ -68,10 +72,9 @@ static int parse_entry(const char *name, json_t *info, st_entry *e) {
   if (!json_is_object(info)) return BAD("tensor '%s': its entry is not an object", name);
   json_t *dt = json_object_get(info, "dtype"), *shape = json_object_get(info, "shape"),
          *offs = json_object_get(info, "data_offsets");
+  /* other fields are ignored, as the reference ignores them */
   if (!json_is_string(dt) || !json_is_array(shape) || !json_is_array(offs))
     return BAD("tensor '%s' needs \"dtype\" (a string), \"shape\" and \"data_offsets\" (arrays)", name);
-  if (json_object_size(info) != 3)
-    return BAD("tensor '%s' has fields other than dtype, shape and data_offsets", name);
   const char *dn = json_string_value(dt);
   size_t k;
   for (k = 0; k < NST; k++)
@@ -83,16 +86,20 @@ static int parse_entry(const char *name, json_t *info, st_entry *e) {
   if (json_array_size(shape) > TSTOR_TENSOR_MAX_DIM)
     return BAD("tensor '%s' has %zu dimensions (at most %d)", name, json_array_size(shape), TSTOR_TENSOR_MAX_DIM);
   e->ndim = (int)json_array_size(shape);
-  uint64_t nbytes = tstor_dtype_size(e->dtype);
+  /* the reference's count: elements left to right, then bits, each checked,
+   * so that [2^62, 4, 0] overflows where [0, 2^62, 4] is empty */
+  uint64_t numel = 1, nbytes;
   for (int d = 0; d < e->ndim; d++) {
     json_t *v = json_array_get(shape, (size_t)d);
     if (!json_is_integer(v) || json_integer_value(v) < 0)
       return BAD("tensor '%s': shape entries must be non-negative integers", name);
     e->sizes[d] = json_integer_value(v);
-    if (e->sizes[d] && nbytes > UINT64_MAX / (uint64_t)e->sizes[d])
-      return TSTOR__ERR(TSTOR_EOVERFLOW, "safetensors: tensor '%s': shape x element size overflows", name);
-    nbytes *= (uint64_t)e->sizes[d];
+    if (__builtin_mul_overflow(numel, (uint64_t)e->sizes[d], &numel))
+      return TSTOR__ERR(TSTOR_EOVERFLOW, "safetensors: tensor '%s': its number of elements overflows", name);
   }
+  if (__builtin_mul_overflow(numel, 8 * (uint64_t)tstor_dtype_size(e->dtype), &nbytes))
+    return TSTOR__ERR(TSTOR_EOVERFLOW, "safetensors: tensor '%s': its number of bits overflows", name);
+  nbytes /= 8;
   if (json_array_size(offs) != 2) return BAD("tensor '%s': data_offsets must be [begin, end]", name);
   json_t *b = json_array_get(offs, 0), *en = json_array_get(offs, 1);
   if (!json_is_integer(b) || !json_is_integer(en) || json_integer_value(b) < 0 ||
@@ -151,6 +158,33 @@ static int make_storage(st_source *src, const st_entry *e, uint64_t data_start, 
   return rc;
 }
 
+/* What the reference's JSON parser (serde_json) refuses and jansson takes:
+ * nesting past 127 levels, and -0 as a number (a float to serde_json, so no
+ * size or offset). The header must also open an object after any JSON
+ * whitespace, as the reference's derive asks. Strings are skipped whole. */
+#define JSON_DEPTH_MAX 127
+static int check_json_text(const char *s, size_t n) {
+  size_t i = 0;
+  while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) i++;
+  if (i == n || s[i] != '{') return BAD("the header is not a JSON object");
+  int depth = 0;
+  for (; i < n; i++) {
+    char c = s[i];
+    if (c == '"') {
+      for (i++; i < n && s[i] != '"'; i++)
+        if (s[i] == '\\') i++;
+    } else if (c == '{' || c == '[') {
+      if (++depth > JSON_DEPTH_MAX) return BAD("the header nests deeper than %d levels", JSON_DEPTH_MAX);
+    } else if (c == '}' || c == ']') {
+      depth--;
+    } else if (c == '-' && i + 1 < n && s[i + 1] == '0' && (i == 0 || !strchr("0123456789.eE", s[i - 1])) &&
+               (i + 2 == n || !strchr("0123456789.eE", s[i + 2]))) {
+      return BAD("-0 in the header, which the format reads as a float");
+    }
+  }
+  return 0;
+}
+
 static int st_load(st_source *src, tstor_checkpoint **out) {
   const uint8_t *d = src->bytes;
   uint64_t size = src->size;
@@ -163,13 +197,13 @@ static int st_load(st_source *src, tstor_checkpoint **out) {
     return BAD("a header of %llu bytes in a file of %llu", (unsigned long long)n, (unsigned long long)size);
   const char *hdr = (const char *)d + 8;
   if (!tstor__utf8_valid(hdr, (size_t)n)) return BAD("the header is not UTF-8");
-  if (n == 0 || hdr[0] != '{') return BAD("the header does not start with '{'");
+  int rc = check_json_text(hdr, (size_t)n);
+  if (rc) return rc;
   json_error_t jerr;
   json_t *root = json_loadb(hdr, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
   if (!root) return BAD("header JSON, line %d column %d: %s", jerr.line, jerr.column, jerr.text);
   tstor_checkpoint *ck = NULL;
   st_entry *es = NULL;
-  int rc = 0;
   if (!json_is_object(root)) {
     rc = BAD("the header is not a JSON object");
     goto out;
@@ -185,6 +219,7 @@ static int st_load(st_source *src, tstor_checkpoint **out) {
   json_t *val;
   json_object_foreach(root, key, val) {
     if (strcmp(key, "__metadata__") == 0) {
+      if (json_is_null(val)) continue; /* an Option in the reference: none */
       if (!json_is_object(val)) {
         rc = BAD("__metadata__ is not an object of strings");
         goto out;
