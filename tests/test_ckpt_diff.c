@@ -3,7 +3,9 @@
  * broken) and must agree with what PyTorch made of each, recorded beside
  * them in expect.txt: both refuse, or both load the same tree (values,
  * layouts, storage sharing and element bytes). Both load with map_location
- * "cpu". The folder comes from TSTOR_DIFF_DIR (ckpt/diff.sh makes it); every
+ * "cpu". The same for the .safetensors files of gen_st_diff.py against its
+ * model of the reference reader (tensors, their bytes and the metadata).
+ * The folder comes from TSTOR_DIFF_DIR (ckpt/diff.sh makes it); every
  * disagreement is printed with its mutation. */
 #define _GNU_SOURCE
 #include "testutil.h"
@@ -51,6 +53,63 @@ static expected *read_expect(const char *dir, size_t *n) {
   return cases;
 }
 
+static int by_text(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* A safetensors file as gen_st_diff.py lists what the reference read: a line
+ * per tensor and per metadata entry, sorted ("empty" for none). */
+static char *list_safetensors(const tstor_checkpoint *ck) {
+  static const struct {
+    tstor_dtype dtype;
+    const char *name;
+  } names[] = {{TSTOR_BOOL, "BOOL"}, {TSTOR_UINT8, "U8"}, {TSTOR_INT8, "I8"}, {TSTOR_FLOAT8_E5M2, "F8_E5M2"},
+               {TSTOR_FLOAT8_E4M3FN, "F8_E4M3"}, {TSTOR_INT16, "I16"}, {TSTOR_FLOAT16, "F16"},
+               {TSTOR_BFLOAT16, "BF16"}, {TSTOR_INT32, "I32"}, {TSTOR_FLOAT32, "F32"}, {TSTOR_FLOAT64, "F64"},
+               {TSTOR_INT64, "I64"}};
+  const tstor_value *root = tstor_checkpoint_root(ck), *md = tstor_checkpoint_metadata(ck);
+  size_t nt = tstor_value_len(root), nm = md ? tstor_value_len(md) : 0, n = 0;
+  char **lines = calloc(nt + nm + 1, sizeof *lines);
+  ck_assert_ptr_nonnull(lines);
+  for (size_t i = 0; i < nt; i++) {
+    size_t len;
+    const char *name = tstor_value_string(tstor_value_key(root, i), &len);
+    const tstor_tensor *t = tstor_value_tensor(tstor_value_item(root, i));
+    const char *dn = "?";
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+      if (names[k].dtype == tstor_tensor_dtype(t)) dn = names[k].name;
+    text l = {0};
+    char *h = hex(name, len);
+    put(&l, "t s:%s %s sizes=", h, dn);
+    ints(&l, tstor_tensor_sizes(t), tstor_tensor_dim(t));
+    put(&l, " fnv=%016" PRIx64, tensor_fnv(t));
+    free(h);
+    lines[n++] = l.s;
+  }
+  for (size_t i = 0; i < nm; i++) {
+    size_t kl, vl;
+    const char *k = tstor_value_string(tstor_value_key(md, i), &kl), *v = tstor_value_string(tstor_value_item(md, i), &vl);
+    char *hk = hex(k, kl), *hv = hex(v, vl);
+    text l = {0};
+    put(&l, "m s:%s s:%s", hk, hv);
+    free(hk);
+    free(hv);
+    lines[n++] = l.s;
+  }
+  qsort(lines, n, sizeof *lines, by_text);
+  text all = {0};
+  for (size_t i = 0; i < n; i++) {
+    put(&all, "%s\n", lines[i]);
+    free(lines[i]);
+  }
+  if (!n) put(&all, "empty\n");
+  free(lines);
+  return all.s;
+}
+
+static int ends_with(const char *s, const char *tail) {
+  size_t a = strlen(s), b = strlen(tail);
+  return a >= b && strcmp(s + a - b, tail) == 0;
+}
+
 START_TEST(agrees_with_torch_load) {
   const char *dir = getenv("TSTOR_DIFF_DIR");
   ck_assert_msg(dir != NULL, "TSTOR_DIFF_DIR is not set (tests/ckpt/diff.sh sets it)");
@@ -63,8 +122,9 @@ START_TEST(agrees_with_torch_load) {
     char *path;
     ck_assert(asprintf(&path, "%s/%s", dir, cases[i].name) > 0);
     tstor_checkpoint *ck = NULL;
-    int rc = tstor_torch_load(ctx, path, &o, &ck);
-    char *got = rc ? strdup("refused\n") : list_checkpoint(ck, 1);
+    int st = ends_with(path, ".safetensors");
+    int rc = st ? tstor_safetensors_load(ctx, path, &o, &ck) : tstor_torch_load(ctx, path, &o, &ck);
+    char *got = rc ? strdup("refused\n") : st ? list_safetensors(ck) : list_checkpoint(ck, 1);
     ck_assert_ptr_nonnull(got);
     const char *want = cases[i].want.s ? cases[i].want.s : "";
     int torch_refused = strcmp(want, "refused\n") == 0;
