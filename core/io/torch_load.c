@@ -205,11 +205,12 @@ static int finish_storage(loader *ld, tstor__storage_rec *r, tstor_storage *host
 }
 
 /* Loads storage `r`: a view of the mapped archive (TSTOR_LOAD_MMAP), or read.
- * A cpu storage read from the file is only queued on ld->reads; the caller
- * runs them all and then finishes each (finish_storage). */
-static int load_storage(loader *ld, tstor__storage_rec *r, int *queued) {
+ * A cpu storage read from the file is only queued on ld->reads, and *queued
+ * set to its entry; the caller runs them all and then finishes each
+ * (finish_storage). */
+static int load_storage(loader *ld, tstor__storage_rec *r, const tstor__zip_entry **queued) {
   int rc;
-  *queued = 0;
+  *queued = NULL;
   size_t esize = tstor_dtype_size(r->dtype);
   uint64_t nbytes = (uint64_t)r->numel * esize; /* checked against overflow by the unpickler */
   const char *where = ld->map_location ? ld->map_location : r->location;
@@ -272,7 +273,7 @@ static int load_storage(loader *ld, tstor__storage_rec *r, int *queued) {
       if ((rc = tstor__read_batch_add(&ld->reads, dst, e->data_offset, (size_t)nbytes, r->key))) goto out;
       r->s = host;
       host = NULL;
-      *queued = 1;
+      *queued = e;
       goto out;
     } else if (stored && ld->fd >= 0) {
       rc = tstor__pread_full(ld->fd, dst, (size_t)nbytes, e->data_offset, r->key);
@@ -295,25 +296,13 @@ out:
 /* Every storage: the queued reads run together, then each is finished. */
 static int load_storages(loader *ld, tstor_checkpoint *ck) {
   int rc = 0;
-  unsigned char *queued = calloc(ck->nstorages ? ck->nstorages : 1, 1);
+  const tstor__zip_entry **queued = calloc(ck->nstorages ? ck->nstorages : 1, sizeof *queued);
   if (!queued) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for %zu storages", ck->nstorages);
-  for (size_t i = 0; i < ck->nstorages && !rc; i++) {
-    int q;
-    rc = load_storage(ld, &ck->storages[i], &q);
-    queued[i] = (unsigned char)q;
-  }
+  for (size_t i = 0; i < ck->nstorages && !rc; i++) rc = load_storage(ld, &ck->storages[i], &queued[i]);
   if (!rc && ld->reads.n) rc = tstor__read_batch_run(&ld->reads, ld->fd);
   for (size_t i = 0; i < ck->nstorages && !rc; i++) {
-    if (!queued[i]) continue;
     tstor__storage_rec *r = &ck->storages[i];
-    char tail[64 + 8], *name;
-    snprintf(tail, sizeof tail, "data/%s", r->key);
-    if (!(name = record_name(ld, tail))) {
-      rc = TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
-      break;
-    }
-    rc = finish_storage(ld, r, r->s, tstor__zip_find(&ld->ix, name), ld->flags & TSTOR_LOAD_VERIFY_CRC);
-    free(name);
+    if (queued[i]) rc = finish_storage(ld, r, r->s, queued[i], ld->flags & TSTOR_LOAD_VERIFY_CRC);
   }
   free(queued);
   return rc;
@@ -415,6 +404,25 @@ fail:
   return rc;
 }
 
+/* The archive in `size` bytes at data (a buffer, or the file's mapping), which
+ * libzip and our reads then both see. */
+static int zip_over_bytes(loader *ld, const void *data, size_t size) {
+  zip_error_t e;
+  zip_error_init(&e);
+  zip_source_t *src = zip_source_buffer_create(data, size, 0, &e);
+  int rc = 0;
+  if (!src) {
+    rc = zip_failure(&e, "buffer");
+  } else if (!(ld->z = zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &e))) {
+    zip_source_free(src);
+    rc = zip_failure(&e, "not a torch.save zip archive (PyTorch 1.6 and later)");
+  }
+  zip_error_fini(&e);
+  ld->bytes = data;
+  ld->nbytes = size;
+  return rc;
+}
+
 static void loader_close(loader *ld) {
   if (ld->z) zip_discard(ld->z);
   if (ld->fd >= 0) close(ld->fd);
@@ -450,6 +458,22 @@ int tstor_torch_load(tstor_context *ctx, const char *path, const tstor_load_opti
   /* one open file for libzip and our reads: a path replaced meanwhile cannot
    * give them two different files */
   if ((rc = tstor__file_open(path, &ld.fd, &ld.file_size))) return rc;
+  if (ld.flags & TSTOR_LOAD_MMAP) {
+    /* the whole file, mapped copy-on-write: the archive is read from the
+     * mapping alone, and storages are views of it */
+    close(ld.fd);
+    ld.fd = -1;
+    rc = tstor_storage_from_file(ld.ctx, path, 0, 0, 1, &ld.whole);
+    if (rc == TSTOR_ESIZE) rc = TSTOR__ERR(TSTOR_EINVAL, "%s: an empty file is not a torch.save archive", path);
+    else if (!rc) rc = zip_over_bytes(&ld, tstor_storage_data(ld.whole), tstor_storage_nbytes(ld.whole));
+    if (rc) {
+      char msg[900];
+      snprintf(msg, sizeof msg, "%s", tstor_last_error());
+      if (!strstr(msg, path)) TSTOR__ERR(rc, "%s: %s", path, msg);
+      goto out;
+    }
+    goto loaded;
+  }
   int zfd = dup(ld.fd);
   if (zfd < 0) {
     rc = TSTOR__ERR(TSTOR_EIO, "%s: %s", path, strerror(errno));
@@ -468,14 +492,7 @@ int tstor_torch_load(tstor_context *ctx, const char *path, const tstor_load_opti
     zip_error_fini(&e);
     goto out;
   }
-  if (ld.flags & TSTOR_LOAD_MMAP) {
-    /* the whole file, mapped copy-on-write: storages are views of it */
-    if ((rc = tstor_storage_from_file(ld.ctx, path, 0, 0, 1, &ld.whole))) goto out;
-    ld.bytes = tstor_storage_data(ld.whole);
-    ld.nbytes = tstor_storage_nbytes(ld.whole);
-    close(ld.fd); /* records come from the mapping */
-    ld.fd = -1;
-  }
+loaded:
   rc = load(&ld, out);
   if (rc) {
     char msg[900];
@@ -495,24 +512,7 @@ int tstor_torch_load_buffer(tstor_context *ctx, const void *data, size_t size,
   if (!data && size) return TSTOR__ERR(TSTOR_EINVAL, "tstor_torch_load_buffer: data is NULL");
   if (ctx) ld.ctx = ctx;
   else if ((rc = tstor_context_default(&ld.ctx))) return rc;
-  zip_error_t e;
-  zip_error_init(&e);
-  zip_source_t *src = zip_source_buffer_create(data, size, 0, &e);
-  if (!src) {
-    rc = zip_failure(&e, "buffer");
-    zip_error_fini(&e);
-    return rc;
-  }
-  ld.z = zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &e);
-  if (!ld.z) {
-    zip_source_free(src);
-    rc = zip_failure(&e, "not a torch.save zip archive (PyTorch 1.6 and later)");
-    zip_error_fini(&e);
-    return rc;
-  }
-  zip_error_fini(&e);
-  ld.bytes = data;
-  ld.nbytes = size;
+  if ((rc = zip_over_bytes(&ld, data, size))) return rc;
   if (ld.flags & TSTOR_LOAD_BORROW_BUFFER) {
     tstor_device cpu;
     if ((rc = tstor_device_parse(ld.ctx, "cpu", &cpu)) ||
