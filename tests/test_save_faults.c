@@ -101,40 +101,37 @@ static void old_file_intact(const char *path) {
   ck_assert_int_eq(entries(), 1); /* no temporary file left */
 }
 
-static int save(int safetensors, const tstor_checkpoint *ck, const char *path) {
-  return safetensors ? tstor_safetensors_save(ck, path, 0) : tstor_torch_save(ck, path);
+/* Saves over an old file at dir/model with the `nth` fsync failing with `e`
+ * (0: none); returns the save's code. */
+static int save_over_old(int safetensors, int nth, int e, char *path, size_t size) {
+  tstor_checkpoint *ck = small();
+  snprintf(path, size, "%s/model", dir);
+  spit(path, "old contents");
+  calls = 0;
+  fail_at = nth;
+  fail_errno = e;
+  int rc = safetensors ? tstor_safetensors_save(ck, path, 0) : tstor_torch_save(ck, path);
+  fail_at = 0;
+  tstor_checkpoint_free(ck);
+  return rc;
 }
 
 START_TEST(file_sync_fails) {
   int safetensors = _i & 1, enospc = _i & 2;
-  tstor_checkpoint *ck = small();
   char path[512];
-  snprintf(path, sizeof path, "%s/model", dir);
-  spit(path, "old contents");
-  calls = 0;
-  fail_at = 1;
-  fail_errno = enospc ? ENOSPC : EIO;
-  ck_tstor_err(save(safetensors, ck, path), enospc ? TSTOR_ENOSPC : TSTOR_EIO);
-  ck_last_error_has(strerror(fail_errno));
+  ck_tstor_err(save_over_old(safetensors, 1, enospc ? ENOSPC : EIO, path, sizeof path),
+               enospc ? TSTOR_ENOSPC : TSTOR_EIO);
+  ck_last_error_has(strerror(enospc ? ENOSPC : EIO));
   ck_assert_int_eq(calls, 1);
   old_file_intact(path);
-  fail_at = 0;
-  tstor_checkpoint_free(ck);
 }
 END_TEST
 
 START_TEST(folder_sync_fails) {
   int safetensors = _i;
-  tstor_checkpoint *ck = small();
   char path[512];
-  snprintf(path, sizeof path, "%s/model", dir);
-  spit(path, "old contents");
-  calls = 0;
-  fail_at = 2;
-  fail_errno = EIO;
-  ck_tstor_err(save(safetensors, ck, path), TSTOR_EIO);
+  ck_tstor_err(save_over_old(safetensors, 2, EIO, path, sizeof path), TSTOR_EIO);
   ck_last_error_has("written, but its folder could not be synced");
-  fail_at = 0;
   ck_assert_int_eq(entries(), 1);
   /* the new file is in place and whole */
   tstor_checkpoint *back;
@@ -143,7 +140,6 @@ START_TEST(folder_sync_fails) {
   ck_assert_ptr_nonnull(w);
   ck_assert_float_eq(((float *)tstor_tensor_data(tstor_value_tensor(w)))[2], 3);
   tstor_checkpoint_free(back);
-  tstor_checkpoint_free(ck);
 }
 END_TEST
 

@@ -17,6 +17,7 @@ import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from describe import fnv  # noqa: E402
 from st_reference import BITS, TSTOR_DTYPES, Refused, read  # noqa: E402
 
 out, count, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -24,13 +25,6 @@ rng = random.Random(seed)
 SUPPORTED = sorted(TSTOR_DTYPES)
 OTHERS = sorted(set(BITS) - TSTOR_DTYPES)
 NAMES = ["w", "layer.0.weight", "b", "emb", "x.y", "\u00e9t\u00e9", "a/b", "", "n\\u0041me", "t\\u00e9"]
-
-
-def fnv(b):
-    h = 0xcbf29ce484222325
-    for c in b:
-        h = ((h ^ c) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
-    return "%016x" % h
 
 
 def js(s):

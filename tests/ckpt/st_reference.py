@@ -34,6 +34,9 @@ class Float:
     def __init__(self, text):
         self.text = text
 
+    def __repr__(self):
+        return self.text
+
 
 class Obj:
     """A JSON object as its pairs, duplicates kept, in order."""

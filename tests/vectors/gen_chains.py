@@ -20,11 +20,14 @@ tensor, or "! K MESSAGE": step K (from 1) was refused with PyTorch's message.
 
 Half the chains start from layouts whose sizes, strides or offsets are near
 INT64_MAX and take arguments near the int64 limits, where PyTorch's C++ may
-overflow without a word. A step whose PyTorch result breaks the invariants a
-tensor keeps (sizes, strides and offset not negative, numel and the byte
-extent within int64) is written "! K overflow": PyTorch wrapped around, and
-tstor must refuse that step with TSTOR_EOVERFLOW. The output is
-deterministic (fixed seed).
+overflow without a word. Each step's sizes, strides and offset are recomputed
+in unbounded integers where the op's formula is a product (exact(),
+exact_shape()), and a view is checked to stay inside its source: where
+PyTorch's answer differs, or breaks the invariants a tensor keeps, or is a
+refusal its wrapped arithmetic caused, the step is written "! K overflow",
+followed by the exact layout where one exists: tstor must refuse that step
+with TSTOR_EOVERFLOW or give exactly that layout. FOUND adds chains that once
+went otherwise in tstor. The output is deterministic (fixed seed).
 """
 import os
 import random
@@ -32,6 +35,9 @@ import sys
 import warnings
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gen_tensors import L, desc  # noqa: E402 -- the layouts as tensor_views.txt writes them
 
 warnings.filterwarnings("ignore")
 T = torch
@@ -46,14 +52,6 @@ CHAINS = 3000
 # PyTorch 1.13 keeps ints at or below -2^62 for symbolic sizes and refuses them
 # as arguments with this message: a trait of that version, not of the views.
 SYMBOLIC = "is_symbolic()"
-
-
-def L(v):
-    return ",".join(str(int(x)) for x in v) if len(v) else "-"
-
-
-def desc(t):
-    return "%s %d %s %s" % (NAME[t.dtype], t.storage_offset(), L(t.shape), L(t.stride()))
 
 
 def extent(sizes, strides, off):
