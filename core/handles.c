@@ -5,6 +5,7 @@
  * is freed by then: a mark kept inside the object would have to be read from
  * freed memory, itself undefined behaviour. As with free(), a stale pointer
  * that a new handle has since been given the address of names the new one. */
+#include "fault.h"
 #include "internal.h"
 
 #include <pthread.h>
@@ -33,7 +34,10 @@ static void put(const void *h) {
 
 static int grow(void) {
   size_t old_cap = cap, new_cap = cap ? 2 * cap : 64;
-  const void **old = slots, **fresh = calloc(new_cap, sizeof *fresh);
+  /* plain calloc, not counted as the core's (the table is never freed), but
+   * failed on demand like every other acquisition (fault.h) */
+  const void **old = slots, **fresh = NULL;
+  if (!tstor__fault_check(TSTOR_FAULT_MALLOC)) fresh = calloc(new_cap, sizeof *fresh);
   if (!fresh) return TSTOR_ENOMEM;
   slots = fresh;
   cap = new_cap;

@@ -408,6 +408,16 @@ static void wrap_owned_done(fx *f) {
 }
 
 static int run_stream(fx *f) { return tstor_stream_new(f->ctx, f->fake0, &f->stream); }
+/* 300 streams at once: the table of open handles (core/handles.c) grows
+ * twice on the way, and a grow that fails must fail that stream alone. */
+#define MANY_STREAMS 300
+static int run_many_streams(fx *f) {
+  tstor_stream *s[MANY_STREAMS];
+  int n = 0, rc = 0;
+  while (n < MANY_STREAMS && !(rc = tstor_stream_new(f->ctx, f->cpu, &s[n]))) n++;
+  while (n > 0) tstor_stream_free(s[--n]);
+  return rc;
+}
 static int run_event(fx *f) { return tstor_event_new(f->ctx, f->cpu, &f->event); }
 
 static const unsigned MEM = TSTOR_FAULT_MALLOC | TSTOR_FAULT_ALLOC;
@@ -433,6 +443,7 @@ static const sweep_op storage_ops[] = {
     {"wrap", MEM, NULL, run_wrap, NULL, out_exists, 0},
     {"wrap_owned", MEM, NULL, run_wrap_owned, deleter_not_called, wrap_owned_done, 0},
     {"stream_new", MEM, NULL, run_stream, NULL, NULL, 0},
+    {"300 streams (the handle table grows)", MEM, NULL, run_many_streams, NULL, NULL, 0},
     {"event_new", MEM, NULL, run_event, NULL, NULL, 0},
 };
 
