@@ -2,10 +2,13 @@
  * measured side by side in one run. Rounds alternate between ours and the
  * baseline and the best round of each is kept, so a noisy neighbour hurts
  * both the same way. */
+#include <dlfcn.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "commands.h"
 
@@ -100,6 +103,33 @@ static const char *human(size_t n, char *buf, size_t len) {
   return buf;
 }
 
+#ifdef TSTOR_BENCH_TORCH
+/* tstor bench --torch: loads bench-torch.so, the one part of the program that
+ * links libtorch; $TSTOR_BENCH_TORCH_MODULE names another, and a program run
+ * from its build tree takes the one built there. */
+static int run_bench_torch(tstor_context *ctx, int rounds, int quick, int threads, const char *dir) {
+  const char *path = getenv("TSTOR_BENCH_TORCH_MODULE");
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  const char *tools = TSTOR_ABS_BUILDDIR "/tools/";
+  if (!path && n > 0 && (exe[n] = '\0', strncmp(exe, tools, strlen(tools)) == 0))
+    path = TSTOR_ABS_BUILDDIR "/tools/.libs/bench-torch.so";
+  if (!path) path = TSTOR_PKGLIBDIR "/bench-torch.so";
+  void *module = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!module) {
+    fprintf(stderr, "tstor bench: --torch needs %s: %s\n", path, dlerror());
+    return EXIT_FAILED;
+  }
+  int (*bench_torch)(tstor_context *, int, int, int, const char *);
+  *(void **)&bench_torch = dlsym(module, "tstor_bench_torch");
+  int rc = EXIT_FAILED;
+  if (bench_torch) rc = bench_torch(ctx, rounds, quick, threads, dir);
+  else fprintf(stderr, "tstor bench: %s has no tstor_bench_torch\n", path);
+  dlclose(module);
+  return rc;
+}
+#endif
+
 int tstor_cmd_bench(int argc, char **argv) {
   const char *config = NULL;
   int rounds = 7, torch = 0, threads = 2, quick = 0;
@@ -165,7 +195,7 @@ int tstor_cmd_bench(int argc, char **argv) {
   }
 #ifdef TSTOR_BENCH_TORCH
   if (torch) {
-    rc = tstor_bench_torch(b.ctx, rounds, quick, threads, dir);
+    rc = run_bench_torch(b.ctx, rounds, quick, threads, dir);
     tstor_context_close(b.ctx);
     return rc;
   }

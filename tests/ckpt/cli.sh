@@ -9,6 +9,12 @@ out=$(mktemp -d) || exit 1
 trap 'rm -rf "$out"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
+# the program links libtstor and libtstor-io alone: libtorch (hundreds of
+# libraries, seconds to load) stays in bench-torch.so, loaded for --torch
+libs=$(../libtool --mode=execute ldd ../tools/tstor) || fail "ldd tstor"
+echo "$libs" | grep -q 'libtstor\.so' || fail "tstor does not link libtstor: $libs"
+if echo "$libs" | grep -Eq 'libtorch|libc10'; then fail "tstor links libtorch"; fi
+
 $tstor inspect "$dir/golden/checkpoint_nested.pt" > "$out/a.txt" || fail "inspect exit $?"
 grep -q '^model.weight  *float32  *\[3, 4\]  *\[4, 1\]  *0  *0  *48$' "$out/a.txt" || fail "model.weight line"
 grep -q '^history\[2\].w  *float32  *\[4\]  *\[1\]  *8  *0  *48$' "$out/a.txt" || fail "history[2].w line"
