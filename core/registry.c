@@ -5,6 +5,7 @@
  * take no lock. */
 #include "internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -235,6 +236,26 @@ int tstor__bad_device(tstor_context *ctx, tstor_device dev) {
                     ctx->types[dev.type].name);
 }
 
+/* Why `text` names no device type: its backend declined or failed to load
+ * (its own words), or no backend gives it (the types there are). */
+static int unknown_type(tstor_context *ctx, const char *text, size_t n) {
+  for (int i = 0; i < ctx->nbackends; i++) {
+    const tstor_backend_info *b = &ctx->backends[i].info;
+    if (strlen(b->name) != n || memcmp(b->name, text, n) != 0) continue;
+    if (b->state == TSTOR_BACKEND_DECLINED)
+      return tstor__err(TSTOR_ENODEV, "no device \"%s\": the %s backend declined to load: %s", text, b->name,
+                        b->message);
+    if (b->state == TSTOR_BACKEND_FAILED)
+      return tstor__err(TSTOR_ENODEV, "no device \"%s\": the %s backend failed to load: %s", text, b->name,
+                        b->message);
+  }
+  char types[256] = "";
+  size_t at = 0;
+  for (int i = 0; i < ctx->ntypes && at < sizeof types; i++)
+    at += (size_t)snprintf(types + at, sizeof types - at, "%s%s", i ? ", " : "", ctx->types[i].name);
+  return tstor__err(TSTOR_ENODEV, "unknown device type in \"%s\" (this context has %s)", text, types);
+}
+
 int tstor__device_lookup(tstor_context *ctx, const char *text, tstor_device *out) {
   if (!text || !out) return tstor__err(TSTOR_EINVAL, "device_parse: NULL argument");
   const char *colon = strchr(text, ':');
@@ -246,7 +267,7 @@ int tstor__device_lookup(tstor_context *ctx, const char *text, tstor_device *out
       break;
     }
   }
-  if (type < 0) return tstor__err(TSTOR_ENODEV, "unknown device type in \"%s\"", text);
+  if (type < 0) return unknown_type(ctx, text, n);
   long index = 0;
   if (colon) {
     const char *p = colon + 1;

@@ -338,7 +338,8 @@ START_TEST(saved_on_a_gpu) {
   } else {
     ck_assert_int_eq(rc, TSTOR_ENODEV);
     ck_assert_ptr_null(ck);
-    ck_last_error_has("cuda:0");
+    ck_last_error_has("storage '0' is for device 'cuda:0', which this context cannot give (no device \"cuda:0\"");
+    ck_assert_ptr_null(strstr(tstor_last_error(), "cannot give (storage")); /* not written into itself */
   }
   tstor_load_options o = {sizeof o, "cpu", 0};
   ck_tstor_ok(tstor_torch_load(ctx, CUDA_SAVED_PT, &o, &ck));
@@ -663,9 +664,18 @@ START_TEST(bad_arguments) {
   ck_assert_int_eq(tstor_value_len(d), 1);
   ck_assert_ptr_eq(tstor_value_item(d, 0), one);
   tstor_checkpoint_free(built);
+  /* a map_location naming no device is the argument's fault, said as such,
+   * whatever the file holds (even none) */
   o.map_location = "nosuchdevice";
   ck_tstor_err(tstor_torch_load(ctx, CKDIR "/golden/tensor_root.pt", &o, &ck), TSTOR_ENODEV);
-  ck_last_error_has("nosuchdevice");
+  ck_last_error_has("map_location \"nosuchdevice\" is no device of this context: unknown device type in "
+                    "\"nosuchdevice\" (this context has cpu, meta");
+  ck_tstor_err(tstor_torch_load(ctx, CKDIR "/nosuch.pt", &o, &ck), TSTOR_ENODEV);
+  ck_tstor_err(tstor_safetensors_load(ctx, CKDIR "/golden/tensor_root.pt", &o, &ck), TSTOR_ENODEV);
+  ck_last_error_has("map_location \"nosuchdevice\"");
+  o.map_location = "cpu:x";
+  ck_tstor_err(tstor_torch_load_buffer(ctx, "", 0, &o, &ck), TSTOR_EINVAL);
+  ck_last_error_has("map_location \"cpu:x\" is no device of this context: bad device index");
   tstor_checkpoint_free(NULL);
 }
 END_TEST

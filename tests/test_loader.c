@@ -164,6 +164,9 @@ START_TEST(init_fails) {
   /* What it registered before failing is gone. */
   tstor_device dev;
   ck_tstor_err(tstor_device_parse(ctx, "initfail", &dev), TSTOR_ENODEV);
+  /* and a device of the backend's name says why it is missing */
+  ck_last_error_has("no device \"initfail\": the initfail backend failed to load:");
+  ck_last_error_has("on fire");
   ck_assert_int_eq(tstor_device_type_count(ctx), 2);
   tstor_context_close(ctx);
   ck_assert(!coretest_is_loaded(lib));
@@ -176,6 +179,9 @@ START_TEST(init_declines) {
                                               TSTOR_BACKEND_DECLINED, "no simulated hardware");
   tstor_device dev;
   ck_tstor_err(tstor_device_parse(ctx, "declined", &dev), TSTOR_ENODEV);
+  ck_last_error_has("unknown device type in \"declined\" (this context has cpu, meta)");
+  ck_tstor_err(tstor_device_parse(ctx, "decline:0", &dev), TSTOR_ENODEV);
+  ck_last_error_has("no device \"decline:0\": the decline backend declined to load: no simulated hardware");
   ck_assert_int_eq(tstor_device_type_count(ctx), 2);
   /* A declined module is of no use: it is not kept loaded. */
   ck_assert(!coretest_is_loaded(lib));

@@ -55,6 +55,17 @@ static inline int tstor__load_options_check(const tstor_load_options *opts) {
   return 0;
 }
 
+/* A map_location the context has no device for is the caller's argument at
+ * fault, whatever the file holds: said so before anything is read. */
+static inline int tstor__map_location_check(tstor_context *ctx, const char *map_location) {
+  tstor_device dev;
+  int rc = map_location ? tstor_device_parse(ctx, map_location, &dev) : 0;
+  if (rc == 0) return 0;
+  char why[512];
+  snprintf(why, sizeof why, "%s", tstor_last_error());
+  return TSTOR__ERR(rc, "map_location \"%s\" is no device of this context: %s", map_location, why);
+}
+
 /* Kinds only the unpickler sees: they never reach a finished tree. */
 enum {
   TSTOR__VALUE_GLOBAL = 100, /* a permitted callable or class (u.i: which) */

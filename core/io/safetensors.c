@@ -312,9 +312,8 @@ static int load_args(tstor_context *ctx, const tstor_load_options *opts, tstor_c
     src->map_location = opts->map_location;
     *flags = opts->flags;
   }
-  if (ctx) src->ctx = ctx;
-  else return tstor_context_default(&src->ctx);
-  return 0;
+  int rc = ctx ? (src->ctx = ctx, 0) : tstor_context_default(&src->ctx);
+  return rc ? rc : tstor__map_location_check(src->ctx, src->map_location);
 }
 
 /* The length word and the header of the file open on src->fd: the bytes

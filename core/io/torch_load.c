@@ -216,9 +216,12 @@ static int load_storage(loader *ld, tstor__storage_rec *r, const tstor__zip_entr
   const char *where = ld->map_location ? ld->map_location : r->location;
   if (!where[0]) return TSTOR__ERR(TSTOR_EINVAL, "storage '%s' names no location (a string); load with a map_location", r->key);
   tstor_device dev;
-  if ((rc = tstor_device_parse(ld->ctx, where, &dev)))
+  if ((rc = tstor_device_parse(ld->ctx, where, &dev))) {
+    char why[512]; /* the message is rewritten below: copied out first */
+    snprintf(why, sizeof why, "%s", tstor_last_error());
     return TSTOR__ERR(rc, "storage '%s' is for device '%s', which this context cannot give (%s); "
-                          "load with a map_location", r->key, where, tstor_last_error());
+                          "load with a map_location", r->key, where, why);
+  }
   char tail[64 + 8];
   if (strlen(r->key) > 64) return TSTOR__ERR(TSTOR_EINVAL, "storage key '%.64s...' is too long", r->key);
   snprintf(tail, sizeof tail, "data/%s", r->key);
@@ -454,6 +457,7 @@ int tstor_torch_load(tstor_context *ctx, const char *path, const tstor_load_opti
   if (!path) return TSTOR__ERR(TSTOR_EINVAL, "tstor_torch_load: path is NULL");
   if (ctx) ld.ctx = ctx;
   else if ((rc = tstor_context_default(&ld.ctx))) return rc;
+  if ((rc = tstor__map_location_check(ld.ctx, ld.map_location))) return rc;
   int zerr = 0;
   /* one open file for libzip and our reads: a path replaced meanwhile cannot
    * give them two different files */
@@ -512,6 +516,7 @@ int tstor_torch_load_buffer(tstor_context *ctx, const void *data, size_t size,
   if (!data && size) return TSTOR__ERR(TSTOR_EINVAL, "tstor_torch_load_buffer: data is NULL");
   if (ctx) ld.ctx = ctx;
   else if ((rc = tstor_context_default(&ld.ctx))) return rc;
+  if ((rc = tstor__map_location_check(ld.ctx, ld.map_location))) return rc;
   if ((rc = zip_over_bytes(&ld, data, size))) return rc;
   if (ld.flags & TSTOR_LOAD_BORROW_BUFFER) {
     tstor_device cpu;
