@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void destroy(tstor_context *ctx) {
   tstor__unload_backends(ctx);
@@ -72,12 +73,21 @@ static int open_with_config(tstor__config *cfg, tstor_context **out) {
   return 0;
 }
 
+/* The installed configuration (make install writes it), unless
+ * $TSTOR_SYSTEM_CONFIG names another file, or none when empty; NULL when
+ * there is none to read. */
+static const char *system_config(void) {
+  const char *env = secure_getenv("TSTOR_SYSTEM_CONFIG");
+  const char *path = env ? env : TSTOR_SYSTEM_CONFIG;
+  return *path && access(path, F_OK) == 0 ? path : NULL;
+}
+
 int tstor_context_open(const char *path, tstor_context **out) {
   if (!out) return tstor__err(TSTOR_EINVAL, "context_open: NULL out");
   *out = NULL;
   if (!path) {
     const char *env = secure_getenv("TSTOR_CONFIG");
-    if (env && *env) path = env;
+    path = env && *env ? env : system_config();
   }
   tstor__config *cfg;
   int rc = path ? tstor__config_load(path, &cfg)

@@ -35,6 +35,13 @@ pkg-config --exists tstor || { echo "tstor.pc is not in $prefix/lib/pkgconfig"; 
 unset TSTOR_BACKEND_DIR TSTOR_CONFIG TSTOR_DEFAULT_DEVICE
 tstor="$prefix/bin/tstor"
 
+echo "the installed tstor reads the installed config"
+TSTOR_SYSTEM_CONFIG= "$tstor" info > /dev/null # the embedded default works too
+unset TSTOR_SYSTEM_CONFIG
+info=$("$tstor" info) || { echo "installed tstor info failed"; exit 1; }
+echo "$info" | grep -qx "config: $prefix/etc/tstor/tstor.ini" ||
+  { echo "installed tstor info did not read $prefix/etc/tstor/tstor.ini:"; echo "$info"; exit 1; }
+
 echo "the author's kit is installed where the guide says"
 template=$(pkg-config --variable=templatedir tstor)
 guide=$(pkg-config --variable=guide tstor)

@@ -245,6 +245,32 @@ static int default_fails_as_open_would(void) {
   return 0;
 }
 
+/* The installed configuration comes after $TSTOR_CONFIG and before the
+ * embedded default; $TSTOR_SYSTEM_CONFIG stands for its place here. */
+static int default_from_system_config(void) {
+  unsetenv("TSTOR_CONFIG");
+  setenv("TSTOR_SYSTEM_CONFIG", TSTOR_TEST_SRCDIR "/configs/good.ini", 1);
+  tstor_context *ctx = NULL;
+  if (tstor_context_open(NULL, &ctx) != 0) return 1;
+  if (strcmp(tstor_context_config_name(ctx), TSTOR_TEST_SRCDIR "/configs/good.ini") != 0) return 2;
+  tstor_context_close(ctx);
+  setenv("TSTOR_CONFIG", TSTOR_TEST_SRCDIR "/configs/good.ini", 1);
+  setenv("TSTOR_SYSTEM_CONFIG", TSTOR_TEST_SRCDIR "/configs/malformed.ini", 1);
+  if (tstor_context_open(NULL, &ctx) != 0) return 3; /* $TSTOR_CONFIG first */
+  tstor_context_close(ctx);
+  unsetenv("TSTOR_CONFIG");
+  if (tstor_context_open(NULL, &ctx) != TSTOR_ECONFIG) return 4; /* read when there, errors and all */
+  setenv("TSTOR_SYSTEM_CONFIG", TSTOR_TEST_SRCDIR "/configs/no-such.ini", 1);
+  if (tstor_context_open(NULL, &ctx) != 0) return 5;
+  if (strcmp(tstor_context_config_name(ctx), "embedded default") != 0) return 6;
+  tstor_context_close(ctx);
+  setenv("TSTOR_SYSTEM_CONFIG", "", 1);
+  if (tstor_context_open(NULL, &ctx) != 0) return 7;
+  if (strcmp(tstor_context_config_name(ctx), "embedded default") != 0) return 8;
+  tstor_context_close(ctx);
+  return 0;
+}
+
 static int default_from_embedded(void) {
   unsetenv("TSTOR_CONFIG");
   tstor_context *ctx = NULL;
@@ -256,6 +282,7 @@ static int default_from_embedded(void) {
 START_TEST(default_context_from_environment) {
   ck_assert_int_eq(in_child(default_from_env_config), 0);
   ck_assert_int_eq(in_child(default_fails_as_open_would), 0);
+  ck_assert_int_eq(in_child(default_from_system_config), 0);
   ck_assert_int_eq(in_child(default_from_embedded), 0);
 }
 END_TEST

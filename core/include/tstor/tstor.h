@@ -9,7 +9,7 @@
  *     code otherwise. The human-readable detail of the last failure on this thread
  *     is tstor_last_error(). A failed call leaves every object as it was.
  *   - A NULL tstor_context * means the process-wide default context, opened on
- *     first use from $TSTOR_CONFIG or the embedded default configuration.
+ *     first use as tstor_context_open(NULL, ...) opens one.
  *   - Ownership is stated in each comment. "Returns a new reference" means the
  *     caller must tstor_storage_release() it exactly once.
  *   - Every function is thread-safe unless its comment says otherwise. Writing to
@@ -28,10 +28,11 @@
  *     written. A struct_size of 0 stands for the struct's first layout (fields
  *     not marked "since"), so `= {0}` is safe too. Fields are only appended,
  *     each marked with the version that added it.
- *   - The TSTOR_* environment variables (TSTOR_CONFIG, TSTOR_BACKEND_DIR,
- *     TSTOR_LOG, TSTOR_DEFAULT_DEVICE, TSTOR_NUM_THREADS, TSTOR_SIMD) are read
- *     with secure_getenv: a setuid or setgid program (or one with file
- *     capabilities) ignores them, so its caller cannot make it load a module.
+ *   - The TSTOR_* environment variables (TSTOR_CONFIG, TSTOR_SYSTEM_CONFIG,
+ *     TSTOR_BACKEND_DIR, TSTOR_LOG, TSTOR_DEFAULT_DEVICE, TSTOR_NUM_THREADS,
+ *     TSTOR_SIMD) are read with secure_getenv: a setuid or setgid program (or
+ *     one with file capabilities) ignores them, so its caller cannot make it
+ *     load a module.
  */
 #ifndef TSTOR_TSTOR_H
 #define TSTOR_TSTOR_H
@@ -130,7 +131,10 @@ TSTOR_EXTERN int tstor_error_set(int code, const char *fmt, ...)
 typedef struct tstor_context tstor_context;
 
 /* Opens a context from the INI file at `path`. With path NULL: $TSTOR_CONFIG if
- * set, else the embedded default configuration. On success *out is a new
+ * set, else the installed configuration ($(sysconfdir)/tstor/tstor.ini, which
+ * make install writes; $TSTOR_SYSTEM_CONFIG names another, or none when
+ * empty) if that file exists, else the embedded default configuration;
+ * tstor_context_config_name says which was read. On success *out is a new
  * context the caller closes with tstor_context_close(). On failure *out is
  * NULL and nothing stays loaded. */
 TSTOR_EXTERN int tstor_context_open(const char *path, tstor_context **out);
