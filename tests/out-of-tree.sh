@@ -46,7 +46,8 @@ echo "the author's kit is installed where the guide says"
 template=$(pkg-config --variable=templatedir tstor)
 guide=$(pkg-config --variable=guide tstor)
 example=$(dirname "$guide")/examples/minimal-backend.c
-for f in "$guide" "$example" "$template/Makefile.standalone" "$template/hpu_stub.h"; do
+for f in "$guide" "$example" "$template/Makefile.standalone" "$template/hpu_stub.h" \
+  "$(dirname "$guide")/config.md" "$(dirname "$guide")/examples/meta-convnet.c"; do
   test -f "$f" || { echo "not installed: $f"; exit 1; }
 done
 # The installed template is the whole backend: every source its Makefile names.

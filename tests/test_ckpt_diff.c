@@ -117,7 +117,8 @@ START_TEST(agrees_with_torch_load) {
   expected *cases = read_expect(dir, &n);
   ck_assert_msg(n > 0, "%s/expect.txt lists no file", dir);
   size_t both_loaded = 0, both_refused = 0, disagree = 0;
-  tstor_load_options o = {sizeof o, "cpu", 0};
+  tstor_load_options o = TSTOR_LOAD_OPTIONS_INIT;
+  o.map_location = "cpu";
   for (size_t i = 0; i < n; i++) {
     char *path;
     ck_assert(asprintf(&path, "%s/%s", dir, cases[i].name) > 0);

@@ -89,6 +89,9 @@ typedef struct tstor_load_options {
                                torch.load without map_location */
   unsigned flags;           /* TSTOR_LOAD_* */
 } tstor_load_options;
+/* The defaults, size filled in: `tstor_load_options o = TSTOR_LOAD_OPTIONS_INIT;
+ * o.map_location = "cpu";`. */
+#define TSTOR_LOAD_OPTIONS_INIT {.size = sizeof(tstor_load_options)}
 
 /* Loads the torch.save file at `path` (the zip format of PyTorch 1.6 and
  * later). opts may be NULL (defaults). Regular files only. Every storage is
