@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,6 +26,36 @@ static int is_file(const char *path) {
 /* Tries `dir/lib` for each directory of a colon-separated list; relative
  * directories are taken against the config's folder. *found is the first
  * path that exists, or NULL; fails only for want of memory. */
+/* The folder a search entry starting with $ORIGIN (the running program's
+ * folder) or $LIBDIR (the folder libtstor itself was loaded from) stands
+ * for, so that a program shipped with its own backends finds them wherever
+ * it is copied; *len gets the token's length. NULL when the entry starts
+ * with neither, and for $ORIGIN in a setuid or setgid program (ld.so ignores
+ * it there too: a hard link could move the program next to any module). */
+static const char *origin_of(const char *entry, size_t n, size_t *len, char *buf, size_t size) {
+  static const char origin[] = "$ORIGIN", libdir[] = "$LIBDIR";
+  const char *token = n >= sizeof origin - 1 && !memcmp(entry, origin, sizeof origin - 1) ? origin
+                      : n >= sizeof libdir - 1 && !memcmp(entry, libdir, sizeof libdir - 1) ? libdir
+                                                                                             : NULL;
+  if (!token) return NULL;
+  *len = strlen(token);
+  if (n > *len && entry[*len] != '/') return NULL; /* $ORIGINAL is no token */
+  if (token == origin) {
+    if (getauxval(AT_SECURE)) return NULL;
+    ssize_t got = readlink("/proc/self/exe", buf, size - 1);
+    if (got <= 0) return NULL;
+    buf[got] = '\0';
+  } else {
+    Dl_info info;
+    if (!dladdr((void *)origin_of, &info) || !info.dli_fname) return NULL;
+    if (!realpath(info.dli_fname, buf)) return NULL;
+  }
+  char *slash = strrchr(buf, '/');
+  if (!slash) return NULL;
+  *slash = '\0';
+  return buf;
+}
+
 static int search_dirs(const tstor__config *cfg, const char *list, const char *lib,
                        char *tried, size_t tried_size, char **found) {
   const char *p = list;
@@ -32,14 +63,24 @@ static int search_dirs(const tstor__config *cfg, const char *list, const char *l
   while (p && *p) {
     const char *colon = strchr(p, ':');
     size_t n = colon ? (size_t)(colon - p) : strlen(p);
-    if (n > 0) {
+    char where[PATH_MAX];
+    size_t token = 0;
+    const char *origin = n > 0 && p[0] == '$' ? origin_of(p, n, &token, where, sizeof where) : NULL;
+    if (n > 0 && p[0] == '$' && !origin) {
+      /* an unknown token, or $ORIGIN where it is not honoured: skipped, said
+       * among the folders tried */
+      size_t used = strlen(tried);
+      snprintf(tried + used, tried_size - used, "%s%.*s (not expanded)", used ? ", " : "", (int)n, p);
+    } else if (n > 0) {
       char *path;
-      if (p[0] == '/' || !cfg->dir)
+      if (origin)
+        path = tstor__asprintf("%s%.*s/%s", origin, (int)(n - token), p + token, lib);
+      else if (p[0] == '/' || !cfg->dir)
         path = tstor__asprintf("%.*s/%s", (int)n, p, lib);
       else
         path = tstor__asprintf("%s/%.*s/%s", cfg->dir, (int)n, p, lib);
       if (!path) return tstor__err(TSTOR_ENOMEM, "out of memory resolving %s", lib);
-      if (p[0] != '/' && !cfg->dir) {
+      if (!origin && p[0] != '/' && !cfg->dir) {
         /* A relative directory with nothing to be relative to: skip it rather
          * than search the working directory. */
         tstor__free(path);

@@ -114,4 +114,24 @@ cc -std=c11 -Wall -Wextra -Werror "$work/app.c" -o "$work/app" \
   -Wl,-rpath,"$(pkg-config --variable=libdir tstor)"
 "$work/app" "$work/hpu-stub/tstor-hpu-stub.so"
 
+echo "a program shipped with its own libtstor and backends runs where it is copied"
+# bin/, lib/ and lib/tstor/ copied into a folder of their own, as an
+# application bundles them (the program finds libtstor by \$ORIGIN, as its own
+# rpath would say; here LD_LIBRARY_PATH): the embedded default's \$LIBDIR/tstor
+# finds the copied backends, with no config and no prefix
+moved="$work/moved"
+mkdir -p "$moved/bin" "$moved/lib"
+cp -a "$prefix/bin/tstor" "$moved/bin/"
+cp -a "$prefix/lib/"libtstor*.so* "$prefix/lib/tstor" "$moved/lib/"
+info=$(TSTOR_SYSTEM_CONFIG= LD_LIBRARY_PATH="$moved/lib" "$moved/bin/tstor" info) ||
+  { echo "the copied tstor info failed"; exit 1; }
+echo "$info" | grep -q "cpu *loaded *$moved/lib/tstor/tstor-cpu.so" ||
+  { echo "the copied tstor did not load its own backends:"; echo "$info"; exit 1; }
+# and a config of its own may name them by the program's folder
+printf '[tstor]\nbackend_dir = $ORIGIN/../lib/tstor\n[backend cpu]\nlibrary = tstor-cpu.so\n' > "$moved/app.ini"
+info=$(TSTOR_CONFIG="$moved/app.ini" LD_LIBRARY_PATH="$moved/lib" "$moved/bin/tstor" info) ||
+  { echo "the copied tstor info with \$ORIGIN failed"; exit 1; }
+echo "$info" | grep -q "cpu *loaded *$moved/bin/../lib/tstor/tstor-cpu.so" ||
+  { echo "\$ORIGIN did not lead to the copied backends:"; echo "$info"; exit 1; }
+
 echo "out-of-tree builds: ok"

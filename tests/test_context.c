@@ -3,6 +3,7 @@
  * checks. */
 #include "coretest.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <sys/wait.h>
 
@@ -163,6 +164,31 @@ START_TEST(relative_library_next_to_the_config_file) {
 }
 END_TEST
 
+/* backend_dir entries that start with $LIBDIR stand for libtstor's own
+ * folder (core/.libs here, the modules two folders up); $ORIGIN for the
+ * program's; another $ word is not expanded, and says so. */
+START_TEST(backend_dir_relative_to_the_library) {
+  char want[PATH_MAX];
+  ck_assert_ptr_nonnull(realpath(coretest_backend("cpu"), want));
+  coretest_setenv("TSTOR_BACKEND_DIR", NULL);
+  const char *ini = "[tstor]\nbackend_dir = $NOSUCH/x:$LIBDIR/../../modules\n"
+                    "[backend cpu]\nlibrary = tstor-cpu.so\n";
+  tstor_context *ctx = NULL;
+  ck_tstor_ok(tstor_context_open_string(ini, "libdir.ini", &ctx));
+  tstor_backend_info info = TSTOR_BACKEND_INFO_INIT;
+  ck_tstor_ok(tstor_backend_get(ctx, 0, &info));
+  char got[PATH_MAX];
+  ck_assert_ptr_nonnull(realpath(info.library, got));
+  ck_assert_str_eq(got, want);
+  ck_assert_ptr_nonnull(strstr(info.library, "/core/.libs/../../modules/"));
+  tstor_context_close(ctx);
+  ini = "[tstor]\nbackend_dir = $NOSUCH/x:$ORIGIN/nowhere\n[backend cpu]\nlibrary = tstor-cpu.so\n";
+  ck_tstor_err(tstor_context_open_string(ini, "origin.ini", &ctx), TSTOR_ELOAD);
+  ck_last_error_has("tried: $NOSUCH/x (not expanded), /");
+  ck_last_error_has("/nowhere/tstor-cpu.so");
+}
+END_TEST
+
 /* ------------------------------------------------------ default context */
 
 START_TEST(default_context_is_one_and_borrowed) {
@@ -298,6 +324,7 @@ int main(void) {
   tcase_add_test(tc, backend_reports);
   tcase_add_test(tc, relative_library_never_from_working_directory);
   tcase_add_test(tc, relative_library_next_to_the_config_file);
+  tcase_add_test(tc, backend_dir_relative_to_the_library);
   suite_add_tcase(s, tc);
   /* In this order, so that with CK_FORK=no too the children fork before the
    * default context is first opened, and the threads race to open it. */
