@@ -322,6 +322,97 @@ START_TEST(hostile_files) {
 }
 END_TEST
 
+/* Formats told apart by their first bytes, and tstor_checkpoint_load taking
+ * whichever it reads: the golden .pt and a safetensors file load; the
+ * openings of the legacy torch.save format (pickle protocols 2 to 5, a FRAME
+ * from 4 on) and of Torch7 files (binary, both byte orders, and ascii) are
+ * named and refused as not read yet; anything else is no checkpoint. */
+static void spit_bytes(const char *path, const void *p, size_t n) {
+  FILE *f = fopen(path, "wb");
+  ck_assert_ptr_nonnull(f);
+  ck_assert_uint_eq(fwrite(p, 1, n, f), n);
+  fclose(f);
+}
+
+START_TEST(formats_by_their_bytes) {
+  static const unsigned char magic[] = {0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
+  unsigned char legacy2[16] = {0x80, 0x02}, legacy4[32] = {0x80, 0x04, 0x95, 0x0c};
+  memcpy(legacy2 + 2, magic, sizeof magic);
+  memcpy(legacy4 + 11, magic, sizeof magic);
+  static const unsigned char t7_le[] = {4, 0, 0, 0, 1, 0, 0, 0, 3, 0, 0, 0, 'V', ' ', '1'},
+                             t7_be[] = {0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 2},
+                             st[] = {13, 0, 0, 0, 0, 0, 0, 0, ' ', '{', '}', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+  const struct {
+    const void *p;
+    size_t n;
+    tstor_file_format want;
+  } heads[] = {
+      {"PK\3\4", 4, TSTOR_FORMAT_TORCH},
+      {legacy2, 14, TSTOR_FORMAT_TORCH_LEGACY},
+      {legacy4, 23, TSTOR_FORMAT_TORCH_LEGACY},
+      {legacy2, 13, TSTOR_FORMAT_UNKNOWN}, /* cut inside the magic */
+      {t7_le, sizeof t7_le, TSTOR_FORMAT_TORCH7},
+      {t7_be, sizeof t7_be, TSTOR_FORMAT_TORCH7},
+      {"4\n1\n3\nV 1\n", 10, TSTOR_FORMAT_TORCH7},
+      {st, sizeof st, TSTOR_FORMAT_SAFETENSORS},
+      {"\x80\x02}q\x00.", 6, TSTOR_FORMAT_UNKNOWN}, /* a pickle, but not torch's */
+      {"\xff\xff\xff\xff\xff\xff\xff\x7f{", 9, TSTOR_FORMAT_UNKNOWN},
+      {"", 0, TSTOR_FORMAT_UNKNOWN},
+  };
+  for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++)
+    ck_assert_msg(tstor_file_format_detect(heads[i].p, heads[i].n) == heads[i].want, "case %zu: %s", i,
+                  tstor_file_format_name(tstor_file_format_detect(heads[i].p, heads[i].n)));
+  ck_assert_int_eq(tstor_file_format_detect(NULL, 4), TSTOR_FORMAT_UNKNOWN);
+  ck_assert_str_eq(tstor_file_format_name(TSTOR_FORMAT_TORCH_LEGACY), "torch-legacy");
+  ck_assert_str_eq(tstor_file_format_name((tstor_file_format)99), "unknown");
+
+  tstor_file_format f;
+  tstor_checkpoint *ck;
+  ck_tstor_ok(tstor_file_format_of(CKDIR "/golden/checkpoint_nested.pt", &f));
+  ck_assert_int_eq(f, TSTOR_FORMAT_TORCH);
+  ck_tstor_ok(tstor_checkpoint_load(ctx, CKDIR "/golden/checkpoint_nested.pt", NULL, &ck));
+  ck_assert_ptr_nonnull(tstor_value_dict_get(tstor_checkpoint_root(ck), "model"));
+  char dir[] = "/tmp/tstor-formats-XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  char path[256];
+  snprintf(path, sizeof path, "%s/w.safetensors", dir);
+  tstor_checkpoint *flat;
+  tstor_load_options o = TSTOR_LOAD_OPTIONS_INIT;
+  o.map_location = "cpu";
+  ck_tstor_ok(tstor_torch_load(ctx, CKDIR "/golden/share_dict_float32.pt", &o, &flat));
+  ck_tstor_ok(tstor_safetensors_save(flat, path, TSTOR_SAVE_COPY_SHARED));
+  tstor_checkpoint_free(flat);
+  ck_tstor_ok(tstor_file_format_of(path, &f));
+  ck_assert_int_eq(f, TSTOR_FORMAT_SAFETENSORS);
+  tstor_checkpoint_free(ck);
+  ck_tstor_ok(tstor_checkpoint_load(ctx, path, NULL, &ck));
+  ck_assert_ptr_nonnull(tstor_value_dict_get(tstor_checkpoint_root(ck), "a"));
+  tstor_checkpoint_free(ck);
+  unlink(path);
+  snprintf(path, sizeof path, "%s/old.pt", dir);
+  spit_bytes(path, legacy2, sizeof legacy2);
+  ck = (tstor_checkpoint *)1;
+  ck_tstor_err(tstor_checkpoint_load(ctx, path, NULL, &ck), TSTOR_ENOTSUP);
+  ck_assert_ptr_null(ck);
+  ck_last_error_has("torch.save's legacy format");
+  spit_bytes(path, t7_le, sizeof t7_le);
+  ck_tstor_err(tstor_checkpoint_load(ctx, path, NULL, &ck), TSTOR_ENOTSUP);
+  ck_last_error_has("a Torch7 (Lua Torch) file");
+  spit_bytes(path, "hello", 5);
+  ck_tstor_err(tstor_checkpoint_load(ctx, path, NULL, &ck), TSTOR_EINVAL);
+  ck_last_error_has("not a checkpoint tstor knows");
+  unlink(path);
+  ck_tstor_err(tstor_file_format_of(path, &f), TSTOR_ENOENT);
+  ck_assert_int_eq(mkfifo(path, 0600), 0); /* refused, not waited on */
+  ck_tstor_err(tstor_file_format_of(path, &f), TSTOR_EINVAL);
+  ck_tstor_err(tstor_checkpoint_load(ctx, path, NULL, &ck), TSTOR_EINVAL);
+  unlink(path);
+  rmdir(dir);
+  ck_tstor_err(tstor_file_format_of(NULL, &f), TSTOR_EINVAL);
+  ck_tstor_err(tstor_checkpoint_load(ctx, CKDIR "/golden/checkpoint_nested.pt", NULL, NULL), TSTOR_EINVAL);
+}
+END_TEST
+
 /* A file saved from a GPU: without map_location its storages go to cuda:0,
  * which a context without the cuda backend cannot give (torch.load refuses
  * it likewise without CUDA); map_location "cpu" loads it anywhere. */
@@ -691,6 +782,7 @@ int main(void) {
   tcase_add_test(tc, golden_on_device);
   tcase_add_test(tc, hostile_files);
   tcase_add_test(tc, saved_on_a_gpu);
+  tcase_add_test(tc, formats_by_their_bytes);
   tcase_add_test(tc, saves_keep_what_the_path_is);
   tcase_add_test(tc, loads_outlive_their_file);
   tcase_add_test(tc, small_files_cost_little);

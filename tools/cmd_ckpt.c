@@ -20,25 +20,6 @@
  * EXIT_USAGE, as elsewhere). */
 enum { EXIT_BADFILE = 1 };
 
-/* 1 for a zip's magic, 0 for anything else, -1 (with errno set) when the path
- * cannot be opened or is not a regular file: opened without blocking, so that
- * a FIFO does not hang the tool before the library refuses it. */
-static int is_zip(const char *path) {
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return -1;
-  struct stat st;
-  int err = fstat(fd, &st) != 0 ? errno : !S_ISREG(st.st_mode) ? EINVAL : 0;
-  if (err) {
-    close(fd);
-    errno = err;
-    return -1;
-  }
-  unsigned char m[4] = {0};
-  ssize_t n = pread(fd, m, 4, 0);
-  close(fd);
-  return n == 4 && m[0] == 'P' && m[1] == 'K' && m[2] == 3 && m[3] == 4;
-}
-
 /* A file's text made safe for a terminal: control characters (C0, DEL and
  * C1, which a name could use to move the cursor and hide what is printed)
  * as \xNN, and the backslash as \\. A new string, freed by the caller (NULL
@@ -75,28 +56,24 @@ static int ends_with(const char *s, const char *tail) {
   return a >= b && strcmp(s + a - b, tail) == 0;
 }
 
-/* Loads a .pt (by its zip magic) or a .safetensors file: onto the meta device
- * when `shapes_only` and the context has one (the data is neither read nor
- * mapped), else read onto cpu. */
+/* Loads a checkpoint in any format tstor reads, told by its bytes
+ * (tstor_checkpoint_load): onto the meta device when `shapes_only` and the
+ * context has one (the data is neither read nor mapped), else read onto cpu. */
 static int load_any(tstor_context *ctx, const char *path, int shapes_only, tstor_checkpoint **ck,
                     const char **format) {
   tstor_device meta;
-  tstor_load_options o = {sizeof o, "cpu", 0};
-  if (shapes_only && tstor_device_parse(ctx, "meta", &meta) == 0) o.map_location = "meta";
-  int z = is_zip(path);
-  if (z < 0) {
-    char *e = escaped(path);
-    fprintf(stderr, "tstor: %s: cannot open it: %s\n", e ? e : "?",
-            errno == EINVAL ? "not a regular file" : strerror(errno));
+  tstor_load_options o = TSTOR_LOAD_OPTIONS_INIT;
+  o.map_location = shapes_only && tstor_device_parse(ctx, "meta", &meta) == 0 ? "meta" : "cpu";
+  tstor_file_format f;
+  int rc = tstor_file_format_of(path, &f);
+  if (rc == 0) rc = tstor_checkpoint_load(ctx, path, &o, ck);
+  if (rc) {
+    char *e = escaped(tstor_last_error());
+    fprintf(stderr, "tstor: %s (%s)\n", e ? e : "?", tstor_err_name(rc));
     free(e);
     return EXIT_BADFILE;
   }
-  *format = z ? "torch" : "safetensors";
-  int rc = z ? tstor_torch_load(ctx, path, &o, ck) : tstor_safetensors_load(ctx, path, &o, ck);
-  if (rc) {
-    fprintf(stderr, "tstor: %s (%s)\n", tstor_last_error(), tstor_err_name(rc));
-    return EXIT_BADFILE;
-  }
+  *format = tstor_file_format_name(f);
   return 0;
 }
 

@@ -41,6 +41,17 @@ $tstor inspect 2>/dev/null; [ $? -eq 2 ] || fail "no file: usage"
 $tstor inspect --bogus x 2>/dev/null; [ $? -eq 2 ] || fail "bad option: usage"
 $tstor convert onlyone 2>/dev/null; [ $? -eq 2 ] || fail "convert with one file: usage"
 
+# a file in torch.save's legacy format is named as such, not misread as
+# safetensors (it was: "a header of 5088219219985302144 bytes")
+if /usr/bin/python3 -c 'import torch' 2> /dev/null; then
+  /usr/bin/python3 -c 'import sys, torch
+torch.save({"w": torch.ones(2)}, sys.argv[1], _use_new_zipfile_serialization=False)' "$out/legacy.pt" ||
+    fail "torch.save legacy"
+  $tstor inspect "$out/legacy.pt" 2> "$out/err"; st=$?
+  [ $st -eq 1 ] || fail "legacy .pt: exit $st"
+  grep -q "torch.save's legacy format.*TSTOR_ENOTSUP" "$out/err" || fail "legacy message: $(cat "$out/err")"
+fi
+
 # a FIFO is refused at once, not read (with nothing at the other end, a read
 # would wait for ever)
 mkfifo "$out/fifo"

@@ -218,10 +218,12 @@ TSTOR_EXTERN int tstor_torch_save(const tstor_checkpoint *ck, const char *path);
 
 /* Loads a safetensors file (the format of huggingface/safetensors) with the
  * format's own validation: an 8-byte little-endian header length of at most
- * 100,000,000, a UTF-8 JSON object, no duplicate names, known dtype names
- * (BOOL, U8, I8, I16, I32, I64, F16, BF16, F32, F64, F8_E5M2, F8_E4M3; the
- * unsigned U16/U32/U64 have no tstor dtype and are refused with
- * TSTOR_ENOTSUP), shape x element size equal to each byte range, ranges that
+ * 100,000,000, a UTF-8 JSON object (nested at most 127 deep, no key twice in
+ * an object), known dtype names (BOOL, U8, I8, I16, I32, I64, F16, BF16, F32,
+ * F64, F8_E5M2, F8_E4M3; the reference's others, such as U16 or C64, have no
+ * tstor dtype and are refused with TSTOR_ENOTSUP), fields other than dtype,
+ * shape and data_offsets ignored as the reference ignores them, the element
+ * count in bits within 64, shape x element size equal to each byte range, ranges that
  * lie inside the file and follow one another with no gap and no overlap up to
  * its end, and a __metadata__ object of strings only. The root is a dict of
  * name -> tensor in file order; each tensor has a storage of its own (the
@@ -256,6 +258,35 @@ enum {
  * section's opening says. */
 TSTOR_EXTERN int tstor_safetensors_save(const tstor_checkpoint *ck, const char *path,
                                         unsigned flags);
+
+/* ---------------------------------------------------------- any format */
+
+/* The checkpoint formats a file may be in, told by its first bytes. */
+typedef enum tstor_file_format {
+  TSTOR_FORMAT_UNKNOWN = 0,
+  TSTOR_FORMAT_TORCH,        /* torch.save's zip format (PyTorch 1.6 and later) */
+  TSTOR_FORMAT_TORCH_LEGACY, /* torch.save before 1.6, or _use_new_zipfile_serialization=False */
+  TSTOR_FORMAT_SAFETENSORS,
+  TSTOR_FORMAT_TORCH7        /* Lua Torch's torch.save / torch.File, binary or ascii */
+} tstor_file_format;
+
+/* "torch", "torch-legacy", "safetensors", "torch7" or "unknown". */
+TSTOR_EXTERN const char *tstor_file_format_name(tstor_file_format format);
+/* The format of the `size` bytes at head, a file's start (16 bytes or more
+ * tell every format apart; fewer may leave it UNKNOWN). Never fails. */
+TSTOR_EXTERN tstor_file_format tstor_file_format_detect(const void *head, size_t size);
+/* The same for the file at `path`, read without blocking: a FIFO, a device
+ * or a directory is refused with TSTOR_EINVAL before anything waits on it;
+ * TSTOR_ENOENT, TSTOR_EIO as open(2) fails. */
+TSTOR_EXTERN int tstor_file_format_of(const char *path, tstor_file_format *out);
+
+/* Loads the checkpoint at `path` in whatever format its bytes say:
+ * tstor_torch_load or tstor_safetensors_load, with the same options and
+ * ownership. The formats tstor does not read yet (legacy torch.save, Torch7)
+ * are refused with TSTOR_ENOTSUP saying which format the file is in, and
+ * anything else with TSTOR_EINVAL. */
+TSTOR_EXTERN int tstor_checkpoint_load(tstor_context *ctx, const char *path,
+                                       const tstor_load_options *opts, tstor_checkpoint **out);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,108 @@
+/* Telling checkpoint formats apart by their first bytes, and loading any of
+ * them through one call, so that no tool guesses by a file's name or by
+ * trying readers in turn (a legacy .pt read as safetensors gave a "header of
+ * 5088219219985302144 bytes"). */
+#include "io_internal.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *tstor_file_format_name(tstor_file_format format) {
+  switch (format) {
+    case TSTOR_FORMAT_TORCH: return "torch";
+    case TSTOR_FORMAT_TORCH_LEGACY: return "torch-legacy";
+    case TSTOR_FORMAT_SAFETENSORS: return "safetensors";
+    case TSTOR_FORMAT_TORCH7: return "torch7";
+    default: return "unknown";
+  }
+}
+
+/* torch.save's legacy format opens with the pickle of its magic number,
+ * 0x1950a86a20f9469cfc6c: PROTO n, maybe a FRAME (protocol 4 and up), then
+ * LONG1 of 10 little-endian bytes. */
+static int legacy_torch(const uint8_t *p, size_t n) {
+  static const uint8_t magic[] = {0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
+  if (n < 2 || p[0] != 0x80 || p[1] < 2 || p[1] > 5) return 0;
+  size_t at = 2;
+  if (n > at && p[at] == 0x95) at += 9; /* FRAME and its 8-byte length */
+  return n >= at + sizeof magic && memcmp(p + at, magic, sizeof magic) == 0;
+}
+
+/* safetensors: an 8-byte little-endian header length the format allows, then
+ * the header's object, maybe after JSON whitespace. */
+static int safetensors(const uint8_t *p, size_t n) {
+  if (n < 10) return 0;
+  uint64_t len = 0;
+  for (int i = 7; i >= 0; i--) len = len << 8 | p[i];
+  if (len < 2 || len > 100000000) return 0;
+  for (size_t i = 8; i < n && i < 8 + len; i++) {
+    if (p[i] == '{') return 1;
+    if (p[i] != ' ' && p[i] != '\t' && p[i] != '\n' && p[i] != '\r') return 0;
+  }
+  return 0;
+}
+
+/* Torch7's torch.File opens with an object's type, 3 (a table) or 4 (a torch
+ * class), and its reference index, 1: as two 4-byte ints of either byte
+ * order in a binary file, as "3\n1\n" or "4\n1\n" in an ascii one. */
+static int torch7(const uint8_t *p, size_t n) {
+  if (n >= 4 && (p[0] == '3' || p[0] == '4') && p[1] == '\n' && p[2] == '1' && p[3] == '\n') return 1;
+  if (n < 8) return 0;
+  uint32_t le = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+  uint32_t be = (uint32_t)p[3] | (uint32_t)p[2] << 8 | (uint32_t)p[1] << 16 | (uint32_t)p[0] << 24;
+  int le_one = p[4] == 1 && !p[5] && !p[6] && !p[7], be_one = !p[4] && !p[5] && !p[6] && p[7] == 1;
+  return ((le == 3 || le == 4) && le_one) || ((be == 3 || be == 4) && be_one);
+}
+
+tstor_file_format tstor_file_format_detect(const void *head, size_t size) {
+  const uint8_t *p = head;
+  if (!p) return TSTOR_FORMAT_UNKNOWN;
+  if (size >= 4 && p[0] == 'P' && p[1] == 'K' && ((p[2] == 3 && p[3] == 4) || (p[2] == 5 && p[3] == 6)))
+    return TSTOR_FORMAT_TORCH;
+  if (legacy_torch(p, size)) return TSTOR_FORMAT_TORCH_LEGACY;
+  if (torch7(p, size)) return TSTOR_FORMAT_TORCH7;
+  if (safetensors(p, size)) return TSTOR_FORMAT_SAFETENSORS;
+  return TSTOR_FORMAT_UNKNOWN;
+}
+
+int tstor_file_format_of(const char *path, tstor_file_format *out) {
+  if (!path || !out) return TSTOR__ERR(TSTOR_EINVAL, "tstor_file_format_of: NULL argument");
+  *out = TSTOR_FORMAT_UNKNOWN;
+  int fd;
+  uint64_t size;
+  int rc = tstor__file_open(path, &fd, &size);
+  if (rc) return rc;
+  uint8_t head[64];
+  ssize_t n = pread(fd, head, sizeof head, 0);
+  close(fd);
+  if (n < 0) return TSTOR__ERR(TSTOR_EIO, "%s: %s", path, strerror(errno));
+  *out = tstor_file_format_detect(head, (size_t)n);
+  return 0;
+}
+
+int tstor_checkpoint_load(tstor_context *ctx, const char *path, const tstor_load_options *opts,
+                          tstor_checkpoint **out) {
+  if (!out) return TSTOR__ERR(TSTOR_EINVAL, "tstor_checkpoint_load: out is NULL");
+  *out = NULL;
+  tstor_file_format format;
+  int rc = tstor_file_format_of(path, &format);
+  if (rc) return rc;
+  switch (format) {
+    case TSTOR_FORMAT_TORCH: return tstor_torch_load(ctx, path, opts, out);
+    case TSTOR_FORMAT_SAFETENSORS: return tstor_safetensors_load(ctx, path, opts, out);
+    case TSTOR_FORMAT_TORCH_LEGACY:
+      return TSTOR__ERR(TSTOR_ENOTSUP,
+                        "%s: torch.save's legacy format (PyTorch before 1.6, or "
+                        "_use_new_zipfile_serialization=False), which tstor does not read yet; "
+                        "torch.save it again with PyTorch 1.6 or later",
+                        path);
+    case TSTOR_FORMAT_TORCH7:
+      return TSTOR__ERR(TSTOR_ENOTSUP, "%s: a Torch7 (Lua Torch) file, which tstor does not read yet", path);
+    default:
+      return TSTOR__ERR(TSTOR_EINVAL,
+                        "%s: not a checkpoint tstor knows (torch.save's zip or legacy format, safetensors, "
+                        "Torch7)",
+                        path);
+  }
+}
