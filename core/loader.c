@@ -23,9 +23,6 @@ static int is_file(const char *path) {
   return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* Tries `dir/lib` for each directory of a colon-separated list; relative
- * directories are taken against the config's folder. *found is the first
- * path that exists, or NULL; fails only for want of memory. */
 /* The folder a search entry starting with $ORIGIN (the running program's
  * folder) or $LIBDIR (the folder libtstor itself was loaded from) stands
  * for, so that a program shipped with its own backends finds them wherever
@@ -56,6 +53,10 @@ static const char *origin_of(const char *entry, size_t n, size_t *len, char *buf
   return buf;
 }
 
+/* Tries `dir/lib` for each directory of a colon-separated list; relative
+ * directories are taken against the config's folder, and $LIBDIR or
+ * $ORIGIN at an entry's start expanded (origin_of). *found is the first
+ * path that exists, or NULL; fails only for want of memory. */
 static int search_dirs(const tstor__config *cfg, const char *list, const char *lib,
                        char *tried, size_t tried_size, char **found) {
   const char *p = list;
