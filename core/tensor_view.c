@@ -113,13 +113,13 @@ static int compute_stride(int on, const int64_t *oldshape, const int64_t *oldstr
     for (int i = 0; i < nn; i++) newstride[i] = 1;
     return 1;
   }
-  int64_t numel = 1;
-  for (int i = 0; i < on; i++) numel *= oldshape[i];
-  if (numel == 0 && on == nn && memcmp(oldshape, newshape, (size_t)on * 8) == 0) {
+  int empty = 0; /* only whether there are elements matters: a product could overflow before a 0 */
+  for (int i = 0; i < on; i++) empty |= oldshape[i] == 0;
+  if (empty && on == nn && memcmp(oldshape, newshape, (size_t)on * 8) == 0) {
     memcpy(newstride, oldstride, (size_t)on * 8);
     return 1;
   }
-  if (numel == 0) {
+  if (empty) {
     for (int d = nn - 1; d >= 0; d--) {
       newstride[d] = 1;
       if (d < nn - 1 && __builtin_mul_overflow(newshape[d + 1] > 1 ? newshape[d + 1] : 1,
@@ -679,7 +679,8 @@ int tstor_tensor_chunk(const tstor_tensor *t, int chunks, int dim, int *count, t
     return tstor__err(TSTOR_EINVAL, "chunk expects `chunks` to be greater than 0, got: %d", chunks);
   if ((rc = tstor__wrap_dim(dim, t->ndim, 1, &d))) return rc;
   int64_t n = t->sizes[d];
-  int64_t split_size = (n + chunks - 1) / chunks;
+  /* ceil(n / chunks), without n + chunks - 1, which can overflow */
+  int64_t split_size = n / chunks + (n % chunks != 0);
   if (split_size == 0 && n == 0) {
     int64_t *lens = tstor__calloc((size_t)chunks, 8);
     if (lens == NULL) return tstor__err(TSTOR_ENOMEM, "no memory for %d pieces", chunks);

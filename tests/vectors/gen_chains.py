@@ -316,6 +316,11 @@ OVERFLOW_MESSAGES = ("numel: integer multiplication overflow", "Storage size cal
                      "setStorage:", "Tensor: invalid storage offset")
 
 
+# chunk's split size is ceil(n / chunks), which PyTorch computes as
+# (n + chunks - 1) / chunks: past int64 it comes out negative, and split
+# refuses it. A rule of split, but no refusal of chunk's.
+CHUNK_WRAPPED = "split expects split_size be non-negative"
+
 # A refusal of sizes that do multiply up: PyTorch's product of them wrapped.
 SHAPE_REFUSALS = ("shape '", "unflatten: Provided sizes", "cannot reshape tensor of 0 elements")
 
@@ -538,6 +543,9 @@ def walk(t, count, next_step, pick):
                     parts.append("! %d %s" % (k, shaped[1]))
                 elif shaped and err(e).startswith(SHAPE_REFUSALS):
                     parts.append(overflow(text, t, k))
+                elif text.startswith("chunk") and err(e).startswith(CHUNK_WRAPPED):
+                    parts[-1] = text + " @0"  # the first piece, as exact_piece computes it
+                    parts.append(overflow(parts[-1], t, k))
                 elif (not text.startswith("as_strided") and err(e).startswith(OVERFLOW_MESSAGES)) or \
                         err(e).startswith(OVERFLOW_MESSAGES[0]) or too_big_for_storage(text, t):
                     parts.append(overflow(text, t, k))
@@ -619,6 +627,8 @@ FOUND = [
     ("uint8 5 2305843009213693952,0 1,1", ["view 2305843009213693952,-1,4611686018427387904"]),
     ("float64 5 2,0 1,1", ["view 2,-1,9223372036854775806"]),
     ("int16 0 2,3 3,1", ["flatten 0 1", "unflatten 0 -1,3", "view -1"]),
+    ("float32 5 9223372036854775807 0", ["chunk 4 -1"]),
+    ("uint8 0 4611686018427387904,3,0 1,1,1", ["view -1"]),
 ]
 
 
