@@ -1,7 +1,18 @@
 /* libtstor-io internals, shared by its files; never installed. Names carry a
- * double underscore. Layering inside the library, left to right:
- * value, atomic_file, file_read -> pickle, zip, zip_write -> torch_load,
- * torch_save, safetensors -> dlpack. */
+ * double underscore. A file calls functions of its own layer and the layers
+ * above it in this list only (tests/layering.py checks it):
+ *
+ * layer 1: value.c cursor.c writebuf.c atomic_file.c file_read.c
+ * layer 2: unpickle.c pickle_write.c zip.c zip_write.c source.c
+ * layer 3: torch_rules.c
+ * layer 4: torch_load.c torch_legacy.c torch_save.c safetensors.c
+ * layer 5: detect.c dlpack.c
+ *
+ * 1 holds the value arena and the byte-level pieces every format uses (the
+ * reading cursor, the writing buffer, files); 2 the pickle machine and writer,
+ * zip archives and the source that turns a file's bytes into storages; 3
+ * torch.save's rules for the machine; 4 one reader or writer per format; 5
+ * what works across formats. */
 #ifndef TSTOR_IO_INTERNAL_H
 #define TSTOR_IO_INTERNAL_H
 
@@ -155,12 +166,12 @@ int tstor__utf8_valid(const char *s, size_t len);
 
 /* ---------------------------------------------------------------- pickle */
 
-/* Runs the strict unpickler over `len` bytes; on success ck->root is set and
- * ck->storages lists the storages the tensors need (not loaded yet). On
- * failure the detail names the offset and the reason; ck keeps what was
- * allocated (tstor_checkpoint_free frees it). Past max_values values in ck,
- * TSTOR_ERANGE. */
-int tstor__unpickle(tstor_checkpoint *ck, const uint8_t *data, size_t len, size_t max_values);
+#include "pickle.h"
+
+/* torch.save's rules (torch_rules.c): the weights_only globals, storages by
+ * persistent id; the tensors' storages are listed in ck->storages, not
+ * loaded. */
+extern const tstor__pickle_rules tstor__torch_rules;
 
 /* ------------------------------------------------------------------- zip */
 

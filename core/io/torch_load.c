@@ -391,7 +391,9 @@ static int load(loader *ld, tstor_checkpoint **out) {
   uint64_t pkl_max = input > PICKLE_MAX / PICKLE_PER_FILE_BYTE ? PICKLE_MAX : input * PICKLE_PER_FILE_BYTE;
   if ((rc = read_small_record(ld, "data.pkl", pkl_max, &pkl, &pkl_len, 1))) goto fail;
   if ((rc = tstor_checkpoint_new(&ck))) goto fail;
-  if ((rc = tstor__unpickle(ck, pkl, pkl_len, (size_t)(input < SIZE_MAX - 16 ? input + 16 : SIZE_MAX))))
+  tstor__cursor cur = tstor__cursor_over(pkl, pkl_len, "data.pkl");
+  if ((rc = tstor__unpickle(ck, &cur, &tstor__torch_rules, (size_t)(input < SIZE_MAX - 16 ? input + 16 : SIZE_MAX),
+                            &ck->root)))
     goto fail;
   if ((rc = tstor__tree_check(ck->root, EXPANDED_MAX))) goto fail;
   if ((rc = load_storages(ld, ck))) goto fail;

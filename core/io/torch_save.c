@@ -14,137 +14,18 @@
 /* ------------------------------------------------------------ the pickle */
 
 typedef struct saver {
-  const tstor_checkpoint *ck;
-  uint8_t *buf;
-  size_t len, cap;
-  /* memo: value pointer -> memo index, open addressing */
-  const void **mkeys;
-  uint32_t *mvals;
-  size_t mcap, mcount;
-  uint32_t next_memo;
+  tstor__pickler pk;
   /* storages, in first-appearance order */
   struct {
     tstor_storage *s;
     tstor_dtype dtype;
   } *st;
   size_t nst, capst;
-  int64_t g_rebuild, g_odict; /* memo indices of the two globals, or -1 */
-  int64_t g_storage[TSTOR_DTYPE_END];
 } saver;
 
-static int emit(saver *sv, const void *p, size_t n) {
-  if (sv->len + n > sv->cap) {
-    size_t cap = sv->cap ? sv->cap : 4096;
-    while (cap < sv->len + n) cap *= 2;
-    uint8_t *b = realloc(sv->buf, cap);
-    if (!b) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for the pickle (%zu bytes)", cap);
-    sv->buf = b;
-    sv->cap = cap;
-  }
-  memcpy(sv->buf + sv->len, p, n);
-  sv->len += n;
-  return 0;
-}
-static int op(saver *sv, uint8_t c) { return emit(sv, &c, 1); }
-
-static int emit_u32(saver *sv, uint8_t opcode, uint32_t v) {
-  uint8_t b[5] = {opcode, (uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
-  return emit(sv, b, 5);
-}
-
-static int put_memo(saver *sv, int64_t *slot) {
-  uint32_t idx = sv->next_memo++;
-  if (slot) *slot = idx;
-  if (idx < 256) {
-    uint8_t b[2] = {'q', (uint8_t)idx};
-    return emit(sv, b, 2);
-  }
-  return emit_u32(sv, 'r', idx);
-}
-static int get_memo(saver *sv, uint32_t idx) {
-  if (idx < 256) {
-    uint8_t b[2] = {'h', (uint8_t)idx};
-    return emit(sv, b, 2);
-  }
-  return emit_u32(sv, 'j', idx);
-}
-
-static size_t mhash(const void *p, size_t mask) {
-  return (size_t)(((uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull) >> 17) & mask;
-}
-
-static long memo_lookup(const saver *sv, const void *p) {
-  if (!sv->mcap) return -1;
-  for (size_t i = mhash(p, sv->mcap - 1);; i = (i + 1) & (sv->mcap - 1)) {
-    if (!sv->mkeys[i]) return -1;
-    if (sv->mkeys[i] == p) return (long)sv->mvals[i];
-  }
-}
-
-static int memo_remember(saver *sv, const void *p) {
-  if ((sv->mcount + 1) * 2 > sv->mcap) {
-    size_t cap = sv->mcap ? sv->mcap * 2 : 64;
-    const void **k = calloc(cap, sizeof *k);
-    uint32_t *v = calloc(cap, sizeof *v);
-    if (!k || !v) {
-      free(k);
-      free(v);
-      return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for the pickle's memo");
-    }
-    for (size_t i = 0; i < sv->mcap; i++)
-      if (sv->mkeys[i]) {
-        size_t j = mhash(sv->mkeys[i], cap - 1);
-        while (k[j]) j = (j + 1) & (cap - 1);
-        k[j] = sv->mkeys[i];
-        v[j] = sv->mvals[i];
-      }
-    free(sv->mkeys);
-    free(sv->mvals);
-    sv->mkeys = k;
-    sv->mvals = v;
-    sv->mcap = cap;
-  }
-  size_t j = mhash(p, sv->mcap - 1);
-  while (sv->mkeys[j]) j = (j + 1) & (sv->mcap - 1);
-  sv->mkeys[j] = p;
-  sv->mvals[j] = sv->next_memo;
-  sv->mcount++;
-  return put_memo(sv, NULL);
-}
-
-static int emit_global(saver *sv, const char *text, int64_t *slot) {
-  if (*slot >= 0) return get_memo(sv, (uint32_t)*slot);
-  int rc = op(sv, 'c');
-  if (!rc) rc = emit(sv, text, strlen(text));
-  if (!rc) rc = put_memo(sv, slot);
-  return rc;
-}
-
-static int emit_int(saver *sv, int64_t v) {
-  if (v >= 0 && v < 256) {
-    uint8_t b[2] = {'K', (uint8_t)v};
-    return emit(sv, b, 2);
-  }
-  if (v >= 0 && v < 65536) {
-    uint8_t b[3] = {'M', (uint8_t)v, (uint8_t)(v >> 8)};
-    return emit(sv, b, 3);
-  }
-  if (v >= INT32_MIN && v <= INT32_MAX) return emit_u32(sv, 'J', (uint32_t)(int32_t)v);
-  /* LONG1: the fewest little-endian two's-complement bytes, as Python writes */
-  uint8_t b[10] = {0x8a, 8};
-  uint64_t u = (uint64_t)v;
-  for (int i = 0; i < 8; i++) b[2 + i] = (uint8_t)(u >> (8 * i));
-  int n = 8;
-  while (n > 1 && ((b[1 + n] == 0x00 && !(b[n] & 0x80)) || (b[1 + n] == 0xFF && (b[n] & 0x80)))) n--;
-  b[1] = (uint8_t)n;
-  return emit(sv, b, (size_t)n + 2);
-}
-
-static int emit_str(saver *sv, const char *s, size_t len) {
-  if (len > UINT32_MAX) return TSTOR__ERR(TSTOR_EOVERFLOW, "a string of %zu bytes", len);
-  int rc = emit_u32(sv, 'X', (uint32_t)len);
-  return rc ? rc : emit(sv, s, len);
-}
+/* The globals' identities in the pickler's memo. */
+static const char g_rebuild, g_odict;
+static const char g_storage[TSTOR_DTYPE_END];
 
 static int storage_key(saver *sv, const tstor_tensor *t, size_t *key) {
   tstor_storage *s = tstor_tensor_storage(t);
@@ -182,7 +63,17 @@ static int location_of(const tstor_tensor *t, char *buf, size_t size) {
   return tstor_device_format(ctx, dev, buf, size);
 }
 
-static int emit_tensor(saver *sv, const tstor_value *v) {
+/* The one tuple of ints a tensor's size or stride is. */
+static void pickle_ints(tstor__pickler *pk, const int64_t *v, int n) {
+  tstor__pickle_tuple_begin(pk, (size_t)n);
+  for (int i = 0; i < n; i++) tstor__pickle_int(pk, v[i]);
+  tstor__pickle_tuple_end(pk, (size_t)n);
+}
+
+/* _rebuild_tensor_v2(('storage', cls, key, location, numel), offset, size,
+ * stride, requires_grad, OrderedDict()), as torch.save pickles a tensor. */
+static int pickle_tensor(saver *sv, const tstor_value *v) {
+  tstor__pickler *pk = &sv->pk;
   const tstor_tensor *t = v->u.tensor.t;
   tstor_dtype dt = tstor_tensor_dtype(t);
   const tstor_dtype_info *info = tstor_dtype_info_of(dt);
@@ -196,102 +87,95 @@ static int emit_tensor(saver *sv, const tstor_value *v) {
   if (rc) return rc;
   char keybuf[32], cls[64];
   snprintf(keybuf, sizeof keybuf, "%zu", key);
-  snprintf(cls, sizeof cls, "torch\n%sStorage\n", info->legacy_name);
+  snprintf(cls, sizeof cls, "%sStorage", info->legacy_name);
   size_t nbytes = tstor_storage_nbytes(tstor_tensor_storage(t));
   if (nbytes % info->element_size)
     return TSTOR__ERR(TSTOR_ESIZE, "a %s tensor's storage of %zu bytes holds no whole number of elements",
                       info->name, nbytes);
-  if ((rc = emit_global(sv, "torch._utils\n_rebuild_tensor_v2\n", &sv->g_rebuild)) || (rc = op(sv, '(')) ||
-      (rc = op(sv, '(')) || (rc = emit_str(sv, "storage", 7)) ||
-      (rc = emit_global(sv, cls, &sv->g_storage[dt])) || (rc = emit_str(sv, keybuf, strlen(keybuf))) ||
-      (rc = emit_str(sv, loc, strlen(loc))) || (rc = emit_int(sv, (int64_t)(nbytes / info->element_size))) ||
-      (rc = op(sv, 't')) || (rc = op(sv, 'Q')) || (rc = emit_int(sv, tstor_tensor_storage_offset(t))))
-    return rc;
-  int nd = tstor_tensor_dim(t);
-  const int64_t *arrays[2] = {tstor_tensor_sizes(t), tstor_tensor_strides(t)};
-  for (int a = 0; a < 2; a++) {
-    if (nd == 0) rc = op(sv, ')');
-    else {
-      if (nd > 3) rc = op(sv, '(');
-      for (int i = 0; i < nd && !rc; i++) rc = emit_int(sv, arrays[a][i]);
-      if (!rc) rc = op(sv, nd == 1 ? 0x85 : nd == 2 ? 0x86 : nd == 3 ? 0x87 : 't');
-    }
-    if (rc) return rc;
-  }
-  if ((rc = op(sv, v->requires_grad ? 0x88 : 0x89)) ||
-      (rc = emit_global(sv, "collections\nOrderedDict\n", &sv->g_odict)) || (rc = op(sv, ')')) ||
-      (rc = op(sv, 'R')) || (rc = op(sv, 't')) || (rc = op(sv, 'R')))
-    return rc;
+  tstor__pickle_global(pk, &g_rebuild, "torch._utils", "_rebuild_tensor_v2");
+  tstor__pickle_op(pk, TSTOR__OP_MARK);
+  tstor__pickle_op(pk, TSTOR__OP_MARK);
+  tstor__pickle_str(pk, "storage", 7);
+  tstor__pickle_global(pk, &g_storage[dt], "torch", cls);
+  tstor__pickle_str(pk, keybuf, strlen(keybuf));
+  tstor__pickle_str(pk, loc, strlen(loc));
+  tstor__pickle_int(pk, (int64_t)(nbytes / info->element_size));
+  tstor__pickle_op(pk, TSTOR__OP_TUPLE);
+  tstor__pickle_op(pk, TSTOR__OP_BINPERSID);
+  tstor__pickle_int(pk, tstor_tensor_storage_offset(t));
+  pickle_ints(pk, tstor_tensor_sizes(t), tstor_tensor_dim(t));
+  pickle_ints(pk, tstor_tensor_strides(t), tstor_tensor_dim(t));
+  tstor__pickle_op(pk, v->requires_grad ? TSTOR__OP_NEWTRUE : TSTOR__OP_NEWFALSE);
+  tstor__pickle_global(pk, &g_odict, "collections", "OrderedDict");
+  tstor__pickle_op(pk, TSTOR__OP_EMPTY_TUPLE);
+  tstor__pickle_op(pk, TSTOR__OP_REDUCE);
+  tstor__pickle_op(pk, TSTOR__OP_TUPLE);
+  tstor__pickle_op(pk, TSTOR__OP_REDUCE);
   return 0;
 }
 
-static int emit_value(saver *sv, const tstor_value *v);
+static int pickle_value(saver *sv, const tstor_value *v);
 
-static int emit_items(saver *sv, const tstor_value *v, int dict) {
+/* A list's items or a dict's pairs, in batches of 1000 as Python writes them. */
+static int pickle_items(saver *sv, const tstor_value *v, int dict) {
   int rc = 0;
   size_t n = v->u.seq.n;
-  for (size_t start = 0; start < n && !rc; start += 1000) { /* batches of 1000, as Python */
+  for (size_t start = 0; start < n && !rc; start += 1000) {
     size_t end = n - start > 1000 ? start + 1000 : n;
-    if ((rc = op(sv, '('))) return rc;
+    tstor__pickle_op(&sv->pk, TSTOR__OP_MARK);
     for (size_t i = start; i < end && !rc; i++) {
-      if (dict) rc = emit_value(sv, v->u.seq.keys[i]);
-      if (!rc) rc = emit_value(sv, v->u.seq.items[i]);
+      if (dict) rc = pickle_value(sv, v->u.seq.keys[i]);
+      if (!rc) rc = pickle_value(sv, v->u.seq.items[i]);
     }
-    if (!rc) rc = op(sv, dict ? 'u' : 'e');
+    tstor__pickle_op(&sv->pk, dict ? TSTOR__OP_SETITEMS : TSTOR__OP_APPENDS);
   }
   return rc;
 }
 
-static int emit_value(saver *sv, const tstor_value *v) {
-  long m = memo_lookup(sv, v);
-  if (m >= 0) return get_memo(sv, (uint32_t)m);
-  int rc;
+/* Returns the errors the tree's contents cause; the buffer keeps its own. */
+static int pickle_value(saver *sv, const tstor_value *v) {
+  tstor__pickler *pk = &sv->pk;
+  if (tstor__pickle_memo_get(pk, v)) return 0;
+  int rc = 0;
   switch (v->kind) {
-    case TSTOR_VALUE_NONE: return op(sv, 'N');
-    case TSTOR_VALUE_BOOL: return op(sv, v->u.i ? 0x88 : 0x89);
-    case TSTOR_VALUE_INT: return emit_int(sv, v->u.i);
-    case TSTOR_VALUE_FLOAT: {
-      uint64_t u;
-      memcpy(&u, &v->u.f, 8);
-      uint8_t b[9] = {'G'};
-      for (int i = 0; i < 8; i++) b[1 + i] = (uint8_t)(u >> (56 - 8 * i));
-      return emit(sv, b, 9);
-    }
-    case TSTOR_VALUE_STRING:
-      if ((rc = emit_str(sv, v->u.str.s, v->u.str.len))) return rc;
-      return memo_remember(sv, v);
-    case TSTOR_VALUE_TENSOR:
-      if ((rc = emit_tensor(sv, v))) return rc;
-      return memo_remember(sv, v);
+    case TSTOR_VALUE_NONE: tstor__pickle_op(pk, TSTOR__OP_NONE); return 0;
+    case TSTOR_VALUE_BOOL: tstor__pickle_op(pk, v->u.i ? TSTOR__OP_NEWTRUE : TSTOR__OP_NEWFALSE); return 0;
+    case TSTOR_VALUE_INT: tstor__pickle_int(pk, v->u.i); return 0;
+    case TSTOR_VALUE_FLOAT: tstor__pickle_float(pk, v->u.f); return 0;
+    case TSTOR_VALUE_STRING: tstor__pickle_str(pk, v->u.str.s, v->u.str.len); break;
+    case TSTOR_VALUE_TENSOR: rc = pickle_tensor(sv, v); break;
     case TSTOR_VALUE_TUPLE: {
-      size_t n = v->u.seq.n;
-      if (n == 0) return op(sv, ')');
-      if (n > 3 && (rc = op(sv, '('))) return rc;
-      for (size_t i = 0; i < n; i++)
-        if ((rc = emit_value(sv, v->u.seq.items[i]))) return rc;
       /* a tuple that contains itself cannot exist: the tree was checked */
-      if ((rc = op(sv, n == 1 ? 0x85 : n == 2 ? 0x86 : n == 3 ? 0x87 : 't'))) return rc;
-      return memo_remember(sv, v);
+      size_t n = v->u.seq.n;
+      tstor__pickle_tuple_begin(pk, n);
+      for (size_t i = 0; i < n && !rc; i++) rc = pickle_value(sv, v->u.seq.items[i]);
+      tstor__pickle_tuple_end(pk, n);
+      if (!n) return rc; /* () is not memoized, as in Python */
+      break;
     }
     case TSTOR_VALUE_LIST:
-      if ((rc = op(sv, ']')) || (rc = memo_remember(sv, v))) return rc;
-      return v->u.seq.n ? emit_items(sv, v, 0) : 0;
+      tstor__pickle_op(pk, TSTOR__OP_EMPTY_LIST);
+      tstor__pickle_memo_put(pk, v);
+      return pickle_items(sv, v, 0);
     case TSTOR_VALUE_DICT:
       if (v->ordered || v->u.seq.attrs) {
-        if ((rc = emit_global(sv, "collections\nOrderedDict\n", &sv->g_odict)) || (rc = op(sv, ')')) ||
-            (rc = op(sv, 'R')))
-          return rc;
-      } else if ((rc = op(sv, '}'))) {
-        return rc;
+        tstor__pickle_global(pk, &g_odict, "collections", "OrderedDict");
+        tstor__pickle_op(pk, TSTOR__OP_EMPTY_TUPLE);
+        tstor__pickle_op(pk, TSTOR__OP_REDUCE);
+      } else {
+        tstor__pickle_op(pk, TSTOR__OP_EMPTY_DICT);
       }
-      if ((rc = memo_remember(sv, v))) return rc;
-      if (v->u.seq.n && (rc = emit_items(sv, v, 1))) return rc;
-      if (v->u.seq.attrs) {
-        if ((rc = emit_value(sv, v->u.seq.attrs)) || (rc = op(sv, 'b'))) return rc;
+      tstor__pickle_memo_put(pk, v);
+      rc = pickle_items(sv, v, 1);
+      if (!rc && v->u.seq.attrs) {
+        rc = pickle_value(sv, v->u.seq.attrs);
+        tstor__pickle_op(pk, TSTOR__OP_BUILD);
       }
-      return 0;
+      return rc;
     default: return TSTOR__ERR(TSTOR_EINVAL, "a value of unknown kind %d", v->kind);
   }
+  if (!rc) tstor__pickle_memo_put(pk, v);
+  return rc;
 }
 
 /* --------------------------------------------------------------- records */
@@ -327,18 +211,21 @@ int tstor_torch_save(const tstor_checkpoint *ck, const char *path) {
   if (rc) return rc;
   saver sv;
   memset(&sv, 0, sizeof sv);
-  sv.ck = ck;
-  sv.g_rebuild = sv.g_odict = -1;
-  for (int i = 0; i < TSTOR_DTYPE_END; i++) sv.g_storage[i] = -1;
-  static const uint8_t proto[2] = {0x80, 2};
+  tstor__pickler_init(&sv.pk, "data.pkl");
   tstor__zip_writer w;
   memset(&w, 0, sizeof w);
   char *tmp = NULL;
   FILE *f = NULL;
-  if ((rc = emit(&sv, proto, 2)) || (rc = emit_value(&sv, ck->root)) || (rc = op(&sv, '.'))) goto out;
+  tstor__pickle_op(&sv.pk, TSTOR__OP_PROTO);
+  tstor__pickle_op(&sv.pk, 2);
+  if (!(rc = pickle_value(&sv, ck->root))) {
+    tstor__pickle_op(&sv.pk, TSTOR__OP_STOP);
+    rc = tstor__wbuf_error(&sv.pk.out);
+  }
+  if (rc) goto out;
   if ((rc = tstor__create_temp(path, &tmp, &f))) goto out;
   w.f = f;
-  if ((rc = write_record(&w, "data.pkl", sv.buf, sv.len))) goto out;
+  if ((rc = write_record(&w, "data.pkl", sv.pk.out.data, sv.pk.out.len))) goto out;
   for (size_t i = 0; i < sv.nst && !rc; i++) {
     tstor_storage *s = sv.st[i].s, *copy = NULL;
     const void *p = NULL;
@@ -357,9 +244,7 @@ out:
     if (!rc) rc = crc;
   }
   tstor__zipw_free(&w);
-  free(sv.buf);
-  free(sv.mkeys);
-  free(sv.mvals);
+  tstor__pickler_free(&sv.pk);
   free(sv.st);
   return rc;
 }

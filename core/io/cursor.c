@@ -1,0 +1,47 @@
+/* The bounds-checked cursor of cursor.h. */
+#include "io_internal.h"
+
+#include <string.h>
+
+int tstor__cur_fail(const tstor__cursor *c, int code, const char *fmt, ...) {
+  char msg[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return TSTOR__ERR(code, "%s offset %llu: %s", c->what, (unsigned long long)tstor__cur_item_at(c), msg);
+}
+
+int tstor__cur_need(const tstor__cursor *c, size_t n) {
+  if (tstor__cur_can_read(c, n)) return 0;
+  return tstor__cur_fail(c, TSTOR_EINVAL, "it ends inside an item (%zu more bytes needed, %zu left)", n,
+                         tstor__cur_left(c));
+}
+
+int tstor__cur_bytes(tstor__cursor *c, size_t n, const uint8_t **p) {
+  int rc = tstor__cur_need(c, n);
+  if (rc) return rc;
+  *p = c->data + c->off;
+  c->off += n;
+  return 0;
+}
+
+int tstor__cur_uint(tstor__cursor *c, size_t width, bool big_endian, uint64_t *out) {
+  const uint8_t *p;
+  int rc = tstor__cur_bytes(c, width, &p);
+  if (rc) return rc;
+  uint64_t u = 0;
+  for (size_t i = 0; i < width; i++) u |= (uint64_t)p[big_endian ? width - 1 - i : i] << (8 * i);
+  *out = u;
+  return 0;
+}
+
+int tstor__cur_line(tstor__cursor *c, const char *item, const uint8_t **p, size_t *n) {
+  const uint8_t *start = c->data + c->off;
+  const uint8_t *nl = tstor__cur_left(c) ? memchr(start, '\n', tstor__cur_left(c)) : NULL;
+  if (!nl) return tstor__cur_fail(c, TSTOR_EINVAL, "%s without a newline", item);
+  *p = start;
+  *n = (size_t)(nl - start);
+  c->off += *n + 1;
+  return 0;
+}

@@ -1,0 +1,52 @@
+/* One bounds-checked cursor for every read of bytes a file gave us (cJSON's
+ * parse_buffer and can_read()): a reader asks the cursor, never the pointer,
+ * whether n more bytes are there, so that no format's reader can step past
+ * its input by forgetting a check. Errors name the input (`what`) and the
+ * offset of the item being read (`item`, which the reader sets as it starts
+ * one), not the byte where the input ran out. */
+#ifndef TSTOR_IO_CURSOR_H
+#define TSTOR_IO_CURSOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct tstor__cursor {
+  const uint8_t *data; /* the input, borrowed */
+  size_t len;          /* its bytes */
+  size_t off;          /* the next byte to read */
+  size_t item;         /* where the item being read began, for messages */
+  uint64_t base;       /* data[0]'s offset in the file, for messages */
+  const char *what;    /* names the input in messages ("data.pkl", a path) */
+} tstor__cursor;
+
+static inline tstor__cursor tstor__cursor_over(const void *data, size_t len, const char *what) {
+  tstor__cursor c = {(const uint8_t *)data, len, 0, 0, 0, what};
+  return c;
+}
+
+static inline size_t tstor__cur_left(const tstor__cursor *c) { return c->len - c->off; }
+static inline bool tstor__cur_can_read(const tstor__cursor *c, size_t n) { return n <= c->len - c->off; }
+static inline bool tstor__cur_at_end(const tstor__cursor *c) { return c->off >= c->len; }
+/* The file offset of the item being read. */
+static inline uint64_t tstor__cur_item_at(const tstor__cursor *c) { return c->base + c->item; }
+
+/* The error every refused read of this input gives: "WHAT offset N: MSG",
+ * N the item's offset. Returns code. */
+int tstor__cur_fail(const tstor__cursor *c, int code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* TSTOR_EINVAL unless n more bytes are there ("it ends inside ..."). */
+int tstor__cur_need(const tstor__cursor *c, size_t n);
+/* *p gets the next n bytes (borrowed from the input), which are stepped over. */
+int tstor__cur_bytes(tstor__cursor *c, size_t n, const uint8_t **p);
+/* An unsigned integer of width bytes (1 to 8), little- or big-endian. */
+int tstor__cur_uint(tstor__cursor *c, size_t width, bool big_endian, uint64_t *out);
+/* The bytes up to the next '\n' (*p, *n, the newline not counted), stepped
+ * over with the newline; TSTOR_EINVAL naming `item` when there is none. */
+int tstor__cur_line(tstor__cursor *c, const char *item, const uint8_t **p, size_t *n);
+
+#endif

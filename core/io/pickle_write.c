@@ -1,0 +1,147 @@
+/* The pickle writer of pickle.h: protocol 2, as Python's pickle writes it, so
+ * that PyTorch 1.13's weights_only loader (which reads only the opcodes
+ * protocol 2 emits, and no BINFLOAT) reads what it writes. */
+#include "io_internal.h"
+
+#include <string.h>
+
+void tstor__pickler_init(tstor__pickler *pk, const char *what) {
+  memset(pk, 0, sizeof *pk);
+  pk->out.what = what;
+}
+
+void tstor__pickler_free(tstor__pickler *pk) {
+  tstor__wbuf_free(&pk->out);
+  free(pk->mkeys);
+  free(pk->mvals);
+  pk->mkeys = NULL;
+  pk->mvals = NULL;
+  pk->mcap = pk->mcount = 0;
+}
+
+void tstor__pickle_op(tstor__pickler *pk, uint8_t opcode) { tstor__wbuf_byte(&pk->out, opcode); }
+
+static void op_u32(tstor__pickler *pk, uint8_t opcode, uint32_t v) {
+  tstor__wbuf_byte(&pk->out, opcode);
+  tstor__wbuf_uint(&pk->out, v, 4, false);
+}
+
+void tstor__pickle_int(tstor__pickler *pk, int64_t v) {
+  if (v >= 0 && v < 256) {
+    tstor__wbuf_byte(&pk->out, TSTOR__OP_BININT1);
+    tstor__wbuf_uint(&pk->out, (uint64_t)v, 1, false);
+  } else if (v >= 0 && v < 65536) {
+    tstor__wbuf_byte(&pk->out, TSTOR__OP_BININT2);
+    tstor__wbuf_uint(&pk->out, (uint64_t)v, 2, false);
+  } else if (v >= INT32_MIN && v <= INT32_MAX) {
+    op_u32(pk, TSTOR__OP_BININT, (uint32_t)(int32_t)v);
+  } else {
+    /* LONG1: the fewest little-endian two's-complement bytes, as Python writes */
+    uint8_t b[8];
+    uint64_t u = (uint64_t)v;
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(u >> (8 * i));
+    size_t n = 8;
+    while (n > 1 && ((b[n - 1] == 0x00 && !(b[n - 2] & 0x80)) || (b[n - 1] == 0xFF && (b[n - 2] & 0x80)))) n--;
+    tstor__wbuf_byte(&pk->out, TSTOR__OP_LONG1);
+    tstor__wbuf_byte(&pk->out, (uint8_t)n);
+    tstor__wbuf_append(&pk->out, b, n);
+  }
+}
+
+void tstor__pickle_float(tstor__pickler *pk, double v) {
+  uint64_t u;
+  memcpy(&u, &v, sizeof u);
+  tstor__wbuf_byte(&pk->out, TSTOR__OP_BINFLOAT);
+  tstor__wbuf_uint(&pk->out, u, 8, true);
+}
+
+void tstor__pickle_str(tstor__pickler *pk, const char *s, size_t len) {
+  if (len > UINT32_MAX) {
+    tstor__wbuf_fail(&pk->out, TSTOR_EOVERFLOW, "a string of %zu bytes", len);
+    return;
+  }
+  op_u32(pk, TSTOR__OP_BINUNICODE, (uint32_t)len);
+  tstor__wbuf_append(&pk->out, s, len);
+}
+
+void tstor__pickle_tuple_begin(tstor__pickler *pk, size_t n) {
+  if (n > 3) tstor__wbuf_byte(&pk->out, TSTOR__OP_MARK);
+}
+
+void tstor__pickle_tuple_end(tstor__pickler *pk, size_t n) {
+  static const uint8_t small[4] = {TSTOR__OP_EMPTY_TUPLE, TSTOR__OP_TUPLE1, TSTOR__OP_TUPLE2, TSTOR__OP_TUPLE3};
+  tstor__wbuf_byte(&pk->out, n <= 3 ? small[n] : TSTOR__OP_TUPLE);
+}
+
+/* ------------------------------------------------------------- the memo */
+
+static size_t mhash(const void *p, size_t mask) {
+  return (size_t)(((uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull) >> 17) & mask;
+}
+
+static void put_index(tstor__pickler *pk, uint32_t idx) {
+  if (idx < 256) {
+    tstor__wbuf_byte(&pk->out, TSTOR__OP_BINPUT);
+    tstor__wbuf_byte(&pk->out, (uint8_t)idx);
+  } else {
+    op_u32(pk, TSTOR__OP_LONG_BINPUT, idx);
+  }
+}
+
+static bool grow_memo(tstor__pickler *pk) {
+  size_t cap = pk->mcap ? pk->mcap * 2 : 64;
+  const void **k = calloc(cap, sizeof *k);
+  uint32_t *v = calloc(cap, sizeof *v);
+  if (!k || !v) {
+    free(k);
+    free(v);
+    tstor__wbuf_fail(&pk->out, TSTOR_ENOMEM, "%s: out of memory for the pickle's memo", pk->out.what);
+    return false;
+  }
+  for (size_t i = 0; i < pk->mcap; i++)
+    if (pk->mkeys[i]) {
+      size_t j = mhash(pk->mkeys[i], cap - 1);
+      while (k[j]) j = (j + 1) & (cap - 1);
+      k[j] = pk->mkeys[i];
+      v[j] = pk->mvals[i];
+    }
+  free(pk->mkeys);
+  free(pk->mvals);
+  pk->mkeys = k;
+  pk->mvals = v;
+  pk->mcap = cap;
+  return true;
+}
+
+void tstor__pickle_memo_put(tstor__pickler *pk, const void *id) {
+  if ((pk->mcount + 1) * 2 > pk->mcap && !grow_memo(pk)) return;
+  size_t j = mhash(id, pk->mcap - 1);
+  while (pk->mkeys[j]) j = (j + 1) & (pk->mcap - 1);
+  pk->mkeys[j] = id;
+  pk->mvals[j] = pk->next_memo;
+  pk->mcount++;
+  put_index(pk, pk->next_memo++);
+}
+
+bool tstor__pickle_memo_get(tstor__pickler *pk, const void *id) {
+  if (!pk->mcap) return false;
+  for (size_t i = mhash(id, pk->mcap - 1);; i = (i + 1) & (pk->mcap - 1)) {
+    if (!pk->mkeys[i]) return false;
+    if (pk->mkeys[i] != id) continue;
+    uint32_t idx = pk->mvals[i];
+    if (idx < 256) {
+      tstor__wbuf_byte(&pk->out, TSTOR__OP_BINGET);
+      tstor__wbuf_byte(&pk->out, (uint8_t)idx);
+    } else {
+      op_u32(pk, TSTOR__OP_LONG_BINGET, idx);
+    }
+    return true;
+  }
+}
+
+void tstor__pickle_global(tstor__pickler *pk, const void *id, const char *module, const char *name) {
+  if (tstor__pickle_memo_get(pk, id)) return;
+  tstor__wbuf_byte(&pk->out, TSTOR__OP_GLOBAL);
+  tstor__wbuf_printf(&pk->out, "%s\n%s\n", module, name);
+  tstor__pickle_memo_put(pk, id);
+}
