@@ -19,6 +19,7 @@
 #include "config.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -237,6 +238,50 @@ int tstor__read_batch_add(tstor__read_batch *b, void *dst, uint64_t off, size_t 
  * threads (tstor_get_num_threads()); the first failure is the result. */
 int tstor__read_batch_run(const tstor__read_batch *b, int fd);
 void tstor__read_batch_free(tstor__read_batch *b);
+
+/* ----------------------------------------------------------- source.c */
+
+/* The input a checkpoint is read from, which every format's reader shares:
+ * an open file read with pread, a whole file mapped (TSTOR_LOAD_MMAP), or the
+ * caller's buffer (borrowed with TSTOR_LOAD_BORROW_BUFFER). */
+typedef struct tstor__source {
+  tstor_context *ctx;
+  const char *map_location; /* the caller's, or NULL */
+  unsigned flags;           /* TSTOR_LOAD_* */
+  int fd;                   /* the file, read with pread; or -1 */
+  uint64_t size;            /* the input's bytes */
+  const uint8_t *bytes;     /* the whole input in memory (a mapping or the caller's), or NULL */
+  tstor_storage *whole;     /* a cpu storage over `bytes` that storages may view, or NULL */
+  tstor__read_batch reads;  /* reads queued into cpu storages, run together */
+} tstor__source;
+
+/* A load's first step: *out NULL, the options checked, the context (ctx, or
+ * the default), the map_location one of its devices. `who` names the call. */
+int tstor__source_begin(tstor__source *src, tstor_context *ctx, const tstor_load_options *opts,
+                        tstor_checkpoint **out, const char *who);
+/* The file at path, opened; mapped whole with TSTOR_LOAD_MMAP (an empty
+ * file then is "not <format>"). */
+int tstor__source_open_file(tstor__source *src, const char *path, const char *format);
+int tstor__source_open_buffer(tstor__source *src, const void *data, size_t size, const char *who);
+void tstor__source_close(tstor__source *src);
+/* rc, with the error's message prefixed by path where it does not name it. */
+int tstor__source_fail(int rc, const char *path);
+/* The device storage `key` goes to: the map_location, else the file's
+ * `location` ("" is refused: no location was written). */
+int tstor__source_device(tstor__source *src, const char *location, const char *key, tstor_device *dev);
+bool tstor__source_device_is(const tstor__source *src, tstor_device dev, const char *type);
+/* len bytes at off of the input, into dst; TSTOR_EINVAL naming `what` past
+ * its end, TSTOR_EIO when the file ends early. */
+int tstor__source_read(const tstor__source *src, void *dst, size_t len, uint64_t off, const char *what);
+/* The input's bytes [off, off + nbytes) as a cpu storage *host: with
+ * TSTOR__SOURCE_VIEW a view of the mapping or borrowed buffer when off is
+ * aligned to `align`; else a storage of its own, read now, or with
+ * TSTOR__SOURCE_QUEUE from a file queued (*queued true; tstor__source_run
+ * reads them all). */
+enum { TSTOR__SOURCE_VIEW = 1 << 0, TSTOR__SOURCE_QUEUE = 1 << 1 };
+int tstor__source_host(tstor__source *src, uint64_t off, size_t nbytes, size_t align, unsigned how, const char *what,
+                       tstor_storage **host, bool *queued);
+int tstor__source_run(tstor__source *src);
 
 uint32_t tstor__crc32(uint32_t crc, const void *data, size_t len);
 

@@ -114,45 +114,23 @@ static int parse_entry(const char *name, json_t *info, st_entry *e) {
   return 0;
 }
 
-typedef struct st_source {
-  tstor_context *ctx;
-  const uint8_t *bytes; /* whole file; or, read from fd, its first 8 + header bytes */
-  uint64_t size;        /* the file's */
-  tstor_storage *whole; /* storage over bytes for views, or NULL (read instead) */
-  const char *map_location;
-  int fd;               /* the file, to pread tensors when reading; or -1 */
-  tstor__read_batch reads; /* tensors read into cpu storages, all at once */
-} st_source;
-
-static int make_storage(st_source *src, const st_entry *e, uint64_t data_start, tstor_storage **out) {
-  tstor_device dev, cpu;
-  int rc;
-  const char *where = src->map_location ? src->map_location : "cpu";
-  if ((rc = tstor_device_parse(src->ctx, where, &dev))) return rc;
-  if ((rc = tstor_device_parse(src->ctx, "cpu", &cpu))) return rc;
-  size_t n = (size_t)(e->end - e->begin);
-  uint64_t at = data_start + e->begin;
-  const char *type = tstor_device_type_name(src->ctx, dev.type);
-  if (type && strcmp(type, "meta") == 0) return tstor_storage_new(src->ctx, dev, n, out);
-  tstor_storage *host = NULL;
-  if (src->whole && (uintptr_t)(src->bytes + at) % tstor_dtype_size(e->dtype) == 0) {
-    rc = tstor_storage_view(src->whole, (size_t)at, n, &host);
-  } else {
-    rc = tstor_storage_new(src->ctx, cpu, n, &host);
-    char *dst = rc ? NULL : tstor_storage_data(host);
-    if (!rc && n && src->fd < 0) memcpy(dst, src->bytes + at, n);
-    if (!rc && n && src->fd >= 0 && dev.type == cpu.type && dev.index == cpu.index) {
-      /* the storage itself, read with the others before the load returns */
-      if ((rc = tstor__read_batch_add(&src->reads, dst, at, n, e->name))) {
-        tstor_storage_release(host);
-        return rc;
-      }
-      *out = host;
-      return 0;
-    }
-    if (!rc && n && src->fd >= 0) rc = tstor__pread_full(src->fd, dst, n, at, e->name);
-  }
+static int make_storage(tstor__source *src, const st_entry *e, uint64_t data_start, tstor_storage **out) {
+  tstor_device dev;
+  int rc = tstor__source_device(src, "cpu", e->name, &dev);
   if (rc) return rc;
+  size_t n = (size_t)(e->end - e->begin);
+  if (tstor__source_device_is(src, dev, "meta")) return tstor_storage_new(src->ctx, dev, n, out);
+  tstor_storage *host;
+  bool queued;
+  /* a cpu storage is read with the others before the load returns */
+  bool on_cpu = tstor__source_device_is(src, dev, "cpu") && dev.index == 0;
+  rc = tstor__source_host(src, data_start + e->begin, n, tstor_dtype_size(e->dtype),
+                          TSTOR__SOURCE_VIEW | (on_cpu ? TSTOR__SOURCE_QUEUE : 0), e->name, &host, &queued);
+  if (rc) return rc;
+  if (queued) {
+    *out = host;
+    return 0;
+  }
   rc = tstor_storage_to(host, dev, out);
   tstor_storage_release(host);
   return rc;
@@ -185,17 +163,9 @@ static int check_json_text(const char *s, size_t n) {
   return 0;
 }
 
-static int st_load(st_source *src, tstor_checkpoint **out) {
-  const uint8_t *d = src->bytes;
+/* The header at hdr, n bytes, then every tensor. */
+static int parse_and_load(tstor__source *src, const char *hdr, uint64_t n, tstor_checkpoint **out) {
   uint64_t size = src->size;
-  if (size < 8) return BAD("%llu bytes: too short for the header length", (unsigned long long)size);
-  uint64_t n = 0;
-  for (int i = 7; i >= 0; i--) n = n << 8 | d[i];
-  if (n > HEADER_MAX)
-    return BAD("a header of %llu bytes (at most %llu)", (unsigned long long)n, (unsigned long long)HEADER_MAX);
-  if (n > size - 8)
-    return BAD("a header of %llu bytes in a file of %llu", (unsigned long long)n, (unsigned long long)size);
-  const char *hdr = (const char *)d + 8;
   if (!tstor__utf8_valid(hdr, (size_t)n)) return BAD("the header is not UTF-8");
   int rc = check_json_text(hdr, (size_t)n);
   if (rc) return rc;
@@ -288,7 +258,7 @@ static int st_load(st_source *src, tstor_checkpoint **out) {
       goto out;
     if ((rc = tstor__dict_set(dict, name, tv))) goto out;
   }
-  if (src->reads.n) rc = tstor__read_batch_run(&src->reads, src->fd);
+  rc = tstor__source_run(src);
 out:
   json_decref(root);
   free(es);
@@ -297,99 +267,62 @@ out:
   return rc;
 }
 
-/* Looks like torch_load.c's check_args, but each fills its own source state
- * (st_source, loader); the shared check is tstor__load_options_check. */
-static int load_args(tstor_context *ctx, const tstor_load_options *opts, tstor_checkpoint **out,
-                     st_source *src, unsigned *flags) {
-  if (!out) return TSTOR__ERR(TSTOR_EINVAL, "safetensors load: out is NULL");
-  *out = NULL;
-  memset(src, 0, sizeof *src);
-  src->fd = -1;
-  *flags = 0;
-  if (opts) {
-    int rc = tstor__load_options_check(opts);
-    if (rc) return rc;
-    src->map_location = opts->map_location;
-    *flags = opts->flags;
+/* The header's bytes: in the input when it is in memory, else read into
+ * *copy (freed by the caller). */
+static int read_header(tstor__source *src, uint64_t n, const char **hdr, char **copy) {
+  *copy = NULL;
+  if (src->bytes) {
+    *hdr = (const char *)src->bytes + 8;
+    return 0;
   }
-  int rc = ctx ? (src->ctx = ctx, 0) : tstor_context_default(&src->ctx);
-  return rc ? rc : tstor__map_location_check(src->ctx, src->map_location);
+  if (!(*copy = malloc(n ? (size_t)n : 1)))
+    return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for a %llu-byte header", (unsigned long long)n);
+  *hdr = *copy;
+  return tstor__source_read(src, *copy, (size_t)n, 8, "header");
 }
 
-/* The length word and the header of the file open on src->fd: the bytes
- * st_load looks at before the tensors. A length the format refuses (st_load
- * says why) or one past the file reads the word alone, so that a small file
- * cannot make this allocate more than its size. */
-static int read_head(st_source *src, uint8_t **head) {
-  size_t word = src->size < 8 ? (size_t)src->size : 8;
-  uint64_t n = 0;
-  uint8_t first[8];
-  int rc = tstor__pread_full(src->fd, first, word, 0, "header");
+static int st_load(tstor__source *src, tstor_checkpoint **out) {
+  uint64_t size = src->size;
+  if (size < 8) return BAD("%llu bytes: too short for the header length", (unsigned long long)size);
+  uint8_t word[8];
+  int rc = tstor__source_read(src, word, 8, 0, "header length");
   if (rc) return rc;
-  for (size_t i = word; i-- > 0;) n = n << 8 | first[i];
-  if (word < 8 || n > HEADER_MAX || n > src->size - 8) n = 0;
-  if (!(*head = malloc(8 + (size_t)n))) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for a %llu-byte header", (unsigned long long)n);
-  memcpy(*head, first, word);
-  return tstor__pread_full(src->fd, *head + 8, (size_t)n, 8, "header");
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; i--) n = n << 8 | word[i];
+  if (n > HEADER_MAX)
+    return BAD("a header of %llu bytes (at most %llu)", (unsigned long long)n, (unsigned long long)HEADER_MAX);
+  if (n > size - 8)
+    return BAD("a header of %llu bytes in a file of %llu", (unsigned long long)n, (unsigned long long)size);
+  const char *hdr = NULL;
+  char *copy;
+  if ((rc = read_header(src, n, &hdr, &copy))) {
+    free(copy);
+    return rc;
+  }
+  rc = parse_and_load(src, hdr, n, out);
+  free(copy);
+  return rc;
 }
 
 int tstor_safetensors_load(tstor_context *ctx, const char *path, const tstor_load_options *opts,
                            tstor_checkpoint **out) {
-  st_source src;
-  unsigned flags;
-  int rc = load_args(ctx, opts, out, &src, &flags);
-  if (rc) return rc;
-  if (!path) return TSTOR__ERR(TSTOR_EINVAL, "tstor_safetensors_load: path is NULL");
-  tstor_storage *whole = NULL;
-  uint8_t *head = NULL;
-  /* opened first either way: a FIFO or a device is refused before a mapping */
-  if ((rc = tstor__file_open(path, &src.fd, &src.size))) return rc;
-  if (flags & TSTOR_LOAD_MMAP) {
-    close(src.fd);
-    src.fd = -1;
-    if ((rc = tstor_storage_from_file(src.ctx, path, 0, 0, 1, &whole))) {
-      if (rc == TSTOR_ESIZE) rc = TSTOR__ERR(TSTOR_EINVAL, "%s: an empty file is not a safetensors file", path);
-      return rc;
-    }
-    src.bytes = tstor_storage_data(whole);
-    src.size = tstor_storage_nbytes(whole);
-    src.whole = whole;
-    rc = st_load(&src, out);
-  } else if (!(rc = read_head(&src, &head))) {
-    src.bytes = head;
-    rc = st_load(&src, out);
-  }
-  if (src.fd >= 0) close(src.fd);
-  tstor__read_batch_free(&src.reads);
-  free(head);
-  if (rc) {
-    char msg[900];
-    snprintf(msg, sizeof msg, "%s", tstor_last_error());
-    TSTOR__ERR(rc, "%s: %s", path, msg);
-  }
-  tstor_storage_release(whole);
+  tstor__source src;
+  int rc = tstor__source_begin(&src, ctx, opts, out, "tstor_safetensors_load");
+  if (!rc && !path) rc = TSTOR__ERR(TSTOR_EINVAL, "tstor_safetensors_load: path is NULL");
+  if (!rc) rc = tstor__source_open_file(&src, path, "a safetensors file");
+  if (!rc) rc = st_load(&src, out);
+  if (rc && path) tstor__source_fail(rc, path);
+  tstor__source_close(&src);
   return rc;
 }
 
 int tstor_safetensors_load_buffer(tstor_context *ctx, const void *data, size_t size,
                                   const tstor_load_options *opts, tstor_checkpoint **out) {
-  st_source src;
-  unsigned flags;
-  int rc = load_args(ctx, opts, out, &src, &flags);
-  if (rc) return rc;
-  if (!data && size) return TSTOR__ERR(TSTOR_EINVAL, "tstor_safetensors_load_buffer: data is NULL");
-  src.bytes = data;
-  src.size = size;
-  tstor_storage *whole = NULL;
-  if (flags & TSTOR_LOAD_BORROW_BUFFER) {
-    tstor_device cpu;
-    if ((rc = tstor_device_parse(src.ctx, "cpu", &cpu)) ||
-        (rc = tstor_storage_wrap(src.ctx, cpu, (void *)data, size, &whole)))
-      return rc;
-    src.whole = whole;
-  }
-  rc = st_load(&src, out);
-  tstor_storage_release(whole);
+  tstor__source src;
+  int rc = tstor__source_begin(&src, ctx, opts, out, "tstor_safetensors_load_buffer");
+  if (!rc) rc = tstor__source_open_buffer(&src, data, size, "tstor_safetensors_load_buffer");
+  if (!rc) rc = st_load(&src, out);
+  tstor__source_close(&src);
   return rc;
 }
 

@@ -18,19 +18,11 @@
 #define EXPANDED_MAX ((uint64_t)1 << 24)   /* values, shared subtrees counted each time */
 
 typedef struct loader {
-  tstor_context *ctx;
+  tstor__source src;   /* the archive's bytes */
   zip_t *z;
-  const uint8_t *bytes;   /* the whole archive in memory (mapped or the caller's), or NULL */
-  size_t nbytes;
-  tstor_storage *whole;   /* a storage over those bytes, for views; or NULL */
-  tstor__zip_index ix;    /* entries' data offsets in `bytes` */
-  char *prefix;           /* the archive's folder: "archive", or the file's stem */
+  tstor__zip_index ix; /* entries' data offsets in the archive */
+  char *prefix;        /* the archive's folder: "archive", or the file's stem */
   int big_endian;
-  unsigned flags;
-  const char *map_location;
-  int fd;                 /* the file, for reading records with pread; or -1 */
-  uint64_t file_size;     /* with fd */
-  tstor__read_batch reads; /* records read into cpu storages, all at once */
 } loader;
 
 static int zip_failure(zip_error_t *e, const char *what) {
@@ -167,11 +159,6 @@ out:
   return rc;
 }
 
-static int device_is(tstor_context *ctx, tstor_device dev, const char *type) {
-  const char *n = tstor_device_type_name(ctx, dev.type);
-  return n && strcmp(n, type) == 0;
-}
-
 /* The CRC of a stored record whose first `have` bytes (at p) are in memory:
  * the rest of a record longer than its storage comes from the archive. */
 static int stored_crc(loader *ld, const tstor__zip_entry *e, const void *p, size_t have, uint32_t *crc) {
@@ -180,9 +167,9 @@ static int stored_crc(loader *ld, const tstor__zip_entry *e, const void *p, size
   for (uint64_t at = have; at < e->size;) {
     size_t n = e->size - at < sizeof buf ? (size_t)(e->size - at) : sizeof buf;
     const void *chunk = buf;
-    if (ld->bytes) chunk = ld->bytes + e->data_offset + at;
+    if (ld->src.bytes) chunk = ld->src.bytes + e->data_offset + at;
     else {
-      int rc = tstor__pread_full(ld->fd, buf, n, e->data_offset + at, "record tail");
+      int rc = tstor__source_read(&ld->src, buf, n, e->data_offset + at, "record tail");
       if (rc) return rc;
     }
     *crc = tstor__crc32(*crc, chunk, n);
@@ -205,7 +192,7 @@ static int finish_storage(loader *ld, tstor__storage_rec *r, tstor_storage *host
 }
 
 /* Loads storage `r`: a view of the mapped archive (TSTOR_LOAD_MMAP), or read.
- * A cpu storage read from the file is only queued on ld->reads, and *queued
+ * A cpu storage read from the file is only queued on the source, and *queued
  * set to its entry; the caller runs them all and then finishes each
  * (finish_storage). */
 static int load_storage(loader *ld, tstor__storage_rec *r, const tstor__zip_entry **queued) {
@@ -213,15 +200,8 @@ static int load_storage(loader *ld, tstor__storage_rec *r, const tstor__zip_entr
   *queued = NULL;
   size_t esize = tstor_dtype_size(r->dtype);
   uint64_t nbytes = (uint64_t)r->numel * esize; /* checked against overflow by the unpickler */
-  const char *where = ld->map_location ? ld->map_location : r->location;
-  if (!where[0]) return TSTOR__ERR(TSTOR_EINVAL, "storage '%s' names no location (a string); load with a map_location", r->key);
   tstor_device dev;
-  if ((rc = tstor_device_parse(ld->ctx, where, &dev))) {
-    char why[512]; /* the message is rewritten below: copied out first */
-    snprintf(why, sizeof why, "%s", tstor_last_error());
-    return TSTOR__ERR(rc, "storage '%s' is for device '%s', which this context cannot give (%s); "
-                          "load with a map_location", r->key, where, why);
-  }
+  if ((rc = tstor__source_device(&ld->src, r->location, r->key, &dev))) return rc;
   char tail[64 + 8];
   if (strlen(r->key) > 64) return TSTOR__ERR(TSTOR_EINVAL, "storage key '%.64s...' is too long", r->key);
   snprintf(tail, sizeof tail, "data/%s", r->key);
@@ -249,8 +229,8 @@ static int load_storage(loader *ld, tstor__storage_rec *r, const tstor__zip_entr
                     (unsigned long long)nbytes);
     goto out;
   }
-  if (device_is(ld->ctx, dev, "meta")) {
-    rc = tstor_storage_new(ld->ctx, dev, (size_t)nbytes, &r->s);
+  if (tstor__source_device_is(&ld->src, dev, "meta")) {
+    rc = tstor_storage_new(ld->src.ctx, dev, (size_t)nbytes, &r->s);
     goto out;
   }
   /* A stored record is mapped (a view of the file's mapping) or read with
@@ -259,36 +239,29 @@ static int load_storage(loader *ld, tstor__storage_rec *r, const tstor__zip_entr
    * (TSTOR_LOAD_VERIFY_CRC: it costs a pass over the bytes at about 1 GB/s);
    * compressed records go through libzip, which always checks it. */
   int stored = e->method == 0;
-  /* Bytes to be swapped are never a view: the swap would write to the
-   * caller's borrowed buffer (const, maybe read-only, maybe loaded again). */
-  int swap = ld->big_endian && esize > 1;
-  if (stored && ld->whole && e->data_offset % (esize ? esize : 1) == 0 && !swap) {
-    rc = tstor_storage_view(ld->whole, (size_t)e->data_offset, (size_t)nbytes, &host);
-  } else {
-    tstor_device cpu;
-    if ((rc = tstor_device_parse(ld->ctx, "cpu", &cpu))) goto out;
-    if ((rc = tstor_storage_new(ld->ctx, cpu, (size_t)nbytes, &host))) goto out;
-    char *dst = tstor_storage_data(host);
-    if (!nbytes) {
-      rc = 0;
-    } else if (stored && ld->fd >= 0 && device_is(ld->ctx, dev, "cpu")) {
-      /* the storage itself, read with the others; finished by the caller */
-      if ((rc = tstor__read_batch_add(&ld->reads, dst, e->data_offset, (size_t)nbytes, r->key))) goto out;
+  if (stored) {
+    /* Bytes to be swapped are never a view: the swap would write to the
+     * caller's borrowed buffer (const, maybe read-only, maybe loaded again).
+     * A cpu storage read from the file is read with the others. */
+    int swap = ld->big_endian && esize > 1;
+    unsigned how = (swap ? 0 : TSTOR__SOURCE_VIEW) |
+                   (tstor__source_device_is(&ld->src, dev, "cpu") ? TSTOR__SOURCE_QUEUE : 0);
+    bool q;
+    if ((rc = tstor__source_host(&ld->src, e->data_offset, (size_t)nbytes, esize, how, r->key, &host, &q))) goto out;
+    if (q) {
       r->s = host;
       host = NULL;
       *queued = e;
       goto out;
-    } else if (stored && ld->fd >= 0) {
-      rc = tstor__pread_full(ld->fd, dst, (size_t)nbytes, e->data_offset, r->key);
-    } else if (stored) {
-      memcpy(dst, ld->bytes + e->data_offset, (size_t)nbytes);
-    } else {
-      rc = read_entry(ld, idx, name, dst, nbytes, size);
-      stored = 0; /* libzip checked the CRC */
     }
+  } else {
+    tstor_device cpu;
+    if ((rc = tstor_device_parse(ld->src.ctx, "cpu", &cpu)) ||
+        (rc = tstor_storage_new(ld->src.ctx, cpu, (size_t)nbytes, &host)) ||
+        (rc = read_entry(ld, idx, name, tstor_storage_data(host), nbytes, size)))
+      goto out;
   }
-  if (!rc) rc = finish_storage(ld, r, host, e, stored && (ld->flags & TSTOR_LOAD_VERIFY_CRC));
-  if (rc) goto out;
+  if ((rc = finish_storage(ld, r, host, e, stored && (ld->src.flags & TSTOR_LOAD_VERIFY_CRC)))) goto out;
   rc = tstor_storage_to(host, dev, &r->s);
 out:
   tstor_storage_release(host);
@@ -302,10 +275,10 @@ static int load_storages(loader *ld, tstor_checkpoint *ck) {
   const tstor__zip_entry **queued = calloc(ck->nstorages ? ck->nstorages : 1, sizeof *queued);
   if (!queued) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for %zu storages", ck->nstorages);
   for (size_t i = 0; i < ck->nstorages && !rc; i++) rc = load_storage(ld, &ck->storages[i], &queued[i]);
-  if (!rc && ld->reads.n) rc = tstor__read_batch_run(&ld->reads, ld->fd);
+  if (!rc) rc = tstor__source_run(&ld->src);
   for (size_t i = 0; i < ck->nstorages && !rc; i++) {
     tstor__storage_rec *r = &ck->storages[i];
-    if (queued[i]) rc = finish_storage(ld, r, r->s, queued[i], ld->flags & TSTOR_LOAD_VERIFY_CRC);
+    if (queued[i]) rc = finish_storage(ld, r, r->s, queued[i], ld->src.flags & TSTOR_LOAD_VERIFY_CRC);
   }
   free(queued);
   return rc;
@@ -363,8 +336,8 @@ static int load(loader *ld, tstor_checkpoint **out) {
   uint8_t *pkl = NULL, *order = NULL;
   size_t pkl_len = 0, order_len = 0;
   int rc;
-  rc = ld->bytes ? tstor__zip_index_read(ld->bytes, ld->nbytes, &ld->ix)
-                 : tstor__zip_index_read_fd(ld->fd, ld->file_size, &ld->ix);
+  rc = ld->src.bytes ? tstor__zip_index_read(ld->src.bytes, (size_t)ld->src.size, &ld->ix)
+                     : tstor__zip_index_read_fd(ld->src.fd, ld->src.size, &ld->ix);
   if (rc) goto fail;
   if ((zip_uint64_t)zip_get_num_entries(ld->z, 0) != ld->ix.n) {
     rc = TSTOR__ERR(TSTOR_EINVAL, "libzip finds %lld entries, the central directory %zu",
@@ -387,7 +360,7 @@ static int load(loader *ld, tstor_checkpoint **out) {
    * inflated or built: data.pkl at most PICKLE_PER_FILE_BYTE times the file
    * (torch.save stores it, so it is part of the file; only a compressed one
    * can be larger), and one value per byte of the file. */
-  const uint64_t input = ld->fd >= 0 ? ld->file_size : ld->nbytes;
+  const uint64_t input = ld->src.size;
   uint64_t pkl_max = input > PICKLE_MAX / PICKLE_PER_FILE_BYTE ? PICKLE_MAX : input * PICKLE_PER_FILE_BYTE;
   if ((rc = read_small_record(ld, "data.pkl", pkl_max, &pkl, &pkl_len, 1))) goto fail;
   if ((rc = tstor_checkpoint_new(&ck))) goto fail;
@@ -409,12 +382,12 @@ fail:
   return rc;
 }
 
-/* The archive in `size` bytes at data (a buffer, or the file's mapping), which
+/* The archive in the source's bytes (a buffer, or the file's mapping), which
  * libzip and our reads then both see. */
-static int zip_over_bytes(loader *ld, const void *data, size_t size) {
+static int zip_over_bytes(loader *ld) {
   zip_error_t e;
   zip_error_init(&e);
-  zip_source_t *src = zip_source_buffer_create(data, size, 0, &e);
+  zip_source_t *src = zip_source_buffer_create(ld->src.bytes, (size_t)ld->src.size, 0, &e);
   int rc = 0;
   if (!src) {
     rc = zip_failure(&e, "buffer");
@@ -423,89 +396,46 @@ static int zip_over_bytes(loader *ld, const void *data, size_t size) {
     rc = zip_failure(&e, "not a torch.save zip archive (PyTorch 1.6 and later)");
   }
   zip_error_fini(&e);
-  ld->bytes = data;
-  ld->nbytes = size;
+  return rc;
+}
+
+/* The archive in the source's open file, for libzip through a descriptor of
+ * its own: one open file, so that a path replaced meanwhile cannot give
+ * libzip and our reads two different files. */
+static int zip_over_fd(loader *ld, const char *path) {
+  int zerr = 0, zfd = dup(ld->src.fd);
+  if (zfd < 0) return TSTOR__ERR(TSTOR_EIO, "%s: %s", path, strerror(errno));
+  if (!(ld->z = zip_fdopen(zfd, ZIP_CHECKCONS, &zerr))) close(zfd);
+  if (ld->z) return 0;
+  zip_error_t e;
+  zip_error_init_with_code(&e, zerr);
+  /* the file is open: libzip's "no such file" means no archive in it (as
+   * for a buffer), and only a failed read is the file's fault */
+  int rc = zerr == ZIP_ER_READ
+               ? TSTOR__ERR(TSTOR_EIO, "%s: %s", path, zip_error_strerror(&e))
+               : TSTOR__ERR(TSTOR_EINVAL, "%s: not a torch.save zip archive (PyTorch 1.6 and later)%s%s", path,
+                            zerr == ZIP_ER_NOENT ? "" : ": ", zerr == ZIP_ER_NOENT ? "" : zip_error_strerror(&e));
+  zip_error_fini(&e);
   return rc;
 }
 
 static void loader_close(loader *ld) {
   if (ld->z) zip_discard(ld->z);
-  if (ld->fd >= 0) close(ld->fd);
+  tstor__source_close(&ld->src);
   tstor__zip_index_free(&ld->ix);
-  tstor__read_batch_free(&ld->reads);
-  tstor_storage_release(ld->whole);
   free(ld->prefix);
-}
-
-static int check_args(tstor_checkpoint **out, const tstor_load_options *opts, loader *ld) {
-  if (!out) return TSTOR__ERR(TSTOR_EINVAL, "checkpoint load: out is NULL");
-  *out = NULL;
-  memset(ld, 0, sizeof *ld);
-  ld->fd = -1;
-  if (opts) {
-    int rc = tstor__load_options_check(opts);
-    if (rc) return rc;
-    ld->map_location = opts->map_location;
-    ld->flags = opts->flags;
-  }
-  return 0;
 }
 
 int tstor_torch_load(tstor_context *ctx, const char *path, const tstor_load_options *opts,
                      tstor_checkpoint **out) {
   loader ld;
-  int rc = check_args(out, opts, &ld);
-  if (rc) return rc;
-  if (!path) return TSTOR__ERR(TSTOR_EINVAL, "tstor_torch_load: path is NULL");
-  if (ctx) ld.ctx = ctx;
-  else if ((rc = tstor_context_default(&ld.ctx))) return rc;
-  if ((rc = tstor__map_location_check(ld.ctx, ld.map_location))) return rc;
-  int zerr = 0;
-  /* one open file for libzip and our reads: a path replaced meanwhile cannot
-   * give them two different files */
-  if ((rc = tstor__file_open(path, &ld.fd, &ld.file_size))) return rc;
-  if (ld.flags & TSTOR_LOAD_MMAP) {
-    /* the whole file, mapped copy-on-write: the archive is read from the
-     * mapping alone, and storages are views of it */
-    close(ld.fd);
-    ld.fd = -1;
-    rc = tstor_storage_from_file(ld.ctx, path, 0, 0, 1, &ld.whole);
-    if (rc == TSTOR_ESIZE) rc = TSTOR__ERR(TSTOR_EINVAL, "%s: an empty file is not a torch.save archive", path);
-    else if (!rc) rc = zip_over_bytes(&ld, tstor_storage_data(ld.whole), tstor_storage_nbytes(ld.whole));
-    if (rc) {
-      char msg[900];
-      snprintf(msg, sizeof msg, "%s", tstor_last_error());
-      if (!strstr(msg, path)) TSTOR__ERR(rc, "%s: %s", path, msg);
-      goto out;
-    }
-    goto loaded;
-  }
-  int zfd = dup(ld.fd);
-  if (zfd < 0) {
-    rc = TSTOR__ERR(TSTOR_EIO, "%s: %s", path, strerror(errno));
-    goto out;
-  }
-  if (!(ld.z = zip_fdopen(zfd, ZIP_CHECKCONS, &zerr))) close(zfd);
-  if (!ld.z) {
-    zip_error_t e;
-    zip_error_init_with_code(&e, zerr);
-    /* the file is open: libzip's "no such file" means no archive in it (as
-     * for a buffer), and only a failed read is the file's fault */
-    rc = zerr == ZIP_ER_READ
-             ? TSTOR__ERR(TSTOR_EIO, "%s: %s", path, zip_error_strerror(&e))
-             : TSTOR__ERR(TSTOR_EINVAL, "%s: not a torch.save zip archive (PyTorch 1.6 and later)%s%s", path,
-                          zerr == ZIP_ER_NOENT ? "" : ": ", zerr == ZIP_ER_NOENT ? "" : zip_error_strerror(&e));
-    zip_error_fini(&e);
-    goto out;
-  }
-loaded:
-  rc = load(&ld, out);
-  if (rc) {
-    char msg[900];
-    snprintf(msg, sizeof msg, "%s", tstor_last_error());
-    TSTOR__ERR(rc, "%s: %s", path, msg);
-  }
-out:
+  memset(&ld, 0, sizeof ld);
+  int rc = tstor__source_begin(&ld.src, ctx, opts, out, "tstor_torch_load");
+  if (!rc && !path) rc = TSTOR__ERR(TSTOR_EINVAL, "tstor_torch_load: path is NULL");
+  if (!rc) rc = tstor__source_open_file(&ld.src, path, "a torch.save archive");
+  if (!rc) rc = ld.src.bytes ? zip_over_bytes(&ld) : zip_over_fd(&ld, path);
+  if (!rc) rc = load(&ld, out);
+  if (rc && path) tstor__source_fail(rc, path);
   loader_close(&ld);
   return rc;
 }
@@ -513,21 +443,11 @@ out:
 int tstor_torch_load_buffer(tstor_context *ctx, const void *data, size_t size,
                             const tstor_load_options *opts, tstor_checkpoint **out) {
   loader ld;
-  int rc = check_args(out, opts, &ld);
-  if (rc) return rc;
-  if (!data && size) return TSTOR__ERR(TSTOR_EINVAL, "tstor_torch_load_buffer: data is NULL");
-  if (ctx) ld.ctx = ctx;
-  else if ((rc = tstor_context_default(&ld.ctx))) return rc;
-  if ((rc = tstor__map_location_check(ld.ctx, ld.map_location))) return rc;
-  if ((rc = zip_over_bytes(&ld, data, size))) return rc;
-  if (ld.flags & TSTOR_LOAD_BORROW_BUFFER) {
-    tstor_device cpu;
-    if ((rc = tstor_device_parse(ld.ctx, "cpu", &cpu)) ||
-        (rc = tstor_storage_wrap(ld.ctx, cpu, (void *)data, size, &ld.whole)))
-      goto out;
-  }
-  rc = load(&ld, out);
-out:
+  memset(&ld, 0, sizeof ld);
+  int rc = tstor__source_begin(&ld.src, ctx, opts, out, "tstor_torch_load_buffer");
+  if (!rc) rc = tstor__source_open_buffer(&ld.src, data, size, "tstor_torch_load_buffer");
+  if (!rc) rc = zip_over_bytes(&ld);
+  if (!rc) rc = load(&ld, out);
   loader_close(&ld);
   return rc;
 }

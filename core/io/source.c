@@ -1,0 +1,124 @@
+/* Where a checkpoint's bytes come from, and how a range of them becomes a
+ * storage: shared by every format's reader, which then only says where its
+ * records lie. The input is a file read with pread (the default, as
+ * torch.load reads), a file mapped copy-on-write (TSTOR_LOAD_MMAP), or the
+ * caller's buffer, copied or borrowed (TSTOR_LOAD_BORROW_BUFFER). */
+#include "io_internal.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#include <tstor/mapped.h>
+
+int tstor__source_begin(tstor__source *src, tstor_context *ctx, const tstor_load_options *opts,
+                        tstor_checkpoint **out, const char *who) {
+  memset(src, 0, sizeof *src);
+  src->fd = -1;
+  if (!out) return TSTOR__ERR(TSTOR_EINVAL, "%s: out is NULL", who);
+  *out = NULL;
+  if (opts) {
+    int rc = tstor__load_options_check(opts);
+    if (rc) return rc;
+    src->map_location = opts->map_location;
+    src->flags = opts->flags;
+  }
+  int rc = ctx ? (src->ctx = ctx, 0) : tstor_context_default(&src->ctx);
+  return rc ? rc : tstor__map_location_check(src->ctx, src->map_location);
+}
+
+int tstor__source_open_file(tstor__source *src, const char *path, const char *format) {
+  /* opened first either way: a FIFO or a device is refused before a mapping */
+  int rc = tstor__file_open(path, &src->fd, &src->size);
+  if (rc || !(src->flags & TSTOR_LOAD_MMAP)) return rc;
+  /* the whole file, mapped: records are read from the mapping alone, and
+   * storages are views of it */
+  close(src->fd);
+  src->fd = -1;
+  rc = tstor_storage_from_file(src->ctx, path, 0, 0, 1, &src->whole);
+  if (rc == TSTOR_ESIZE) return TSTOR__ERR(TSTOR_EINVAL, "%s: an empty file is not %s", path, format);
+  if (rc) return rc;
+  src->bytes = tstor_storage_data(src->whole);
+  src->size = tstor_storage_nbytes(src->whole);
+  return 0;
+}
+
+int tstor__source_open_buffer(tstor__source *src, const void *data, size_t size, const char *who) {
+  if (!data && size) return TSTOR__ERR(TSTOR_EINVAL, "%s: data is NULL", who);
+  src->bytes = data;
+  src->size = size;
+  if (!(src->flags & TSTOR_LOAD_BORROW_BUFFER)) return 0;
+  tstor_device cpu;
+  int rc = tstor_device_parse(src->ctx, "cpu", &cpu);
+  return rc ? rc : tstor_storage_wrap(src->ctx, cpu, (void *)data, size, &src->whole);
+}
+
+void tstor__source_close(tstor__source *src) {
+  if (src->fd >= 0) close(src->fd);
+  src->fd = -1;
+  tstor__read_batch_free(&src->reads);
+  tstor_storage_release(src->whole);
+  src->whole = NULL;
+}
+
+int tstor__source_fail(int rc, const char *path) {
+  char msg[900];
+  snprintf(msg, sizeof msg, "%s", tstor_last_error());
+  if (!strstr(msg, path)) TSTOR__ERR(rc, "%s: %s", path, msg);
+  return rc;
+}
+
+int tstor__source_device(tstor__source *src, const char *location, const char *key, tstor_device *dev) {
+  const char *where = src->map_location ? src->map_location : location;
+  if (!where[0])
+    return TSTOR__ERR(TSTOR_EINVAL, "storage '%s' names no location (a string); load with a map_location", key);
+  int rc = tstor_device_parse(src->ctx, where, dev);
+  if (!rc) return 0;
+  char why[512]; /* the message is rewritten below: copied out first */
+  snprintf(why, sizeof why, "%s", tstor_last_error());
+  return TSTOR__ERR(rc, "storage '%s' is for device '%s', which this context cannot give (%s); load with a map_location",
+                    key, where, why);
+}
+
+bool tstor__source_device_is(const tstor__source *src, tstor_device dev, const char *type) {
+  const char *n = tstor_device_type_name(src->ctx, dev.type);
+  return n && strcmp(n, type) == 0;
+}
+
+int tstor__source_read(const tstor__source *src, void *dst, size_t len, uint64_t off, const char *what) {
+  if (off > src->size || len > src->size - off)
+    return TSTOR__ERR(TSTOR_EINVAL, "'%s' lies past the end of the input (%llu bytes at %llu of %llu)", what,
+                      (unsigned long long)len, (unsigned long long)off, (unsigned long long)src->size);
+  if (!len) return 0;
+  if (src->fd >= 0) return tstor__pread_full(src->fd, dst, len, off, what);
+  memcpy(dst, src->bytes + off, len);
+  return 0;
+}
+
+int tstor__source_host(tstor__source *src, uint64_t off, size_t nbytes, size_t align, unsigned how, const char *what,
+                       tstor_storage **host, bool *queued) {
+  *host = NULL;
+  *queued = false;
+  if (off > src->size || nbytes > src->size - off)
+    return TSTOR__ERR(TSTOR_EINVAL, "'%s' lies past the end of the input (%zu bytes at %llu of %llu)", what,
+                      nbytes, (unsigned long long)off, (unsigned long long)src->size);
+  if ((how & TSTOR__SOURCE_VIEW) && src->whole && (uintptr_t)(src->bytes + off) % (align ? align : 1) == 0)
+    return tstor_storage_view(src->whole, (size_t)off, nbytes, host);
+  tstor_device cpu;
+  int rc = tstor_device_parse(src->ctx, "cpu", &cpu);
+  if (!rc) rc = tstor_storage_new(src->ctx, cpu, nbytes, host);
+  if (rc || !nbytes) return rc;
+  void *dst = tstor_storage_data(*host);
+  if (src->fd >= 0 && (how & TSTOR__SOURCE_QUEUE)) {
+    rc = tstor__read_batch_add(&src->reads, dst, off, nbytes, what);
+    *queued = rc == 0;
+  } else {
+    rc = tstor__source_read(src, dst, nbytes, off, what);
+  }
+  if (rc) {
+    tstor_storage_release(*host);
+    *host = NULL;
+  }
+  return rc;
+}
+
+int tstor__source_run(tstor__source *src) { return src->reads.n ? tstor__read_batch_run(&src->reads, src->fd) : 0; }
