@@ -159,7 +159,19 @@ static void walk(lister *l, const char *path, const tstor_value *v) {
       ints(t, tstor_tensor_strides(x), tstor_tensor_dim(x));
       put(t, " offset=%" PRId64 " storage=%d snbytes=%zu grad=%d fnv=", tstor_tensor_storage_offset(x),
           storage_number(l, s), tstor_storage_nbytes(s), tstor_value_requires_grad(v));
-      if (l->with_data) put(t, "%016" PRIx64 "\n", tensor_fnv(x));
+      if (!l->with_data) put(t, "-\n");
+      else if (tstor_value_storage_index(v) < 0) put(t, "meta\n"); /* no bytes in the file */
+      else put(t, "%016" PRIx64 "\n", tensor_fnv(x));
+      return;
+    }
+    case TSTOR_VALUE_STORAGE: {
+      tstor_dtype dt;
+      tstor_storage *s = tstor_value_storage(v, &dt);
+      ck_assert_ptr_nonnull(s);
+      size_t n = tstor_storage_nbytes(s);
+      put(t, "%s storage %s storage=%d snbytes=%zu fnv=", path, tstor_dtype_name(dt), storage_number(l, s), n);
+      if (l->with_data)
+        put(t, "%016" PRIx64 "\n", fnv_step(0xcbf29ce484222325ull, n ? tstor_storage_data(s) : (const void *)"", n));
       else put(t, "-\n");
       return;
     }

@@ -166,12 +166,17 @@ static json_t *json_ints(const int64_t *v, int n) {
 
 /* Names, keys and metadata come from the file: each goes through
  * print_field, so that none can rewrite what the terminal shows. */
+static const char *format_title(const char *format) {
+  if (strcmp(format, "torch") == 0) return "torch.save checkpoint";
+  if (strcmp(format, "torch-legacy") == 0) return "torch.save checkpoint (legacy format)";
+  return format;
+}
+
 static void print_text(const char *path, const char *format, const tstor_checkpoint *ck, const listing *l) {
   size_t ns = tstor_checkpoint_storage_count(ck);
   print_field(path, 0);
-  printf(": %s, %zu tensor%s, %zu storage%s\n",
-         strcmp(format, "torch") == 0 ? "torch.save checkpoint" : "safetensors", l->n, l->n == 1 ? "" : "s",
-         ns, ns == 1 ? "" : "s");
+  printf(": %s, %zu tensor%s, %zu storage%s\n", format_title(format), l->n, l->n == 1 ? "" : "s", ns,
+         ns == 1 ? "" : "s");
   printf("\n%-40s %-10s %-18s %-18s %8s %8s %12s\n", "tensor", "dtype", "shape", "strides", "offset", "storage",
          "storage bytes");
   for (size_t i = 0; i < l->n; i++) {

@@ -12,10 +12,19 @@ int tstor__cur_fail(const tstor__cursor *c, int code, const char *fmt, ...) {
   return TSTOR__ERR(code, "%s offset %llu: %s", c->what, (unsigned long long)tstor__cur_item_at(c), msg);
 }
 
-int tstor__cur_need(const tstor__cursor *c, size_t n) {
+int tstor__cur_short(tstor__cursor *c, const char *fmt, ...) {
+  char msg[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  c->ran_out = true;
+  return tstor__cur_fail(c, TSTOR_EINVAL, "%s", msg);
+}
+
+int tstor__cur_need(tstor__cursor *c, size_t n) {
   if (tstor__cur_can_read(c, n)) return 0;
-  return tstor__cur_fail(c, TSTOR_EINVAL, "it ends inside an item (%zu more bytes needed, %zu left)", n,
-                         tstor__cur_left(c));
+  return tstor__cur_short(c, "it ends inside an item (%zu more bytes needed, %zu left)", n, tstor__cur_left(c));
 }
 
 int tstor__cur_bytes(tstor__cursor *c, size_t n, const uint8_t **p) {
@@ -39,7 +48,7 @@ int tstor__cur_uint(tstor__cursor *c, size_t width, bool big_endian, uint64_t *o
 int tstor__cur_line(tstor__cursor *c, const char *item, const uint8_t **p, size_t *n) {
   const uint8_t *start = c->data + c->off;
   const uint8_t *nl = tstor__cur_left(c) ? memchr(start, '\n', tstor__cur_left(c)) : NULL;
-  if (!nl) return tstor__cur_fail(c, TSTOR_EINVAL, "%s without a newline", item);
+  if (!nl) return tstor__cur_short(c, "%s without a newline", item);
   *p = start;
   *n = (size_t)(nl - start);
   c->off += *n + 1;

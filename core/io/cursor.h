@@ -18,10 +18,12 @@ typedef struct tstor__cursor {
   size_t item;         /* where the item being read began, for messages */
   uint64_t base;       /* data[0]'s offset in the file, for messages */
   const char *what;    /* names the input in messages ("data.pkl", a path) */
+  bool ran_out;        /* a read was refused for want of bytes: a reader given
+                          a prefix of its input may retry with more */
 } tstor__cursor;
 
 static inline tstor__cursor tstor__cursor_over(const void *data, size_t len, const char *what) {
-  tstor__cursor c = {(const uint8_t *)data, len, 0, 0, 0, what};
+  tstor__cursor c = {(const uint8_t *)data, len, 0, 0, 0, what, false};
   return c;
 }
 
@@ -39,8 +41,15 @@ int tstor__cur_fail(const tstor__cursor *c, int code, const char *fmt, ...)
 #endif
     ;
 
-/* TSTOR_EINVAL unless n more bytes are there ("it ends inside ..."). */
-int tstor__cur_need(const tstor__cursor *c, size_t n);
+/* TSTOR_EINVAL unless n more bytes are there ("it ends inside ..."); both
+ * this and tstor__cur_short set ran_out. */
+int tstor__cur_need(tstor__cursor *c, size_t n);
+/* The failure of a reader that wanted more than the input holds. */
+int tstor__cur_short(tstor__cursor *c, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 /* *p gets the next n bytes (borrowed from the input), which are stepped over. */
 int tstor__cur_bytes(tstor__cursor *c, size_t n, const uint8_t **p);
 /* An unsigned integer of width bytes (1 to 8), little- or big-endian. */

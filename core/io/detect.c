@@ -18,17 +18,6 @@ const char *tstor_file_format_name(tstor_file_format format) {
   }
 }
 
-/* torch.save's legacy format opens with the pickle of its magic number,
- * 0x1950a86a20f9469cfc6c: PROTO n, maybe a FRAME (protocol 4 and up), then
- * LONG1 of 10 little-endian bytes. */
-static int legacy_torch(const uint8_t *p, size_t n) {
-  static const uint8_t magic[] = {0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
-  if (n < 2 || p[0] != 0x80 || p[1] < 2 || p[1] > 5) return 0;
-  size_t at = 2;
-  if (n > at && p[at] == 0x95) at += 9; /* FRAME and its 8-byte length */
-  return n >= at + sizeof magic && memcmp(p + at, magic, sizeof magic) == 0;
-}
-
 /* safetensors: an 8-byte little-endian header length the format allows, then
  * the header's object, maybe after JSON whitespace. */
 static int safetensors(const uint8_t *p, size_t n) {
@@ -60,7 +49,7 @@ tstor_file_format tstor_file_format_detect(const void *head, size_t size) {
   if (!p) return TSTOR_FORMAT_UNKNOWN;
   if (size >= 4 && p[0] == 'P' && p[1] == 'K' && ((p[2] == 3 && p[3] == 4) || (p[2] == 5 && p[3] == 6)))
     return TSTOR_FORMAT_TORCH;
-  if (legacy_torch(p, size)) return TSTOR_FORMAT_TORCH_LEGACY;
+  if (tstor__torch_legacy_magic(p, size, NULL)) return TSTOR_FORMAT_TORCH_LEGACY;
   if (torch7(p, size)) return TSTOR_FORMAT_TORCH7;
   if (safetensors(p, size)) return TSTOR_FORMAT_SAFETENSORS;
   return TSTOR_FORMAT_UNKNOWN;
@@ -89,14 +78,9 @@ int tstor_checkpoint_load(tstor_context *ctx, const char *path, const tstor_load
   int rc = tstor_file_format_of(path, &format);
   if (rc) return rc;
   switch (format) {
-    case TSTOR_FORMAT_TORCH: return tstor_torch_load(ctx, path, opts, out);
+    case TSTOR_FORMAT_TORCH:
+    case TSTOR_FORMAT_TORCH_LEGACY: return tstor_torch_load(ctx, path, opts, out);
     case TSTOR_FORMAT_SAFETENSORS: return tstor_safetensors_load(ctx, path, opts, out);
-    case TSTOR_FORMAT_TORCH_LEGACY:
-      return TSTOR__ERR(TSTOR_ENOTSUP,
-                        "%s: torch.save's legacy format (PyTorch before 1.6, or "
-                        "_use_new_zipfile_serialization=False), which tstor does not read yet; "
-                        "torch.save it again with PyTorch 1.6 or later",
-                        path);
     case TSTOR_FORMAT_TORCH7:
       return TSTOR__ERR(TSTOR_ENOTSUP, "%s: a Torch7 (Lua Torch) file, which tstor does not read yet", path);
     default:

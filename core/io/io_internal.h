@@ -78,10 +78,9 @@ static inline int tstor__map_location_check(tstor_context *ctx, const char *map_
   return TSTOR__ERR(rc, "map_location \"%s\" is no device of this context: %s", map_location, why);
 }
 
-/* Kinds only the unpickler sees: they never reach a finished tree. */
+/* A kind only the unpickler sees: it never reaches a finished tree. */
 enum {
-  TSTOR__VALUE_GLOBAL = 100, /* a permitted callable or class (u.i: which) */
-  TSTOR__VALUE_STORAGE = 101 /* a persistent-load result (u.i: storage index) */
+  TSTOR__VALUE_GLOBAL = 100 /* a permitted callable or class (u.i: which) */
 };
 
 /* The callables the unpickler knows: every one of them only builds data. */
@@ -90,7 +89,9 @@ enum {
   TSTOR__G_REBUILD_TENSOR_V2,
   TSTOR__G_REBUILD_TENSOR,
   TSTOR__G_REBUILD_PARAMETER,
-  TSTOR__G_STORAGE_CLASS /* a torch.XStorage class: u.tensor.ndim holds the dtype */
+  TSTOR__G_REBUILD_META,
+  TSTOR__G_STORAGE_CLASS, /* a torch.XStorage class: u.tensor.ndim holds the dtype */
+  TSTOR__G_DTYPE          /* torch.float32...: u.tensor.ndim holds the dtype */
 };
 
 struct tstor_value {
@@ -116,7 +117,9 @@ struct tstor_value {
     } seq;
     struct {
       tstor_tensor *t;  /* NULL until the storages are loaded */
-      long storage;     /* index in the checkpoint's storages */
+      long storage;     /* index in the checkpoint's storages; -1 for a meta tensor */
+      tstor_storage *s; /* a STORAGE value's storage, borrowed from its record once loaded */
+      int dtype;        /* a meta tensor's or a STORAGE value's dtype */
       int64_t offset;   /* elements */
       int ndim;
       int64_t *sizes, *strides;
@@ -130,6 +133,8 @@ typedef struct tstor__storage_rec {
   int64_t numel;         /* elements */
   char *location;        /* "cpu", "cuda:0" as written */
   tstor_storage *s;      /* loaded storage, or NULL */
+  long view_of;          /* a legacy view: the index of its root storage; else -1 */
+  int64_t view_offset;   /* a view's first element in its root */
 } tstor__storage_rec;
 
 struct tstor_checkpoint {
@@ -169,10 +174,23 @@ int tstor__utf8_valid(const char *s, size_t len);
 
 #include "pickle.h"
 
-/* torch.save's rules (torch_rules.c): the weights_only globals, storages by
- * persistent id; the tensors' storages are listed in ck->storages, not
- * loaded. */
+/* Values a tree may expand to, shared subtrees counted each time they appear
+ * (tstor__tree_check's bound for a loaded tree). */
+#define TSTOR__EXPANDED_MAX ((uint64_t)1 << 24)
+/* The bound on a pickle's bytes, whatever the file's size: a state_dict's
+ * is kilobytes. */
+#define TSTOR__PICKLE_MAX ((uint64_t)1 << 30)
+
+/* torch.save's rules (torch_rules.c), for its zip and its legacy format:
+ * the weights_only globals, storages by persistent id; the tensors' storages
+ * are listed in ck->storages, not loaded. */
 extern const tstor__pickle_rules tstor__torch_rules;
+extern const tstor__pickle_rules tstor__torch_legacy_rules;
+/* Once every root storage is loaded: the legacy format's views of them, and
+ * every tensor of the tree on its storage (meta tensors on ctx's meta
+ * device); TSTOR_ERANGE and the like naming the storage a tensor overruns. */
+int tstor__torch_bind(tstor_context *ctx, tstor_checkpoint *ck);
+
 
 /* ------------------------------------------------------------------- zip */
 
@@ -282,6 +300,15 @@ enum { TSTOR__SOURCE_VIEW = 1 << 0, TSTOR__SOURCE_QUEUE = 1 << 1 };
 int tstor__source_host(tstor__source *src, uint64_t off, size_t nbytes, size_t align, unsigned how, const char *what,
                        tstor_storage **host, bool *queued);
 int tstor__source_run(tstor__source *src);
+
+/* ----------------------------------------------------- torch_legacy.c */
+
+/* 1 when the n bytes at p open with the legacy format's magic number pickle
+ * (PROTO 2 to 5, maybe a FRAME, LONG1 of the 10-byte magic), and *end (when
+ * not NULL and the pickle's STOP follows) gets the offset past it, else 0. */
+bool tstor__torch_legacy_magic(const uint8_t *p, size_t n, size_t *end);
+/* Loads torch.save's legacy format from an open source. */
+int tstor__torch_legacy_load(tstor__source *src, tstor_checkpoint **out);
 
 uint32_t tstor__crc32(uint32_t crc, const void *data, size_t len);
 

@@ -1,7 +1,8 @@
 /* torch.load for the zip format (PyTorch 1.6 and later): the archive through
  * libzip, data.pkl through the strict unpickler, one storage per data/KEY
  * record, mapped from the file on cpu where it is stored uncompressed, and
- * the tensors as views of those storages. */
+ * the tensors as views of those storages. A file in the legacy format goes
+ * to torch_legacy.c, as torch.load sends it to _legacy_load. */
 #include "io_internal.h"
 
 #include <errno.h>
@@ -13,9 +14,7 @@
 
 #include <tstor/mapped.h>
 
-#define PICKLE_MAX ((uint64_t)1 << 30)     /* data.pkl of a state_dict is kilobytes */
-#define PICKLE_PER_FILE_BYTE 16            /* and no larger than this many times the file */
-#define EXPANDED_MAX ((uint64_t)1 << 24)   /* values, shared subtrees counted each time */
+#define PICKLE_PER_FILE_BYTE 16 /* data.pkl no larger than this many times the file */
 
 typedef struct loader {
   tstor__source src;   /* the archive's bytes */
@@ -284,23 +283,6 @@ static int load_storages(loader *ld, tstor_checkpoint *ck) {
   return rc;
 }
 
-static int bind_tensors(tstor_checkpoint *ck) {
-  for (size_t i = 0; i < ck->nvalues; i++) {
-    tstor_value *v = ck->values[i];
-    if (v->kind != TSTOR_VALUE_TENSOR || v->u.tensor.t) continue;
-    const tstor__storage_rec *r = &ck->storages[v->u.tensor.storage];
-    int rc = tstor_tensor_on_storage(r->s, r->dtype, v->u.tensor.offset, v->u.tensor.ndim,
-                                     v->u.tensor.sizes, v->u.tensor.strides, &v->u.tensor.t);
-    if (rc) {
-      char msg[512];
-      snprintf(msg, sizeof msg, "%s", tstor_last_error());
-      return TSTOR__ERR(rc, "a tensor on storage '%s' (%lld %s elements) does not fit it: %s",
-                        r->key, (long long)r->numel, tstor_dtype_name(r->dtype), msg);
-    }
-  }
-  return 0;
-}
-
 /* The archive's format version, as PyTorch's reader requires it: a record
  * "version" (or ".data/version") that C++'s stoull reads as 1 to 10 (leading
  * blanks and a sign allowed, anything after the digits ignored, a negative
@@ -361,16 +343,16 @@ static int load(loader *ld, tstor_checkpoint **out) {
    * (torch.save stores it, so it is part of the file; only a compressed one
    * can be larger), and one value per byte of the file. */
   const uint64_t input = ld->src.size;
-  uint64_t pkl_max = input > PICKLE_MAX / PICKLE_PER_FILE_BYTE ? PICKLE_MAX : input * PICKLE_PER_FILE_BYTE;
+  uint64_t pkl_max = input > TSTOR__PICKLE_MAX / PICKLE_PER_FILE_BYTE ? TSTOR__PICKLE_MAX : input * PICKLE_PER_FILE_BYTE;
   if ((rc = read_small_record(ld, "data.pkl", pkl_max, &pkl, &pkl_len, 1))) goto fail;
   if ((rc = tstor_checkpoint_new(&ck))) goto fail;
   tstor__cursor cur = tstor__cursor_over(pkl, pkl_len, "data.pkl");
   if ((rc = tstor__unpickle(ck, &cur, &tstor__torch_rules, (size_t)(input < SIZE_MAX - 16 ? input + 16 : SIZE_MAX),
                             &ck->root)))
     goto fail;
-  if ((rc = tstor__tree_check(ck->root, EXPANDED_MAX))) goto fail;
+  if ((rc = tstor__tree_check(ck->root, TSTOR__EXPANDED_MAX))) goto fail;
   if ((rc = load_storages(ld, ck))) goto fail;
-  if ((rc = bind_tensors(ck))) goto fail;
+  if ((rc = tstor__torch_bind(ld->src.ctx, ck))) goto fail;
   free(pkl);
   free(order);
   *out = ck;
@@ -426,15 +408,23 @@ static void loader_close(loader *ld) {
   free(ld->prefix);
 }
 
+/* torch.load reads both of torch.save's formats, and so do we: the legacy
+ * one is told by its magic number, anything else is read as a zip. */
+static bool is_legacy(const tstor__source *src) {
+  uint8_t head[32];
+  size_t n = src->size < sizeof head ? (size_t)src->size : sizeof head;
+  return tstor__source_read(src, head, n, 0, "the file's head") == 0 && tstor__torch_legacy_magic(head, n, NULL);
+}
+
 int tstor_torch_load(tstor_context *ctx, const char *path, const tstor_load_options *opts,
                      tstor_checkpoint **out) {
   loader ld;
   memset(&ld, 0, sizeof ld);
   int rc = tstor__source_begin(&ld.src, ctx, opts, out, "tstor_torch_load");
   if (!rc && !path) rc = TSTOR__ERR(TSTOR_EINVAL, "tstor_torch_load: path is NULL");
-  if (!rc) rc = tstor__source_open_file(&ld.src, path, "a torch.save archive");
-  if (!rc) rc = ld.src.bytes ? zip_over_bytes(&ld) : zip_over_fd(&ld, path);
-  if (!rc) rc = load(&ld, out);
+  if (!rc) rc = tstor__source_open_file(&ld.src, path, "a torch.save file");
+  if (!rc && is_legacy(&ld.src)) rc = tstor__torch_legacy_load(&ld.src, out);
+  else if (!rc && !(rc = ld.src.bytes ? zip_over_bytes(&ld) : zip_over_fd(&ld, path))) rc = load(&ld, out);
   if (rc && path) tstor__source_fail(rc, path);
   loader_close(&ld);
   return rc;
@@ -446,8 +436,8 @@ int tstor_torch_load_buffer(tstor_context *ctx, const void *data, size_t size,
   memset(&ld, 0, sizeof ld);
   int rc = tstor__source_begin(&ld.src, ctx, opts, out, "tstor_torch_load_buffer");
   if (!rc) rc = tstor__source_open_buffer(&ld.src, data, size, "tstor_torch_load_buffer");
-  if (!rc) rc = zip_over_bytes(&ld);
-  if (!rc) rc = load(&ld, out);
+  if (!rc && is_legacy(&ld.src)) rc = tstor__torch_legacy_load(&ld.src, out);
+  else if (!rc && !(rc = zip_over_bytes(&ld))) rc = load(&ld, out);
   loader_close(&ld);
   return rc;
 }

@@ -24,6 +24,7 @@ static int find_class(tstor__unpickler *up, const char *module, size_t mlen, con
       {"torch._utils", "_rebuild_tensor_v2", TSTOR__G_REBUILD_TENSOR_V2},
       {"torch._utils", "_rebuild_tensor", TSTOR__G_REBUILD_TENSOR},
       {"torch._utils", "_rebuild_parameter", TSTOR__G_REBUILD_PARAMETER},
+      {"torch._utils", "_rebuild_meta_tensor_no_storage", TSTOR__G_REBUILD_META},
   };
   tstor_value *g = NULL;
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
@@ -49,10 +50,25 @@ static int find_class(tstor__unpickler *up, const char *module, size_t mlen, con
       return 0;
     }
   }
+  /* torch.float32 and the other dtypes, by the names torch has for them */
+  if (mlen == 5 && memcmp(module, "torch", 5) == 0)
+    for (int d = 0; d < TSTOR_DTYPE_END; d++) {
+      const tstor_dtype_info *info = tstor_dtype_info_of((tstor_dtype)d);
+      const char *names[2] = {info ? info->name : NULL, info ? info->alias : NULL};
+      for (int k = 0; k < 2; k++)
+        if (names[k] && strlen(names[k]) == nlen && memcmp(names[k], name, nlen) == 0) {
+          if (!(g = tstor__unpickler_value(up, TSTOR__VALUE_GLOBAL))) return TSTOR_ENOMEM;
+          g->u.i = TSTOR__G_DTYPE;
+          g->u.tensor.ndim = d;
+          *out = g;
+          return 0;
+        }
+    }
   return FAIL(up, TSTOR_EACCES,
               "global '%.*s.%.*s' is refused: only torch.save's weights are read "
-              "(collections.OrderedDict, torch._utils._rebuild_tensor_v2/_rebuild_parameter, "
-              "torch.*Storage), as torch.load(weights_only=True) reads them",
+              "(collections.OrderedDict, torch._utils._rebuild_tensor_v2/_rebuild_parameter/"
+              "_rebuild_meta_tensor_no_storage, torch.*Storage, torch's dtypes), as "
+              "torch.load(weights_only=True) reads them",
               (int)(mlen > 200 ? 200 : mlen), module, (int)(nlen > 200 ? 200 : nlen), name);
 }
 
@@ -63,46 +79,101 @@ static int is_str(const tstor_value *v, const char *s) {
          memcmp(v->u.str.s, s, v->u.str.len) == 0;
 }
 
-/* ('storage', storage_class, key, location, numel): torch.save's reference to
- * the record data/KEY. The same key may be named many times (every view of a
- * storage names it): as in torch.load, the first names its dtype, size and
- * location, and later ones only find it (torch.load reads nothing else of
- * them). */
-static int persistent_load(tstor__unpickler *up, tstor_value *pid, tstor_value **out) {
+/* A storage key the file names, checked once: torch.save's zip format makes
+ * it a record name (data/KEY), so no path may hide in it. */
+static int key_ok(tstor__unpickler *up, const tstor_value *key) {
+  if (key->kind != TSTOR_VALUE_STRING) return FAIL(up, TSTOR_EINVAL, "a storage's key must be a string");
+  if (!key->u.str.len || memchr(key->u.str.s, '/', key->u.str.len) || memchr(key->u.str.s, '\0', key->u.str.len) ||
+      is_str(key, ".") || is_str(key, ".."))
+    return FAIL(up, TSTOR_EINVAL, "storage key '%.*s' is not a record name",
+                (int)(key->u.str.len > 100 ? 100 : key->u.str.len), key->u.str.s);
+  return 0;
+}
+
+/* The storage `key` of `count` elements of the class's dtype at `location`:
+ * as in torch.load, the first persistent id that names a key gives its
+ * dtype, size and location, and later ones only find it (torch.load reads
+ * nothing else of them). *idx gets its index in ck->storages. */
+static int storage_named(tstor__unpickler *up, tstor_value *cls, tstor_value *key, tstor_value *location,
+                         tstor_value *count, long *idx) {
   tstor_checkpoint *ck = tstor__unpickler_checkpoint(up);
+  if (cls->kind != TSTOR__VALUE_GLOBAL || cls->u.i != TSTOR__G_STORAGE_CLASS)
+    return FAIL(up, TSTOR_EINVAL, "a storage's class must be a torch.*Storage");
+  int rc = key_ok(up, key);
+  if (rc) return rc;
+  if ((*idx = tstor__storage_find(ck, key->u.str.s, key->u.str.len)) >= 0) return 0;
+  if (count->kind != TSTOR_VALUE_INT || count->u.i < 0)
+    return FAIL(up, TSTOR_EINVAL, "a storage's size must be a non-negative int");
+  tstor_dtype dt = (tstor_dtype)cls->u.tensor.ndim;
+  int64_t numel = count->u.i;
+  if ((uint64_t)numel > (uint64_t)INT64_MAX / tstor_dtype_size(dt))
+    return FAIL(up, TSTOR_EOVERFLOW, "storage '%s' of %lld %s elements: the byte size overflows", key->u.str.s,
+                (long long)numel, tstor_dtype_name(dt));
+  /* A location that is no string is kept as "": torch.load ignores it under
+   * a map_location, and the loader refuses it without one. */
+  int named = location->kind == TSTOR_VALUE_STRING;
+  return tstor__storage_add(ck, key->u.str.s, key->u.str.len, dt, numel, named ? location->u.str.s : "",
+                            named ? location->u.str.len : 0, idx);
+}
+
+static int storage_value(tstor__unpickler *up, long idx, tstor_value **out) {
+  tstor_value *s = tstor__unpickler_value(up, TSTOR_VALUE_STORAGE);
+  if (!s) return TSTOR_ENOMEM;
+  s->u.tensor.storage = idx;
+  s->u.tensor.dtype = (int)tstor__unpickler_checkpoint(up)->storages[idx].dtype;
+  *out = s;
+  return 0;
+}
+
+/* ('storage', storage_class, key, location, numel): torch.save's reference to
+ * the record data/KEY. */
+static int persistent_load(tstor__unpickler *up, tstor_value *pid, tstor_value **out) {
   if (pid->kind != TSTOR_VALUE_TUPLE || pid->u.seq.n != 5)
     return FAIL(up, TSTOR_EINVAL, "a persistent id must be the 5-tuple ('storage', class, key, location, numel)");
   tstor_value **f = pid->u.seq.items;
   if (!is_str(f[0], "storage")) return FAIL(up, TSTOR_EACCES, "only persistent ids of storages are allowed");
-  if (f[1]->kind != TSTOR__VALUE_GLOBAL || f[1]->u.i != TSTOR__G_STORAGE_CLASS)
-    return FAIL(up, TSTOR_EINVAL, "a storage's class must be a torch.*Storage");
-  if (f[2]->kind != TSTOR_VALUE_STRING) return FAIL(up, TSTOR_EINVAL, "a storage's key must be a string");
-  const tstor_value *key = f[2];
-  long idx = tstor__storage_find(ck, key->u.str.s, key->u.str.len);
-  if (idx < 0) {
-    if (!key->u.str.len || memchr(key->u.str.s, '/', key->u.str.len) ||
-        memchr(key->u.str.s, '\0', key->u.str.len) || is_str(key, ".") || is_str(key, ".."))
-      return FAIL(up, TSTOR_EINVAL, "storage key '%.*s' is not a record name",
-                  (int)(key->u.str.len > 100 ? 100 : key->u.str.len), key->u.str.s);
-    if (f[4]->kind != TSTOR_VALUE_INT || f[4]->u.i < 0)
-      return FAIL(up, TSTOR_EINVAL, "a storage's size must be a non-negative int");
-    tstor_dtype dt = (tstor_dtype)f[1]->u.tensor.ndim;
-    int64_t numel = f[4]->u.i;
-    if ((uint64_t)numel > (uint64_t)INT64_MAX / tstor_dtype_size(dt))
-      return FAIL(up, TSTOR_EOVERFLOW, "storage '%s' of %lld %s elements: the byte size overflows",
-                  key->u.str.s, (long long)numel, tstor_dtype_name(dt));
-    /* A location that is no string is kept as "": torch.load ignores it under
-     * a map_location, and the loader refuses it without one. */
-    int named = f[3]->kind == TSTOR_VALUE_STRING;
-    int rc = tstor__storage_add(ck, key->u.str.s, key->u.str.len, dt, numel, named ? f[3]->u.str.s : "",
-                                named ? f[3]->u.str.len : 0, &idx);
-    if (rc) return rc;
+  long idx;
+  int rc = storage_named(up, f[1], f[2], f[3], f[4], &idx);
+  return rc ? rc : storage_value(up, idx, out);
+}
+
+/* ('storage', storage_class, root_key, location, numel, view_metadata): the
+ * legacy format's reference to a storage whose bytes follow the pickles,
+ * keyed by the root's key; view_metadata, None since PyTorch 0.4, else
+ * (view_key, offset, size) in elements, names a part of the root that its
+ * tensors view. */
+static int persistent_load_legacy(tstor__unpickler *up, tstor_value *pid, tstor_value **out) {
+  if (pid->kind != TSTOR_VALUE_TUPLE || pid->u.seq.n < 1 || !is_str(pid->u.seq.items[0], "storage"))
+    return FAIL(up, TSTOR_EACCES, "only persistent ids of storages are allowed");
+  if (pid->u.seq.n != 6)
+    return FAIL(up, TSTOR_EINVAL,
+                "a persistent id must be the 6-tuple ('storage', class, key, location, numel, view_metadata)");
+  tstor_value **f = pid->u.seq.items;
+  long root;
+  int rc = storage_named(up, f[1], f[2], f[3], f[4], &root);
+  if (rc || f[5]->kind == TSTOR_VALUE_NONE) return rc ? rc : storage_value(up, root, out);
+  tstor_value *vm = f[5];
+  tstor_checkpoint *ck = tstor__unpickler_checkpoint(up);
+  if (vm->kind != TSTOR_VALUE_TUPLE || vm->u.seq.n != 3 || vm->u.seq.items[1]->kind != TSTOR_VALUE_INT ||
+      vm->u.seq.items[2]->kind != TSTOR_VALUE_INT || vm->u.seq.items[1]->u.i < 0 || vm->u.seq.items[2]->u.i < 0)
+    return FAIL(up, TSTOR_EINVAL, "a storage's view_metadata must be None or (key, offset, size), both non-negative");
+  tstor_value *vkey = vm->u.seq.items[0];
+  if ((rc = key_ok(up, vkey))) return rc;
+  long view = tstor__storage_find(ck, vkey->u.str.s, vkey->u.str.len);
+  if (view < 0) {
+    const tstor__storage_rec *r = &ck->storages[root];
+    if (r->view_of >= 0) return FAIL(up, TSTOR_EINVAL, "storage '%s' is a view, and views have no views", r->key);
+    int64_t off = vm->u.seq.items[1]->u.i, n = vm->u.seq.items[2]->u.i;
+    if (off > r->numel || n > r->numel - off)
+      return FAIL(up, TSTOR_ERANGE, "view '%s' of %lld elements at %lld lies past storage '%s' of %lld",
+                  vkey->u.str.s, (long long)n, (long long)off, r->key, (long long)r->numel);
+    if ((rc = tstor__storage_add(ck, vkey->u.str.s, vkey->u.str.len, r->dtype, n, r->location, strlen(r->location),
+                                 &view)))
+      return rc;
+    ck->storages[view].view_of = root;
+    ck->storages[view].view_offset = off;
   }
-  tstor_value *s = tstor__unpickler_value(up, TSTOR__VALUE_STORAGE);
-  if (!s) return TSTOR_ENOMEM;
-  s->u.i = idx;
-  *out = s;
-  return 0;
+  return storage_value(up, view, out);
 }
 
 /* ------------------------------------------------------------- REDUCE */
@@ -157,14 +228,13 @@ static int rebuild_tensor(tstor__unpickler *up, tstor_value **args, size_t nargs
   if (v2 ? (nargs != 6 && nargs != 7) : nargs != 4)
     return FAIL(up, TSTOR_EINVAL, "%s takes %s arguments, not %zu", v2 ? "_rebuild_tensor_v2" : "_rebuild_tensor",
                 v2 ? "6 or 7" : "4", nargs);
-  if (args[0]->kind != TSTOR__VALUE_STORAGE)
-    return FAIL(up, TSTOR_EINVAL, "a tensor's first argument must be a storage");
+  if (args[0]->kind != TSTOR_VALUE_STORAGE) return FAIL(up, TSTOR_EINVAL, "a tensor's first argument must be a storage");
   if (args[1]->kind != TSTOR_VALUE_INT || args[1]->u.i < 0)
     return FAIL(up, TSTOR_EINVAL, "a tensor's storage offset must be a non-negative int");
   tstor_value *t = NULL;
   int rc = layout_of(up, args[2], args[3], &t);
   if (rc) return rc;
-  t->u.tensor.storage = (long)args[0]->u.i;
+  t->u.tensor.storage = args[0]->u.tensor.storage;
   t->u.tensor.offset = args[1]->u.i;
   if (v2) {
     if (args[4]->kind != TSTOR_VALUE_BOOL) return FAIL(up, TSTOR_EINVAL, "a tensor's requires_grad must be a bool");
@@ -190,7 +260,25 @@ static int rebuild_parameter(tstor__unpickler *up, tstor_value **args, size_t na
   t->u.tensor.ndim = src->u.tensor.ndim;
   t->u.tensor.storage = src->u.tensor.storage;
   t->u.tensor.offset = src->u.tensor.offset;
+  t->u.tensor.dtype = src->u.tensor.dtype;
   t->requires_grad = (unsigned char)args[1]->u.i;
+  *out = t;
+  return 0;
+}
+
+/* _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad): a
+ * tensor on the meta device, which has no bytes in the file. */
+static int rebuild_meta(tstor__unpickler *up, tstor_value **args, size_t nargs, tstor_value **out) {
+  if (nargs != 4) return FAIL(up, TSTOR_EINVAL, "_rebuild_meta_tensor_no_storage takes 4 arguments, not %zu", nargs);
+  if (args[0]->kind != TSTOR__VALUE_GLOBAL || args[0]->u.i != TSTOR__G_DTYPE)
+    return FAIL(up, TSTOR_EINVAL, "a meta tensor's first argument must be a torch dtype");
+  if (args[3]->kind != TSTOR_VALUE_BOOL) return FAIL(up, TSTOR_EINVAL, "a tensor's requires_grad must be a bool");
+  tstor_value *t = NULL;
+  int rc = layout_of(up, args[1], args[2], &t);
+  if (rc) return rc;
+  t->u.tensor.dtype = args[0]->u.tensor.ndim;
+  t->u.tensor.storage = -1;
+  t->requires_grad = (unsigned char)args[3]->u.i;
   *out = t;
   return 0;
 }
@@ -207,6 +295,8 @@ static int reduce(tstor__unpickler *up, tstor_value *fn, tstor_value *args, tsto
     case TSTOR__G_REBUILD_TENSOR_V2:
     case TSTOR__G_REBUILD_TENSOR: return rebuild_tensor(up, a, n, fn->u.i == TSTOR__G_REBUILD_TENSOR_V2, out);
     case TSTOR__G_REBUILD_PARAMETER: return rebuild_parameter(up, a, n, out);
+    case TSTOR__G_REBUILD_META: return rebuild_meta(up, a, n, out);
+    case TSTOR__G_DTYPE: return FAIL(up, TSTOR_EACCES, "a dtype cannot be called");
     default: return FAIL(up, TSTOR_EACCES, "a storage class cannot be called");
   }
 }
@@ -227,3 +317,43 @@ static int build(tstor__unpickler *up, tstor_value *inst, tstor_value *state) {
 }
 
 const tstor__pickle_rules tstor__torch_rules = {find_class, persistent_load, reduce, build, NULL};
+const tstor__pickle_rules tstor__torch_legacy_rules = {find_class, persistent_load_legacy, reduce, build, NULL};
+
+/* -------------------------------------------------------------- binding */
+
+int tstor__torch_bind(tstor_context *ctx, tstor_checkpoint *ck) {
+  int rc = 0;
+  /* the views of the legacy format, once their roots are loaded */
+  for (size_t i = 0; i < ck->nstorages && !rc; i++) {
+    tstor__storage_rec *r = &ck->storages[i];
+    if (r->view_of < 0 || r->s) continue;
+    size_t es = tstor_dtype_size(r->dtype);
+    rc = tstor_storage_view(ck->storages[r->view_of].s, (size_t)r->view_offset * es, (size_t)r->numel * es, &r->s);
+  }
+  for (size_t i = 0; i < ck->nvalues && !rc; i++) {
+    tstor_value *v = ck->values[i];
+    if (v->kind == TSTOR_VALUE_STORAGE) v->u.tensor.s = ck->storages[v->u.tensor.storage].s;
+    if (v->kind != TSTOR_VALUE_TENSOR || v->u.tensor.t) continue;
+    if (v->u.tensor.storage < 0) { /* a meta tensor */
+      tstor_device meta;
+      if ((rc = tstor_device_parse(ctx, "meta", &meta)) ||
+          (rc = tstor_tensor_empty_strided(ctx, meta, (tstor_dtype)v->u.tensor.dtype, v->u.tensor.ndim,
+                                           v->u.tensor.sizes, v->u.tensor.strides, &v->u.tensor.t))) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", tstor_last_error());
+        rc = TSTOR__ERR(rc, "a meta tensor (torch._utils._rebuild_meta_tensor_no_storage): %s", msg);
+      }
+      continue;
+    }
+    const tstor__storage_rec *r = &ck->storages[v->u.tensor.storage];
+    rc = tstor_tensor_on_storage(r->s, r->dtype, v->u.tensor.offset, v->u.tensor.ndim, v->u.tensor.sizes,
+                                 v->u.tensor.strides, &v->u.tensor.t);
+    if (rc) {
+      char msg[512];
+      snprintf(msg, sizeof msg, "%s", tstor_last_error());
+      rc = TSTOR__ERR(rc, "a tensor on storage '%s' (%lld %s elements) does not fit it: %s", r->key,
+                      (long long)r->numel, tstor_dtype_name(r->dtype), msg);
+    }
+  }
+  return rc;
+}

@@ -25,14 +25,15 @@ typedef struct saver {
 
 /* The globals' identities in the pickler's memo. */
 static const char g_rebuild, g_odict;
-static const char g_storage[TSTOR_DTYPE_END];
+static const char g_storage[TSTOR_DTYPE_END], g_dtype[TSTOR_DTYPE_END], g_rebuild_meta;
 
-static int storage_key(saver *sv, const tstor_tensor *t, size_t *key) {
-  tstor_storage *s = tstor_tensor_storage(t);
-  tstor_dtype dt = tstor_tensor_dtype(t);
+/* The key of storage s, seen as dtype dt elements. An empty storage may be
+ * seen as several dtypes: PyTorch saves it (its one-dtype check skips
+ * unallocated storages), and loads every view of it as the first. */
+static int storage_key(saver *sv, tstor_storage *s, tstor_dtype dt, size_t *key) {
   for (size_t i = 0; i < sv->nst; i++)
     if (sv->st[i].s == s) {
-      if (sv->st[i].dtype != dt)
+      if (sv->st[i].dtype != dt && tstor_storage_nbytes(s))
         return TSTOR__ERR(TSTOR_EINVAL,
                           "two tensors view one storage as %s and as %s: torch.save's format gives a "
                           "storage one dtype (save a copy of one of them)",
@@ -49,13 +50,12 @@ static int storage_key(saver *sv, const tstor_tensor *t, size_t *key) {
   return 0;
 }
 
-static int location_of(const tstor_tensor *t, char *buf, size_t size) {
-  tstor_storage *s = tstor_tensor_storage(t);
+static int location_of(tstor_storage *s, char *buf, size_t size) {
   tstor_context *ctx = tstor_storage_context(s);
   tstor_device dev = tstor_storage_device(s);
   const char *type = tstor_device_type_name(ctx, dev.type);
   if (tstor_storage_flags(s) & TSTOR_FLAG_NO_DATA)
-    return TSTOR__ERR(TSTOR_ENODATA, "a tensor on '%s' has no data to save", type ? type : "?");
+    return TSTOR__ERR(TSTOR_ENODATA, "a storage on '%s' has no data to save", type ? type : "?");
   if (type && strcmp(type, "cpu") == 0) {
     snprintf(buf, size, "cpu");
     return 0;
@@ -70,30 +70,33 @@ static void pickle_ints(tstor__pickler *pk, const int64_t *v, int n) {
   tstor__pickle_tuple_end(pk, (size_t)n);
 }
 
-/* _rebuild_tensor_v2(('storage', cls, key, location, numel), offset, size,
- * stride, requires_grad, OrderedDict()), as torch.save pickles a tensor. */
-static int pickle_tensor(saver *sv, const tstor_value *v) {
-  tstor__pickler *pk = &sv->pk;
-  const tstor_tensor *t = v->u.tensor.t;
-  tstor_dtype dt = tstor_tensor_dtype(t);
+static const tstor_dtype_info *savable(tstor_dtype dt) {
   const tstor_dtype_info *info = tstor_dtype_info_of(dt);
-  if (!info || !info->legacy_name || info->kind == TSTOR_KIND_QUANTIZED)
-    return TSTOR__ERR(TSTOR_ENOTSUP, "a %s tensor: torch.save's format (PyTorch 1.13) has no storage class for it",
-                      tstor_dtype_name(dt));
+  if (!info || !info->legacy_name || info->kind == TSTOR_KIND_QUANTIZED) {
+    TSTOR__ERR(TSTOR_ENOTSUP, "a %s tensor: torch.save's format (PyTorch 1.13) has no storage class for it",
+               tstor_dtype_name(dt));
+    return NULL;
+  }
+  return info;
+}
+
+/* ('storage', cls, key, location, numel) as a persistent id: storage s as
+ * dtype dt elements, as torch.save pickles a storage, alone or in a tensor. */
+static int pickle_storage(saver *sv, tstor_storage *s, tstor_dtype dt) {
+  tstor__pickler *pk = &sv->pk;
+  const tstor_dtype_info *info = savable(dt);
+  if (!info) return TSTOR_ENOTSUP;
   size_t key = 0;
   char loc[64];
-  int rc = storage_key(sv, t, &key);
-  if (!rc) rc = location_of(t, loc, sizeof loc);
+  int rc = storage_key(sv, s, dt, &key);
+  if (!rc) rc = location_of(s, loc, sizeof loc);
   if (rc) return rc;
   char keybuf[32], cls[64];
   snprintf(keybuf, sizeof keybuf, "%zu", key);
   snprintf(cls, sizeof cls, "%sStorage", info->legacy_name);
-  size_t nbytes = tstor_storage_nbytes(tstor_tensor_storage(t));
+  size_t nbytes = tstor_storage_nbytes(s);
   if (nbytes % info->element_size)
-    return TSTOR__ERR(TSTOR_ESIZE, "a %s tensor's storage of %zu bytes holds no whole number of elements",
-                      info->name, nbytes);
-  tstor__pickle_global(pk, &g_rebuild, "torch._utils", "_rebuild_tensor_v2");
-  tstor__pickle_op(pk, TSTOR__OP_MARK);
+    return TSTOR__ERR(TSTOR_ESIZE, "a %s storage of %zu bytes holds no whole number of elements", info->name, nbytes);
   tstor__pickle_op(pk, TSTOR__OP_MARK);
   tstor__pickle_str(pk, "storage", 7);
   tstor__pickle_global(pk, &g_storage[dt], "torch", cls);
@@ -102,6 +105,44 @@ static int pickle_tensor(saver *sv, const tstor_value *v) {
   tstor__pickle_int(pk, (int64_t)(nbytes / info->element_size));
   tstor__pickle_op(pk, TSTOR__OP_TUPLE);
   tstor__pickle_op(pk, TSTOR__OP_BINPERSID);
+  return 0;
+}
+
+/* A tensor on the meta device, as torch.save pickles one:
+ * _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad). */
+static int pickle_meta_tensor(saver *sv, const tstor_value *v) {
+  tstor__pickler *pk = &sv->pk;
+  const tstor_tensor *t = v->u.tensor.t;
+  tstor_dtype dt = tstor_tensor_dtype(t);
+  const tstor_dtype_info *info = tstor_dtype_info_of(dt);
+  if (!info) return TSTOR__ERR(TSTOR_EINVAL, "a tensor of unknown dtype %d", (int)dt);
+  tstor__pickle_global(pk, &g_rebuild_meta, "torch._utils", "_rebuild_meta_tensor_no_storage");
+  tstor__pickle_op(pk, TSTOR__OP_MARK);
+  tstor__pickle_global(pk, &g_dtype[dt], "torch", info->name);
+  pickle_ints(pk, tstor_tensor_sizes(t), tstor_tensor_dim(t));
+  pickle_ints(pk, tstor_tensor_strides(t), tstor_tensor_dim(t));
+  tstor__pickle_op(pk, v->requires_grad ? TSTOR__OP_NEWTRUE : TSTOR__OP_NEWFALSE);
+  tstor__pickle_op(pk, TSTOR__OP_TUPLE);
+  tstor__pickle_op(pk, TSTOR__OP_REDUCE);
+  return 0;
+}
+
+static bool on_meta(const tstor_tensor *t) {
+  tstor_storage *s = tstor_tensor_storage(t);
+  const char *type = tstor_device_type_name(tstor_storage_context(s), tstor_storage_device(s).type);
+  return type && strcmp(type, "meta") == 0;
+}
+
+/* _rebuild_tensor_v2(('storage', cls, key, location, numel), offset, size,
+ * stride, requires_grad, OrderedDict()), as torch.save pickles a tensor. */
+static int pickle_tensor(saver *sv, const tstor_value *v) {
+  tstor__pickler *pk = &sv->pk;
+  const tstor_tensor *t = v->u.tensor.t;
+  if (on_meta(t)) return pickle_meta_tensor(sv, v);
+  tstor__pickle_global(pk, &g_rebuild, "torch._utils", "_rebuild_tensor_v2");
+  tstor__pickle_op(pk, TSTOR__OP_MARK);
+  int rc = pickle_storage(sv, tstor_tensor_storage(t), tstor_tensor_dtype(t));
+  if (rc) return rc;
   tstor__pickle_int(pk, tstor_tensor_storage_offset(t));
   pickle_ints(pk, tstor_tensor_sizes(t), tstor_tensor_dim(t));
   pickle_ints(pk, tstor_tensor_strides(t), tstor_tensor_dim(t));
@@ -144,6 +185,7 @@ static int pickle_value(saver *sv, const tstor_value *v) {
     case TSTOR_VALUE_FLOAT: tstor__pickle_float(pk, v->u.f); return 0;
     case TSTOR_VALUE_STRING: tstor__pickle_str(pk, v->u.str.s, v->u.str.len); break;
     case TSTOR_VALUE_TENSOR: rc = pickle_tensor(sv, v); break;
+    case TSTOR_VALUE_STORAGE: rc = pickle_storage(sv, v->u.tensor.s, (tstor_dtype)v->u.tensor.dtype); break;
     case TSTOR_VALUE_TUPLE: {
       /* a tuple that contains itself cannot exist: the tree was checked */
       size_t n = v->u.seq.n;

@@ -60,8 +60,8 @@ int tstor__unpickler_fail(const tstor__unpickler *up, int code, const char *fmt,
 
 static int need(tstor__unpickler *up, size_t n) {
   if (tstor__cur_can_read(up->cur, n)) return 0;
-  return FAIL(up, TSTOR_EINVAL, "the pickle ends inside an opcode (%zu more bytes needed, %zu left)", n,
-              tstor__cur_left(up->cur));
+  return tstor__cur_short(up->cur, "the pickle ends inside an opcode (%zu more bytes needed, %zu left)", n,
+                          tstor__cur_left(up->cur));
 }
 
 /* An opcode's little-endian unsigned operand of width bytes. */
@@ -248,7 +248,7 @@ static int load_binunicode8(tstor__unpickler *up) {
   int rc = operand(up, 8, &len);
   if (rc) return rc;
   if (len > tstor__cur_left(up->cur))
-    return FAIL(up, TSTOR_EINVAL, "a string of %llu bytes past the end of the pickle", (unsigned long long)len);
+    return tstor__cur_short(up->cur, "a string of %llu bytes past the end of the pickle", (unsigned long long)len);
   return push_string(up, (size_t)len);
 }
 
@@ -465,7 +465,7 @@ static int run(tstor__unpickler *up) {
   while (!up->result) {
     tstor__cursor *c = up->cur;
     c->item = c->off;
-    if (tstor__cur_at_end(c)) return FAIL(up, TSTOR_EINVAL, "the pickle ends without STOP");
+    if (tstor__cur_at_end(c)) return tstor__cur_short(c, "the pickle ends without STOP");
     if (up->ck->nvalues > up->max_values)
       return FAIL(up, TSTOR_ERANGE, "more than %zu values, one per byte of the file they came from: "
                   "a pickle decompressed from fewer bytes than it builds values", up->max_values);

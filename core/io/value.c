@@ -209,6 +209,7 @@ int tstor__storage_add(tstor_checkpoint *ck, const char *key, size_t keylen, tst
   r->location[loclen] = '\0';
   r->dtype = dtype;
   r->numel = numel;
+  r->view_of = -1;
   if (2 * (ck->nstorages + 1) > ck->storage_slots_cap) {
     int rc = slots_grow(&ck->storage_slots, &ck->storage_slots_cap, ck->nstorages, storage_hash_at,
                         ck, "storage");
@@ -369,8 +370,8 @@ tstor_value_kind tstor_value_kind_of(const tstor_value *v) {
 }
 
 const char *tstor_value_kind_name(tstor_value_kind kind) {
-  static const char *const names[] = {"none", "bool", "int",  "float", "str",
-                                      "tuple", "list", "dict", "tensor"};
+  static const char *const names[] = {"none", "bool", "int",  "float",  "str",
+                                      "tuple", "list", "dict", "tensor", "storage"};
   return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
 }
 
@@ -419,10 +420,16 @@ const tstor_value *tstor_value_dict_attributes(const tstor_value *v) {
 tstor_tensor *tstor_value_tensor(const tstor_value *v) {
   return v && v->kind == TSTOR_VALUE_TENSOR ? v->u.tensor.t : NULL;
 }
+tstor_storage *tstor_value_storage(const tstor_value *v, tstor_dtype *dtype) {
+  if (!v || v->kind != TSTOR_VALUE_STORAGE) return NULL;
+  if (dtype) *dtype = (tstor_dtype)v->u.tensor.dtype;
+  return v->u.tensor.s;
+}
 int tstor_value_requires_grad(const tstor_value *v) {
   return v && v->kind == TSTOR_VALUE_TENSOR ? v->requires_grad : 0;
 }
 long tstor_value_storage_index(const tstor_value *v) {
+  if (v && v->kind == TSTOR_VALUE_STORAGE) return v->u.tensor.storage;
   return v && v->kind == TSTOR_VALUE_TENSOR ? v->u.tensor.storage : -1;
 }
 
@@ -488,6 +495,34 @@ int tstor_value_new_tensor(tstor_checkpoint *ck, tstor_tensor *t, tstor_value **
   *out = v;
   return 0;
 }
+int tstor_value_new_storage(tstor_checkpoint *ck, tstor_storage *s, tstor_dtype dtype, tstor_value **out) {
+  if (!ck || !s || !out) return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_new_storage: NULL argument");
+  *out = NULL;
+  const tstor_dtype_info *info = tstor_dtype_info_of(dtype);
+  if (!info) return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_new_storage: dtype %d is none of tstor's", (int)dtype);
+  if (tstor_storage_nbytes(s) % info->element_size)
+    return TSTOR__ERR(TSTOR_ESIZE, "tstor_value_new_storage: %zu bytes hold no whole number of %s elements",
+                      tstor_storage_nbytes(s), info->name);
+  /* a storage value names its storage by its place among ck's storages, as a
+   * loaded one does: one entry per storage, however many values name it */
+  long idx = -1;
+  for (size_t i = 0; i < ck->nstorages && idx < 0; i++)
+    if (ck->storages[i].s == s) idx = (long)i;
+  char key[32];
+  snprintf(key, sizeof key, "%zu", ck->nstorages);
+  int rc = idx >= 0 ? 0 : tstor__storage_add(ck, key, strlen(key), dtype,
+                                             (int64_t)(tstor_storage_nbytes(s) / info->element_size), "", 0, &idx);
+  if (rc) return rc;
+  tstor_value *v = tstor__value_alloc(ck, TSTOR_VALUE_STORAGE);
+  if (!v) return TSTOR_ENOMEM;
+  if (!ck->storages[idx].s) ck->storages[idx].s = tstor_storage_retain(s);
+  v->u.tensor.storage = idx;
+  v->u.tensor.s = s;
+  v->u.tensor.dtype = (int)dtype;
+  *out = v;
+  return 0;
+}
+
 int tstor_value_append(tstor_value *seq, tstor_value *item) {
   if (!seq || !item || (seq->kind != TSTOR_VALUE_TUPLE && seq->kind != TSTOR_VALUE_LIST))
     return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_append: needs a tuple or list and an item");
@@ -548,9 +583,8 @@ static tstor_value *child(const tstor_value *v, size_t i) {
   return i < n ? v->u.seq.items[i] : v->u.seq.attrs;
 }
 
-static int refuse_internal(const tstor_value *v) {
-  return TSTOR__ERR(TSTOR_EINVAL, "checkpoint: a %s that no tensor consumed stands in the tree",
-                    v->kind == TSTOR__VALUE_STORAGE ? "bare storage" : "class or function");
+static int refuse_internal(void) {
+  return TSTOR__ERR(TSTOR_EINVAL, "checkpoint: a class or function that nothing consumed stands in the tree");
 }
 
 /* An iterative depth-first walk (no recursion on hostile input): a GREY value
@@ -560,7 +594,7 @@ static int refuse_internal(const tstor_value *v) {
  * linear time rather than walked exponentially later. */
 int tstor__tree_check(tstor_value *root, uint64_t max_expanded) {
   if (!root) return TSTOR__ERR(TSTOR_EINVAL, "checkpoint: no value");
-  if (root->kind >= TSTOR__VALUE_GLOBAL) return refuse_internal(root);
+  if (root->kind >= TSTOR__VALUE_GLOBAL) return refuse_internal();
   frame *stack = malloc((TSTOR_CHECKPOINT_MAX_DEPTH + 1) * sizeof *stack);
   if (!stack) return TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory");
   int rc = 0;
@@ -574,7 +608,7 @@ int tstor__tree_check(tstor_value *root, uint64_t max_expanded) {
     if (f->next < nchildren(v)) {
       tstor_value *c = child(v, f->next++);
       if (c->kind >= TSTOR__VALUE_GLOBAL) {
-        rc = refuse_internal(c);
+        rc = refuse_internal();
         break;
       }
       if (c->colour == GREY) {

@@ -42,14 +42,21 @@ $tstor inspect --bogus x 2>/dev/null; [ $? -eq 2 ] || fail "bad option: usage"
 $tstor convert onlyone 2>/dev/null; [ $? -eq 2 ] || fail "convert with one file: usage"
 
 # a file in torch.save's legacy format is named as such, not misread as
-# safetensors (it was: "a header of 5088219219985302144 bytes")
+# safetensors (it was: "a header of 5088219219985302144 bytes"), and convert
+# migrates it to the zip format
+$tstor inspect "$dir/golden/legacy_checkpoint_nested.pt" > "$out/legacy.txt" || fail "inspect legacy exit $?"
+grep -q ': torch.save checkpoint (legacy format), 5 tensors' "$out/legacy.txt" || fail "legacy title: $(head -1 "$out/legacy.txt")"
+grep -q '^model.weight  *float32  *\[3, 4\]  *\[4, 1\]  *0 ' "$out/legacy.txt" || fail "legacy model.weight line"
+$tstor convert "$dir/golden/legacy_checkpoint_nested.pt" "$out/migrated.pt" || fail "convert legacy exit $?"
 if /usr/bin/python3 -c 'import torch' 2> /dev/null; then
-  /usr/bin/python3 -c 'import sys, torch
-torch.save({"w": torch.ones(2)}, sys.argv[1], _use_new_zipfile_serialization=False)' "$out/legacy.pt" ||
-    fail "torch.save legacy"
-  $tstor inspect "$out/legacy.pt" 2> "$out/err"; st=$?
-  [ $st -eq 1 ] || fail "legacy .pt: exit $st"
-  grep -q "torch.save's legacy format.*TSTOR_ENOTSUP" "$out/err" || fail "legacy message: $(cat "$out/err")"
+  /usr/bin/python3 - "$dir/golden/legacy_checkpoint_nested.pt" "$out/migrated.pt" <<'PY' || fail "migrated file in PyTorch"
+import sys, torch
+old, new = torch.load(sys.argv[1]), torch.load(sys.argv[2])
+assert old.keys() == new.keys()
+for k, v in old["model"].items():
+    assert torch.equal(v, new["model"][k]), k
+assert new["history"][1]["w"].storage_offset() == 4 and new["epoch"] == 3
+PY
 fi
 
 # a FIFO is refused at once, not read (with nothing at the other end, a read

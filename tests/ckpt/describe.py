@@ -57,6 +57,17 @@ def describe(obj):
             lines.append("%s float %s" % (path, struct.pack(">d", v).hex()))
         elif isinstance(v, str):
             lines.append("%s str %s" % (path, v.encode("utf-8", "surrogatepass").hex() or "-"))
+        elif isinstance(v, torch.storage.TypedStorage):
+            sid = storages.setdefault(v._cdata, len(storages))
+            raw = torch.tensor([], dtype=torch.uint8).set_(v.untyped()).numpy().tobytes()
+            lines.append("%s storage %s storage=%d snbytes=%d fnv=%s" % (
+                path, dname(v.dtype), sid, v.nbytes(), fnv(raw)))
+        elif isinstance(v, torch.Tensor) and v.is_meta:
+            # no bytes, and a storage of its own
+            lines.append("%s tensor %s sizes=%s strides=%s offset=%d storage=%d snbytes=%d grad=%d fnv=meta" % (
+                path, dname(v.dtype), ",".join(map(str, v.shape)), ",".join(map(str, v.stride())),
+                v.storage_offset(), len(storages), v.storage().nbytes(), int(v.requires_grad)))
+            storages[object()] = len(storages)
         elif isinstance(v, torch.Tensor):
             st = v.storage()
             sid = storages.setdefault(st._cdata, len(storages))

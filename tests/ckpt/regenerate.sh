@@ -25,6 +25,9 @@ for sub in golden hostile; do
   b=$(cd "$dir/$sub" && ls | sort | tr '\n' ' ')
   [ "$a" = "$b" ] || { echo "$sub/: the generator now writes other files"; status=1; continue; }
   for f in "$out/$sub"/*; do
+    # a legacy file names its storages by their addresses, which differ from
+    # run to run: its listing, compared above, is what must not change
+    case ${f##*/} in legacy_*) continue ;; esac
     cmp -s "$f" "$dir/$sub/${f##*/}" || { echo "$sub/${f##*/} differs"; status=1; }
   done
 done

@@ -57,7 +57,8 @@ typedef enum tstor_value_kind {
   TSTOR_VALUE_TUPLE = 5,
   TSTOR_VALUE_LIST = 6,
   TSTOR_VALUE_DICT = 7,   /* dict or OrderedDict: insertion order kept */
-  TSTOR_VALUE_TENSOR = 8
+  TSTOR_VALUE_TENSOR = 8,
+  TSTOR_VALUE_STORAGE = 9 /* a storage saved as itself (torch.save([t.storage()])), typed */
 } tstor_value_kind;
 
 /* ------------------------------------------------------------- loading */
@@ -134,7 +135,8 @@ TSTOR_EXTERN int tstor_checkpoint_storage(const tstor_checkpoint *ck, size_t i,
 /* ------------------------------------------------------------- values */
 
 TSTOR_EXTERN tstor_value_kind tstor_value_kind_of(const tstor_value *v);
-/* "none", "bool", "int", "float", "str", "tuple", "list", "dict", "tensor". */
+/* "none", "bool", "int", "float", "str", "tuple", "list", "dict", "tensor",
+ * "storage". */
 TSTOR_EXTERN const char *tstor_value_kind_name(tstor_value_kind kind);
 
 /* Scalars; a value of another kind reads as 0 (and bool/int read as each other). */
@@ -161,10 +163,15 @@ TSTOR_EXTERN const tstor_value *tstor_value_dict_attributes(const tstor_value *v
 /* The tensor of a TENSOR value, borrowed (retain it to keep it past the
  * checkpoint); NULL for other kinds. */
 TSTOR_EXTERN tstor_tensor *tstor_value_tensor(const tstor_value *v);
+/* The storage of a STORAGE value, borrowed, and (dtype not NULL) the dtype
+ * PyTorch gives it: the first one the file names for that storage, as for
+ * the tensors that view it. NULL for other kinds. */
+TSTOR_EXTERN tstor_storage *tstor_value_storage(const tstor_value *v, tstor_dtype *dtype);
 /* 1 when the tensor was saved as a Parameter or with requires_grad. */
 TSTOR_EXTERN int tstor_value_requires_grad(const tstor_value *v);
-/* The index (for tstor_checkpoint_storage) of the storage it views; -1 for
- * other kinds or a tensor the checkpoint did not load. */
+/* The index (for tstor_checkpoint_storage) of the storage a tensor views or
+ * a STORAGE value is; -1 for other kinds and for meta tensors, which have no
+ * bytes in the file. */
 TSTOR_EXTERN long tstor_value_storage_index(const tstor_value *v);
 
 /* ------------------------------------------------------- building trees */
@@ -185,6 +192,11 @@ TSTOR_EXTERN int tstor_value_new_string(tstor_checkpoint *ck, const char *s, siz
 /* Holds a new reference on t, dropped when ck is freed. */
 TSTOR_EXTERN int tstor_value_new_tensor(tstor_checkpoint *ck, tstor_tensor *t,
                                         tstor_value **out);
+/* A storage saved as itself, as dtype elements (its bytes must hold a whole
+ * number of them); holds a new reference on s. Tensors on s and storage
+ * values of s share one record when saved. */
+TSTOR_EXTERN int tstor_value_new_storage(tstor_checkpoint *ck, tstor_storage *s, tstor_dtype dtype,
+                                         tstor_value **out);
 /* Appends item to a tuple or list; both belong to the same checkpoint. */
 TSTOR_EXTERN int tstor_value_append(tstor_value *seq, tstor_value *item);
 /* dict[key] = value: replaces the value of an equal key, else appends. Keys
