@@ -408,9 +408,11 @@ START_TEST(formats_by_their_bytes) {
   ck_tstor_err(tstor_checkpoint_load(ctx, path, NULL, &ck), TSTOR_EINVAL);
   ck_assert_ptr_null(ck);
   ck_last_error_has("torch.save legacy file offset 0: the magic number pickle does not end with STOP");
+  /* a Torch7 file is read by its bytes (test_torch7 checks what is read);
+   * this head stops before its class name */
   spit_bytes(path, t7_le, sizeof t7_le);
-  ck_tstor_err(tstor_checkpoint_load(ctx, path, NULL, &ck), TSTOR_ENOTSUP);
-  ck_last_error_has("a Torch7 (Lua Torch) file");
+  ck_tstor_err(tstor_checkpoint_load(ctx, path, NULL, &ck), TSTOR_EINVAL);
+  ck_last_error_has("Torch7 file offset 15: the file ends inside a class name (4 bytes, 0 left)");
   spit_bytes(path, "hello", 5);
   ck_tstor_err(tstor_checkpoint_load(ctx, path, NULL, &ck), TSTOR_EINVAL);
   ck_last_error_has("not a checkpoint tstor knows");

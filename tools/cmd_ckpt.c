@@ -131,6 +131,10 @@ static void collect(listing *l, const char *path, const tstor_value *v) {
     l->e[l->n++].v = v;
     return;
   }
+  if (k == TSTOR_VALUE_OBJECT) { /* a Torch7 class instance: its fields */
+    collect(l, path, tstor_value_object_state(v));
+    return;
+  }
   for (size_t i = 0; i < tstor_value_len(v); i++) {
     char *sub = NULL;
     const tstor_value *key = tstor_value_key(v, i);
@@ -169,6 +173,7 @@ static json_t *json_ints(const int64_t *v, int n) {
 static const char *format_title(const char *format) {
   if (strcmp(format, "torch") == 0) return "torch.save checkpoint";
   if (strcmp(format, "torch-legacy") == 0) return "torch.save checkpoint (legacy format)";
+  if (strcmp(format, "torch7") == 0) return "Torch7 file";
   return format;
 }
 
@@ -283,10 +288,11 @@ int tstor_cmd_inspect(int argc, char **argv) {
       json = 1;
     } else if (strcmp(argv[i], "--help") == 0) {
       printf("usage: tstor inspect [--json] [--config FILE] FILE\n\n"
-             "Lists what a torch.save (.pt) or safetensors file holds: each tensor's name\n"
-             "(its path in the tree), dtype, shape, strides, storage offset, the storage it\n"
-             "views and that storage's size, and which tensors share a storage. Nothing\n"
-             "in the file is executed. --json prints the same as JSON.\n"
+             "Lists what a torch.save (.pt, either format), safetensors or Torch7 (.t7) file\n"
+             "holds, told by its bytes: each tensor's name (its path in the tree), dtype,\n"
+             "shape, strides, storage offset, the storage it views and that storage's size,\n"
+             "and which tensors share a storage. Nothing in the file is executed. --json\n"
+             "prints the same as JSON.\n"
              "Exit status: 0, 1 for a file that cannot be read, 2 for bad usage.\n");
       return 0;
     } else if (argv[i][0] == '-' || file) {
@@ -332,8 +338,9 @@ int tstor_cmd_convert(int argc, char **argv) {
       flags |= TSTOR_SAVE_COPY_SHARED;
     } else if (strcmp(argv[i], "--help") == 0) {
       printf("usage: tstor convert [--copy] [--config FILE] IN OUT\n\n"
-             "Converts between torch.save (.pt) and safetensors files; OUT's format is\n"
-             "safetensors when its name ends in .safetensors, torch.save otherwise.\n"
+             "Converts between torch.save (.pt, either format), safetensors and Torch7\n"
+             "(.t7) files. IN's format is told by its bytes; OUT's is safetensors when its\n"
+             "name ends in .safetensors, Torch7 when it ends in .t7, torch.save otherwise.\n"
              "safetensors has no shared storage: tensors that share one are refused\n"
              "unless --copy writes each as its own copy. A safetensors file holds a flat\n"
              "dict of name -> tensor, so only such .pt files convert to it.\n"
@@ -357,8 +364,9 @@ int tstor_cmd_convert(int argc, char **argv) {
   const char *format;
   int rc = open_and_load(config, in, 0, &ctx, &ck, &format);
   if (rc) return rc;
-  int st = ends_with(out, ".safetensors");
-  int err = st ? tstor_safetensors_save(ck, out, flags) : tstor_torch_save(ck, out);
+  int err = ends_with(out, ".safetensors") ? tstor_safetensors_save(ck, out, flags)
+            : ends_with(out, ".t7")         ? tstor_torch7_save(ck, out, 0)
+                                            : tstor_torch_save(ck, out);
   if (err) {
     fprintf(stderr, "tstor convert: %s: %s (%s)\n", out, tstor_last_error(), tstor_err_name(err));
     rc = EXIT_BADFILE;

@@ -81,8 +81,7 @@ int tstor_checkpoint_load(tstor_context *ctx, const char *path, const tstor_load
     case TSTOR_FORMAT_TORCH:
     case TSTOR_FORMAT_TORCH_LEGACY: return tstor_torch_load(ctx, path, opts, out);
     case TSTOR_FORMAT_SAFETENSORS: return tstor_safetensors_load(ctx, path, opts, out);
-    case TSTOR_FORMAT_TORCH7:
-      return TSTOR__ERR(TSTOR_ENOTSUP, "%s: a Torch7 (Lua Torch) file, which tstor does not read yet", path);
+    case TSTOR_FORMAT_TORCH7: return tstor_torch7_load(ctx, path, opts, out);
     default:
       return TSTOR__ERR(TSTOR_EINVAL,
                         "%s: not a checkpoint tstor knows (torch.save's zip or legacy format, safetensors, "

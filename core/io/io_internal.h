@@ -2,10 +2,10 @@
  * double underscore. A file calls functions of its own layer and the layers
  * above it in this list only (tests/layering.py checks it):
  *
- * layer 1: value.c cursor.c writebuf.c atomic_file.c file_read.c
+ * layer 1: value.c cursor.c writebuf.c idmap.c host_copy.c atomic_file.c file_read.c
  * layer 2: unpickle.c pickle_write.c zip.c zip_write.c source.c
  * layer 3: torch_rules.c
- * layer 4: torch_load.c torch_legacy.c torch_save.c safetensors.c
+ * layer 4: torch_load.c torch_legacy.c torch_save.c safetensors.c torch7.c
  * layer 5: detect.c dlpack.c
  *
  * 1 holds the value arena and the byte-level pieces every format uses (the
@@ -99,6 +99,7 @@ struct tstor_value {
   unsigned char requires_grad;
   unsigned char colour; /* for the walk that checks a finished tree */
   unsigned char ordered; /* a dict that was an OrderedDict */
+  unsigned char lua;     /* a dict that was a Lua table: true is not 1, any key by identity */
   uint64_t expanded;    /* that walk's count of the values under a container */
   union {
     int64_t i;
@@ -115,6 +116,11 @@ struct tstor_value {
       uint32_t *index;     /* a dict's hash index (slots hold position + 1), or NULL */
       size_t index_cap;
     } seq;
+    struct {
+      char *cls;           /* owned */
+      char *version;       /* owned; NULL: written before classes had versions */
+      tstor_value *state;  /* a dict */
+    } obj;                 /* a Torch7 class instance */
     struct {
       tstor_tensor *t;  /* NULL until the storages are loaded */
       long storage;     /* index in the checkpoint's storages; -1 for a meta tensor */
@@ -154,6 +160,9 @@ struct tstor_checkpoint {
 tstor_value *tstor__value_alloc(tstor_checkpoint *ck, int kind);
 int tstor__seq_push(tstor_value *seq, tstor_value *item);
 int tstor__dict_set(tstor_value *dict, tstor_value *key, tstor_value *value);
+/* dict[key] = value unless key is there (*existed then true; replaced only
+ * with `replace`). */
+int tstor__dict_put(tstor_value *dict, tstor_value *key, tstor_value *value, bool replace, bool *existed);
 /* Adds a storage record; *index gets its position. Takes ownership of nothing:
  * key and location are copied. */
 int tstor__storage_add(tstor_checkpoint *ck, const char *key, size_t keylen, tstor_dtype dtype,
@@ -169,6 +178,24 @@ int tstor__tree_check(tstor_value *root, uint64_t max_expanded);
 uint64_t tstor__hash_u64(uint64_t x);
 /* 1 when s holds valid UTF-8 (surrogates allowed, as Python's surrogatepass). */
 int tstor__utf8_valid(const char *s, size_t len);
+
+/* ----------------------------------------------------------------- idmap */
+
+/* Identities (pointers) to numbers, for writers that write an object once
+ * and refer to it after (idmap.c). Zeroed is empty. */
+typedef struct tstor__idmap {
+  const void **keys;
+  uint32_t *vals;
+  size_t cap, n;
+} tstor__idmap;
+int tstor__idmap_put(tstor__idmap *m, const void *id, uint32_t value);
+bool tstor__idmap_get(const tstor__idmap *m, const void *id, uint32_t *value);
+void tstor__idmap_free(tstor__idmap *m);
+
+/* The bytes of storage s, readable from the host (host_copy.c): s's own
+ * when it is host memory, else a copy on cpu (*tmp, which the caller
+ * releases). */
+int tstor__host_bytes(tstor_storage *s, tstor_storage **tmp, const void **p);
 
 /* ---------------------------------------------------------------- pickle */
 

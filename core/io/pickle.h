@@ -113,10 +113,7 @@ int tstor__unpickler_fail(const tstor__unpickler *up, int code, const char *fmt,
  * the buffer. */
 typedef struct tstor__pickler {
   tstor__wbuf out;
-  /* memo: identity (a pointer) -> memo index, open addressing */
-  const void **mkeys;
-  uint32_t *mvals;
-  size_t mcap, mcount;
+  tstor__idmap memo; /* identity (a pointer) -> memo index */
   uint32_t next_memo;
 } tstor__pickler;
 

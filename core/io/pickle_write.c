@@ -12,11 +12,7 @@ void tstor__pickler_init(tstor__pickler *pk, const char *what) {
 
 void tstor__pickler_free(tstor__pickler *pk) {
   tstor__wbuf_free(&pk->out);
-  free(pk->mkeys);
-  free(pk->mvals);
-  pk->mkeys = NULL;
-  pk->mvals = NULL;
-  pk->mcap = pk->mcount = 0;
+  tstor__idmap_free(&pk->memo);
 }
 
 void tstor__pickle_op(tstor__pickler *pk, uint8_t opcode) { tstor__wbuf_byte(&pk->out, opcode); }
@@ -75,68 +71,30 @@ void tstor__pickle_tuple_end(tstor__pickler *pk, size_t n) {
 
 /* ------------------------------------------------------------- the memo */
 
-static size_t mhash(const void *p, size_t mask) {
-  return (size_t)(((uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull) >> 17) & mask;
-}
-
-static void put_index(tstor__pickler *pk, uint32_t idx) {
+static void memo_op(tstor__pickler *pk, uint8_t one_byte, uint8_t four_bytes, uint32_t idx) {
   if (idx < 256) {
-    tstor__wbuf_byte(&pk->out, TSTOR__OP_BINPUT);
+    tstor__wbuf_byte(&pk->out, one_byte);
     tstor__wbuf_byte(&pk->out, (uint8_t)idx);
   } else {
-    op_u32(pk, TSTOR__OP_LONG_BINPUT, idx);
+    op_u32(pk, four_bytes, idx);
   }
-}
-
-static bool grow_memo(tstor__pickler *pk) {
-  size_t cap = pk->mcap ? pk->mcap * 2 : 64;
-  const void **k = calloc(cap, sizeof *k);
-  uint32_t *v = calloc(cap, sizeof *v);
-  if (!k || !v) {
-    free(k);
-    free(v);
-    tstor__wbuf_fail(&pk->out, TSTOR_ENOMEM, "%s: out of memory for the pickle's memo", pk->out.what);
-    return false;
-  }
-  for (size_t i = 0; i < pk->mcap; i++)
-    if (pk->mkeys[i]) {
-      size_t j = mhash(pk->mkeys[i], cap - 1);
-      while (k[j]) j = (j + 1) & (cap - 1);
-      k[j] = pk->mkeys[i];
-      v[j] = pk->mvals[i];
-    }
-  free(pk->mkeys);
-  free(pk->mvals);
-  pk->mkeys = k;
-  pk->mvals = v;
-  pk->mcap = cap;
-  return true;
 }
 
 void tstor__pickle_memo_put(tstor__pickler *pk, const void *id) {
-  if ((pk->mcount + 1) * 2 > pk->mcap && !grow_memo(pk)) return;
-  size_t j = mhash(id, pk->mcap - 1);
-  while (pk->mkeys[j]) j = (j + 1) & (pk->mcap - 1);
-  pk->mkeys[j] = id;
-  pk->mvals[j] = pk->next_memo;
-  pk->mcount++;
-  put_index(pk, pk->next_memo++);
+  if (pk->out.err) return;
+  int rc = tstor__idmap_put(&pk->memo, id, pk->next_memo);
+  if (rc) {
+    tstor__wbuf_fail(&pk->out, rc, "%s: out of memory for the pickle's memo", pk->out.what);
+    return;
+  }
+  memo_op(pk, TSTOR__OP_BINPUT, TSTOR__OP_LONG_BINPUT, pk->next_memo++);
 }
 
 bool tstor__pickle_memo_get(tstor__pickler *pk, const void *id) {
-  if (!pk->mcap) return false;
-  for (size_t i = mhash(id, pk->mcap - 1);; i = (i + 1) & (pk->mcap - 1)) {
-    if (!pk->mkeys[i]) return false;
-    if (pk->mkeys[i] != id) continue;
-    uint32_t idx = pk->mvals[i];
-    if (idx < 256) {
-      tstor__wbuf_byte(&pk->out, TSTOR__OP_BINGET);
-      tstor__wbuf_byte(&pk->out, (uint8_t)idx);
-    } else {
-      op_u32(pk, TSTOR__OP_LONG_BINGET, idx);
-    }
-    return true;
-  }
+  uint32_t idx;
+  if (!tstor__idmap_get(&pk->memo, id, &idx)) return false;
+  memo_op(pk, TSTOR__OP_BINGET, TSTOR__OP_LONG_BINGET, idx);
+  return true;
 }
 
 void tstor__pickle_global(tstor__pickler *pk, const void *id, const char *module, const char *name) {

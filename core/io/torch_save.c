@@ -214,6 +214,12 @@ static int pickle_value(saver *sv, const tstor_value *v) {
         tstor__pickle_op(pk, TSTOR__OP_BUILD);
       }
       return rc;
+    case TSTOR_VALUE_BYTES:
+      return TSTOR__ERR(TSTOR_ENOTSUP, "a byte string that is not UTF-8: torch.save's format as weights_only "
+                        "reads it holds text strings only");
+    case TSTOR_VALUE_OBJECT:
+      return TSTOR__ERR(TSTOR_ENOTSUP, "a Torch7 %s object: torch.save's format has no Lua classes (save its "
+                        "state, tstor_value_object_state, instead)", v->u.obj.cls);
     default: return TSTOR__ERR(TSTOR_EINVAL, "a value of unknown kind %d", v->kind);
   }
   if (!rc) tstor__pickle_memo_put(pk, v);
@@ -227,23 +233,6 @@ static int write_record(tstor__zip_writer *w, const char *tail, const void *p, s
   snprintf(name, sizeof name, ARCHIVE "/%s", tail);
   int rc = tstor__zipw_begin(w, name, n, tstor__crc32(0, p, n));
   return rc ? rc : tstor__zipw_data(w, p, n);
-}
-
-/* The bytes of storage s, readable from the host: s itself when it is host
- * memory, else a copy on cpu (*tmp, released by the caller). */
-static int host_bytes(tstor_storage *s, tstor_storage **tmp, const void **p) {
-  *tmp = NULL;
-  tstor_context *ctx = tstor_storage_context(s);
-  const char *type = tstor_device_type_name(ctx, tstor_storage_device(s).type);
-  if ((type && strcmp(type, "cpu") == 0) || tstor_storage_is_pinned(s)) {
-    *p = tstor_storage_data(s);
-    return 0;
-  }
-  tstor_device cpu;
-  int rc = tstor_device_parse(ctx, "cpu", &cpu);
-  if (!rc) rc = tstor_storage_to(s, cpu, tmp);
-  if (!rc) *p = tstor_storage_data(*tmp);
-  return rc;
 }
 
 int tstor_torch_save(const tstor_checkpoint *ck, const char *path) {
@@ -274,7 +263,7 @@ int tstor_torch_save(const tstor_checkpoint *ck, const char *path) {
     size_t n = tstor_storage_nbytes(s);
     char tail[40];
     snprintf(tail, sizeof tail, "data/%zu", i);
-    if (!(rc = host_bytes(s, &copy, &p))) rc = write_record(&w, tail, n ? p : "", n);
+    if (!(rc = tstor__host_bytes(s, &copy, &p))) rc = write_record(&w, tail, n ? p : "", n);
     tstor_storage_release(copy);
   }
   if (!rc) rc = write_record(&w, "version", "3\n", 2);

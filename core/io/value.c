@@ -34,7 +34,12 @@ tstor_value *tstor__value_alloc(tstor_checkpoint *ck, int kind) {
 
 static void value_free(tstor_value *v) {
   switch (v->kind) {
-    case TSTOR_VALUE_STRING: free(v->u.str.s); break;
+    case TSTOR_VALUE_STRING:
+    case TSTOR_VALUE_BYTES: free(v->u.str.s); break;
+    case TSTOR_VALUE_OBJECT:
+      free(v->u.obj.cls);
+      free(v->u.obj.version);
+      break;
     case TSTOR_VALUE_TUPLE:
     case TSTOR_VALUE_LIST:
     case TSTOR_VALUE_DICT:
@@ -287,6 +292,7 @@ static uint64_t key_hash(const tstor_value *k) {
       return h;
     }
     case TSTOR_VALUE_STRING: return hash_bytes(k->u.str.s, k->u.str.len);
+    case TSTOR_VALUE_BYTES: return mix(hash_bytes(k->u.str.s, k->u.str.len));
     case TSTOR_VALUE_INT:
     case TSTOR_VALUE_BOOL: return mix((uint64_t)k->u.i);
     case TSTOR_VALUE_NONE: return 7;
@@ -316,6 +322,7 @@ static int key_equal(const tstor_value *a, const tstor_value *b) {
     case TSTOR_VALUE_INT: return a->u.i == b->u.i;
     case TSTOR_VALUE_FLOAT: return a->u.f == b->u.f;
     case TSTOR_VALUE_STRING:
+    case TSTOR_VALUE_BYTES:
       return a->u.str.len == b->u.str.len && memcmp(a->u.str.s, b->u.str.s, a->u.str.len) == 0;
     case TSTOR_VALUE_TUPLE:
       if (a->u.seq.n != b->u.seq.n) return 0;
@@ -333,25 +340,38 @@ static uint64_t dict_hash_at(const void *d, size_t pos) {
   return key_hash(((const tstor_value *)d)->u.seq.keys[pos]);
 }
 
+/* Equal keys in dict d: a Lua table (Torch7's) tells true from 1, which
+ * Python's dict does not. */
+static int keys_equal(const tstor_value *d, const tstor_value *a, const tstor_value *b) {
+  if (d->lua && (a->kind == TSTOR_VALUE_BOOL) != (b->kind == TSTOR_VALUE_BOOL)) return 0;
+  return key_equal(a, b);
+}
+
 static int dict_key_is(const void *d, size_t pos, const void *key) {
-  return key_equal(((const tstor_value *)d)->u.seq.keys[pos], key);
+  return keys_equal(d, ((const tstor_value *)d)->u.seq.keys[pos], key);
 }
 
 static long dict_find(const tstor_value *d, const tstor_value *key) {
   if (!d->u.seq.index) {
     for (size_t i = 0; i < d->u.seq.n; i++)
-      if (key_equal(d->u.seq.keys[i], key)) return (long)i;
+      if (keys_equal(d, d->u.seq.keys[i], key)) return (long)i;
     return -1;
   }
   return slot_find(d->u.seq.index, d->u.seq.index_cap, key_hash(key), dict_key_is, d, key);
 }
 
 int tstor__dict_set(tstor_value *d, tstor_value *key, tstor_value *value) {
-  int rc = key_check(key, 0);
+  bool existed;
+  return tstor__dict_put(d, key, value, true, &existed);
+}
+
+int tstor__dict_put(tstor_value *d, tstor_value *key, tstor_value *value, bool replace, bool *existed) {
+  int rc = d->lua ? 0 : key_check(key, 0); /* a Lua table's keys may be any value, by identity */
   if (rc) return rc;
   long pos = dict_find(d, key);
+  *existed = pos >= 0;
   if (pos >= 0) {
-    d->u.seq.items[pos] = value;
+    if (replace) d->u.seq.items[pos] = value;
     return 0;
   }
   if (d->u.seq.n + 1 > 8 && (d->u.seq.n + 1) * 2 > d->u.seq.index_cap &&
@@ -370,8 +390,8 @@ tstor_value_kind tstor_value_kind_of(const tstor_value *v) {
 }
 
 const char *tstor_value_kind_name(tstor_value_kind kind) {
-  static const char *const names[] = {"none", "bool", "int",  "float",  "str",
-                                      "tuple", "list", "dict", "tensor", "storage"};
+  static const char *const names[] = {"none",   "bool",    "int",   "float", "str",    "tuple",
+                                      "list",   "dict",    "tensor", "storage", "bytes", "object"};
   return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
 }
 
@@ -385,7 +405,7 @@ double tstor_value_float(const tstor_value *v) {
   return v && v->kind == TSTOR_VALUE_FLOAT ? v->u.f : 0.0;
 }
 const char *tstor_value_string(const tstor_value *v, size_t *len) {
-  if (!v || v->kind != TSTOR_VALUE_STRING) return NULL;
+  if (!v || (v->kind != TSTOR_VALUE_STRING && v->kind != TSTOR_VALUE_BYTES)) return NULL;
   if (len) *len = v->u.str.len;
   return v->u.str.s;
 }
@@ -420,6 +440,16 @@ const tstor_value *tstor_value_dict_attributes(const tstor_value *v) {
 tstor_tensor *tstor_value_tensor(const tstor_value *v) {
   return v && v->kind == TSTOR_VALUE_TENSOR ? v->u.tensor.t : NULL;
 }
+const char *tstor_value_object_class(const tstor_value *v) {
+  return v && v->kind == TSTOR_VALUE_OBJECT ? v->u.obj.cls : NULL;
+}
+const char *tstor_value_object_version(const tstor_value *v) {
+  return v && v->kind == TSTOR_VALUE_OBJECT ? v->u.obj.version : NULL;
+}
+const tstor_value *tstor_value_object_state(const tstor_value *v) {
+  return v && v->kind == TSTOR_VALUE_OBJECT ? v->u.obj.state : NULL;
+}
+
 tstor_storage *tstor_value_storage(const tstor_value *v, tstor_dtype *dtype) {
   if (!v || v->kind != TSTOR_VALUE_STORAGE) return NULL;
   if (dtype) *dtype = (tstor_dtype)v->u.tensor.dtype;
@@ -467,22 +497,51 @@ int tstor_value_new_float(tstor_checkpoint *ck, double d, tstor_value **out) {
   if (!rc) (*out)->u.f = d;
   return rc;
 }
-int tstor_value_new_string(tstor_checkpoint *ck, const char *s, size_t len, tstor_value **out) {
-  if (out) *out = NULL;
-  if (!ck || !out || (!s && len)) return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_new_string: NULL argument");
-  if (!tstor__utf8_valid(s, len))
-    return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_new_string: the %zu bytes are not UTF-8", len);
+/* A STRING or BYTES value holding a copy of the len bytes at s. */
+static int new_text(tstor_checkpoint *ck, int kind, const char *s, size_t len, tstor_value **out) {
   char *copy = malloc(len + 1);
   if (!copy) return TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory for a %zu-byte string", len);
   if (len) memcpy(copy, s, len);
   copy[len] = '\0';
-  tstor_value *v = tstor__value_alloc(ck, TSTOR_VALUE_STRING);
+  tstor_value *v = tstor__value_alloc(ck, kind);
   if (!v) {
     free(copy);
     return TSTOR_ENOMEM;
   }
   v->u.str.s = copy;
   v->u.str.len = len;
+  *out = v;
+  return 0;
+}
+
+int tstor_value_new_string(tstor_checkpoint *ck, const char *s, size_t len, tstor_value **out) {
+  if (out) *out = NULL;
+  if (!ck || !out || (!s && len)) return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_new_string: NULL argument");
+  if (!tstor__utf8_valid(s, len))
+    return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_new_string: the %zu bytes are not UTF-8", len);
+  return new_text(ck, TSTOR_VALUE_STRING, s, len, out);
+}
+
+int tstor_value_new_bytes(tstor_checkpoint *ck, const void *p, size_t len, tstor_value **out) {
+  if (out) *out = NULL;
+  if (!ck || !out || (!p && len)) return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_new_bytes: NULL argument");
+  return new_text(ck, TSTOR_VALUE_BYTES, p, len, out);
+}
+
+int tstor_value_new_object(tstor_checkpoint *ck, const char *cls, const char *version, tstor_value *state,
+                           tstor_value **out) {
+  if (out) *out = NULL;
+  if (!ck || !cls || !state || !out) return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_new_object: NULL argument");
+  if (state->kind != TSTOR_VALUE_DICT)
+    return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_new_object: the state of a %s is a %s, not a dict", cls,
+                      tstor_value_kind_name(state->kind));
+  tstor_value *v = tstor__value_alloc(ck, TSTOR_VALUE_OBJECT);
+  if (!v) return TSTOR_ENOMEM;
+  v->u.obj.cls = strdup(cls);
+  v->u.obj.version = version ? strdup(version) : NULL;
+  if (!v->u.obj.cls || (version && !v->u.obj.version))
+    return TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory for a class name"); /* freed with ck */
+  v->u.obj.state = state;
   *out = v;
   return 0;
 }
@@ -571,10 +630,12 @@ typedef struct frame {
 } frame;
 
 static size_t nchildren(const tstor_value *v) {
+  if (v->kind == TSTOR_VALUE_OBJECT) return 1;
   if (!is_container(v)) return 0;
   return v->u.seq.n * (v->kind == TSTOR_VALUE_DICT ? 2 : 1) + (v->u.seq.attrs ? 1 : 0);
 }
 static tstor_value *child(const tstor_value *v, size_t i) {
+  if (v->kind == TSTOR_VALUE_OBJECT) return v->u.obj.state;
   size_t n = v->u.seq.n;
   if (v->kind == TSTOR_VALUE_DICT) {
     if (i < n) return v->u.seq.keys[i];
@@ -616,7 +677,7 @@ int tstor__tree_check(tstor_value *root, uint64_t max_expanded) {
                         tstor_value_kind_name(c->kind));
         break;
       }
-      if (!is_container(c)) {
+      if (!is_container(c) && c->kind != TSTOR_VALUE_OBJECT) {
         add = 1;
       } else if (c->colour == BLACK) {
         add = c->expanded;

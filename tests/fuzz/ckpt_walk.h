@@ -44,12 +44,25 @@ static void walk(const tstor_value *v, int depth) {
   if (depth > TSTOR_CHECKPOINT_MAX_DEPTH + 1) abort(); /* the reader promised a bound */
   switch (tstor_value_kind_of(v)) {
     case TSTOR_VALUE_TENSOR: touch_tensor(tstor_value_tensor(v)); return;
-    case TSTOR_VALUE_STRING: {
+    case TSTOR_VALUE_STRING:
+    case TSTOR_VALUE_BYTES: {
       size_t len;
       const char *s = tstor_value_string(v, &len);
       if (s[len] != '\0') abort();
       return;
     }
+    case TSTOR_VALUE_STORAGE: {
+      tstor_storage *s = tstor_value_storage(v, NULL);
+      const unsigned char *p = s ? tstor_storage_data(s) : NULL;
+      size_t n = s ? tstor_storage_nbytes(s) : 0;
+      if (!s) abort();
+      for (size_t i = 0; p && i < n && i < 4096; i++) sink += p[i];
+      return;
+    }
+    case TSTOR_VALUE_OBJECT:
+      if (!tstor_value_object_class(v) || !tstor_value_object_state(v)) abort();
+      walk(tstor_value_object_state(v), depth + 1);
+      return;
     default: break;
   }
   for (size_t i = 0; i < tstor_value_len(v); i++) {

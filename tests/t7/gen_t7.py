@@ -175,7 +175,8 @@ One line per file, "\n"-terminated, no comment lines:
   the root and goes depth-first.  A table's entries are sorted by key, and
   each entry's key is rendered before its value.  Key order: booleans
   (false < true), then numbers ascending, then strings bytewise (a shorter
-  prefix first), then reference-typed keys (tables, torch objects) by ID.
+  prefix first), then reference-typed keys (tables, torch objects) in the
+  order the table's pairs are written, as a reader meets them.
   A tensor renders its storage (storage=) before listing its values.
   "values" lists the tensor's logical elements in row-major order: element
   (i0..ik) is storage[offset-1 + sum(i_d*stride_d)], and an ndim-0 tensor
@@ -796,7 +797,9 @@ class Renderer:
             return (2, 0, _as_bytes(k))
         if k is None:
             raise ValueError('nil table key')
-        return (3, self.index_of(k), b'')
+        # tables and torch objects as keys: in the order the table's pairs
+        # are written (the sort is stable), which a reader sees as it reads
+        return (3, 0, b'')
 
     def node(self, v):
         if v is None:
@@ -816,7 +819,7 @@ class Renderer:
         if _is_table(v):
             entries = sorted(_pairs(v), key=lambda kv: self._key_order(kv[0]))
             for a, b in zip(entries, entries[1:]):
-                if self._key_order(a[0]) == self._key_order(b[0]):
+                if self._key_order(a[0]) == self._key_order(b[0]) and (self._key_order(a[0])[0] != 3 or a[0] is b[0]):
                     raise ValueError('duplicate table key')
             if any(val is None for _, val in entries):
                 raise ValueError('nil table value')

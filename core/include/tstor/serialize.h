@@ -58,7 +58,9 @@ typedef enum tstor_value_kind {
   TSTOR_VALUE_LIST = 6,
   TSTOR_VALUE_DICT = 7,   /* dict or OrderedDict: insertion order kept */
   TSTOR_VALUE_TENSOR = 8,
-  TSTOR_VALUE_STORAGE = 9 /* a storage saved as itself (torch.save([t.storage()])), typed */
+  TSTOR_VALUE_STORAGE = 9, /* a storage saved as itself (torch.save([t.storage()])), typed */
+  TSTOR_VALUE_BYTES = 10,  /* a byte string that is not UTF-8 (a Lua string may hold any bytes) */
+  TSTOR_VALUE_OBJECT = 11  /* a Torch7 class instance (nn.Linear...): class name, version, state dict */
 } tstor_value_kind;
 
 /* ------------------------------------------------------------- loading */
@@ -136,15 +138,15 @@ TSTOR_EXTERN int tstor_checkpoint_storage(const tstor_checkpoint *ck, size_t i,
 
 TSTOR_EXTERN tstor_value_kind tstor_value_kind_of(const tstor_value *v);
 /* "none", "bool", "int", "float", "str", "tuple", "list", "dict", "tensor",
- * "storage". */
+ * "storage", "bytes", "object". */
 TSTOR_EXTERN const char *tstor_value_kind_name(tstor_value_kind kind);
 
 /* Scalars; a value of another kind reads as 0 (and bool/int read as each other). */
 TSTOR_EXTERN int tstor_value_bool(const tstor_value *v);
 TSTOR_EXTERN int64_t tstor_value_int(const tstor_value *v);
 TSTOR_EXTERN double tstor_value_float(const tstor_value *v);
-/* The string's bytes, NUL-terminated, owned by the checkpoint; *len (if not
- * NULL) gets the length. NULL for other kinds. */
+/* The bytes of a STRING or BYTES value, NUL-terminated, owned by the
+ * checkpoint; *len (if not NULL) gets the length. NULL for other kinds. */
 TSTOR_EXTERN const char *tstor_value_string(const tstor_value *v, size_t *len);
 
 /* Items of a tuple or list, entries of a dict; 0 for other kinds. */
@@ -163,6 +165,12 @@ TSTOR_EXTERN const tstor_value *tstor_value_dict_attributes(const tstor_value *v
 /* The tensor of a TENSOR value, borrowed (retain it to keep it past the
  * checkpoint); NULL for other kinds. */
 TSTOR_EXTERN tstor_tensor *tstor_value_tensor(const tstor_value *v);
+/* An OBJECT's class name ("nn.Linear"), its version as the file wrote it
+ * ("1"; NULL for a file from before classes had versions) and its state, a
+ * dict of the instance's fields; all borrowed. NULL for other kinds. */
+TSTOR_EXTERN const char *tstor_value_object_class(const tstor_value *v);
+TSTOR_EXTERN const char *tstor_value_object_version(const tstor_value *v);
+TSTOR_EXTERN const tstor_value *tstor_value_object_state(const tstor_value *v);
 /* The storage of a STORAGE value, borrowed, and (dtype not NULL) the dtype
  * PyTorch gives it: the first one the file names for that storage, as for
  * the tensors that view it. NULL for other kinds. */
@@ -189,6 +197,13 @@ TSTOR_EXTERN int tstor_value_new_float(tstor_checkpoint *ck, double d, tstor_val
 /* Copies `len` bytes at s, which must be UTF-8 (TSTOR_EINVAL otherwise). */
 TSTOR_EXTERN int tstor_value_new_string(tstor_checkpoint *ck, const char *s, size_t len,
                                         tstor_value **out);
+/* Copies `len` bytes at p, any bytes. */
+TSTOR_EXTERN int tstor_value_new_bytes(tstor_checkpoint *ck, const void *p, size_t len,
+                                       tstor_value **out);
+/* An instance of Torch7 class `cls` (copied) of `version` (copied; NULL for
+ * none) whose fields are the dict `state`, a value of ck. */
+TSTOR_EXTERN int tstor_value_new_object(tstor_checkpoint *ck, const char *cls, const char *version,
+                                        tstor_value *state, tstor_value **out);
 /* Holds a new reference on t, dropped when ck is freed. */
 TSTOR_EXTERN int tstor_value_new_tensor(tstor_checkpoint *ck, tstor_tensor *t,
                                         tstor_value **out);
@@ -271,6 +286,52 @@ enum {
 TSTOR_EXTERN int tstor_safetensors_save(const tstor_checkpoint *ck, const char *path,
                                         unsigned flags);
 
+/* ---------------------------------------------------------------- Torch7 */
+
+/* Loads a file Lua Torch wrote with torch.save / torch.File's writeObject,
+ * binary or ascii, either byte order, 8- or 4-byte longs: all told from the
+ * bytes (the long size by which of the two reads the whole file). The tree:
+ * nil is None, a boolean bool, a number int where it is an integer within
+ * 2^53 (not -0), else float; a string str where it is UTF-8, else bytes; a
+ * table a dict with Lua's keys (true is not 1; a table may be a key, by
+ * identity); torch.<T>Storage a STORAGE value and torch.<T>Tensor a tensor
+ * on it (Byte uint8, Char int8, Short int16, Int int32, Long int64, Float
+ * float32, Double float64, Half float16; storageOffset made 0-based; an
+ * empty tensor, nDimension 0, has shape [0]); any other class (nn.Linear) an
+ * OBJECT with its name, version and the dict of its fields. An object written
+ * twice is one value, and tensors that shared a storage share one. Refused
+ * by name, and never run: Lua functions (LuaJIT bytecode), classes with a
+ * write function of their own (tds.Hash, tds.Vec, torch.Cuda*) and a table
+ * that contains itself (TSTOR_EACCES, TSTOR_ENOTSUP, TSTOR_EINVAL). Also
+ * refused: what Torch7 never writes (a reference to an index not yet given,
+ * a nil or NaN table key, a key twice, bytes after the object), and what
+ * lies (counts and sizes the rest of the file cannot hold, a tensor past its
+ * storage), before anything is allocated for it. Storages are read into
+ * memory, or with TSTOR_LOAD_MMAP mapped where they lie aligned in a binary
+ * little-endian file; map_location as for tstor_torch_load (the file says
+ * nothing: cpu). *out as for tstor_torch_load. */
+TSTOR_EXTERN int tstor_torch7_load(tstor_context *ctx, const char *path, const tstor_load_options *opts,
+                                   tstor_checkpoint **out);
+TSTOR_EXTERN int tstor_torch7_load_buffer(tstor_context *ctx, const void *data, size_t size,
+                                          const tstor_load_options *opts, tstor_checkpoint **out);
+
+enum {
+  TSTOR_TORCH7_ASCII = 1 << 0,      /* torch.save(f, x, 'ascii') */
+  TSTOR_TORCH7_BIG_ENDIAN = 1 << 1, /* binary, DiskFile:bigEndianEncoding() */
+  TSTOR_TORCH7_LONG4 = 1 << 2       /* binary, 4-byte longs (DiskFile:longSize(4)) */
+};
+
+/* Writes ck's root as Torch7's torch.save does (binary, little-endian,
+ * 8-byte longs unless flags say otherwise), so that Lua Torch loads it: the
+ * mapping above, the other way; a list or tuple becomes a table with keys 1
+ * to n; a 0-dim tensor one element of one dimension and an empty tensor
+ * Torch7's empty one; an OrderedDict's attributes are dropped. An object,
+ * tensor or storage met twice is written once and referred to. Refused with
+ * TSTOR_ENOTSUP: dtypes Torch7 has no type for (bool, bfloat16, complex...);
+ * TSTOR_ERANGE: an int beyond 2^53, a long beyond 4 bytes with
+ * TSTOR_TORCH7_LONG4. Written as the section on saving says. */
+TSTOR_EXTERN int tstor_torch7_save(const tstor_checkpoint *ck, const char *path, unsigned flags);
+
 /* ---------------------------------------------------------- any format */
 
 /* The checkpoint formats a file may be in, told by its first bytes. */
@@ -293,10 +354,9 @@ TSTOR_EXTERN tstor_file_format tstor_file_format_detect(const void *head, size_t
 TSTOR_EXTERN int tstor_file_format_of(const char *path, tstor_file_format *out);
 
 /* Loads the checkpoint at `path` in whatever format its bytes say:
- * tstor_torch_load or tstor_safetensors_load, with the same options and
- * ownership. The formats tstor does not read yet (legacy torch.save, Torch7)
- * are refused with TSTOR_ENOTSUP saying which format the file is in, and
- * anything else with TSTOR_EINVAL. */
+ * tstor_torch_load (both of torch.save's formats), tstor_safetensors_load or
+ * tstor_torch7_load, with the same options and ownership; anything else is
+ * refused with TSTOR_EINVAL naming the formats tried. */
 TSTOR_EXTERN int tstor_checkpoint_load(tstor_context *ctx, const char *path,
                                        const tstor_load_options *opts, tstor_checkpoint **out);
 

@@ -1,0 +1,700 @@
+/* Torch7 (.t7) files: those Torch7 itself wrote (tests/t7/torch7-written)
+ * and the corpus gen_t7.py builds from the format's definition (every type,
+ * both modes, both byte orders, both long sizes; $TSTOR_T7_DIR, made by
+ * t7/check-reader.sh), each read and listed as its manifest line says;
+ * every file written back in its own format and read again the same (and,
+ * for Torch7's own files, to the same bytes); the hostile set refused, never
+ * a crash; and trees built here written in every format. The files
+ * re-saved go to $TSTOR_T7_DIR/resaved, where check-reader.sh has the
+ * reference reader of check_gen.py read them too. */
+#define _GNU_SOURCE
+#include "testutil.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <tstor/serialize.h>
+#include <tstor/tensor.h>
+
+#define WRITTEN TSTOR_TEST_SRCDIR "/t7/torch7-written"
+
+static tstor_context *ctx;
+static tstor_device cpu;
+
+static void setup(void) {
+  ck_tstor_ok(tstor_context_open(NULL, &ctx));
+  ck_tstor_ok(tstor_device_parse(ctx, "cpu", &cpu));
+}
+static void teardown(void) { tstor_context_close(ctx); }
+
+static unsigned char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  ck_assert_msg(f != NULL, "cannot open %s", path);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  unsigned char *s = malloc((size_t)n + 1);
+  ck_assert_int_eq(fread(s, 1, (size_t)n, f), (size_t)n);
+  fclose(f);
+  *len = (size_t)n;
+  return s;
+}
+
+/* ---------------------------------------------------- the manifest's form */
+
+typedef struct text {
+  char *s;
+  size_t len, cap;
+} text;
+
+static void put(text *t, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *line = NULL;
+  int n = vasprintf(&line, fmt, ap);
+  va_end(ap);
+  ck_assert(n >= 0);
+  if (t->len + (size_t)n + 1 > t->cap) {
+    t->cap = (t->len + (size_t)n + 1) * 2;
+    t->s = realloc(t->s, t->cap);
+    ck_assert_ptr_nonnull(t->s);
+  }
+  memcpy(t->s + t->len, line, (size_t)n + 1);
+  t->len += (size_t)n;
+  free(line);
+}
+
+/* Objects by identity, numbered as the rendering first meets them (the
+ * manifest's file indices are renumbered the same way before comparing). */
+typedef struct renderer {
+  text out;
+  const void *ids[4096];
+  int nids;
+} renderer;
+
+/* 0 when new (and numbered), else its number. */
+static int seen(renderer *r, const void *id, int *num) {
+  for (int i = 0; i < r->nids; i++)
+    if (r->ids[i] == id) {
+      *num = i + 1;
+      return 1;
+    }
+  ck_assert_int_lt(r->nids, 4096);
+  r->ids[r->nids++] = id;
+  *num = r->nids;
+  return 0;
+}
+
+static const char *t7_type(tstor_dtype dt) {
+  switch (dt) {
+    case TSTOR_UINT8: return "Byte";
+    case TSTOR_INT8: return "Char";
+    case TSTOR_INT16: return "Short";
+    case TSTOR_INT32: return "Int";
+    case TSTOR_INT64: return "Long";
+    case TSTOR_FLOAT32: return "Float";
+    case TSTOR_FLOAT64: return "Double";
+    case TSTOR_FLOAT16: return "Half";
+    default: ck_abort_msg("dtype %s in a Torch7 tree", tstor_dtype_name(dt)); return NULL;
+  }
+}
+
+static void elem(renderer *r, tstor_dtype dt, const unsigned char *p) {
+  if (dt == TSTOR_FLOAT32 || dt == TSTOR_FLOAT64 || dt == TSTOR_FLOAT16) {
+    double d;
+    ck_tstor_ok(tstor_dtype_convert(&d, TSTOR_FLOAT64, p, dt, 1));
+    put(&r->out, "%a", d);
+  } else {
+    int64_t i;
+    ck_tstor_ok(tstor_dtype_convert(&i, TSTOR_INT64, p, dt, 1));
+    put(&r->out, "%lld", (long long)i);
+  }
+}
+
+static void storage(renderer *r, tstor_storage *s, tstor_dtype dt) {
+  int id;
+  if (seen(r, s, &id)) {
+    put(&r->out, "@%d", id);
+    return;
+  }
+  size_t es = tstor_dtype_size(dt), n = tstor_storage_nbytes(s) / es;
+  put(&r->out, "storage#%d(%s;%zu;[", id, t7_type(dt), n);
+  const unsigned char *p = tstor_storage_data(s);
+  for (size_t i = 0; i < n; i++) {
+    if (i) put(&r->out, ",");
+    elem(r, dt, p + i * es);
+  }
+  put(&r->out, "])");
+}
+
+static void tensor(renderer *r, const tstor_value *v) {
+  tstor_tensor *t = tstor_value_tensor(v);
+  int id;
+  if (seen(r, t, &id)) {
+    put(&r->out, "@%d", id);
+    return;
+  }
+  tstor_dtype dt = tstor_tensor_dtype(t);
+  put(&r->out, "tensor#%d(%s;", id, t7_type(dt));
+  if (tstor_value_storage_index(v) < 0) { /* Torch7's empty tensor, which has no storage */
+    ck_assert_int_eq(tstor_tensor_numel(t), 0);
+    put(&r->out, "sizes=[];strides=[];offset=1;storage=nil;values=[])");
+    return;
+  }
+  int nd = tstor_tensor_dim(t);
+  if (tstor_tensor_numel(t) == 0) nd = 0; /* Torch7's nDimension 0, read as shape [0] */
+  const int64_t *sz = tstor_tensor_sizes(t), *st = tstor_tensor_strides(t);
+  for (int k = 0; k < 2; k++) {
+    put(&r->out, k ? "strides=[" : "sizes=[");
+    for (int d = 0; d < nd; d++) put(&r->out, d ? ",%lld" : "%lld", (long long)(k ? st : sz)[d]);
+
+    put(&r->out, "];");
+  }
+  put(&r->out, "offset=%lld;storage=", (long long)tstor_tensor_storage_offset(t) + 1);
+  storage(r, tstor_tensor_storage(t), dt);
+  put(&r->out, ";values=[");
+  int64_t n = tstor_tensor_numel(t), idx[TSTOR_TENSOR_MAX_DIM] = {0};
+  if (!nd) n = 0;
+  const unsigned char *base = tstor_tensor_data(t);
+  size_t es = tstor_dtype_size(dt);
+  for (int64_t k = 0; k < n; k++) {
+    int64_t off = 0;
+    for (int d = 0; d < nd; d++) off += idx[d] * st[d];
+    if (k) put(&r->out, ",");
+    elem(r, dt, base + off * (int64_t)es);
+    for (int d = nd - 1; d >= 0; d--) {
+      if (++idx[d] < sz[d]) break;
+      idx[d] = 0;
+    }
+  }
+  put(&r->out, "])");
+}
+
+static void node(renderer *r, const tstor_value *v);
+
+/* The manifest's key order: booleans, numbers, strings bytewise, then
+ * objects (in the order the file gave them, which is theirs by index). */
+static int key_rank(const tstor_value *k) {
+  switch (tstor_value_kind_of(k)) {
+    case TSTOR_VALUE_BOOL: return 0;
+    case TSTOR_VALUE_INT:
+    case TSTOR_VALUE_FLOAT: return 1;
+    case TSTOR_VALUE_STRING:
+    case TSTOR_VALUE_BYTES: return 2;
+    default: return 3;
+  }
+}
+
+static double num(const tstor_value *v) {
+  return tstor_value_kind_of(v) == TSTOR_VALUE_FLOAT ? tstor_value_float(v) : (double)tstor_value_int(v);
+}
+
+static const tstor_value *sort_dict;
+static int key_cmp(const void *a, const void *b) {
+  size_t i = *(const size_t *)a, j = *(const size_t *)b;
+  const tstor_value *x = tstor_value_key(sort_dict, i), *y = tstor_value_key(sort_dict, j);
+  int rx = key_rank(x), ry = key_rank(y);
+  if (rx != ry) return rx - ry;
+  if (rx == 0) return tstor_value_bool(x) - tstor_value_bool(y);
+  if (rx == 1) return num(x) < num(y) ? -1 : num(x) > num(y);
+  if (rx == 2) {
+    size_t lx, ly;
+    const char *sx = tstor_value_string(x, &lx), *sy = tstor_value_string(y, &ly);
+    int c = memcmp(sx, sy, lx < ly ? lx : ly);
+    return c ? c : (lx > ly) - (lx < ly);
+  }
+  return (i > j) - (i < j);
+}
+
+static void table(renderer *r, const tstor_value *d) {
+  int id;
+  if (seen(r, d, &id)) {
+    put(&r->out, "@%d", id);
+    return;
+  }
+  size_t n = tstor_value_len(d);
+  size_t *order = malloc((n ? n : 1) * sizeof *order);
+  for (size_t i = 0; i < n; i++) order[i] = i;
+  sort_dict = d;
+  qsort(order, n, sizeof *order, key_cmp);
+  put(&r->out, "table#%d{", id);
+  for (size_t i = 0; i < n; i++) {
+    if (i) put(&r->out, ",");
+    node(r, tstor_value_key(d, order[i]));
+    put(&r->out, "=");
+    node(r, tstor_value_item(d, order[i]));
+  }
+  put(&r->out, "}");
+  free(order);
+}
+
+static void node(renderer *r, const tstor_value *v) {
+  int id;
+  switch (tstor_value_kind_of(v)) {
+    case TSTOR_VALUE_NONE: put(&r->out, "nil"); break;
+    case TSTOR_VALUE_BOOL: put(&r->out, tstor_value_bool(v) ? "true" : "false"); break;
+    case TSTOR_VALUE_INT:
+    case TSTOR_VALUE_FLOAT: put(&r->out, "num(%a)", num(v)); break;
+    case TSTOR_VALUE_STRING:
+    case TSTOR_VALUE_BYTES: {
+      size_t n;
+      const unsigned char *s = (const unsigned char *)tstor_value_string(v, &n);
+      put(&r->out, "str(");
+      for (size_t i = 0; i < n; i++) put(&r->out, "%02x", s[i]);
+      put(&r->out, ")");
+      break;
+    }
+    case TSTOR_VALUE_DICT: table(r, v); break;
+    case TSTOR_VALUE_TENSOR: tensor(r, v); break;
+    case TSTOR_VALUE_STORAGE: {
+      tstor_dtype dt;
+      tstor_storage *s = tstor_value_storage(v, &dt);
+      storage(r, s, dt);
+      break;
+    }
+    case TSTOR_VALUE_OBJECT: {
+      if (seen(r, v, &id)) {
+        put(&r->out, "@%d", id);
+        break;
+      }
+      const char *ver = tstor_value_object_version(v);
+      put(&r->out, "object#%d(%s;version=%s;", id, tstor_value_object_class(v), ver ? ver : "legacy");
+      table(r, tstor_value_object_state(v));
+      put(&r->out, ")");
+      break;
+    }
+    default: ck_abort_msg("a %s in a Torch7 tree", tstor_value_kind_name(tstor_value_kind_of(v)));
+  }
+}
+
+static char *render(const tstor_checkpoint *ck) {
+  renderer *r = calloc(1, sizeof *r);
+  node(r, tstor_checkpoint_root(ck));
+  char *s = r->out.s;
+  free(r);
+  return s;
+}
+
+/* The manifest's node with the numbers' Python spellings dropped and the
+ * object indices numbered by first appearance, as render() numbers them. */
+static char *normalize(const char *line) {
+  text out = {0};
+  long map[65536];
+  int nmap = 0;
+  for (const char *p = line; *p;) {
+    if (strncmp(p, "num(", 4) == 0) {
+      const char *semi = strchr(p, ';'), *close = strchr(p, ')');
+      ck_assert(semi && close && semi < close);
+      put(&out, "%.*s)", (int)(semi - p), p);
+      p = close + 1;
+    } else if ((*p == '#' || *p == '@') && p[1] >= '0' && p[1] <= '9') {
+      char *end;
+      long idx = strtol(p + 1, &end, 10);
+      int k = 0;
+      while (k < nmap && map[k] != idx) k++;
+      if (k == nmap) {
+        ck_assert_int_lt(nmap, 65536);
+        map[nmap++] = idx;
+      }
+      put(&out, "%c%d", *p, k + 1);
+      p = end;
+    } else {
+      put(&out, "%c", *p++);
+    }
+  }
+  return out.s;
+}
+
+/* Check's messages are short: a mismatch is shown where it begins. */
+static void same_listing(const char *file, const char *what, const char *got, const char *want) {
+  size_t i = 0;
+  while (got[i] && got[i] == want[i]) i++;
+  if (!got[i] && !want[i]) return;
+  size_t from = i > 60 ? i - 60 : 0;
+  ck_abort_msg("%s%s differs at %zu:\n  tstor:    ...%.160s\n  manifest: ...%.160s", file, what, i, got + from,
+               want + from);
+}
+
+/* ------------------------------------------------------- the manifests */
+
+static unsigned flags_of(const char *format) {
+  if (strcmp(format, "ascii") == 0) return TSTOR_TORCH7_ASCII;
+  unsigned f = 0;
+  if (strstr(format, "-be-")) f |= TSTOR_TORCH7_BIG_ENDIAN;
+  if (strstr(format, "long4")) f |= TSTOR_TORCH7_LONG4;
+  return f;
+}
+
+typedef struct counts {
+  int ok, refused, resaved, same_bytes;
+} counts;
+
+/* The reason a refusal gives, in the message. */
+static void refusal_says(const char *file, const char *reason) {
+  const char *e = tstor_last_error();
+  if (strcmp(reason, "cycle") == 0) ck_assert_msg(strstr(e, "contains itself"), "%s: %s", file, e);
+  else if (strcmp(reason, "function") == 0) ck_assert_msg(strstr(e, "Lua function"), "%s: %s", file, e);
+  else ck_assert_msg(strstr(e, reason), "%s: '%s' does not name %s", file, e, reason);
+}
+
+/* Reads every file a manifest lists in dir and checks it; those read are
+ * saved again in their own format (into resaved, when not NULL) and read
+ * back the same. With `bytes`, Torch7's own files, the bytes too. */
+static counts check_manifest(const char *dir, const char *resaved, int bytes) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/manifest.txt", dir);
+  FILE *m = fopen(path, "r");
+  ck_assert_msg(m != NULL, "no %s", path);
+  counts c = {0};
+  char *line = NULL;
+  size_t cap = 0;
+  ssize_t len;
+  FILE *list = NULL;
+  if (resaved) {
+    snprintf(path, sizeof path, "%s/manifest.txt", resaved);
+    list = fopen(path, "w");
+    ck_assert_ptr_nonnull(list);
+  }
+  while ((len = getline(&line, &cap, m)) > 0) {
+    if (line[len - 1] == '\n') line[len - 1] = '\0';
+    char *file = line, *format = strchr(file, ' ');
+    ck_assert_ptr_nonnull(format);
+    *format++ = '\0';
+    char *result = strchr(format, ' ');
+    ck_assert_ptr_nonnull(result);
+    *result++ = '\0';
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    tstor_checkpoint *ck = (tstor_checkpoint *)1;
+    int rc = tstor_torch7_load(ctx, path, NULL, &ck);
+    if (strncmp(result, "refuse: ", 8) == 0) {
+      ck_assert_msg(rc != 0, "%s: read, but Torch7 files like it are refused (%s)", file, result);
+      ck_assert_ptr_null(ck);
+      refusal_says(file, result + 8);
+      c.refused++;
+      continue;
+    }
+    ck_assert_msg(rc == 0, "%s: %s: %s", file, tstor_err_name(rc), tstor_last_error());
+    ck_assert_msg(strncmp(result, "ok ", 3) == 0, "%s: manifest says %s", file, result);
+    char *got = render(ck), *want = normalize(result + 3);
+    same_listing(file, "", got, want);
+    c.ok++;
+    /* written back in the file's format, and read the same */
+    char out[4096];
+    snprintf(out, sizeof out, "%s/%s", resaved ? resaved : "/tmp", file);
+    if (!resaved) snprintf(out, sizeof out, "/tmp/tstor-t7-%d-%s", (int)getpid(), file);
+    ck_tstor_ok(tstor_torch7_save(ck, out, flags_of(format)));
+    tstor_checkpoint *back;
+    ck_tstor_ok(tstor_torch7_load(ctx, out, NULL, &back));
+    char *again = render(back);
+    same_listing(file, " written back", again, want);
+    c.resaved++;
+    if (list) fprintf(list, "%s %s ok %s\n", file, format, result + 3);
+    if (bytes) {
+      size_t a, b;
+      unsigned char *x = slurp(path, &a), *y = slurp(out, &b);
+      ck_assert_msg(a == b && memcmp(x, y, a) == 0, "%s: written back, %zu bytes differ from Torch7's %zu", file, b, a);
+      c.same_bytes++;
+      free(x);
+      free(y);
+    }
+    if (!resaved) unlink(out);
+    free(again);
+    free(got);
+    free(want);
+    tstor_checkpoint_free(back);
+    tstor_checkpoint_free(ck);
+  }
+  free(line);
+  fclose(m);
+  if (list) fclose(list);
+  return c;
+}
+
+START_TEST(written_by_torch7) {
+  counts c = check_manifest(WRITTEN, NULL, 0);
+  /* 9 read (tables, tensors, classes, an nngraph gModule of 10 KB), 6
+   * refused: functions, tables that contain themselves, tds */
+  ck_assert_int_eq(c.ok, 9);
+  ck_assert_int_eq(c.refused, 6);
+  ck_assert_int_eq(c.resaved, 9);
+}
+END_TEST
+
+/* Torch7's own files written back byte for byte, where the tree keeps all a
+ * file says: tables in the order Torch7 wrote them, versions as written. */
+START_TEST(written_back_byte_for_byte) {
+  static const char *const files[] = {"hello=123.t7", "list_table.t7", "map_table1.t7", "map_table2.t7",
+                                      "custom_class.t7", "doubletensor.t7", "floattensor.t7",
+                                      "nngraph_node.t7", "gmodule_with_linear_identity.t7"};
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    char path[512], out[512];
+    snprintf(path, sizeof path, WRITTEN "/%s", files[i]);
+    snprintf(out, sizeof out, "/tmp/tstor-t7b-%d.t7", (int)getpid());
+    tstor_checkpoint *ck;
+    ck_tstor_ok(tstor_torch7_load(ctx, path, NULL, &ck));
+    ck_tstor_ok(tstor_torch7_save(ck, out, 0));
+    size_t a, b;
+    unsigned char *x = slurp(path, &a), *y = slurp(out, &b);
+    ck_assert_msg(a == b && memcmp(x, y, a) == 0, "%s: %zu bytes written back, Torch7 wrote %zu", files[i], b, a);
+    free(x);
+    free(y);
+    unlink(out);
+    tstor_checkpoint_free(ck);
+  }
+}
+END_TEST
+
+static const char *corpus_dir(void) {
+  const char *d = getenv("TSTOR_T7_DIR");
+  return d && *d ? d : NULL;
+}
+
+START_TEST(generated_corpus) {
+  const char *dir = corpus_dir();
+  if (!dir) return; /* t7/check-reader.sh runs this with the corpus */
+  char resaved[4096];
+  snprintf(resaved, sizeof resaved, "%s/resaved", dir);
+  mkdir(resaved, 0700);
+  counts c = check_manifest(dir, resaved, 0);
+  printf("t7 corpus: %d files read as listed, %d refused as listed, %d written back\n", c.ok, c.refused,
+         c.resaved);
+  ck_assert_int_gt(c.ok, 300);
+  ck_assert_int_gt(c.refused, 50);
+}
+END_TEST
+
+START_TEST(hostile_files) {
+  const char *dir = corpus_dir();
+  if (!dir) return;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/../hostile/hostile.txt", dir);
+  FILE *m = fopen(path, "r");
+  ck_assert_msg(m != NULL, "no %s", path);
+  char *line = NULL;
+  size_t cap = 0;
+  int n = 0;
+  while (getline(&line, &cap, m) > 0) {
+    char file[256], format[64], outcome[256];
+    ck_assert_int_eq(sscanf(line, "%255s %63s %255s", file, format, outcome), 3);
+    snprintf(path, sizeof path, "%s/../hostile/%s", dir, file);
+    size_t len;
+    unsigned char *bytes = slurp(path, &len);
+    for (int way = 0; way < 2; way++) {
+      tstor_checkpoint *ck = (tstor_checkpoint *)1;
+      int rc = way ? tstor_torch7_load_buffer(ctx, bytes, len, NULL, &ck) : tstor_torch7_load(ctx, path, NULL, &ck);
+      if (strstr(line, "listed as")) { /* a good file of the other byte order, which tstor tells itself */
+        ck_assert_msg(rc == 0, "%s: %s", file, tstor_last_error());
+        tstor_checkpoint_free(ck);
+        continue;
+      }
+      ck_assert_msg(rc != 0, "%s: read (%s)", file, line);
+      ck_assert_ptr_null(ck);
+      ck_assert_msg(*tstor_last_error(), "%s: no message", file);
+    }
+    if (strcmp(outcome, "refuse:") == 0) {
+      char reason[128];
+      ck_assert_int_eq(sscanf(line, "%*s %*s refuse: %127s", reason), 1);
+      refusal_says(file, reason);
+    }
+    free(bytes);
+    n++;
+  }
+  free(line);
+  fclose(m);
+  ck_assert_int_gt(n, 150);
+}
+END_TEST
+
+/* ------------------------------------------------------ trees built here */
+
+static tstor_value *str(tstor_checkpoint *ck, const char *s) {
+  tstor_value *v;
+  ck_tstor_ok(tstor_value_new_string(ck, s, strlen(s), &v));
+  return v;
+}
+
+static tstor_value *integer(tstor_checkpoint *ck, int64_t i) {
+  tstor_value *v;
+  ck_tstor_ok(tstor_value_new_int(ck, i, &v));
+  return v;
+}
+
+START_TEST(built_trees_every_format) {
+  tstor_checkpoint *ck;
+  ck_tstor_ok(tstor_checkpoint_new(&ck));
+  tstor_value *root, *list, *state, *obj, *tv, *view, *sv, *scalar, *empty, *b;
+  ck_tstor_ok(tstor_value_new(ck, TSTOR_VALUE_DICT, &root));
+  float data[12];
+  for (int i = 0; i < 12; i++) data[i] = (float)i / 3.0f - 1.0f;
+  int64_t sizes[2] = {3, 4};
+  tstor_tensor *t, *tt, *s0, *e0;
+  ck_tstor_ok(tstor_tensor_from_array(ctx, cpu, TSTOR_FLOAT32, 2, sizes, data, &t));
+  ck_tstor_ok(tstor_tensor_t(t, &tt));
+  int64_t seven = 7;
+  ck_tstor_ok(tstor_tensor_from_array(ctx, cpu, TSTOR_INT64, 0, NULL, &seven, &s0));
+  int64_t zero = 0;
+  ck_tstor_ok(tstor_tensor_empty(ctx, cpu, TSTOR_FLOAT64, 1, &zero, &e0));
+  ck_tstor_ok(tstor_value_new_tensor(ck, t, &tv));
+  ck_tstor_ok(tstor_value_new_tensor(ck, tt, &view));
+  ck_tstor_ok(tstor_value_new_tensor(ck, s0, &scalar));
+  ck_tstor_ok(tstor_value_new_tensor(ck, e0, &empty));
+  ck_tstor_ok(tstor_value_new_storage(ck, tstor_tensor_storage(t), TSTOR_FLOAT32, &sv));
+  ck_tstor_ok(tstor_value_new(ck, TSTOR_VALUE_LIST, &list));
+  ck_tstor_ok(tstor_value_append(list, integer(ck, -3)));
+  ck_tstor_ok(tstor_value_append(list, str(ck, "two")));
+  ck_tstor_ok(tstor_value_new(ck, TSTOR_VALUE_DICT, &state));
+  ck_tstor_ok(tstor_value_dict_set(state, str(ck, "weight"), tv));
+  ck_tstor_ok(tstor_value_new_bool(ck, 1, &b));
+  ck_tstor_ok(tstor_value_dict_set(state, str(ck, "train"), b));
+  ck_tstor_ok(tstor_value_new_object(ck, "nn.Linear", "1", state, &obj));
+  ck_tstor_ok(tstor_value_dict_set(root, str(ck, "model"), obj));
+  ck_tstor_ok(tstor_value_dict_set(root, str(ck, "transposed"), view));
+  ck_tstor_ok(tstor_value_dict_set(root, str(ck, "storage"), sv));
+  ck_tstor_ok(tstor_value_dict_set(root, str(ck, "list"), list));
+  ck_tstor_ok(tstor_value_dict_set(root, str(ck, "scalar"), scalar));
+  ck_tstor_ok(tstor_value_dict_set(root, str(ck, "empty"), empty));
+  tstor_value *pi, *bytes;
+  ck_tstor_ok(tstor_value_new_float(ck, 3.25, &pi));
+  ck_tstor_ok(tstor_value_dict_set(root, str(ck, "pi"), pi));
+  ck_tstor_ok(tstor_value_new_bytes(ck, "\xff\x00\xfe", 3, &bytes));
+  ck_tstor_ok(tstor_value_dict_set(root, str(ck, "raw"), bytes));
+  ck_tstor_ok(tstor_checkpoint_set_root(ck, root));
+  static const unsigned formats[] = {0, TSTOR_TORCH7_BIG_ENDIAN, TSTOR_TORCH7_LONG4,
+                                     TSTOR_TORCH7_BIG_ENDIAN | TSTOR_TORCH7_LONG4, TSTOR_TORCH7_ASCII};
+  char path[128];
+  snprintf(path, sizeof path, "/tmp/tstor-t7-built-%d.t7", (int)getpid());
+  for (size_t f = 0; f < sizeof formats / sizeof formats[0]; f++) {
+    ck_tstor_ok(tstor_torch7_save(ck, path, formats[f]));
+    tstor_file_format fmt;
+    ck_tstor_ok(tstor_file_format_of(path, &fmt));
+    ck_assert_int_eq(fmt, TSTOR_FORMAT_TORCH7);
+    tstor_checkpoint *back;
+    ck_tstor_ok(tstor_checkpoint_load(ctx, path, NULL, &back));
+    const tstor_value *r = tstor_checkpoint_root(back);
+    const tstor_value *m = tstor_value_dict_get(r, "model");
+    ck_assert_str_eq(tstor_value_object_class(m), "nn.Linear");
+    ck_assert_str_eq(tstor_value_object_version(m), "1");
+    const tstor_value *w = tstor_value_dict_get(tstor_value_object_state(m), "weight");
+    tstor_tensor *bt = tstor_value_tensor(w), *btt = tstor_value_tensor(tstor_value_dict_get(r, "transposed"));
+    ck_assert_ptr_eq(tstor_tensor_storage(bt), tstor_tensor_storage(btt)); /* one storage, still */
+    ck_assert_int_eq(tstor_tensor_strides(btt)[0], 1);
+    ck_assert_int_eq(tstor_tensor_strides(btt)[1], 4);
+    ck_assert_mem_eq(tstor_tensor_data(bt), data, sizeof data);
+    tstor_dtype sdt;
+    ck_assert_ptr_eq(tstor_value_storage(tstor_value_dict_get(r, "storage"), &sdt), tstor_tensor_storage(bt));
+    ck_assert_int_eq(sdt, TSTOR_FLOAT32);
+    const tstor_value *l = tstor_value_dict_get(r, "list");
+    ck_assert_int_eq(tstor_value_kind_of(l), TSTOR_VALUE_DICT); /* Lua's array: keys 1 and 2 */
+    ck_assert_int_eq(tstor_value_len(l), 2);
+    ck_assert_int_eq(tstor_value_int(tstor_value_key(l, 1)), 2);
+    ck_assert_int_eq(tstor_value_int(tstor_value_item(l, 0)), -3);
+    tstor_tensor *bs = tstor_value_tensor(tstor_value_dict_get(r, "scalar"));
+    ck_assert_int_eq(tstor_tensor_dim(bs), 1); /* Torch7 has no 0-dim tensor */
+    ck_assert_int_eq(*(int64_t *)tstor_tensor_data(bs), 7);
+    ck_assert_int_eq(tstor_tensor_numel(tstor_value_tensor(tstor_value_dict_get(r, "empty"))), 0);
+    ck_assert(tstor_value_float(tstor_value_dict_get(r, "pi")) == 3.25);
+    size_t n;
+    const char *raw = tstor_value_string(tstor_value_dict_get(r, "raw"), &n);
+    ck_assert_int_eq(tstor_value_kind_of(tstor_value_dict_get(r, "raw")), TSTOR_VALUE_BYTES);
+    ck_assert_int_eq(n, 3);
+    ck_assert_mem_eq(raw, "\xff\x00\xfe", 3);
+    tstor_checkpoint_free(back);
+  }
+  /* what Torch7 cannot hold is refused, and no file is left */
+  unlink(path);
+  ck_tstor_err(tstor_torch7_save(ck, path, TSTOR_TORCH7_ASCII | TSTOR_TORCH7_LONG4), TSTOR_EINVAL);
+  ck_tstor_err(tstor_torch7_save(ck, path, 1u << 9), TSTOR_EINVAL);
+  ck_tstor_ok(tstor_value_dict_set(root, str(ck, "big"), integer(ck, ((int64_t)1 << 53) + 1)));
+  ck_tstor_err(tstor_torch7_save(ck, path, 0), TSTOR_ERANGE);
+  ck_last_error_has("cannot hold it exactly");
+  ck_assert_int_eq(access(path, F_OK), -1);
+  tstor_tensor *bt;
+  ck_tstor_ok(tstor_tensor_zeros(ctx, cpu, TSTOR_BOOL, 1, sizes, &bt));
+  tstor_value *bv;
+  ck_tstor_ok(tstor_value_new_tensor(ck, bt, &bv));
+  ck_tstor_ok(tstor_value_dict_set(root, str(ck, "big"), bv));
+  ck_tstor_err(tstor_torch7_save(ck, path, 0), TSTOR_ENOTSUP);
+  ck_last_error_has("a bool tensor: Torch7 has no type for it");
+  tstor_tensor *lt;
+  int64_t huge = (int64_t)1 << 40;
+  ck_tstor_ok(tstor_tensor_from_array(ctx, cpu, TSTOR_INT64, 0, NULL, &huge, &lt));
+  tstor_value *lv;
+  ck_tstor_ok(tstor_value_new_tensor(ck, lt, &lv));
+  ck_tstor_ok(tstor_value_dict_set(root, str(ck, "big"), lv));
+  ck_tstor_ok(tstor_torch7_save(ck, path, 0));
+  ck_tstor_err(tstor_torch7_save(ck, path, TSTOR_TORCH7_LONG4), TSTOR_ERANGE);
+  ck_last_error_has("does not fit the 4-byte longs");
+  unlink(path);
+  tstor_tensor_release(lt);
+  tstor_tensor_release(bt);
+  tstor_tensor_release(t);
+  tstor_tensor_release(tt);
+  tstor_tensor_release(s0);
+  tstor_tensor_release(e0);
+  tstor_checkpoint_free(ck);
+}
+END_TEST
+
+/* A mapped load of a little-endian file: storages that lie aligned are views
+ * of the file's mapping; a read one owns its memory. */
+START_TEST(mapped_and_read) {
+  tstor_load_options o = TSTOR_LOAD_OPTIONS_INIT;
+  o.flags = TSTOR_LOAD_MMAP;
+  tstor_checkpoint *ck;
+  ck_tstor_ok(tstor_torch7_load(ctx, WRITTEN "/doubletensor.t7", &o, &ck));
+  tstor_tensor *t = tstor_value_tensor(tstor_checkpoint_root(ck));
+  ck_assert_ptr_nonnull(t);
+  tstor_storage *s = tstor_tensor_storage(t), *base = tstor_storage_base(s);
+  /* where its elements lie in the file: a view when that is 8-aligned */
+  size_t len;
+  unsigned char *file = slurp(WRITTEN "/doubletensor.t7", &len);
+  unsigned char *at = memmem(file, len, tstor_storage_data(s), tstor_storage_nbytes(s));
+  ck_assert_ptr_nonnull(at);
+  ck_assert_int_eq(base != NULL, (at - file) % 8 == 0);
+  ck_assert(!base || (tstor_storage_flags(base) & TSTOR_FLAG_MAPPED));
+  free(file);
+  ck_assert(((double *)tstor_tensor_data(t))[5] == 6.9);
+  tstor_checkpoint_free(ck);
+  ck_tstor_ok(tstor_torch7_load(ctx, WRITTEN "/doubletensor.t7", NULL, &ck));
+  s = tstor_tensor_storage(tstor_value_tensor(tstor_checkpoint_root(ck)));
+  ck_assert(!tstor_storage_base(s) && !(tstor_storage_flags(s) & TSTOR_FLAG_MAPPED));
+  tstor_checkpoint_free(ck);
+  /* shapes only: onto meta */
+  o.flags = 0;
+  o.map_location = "meta";
+  tstor_device meta;
+  if (tstor_device_parse(ctx, "meta", &meta) == 0) {
+    ck_tstor_ok(tstor_torch7_load(ctx, WRITTEN "/floattensor.t7", &o, &ck));
+    t = tstor_value_tensor(tstor_checkpoint_root(ck));
+    ck_assert_int_eq(tstor_tensor_numel(t), 24);
+    ck_assert_int_eq(tstor_tensor_device(t).type, meta.type);
+    tstor_checkpoint_free(ck);
+  }
+  ck_tstor_err(tstor_torch7_load(ctx, WRITTEN "/doubletensor.t7", NULL, NULL), TSTOR_EINVAL);
+  ck_tstor_err(tstor_torch7_load(ctx, NULL, NULL, &ck), TSTOR_EINVAL);
+  ck_tstor_err(tstor_torch7_load_buffer(ctx, NULL, 4, NULL, &ck), TSTOR_EINVAL);
+  ck_tstor_err(tstor_torch7_load_buffer(ctx, "", 0, NULL, &ck), TSTOR_EINVAL);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("torch7");
+  TCase *tc = tcase_create("t7");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, written_by_torch7);
+  tcase_add_test(tc, written_back_byte_for_byte);
+  tcase_add_test(tc, generated_corpus);
+  tcase_add_test(tc, hostile_files);
+  tcase_add_test(tc, built_trees_every_format);
+  tcase_add_test(tc, mapped_and_read);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
