@@ -123,8 +123,45 @@ static int listed_storage(legacy *lg, const tstor_value *key, unsigned char *see
   return 0;
 }
 
-/* Storage r, whose count and bytes begin at *at, which is moved past them. */
-static int load_storage(legacy *lg, tstor__storage_rec *r, uint64_t *at) {
+/* The bytes each root storage holds once the tree is built: torch.load
+ * builds the tensors before it reads the storages' bytes, and a tensor set
+ * on a storage too small for it grows the storage to fit (Tensor.set_), so
+ * a storage is the larger of what the pickle says and what its tensors
+ * reach; that is what the file's count must then give. UINT64_MAX where a
+ * tensor's reach overflows. */
+static int storage_sizes(const tstor_checkpoint *ck, uint64_t **out) {
+  uint64_t *size = calloc(ck->nstorages ? ck->nstorages : 1, sizeof *size);
+  if (!size) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for %zu storages", ck->nstorages);
+  for (size_t i = 0; i < ck->nstorages; i++)
+    size[i] = (uint64_t)ck->storages[i].numel * tstor_dtype_size(ck->storages[i].dtype);
+  for (size_t i = 0; i < ck->nvalues; i++) {
+    const tstor_value *v = ck->values[i];
+    if (v->kind != TSTOR_VALUE_TENSOR || v->u.tensor.storage < 0) continue;
+    const tstor__storage_rec *r = &ck->storages[v->u.tensor.storage];
+    if (r->view_of >= 0) continue; /* a view's tensors grow the view, not its root */
+    uint64_t reach = 1, es = tstor_dtype_size(r->dtype);
+    bool empty = false, over = false;
+    for (int d = 0; d < v->u.tensor.ndim; d++) {
+      uint64_t step;
+      empty |= v->u.tensor.sizes[d] == 0;
+      over |= __builtin_mul_overflow((uint64_t)(v->u.tensor.sizes[d] ? v->u.tensor.sizes[d] - 1 : 0),
+                                     (uint64_t)v->u.tensor.strides[d], &step) ||
+              __builtin_add_overflow(reach, step, &reach);
+    }
+    over |= __builtin_add_overflow(reach, (uint64_t)v->u.tensor.offset, &reach) ||
+            __builtin_mul_overflow(reach, es, &reach);
+    if (empty) continue;
+    uint64_t *s = &size[v->u.tensor.storage];
+    if (over) *s = UINT64_MAX;
+    else if (reach > *s) *s = reach;
+  }
+  *out = size;
+  return 0;
+}
+
+/* Storage r of `grown` bytes (storage_sizes), whose count and bytes begin at
+ * *at, which is moved past them. */
+static int load_storage(legacy *lg, tstor__storage_rec *r, uint64_t grown, uint64_t *at) {
   tstor__source *src = lg->src;
   size_t es = tstor_dtype_size(r->dtype);
   uint8_t word[8];
@@ -132,11 +169,12 @@ static int load_storage(legacy *lg, tstor__storage_rec *r, uint64_t *at) {
   if (rc) return rc;
   uint64_t count = 0;
   for (int i = 7; i >= 0; i--) count = count << 8 | word[i];
-  uint64_t nbytes = (uint64_t)r->numel * es, file_nbytes = count * es; /* wraps as PyTorch's does */
+  uint64_t nbytes = grown, file_nbytes = count * es; /* wraps as PyTorch's does */
   if (file_nbytes != nbytes)
     return TSTOR__ERR(TSTOR_EINVAL, "storage '%s': storage has wrong byte size: expected %lld got %llu (the file "
-                      "gives %lld elements, the pickle %lld)", r->key, (long long)file_nbytes,
-                      (unsigned long long)nbytes, (long long)count, (long long)r->numel);
+                      "gives %lld elements, the tree %lld)", r->key, (long long)file_nbytes,
+                      (unsigned long long)nbytes, (long long)count, (long long)(nbytes / es));
+  r->numel = (int64_t)(nbytes / es);
   *at += 8;
   if (nbytes > src->size - *at || *at > src->size)
     return TSTOR__ERR(TSTOR_EINVAL, "storage '%s': unexpected EOF, expected %llu more bytes (the file ends at %llu)",
@@ -161,14 +199,21 @@ static int load_storage(legacy *lg, tstor__storage_rec *r, uint64_t *at) {
 
 static int load_storages(legacy *lg) {
   tstor_checkpoint *ck = lg->ck;
+  uint64_t *grown = NULL;
+  int rc = storage_sizes(ck, &grown);
+  if (rc) return rc;
   unsigned char *seen = calloc(ck->nstorages ? ck->nstorages : 1, 1);
-  if (!seen) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for %zu storages", ck->nstorages);
+  if (!seen) {
+    free(grown);
+    return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for %zu storages", ck->nstorages);
+  }
   uint64_t at = lg->data_start;
-  int rc = 0;
   for (size_t i = 0; i < lg->keys->u.seq.n && !rc; i++) {
     tstor__storage_rec *r = NULL;
-    if (!(rc = listed_storage(lg, lg->keys->u.seq.items[i], seen, &r))) rc = load_storage(lg, r, &at);
+    if (!(rc = listed_storage(lg, lg->keys->u.seq.items[i], seen, &r)))
+      rc = load_storage(lg, r, grown[r - ck->storages], &at);
   }
+  free(grown);
   for (size_t i = 0; i < ck->nstorages && !rc; i++)
     if (ck->storages[i].view_of < 0 && !seen[i])
       rc = TSTOR__ERR(TSTOR_EINVAL, "storage '%s' is named by the tree, but the list of storages whose bytes "

@@ -13,8 +13,10 @@ dict keys), a string argument replaced (a storage key, a dtype class, a
 location), one opcode deleted, doubled or turned into a tuple of another
 arity, a memo index moved, or at the zip level a record shortened or
 lengthened, dropped, or the byteorder record set to "big" (with PyTorch 2,
-which reads it). The rest stay valid, so that equal values are checked as
-often as equal refusals.
+which reads it). A quarter are in torch.save's legacy format instead, broken
+in its tree's pickle the same way, or in its list of storage keys, a
+storage's element count, its end or its protocol version. The rest stay
+valid, so that equal values are checked as often as equal refusals.
 
 Where torch.load reads a file that tstor must refuse, the expectation says
 "refused" and why: torch.load read past a record (a storage larger than the
@@ -160,7 +162,66 @@ def rezip(records):
     return buf.getvalue()
 
 
+def split_pickles(data, count):
+    """The offsets where each of the first `count` pickles of a stream ends."""
+    ends, at = [], 0
+    f = io.BytesIO(data)
+    for _ in range(count):
+        for op, _, pos in pickletools.genops(f):
+            pass
+        ends.append(f.tell())
+    return ends
+
+
+def legacy_file(obj):
+    """torch.save's legacy format of obj, its storage keys (addresses, which
+    differ from run to run) replaced by indices of the same length, so that
+    one seed gives one file."""
+    buf = io.BytesIO()
+    torch.save(obj, buf, _use_new_zipfile_serialization=False)
+    data = buf.getvalue()
+    ends = split_pickles(data, 5)
+    keys = pickle.loads(data[ends[3]:ends[4]])
+    head = data[:ends[4]]
+    for n, k in enumerate(sorted(keys, key=len, reverse=True)):
+        new = str(n).zfill(len(k))
+        head = head.replace(unicode(k)[1:], unicode(new)[1:])
+    return head + data[ends[4]:], ends
+
+
+def make_legacy():
+    """A legacy file, broken in one of its parts: the tree's pickle (as the
+    zip format's is broken), the list of storage keys, a storage's element
+    count, the bytes' end, or the protocol version."""
+    pool = []
+    data, ends = legacy_file(value(0, pool))
+    r = rng.random()
+    if r < 0.2:
+        return data, "legacy, none"
+    if r < 0.7:
+        pkl, what = mutate_pickle(data[ends[2]:ends[3]])
+        return data[:ends[2]] + pkl + data[ends[3]:], "legacy, " + what
+    keys = pickle.loads(data[ends[3]:ends[4]])
+    m = rng.randrange(5)
+    if m == 0 and keys:
+        k = rng.randrange(len(keys))
+        new = keys[:k] + keys[k + 1:] if rng.random() < 0.5 else keys + [keys[k]]
+        return data[:ends[3]] + pickle.dumps(new, protocol=2) + data[ends[4]:], "legacy, key list changed"
+    if m == 1 and len(data) > ends[4] + 8:
+        count = struct.unpack("<q", data[ends[4]:ends[4] + 8])[0]
+        new = rng.choice([count + 1, count - 1, -1, 2**62, 0])
+        return data[:ends[4]] + struct.pack("<q", new) + data[ends[4] + 8:], "legacy, first count %d -> %d" % (count, new)
+    if m == 2 and len(data) > ends[4]:
+        cut = rng.randrange(ends[4], len(data))
+        return data[:cut], "legacy, cut at %d of %d" % (cut, len(data))
+    if m == 3:
+        return data + b"\0" * rng.choice([1, 8]), "legacy, bytes after"
+    return data[:ends[0]] + pickle.dumps(1000, protocol=2) + data[ends[1]:], "legacy, protocol 1000"
+
+
 def make(i):
+    if rng.random() < 0.25:
+        return make_legacy()
     pool = []
     obj = value(0, pool)
     buf = io.BytesIO()
@@ -246,6 +307,10 @@ def beyond_tstor(path, obj):
     behind it), or the tree holds what tstor's model excludes by design (an
     int past 64 bits; a negative size or stride, which tensor.h rules out; a
     class or function as a value)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if not data.startswith(b"PK"):
+        return beyond_tstor_legacy(data, obj)
     z = zipfile.ZipFile(path)
     names = z.namelist()
     pkl_name = next(n for n in names if n.endswith("/data.pkl"))
@@ -265,6 +330,11 @@ def beyond_tstor(path, obj):
         rec = "%s/data/%s" % (prefix, key)
         if rec in names and numel * torch.empty(0, dtype=dtype).element_size() > z.getinfo(rec).file_size:
             return "torch.load reads past record %s" % rec
+    return beyond_tree(obj)
+
+
+def beyond_tree(obj):
+    """What tstor's values and tensors exclude by design, in a loaded tree."""
     bad = []
 
     def walk(v):
@@ -276,6 +346,8 @@ def beyond_tstor(path, obj):
         elif isinstance(v, torch.Tensor):
             if any(x < 0 for x in v.shape) or any(x < 0 for x in v.stride()):
                 bad.append("a negative size or stride")
+        elif isinstance(v, torch.storage.TypedStorage):
+            pass  # a storage value
         elif isinstance(v, dict):
             for k, x in v.items():
                 walk(k)
@@ -287,6 +359,32 @@ def beyond_tstor(path, obj):
             bad.append("a %s as a value" % type(v).__name__)
     walk(obj)
     return bad[0] if bad else None
+
+
+def beyond_tstor_legacy(data, obj):
+    """beyond_tstor for the legacy format: what torch.load reads and tstor
+    refuses there (a storage the tree names whose bytes the file does not
+    give, read by torch.load as uninitialized memory; a key listed twice, whose
+    bytes torch.load reads twice over), then the same checks on the tree."""
+    ends = split_pickles(data, 5)
+    refs = FirstReferences(io.BytesIO(data[ends[2]:ends[3]]))
+    try:
+        refs.load()
+    except Exception:  # noqa: BLE001 -- torch.load read it; this pass only needs the ids
+        pass
+    keys = pickle.loads(data[ends[3]:ends[4]])
+    if len(set(keys)) != len(keys):
+        return "a storage key listed twice"
+    if set(refs.first) - set(keys):
+        return "a storage the tree names has no bytes in the file"
+    if refs.negative:
+        return "a negative size or stride in a tensor's arguments"
+    if refs.called:
+        return "a storage class called"
+    if any(op.name == "LONG1" and not -2**63 <= arg < 2**63 for op, arg, _ in
+           pickletools.genops(data[ends[2]:ends[3]])):
+        return "an int past 64 bits in the pickle (tstor's ints are 64-bit, used or not)"
+    return beyond_tree(obj)
 
 
 REFUSED = object()
