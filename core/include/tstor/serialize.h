@@ -1,9 +1,12 @@
-/* tstor/serialize.h: PyTorch checkpoints and safetensors files, read and
- * written. Part of libtstor-io (pkg-config module tstor-io), a library layered
- * on libtstor: a program that only needs storages and tensors does not link it.
+/* tstor/serialize.h: PyTorch checkpoints (torch.save's zip and legacy
+ * formats), safetensors files and Lua Torch's .t7 files, read and written
+ * (docs/formats.md: the formats and how each maps onto values). Part of
+ * libtstor-io (pkg-config module tstor-io), a library layered on libtstor: a
+ * program that only needs storages and tensors does not link it.
  *
  * A checkpoint is an arena of values: the tree torch.save pickled (dicts,
- * lists, tuples, strings, numbers, None) whose leaves are tstor tensors. The
+ * lists, tuples, strings, numbers, None) whose leaves are tstor tensors and
+ * storages (and, from Torch7, class objects and byte strings). The
  * checkpoint owns every value in it; values are borrowed pointers that live as
  * long as the checkpoint. Tensors are refcounted as usual: a caller that wants
  * one past tstor_checkpoint_free retains it.
@@ -11,9 +14,10 @@
  * Reading never executes anything from the file. The pickle is read by a
  * strict interpreter of what torch.save emits for weights (PyTorch's
  * weights_only subset): collections.OrderedDict, torch._utils'
- * _rebuild_tensor_v2 / _rebuild_tensor / _rebuild_parameter, the storage
- * classes (torch.FloatStorage...) through persistent ids ('storage', class,
- * key, location, numel). Any other global is refused with TSTOR_EACCES and a
+ * _rebuild_tensor_v2 / _rebuild_tensor / _rebuild_parameter /
+ * _rebuild_meta_tensor_no_storage, torch's dtypes, the storage classes
+ * (torch.FloatStorage...) through persistent ids ('storage', class, key,
+ * location, numel[, view_metadata]). Any other global is refused with TSTOR_EACCES and a
  * message naming it. A file that is malformed or lies (offsets past a record,
  * sizes that overflow, nesting deeper than TSTOR_CHECKPOINT_MAX_DEPTH, a
  * value that contains itself) is refused with TSTOR_EINVAL, TSTOR_ERANGE or
@@ -96,8 +100,9 @@ typedef struct tstor_load_options {
  * o.map_location = "cpu";`. */
 #define TSTOR_LOAD_OPTIONS_INIT {.size = sizeof(tstor_load_options)}
 
-/* Loads the torch.save file at `path` (the zip format of PyTorch 1.6 and
- * later). opts may be NULL (defaults). Regular files only. Every storage is
+/* Loads the torch.save file at `path`: the zip format of PyTorch 1.6 and
+ * later, or the legacy format before it (told by its magic number, as
+ * torch.load tells it). opts may be NULL (defaults). Regular files only. Every storage is
  * read into memory of its own (records on several threads at once), and the
  * file is closed on return; with TSTOR_LOAD_MMAP, cpu storages are mapped
  * where they can be (see there). Stored records' CRCs are checked with
