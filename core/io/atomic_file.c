@@ -163,3 +163,14 @@ int tstor__commit_file(FILE *f, char *tmp, const char *path, int ok) {
   free(tmp);
   return rc;
 }
+
+int tstor__save_atomically(const char *path, tstor__stream_writer write, const void *arg) {
+  char *tmp = NULL;
+  FILE *f = NULL;
+  int rc = tstor__create_temp(path, &tmp, &f);
+  if (rc) return rc;
+  rc = write(arg, f);
+  if (!rc && fflush(f) != 0) rc = TSTOR__ERR(errno == ENOSPC ? TSTOR_ENOSPC : TSTOR_EIO, "%s: %s", path, strerror(errno));
+  int crc = tstor__commit_file(f, tmp, path, rc == 0);
+  return rc ? rc : crc;
+}

@@ -70,10 +70,32 @@ int tstor_file_format_of(const char *path, tstor_file_format *out) {
   return 0;
 }
 
+/* The format of an open source, from its first bytes. */
+static tstor_file_format format_of(const tstor__source *src) {
+  uint8_t head[64];
+  size_t n = src->size < sizeof head ? (size_t)src->size : sizeof head;
+  return tstor__source_read(src, head, n, 0, "the file's head") ? TSTOR_FORMAT_UNKNOWN : tstor_file_format_detect(head, n);
+}
+
+static int load_any(tstor__source *src, const char *name, tstor_checkpoint **out) {
+  switch (format_of(src)) {
+    case TSTOR_FORMAT_TORCH:
+    case TSTOR_FORMAT_TORCH_LEGACY: return tstor__torch_load_source(src, name, out);
+    case TSTOR_FORMAT_SAFETENSORS: return tstor__safetensors_load_source(src, out);
+    case TSTOR_FORMAT_TORCH7: return tstor__torch7_load_source(src, out);
+    default:
+      return TSTOR__ERR(TSTOR_EINVAL,
+                        "%s: not a checkpoint tstor knows (torch.save's zip or legacy format, safetensors, Torch7)",
+                        name);
+  }
+}
+
 int tstor_checkpoint_load(tstor_context *ctx, const char *path, const tstor_load_options *opts,
                           tstor_checkpoint **out) {
   if (!out) return TSTOR__ERR(TSTOR_EINVAL, "tstor_checkpoint_load: out is NULL");
   *out = NULL;
+  /* the format read first, without blocking on a FIFO; then each format
+   * opens the file its own way (a Torch7 file is parsed from a mapping) */
   tstor_file_format format;
   int rc = tstor_file_format_of(path, &format);
   if (rc) return rc;
@@ -84,8 +106,96 @@ int tstor_checkpoint_load(tstor_context *ctx, const char *path, const tstor_load
     case TSTOR_FORMAT_TORCH7: return tstor_torch7_load(ctx, path, opts, out);
     default:
       return TSTOR__ERR(TSTOR_EINVAL,
-                        "%s: not a checkpoint tstor knows (torch.save's zip or legacy format, safetensors, "
-                        "Torch7)",
+                        "%s: not a checkpoint tstor knows (torch.save's zip or legacy format, safetensors, Torch7)",
                         path);
   }
+}
+
+int tstor_checkpoint_load_fd(tstor_context *ctx, int fd, const tstor_load_options *opts, tstor_checkpoint **out) {
+  tstor__source src;
+  uint8_t *owned = NULL;
+  char name[32];
+  snprintf(name, sizeof name, "fd %d", fd);
+  int rc = tstor__source_begin(&src, ctx, opts, out, "tstor_checkpoint_load_fd");
+  if (!rc) rc = tstor__source_open_fd(&src, fd, &owned);
+  if (!rc) rc = load_any(&src, name, out);
+  if (rc) tstor__source_fail(rc, name);
+  tstor__source_close(&src);
+  free(owned);
+  return rc;
+}
+
+int tstor_checkpoint_load_buffer(tstor_context *ctx, const void *data, size_t size, const tstor_load_options *opts,
+                                 tstor_checkpoint **out) {
+  tstor__source src;
+  int rc = tstor__source_begin(&src, ctx, opts, out, "tstor_checkpoint_load_buffer");
+  if (!rc) rc = tstor__source_open_buffer(&src, data, size, "tstor_checkpoint_load_buffer");
+  if (!rc) rc = load_any(&src, "buffer", out);
+  tstor__source_close(&src);
+  return rc;
+}
+
+/* ---------------------------------------------------------------- saving */
+
+/* TSTOR_ENOTSUP or TSTOR_EINVAL for a format that is not written. */
+static int writable(tstor_file_format format, unsigned flags) {
+  switch (format) {
+    case TSTOR_FORMAT_TORCH: return flags ? TSTOR__ERR(TSTOR_EINVAL, "torch.save: unknown flags 0x%x", flags) : 0;
+    case TSTOR_FORMAT_SAFETENSORS:
+    case TSTOR_FORMAT_TORCH7: return 0;
+    case TSTOR_FORMAT_TORCH_LEGACY:
+      return TSTOR__ERR(TSTOR_ENOTSUP, "torch.save's legacy format is read, not written: save the zip format");
+    default: return TSTOR__ERR(TSTOR_EINVAL, "no format %d to save in", (int)format);
+  }
+}
+
+int tstor_checkpoint_save_stream(const tstor_checkpoint *ck, FILE *f, tstor_file_format format, unsigned flags) {
+  if (!ck || !f) return TSTOR__ERR(TSTOR_EINVAL, "tstor_checkpoint_save_stream: NULL argument");
+  int rc = writable(format, flags);
+  if (rc) return rc;
+  if (format == TSTOR_FORMAT_TORCH) return tstor__torch_save_stream(ck, f);
+  if (format == TSTOR_FORMAT_SAFETENSORS) return tstor__safetensors_save_stream(ck, f, flags);
+  return tstor__torch7_save_stream(ck, f, flags);
+}
+
+typedef struct save_args {
+  const tstor_checkpoint *ck;
+  tstor_file_format format;
+  unsigned flags;
+} save_args;
+
+static int save_to(const void *arg, FILE *f) {
+  const save_args *a = arg;
+  return tstor_checkpoint_save_stream(a->ck, f, a->format, a->flags);
+}
+
+int tstor_checkpoint_save(const tstor_checkpoint *ck, const char *path, tstor_file_format format, unsigned flags) {
+  if (!ck || !path) return TSTOR__ERR(TSTOR_EINVAL, "tstor_checkpoint_save: NULL argument");
+  int rc = writable(format, flags);
+  if (rc) return rc;
+  save_args a = {ck, format, flags};
+  return tstor__save_atomically(path, save_to, &a);
+}
+
+int tstor_checkpoint_save_buffer(const tstor_checkpoint *ck, tstor_file_format format, unsigned flags, void **data,
+                                 size_t *size) {
+  if (!data || !size) return TSTOR__ERR(TSTOR_EINVAL, "tstor_checkpoint_save_buffer: NULL argument");
+  *data = NULL;
+  *size = 0;
+  if (!ck) return TSTOR__ERR(TSTOR_EINVAL, "tstor_checkpoint_save_buffer: NULL argument");
+  int rc = writable(format, flags);
+  if (rc) return rc;
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f) return TSTOR__ERR(TSTOR_ENOMEM, "tstor_checkpoint_save_buffer: %s", strerror(errno));
+  rc = tstor_checkpoint_save_stream(ck, f, format, flags);
+  if (fclose(f) != 0 && !rc) rc = TSTOR__ERR(TSTOR_ENOMEM, "tstor_checkpoint_save_buffer: %s", strerror(errno));
+  if (rc) {
+    free(buf);
+    return rc;
+  }
+  *data = buf;
+  *size = len;
+  return 0;
 }

@@ -58,12 +58,13 @@ static inline int tstor__load_options_check(const tstor_load_options *opts) {
   if (opts->size < sizeof(size_t) || opts->size > sizeof *opts)
     return TSTOR__ERR(TSTOR_EINVAL, "tstor_load_options.size %zu: expected %zu", opts->size,
                       sizeof *opts);
-  const unsigned known = TSTOR_LOAD_READ | TSTOR_LOAD_BORROW_BUFFER | TSTOR_LOAD_VERIFY_CRC | TSTOR_LOAD_MMAP;
+  const unsigned known = TSTOR_LOAD_READ | TSTOR_LOAD_BORROW_BUFFER | TSTOR_LOAD_VERIFY_CRC | TSTOR_LOAD_MMAP |
+                         TSTOR_LOAD_MMAP_SHARED | TSTOR_LOAD_ASSUME_BIG_ENDIAN;
   if (opts->flags & ~known)
     return TSTOR__ERR(TSTOR_EINVAL, "tstor_load_options.flags 0x%x: unknown flags 0x%x", opts->flags,
                       opts->flags & ~known);
-  if ((opts->flags & TSTOR_LOAD_READ) && (opts->flags & TSTOR_LOAD_MMAP))
-    return TSTOR__ERR(TSTOR_EINVAL, "tstor_load_options.flags: TSTOR_LOAD_READ and TSTOR_LOAD_MMAP together");
+  if ((opts->flags & TSTOR_LOAD_READ) && (opts->flags & (TSTOR_LOAD_MMAP | TSTOR_LOAD_MMAP_SHARED)))
+    return TSTOR__ERR(TSTOR_EINVAL, "tstor_load_options.flags: TSTOR_LOAD_READ and a mapping together");
   return 0;
 }
 
@@ -308,6 +309,11 @@ int tstor__source_begin(tstor__source *src, tstor_context *ctx, const tstor_load
  * file then is "not <format>"). */
 int tstor__source_open_file(tstor__source *src, const char *path, const char *format);
 int tstor__source_open_buffer(tstor__source *src, const void *data, size_t size, const char *who);
+/* The file open on fd, which stays the caller's: a regular file is read with
+ * pread from its start (the descriptor's offset is left alone); a pipe or
+ * socket is read to its end into *owned, which the caller frees after the
+ * load. TSTOR_LOAD_MMAP is refused: a mapping is made from a path. */
+int tstor__source_open_fd(tstor__source *src, int fd, uint8_t **owned);
 void tstor__source_close(tstor__source *src);
 /* rc, with the error's message prefixed by path where it does not name it. */
 int tstor__source_fail(int rc, const char *path);
@@ -336,6 +342,12 @@ int tstor__source_run(tstor__source *src);
 bool tstor__torch_legacy_magic(const uint8_t *p, size_t n, size_t *end);
 /* Loads torch.save's legacy format from an open source. */
 int tstor__torch_legacy_load(tstor__source *src, tstor_checkpoint **out);
+
+/* Each format's loader over an open source (the public calls are these
+ * after opening one); `name` names the input in messages. */
+int tstor__torch_load_source(tstor__source *src, const char *name, tstor_checkpoint **out);
+int tstor__safetensors_load_source(tstor__source *src, tstor_checkpoint **out);
+int tstor__torch7_load_source(tstor__source *src, tstor_checkpoint **out);
 
 uint32_t tstor__crc32(uint32_t crc, const void *data, size_t len);
 
@@ -366,5 +378,16 @@ void tstor__zipw_free(tstor__zip_writer *w);
  * and closes it and renames it over that file, or with ok 0 removes it. */
 int tstor__create_temp(const char *path, char **tmp, FILE **f);
 int tstor__commit_file(FILE *f, char *tmp, const char *path, int ok);
+/* A save to `path` that way: write(arg, f) into the temporary file, then the
+ * commit (or, when write fails, its removal). Every saver's path form. */
+typedef int (*tstor__stream_writer)(const void *arg, FILE *f);
+int tstor__save_atomically(const char *path, tstor__stream_writer write, const void *arg);
+
+/* Each format's saver to an open stream, at its position, left open (the
+ * path forms are these through tstor__save_atomically). flags as the
+ * format's public save takes them. */
+int tstor__torch_save_stream(const tstor_checkpoint *ck, FILE *f);
+int tstor__safetensors_save_stream(const tstor_checkpoint *ck, FILE *f, unsigned flags);
+int tstor__torch7_save_stream(const tstor_checkpoint *ck, FILE *f, unsigned flags);
 
 #endif

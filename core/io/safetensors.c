@@ -304,6 +304,8 @@ static int st_load(tstor__source *src, tstor_checkpoint **out) {
   return rc;
 }
 
+int tstor__safetensors_load_source(tstor__source *src, tstor_checkpoint **out) { return st_load(src, out); }
+
 int tstor_safetensors_load(tstor_context *ctx, const char *path, const tstor_load_options *opts,
                            tstor_checkpoint **out) {
   tstor__source src;
@@ -368,8 +370,24 @@ static int write_tensor(tstor__zip_writer *w, const tstor_tensor *t) {
   return rc;
 }
 
-int tstor_safetensors_save(const tstor_checkpoint *ck, const char *path, unsigned flags) {
-  if (!ck || !path) return TSTOR__ERR(TSTOR_EINVAL, "tstor_safetensors_save: NULL argument");
+/* What a save writes, worked out before anything is written: the tensors in
+ * writing order and the header. */
+typedef struct st_plan {
+  st_out *o;
+  size_t n;
+  char *text; /* the header's JSON */
+} st_plan;
+
+static void plan_free(st_plan *p) {
+  free(p->o);
+  free(p->text);
+}
+
+static int plan(const tstor_checkpoint *ck, unsigned flags, st_plan *p) {
+  memset(p, 0, sizeof *p);
+  if (!ck) return TSTOR__ERR(TSTOR_EINVAL, "safetensors save: NULL argument");
+  if (flags & ~(unsigned)TSTOR_SAVE_COPY_SHARED)
+    return TSTOR__ERR(TSTOR_EINVAL, "safetensors save: unknown flags 0x%x", flags & ~(unsigned)TSTOR_SAVE_COPY_SHARED);
   const tstor_value *root = ck->root;
   if (!root || root->kind != TSTOR_VALUE_DICT)
     return TSTOR__ERR(TSTOR_EINVAL, "safetensors holds a dict of name -> tensor; the root is a %s",
@@ -377,6 +395,8 @@ int tstor_safetensors_save(const tstor_checkpoint *ck, const char *path, unsigne
   size_t n = root->u.seq.n;
   st_out *o = calloc(n ? n : 1, sizeof *o);
   if (!o) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
+  p->o = o;
+  p->n = n;
   int rc = 0;
   for (size_t i = 0; i < n; i++) {
     const tstor_value *k = root->u.seq.keys[i], *v = root->u.seq.items[i];
@@ -452,25 +472,40 @@ int tstor_safetensors_save(const tstor_checkpoint *ck, const char *path, unsigne
     rc = TSTOR__ERR(TSTOR_ENOMEM, "out of memory for the header");
     goto out;
   }
-  size_t hlen = strlen(text), padded = (hlen + 7) / 8 * 8;
+  p->text = text;
+out:
+  return rc;
+}
+
+static int write_plan(const void *arg, FILE *f) {
+  const st_plan *p = arg;
+  size_t hlen = strlen(p->text), padded = (hlen + 7) / 8 * 8;
   tstor__zip_writer w; /* its put() is a plain counted fwrite */
   memset(&w, 0, sizeof w);
-  char *tmp = NULL;
-  FILE *f = NULL;
-  if (!(rc = tstor__create_temp(path, &tmp, &f))) {
-    w.f = f;
-    uint8_t len8[8];
-    for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)padded >> (8 * i));
-    rc = tstor__zipw_data(&w, len8, 8);
-    if (!rc) rc = tstor__zipw_data(&w, text, hlen);
-    if (!rc) rc = tstor__zipw_data(&w, "        ", padded - hlen);
-    for (size_t i = 0; i < n && !rc; i++) rc = write_tensor(&w, o[i].v->u.tensor.t);
-    if (!rc && fflush(f) != 0) rc = TSTOR__ERR(TSTOR_EIO, "%s: write failed", path);
-    int crc = tstor__commit_file(f, tmp, path, rc == 0);
-    if (!rc) rc = crc;
-  }
-  free(text);
-out:
-  free(o);
+  w.f = f;
+  uint8_t len8[8];
+  for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)padded >> (8 * i));
+  int rc = tstor__zipw_data(&w, len8, 8);
+  if (!rc) rc = tstor__zipw_data(&w, p->text, hlen);
+  if (!rc) rc = tstor__zipw_data(&w, "        ", padded - hlen);
+  for (size_t i = 0; i < p->n && !rc; i++) rc = write_tensor(&w, p->o[i].v->u.tensor.t);
+  return rc;
+}
+
+int tstor__safetensors_save_stream(const tstor_checkpoint *ck, FILE *f, unsigned flags) {
+  st_plan p;
+  int rc = f ? plan(ck, flags, &p) : TSTOR__ERR(TSTOR_EINVAL, "safetensors save: NULL stream");
+  if (!f) return rc;
+  if (!rc) rc = write_plan(&p, f);
+  plan_free(&p);
+  return rc;
+}
+
+int tstor_safetensors_save(const tstor_checkpoint *ck, const char *path, unsigned flags) {
+  if (!ck || !path) return TSTOR__ERR(TSTOR_EINVAL, "tstor_safetensors_save: NULL argument");
+  st_plan p;
+  int rc = plan(ck, flags, &p);
+  if (!rc) rc = tstor__save_atomically(path, write_plan, &p);
+  plan_free(&p);
   return rc;
 }

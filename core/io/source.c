@@ -5,7 +5,10 @@
  * caller's buffer, copied or borrowed (TSTOR_LOAD_BORROW_BUFFER). */
 #include "io_internal.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <tstor/mapped.h>
@@ -21,6 +24,7 @@ int tstor__source_begin(tstor__source *src, tstor_context *ctx, const tstor_load
     if (rc) return rc;
     src->map_location = opts->map_location;
     src->flags = opts->flags;
+    if (src->flags & TSTOR_LOAD_MMAP_SHARED) src->flags |= TSTOR_LOAD_MMAP;
   }
   int rc = ctx ? (src->ctx = ctx, 0) : tstor_context_default(&src->ctx);
   return rc ? rc : tstor__map_location_check(src->ctx, src->map_location);
@@ -34,11 +38,58 @@ int tstor__source_open_file(tstor__source *src, const char *path, const char *fo
    * storages are views of it */
   close(src->fd);
   src->fd = -1;
-  rc = tstor_storage_from_file(src->ctx, path, 0, 0, 1, &src->whole);
+  rc = tstor_storage_from_file(src->ctx, path, src->flags & TSTOR_LOAD_MMAP_SHARED ? TSTOR_FILE_SHARED : 0, 0, 1,
+                               &src->whole);
   if (rc == TSTOR_ESIZE) return TSTOR__ERR(TSTOR_EINVAL, "%s: an empty file is not %s", path, format);
   if (rc) return rc;
   src->bytes = tstor_storage_data(src->whole);
   src->size = tstor_storage_nbytes(src->whole);
+  return 0;
+}
+
+int tstor__source_open_fd(tstor__source *src, int fd, uint8_t **owned) {
+  *owned = NULL;
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) return TSTOR__ERR(TSTOR_EINVAL, "fd %d: %s", fd, strerror(fd < 0 ? EBADF : errno));
+  if (src->flags & TSTOR_LOAD_MMAP)
+    return TSTOR__ERR(TSTOR_EINVAL, "fd %d: TSTOR_LOAD_MMAP maps a file by its path; load this one read", fd);
+  if (S_ISDIR(st.st_mode)) return TSTOR__ERR(TSTOR_EINVAL, "fd %d: a directory", fd);
+  if (S_ISREG(st.st_mode)) {
+    /* read from its start through a description of its own (libzip reads
+     * with read(2)): the caller's offset stays where it was */
+    char self[40];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+    if ((src->fd = open(self, O_RDONLY | O_CLOEXEC)) < 0)
+      return TSTOR__ERR(TSTOR_EIO, "fd %d: cannot open it again through %s: %s", fd, self, strerror(errno));
+    if (fstat(src->fd, &st) != 0 || !S_ISREG(st.st_mode))
+      return TSTOR__ERR(TSTOR_EIO, "fd %d: %s is no longer that file", fd, self);
+    src->size = (uint64_t)st.st_size;
+    return 0;
+  }
+  /* a pipe or socket: read to its end, into memory the load then copies from */
+  size_t len = 0, cap = 1 << 16;
+  uint8_t *buf = malloc(cap);
+  for (;;) {
+    if (!buf) return TSTOR__ERR(TSTOR_ENOMEM, "fd %d: out of memory for %zu bytes", fd, cap);
+    ssize_t n = read(fd, buf + len, cap - len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int e = errno;
+      free(buf);
+      return TSTOR__ERR(TSTOR_EIO, "fd %d: %s", fd, strerror(e));
+    }
+    if (n == 0) break;
+    len += (size_t)n;
+    if (len == cap) {
+      uint8_t *grown = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
+      if (!grown) free(buf);
+      buf = grown;
+      cap *= 2;
+    }
+  }
+  *owned = buf;
+  src->bytes = buf;
+  src->size = len;
   return 0;
 }
 

@@ -616,6 +616,19 @@ static int t7_load(tstor__source *src, const uint8_t *bytes, size_t len, bool vi
   return reached8 >= reached4 ? rc : rc4;
 }
 
+int tstor__torch7_load_source(tstor__source *src, tstor_checkpoint **out) {
+  if (src->bytes) return t7_load(src, src->bytes, (size_t)src->size, src->whole != NULL, out);
+  /* an open file without a path to map: parsed from a copy, its storages
+   * read from the file */
+  if (src->size > SIZE_MAX) return TSTOR__ERR(TSTOR_EOVERFLOW, "Torch7 file of %llu bytes", (unsigned long long)src->size);
+  uint8_t *copy = malloc(src->size ? (size_t)src->size : 1);
+  if (!copy) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for a %llu-byte Torch7 file", (unsigned long long)src->size);
+  int rc = tstor__source_read(src, copy, (size_t)src->size, 0, "Torch7 file");
+  if (!rc) rc = t7_load(src, copy, (size_t)src->size, false, out);
+  free(copy);
+  return rc;
+}
+
 int tstor_torch7_load(tstor_context *ctx, const char *path, const tstor_load_options *opts, tstor_checkpoint **out) {
   tstor__source src;
   tstor_storage *map = NULL;
@@ -644,7 +657,7 @@ int tstor_torch7_load_buffer(tstor_context *ctx, const void *data, size_t size, 
   tstor__source src;
   int rc = tstor__source_begin(&src, ctx, opts, out, "tstor_torch7_load_buffer");
   if (!rc) rc = tstor__source_open_buffer(&src, data, size, "tstor_torch7_load_buffer");
-  if (!rc) rc = t7_load(&src, data, size, src.whole != NULL, out);
+  if (!rc) rc = tstor__torch7_load_source(&src, out);
   tstor__source_close(&src);
   return rc;
 }
@@ -903,34 +916,50 @@ static int put_value(t7_writer *w, const tstor_value *v) {
   }
 }
 
-int tstor_torch7_save(const tstor_checkpoint *ck, const char *path, unsigned flags) {
-  if (!ck || !path) return TSTOR__ERR(TSTOR_EINVAL, "tstor_torch7_save: NULL argument");
-  if (!ck->root) return TSTOR__ERR(TSTOR_EINVAL, "tstor_torch7_save: the checkpoint has no root value");
+/* The whole file, in w's buffer, before anything is written. */
+static int plan(const tstor_checkpoint *ck, unsigned flags, t7_writer *w) {
+  memset(w, 0, sizeof *w);
+  w->out.what = "Torch7 file";
+  if (!ck || !ck->root) return TSTOR__ERR(TSTOR_EINVAL, "Torch7 save: %s", ck ? "the checkpoint has no root value" : "NULL argument");
   const unsigned known = TSTOR_TORCH7_ASCII | TSTOR_TORCH7_BIG_ENDIAN | TSTOR_TORCH7_LONG4;
-  if (flags & ~known) return TSTOR__ERR(TSTOR_EINVAL, "tstor_torch7_save: unknown flags 0x%x", flags & ~known);
+  if (flags & ~known) return TSTOR__ERR(TSTOR_EINVAL, "Torch7 save: unknown flags 0x%x", flags & ~known);
   if ((flags & TSTOR_TORCH7_ASCII) && (flags & (TSTOR_TORCH7_BIG_ENDIAN | TSTOR_TORCH7_LONG4)))
-    return TSTOR__ERR(TSTOR_EINVAL, "tstor_torch7_save: byte order and long size are binary mode's");
+    return TSTOR__ERR(TSTOR_EINVAL, "Torch7 save: byte order and long size are binary mode's");
   int rc = tstor__tree_check(ck->root, UINT64_MAX);
   if (rc) return rc;
+  w->fmt.ascii = flags & TSTOR_TORCH7_ASCII;
+  w->fmt.big_endian = flags & TSTOR_TORCH7_BIG_ENDIAN;
+  w->fmt.long_size = flags & TSTOR_TORCH7_LONG4 ? 4 : 8;
+  w->next = 1;
+  rc = put_value(w, ck->root);
+  return rc ? rc : tstor__wbuf_error(&w->out);
+}
+
+static void plan_free(t7_writer *w) {
+  tstor__wbuf_free(&w->out);
+  tstor__idmap_free(&w->refs);
+}
+
+static int write_plan(const void *arg, FILE *f) {
+  const t7_writer *w = arg;
+  if (w->out.len && fwrite(w->out.data, 1, w->out.len, f) != w->out.len)
+    return TSTOR__ERR(TSTOR_EIO, "Torch7 save: a write failed: %s", strerror(errno));
+  return 0;
+}
+
+int tstor__torch7_save_stream(const tstor_checkpoint *ck, FILE *f, unsigned flags) {
   t7_writer w;
-  memset(&w, 0, sizeof w);
-  w.out.what = "Torch7 file";
-  w.fmt.ascii = flags & TSTOR_TORCH7_ASCII;
-  w.fmt.big_endian = flags & TSTOR_TORCH7_BIG_ENDIAN;
-  w.fmt.long_size = flags & TSTOR_TORCH7_LONG4 ? 4 : 8;
-  w.next = 1;
-  rc = put_value(&w, ck->root);
-  if (!rc) rc = tstor__wbuf_error(&w.out);
-  char *tmp = NULL;
-  FILE *f = NULL;
-  if (!rc) rc = tstor__create_temp(path, &tmp, &f);
-  if (!rc && w.out.len && fwrite(w.out.data, 1, w.out.len, f) != w.out.len)
-    rc = TSTOR__ERR(TSTOR_EIO, "%s: a write failed", path);
-  if (f) {
-    int crc = tstor__commit_file(f, tmp, path, rc == 0);
-    if (!rc) rc = crc;
-  }
-  tstor__wbuf_free(&w.out);
-  tstor__idmap_free(&w.refs);
+  int rc = plan(ck, flags, &w);
+  if (!rc) rc = f ? write_plan(&w, f) : TSTOR__ERR(TSTOR_EINVAL, "Torch7 save: NULL stream");
+  plan_free(&w);
+  return rc;
+}
+
+int tstor_torch7_save(const tstor_checkpoint *ck, const char *path, unsigned flags) {
+  if (!ck || !path) return TSTOR__ERR(TSTOR_EINVAL, "tstor_torch7_save: NULL argument");
+  t7_writer w;
+  int rc = plan(ck, flags, &w);
+  if (!rc) rc = tstor__save_atomically(path, write_plan, &w);
+  plan_free(&w);
   return rc;
 }

@@ -17,7 +17,7 @@
 #define PICKLE_PER_FILE_BYTE 16 /* data.pkl no larger than this many times the file */
 
 typedef struct loader {
-  tstor__source src;   /* the archive's bytes */
+  tstor__source *src;  /* the archive's bytes */
   zip_t *z;
   tstor__zip_index ix; /* entries' data offsets in the archive */
   char *prefix;        /* the archive's folder: "archive", or the file's stem */
@@ -166,9 +166,9 @@ static int stored_crc(loader *ld, const tstor__zip_entry *e, const void *p, size
   for (uint64_t at = have; at < e->size;) {
     size_t n = e->size - at < sizeof buf ? (size_t)(e->size - at) : sizeof buf;
     const void *chunk = buf;
-    if (ld->src.bytes) chunk = ld->src.bytes + e->data_offset + at;
+    if (ld->src->bytes) chunk = ld->src->bytes + e->data_offset + at;
     else {
-      int rc = tstor__source_read(&ld->src, buf, n, e->data_offset + at, "record tail");
+      int rc = tstor__source_read(ld->src, buf, n, e->data_offset + at, "record tail");
       if (rc) return rc;
     }
     *crc = tstor__crc32(*crc, chunk, n);
@@ -200,7 +200,7 @@ static int load_storage(loader *ld, tstor__storage_rec *r, const tstor__zip_entr
   size_t esize = tstor_dtype_size(r->dtype);
   uint64_t nbytes = (uint64_t)r->numel * esize; /* checked against overflow by the unpickler */
   tstor_device dev;
-  if ((rc = tstor__source_device(&ld->src, r->location, r->key, &dev))) return rc;
+  if ((rc = tstor__source_device(ld->src, r->location, r->key, &dev))) return rc;
   char tail[64 + 8];
   if (strlen(r->key) > 64) return TSTOR__ERR(TSTOR_EINVAL, "storage key '%.64s...' is too long", r->key);
   snprintf(tail, sizeof tail, "data/%s", r->key);
@@ -228,8 +228,8 @@ static int load_storage(loader *ld, tstor__storage_rec *r, const tstor__zip_entr
                     (unsigned long long)nbytes);
     goto out;
   }
-  if (tstor__source_device_is(&ld->src, dev, "meta")) {
-    rc = tstor_storage_new(ld->src.ctx, dev, (size_t)nbytes, &r->s);
+  if (tstor__source_device_is(ld->src, dev, "meta")) {
+    rc = tstor_storage_new(ld->src->ctx, dev, (size_t)nbytes, &r->s);
     goto out;
   }
   /* A stored record is mapped (a view of the file's mapping) or read with
@@ -244,9 +244,9 @@ static int load_storage(loader *ld, tstor__storage_rec *r, const tstor__zip_entr
      * A cpu storage read from the file is read with the others. */
     int swap = ld->big_endian && esize > 1;
     unsigned how = (swap ? 0 : TSTOR__SOURCE_VIEW) |
-                   (tstor__source_device_is(&ld->src, dev, "cpu") ? TSTOR__SOURCE_QUEUE : 0);
+                   (tstor__source_device_is(ld->src, dev, "cpu") ? TSTOR__SOURCE_QUEUE : 0);
     bool q;
-    if ((rc = tstor__source_host(&ld->src, e->data_offset, (size_t)nbytes, esize, how, r->key, &host, &q))) goto out;
+    if ((rc = tstor__source_host(ld->src, e->data_offset, (size_t)nbytes, esize, how, r->key, &host, &q))) goto out;
     if (q) {
       r->s = host;
       host = NULL;
@@ -255,12 +255,12 @@ static int load_storage(loader *ld, tstor__storage_rec *r, const tstor__zip_entr
     }
   } else {
     tstor_device cpu;
-    if ((rc = tstor_device_parse(ld->src.ctx, "cpu", &cpu)) ||
-        (rc = tstor_storage_new(ld->src.ctx, cpu, (size_t)nbytes, &host)) ||
+    if ((rc = tstor_device_parse(ld->src->ctx, "cpu", &cpu)) ||
+        (rc = tstor_storage_new(ld->src->ctx, cpu, (size_t)nbytes, &host)) ||
         (rc = read_entry(ld, idx, name, tstor_storage_data(host), nbytes, size)))
       goto out;
   }
-  if ((rc = finish_storage(ld, r, host, e, stored && (ld->src.flags & TSTOR_LOAD_VERIFY_CRC)))) goto out;
+  if ((rc = finish_storage(ld, r, host, e, stored && (ld->src->flags & TSTOR_LOAD_VERIFY_CRC)))) goto out;
   rc = tstor_storage_to(host, dev, &r->s);
 out:
   tstor_storage_release(host);
@@ -274,10 +274,10 @@ static int load_storages(loader *ld, tstor_checkpoint *ck) {
   const tstor__zip_entry **queued = calloc(ck->nstorages ? ck->nstorages : 1, sizeof *queued);
   if (!queued) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for %zu storages", ck->nstorages);
   for (size_t i = 0; i < ck->nstorages && !rc; i++) rc = load_storage(ld, &ck->storages[i], &queued[i]);
-  if (!rc) rc = tstor__source_run(&ld->src);
+  if (!rc) rc = tstor__source_run(ld->src);
   for (size_t i = 0; i < ck->nstorages && !rc; i++) {
     tstor__storage_rec *r = &ck->storages[i];
-    if (queued[i]) rc = finish_storage(ld, r, r->s, queued[i], ld->src.flags & TSTOR_LOAD_VERIFY_CRC);
+    if (queued[i]) rc = finish_storage(ld, r, r->s, queued[i], ld->src->flags & TSTOR_LOAD_VERIFY_CRC);
   }
   free(queued);
   return rc;
@@ -318,8 +318,11 @@ static int load(loader *ld, tstor_checkpoint **out) {
   uint8_t *pkl = NULL, *order = NULL;
   size_t pkl_len = 0, order_len = 0;
   int rc;
-  rc = ld->src.bytes ? tstor__zip_index_read(ld->src.bytes, (size_t)ld->src.size, &ld->ix)
-                     : tstor__zip_index_read_fd(ld->src.fd, ld->src.size, &ld->ix);
+  /* without a byteorder record: little-endian, unless the caller says the
+   * file came from a big-endian machine (PyTorch's set_default_load_endianness) */
+  ld->big_endian = (ld->src->flags & TSTOR_LOAD_ASSUME_BIG_ENDIAN) != 0;
+  rc = ld->src->bytes ? tstor__zip_index_read(ld->src->bytes, (size_t)ld->src->size, &ld->ix)
+                      : tstor__zip_index_read_fd(ld->src->fd, ld->src->size, &ld->ix);
   if (rc) goto fail;
   if ((zip_uint64_t)zip_get_num_entries(ld->z, 0) != ld->ix.n) {
     rc = TSTOR__ERR(TSTOR_EINVAL, "libzip finds %lld entries, the central directory %zu",
@@ -342,7 +345,7 @@ static int load(loader *ld, tstor_checkpoint **out) {
    * inflated or built: data.pkl at most PICKLE_PER_FILE_BYTE times the file
    * (torch.save stores it, so it is part of the file; only a compressed one
    * can be larger), and one value per byte of the file. */
-  const uint64_t input = ld->src.size;
+  const uint64_t input = ld->src->size;
   uint64_t pkl_max = input > TSTOR__PICKLE_MAX / PICKLE_PER_FILE_BYTE ? TSTOR__PICKLE_MAX : input * PICKLE_PER_FILE_BYTE;
   if ((rc = read_small_record(ld, "data.pkl", pkl_max, &pkl, &pkl_len, 1))) goto fail;
   if ((rc = tstor_checkpoint_new(&ck))) goto fail;
@@ -352,7 +355,7 @@ static int load(loader *ld, tstor_checkpoint **out) {
     goto fail;
   if ((rc = tstor__tree_check(ck->root, TSTOR__EXPANDED_MAX))) goto fail;
   if ((rc = load_storages(ld, ck))) goto fail;
-  if ((rc = tstor__torch_bind(ld->src.ctx, ck))) goto fail;
+  if ((rc = tstor__torch_bind(ld->src->ctx, ck))) goto fail;
   free(pkl);
   free(order);
   *out = ck;
@@ -369,7 +372,7 @@ fail:
 static int zip_over_bytes(loader *ld) {
   zip_error_t e;
   zip_error_init(&e);
-  zip_source_t *src = zip_source_buffer_create(ld->src.bytes, (size_t)ld->src.size, 0, &e);
+  zip_source_t *src = zip_source_buffer_create(ld->src->bytes, (size_t)ld->src->size, 0, &e);
   int rc = 0;
   if (!src) {
     rc = zip_failure(&e, "buffer");
@@ -385,7 +388,7 @@ static int zip_over_bytes(loader *ld) {
  * its own: one open file, so that a path replaced meanwhile cannot give
  * libzip and our reads two different files. */
 static int zip_over_fd(loader *ld, const char *path) {
-  int zerr = 0, zfd = dup(ld->src.fd);
+  int zerr = 0, zfd = dup(ld->src->fd);
   if (zfd < 0) return TSTOR__ERR(TSTOR_EIO, "%s: %s", path, strerror(errno));
   if (!(ld->z = zip_fdopen(zfd, ZIP_CHECKCONS, &zerr))) close(zfd);
   if (ld->z) return 0;
@@ -403,7 +406,6 @@ static int zip_over_fd(loader *ld, const char *path) {
 
 static void loader_close(loader *ld) {
   if (ld->z) zip_discard(ld->z);
-  tstor__source_close(&ld->src);
   tstor__zip_index_free(&ld->ix);
   free(ld->prefix);
 }
@@ -416,28 +418,35 @@ static bool is_legacy(const tstor__source *src) {
   return tstor__source_read(src, head, n, 0, "the file's head") == 0 && tstor__torch_legacy_magic(head, n, NULL);
 }
 
-int tstor_torch_load(tstor_context *ctx, const char *path, const tstor_load_options *opts,
-                     tstor_checkpoint **out) {
+int tstor__torch_load_source(tstor__source *src, const char *name, tstor_checkpoint **out) {
+  if (is_legacy(src)) return tstor__torch_legacy_load(src, out);
   loader ld;
   memset(&ld, 0, sizeof ld);
-  int rc = tstor__source_begin(&ld.src, ctx, opts, out, "tstor_torch_load");
-  if (!rc && !path) rc = TSTOR__ERR(TSTOR_EINVAL, "tstor_torch_load: path is NULL");
-  if (!rc) rc = tstor__source_open_file(&ld.src, path, "a torch.save file");
-  if (!rc && is_legacy(&ld.src)) rc = tstor__torch_legacy_load(&ld.src, out);
-  else if (!rc && !(rc = ld.src.bytes ? zip_over_bytes(&ld) : zip_over_fd(&ld, path))) rc = load(&ld, out);
-  if (rc && path) tstor__source_fail(rc, path);
+  ld.src = src;
+  int rc = src->bytes ? zip_over_bytes(&ld) : zip_over_fd(&ld, name);
+  if (!rc) rc = load(&ld, out);
   loader_close(&ld);
+  return rc;
+}
+
+int tstor_torch_load(tstor_context *ctx, const char *path, const tstor_load_options *opts,
+                     tstor_checkpoint **out) {
+  tstor__source src;
+  int rc = tstor__source_begin(&src, ctx, opts, out, "tstor_torch_load");
+  if (!rc && !path) rc = TSTOR__ERR(TSTOR_EINVAL, "tstor_torch_load: path is NULL");
+  if (!rc) rc = tstor__source_open_file(&src, path, "a torch.save file");
+  if (!rc) rc = tstor__torch_load_source(&src, path, out);
+  if (rc && path) tstor__source_fail(rc, path);
+  tstor__source_close(&src);
   return rc;
 }
 
 int tstor_torch_load_buffer(tstor_context *ctx, const void *data, size_t size,
                             const tstor_load_options *opts, tstor_checkpoint **out) {
-  loader ld;
-  memset(&ld, 0, sizeof ld);
-  int rc = tstor__source_begin(&ld.src, ctx, opts, out, "tstor_torch_load_buffer");
-  if (!rc) rc = tstor__source_open_buffer(&ld.src, data, size, "tstor_torch_load_buffer");
-  if (!rc && is_legacy(&ld.src)) rc = tstor__torch_legacy_load(&ld.src, out);
-  else if (!rc && !(rc = zip_over_bytes(&ld))) rc = load(&ld, out);
-  loader_close(&ld);
+  tstor__source src;
+  int rc = tstor__source_begin(&src, ctx, opts, out, "tstor_torch_load_buffer");
+  if (!rc) rc = tstor__source_open_buffer(&src, data, size, "tstor_torch_load_buffer");
+  if (!rc) rc = tstor__torch_load_source(&src, "buffer", out);
+  tstor__source_close(&src);
   return rc;
 }

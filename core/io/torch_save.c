@@ -235,30 +235,35 @@ static int write_record(tstor__zip_writer *w, const char *tail, const void *p, s
   return rc ? rc : tstor__zipw_data(w, p, n);
 }
 
-int tstor_torch_save(const tstor_checkpoint *ck, const char *path) {
-  if (!ck || !path) return TSTOR__ERR(TSTOR_EINVAL, "tstor_torch_save: NULL argument");
-  if (!ck->root) return TSTOR__ERR(TSTOR_EINVAL, "tstor_torch_save: the checkpoint has no root value");
+/* The pickle of ck, and the storages its records are to hold, worked out
+ * before anything is written. */
+static int plan(const tstor_checkpoint *ck, saver *sv) {
+  memset(sv, 0, sizeof *sv);
+  tstor__pickler_init(&sv->pk, "data.pkl");
+  if (!ck || !ck->root) return TSTOR__ERR(TSTOR_EINVAL, "torch.save: %s", ck ? "the checkpoint has no root value" : "NULL argument");
   int rc = tstor__tree_check(ck->root, UINT64_MAX);
   if (rc) return rc;
-  saver sv;
-  memset(&sv, 0, sizeof sv);
-  tstor__pickler_init(&sv.pk, "data.pkl");
+  tstor__pickle_op(&sv->pk, TSTOR__OP_PROTO);
+  tstor__pickle_op(&sv->pk, 2);
+  if ((rc = pickle_value(sv, ck->root))) return rc;
+  tstor__pickle_op(&sv->pk, TSTOR__OP_STOP);
+  return tstor__wbuf_error(&sv->pk.out);
+}
+
+static void plan_free(saver *sv) {
+  tstor__pickler_free(&sv->pk);
+  free(sv->st);
+}
+
+/* The archive: data.pkl, a record per storage, version and byteorder. */
+static int write_plan(const void *arg, FILE *f) {
+  const saver *sv = arg;
   tstor__zip_writer w;
   memset(&w, 0, sizeof w);
-  char *tmp = NULL;
-  FILE *f = NULL;
-  tstor__pickle_op(&sv.pk, TSTOR__OP_PROTO);
-  tstor__pickle_op(&sv.pk, 2);
-  if (!(rc = pickle_value(&sv, ck->root))) {
-    tstor__pickle_op(&sv.pk, TSTOR__OP_STOP);
-    rc = tstor__wbuf_error(&sv.pk.out);
-  }
-  if (rc) goto out;
-  if ((rc = tstor__create_temp(path, &tmp, &f))) goto out;
   w.f = f;
-  if ((rc = write_record(&w, "data.pkl", sv.pk.out.data, sv.pk.out.len))) goto out;
-  for (size_t i = 0; i < sv.nst && !rc; i++) {
-    tstor_storage *s = sv.st[i].s, *copy = NULL;
+  int rc = write_record(&w, "data.pkl", sv->pk.out.data, sv->pk.out.len);
+  for (size_t i = 0; i < sv->nst && !rc; i++) {
+    tstor_storage *s = sv->st[i].s, *copy = NULL;
     const void *p = NULL;
     size_t n = tstor_storage_nbytes(s);
     char tail[40];
@@ -269,13 +274,24 @@ int tstor_torch_save(const tstor_checkpoint *ck, const char *path) {
   if (!rc) rc = write_record(&w, "version", "3\n", 2);
   if (!rc) rc = write_record(&w, "byteorder", "little", 6);
   if (!rc) rc = tstor__zipw_finish(&w);
-out:
-  if (f) {
-    int crc = tstor__commit_file(f, tmp, path, rc == 0);
-    if (!rc) rc = crc;
-  }
   tstor__zipw_free(&w);
-  tstor__pickler_free(&sv.pk);
-  free(sv.st);
+  return rc;
+}
+
+int tstor__torch_save_stream(const tstor_checkpoint *ck, FILE *f) {
+  saver sv;
+  int rc = plan(ck, &sv);
+  if (!rc) rc = f ? write_plan(&sv, f) : TSTOR__ERR(TSTOR_EINVAL, "torch.save: NULL stream");
+  plan_free(&sv);
+  return rc;
+}
+
+int tstor_torch_save(const tstor_checkpoint *ck, const char *path) {
+  if (!ck || !path) return TSTOR__ERR(TSTOR_EINVAL, "tstor_torch_save: NULL argument");
+  if (!ck->root) return TSTOR__ERR(TSTOR_EINVAL, "tstor_torch_save: the checkpoint has no root value");
+  saver sv;
+  int rc = plan(ck, &sv);
+  if (!rc) rc = tstor__save_atomically(path, write_plan, &sv);
+  plan_free(&sv);
   return rc;
 }

@@ -38,6 +38,7 @@
 #define TSTOR_SERIALIZE_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include <tstor/tstor.h>
 #include <tstor/typed.h>
 
@@ -86,7 +87,17 @@ enum {
    * compressed ones. Off by default, as in PyTorch's reader: it costs a pass
    * over all the bytes (about 1 GB/s), and a mapped load would have to read
    * what it otherwise leaves on disk until used. */
-  TSTOR_LOAD_VERIFY_CRC = 1 << 2
+  TSTOR_LOAD_VERIFY_CRC = 1 << 2,
+  /* Map the file shared instead of copy-on-write (torch.load(mmap=True) under
+   * torch.serialization.set_default_mmap_options(mmap.MAP_SHARED)): a write
+   * to a mapped storage reaches the file and every process that maps it. The
+   * file must be writable. Implies TSTOR_LOAD_MMAP. */
+  TSTOR_LOAD_MMAP_SHARED = 1 << 4,
+  /* A torch.save zip file that has no byteorder record (PyTorch before 2.1
+   * wrote none) is read as big-endian, as torch.serialization.
+   * set_default_load_endianness(LoadEndianness.BIG) asks; without it,
+   * little-endian. A file with the record is read as it says either way. */
+  TSTOR_LOAD_ASSUME_BIG_ENDIAN = 1 << 5
 };
 
 typedef struct tstor_load_options {
@@ -364,6 +375,30 @@ TSTOR_EXTERN int tstor_file_format_of(const char *path, tstor_file_format *out);
  * refused with TSTOR_EINVAL naming the formats tried. */
 TSTOR_EXTERN int tstor_checkpoint_load(tstor_context *ctx, const char *path,
                                        const tstor_load_options *opts, tstor_checkpoint **out);
+/* The same from the file open on fd, which stays the caller's: a regular file
+ * is read from its start with pread (its offset is left alone), a pipe or
+ * socket to its end. TSTOR_LOAD_MMAP is refused (TSTOR_EINVAL): a mapping is
+ * made from a path. */
+TSTOR_EXTERN int tstor_checkpoint_load_fd(tstor_context *ctx, int fd, const tstor_load_options *opts,
+                                          tstor_checkpoint **out);
+/* The same from `size` bytes at data, as the formats' _load_buffer calls. */
+TSTOR_EXTERN int tstor_checkpoint_load_buffer(tstor_context *ctx, const void *data, size_t size,
+                                              const tstor_load_options *opts, tstor_checkpoint **out);
+
+/* torch.save's file-like targets, for every format: a save to an open stream
+ * (written at its position, left open and unflushed: PyTorch's
+ * torch.save(obj, f) for an open file), or to memory (*data from malloc, the
+ * caller frees it; PyTorch's torch.save into a BytesIO). `format` is
+ * TSTOR_FORMAT_TORCH, TSTOR_FORMAT_SAFETENSORS or TSTOR_FORMAT_TORCH7, flags
+ * the format's own (TSTOR_SAVE_COPY_SHARED, TSTOR_TORCH7_*; 0 for torch);
+ * the legacy format is not written (TSTOR_ENOTSUP). tstor_checkpoint_save is
+ * the same to a path, as the format's own save writes it. */
+TSTOR_EXTERN int tstor_checkpoint_save(const tstor_checkpoint *ck, const char *path, tstor_file_format format,
+                                       unsigned flags);
+TSTOR_EXTERN int tstor_checkpoint_save_stream(const tstor_checkpoint *ck, FILE *f, tstor_file_format format,
+                                              unsigned flags);
+TSTOR_EXTERN int tstor_checkpoint_save_buffer(const tstor_checkpoint *ck, tstor_file_format format,
+                                              unsigned flags, void **data, size_t *size);
 
 #ifdef __cplusplus
 }
