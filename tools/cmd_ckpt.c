@@ -1,5 +1,5 @@
-/* tstor inspect and tstor convert: what a .pt or .safetensors file holds, and
- * conversion between the two (libtstor-io). */
+/* tstor inspect and tstor convert: what a checkpoint file holds (torch.save,
+ * safetensors, Torch7), and conversion between the formats (libtstor-io). */
 #include "config.h"
 
 #include <errno.h>
@@ -100,8 +100,14 @@ static int open_and_load(const char *config, const char *path, int shapes_only, 
   return rc;
 }
 
-/* ------------------------------------------------------------- tensor list */
+/* ---------------------------------------------------------------- listing */
 
+/* The values of the tree in tree order, named by their paths: dict string
+ * keys joined with '.', list and tuple items and other keys as [i], [key]; a
+ * Torch7 object's fields under its own name, an OrderedDict's attributes
+ * under NAME@. A tensor is listed under every name it has; a container met
+ * again (a shared subtree) is not walked again, so that a tree shared at
+ * every level lists in linear time. */
 typedef struct entry {
   char *name;
   const tstor_value *v;
@@ -110,37 +116,77 @@ typedef struct entry {
 typedef struct listing {
   entry *e;
   size_t n, cap;
+  size_t ntensors;
+  const void **seen; /* containers and tensors walked: open addressing */
+  size_t seen_cap, nseen;
   int failed;
 } listing;
 
-/* Tensors in tree order, named by their path: dict string keys joined with
- * '.', list and tuple items as [i], other keys as [key]. */
-static void collect(listing *l, const char *path, const tstor_value *v) {
-  tstor_value_kind k = tstor_value_kind_of(v);
-  if (k == TSTOR_VALUE_TENSOR) {
-    if (l->n == l->cap) {
-      l->cap = l->cap ? l->cap * 2 : 64;
-      entry *e = realloc(l->e, l->cap * sizeof *e);
-      if (!e) {
-        l->failed = 1;
-        return;
-      }
-      l->e = e;
+/* 1 when p was seen before, else remembers it. */
+static int seen_before(listing *l, const void *p) {
+  if (2 * (l->nseen + 1) > l->seen_cap) {
+    size_t cap = l->seen_cap ? l->seen_cap * 2 : 256;
+    const void **t = calloc(cap, sizeof *t);
+    if (!t) {
+      l->failed = 1;
+      return 1;
     }
-    l->e[l->n].name = strdup(*path ? path : "$");
-    l->e[l->n++].v = v;
+    for (size_t i = 0; i < l->seen_cap; i++)
+      if (l->seen[i]) {
+        size_t j = ((uintptr_t)l->seen[i] >> 4) & (cap - 1);
+        while (t[j]) j = (j + 1) & (cap - 1);
+        t[j] = l->seen[i];
+      }
+    free(l->seen);
+    l->seen = t;
+    l->seen_cap = cap;
+  }
+  size_t j = ((uintptr_t)p >> 4) & (l->seen_cap - 1);
+  while (l->seen[j] && l->seen[j] != p) j = (j + 1) & (l->seen_cap - 1);
+  if (l->seen[j]) return 1;
+  l->seen[j] = p;
+  l->nseen++;
+  return 0;
+}
+
+static void add(listing *l, const char *path, const tstor_value *v) {
+  if (l->n == l->cap) {
+    l->cap = l->cap ? l->cap * 2 : 64;
+    entry *e = realloc(l->e, l->cap * sizeof *e);
+    if (!e) {
+      l->failed = 1;
+      return;
+    }
+    l->e = e;
+  }
+  if (!(l->e[l->n].name = strdup(*path ? path : "$"))) {
+    l->failed = 1;
     return;
   }
+  l->e[l->n++].v = v;
+  l->ntensors += tstor_value_kind_of(v) == TSTOR_VALUE_TENSOR;
+}
+
+static void collect(listing *l, const char *path, const tstor_value *v) {
+  tstor_value_kind k = tstor_value_kind_of(v);
+  int container = k == TSTOR_VALUE_DICT || k == TSTOR_VALUE_LIST || k == TSTOR_VALUE_TUPLE;
+  if ((container || k == TSTOR_VALUE_OBJECT) && seen_before(l, v)) return;
+  if (!container) add(l, path, v);
   if (k == TSTOR_VALUE_OBJECT) { /* a Torch7 class instance: its fields */
     collect(l, path, tstor_value_object_state(v));
     return;
   }
+  if (container && !tstor_value_len(v)) add(l, path, v); /* an empty one is a value of its own */
   for (size_t i = 0; i < tstor_value_len(v); i++) {
     char *sub = NULL;
     const tstor_value *key = tstor_value_key(v, i);
     int r;
-    if (key && tstor_value_kind_of(key) == TSTOR_VALUE_STRING)
-      r = asprintf(&sub, "%s%s%s", path, *path ? "." : "", tstor_value_string(key, NULL));
+    size_t plen = strlen(path);
+    const char *dot = plen && path[plen - 1] != '@' ? "." : "";
+    if (key && tstor_value_kind_of(key) == TSTOR_VALUE_STRING && *tstor_value_string(key, NULL))
+      r = asprintf(&sub, "%s%s%s", path, dot, tstor_value_string(key, NULL));
+    else if (key && tstor_value_kind_of(key) == TSTOR_VALUE_STRING) /* the empty name */
+      r = asprintf(&sub, "%s['']", path);
     else if (key && tstor_value_kind_of(key) == TSTOR_VALUE_INT)
       r = asprintf(&sub, "%s[%lld]", path, (long long)tstor_value_int(key));
     else if (key)
@@ -153,6 +199,73 @@ static void collect(listing *l, const char *path, const tstor_value *v) {
     }
     collect(l, sub, tstor_value_item(v, i));
     free(sub);
+  }
+  const tstor_value *attrs = tstor_value_dict_attributes(v); /* a state_dict's _metadata */
+  char *sub = NULL;
+  if (attrs && asprintf(&sub, "%s@", path) >= 0) {
+    collect(l, sub, attrs);
+    free(sub);
+  }
+}
+
+static void listing_free(listing *l) {
+  for (size_t i = 0; i < l->n; i++) free(l->e[i].name);
+  free(l->e);
+  free(l->seen);
+}
+
+/* Where a tensor was saved, as the file says: its storage's location. A
+ * tensor with no storage in the file is a meta tensor of torch.save's, or
+ * Torch7's empty tensor ("-"). */
+static const char *saved_on(const tstor_checkpoint *ck, const tstor_value *v, const char *format) {
+  long s = tstor_value_storage_index(v);
+  if (s < 0) return strncmp(format, "torch", 5) == 0 && strcmp(format, "torch7") != 0 ? "meta" : "-";
+  const char *loc = tstor_checkpoint_storage_location(ck, (size_t)s);
+  return loc && *loc ? loc : "?";
+}
+
+/* A double as Python's repr writes it: the fewest digits that read back the
+ * same (0.1, not 0.10000000000000001). */
+static void shortest(double d, char *buf, size_t size) {
+  for (int digits = 1; digits <= 17; digits++) {
+    snprintf(buf, size, "%.*g", digits, d);
+    if (strtod(buf, NULL) == d || d != d) return;
+  }
+}
+
+/* A value that is not a tensor, as one line of text (a string cut at 80
+ * characters), into buf. */
+static void value_text(const tstor_value *v, char *buf, size_t size) {
+  switch (tstor_value_kind_of(v)) {
+    case TSTOR_VALUE_NONE: snprintf(buf, size, "None"); break;
+    case TSTOR_VALUE_BOOL: snprintf(buf, size, "%s", tstor_value_bool(v) ? "True" : "False"); break;
+    case TSTOR_VALUE_INT: snprintf(buf, size, "%lld", (long long)tstor_value_int(v)); break;
+    case TSTOR_VALUE_FLOAT: shortest(tstor_value_float(v), buf, size); break;
+    case TSTOR_VALUE_STRING: {
+      size_t n;
+      const char *t = tstor_value_string(v, &n);
+      snprintf(buf, size, "'%.80s%s'", t, n > 80 ? "..." : "");
+      break;
+    }
+    case TSTOR_VALUE_BYTES: {
+      size_t n;
+      tstor_value_string(v, &n);
+      snprintf(buf, size, "%zu bytes", n);
+      break;
+    }
+    case TSTOR_VALUE_STORAGE: {
+      tstor_dtype dt;
+      tstor_storage *st = tstor_value_storage(v, &dt);
+      snprintf(buf, size, "%s, %zu bytes, storage %ld", tstor_dtype_name(dt), st ? tstor_storage_nbytes(st) : 0,
+               tstor_value_storage_index(v));
+      break;
+    }
+    case TSTOR_VALUE_OBJECT: {
+      const char *ver = tstor_value_object_version(v);
+      snprintf(buf, size, "%s%s%s", tstor_value_object_class(v), ver ? " version " : "", ver ? ver : "");
+      break;
+    }
+    default: snprintf(buf, size, "(empty)"); break;
   }
 }
 
@@ -177,14 +290,29 @@ static const char *format_title(const char *format) {
   return format;
 }
 
+/* The width of the name column: the longest name, from 40 up to 120 (longer
+ * ones push their line's other columns right, not everyone's). */
+static int name_width(const listing *l, int tensors) {
+  size_t w = 40;
+  for (size_t i = 0; i < l->n; i++) {
+    int is_tensor = tstor_value_kind_of(l->e[i].v) == TSTOR_VALUE_TENSOR;
+    size_t n = strlen(l->e[i].name);
+    if (is_tensor == tensors && n > w) w = n;
+  }
+  return (int)(w > 120 ? 120 : w);
+}
+
 static void print_text(const char *path, const char *format, const tstor_checkpoint *ck, const listing *l) {
   size_t ns = tstor_checkpoint_storage_count(ck);
   print_field(path, 0);
-  printf(": %s, %zu tensor%s, %zu storage%s\n", format_title(format), l->n, l->n == 1 ? "" : "s", ns,
-         ns == 1 ? "" : "s");
-  printf("\n%-40s %-10s %-18s %-18s %8s %8s %12s\n", "tensor", "dtype", "shape", "strides", "offset", "storage",
-         "storage bytes");
+  printf(": %s, %zu tensor%s, %zu storage%s\n", format_title(format), l->ntensors, l->ntensors == 1 ? "" : "s",
+         ns, ns == 1 ? "" : "s");
+  int w = name_width(l, 1);
+  if (l->ntensors)
+    printf("\n%-*s %-10s %-18s %-18s %8s %8s %12s %s\n", w, "tensor", "dtype", "shape", "strides", "offset",
+           "storage", "storage bytes", "device");
   for (size_t i = 0; i < l->n; i++) {
+    if (tstor_value_kind_of(l->e[i].v) != TSTOR_VALUE_TENSOR) continue;
     tstor_tensor *t = tstor_value_tensor(l->e[i].v);
     char shape[256], strides[256];
     FILE *m = fmemopen(shape, sizeof shape, "w");
@@ -193,10 +321,27 @@ static void print_text(const char *path, const char *format, const tstor_checkpo
     m = fmemopen(strides, sizeof strides, "w");
     ints(m, tstor_tensor_strides(t), tstor_tensor_dim(t));
     fclose(m);
-    print_field(l->e[i].name, 40);
-    printf(" %-10s %-18s %-18s %8lld %8ld %12zu\n", tstor_dtype_name(tstor_tensor_dtype(t)), shape, strides,
+    print_field(l->e[i].name, w);
+    printf(" %-10s %-18s %-18s %8lld %8ld %12zu ", tstor_dtype_name(tstor_tensor_dtype(t)), shape, strides,
            (long long)tstor_tensor_storage_offset(t), tstor_value_storage_index(l->e[i].v),
            tstor_storage_nbytes(tstor_tensor_storage(t)));
+    print_field(saved_on(ck, l->e[i].v, format), 0);
+    printf("\n");
+  }
+  if (l->n > l->ntensors) {
+    int vw = name_width(l, 0);
+    printf("\n%-*s %s\n", vw, "value", "kind");
+    for (size_t i = 0; i < l->n; i++) {
+      const tstor_value *v = l->e[i].v;
+      tstor_value_kind k = tstor_value_kind_of(v);
+      if (k == TSTOR_VALUE_TENSOR) continue;
+      char text[160];
+      value_text(v, text, sizeof text);
+      print_field(l->e[i].name, vw);
+      printf(" %-8s ", tstor_value_kind_name(k));
+      print_field(text, 0);
+      printf("\n");
+    }
   }
   int shared = 0;
   for (size_t s = 0; s < ns; s++) {
@@ -234,10 +379,39 @@ static int print_json(const char *path, const char *format, const tstor_checkpoi
   json_t *root = json_object(), *tensors = json_array(), *storages = json_array(), *shared = json_array();
   json_object_set_new(root, "file", json_string(path));
   json_object_set_new(root, "format", json_string(format));
+  json_t *values = json_array();
   for (size_t i = 0; i < l->n; i++) {
-    tstor_tensor *t = tstor_value_tensor(l->e[i].v);
+    const tstor_value *v = l->e[i].v;
+    tstor_value_kind k = tstor_value_kind_of(v);
+    if (k != TSTOR_VALUE_TENSOR) {
+      json_t *o = json_object(), *x;
+      json_object_set_new(o, "name", json_string(l->e[i].name));
+      json_object_set_new(o, "kind", json_string(tstor_value_kind_name(k)));
+      size_t n;
+      switch (k) {
+        case TSTOR_VALUE_NONE: x = json_null(); break;
+        case TSTOR_VALUE_BOOL: x = json_boolean(tstor_value_bool(v)); break;
+        case TSTOR_VALUE_INT: x = json_integer(tstor_value_int(v)); break;
+        case TSTOR_VALUE_FLOAT: x = json_real(tstor_value_float(v)); break;
+        case TSTOR_VALUE_STRING: {
+          const char *t = tstor_value_string(v, &n);
+          x = json_stringn(t, n);
+          break;
+        }
+        default: {
+          char text[160];
+          value_text(v, text, sizeof text);
+          x = json_string(text);
+        }
+      }
+      json_object_set_new(o, "value", x ? x : json_null());
+      json_array_append_new(values, o);
+      continue;
+    }
+    tstor_tensor *t = tstor_value_tensor(v);
     json_t *o = json_object();
     json_object_set_new(o, "name", json_string(l->e[i].name));
+    json_object_set_new(o, "device", json_string(saved_on(ck, v, format)));
     json_object_set_new(o, "dtype", json_string(tstor_dtype_name(tstor_tensor_dtype(t))));
     json_object_set_new(o, "shape", json_ints(tstor_tensor_sizes(t), tstor_tensor_dim(t)));
     json_object_set_new(o, "strides", json_ints(tstor_tensor_strides(t), tstor_tensor_dim(t)));
@@ -262,6 +436,7 @@ static int print_json(const char *path, const char *format, const tstor_checkpoi
     json_array_append_new(storages, o);
   }
   json_object_set_new(root, "tensors", tensors);
+  json_object_set_new(root, "values", values);
   json_object_set_new(root, "storages", storages);
   json_object_set_new(root, "shared", shared);
   const tstor_value *md = tstor_checkpoint_metadata(ck);
@@ -321,29 +496,92 @@ int tstor_cmd_inspect(int argc, char **argv) {
   } else {
     print_text(file, format, ck, &l);
   }
-  for (size_t i = 0; i < l.n; i++) free(l.e[i].name);
-  free(l.e);
+  listing_free(&l);
   return close_loaded(ctx, ck, rc);
+}
+
+/* The value inspect names `name` under v, or NULL. A dict's string keys may
+ * hold dots themselves (a state_dict's "layer.weight"), so each key that
+ * `name` starts with is tried. */
+static const tstor_value *find_named(const tstor_value *v, const char *name, int depth) {
+  if (!*name) return v;
+  if (depth > TSTOR_CHECKPOINT_MAX_DEPTH) return NULL;
+  if (tstor_value_kind_of(v) == TSTOR_VALUE_OBJECT) return find_named(tstor_value_object_state(v), name, depth + 1);
+  if (*name == '.') name++;
+  for (size_t i = 0; i < tstor_value_len(v); i++) {
+    const tstor_value *key = tstor_value_key(v, i), *hit = NULL;
+    char part[64];
+    const char *k = part;
+    if (key && tstor_value_kind_of(key) == TSTOR_VALUE_STRING)
+      k = *tstor_value_string(key, NULL) ? tstor_value_string(key, NULL) : "['']";
+    else if (key && tstor_value_kind_of(key) == TSTOR_VALUE_INT)
+      snprintf(part, sizeof part, "[%lld]", (long long)tstor_value_int(key));
+    else if (key) snprintf(part, sizeof part, "[%s]", tstor_value_kind_name(tstor_value_kind_of(key)));
+    else snprintf(part, sizeof part, "[%zu]", i);
+    size_t n = strlen(k);
+    if (strncmp(name, k, n) == 0 && (name[n] == '\0' || name[n] == '.' || name[n] == '['))
+      hit = find_named(tstor_value_item(v, i), name + n, depth + 1);
+    if (hit) return hit;
+  }
+  return NULL;
+}
+
+/* --select and --flatten: the tree convert writes, in ck. 0, or the exit
+ * status after saying why not. */
+static int reshape(tstor_checkpoint *ck, const char *select, int flatten) {
+  if (select) {
+    const tstor_value *v = find_named(tstor_checkpoint_root(ck), select, 0);
+    if (!v) {
+      fprintf(stderr, "tstor convert: no value named '%s' (tstor inspect lists the names)\n", select);
+      return EXIT_BADFILE;
+    }
+    tstor_checkpoint_set_root(ck, (tstor_value *)v);
+  }
+  if (!flatten) return 0;
+  listing l = {0};
+  collect(&l, "", tstor_checkpoint_root(ck));
+  tstor_value *root = NULL;
+  int rc = l.failed ? TSTOR_ENOMEM : tstor_value_new(ck, TSTOR_VALUE_DICT, &root);
+  for (size_t i = 0; i < l.n && !rc; i++) {
+    tstor_value *name;
+    if (tstor_value_kind_of(l.e[i].v) != TSTOR_VALUE_TENSOR) continue;
+    if (!(rc = tstor_value_new_string(ck, l.e[i].name, strlen(l.e[i].name), &name)))
+      rc = tstor_value_dict_set(root, name, (tstor_value *)l.e[i].v);
+  }
+  if (!rc && l.n > l.ntensors)
+    fprintf(stderr, "tstor convert: --flatten keeps the %zu tensors and leaves out %zu other values\n", l.ntensors,
+            l.n - l.ntensors);
+  if (!rc) rc = tstor_checkpoint_set_root(ck, root);
+  listing_free(&l);
+  if (rc) fprintf(stderr, "tstor convert: --flatten: %s\n", tstor_last_error());
+  return rc ? EXIT_FAILED : 0;
 }
 
 /* The option loop and load steps look like inspect's: each command has its own
  * options and messages; the shared part is open_and_load/close_loaded. */
 int tstor_cmd_convert(int argc, char **argv) {
-  const char *config = NULL, *in = NULL, *out = NULL;
+  const char *config = NULL, *in = NULL, *out = NULL, *select = NULL;
   unsigned flags = 0;
+  int flatten = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
       config = argv[++i];
+    } else if (strcmp(argv[i], "--select") == 0 && i + 1 < argc) {
+      select = argv[++i];
+    } else if (strcmp(argv[i], "--flatten") == 0) {
+      flatten = 1;
     } else if (strcmp(argv[i], "--copy") == 0) {
       flags |= TSTOR_SAVE_COPY_SHARED;
     } else if (strcmp(argv[i], "--help") == 0) {
-      printf("usage: tstor convert [--copy] [--config FILE] IN OUT\n\n"
+      printf("usage: tstor convert [--select NAME] [--flatten] [--copy] [--config FILE] IN OUT\n\n"
              "Converts between torch.save (.pt, either format), safetensors and Torch7\n"
              "(.t7) files. IN's format is told by its bytes; OUT's is safetensors when its\n"
              "name ends in .safetensors, Torch7 when it ends in .t7, torch.save otherwise.\n"
-             "safetensors has no shared storage: tensors that share one are refused\n"
-             "unless --copy writes each as its own copy. A safetensors file holds a flat\n"
-             "dict of name -> tensor, so only such .pt files convert to it.\n"
+             "--select NAME writes only the value of that name, as tstor inspect names it\n"
+             "(\"model\" of a training checkpoint); --flatten writes the tensors as one dict\n"
+             "of their names (\"model.layer1.weight\"), what a safetensors file holds, and\n"
+             "leaves the other values out. safetensors has no shared storage: tensors that\n"
+             "share one are refused unless --copy writes each as its own copy.\n"
              "Exit status: 0, 1 for a file that cannot be read or written, 2 for bad usage.\n");
       return 0;
     } else if (argv[i][0] == '-' || (in && out)) {
@@ -364,6 +602,7 @@ int tstor_cmd_convert(int argc, char **argv) {
   const char *format;
   int rc = open_and_load(config, in, 0, &ctx, &ck, &format);
   if (rc) return rc;
+  if ((rc = reshape(ck, select, flatten))) return close_loaded(ctx, ck, rc);
   int err = ends_with(out, ".safetensors") ? tstor_safetensors_save(ck, out, flags)
             : ends_with(out, ".t7")         ? tstor_torch7_save(ck, out, 0)
                                             : tstor_torch_save(ck, out);

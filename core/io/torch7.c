@@ -325,7 +325,8 @@ static int ascii_elements(t7_reader *r, tstor_dtype dt, size_t count, tstor_stor
     } else {
       double d;
       r->cur.item = r->cur.off;
-      if (!(rc = parse_double(r, "a storage element", &d))) rc = tstor_dtype_convert(dst + i * es, dt, &d, TSTOR_FLOAT64, 1);
+      if (!(rc = parse_double(r, "a storage element", &d)))
+        rc = tstor_dtype_convert(dst + i * es, dt, &d, TSTOR_FLOAT64, 1);
     }
   }
   end_array(r, count);
@@ -500,7 +501,8 @@ static int read_indexed(t7_reader *r, int64_t tag, tstor_value **out) {
                   "contains itself is refused", (long long)idx);
     bool is_table = v->kind == TSTOR_VALUE_DICT;
     if ((tag == T7_TABLE) != is_table)
-      return FAIL(r, TSTOR_EINVAL, "reference %lld: a %s tag for a %s", (long long)idx, tag == T7_TABLE ? "table" : "torch object",
+      return FAIL(r, TSTOR_EINVAL, "reference %lld: a %s tag for a %s", (long long)idx,
+                  tag == T7_TABLE ? "table" : "torch object",
                   tstor_value_kind_name(v->kind));
     *out = v;
     return 0;

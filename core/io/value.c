@@ -97,6 +97,10 @@ int tstor_checkpoint_storage(const tstor_checkpoint *ck, size_t i, const char **
   return 0;
 }
 
+const char *tstor_checkpoint_storage_location(const tstor_checkpoint *ck, size_t i) {
+  return ck && i < ck->nstorages ? ck->storages[i].location : NULL;
+}
+
 /* --------------------------------------------------------------- hashing */
 
 /* The process's hash key, random: the slot a dict or storage key lands in

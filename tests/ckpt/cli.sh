@@ -16,8 +16,20 @@ echo "$libs" | grep -q 'libtstor\.so' || fail "tstor does not link libtstor: $li
 if echo "$libs" | grep -Eq 'libtorch|libc10'; then fail "tstor links libtorch"; fi
 
 $tstor inspect "$dir/golden/checkpoint_nested.pt" > "$out/a.txt" || fail "inspect exit $?"
-grep -q '^model.weight  *float32  *\[3, 4\]  *\[4, 1\]  *0  *0  *48$' "$out/a.txt" || fail "model.weight line"
-grep -q '^history\[2\].w  *float32  *\[4\]  *\[1\]  *8  *0  *48$' "$out/a.txt" || fail "history[2].w line"
+grep -q '^model.weight  *float32  *\[3, 4\]  *\[4, 1\]  *0  *0  *48 cpu$' "$out/a.txt" || fail "model.weight line"
+grep -q '^history\[2\].w  *float32  *\[4\]  *\[1\]  *8  *0  *48 cpu$' "$out/a.txt" || fail "history[2].w line"
+# the whole tree, not only tensors: numbers, strings, None, bools, in tree order
+grep -q '^epoch  *int  *3$' "$out/a.txt" || fail "epoch line"
+grep -q '^lr\[0\]  *float  *0.1$' "$out/a.txt" || fail "lr[0] line"
+grep -q "^name  *str  *'linear'$" "$out/a.txt" || fail "name line"
+grep -q '^done  *bool  *False$' "$out/a.txt" || fail "done line"
+grep -q "^model@_metadata\\[''\\].version  *int  *1$" "$out/a.txt" || fail "a state_dict's _metadata"
+# a name longer than the column pushes its own line only
+$tstor inspect "$dir/golden/deep_tensor_200.pt" > "$out/deep.txt" || fail "inspect deep exit $?"
+[ "$(grep -c 'float32' "$out/deep.txt")" -eq 1 ] || fail "deep tensor line"
+# where tensors were saved, as the file says, and meta tensors
+$tstor inspect "$dir/../ckpt/cuda_saved.pt" | grep -q ' cuda:0$' || fail "a tensor saved on cuda:0"
+$tstor inspect "$dir/golden/meta_tensors.pt" | grep -q '^m  *float32  *\[3, 4\] .* meta$' || fail "meta tensor line"
 grep -q 'storage 0 (record 0, 48 bytes): model.weight history\[0\].w history\[1\].w history\[2\].w' "$out/a.txt" ||
   fail "shared storage line"
 
@@ -30,6 +42,14 @@ t = {x["name"]: x for x in d["tensors"]}
 assert t["c"]["shape"] == [5, 6] and t["c"]["strides"] == [1, 5], t["c"]
 assert t["a"]["storage_offset"] == 2 and t["a"]["storage_nbytes"] == 120
 assert d["shared"] == [["base", "a", "b", "c", "d", "again"]], d["shared"]
+assert all(x["device"] == "cpu" for x in d["tensors"])
+PY
+$tstor inspect --json "$dir/golden/checkpoint_nested.pt" > "$out/n.json" || fail "inspect --json nested"
+python3 - "$out/n.json" <<'PY' || fail "JSON values"
+import json, sys
+v = {x["name"]: x for x in json.load(open(sys.argv[1]))["values"]}
+assert v["epoch"] == {"name": "epoch", "kind": "int", "value": 3}, v["epoch"]
+assert v["lr[1]"]["value"] == 0.01 and v["name"]["value"] == "linear" and v["done"]["value"] is False
 PY
 
 # bad files and bad usage
@@ -100,6 +120,27 @@ $tstor convert "$dir/golden/checkpoint_nested.pt" "$out/n.safetensors" 2> "$out/
   fail "nested tree into safetensors"
 grep -q "only string -> tensor" "$out/err" || fail "nested message"
 
+# one subtree, or every tensor under its dotted name: what a safetensors file holds
+$tstor convert --select model "$dir/golden/checkpoint_nested.pt" "$out/model.safetensors" || fail "--select model"
+$tstor inspect "$out/model.safetensors" | grep -q '^weight  *float32  *\[3, 4\]' || fail "selected weight"
+$tstor convert --flatten --copy "$dir/golden/checkpoint_nested.pt" "$out/flat.safetensors" 2> "$out/err" ||
+  fail "--flatten"
+grep -q 'keeps the 5 tensors and leaves out' "$out/err" || fail "--flatten says what it left out"
+$tstor inspect "$out/flat.safetensors" | grep -q '^history\[1\].w  *float32  *\[4\]' || fail "flattened name"
+$tstor convert --select nothing.here "$dir/golden/checkpoint_nested.pt" "$out/x.pt" 2> "$out/err"; st=$?
+[ $st -eq 1 ] && grep -q "no value named 'nothing.here'" "$out/err" || fail "--select of a missing name: $st"
+[ ! -e "$out/x.pt" ] || fail "a refused --select left a file"
+
+# Torch7: listed, and converted to .pt and back
+t7=${srcdir:-.}/t7/torch7-written
+$tstor inspect "$t7/gmodule_with_linear_identity.t7" > "$out/g.txt" || fail "inspect .t7"
+grep -q ': Torch7 file, 11 tensors, 4 storages' "$out/g.txt" || fail "Torch7 title: $(head -1 "$out/g.txt")"
+grep -q '^\$  *object  *nn.gModule version 1$' "$out/g.txt" || fail "the root object"
+$tstor convert "$t7/doubletensor.t7" "$out/dt.pt" || fail ".t7 to .pt"
+$tstor convert "$out/dt.pt" "$out/dt.t7" || fail ".pt to .t7"
+cmp -s "$out/dt.t7" "$t7/doubletensor.t7" || fail "a .t7 through .pt and back is not the same bytes"
+$tstor convert "$t7/list_table.t7" "$out/list.pt" || fail "a table to .pt"
+
 # safetensors -> .pt, which PyTorch reads
 $tstor convert "$out/s.safetensors" "$out/back.pt" || fail "safetensors to .pt"
 $tstor convert "$dir/golden/module_mlp.pt" "$out/mlp.safetensors" || fail "module to safetensors"
@@ -114,6 +155,9 @@ m, o = torch.load(out + "/mlp.pt", weights_only=True), torch.load(orig)
 assert list(m) == sorted(o, key=lambda k: (-o[k].element_size(), k)) or set(m) == set(o)
 for k in o:
     assert torch.equal(m[k], o[k]), k
+t = torch.load(out + "/dt.pt", weights_only=True)
+assert t.dtype == torch.float64 and t.tolist() == [[1, 2, 3], [4, 5, 6.9]], t
+assert torch.load(out + "/list.pt", weights_only=True) == {1: "hello", 2: "world", 3: "third item", 4: 123}
 PY
 fi
 echo "cli: inspect and convert behave"

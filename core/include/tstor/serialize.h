@@ -149,6 +149,11 @@ TSTOR_EXTERN const tstor_value *tstor_checkpoint_root(const tstor_checkpoint *ck
 TSTOR_EXTERN size_t tstor_checkpoint_storage_count(const tstor_checkpoint *ck);
 TSTOR_EXTERN int tstor_checkpoint_storage(const tstor_checkpoint *ck, size_t i,
                                           const char **key, tstor_storage **storage);
+/* Where the file says storage i was saved, as written ("cpu", "cuda:0"; "cpu"
+ * for safetensors and Torch7, which say nothing; "" for a location that was
+ * no string), whatever map_location loaded it onto; borrowed. NULL for i out
+ * of range. */
+TSTOR_EXTERN const char *tstor_checkpoint_storage_location(const tstor_checkpoint *ck, size_t i);
 
 /* ------------------------------------------------------------- values */
 
