@@ -17,27 +17,8 @@
 #include <tstor/serialize.h>
 #include <tstor/tensor.h>
 
-typedef struct text {
-  char *s;
-  size_t len, cap;
-} text;
+#include "testtext.h"
 
-static void put(text *t, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  char *line = NULL;
-  int n = vasprintf(&line, fmt, ap);
-  va_end(ap);
-  ck_assert(n >= 0);
-  if (t->len + (size_t)n + 1 > t->cap) {
-    t->cap = (t->len + (size_t)n + 1) * 2;
-    t->s = realloc(t->s, t->cap);
-    ck_assert_ptr_nonnull(t->s);
-  }
-  memcpy(t->s + t->len, line, (size_t)n + 1);
-  t->len += (size_t)n;
-  free(line);
-}
 
 static char *hex(const void *p, size_t n) {
   char *s = malloc(2 * n + 2);

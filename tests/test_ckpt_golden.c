@@ -28,25 +28,12 @@ static tstor_context *ctx;
 
 /* ------------------------------------------------------- expected lists */
 
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  ck_assert_msg(f != NULL, "cannot open %s", path);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = malloc((size_t)n + 1);
-  ck_assert_int_eq(fread(s, 1, (size_t)n, f), (size_t)n);
-  s[n] = '\0';
-  fclose(f);
-  if (len) *len = (size_t)n;
-  return s;
-}
 
 /* The file's bytes in memory the process cannot write, as a caller's const
  * buffer may be: a load that writes to what it borrows crashes. Freed with
  * munmap(p, *len + 1). */
 static char *slurp_read_only(const char *path, size_t *len) {
-  char *s = slurp(path, len);
+  char *s = tstor_test_slurp(path, len);
   char *p = mmap(NULL, *len + 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ck_assert_ptr_ne(p, MAP_FAILED);
   memcpy(p, s, *len);
@@ -65,7 +52,7 @@ static int ncases;
 
 static void read_golden(void) {
   if (cases) return;
-  char *all = slurp(CKDIR "/golden.txt", NULL);
+  char *all = tstor_test_slurp(CKDIR "/golden.txt", NULL);
   char *p = strchr(all, '\n') + 1; /* past the header */
   while (*p) {
     ck_assert(strncmp(p, "file ", 5) == 0);
@@ -269,7 +256,7 @@ END_TEST
 
 START_TEST(hostile_files) {
   size_t len;
-  char *all = slurp(CKDIR "/hostile.txt", &len);
+  char *all = tstor_test_slurp(CKDIR "/hostile.txt", &len);
   int n = 0;
   for (char *line = strtok(all, "\n"); line; line = strtok(NULL, "\n")) {
     if (line[0] == '#') continue;
@@ -280,7 +267,7 @@ START_TEST(hostile_files) {
     char *path;
     ck_assert(asprintf(&path, CKDIR "/hostile/%s", name) > 0);
     size_t blen;
-    char *bytes = slurp(path, &blen);
+    char *bytes = tstor_test_slurp(path, &blen);
     for (int way = 0; way < NWAYS; way++) {
       /* meta is a device it has, and a map_location makes a missing location moot */
       if (way == WAY_META && (strcmp(code, "TSTOR_ENODEV") == 0 || strstr(needle, "no location"))) continue;

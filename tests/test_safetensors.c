@@ -37,18 +37,6 @@ static char *path_in(const char *name) {
   return p;
 }
 
-static unsigned char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  ck_assert_msg(f != NULL, "cannot open %s", path);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *s = malloc((size_t)n + 1);
-  ck_assert_int_eq(fread(s, 1, (size_t)n, f), (size_t)n);
-  fclose(f);
-  *len = (size_t)n;
-  return s;
-}
 
 static void spit(const char *path, const void *p, size_t n) {
   FILE *f = fopen(path, "wb");
@@ -77,7 +65,7 @@ static void put_tensor(tstor_checkpoint *ck, tstor_value *dict, const char *name
 
 static void expect_file(const char *path, const unsigned char *want, size_t n) {
   size_t len;
-  unsigned char *got = slurp(path, &len);
+  unsigned char *got = (unsigned char *)tstor_test_slurp(path, &len);
   ck_assert_int_eq(len, n);
   for (size_t i = 0; i < n; i++)
     ck_assert_msg(got[i] == want[i], "byte %zu: %u, the reference writes %u", i, got[i], want[i]);
@@ -178,7 +166,7 @@ START_TEST(order_and_alignment) {
   ck_tstor_ok(tstor_safetensors_save(ck, path_in("m.safetensors"), 0));
   tstor_checkpoint_free(ck);
   size_t len;
-  unsigned char *bytes = slurp(path_in("m.safetensors"), &len);
+  unsigned char *bytes = (unsigned char *)tstor_test_slurp(path_in("m.safetensors"), &len);
   const char *prev = NULL;
   for (size_t i = 0; i < sizeof want_order / sizeof want_order[0]; i++) {
     char key[16];
@@ -380,7 +368,7 @@ START_TEST(bad_files) {
     char *p = path_in("bad.safetensors");
     header_file(p, bad[i].json, bad[i].data, bad[i].len);
     size_t len;
-    unsigned char *bytes = slurp(p, &len);
+    unsigned char *bytes = (unsigned char *)tstor_test_slurp(p, &len);
     for (int way = 0; way < 4; way++) {
       /* ways: mapped, read (the default), a buffer, a borrowed buffer */
       tstor_load_options o = {sizeof o, NULL, way == 0 ? TSTOR_LOAD_MMAP : way == 3 ? TSTOR_LOAD_BORROW_BUFFER : 0};

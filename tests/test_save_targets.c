@@ -35,18 +35,6 @@ static void teardown(void) {
   tstor_context_close(ctx);
 }
 
-static unsigned char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  ck_assert_msg(f != NULL, "cannot open %s", path);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *s = malloc((size_t)n + 1);
-  ck_assert_int_eq(fread(s, 1, (size_t)n, f), (size_t)n);
-  fclose(f);
-  *len = (size_t)n;
-  return s;
-}
 
 static const struct {
   const char *file;
@@ -80,7 +68,7 @@ START_TEST(saves_to_a_stream_and_to_memory_are_the_path_bytes) {
     snprintf(path, sizeof path, "%s/saved", dir);
     ck_tstor_ok(tstor_checkpoint_save(ck, path, cases[i].format, cases[i].flags));
     size_t plen;
-    unsigned char *pbytes = slurp(path, &plen);
+    unsigned char *pbytes = (unsigned char *)tstor_test_slurp(path, &plen);
     /* to memory */
     void *mem;
     size_t mlen;
@@ -142,7 +130,7 @@ START_TEST(loads_from_an_fd) {
     if (child == 0) {
       close(p[0]);
       size_t len;
-      unsigned char *bytes = slurp(cases[i].file, &len);
+      unsigned char *bytes = (unsigned char *)tstor_test_slurp(cases[i].file, &len);
       for (size_t done = 0; done < len;) {
         ssize_t n = write(p[1], bytes + done, len - done);
         if (n <= 0) _exit(1);

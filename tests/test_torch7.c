@@ -19,6 +19,8 @@
 #include <tstor/serialize.h>
 #include <tstor/tensor.h>
 
+#include "testtext.h"
+
 #define WRITTEN TSTOR_TEST_SRCDIR "/t7/torch7-written"
 
 static tstor_context *ctx;
@@ -30,42 +32,9 @@ static void setup(void) {
 }
 static void teardown(void) { tstor_context_close(ctx); }
 
-static unsigned char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  ck_assert_msg(f != NULL, "cannot open %s", path);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *s = malloc((size_t)n + 1);
-  ck_assert_int_eq(fread(s, 1, (size_t)n, f), (size_t)n);
-  fclose(f);
-  *len = (size_t)n;
-  return s;
-}
 
 /* ---------------------------------------------------- the manifest's form */
 
-typedef struct text {
-  char *s;
-  size_t len, cap;
-} text;
-
-static void put(text *t, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  char *line = NULL;
-  int n = vasprintf(&line, fmt, ap);
-  va_end(ap);
-  ck_assert(n >= 0);
-  if (t->len + (size_t)n + 1 > t->cap) {
-    t->cap = (t->len + (size_t)n + 1) * 2;
-    t->s = realloc(t->s, t->cap);
-    ck_assert_ptr_nonnull(t->s);
-  }
-  memcpy(t->s + t->len, line, (size_t)n + 1);
-  t->len += (size_t)n;
-  free(line);
-}
 
 /* Objects by identity, numbered as the rendering first meets them (the
  * manifest's file indices are renumbered the same way before comparing). */
@@ -394,7 +363,7 @@ static counts check_manifest(const char *dir, const char *resaved, int bytes) {
     if (list) fprintf(list, "%s %s ok %s\n", file, format, result + 3);
     if (bytes) {
       size_t a, b;
-      unsigned char *x = slurp(path, &a), *y = slurp(out, &b);
+      unsigned char *x = (unsigned char *)tstor_test_slurp(path, &a), *y = (unsigned char *)tstor_test_slurp(out, &b);
       ck_assert_msg(a == b && memcmp(x, y, a) == 0, "%s: written back, %zu bytes differ from Torch7's %zu", file, b, a);
       c.same_bytes++;
       free(x);
@@ -437,7 +406,7 @@ START_TEST(written_back_byte_for_byte) {
     ck_tstor_ok(tstor_torch7_load(ctx, path, NULL, &ck));
     ck_tstor_ok(tstor_torch7_save(ck, out, 0));
     size_t a, b;
-    unsigned char *x = slurp(path, &a), *y = slurp(out, &b);
+    unsigned char *x = (unsigned char *)tstor_test_slurp(path, &a), *y = (unsigned char *)tstor_test_slurp(out, &b);
     ck_assert_msg(a == b && memcmp(x, y, a) == 0, "%s: %zu bytes written back, Torch7 wrote %zu", files[i], b, a);
     free(x);
     free(y);
@@ -481,7 +450,7 @@ START_TEST(hostile_files) {
     ck_assert_int_eq(sscanf(line, "%255s %63s %255s", file, format, outcome), 3);
     snprintf(path, sizeof path, "%s/../hostile/%s", dir, file);
     size_t len;
-    unsigned char *bytes = slurp(path, &len);
+    unsigned char *bytes = (unsigned char *)tstor_test_slurp(path, &len);
     for (int way = 0; way < 2; way++) {
       tstor_checkpoint *ck = (tstor_checkpoint *)1;
       int rc = way ? tstor_torch7_load_buffer(ctx, bytes, len, NULL, &ck) : tstor_torch7_load(ctx, path, NULL, &ck);
@@ -650,7 +619,7 @@ START_TEST(mapped_and_read) {
   tstor_storage *s = tstor_tensor_storage(t), *base = tstor_storage_base(s);
   /* where its elements lie in the file: a view when that is 8-aligned */
   size_t len;
-  unsigned char *file = slurp(WRITTEN "/doubletensor.t7", &len);
+  unsigned char *file = (unsigned char *)tstor_test_slurp(WRITTEN "/doubletensor.t7", &len);
   unsigned char *at = memmem(file, len, tstor_storage_data(s), tstor_storage_nbytes(s));
   ck_assert_ptr_nonnull(at);
   ck_assert_int_eq(base != NULL, (at - file) % 8 == 0);

@@ -63,6 +63,23 @@ static inline uint64_t tstor_test_rng(uint64_t *state) {
   return *state = x;
 }
 
+/* A whole file in memory from malloc, NUL-terminated (*len, when not NULL,
+ * gets its length without the NUL); the test fails when it cannot be read. */
+static inline char *tstor_test_slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  ck_assert_msg(f != NULL, "cannot open %s", path);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *s = malloc((size_t)n + 1);
+  ck_assert_ptr_nonnull(s);
+  ck_assert_int_eq(fread(s, 1, (size_t)n, f), (size_t)n);
+  s[n] = '\0';
+  fclose(f);
+  if (len) *len = (size_t)n;
+  return s;
+}
+
 /* The modules directory of the build tree (set by the test environment). */
 static inline const char *tstor_test_backend_dir(void) {
   const char *d = getenv("TSTOR_BACKEND_DIR");

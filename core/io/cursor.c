@@ -3,23 +3,27 @@
 
 #include <string.h>
 
-int tstor__cur_fail(const tstor__cursor *c, int code, const char *fmt, ...) {
+int tstor__cur_vfail(const tstor__cursor *c, int code, const char *fmt, va_list ap) {
   char msg[768];
-  va_list ap;
-  va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
   return TSTOR__ERR(code, "%s offset %llu: %s", c->what, (unsigned long long)tstor__cur_item_at(c), msg);
 }
 
-int tstor__cur_short(tstor__cursor *c, const char *fmt, ...) {
-  char msg[768];
+int tstor__cur_fail(const tstor__cursor *c, int code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  int rc = tstor__cur_vfail(c, code, fmt, ap);
   va_end(ap);
+  return rc;
+}
+
+int tstor__cur_short(tstor__cursor *c, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
   c->ran_out = true;
-  return tstor__cur_fail(c, TSTOR_EINVAL, "%s", msg);
+  int rc = tstor__cur_vfail(c, TSTOR_EINVAL, fmt, ap);
+  va_end(ap);
+  return rc;
 }
 
 int tstor__cur_need(tstor__cursor *c, size_t n) {

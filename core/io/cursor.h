@@ -7,6 +7,7 @@
 #ifndef TSTOR_IO_CURSOR_H
 #define TSTOR_IO_CURSOR_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -40,6 +41,8 @@ int tstor__cur_fail(const tstor__cursor *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+
+int tstor__cur_vfail(const tstor__cursor *c, int code, const char *fmt, va_list ap);
 
 /* TSTOR_EINVAL unless n more bytes are there ("it ends inside ..."); both
  * this and tstor__cur_short set ran_out. */

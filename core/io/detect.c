@@ -81,8 +81,8 @@ static int load_any(tstor__source *src, const char *name, tstor_checkpoint **out
   switch (format_of(src)) {
     case TSTOR_FORMAT_TORCH:
     case TSTOR_FORMAT_TORCH_LEGACY: return tstor__torch_load_source(src, name, out);
-    case TSTOR_FORMAT_SAFETENSORS: return tstor__safetensors_load_source(src, out);
-    case TSTOR_FORMAT_TORCH7: return tstor__torch7_load_source(src, out);
+    case TSTOR_FORMAT_SAFETENSORS: return tstor__safetensors_load_source(src, name, out);
+    case TSTOR_FORMAT_TORCH7: return tstor__torch7_load_source(src, name, out);
     default:
       return TSTOR__ERR(TSTOR_EINVAL,
                         "%s: not a checkpoint tstor knows (torch.save's zip or legacy format, safetensors, Torch7)",
@@ -127,12 +127,7 @@ int tstor_checkpoint_load_fd(tstor_context *ctx, int fd, const tstor_load_option
 
 int tstor_checkpoint_load_buffer(tstor_context *ctx, const void *data, size_t size, const tstor_load_options *opts,
                                  tstor_checkpoint **out) {
-  tstor__source src;
-  int rc = tstor__source_begin(&src, ctx, opts, out, "tstor_checkpoint_load_buffer");
-  if (!rc) rc = tstor__source_open_buffer(&src, data, size, "tstor_checkpoint_load_buffer");
-  if (!rc) rc = load_any(&src, "buffer", out);
-  tstor__source_close(&src);
-  return rc;
+  return tstor__load_buffer(ctx, data, size, opts, out, "tstor_checkpoint_load_buffer", load_any);
 }
 
 /* ---------------------------------------------------------------- saving */

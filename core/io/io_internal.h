@@ -334,6 +334,17 @@ int tstor__source_host(tstor__source *src, uint64_t off, size_t nbytes, size_t a
                        tstor_storage **host, bool *queued);
 int tstor__source_run(tstor__source *src);
 
+/* A format's loader over an open source; `name` names the input in
+ * messages. The public loads are one of these two around one. */
+typedef int (*tstor__source_loader)(tstor__source *src, const char *name, tstor_checkpoint **out);
+/* Checks the arguments (`who` names the call), opens the file at path (read,
+ * or mapped as opts say; `format` names it in "an empty file is not ..."),
+ * loads it, and prefixes a failure's message with the path. */
+int tstor__load_path(tstor_context *ctx, const char *path, const tstor_load_options *opts, tstor_checkpoint **out,
+                     const char *who, const char *format, tstor__source_loader load);
+int tstor__load_buffer(tstor_context *ctx, const void *data, size_t size, const tstor_load_options *opts,
+                       tstor_checkpoint **out, const char *who, tstor__source_loader load);
+
 /* ----------------------------------------------------- torch_legacy.c */
 
 /* 1 when the n bytes at p open with the legacy format's magic number pickle
@@ -346,8 +357,8 @@ int tstor__torch_legacy_load(tstor__source *src, tstor_checkpoint **out);
 /* Each format's loader over an open source (the public calls are these
  * after opening one); `name` names the input in messages. */
 int tstor__torch_load_source(tstor__source *src, const char *name, tstor_checkpoint **out);
-int tstor__safetensors_load_source(tstor__source *src, tstor_checkpoint **out);
-int tstor__torch7_load_source(tstor__source *src, tstor_checkpoint **out);
+int tstor__safetensors_load_source(tstor__source *src, const char *name, tstor_checkpoint **out);
+int tstor__torch7_load_source(tstor__source *src, const char *name, tstor_checkpoint **out);
 
 uint32_t tstor__crc32(uint32_t crc, const void *data, size_t len);
 

@@ -304,28 +304,21 @@ static int st_load(tstor__source *src, tstor_checkpoint **out) {
   return rc;
 }
 
-int tstor__safetensors_load_source(tstor__source *src, tstor_checkpoint **out) { return st_load(src, out); }
+int tstor__safetensors_load_source(tstor__source *src, const char *name, tstor_checkpoint **out) {
+  (void)name; /* the messages say "safetensors:" and where */
+  return st_load(src, out);
+}
 
 int tstor_safetensors_load(tstor_context *ctx, const char *path, const tstor_load_options *opts,
                            tstor_checkpoint **out) {
-  tstor__source src;
-  int rc = tstor__source_begin(&src, ctx, opts, out, "tstor_safetensors_load");
-  if (!rc && !path) rc = TSTOR__ERR(TSTOR_EINVAL, "tstor_safetensors_load: path is NULL");
-  if (!rc) rc = tstor__source_open_file(&src, path, "a safetensors file");
-  if (!rc) rc = st_load(&src, out);
-  if (rc && path) tstor__source_fail(rc, path);
-  tstor__source_close(&src);
-  return rc;
+  return tstor__load_path(ctx, path, opts, out, "tstor_safetensors_load", "a safetensors file",
+                          tstor__safetensors_load_source);
 }
 
 int tstor_safetensors_load_buffer(tstor_context *ctx, const void *data, size_t size,
                                   const tstor_load_options *opts, tstor_checkpoint **out) {
-  tstor__source src;
-  int rc = tstor__source_begin(&src, ctx, opts, out, "tstor_safetensors_load_buffer");
-  if (!rc) rc = tstor__source_open_buffer(&src, data, size, "tstor_safetensors_load_buffer");
-  if (!rc) rc = st_load(&src, out);
-  tstor__source_close(&src);
-  return rc;
+  return tstor__load_buffer(ctx, data, size, opts, out, "tstor_safetensors_load_buffer",
+                            tstor__safetensors_load_source);
 }
 
 /* --------------------------------------------------------------- writing */

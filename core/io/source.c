@@ -173,3 +173,25 @@ int tstor__source_host(tstor__source *src, uint64_t off, size_t nbytes, size_t a
 }
 
 int tstor__source_run(tstor__source *src) { return src->reads.n ? tstor__read_batch_run(&src->reads, src->fd) : 0; }
+
+int tstor__load_path(tstor_context *ctx, const char *path, const tstor_load_options *opts, tstor_checkpoint **out,
+                     const char *who, const char *format, tstor__source_loader load) {
+  tstor__source src;
+  int rc = tstor__source_begin(&src, ctx, opts, out, who);
+  if (!rc && !path) rc = TSTOR__ERR(TSTOR_EINVAL, "%s: path is NULL", who);
+  if (!rc) rc = tstor__source_open_file(&src, path, format);
+  if (!rc) rc = load(&src, path, out);
+  if (rc && path) tstor__source_fail(rc, path);
+  tstor__source_close(&src);
+  return rc;
+}
+
+int tstor__load_buffer(tstor_context *ctx, const void *data, size_t size, const tstor_load_options *opts,
+                       tstor_checkpoint **out, const char *who, tstor__source_loader load) {
+  tstor__source src;
+  int rc = tstor__source_begin(&src, ctx, opts, out, who);
+  if (!rc) rc = tstor__source_open_buffer(&src, data, size, who);
+  if (!rc) rc = load(&src, "buffer", out);
+  tstor__source_close(&src);
+  return rc;
+}

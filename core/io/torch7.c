@@ -29,8 +29,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
-#include <tstor/mapped.h>
 
 enum {
   T7_NIL = 0,
@@ -618,50 +618,27 @@ static int t7_load(tstor__source *src, const uint8_t *bytes, size_t len, bool vi
   return reached8 >= reached4 ? rc : rc4;
 }
 
-int tstor__torch7_load_source(tstor__source *src, tstor_checkpoint **out) {
+int tstor__torch7_load_source(tstor__source *src, const char *name, tstor_checkpoint **out) {
+  (void)name; /* the messages say "Torch7 file" and where */
   if (src->bytes) return t7_load(src, src->bytes, (size_t)src->size, src->whole != NULL, out);
-  /* an open file without a path to map: parsed from a copy, its storages
-   * read from the file */
-  if (src->size > SIZE_MAX) return TSTOR__ERR(TSTOR_EOVERFLOW, "Torch7 file of %llu bytes", (unsigned long long)src->size);
-  uint8_t *copy = malloc(src->size ? (size_t)src->size : 1);
-  if (!copy) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for a %llu-byte Torch7 file", (unsigned long long)src->size);
-  int rc = tstor__source_read(src, copy, (size_t)src->size, 0, "Torch7 file");
-  if (!rc) rc = t7_load(src, copy, (size_t)src->size, false, out);
-  free(copy);
+  /* objects and storages lie interleaved: a file read with pread is parsed
+   * from a private read-only mapping, and its storages copied out of it */
+  if (!src->size) return TSTOR__ERR(TSTOR_EINVAL, "Torch7 file: empty");
+  if (src->size > SIZE_MAX) return TSTOR__ERR(TSTOR_EOVERFLOW, "a Torch7 file of %llu bytes", (unsigned long long)src->size);
+  void *map = mmap(NULL, (size_t)src->size, PROT_READ, MAP_PRIVATE, src->fd, 0);
+  if (map == MAP_FAILED) return TSTOR__ERR(TSTOR_EIO, "Torch7 file: cannot map it: %s", strerror(errno));
+  int rc = t7_load(src, map, (size_t)src->size, false, out);
+  munmap(map, (size_t)src->size);
   return rc;
 }
 
 int tstor_torch7_load(tstor_context *ctx, const char *path, const tstor_load_options *opts, tstor_checkpoint **out) {
-  tstor__source src;
-  tstor_storage *map = NULL;
-  int rc = tstor__source_begin(&src, ctx, opts, out, "tstor_torch7_load");
-  if (!rc && !path) rc = TSTOR__ERR(TSTOR_EINVAL, "tstor_torch7_load: path is NULL");
-  if (!rc) rc = tstor__source_open_file(&src, path, "a Torch7 file");
-  if (!rc && !src.bytes) {
-    /* objects and storages lie interleaved: the file is parsed from a
-     * private mapping, and its storages copied out of it */
-    rc = src.size ? tstor_storage_from_file(src.ctx, path, 0, 0, 1, &map) : 0;
-    if (!rc && map) {
-      src.bytes = tstor_storage_data(map);
-      src.size = tstor_storage_nbytes(map);
-    }
-  }
-  if (!rc) rc = t7_load(&src, src.bytes, (size_t)src.size, src.whole != NULL, out);
-  if (rc && path) tstor__source_fail(rc, path);
-  src.bytes = NULL;
-  tstor__source_close(&src);
-  tstor_storage_release(map);
-  return rc;
+  return tstor__load_path(ctx, path, opts, out, "tstor_torch7_load", "a Torch7 file", tstor__torch7_load_source);
 }
 
 int tstor_torch7_load_buffer(tstor_context *ctx, const void *data, size_t size, const tstor_load_options *opts,
                              tstor_checkpoint **out) {
-  tstor__source src;
-  int rc = tstor__source_begin(&src, ctx, opts, out, "tstor_torch7_load_buffer");
-  if (!rc) rc = tstor__source_open_buffer(&src, data, size, "tstor_torch7_load_buffer");
-  if (!rc) rc = tstor__torch7_load_source(&src, out);
-  tstor__source_close(&src);
-  return rc;
+  return tstor__load_buffer(ctx, data, size, opts, out, "tstor_torch7_load_buffer", tstor__torch7_load_source);
 }
 
 /* ================================================================ writing */

@@ -431,22 +431,10 @@ int tstor__torch_load_source(tstor__source *src, const char *name, tstor_checkpo
 
 int tstor_torch_load(tstor_context *ctx, const char *path, const tstor_load_options *opts,
                      tstor_checkpoint **out) {
-  tstor__source src;
-  int rc = tstor__source_begin(&src, ctx, opts, out, "tstor_torch_load");
-  if (!rc && !path) rc = TSTOR__ERR(TSTOR_EINVAL, "tstor_torch_load: path is NULL");
-  if (!rc) rc = tstor__source_open_file(&src, path, "a torch.save file");
-  if (!rc) rc = tstor__torch_load_source(&src, path, out);
-  if (rc && path) tstor__source_fail(rc, path);
-  tstor__source_close(&src);
-  return rc;
+  return tstor__load_path(ctx, path, opts, out, "tstor_torch_load", "a torch.save file", tstor__torch_load_source);
 }
 
 int tstor_torch_load_buffer(tstor_context *ctx, const void *data, size_t size,
                             const tstor_load_options *opts, tstor_checkpoint **out) {
-  tstor__source src;
-  int rc = tstor__source_begin(&src, ctx, opts, out, "tstor_torch_load_buffer");
-  if (!rc) rc = tstor__source_open_buffer(&src, data, size, "tstor_torch_load_buffer");
-  if (!rc) rc = tstor__torch_load_source(&src, "buffer", out);
-  tstor__source_close(&src);
-  return rc;
+  return tstor__load_buffer(ctx, data, size, opts, out, "tstor_torch_load_buffer", tstor__torch_load_source);
 }

@@ -46,12 +46,11 @@ void *tstor__unpickler_state(const tstor__unpickler *up) { return up->rules ? up
 tstor_checkpoint *tstor__unpickler_checkpoint(const tstor__unpickler *up) { return up->ck; }
 
 int tstor__unpickler_fail(const tstor__unpickler *up, int code, const char *fmt, ...) {
-  char msg[768];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  int rc = tstor__cur_vfail(up->cur, code, fmt, ap);
   va_end(ap);
-  return tstor__cur_fail(up->cur, code, "%s", msg);
+  return rc;
 }
 
 #define FAIL(up, code, ...) tstor__unpickler_fail((up), (code), __VA_ARGS__)
