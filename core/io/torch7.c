@@ -287,6 +287,7 @@ static int binary_elements(t7_reader *r, tstor_dtype dt, size_t count, tstor_sto
   if ((rc = tstor_device_parse(r->src->ctx, "cpu", &cpu)) || (rc = tstor_storage_new(r->src->ctx, cpu, count * es, host)))
     return rc;
   uint8_t *dst = tstor_storage_data(*host);
+  if (!count) return 0; /* an empty storage has no data to copy into */
   if (fs == es) {
     memcpy(dst, p, count * es);
     return tstor_typed_byteswap(*host, dt);

@@ -152,7 +152,7 @@ static int storage(writer *w, model_reader *r, int t, int count) {
   return idx;
 }
 
-static void value(writer *w, model_reader *r, int depth);
+static void value(writer *w, model_reader *r, int depth, int nil_ok);
 
 static void tensor(writer *w, model_reader *r) {
   int t = (int)(next(r) % 8);
@@ -205,15 +205,16 @@ static void table(writer *w, model_reader *r, int depth) {
   for (int i = 0; i < n; i++) {
     int1(w, 1); /* keys: distinct numbers */
     number(w, i + 1);
-    value(w, r, depth + 1);
+    value(w, r, depth + 1, 0); /* a Lua table holds no nil */
   }
   /* referred to only once read: a table that contains itself is refused */
   if (w->ntables < 16) w->tables[w->ntables++] = idx;
 }
 
-static void value(writer *w, model_reader *r, int depth) {
+static void value(writer *w, model_reader *r, int depth, int nil_ok) {
   unsigned k = next(r) % (depth > 3 ? 5 : 10);
   char s[16];
+  if (!nil_ok && (k == 0 || (k == 4 && !w->ntables))) k = 1;
   switch (k) {
     case 0: int1(w, 0); break;
     case 1:
@@ -274,7 +275,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   w.big = fmt == 1 || fmt == 3;
   w.long_size = fmt >= 2 && fmt <= 3 ? 4 : 8;
   unsigned brk = next(&r), which = next(&r);
-  value(&w, &r, 0);
+  value(&w, &r, 0, 1);
   int intact = brk % 4 == 0 || !w.nfields;
   if (!intact) {
     /* one integer field set to an extreme value, or the file cut in it */
