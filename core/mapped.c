@@ -116,6 +116,7 @@ static int mapping_info(const tstor_storage *s, tstor_mapping_info *info) {
 
 int tstor_storage_from_file(tstor_context *ctx, const char *filename, unsigned flags, size_t size,
                             size_t elem_size, tstor_storage **out) {
+  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
   int rc = tstor__ctx(&ctx);
   if (rc) return rc;
   if (!filename || !out) return tstor__err(TSTOR_EINVAL, "from_file: NULL argument");
@@ -291,6 +292,7 @@ int tstor_storage_export_fd(tstor_storage *s, int *fd) {
 }
 
 int tstor_storage_import_fd(tstor_context *ctx, int fd, size_t nbytes, tstor_storage **out) {
+  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
   int rc = tstor__ctx(&ctx);
   if (rc) return rc;
   if (!out) return tstor__err(TSTOR_EINVAL, "import_fd: NULL out");
@@ -353,6 +355,7 @@ int tstor_storage_send(tstor_storage *s, int sock) {
 }
 
 int tstor_storage_recv(tstor_context *ctx, int sock, tstor_storage **out) {
+  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
   int rc = tstor__ctx(&ctx);
   if (rc) return rc;
   if (!out) return tstor__err(TSTOR_EINVAL, "recv: NULL out");
@@ -463,6 +466,7 @@ int tstor_storage_export_name(tstor_storage *s, char *name, size_t size) {
 
 int tstor_storage_import_name(tstor_context *ctx, const char *name, size_t nbytes,
                               tstor_storage **out) {
+  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
   int rc = tstor__ctx(&ctx);
   if (rc) return rc;
   if (!name || !out) return tstor__err(TSTOR_EINVAL, "import_name: NULL argument");

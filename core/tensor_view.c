@@ -622,6 +622,7 @@ static int split_check(const tstor_tensor *t, int *count, tstor_tensor ***out, c
 
 int tstor_tensor_split(const tstor_tensor *t, int64_t split_size, int dim, int *count,
                        tstor_tensor ***out) {
+  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
   int rc = split_check(t, count, out, "tensor_split"), d;
   if (rc) return rc;
   if (t->ndim == 0) return tstor__err(TSTOR_EINVAL, "split expects at least a 1-dimensional tensor");
@@ -649,6 +650,7 @@ int tstor_tensor_split(const tstor_tensor *t, int64_t split_size, int dim, int *
 
 int tstor_tensor_split_sizes(const tstor_tensor *t, int n, const int64_t *sizes, int dim,
                              int *count, tstor_tensor ***out) {
+  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
   int rc = split_check(t, count, out, "tensor_split_sizes"), d;
   if (rc) return rc;
   if (t->ndim == 0) return tstor__err(TSTOR_EINVAL, "split expects at least a 1-dimensional tensor");
@@ -672,6 +674,7 @@ int tstor_tensor_split_sizes(const tstor_tensor *t, int n, const int64_t *sizes,
 }
 
 int tstor_tensor_chunk(const tstor_tensor *t, int chunks, int dim, int *count, tstor_tensor ***out) {
+  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
   int rc = split_check(t, count, out, "tensor_chunk"), d;
   if (rc) return rc;
   if (t->ndim == 0) return tstor__err(TSTOR_EINVAL, "chunk expects at least a 1-dimensional tensor");

@@ -117,7 +117,7 @@ START_TEST(new_on_meta) {
   ck_assert_uint_eq(tstor_storage_flags(s), TSTOR_FLAG_RESIZABLE | TSTOR_FLAG_NO_DATA);
   void *p = (void *)0x1;
   ck_tstor_err(tstor_storage_data_checked(s, &p), TSTOR_ENODATA);
-  ck_assert_ptr_eq(p, (void *)0x1);
+  ck_assert_ptr_null(p); /* a failed call leaves its output NULL */
   ck_last_error_has("meta");
   ck_tstor_ok(tstor_storage_resize(s, 2 * tib));
   ck_assert_uint_eq(tstor_storage_nbytes(s), 2 * tib);
@@ -137,7 +137,7 @@ START_TEST(meta_to_data_device_is_enodata_at_any_size) {
     for (size_t j = 0; j < 2; j++) {
       tstor_storage *out = (tstor_storage *)0x1;
       ck_tstor_err(tstor_storage_to(m, targets[j], &out), TSTOR_ENODATA);
-      ck_assert_ptr_eq(out, (tstor_storage *)0x1);
+      ck_assert_ptr_null(out); /* a failed call leaves its output NULL */
       ck_last_error_has("no data");
     }
     tstor_storage *same = NULL; /* meta to meta: sizes only */
@@ -166,16 +166,16 @@ START_TEST(new_errors) {
   const tstor_device bad[] = {{3, 0}, {-1, 0}, {0, 1}, {0, -1}, {2, 2}, {INT32_MAX, 0}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     ck_tstor_err(tstor_storage_new(ctx, bad[i], 8, &s), TSTOR_ENODEV);
-    ck_assert_ptr_eq(s, (tstor_storage *)0x1);
+    ck_assert_ptr_null(s); /* a failed call leaves its output NULL */
   }
   ck_tstor_err(tstor_storage_new(ctx, cpu, 8, NULL), TSTOR_EINVAL);
   ck_tstor_err(tstor_storage_new(ctx, cpu, CORETEST_HUGE, &s), TSTOR_ENOMEM);
   ck_last_error_has(coretest_fmt("%zu", CORETEST_HUGE));
-  ck_assert_ptr_eq(s, (tstor_storage *)0x1);
+  ck_assert_ptr_null(s); /* a failed call leaves its output NULL */
   int rc = tstor_storage_new(ctx, cpu, SIZE_MAX, &s);
   ck_assert_msg(rc == TSTOR_ENOMEM || rc == TSTOR_EOVERFLOW, "%s", tstor_err_name(rc));
   ck_tstor_err(tstor_storage_new(ctx, fake, CORETEST_HUGE, &s), TSTOR_ENOMEM);
-  ck_assert_ptr_eq(s, (tstor_storage *)0x1);
+  ck_assert_ptr_null(s); /* a failed call leaves its output NULL */
   /* The failures cost nothing: the context still has its one reference. */
   tstor_stats st = TSTOR_STATS_INIT;
   ck_tstor_ok(tstor_device_stats(ctx, cpu, &st));
@@ -229,7 +229,7 @@ START_TEST(wrap_errors) {
   ck_tstor_err(tstor_storage_wrap(ctx, cpu, buf, 16, NULL), TSTOR_EINVAL);
   ck_tstor_err(tstor_storage_wrap(ctx, (tstor_device){7, 0}, buf, 16, &s), TSTOR_ENODEV);
   ck_tstor_err(tstor_storage_wrap(ctx, meta, buf, 16, &s), TSTOR_EINVAL);
-  ck_assert_ptr_eq(s, (tstor_storage *)0x1);
+  ck_assert_ptr_null(s); /* a failed call leaves its output NULL */
   /* Meta is wrapped without data: a size only. */
   ck_tstor_ok(tstor_storage_wrap(ctx, meta, NULL, 16, &s));
   ck_assert_uint_eq(tstor_storage_flags(s) & TSTOR_FLAG_NO_DATA, TSTOR_FLAG_NO_DATA);
@@ -289,7 +289,7 @@ START_TEST(wrap_owned_failure_keeps_ownership) {
   ck_tstor_err(tstor_storage_wrap_owned(ctx, meta, mem, 16, count_deleter, &rec, &s),
                TSTOR_EINVAL);
   ck_assert_int_eq(rec.calls, 0);
-  ck_assert_ptr_eq(s, (tstor_storage *)0x1);
+  ck_assert_ptr_null(s); /* a failed call leaves its output NULL */
 }
 END_TEST
 
@@ -331,7 +331,7 @@ START_TEST(view_bounds) {
                            {SIZE_MAX, 0}, {32, SIZE_MAX - 16}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     ck_tstor_err(tstor_storage_view(s, bad[i][0], bad[i][1], &v), TSTOR_ERANGE);
-    ck_assert_ptr_eq(v, (tstor_storage *)0x1);
+    ck_assert_ptr_null(v); /* a failed call leaves its output NULL */
   }
   ck_assert_int_eq(tstor_storage_use_count(s), 1);
   ck_tstor_ok(tstor_storage_resize(s, 64)); /* no view was left behind */
@@ -362,7 +362,7 @@ START_TEST(view_of_view_flattens) {
   /* Bounds are v1's, not the root's. */
   tstor_storage *bad = (tstor_storage *)0x1;
   ck_tstor_err(tstor_storage_view(v1, 70, 11, &bad), TSTOR_ERANGE);
-  ck_assert_ptr_eq(bad, (tstor_storage *)0x1);
+  ck_assert_ptr_null(bad); /* a failed call leaves its output NULL */
   /* Dropping the middle view leaves v2 intact. */
   tstor_storage_release(v1);
   ck_assert_int_eq(tstor_storage_use_count(root), 2);

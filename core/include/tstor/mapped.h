@@ -60,7 +60,7 @@ enum {
  * *out is a new reference with TSTOR_FLAG_MAPPED (and TSTOR_FLAG_SHARED for a
  * shared mapping); tstor_storage_filename gives `filename` back (copied: the
  * caller keeps its string). The file descriptor is closed before returning
- * for a private mapping, kept for a shared one. On failure *out is untouched
+ * for a private mapping, kept for a shared one. On failure *out is NULL
  * and nothing is left open, mapped, created or grown. Errors: TSTOR_ENOENT
  * (missing file, or missing file and no size to create it with), TSTOR_EINVAL
  * (a directory, FIFO, device; bad flags), TSTOR_EACCES, TSTOR_ESIZE (empty

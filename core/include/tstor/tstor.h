@@ -7,7 +7,11 @@
  * Conventions
  *   - Every function that can fail returns int: 0 on success, a negative TSTOR_E*
  *     code otherwise. The human-readable detail of the last failure on this thread
- *     is tstor_last_error(). A failed call leaves every object as it was.
+ *     is tstor_last_error(). A failed call leaves every object as it was, and
+ *     sets every output pointer (the T **out of the calls that hand back an
+ *     object) to NULL, so that nothing it left there is released twice (an
+ *     output struct, a T *out, is left as it was); tests/outparams.py checks
+ *     every such call of the public headers.
  *   - A NULL tstor_context * means the process-wide default context, opened on
  *     first use as tstor_context_open(NULL, ...) opens one.
  *   - Ownership is stated in each comment. "Returns a new reference" means the
