@@ -391,6 +391,15 @@ int tstor_typed_fill(tstor_storage *s, tstor_dtype dtype, const void *value) {
   return tstor__fill_bytes(s->ctx, s->device, s->data, s->nbytes, value, d->element_size);
 }
 
+int tstor_typed_fill_f64(tstor_storage *s, tstor_dtype dtype, double value) {
+  unsigned char element[16]; /* the widest dtype: complex128 */
+  const tstor_dtype_info *d = tstor__dtype(dtype, "typed_fill_f64");
+  if (d == NULL) return TSTOR_EINVAL;
+  if (d->element_size > sizeof element) return tstor__err(TSTOR_EINVAL, "typed_fill_f64: %s", d->name);
+  int rc = tstor_dtype_convert(element, dtype, &value, TSTOR_FLOAT64, 1);
+  return rc ? rc : tstor_typed_fill(s, dtype, element);
+}
+
 /* The unit a dtype's bytes are swapped in: each half of a complex element on
  * its own, the integer code of a quantized one. */
 static size_t swap_unit(const tstor_dtype_info *d) {
@@ -485,6 +494,7 @@ int tstor_typed_get_string(const tstor_storage *s, tstor_dtype dtype, void *buf,
   if (rc) return rc;
   if ((rc = need_data(s, "typed_get_string"))) return rc;
   *len = s->nbytes;
+  if (buf == NULL && size == 0) return 0; /* the length asked for, as snprintf(NULL, 0) */
   if (size < s->nbytes)
     return tstor__err(TSTOR_ERANGE, "typed_get_string: the storage holds %zu bytes, the buffer %zu",
                       s->nbytes, size);

@@ -276,8 +276,13 @@ TSTOR_EXTERN int tstor_typed_from_array(tstor_context *ctx, tstor_device dev,
 TSTOR_EXTERN int tstor_typed_to_array(const tstor_storage *s, tstor_dtype dtype, void *out,
                                       tstor_dtype out_dtype, size_t out_count);
 
-/* Sets every element to the element_size bytes at value (Torch7's fill()). */
+/* Sets every element to the element_size bytes at value (Torch7's fill()):
+ * `value` points at one element of `dtype`, not at a number of another type
+ * (an int32 fill from a double's bytes fills garbage; use the _f64 form). */
 TSTOR_EXTERN int tstor_typed_fill(tstor_storage *s, tstor_dtype dtype, const void *value);
+/* The same from a number, converted to dtype as tstor_dtype_convert does
+ * (PyTorch's storage.fill_(3.7) into an IntStorage fills 3). */
+TSTOR_EXTERN int tstor_typed_fill_f64(tstor_storage *s, tstor_dtype dtype, double value);
 
 /* A new storage on `dev` from nbytes of `buffer` read as elements of `dtype` in
  * byte order `order` (PyTorch's from_buffer). nbytes must be a multiple of the
@@ -313,9 +318,9 @@ TSTOR_EXTERN int tstor_typed_set_string(tstor_storage *s, tstor_dtype dtype, con
                                         size_t len);
 
 /* Torch7's string(): copies the storage's bytes into buf (at most `size`) and
- * sets *len to the storage's byte size. TSTOR_ERANGE, with *len set, when buf
- * is too small; buf may then be NULL with size 0 to ask for the length. No NUL
- * is appended. */
+ * sets *len to the storage's byte size. buf NULL with size 0 asks for the
+ * length alone: 0 with *len set, as snprintf(NULL, 0, ...) answers. A buffer
+ * too small is TSTOR_ERANGE, with *len set. No NUL is appended. */
 TSTOR_EXTERN int tstor_typed_get_string(const tstor_storage *s, tstor_dtype dtype, void *buf,
                                         size_t size, size_t *len);
 
