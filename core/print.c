@@ -159,6 +159,8 @@ static void footer(FILE *f, const tstor_storage *s, const tstor_dtype_info *d, s
       fprintf(f, "[torch.%sStorage of size %zu]\n", stem, n);
     else
       fprintf(f, "[torch.%sStorage of size %zu on %s]\n", stem, n, dev);
+  } else if (flags & TSTOR_PRINT_UNTYPED) {
+    fprintf(f, "[torch.storage.UntypedStorage(device=%s) of size %zu]\n", dev, n);
   } else {
     fprintf(f, "[torch.storage.TypedStorage(dtype=torch.%s, device=%s) of size %zu]\n", d->name,
             dev, n);
@@ -336,6 +338,10 @@ static void print_line(void *arg, const char *text, int len) {
 
 int tstor_typed_print(FILE *f, const tstor_storage *s, tstor_dtype dtype, unsigned flags) {
   if (f == NULL || s == NULL) return tstor__err(TSTOR_EINVAL, "typed_print: NULL argument");
+  if (flags & ~(unsigned)(TSTOR_PRINT_TORCH7 | TSTOR_PRINT_UNTYPED))
+    return tstor__err(TSTOR_EINVAL, "typed_print: unknown flags 0x%x", flags);
+  if ((flags & TSTOR_PRINT_UNTYPED) && (dtype != TSTOR_UINT8 || (flags & TSTOR_PRINT_TORCH7)))
+    return tstor__err(TSTOR_EINVAL, "typed_print: an untyped storage prints as uint8 bytes, in PyTorch's form");
   size_t n;
   int rc = tstor_typed_size(s, dtype, &n);
   if (rc) return rc;

@@ -446,6 +446,12 @@ tstor_context *tstor_tensor_context(const tstor_tensor *t) { return t->storage->
 tstor_dtype tstor_tensor_dtype(const tstor_tensor *t) { return t->dtype; }
 tstor_device tstor_tensor_device(const tstor_tensor *t) { return t->storage->device; }
 
+int tstor_tensor_get_device(const tstor_tensor *t) {
+  const tstor_storage *s = t->storage;
+  const tstor__devtype *type = &s->ctx->types[s->device.type];
+  return type->ops.flags & (TSTOR_DEVICE_HOST | TSTOR_DEVICE_NO_DATA) ? -1 : (int)s->device.index;
+}
+
 int tstor__tensor_has_data(const tstor_tensor *t) {
   const tstor_storage *s = t->storage;
   return !(s->flags & TSTOR_FLAG_NO_DATA) &&

@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <tstor/mapped.h>
+#include <tstor/tensor.h>
 
 static tstor_context *ctx;
 static tstor_device cpu, meta, fake0, fake1, conv0;
@@ -661,6 +662,50 @@ START_TEST(printing_other_devices) {
 }
 END_TEST
 
+/* An untyped storage prints as PyTorch 1.13 prints an UntypedStorage (the
+ * expected strings are its repr() of the same bytes), and a tensor's
+ * get_device() is -1 where PyTorch's is: on cpu and meta. */
+START_TEST(printing_untyped_and_get_device) {
+  const unsigned char bytes[] = {255, 0, 17, 128};
+  tstor_storage *s, *e, *m;
+  ck_tstor_ok(tstor_storage_new(ctx, cpu, 4, &s));
+  memcpy(tstor_storage_data(s), bytes, 4);
+  ck_tstor_ok(tstor_storage_new(ctx, cpu, 0, &e));
+  ck_tstor_ok(tstor_storage_new(ctx, meta, 2, &m));
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  ck_tstor_ok(tstor_typed_print(f, s, TSTOR_UINT8, TSTOR_PRINT_UNTYPED));
+  ck_tstor_ok(tstor_typed_print(f, e, TSTOR_UINT8, TSTOR_PRINT_UNTYPED));
+  ck_tstor_ok(tstor_typed_print(f, m, TSTOR_UINT8, TSTOR_PRINT_UNTYPED));
+  ck_tstor_err(tstor_typed_print(f, s, TSTOR_INT32, TSTOR_PRINT_UNTYPED), TSTOR_EINVAL);
+  ck_tstor_err(tstor_typed_print(f, s, TSTOR_UINT8, TSTOR_PRINT_UNTYPED | TSTOR_PRINT_TORCH7), TSTOR_EINVAL);
+  ck_tstor_err(tstor_typed_print(f, s, TSTOR_UINT8, 1u << 7), TSTOR_EINVAL);
+  fclose(f);
+  ck_assert_str_eq(text, " 255\n 0\n 17\n 128\n[torch.storage.UntypedStorage(device=cpu) of size 4]\n"
+                         " \n[torch.storage.UntypedStorage(device=cpu) of size 0]\n"
+                         "...\n[torch.storage.UntypedStorage(device=meta) of size 2]\n");
+  free(text);
+  tstor_tensor *t;
+  int64_t two = 2;
+  ck_tstor_ok(tstor_tensor_on_storage(s, TSTOR_UINT8, 0, 1, &two, NULL, &t));
+  ck_assert_int_eq(tstor_tensor_get_device(t), -1);
+  tstor_tensor_release(t);
+  ck_tstor_ok(tstor_tensor_on_storage(m, TSTOR_UINT8, 0, 1, &two, NULL, &t));
+  ck_assert_int_eq(tstor_tensor_get_device(t), -1);
+  tstor_tensor_release(t);
+  tstor_storage *g;
+  ck_tstor_ok(tstor_storage_new(ctx, fake1, 2, &g));
+  ck_tstor_ok(tstor_tensor_on_storage(g, TSTOR_UINT8, 0, 1, &two, NULL, &t));
+  ck_assert_int_eq(tstor_tensor_get_device(t), 1); /* a device with indices: its index */
+  tstor_tensor_release(t);
+  tstor_storage_release(g);
+  tstor_storage_release(s);
+  tstor_storage_release(e);
+  tstor_storage_release(m);
+}
+END_TEST
+
 /* ------------------------------------------- Torch7's Storage documentation */
 
 static char *printed(const tstor_storage *s, tstor_dtype dt) {
@@ -855,6 +900,7 @@ int main(void) {
   tcase_add_test(tc, arrays_in_and_out);
   tcase_add_test(tc, fill_every_size);
   tcase_add_test(tc, fill_from_a_number);
+  tcase_add_test(tc, printing_untyped_and_get_device);
   tcase_add_test(tc, from_buffer_byte_orders);
   tcase_add_test(tc, byteswap_by_dtype);
   tcase_add_test(tc, strings_with_nuls);

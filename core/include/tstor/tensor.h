@@ -117,6 +117,9 @@ TSTOR_EXTERN tstor_storage *tstor_tensor_storage(const tstor_tensor *t); /* borr
 TSTOR_EXTERN tstor_context *tstor_tensor_context(const tstor_tensor *t); /* borrowed */
 TSTOR_EXTERN tstor_dtype tstor_tensor_dtype(const tstor_tensor *t);
 TSTOR_EXTERN tstor_device tstor_tensor_device(const tstor_tensor *t);
+/* PyTorch's Tensor.get_device(): the device index, or -1 on a device that has
+ * none (cpu, meta, and any other host or data-less type). */
+TSTOR_EXTERN int tstor_tensor_get_device(const tstor_tensor *t);
 /* Address of element 0 (storage data + offset); NULL on meta. A device
  * address on devices that are not host memory; owned by the storage. */
 TSTOR_EXTERN void *tstor_tensor_data(const tstor_tensor *t);

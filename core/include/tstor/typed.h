@@ -335,7 +335,10 @@ enum {
    * as Python's reprs right-aligned), footer "[torch.IntStorage of size 4]".
    * Without it, as PyTorch: Python's repr of each element after one space,
    * "[torch.storage.TypedStorage(dtype=torch.int32, device=cpu) of size 4]" */
-  TSTOR_PRINT_TORCH7 = 1 << 0
+  TSTOR_PRINT_TORCH7 = 1 << 0,
+  /* As PyTorch prints an UntypedStorage: each byte (dtype must be uint8),
+   * footer "[torch.storage.UntypedStorage(device=cpu) of size 3]". */
+  TSTOR_PRINT_UNTYPED = 1 << 1
 };
 
 /* Writes one element as PyTorch's str() of it would ("1", "1.5", "-0.0",
