@@ -263,9 +263,5 @@ int main(void) {
   tcase_add_test(tc, byte_order_of_files_without_the_record);
   tcase_add_test(tc, mapped_shared_reaches_the_file);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return tstor_test_run(s);
 }

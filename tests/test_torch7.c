@@ -661,9 +661,5 @@ int main(void) {
   tcase_add_test(tc, built_trees_every_format);
   tcase_add_test(tc, mapped_and_read);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return tstor_test_run(s);
 }
