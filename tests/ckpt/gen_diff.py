@@ -334,12 +334,37 @@ def beyond_tstor(path, obj):
 
 
 def beyond_tree(obj):
-    """What tstor's values and tensors exclude by design, in a loaded tree."""
+    """What tstor's values and tensors exclude by design, in a loaded tree:
+    besides the above, a container that contains itself, which a broken memo
+    index makes and torch.load builds (tstor refuses it)."""
     bad = []
+    path = set()  # the containers being walked: one met again is a cycle
 
     def walk(v):
         if isinstance(v, bool) or v is None or isinstance(v, (str, float)):
             return
+        if isinstance(v, (dict, list, tuple)):
+            if id(v) in path:
+                bad.append("a container that contains itself")
+                return
+            path.add(id(v))
+            try:
+                walk_container(v)
+            finally:
+                path.discard(id(v))
+            return
+        walk_leaf(v)
+
+    def walk_container(v):
+        if isinstance(v, dict):
+            for k, x in v.items():
+                walk(k)
+                walk(x)
+        else:
+            for x in v:
+                walk(x)
+
+    def walk_leaf(v):
         if isinstance(v, int):
             if not -2**63 <= v < 2**63:
                 bad.append("an int past 64 bits")
@@ -348,13 +373,6 @@ def beyond_tree(obj):
                 bad.append("a negative size or stride")
         elif isinstance(v, torch.storage.TypedStorage):
             pass  # a storage value
-        elif isinstance(v, dict):
-            for k, x in v.items():
-                walk(k)
-                walk(x)
-        elif isinstance(v, (list, tuple)):
-            for x in v:
-                walk(x)
         else:  # a class or a function the pickle left as a value
             bad.append("a %s as a value" % type(v).__name__)
     walk(obj)
