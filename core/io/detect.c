@@ -90,25 +90,12 @@ static int load_any(tstor__source *src, const char *name, tstor_checkpoint **out
   }
 }
 
+/* One open of the file: its format read from the open source, which every
+ * format's loader then takes (a FIFO is refused by the open, before anything
+ * waits on it). */
 int tstor_checkpoint_load(tstor_context *ctx, const char *path, const tstor_load_options *opts,
                           tstor_checkpoint **out) {
-  if (!out) return TSTOR__ERR(TSTOR_EINVAL, "tstor_checkpoint_load: out is NULL");
-  *out = NULL;
-  /* the format read first, without blocking on a FIFO; then each format
-   * opens the file its own way (a Torch7 file is parsed from a mapping) */
-  tstor_file_format format;
-  int rc = tstor_file_format_of(path, &format);
-  if (rc) return rc;
-  switch (format) {
-    case TSTOR_FORMAT_TORCH:
-    case TSTOR_FORMAT_TORCH_LEGACY: return tstor_torch_load(ctx, path, opts, out);
-    case TSTOR_FORMAT_SAFETENSORS: return tstor_safetensors_load(ctx, path, opts, out);
-    case TSTOR_FORMAT_TORCH7: return tstor_torch7_load(ctx, path, opts, out);
-    default:
-      return TSTOR__ERR(TSTOR_EINVAL,
-                        "%s: not a checkpoint tstor knows (torch.save's zip or legacy format, safetensors, Torch7)",
-                        path);
-  }
+  return tstor__load_path(ctx, path, opts, out, "tstor_checkpoint_load", "a checkpoint", load_any);
 }
 
 int tstor_checkpoint_load_fd(tstor_context *ctx, int fd, const tstor_load_options *opts, tstor_checkpoint **out) {
