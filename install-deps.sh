@@ -11,4 +11,4 @@ as_root apt-get update -q
 as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
   build-essential autoconf automake libtool pkg-config \
   libinih-dev check valgrind lcov clang libclang-rt-14-dev python3 \
-  libjansson-dev libzip-dev libdlpack-dev python3-torch python3-numpy libtorch-dev
+  libjansson-dev libzip-dev libdlpack-dev python3-torch python3-torchvision python3-numpy libtorch-dev

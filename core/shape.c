@@ -10,13 +10,14 @@
 
 /* ------------------------------------------------------------------ helpers */
 
-/* Dense strides with the dimensions ordered from fastest (order[0]) to
- * slowest; sizes 0 and 1 count as 1, as in PyTorch's. */
-static void dense_strides(int ndim, const int64_t *sizes, int64_t *strides, const int *order) {
+/* c10's get_channels_last_strides_2d/3d: plain products, so that a size of 0
+ * zeroes the strides outside it (where contiguous strides count it as 1). */
+static void channels_last_strides(int ndim, const int64_t *sizes, int64_t *strides,
+                                  const int *order) {
   int64_t acc = 1;
   for (int i = 0; i < ndim; i++) {
     strides[order[i]] = acc;
-    acc = tstor__mul_wrap(acc, sizes[order[i]] > 1 ? sizes[order[i]] : 1);
+    acc = tstor__mul_wrap(acc, sizes[order[i]]);
   }
 }
 
@@ -91,6 +92,13 @@ int tstor__view_strides(const tstor_layout *l, int ndim, const int64_t *sizes, i
 
 /* ------------------------------------------------------------------ layouts */
 
+int tstor__check_layout(const tstor_layout *l, const char *what) {
+  if (!l) return tstor__err(TSTOR_EINVAL, "%s is NULL", what);
+  if (!tstor_dtype_info_of(l->dtype) || l->ndim < 0 || l->ndim > TSTOR_TENSOR_MAX_DIM)
+    return tstor__err(TSTOR_EINVAL, "%s is not a valid layout", what);
+  return 0;
+}
+
 int tstor_layout_init(tstor_layout *out, tstor_dtype dtype, int ndim, const int64_t *sizes,
                       const int64_t *strides) {
   if (!out) return tstor__err(TSTOR_EINVAL, "layout: out is NULL");
@@ -158,12 +166,12 @@ int tstor_layout_restride(tstor_layout *l, tstor_memory_format format) {
   case TSTOR_MEMORY_CHANNELS_LAST:
     if (l->ndim != 4)
       return tstor__err(TSTOR_EINVAL, "required rank 4 tensor to use channels_last format");
-    dense_strides(4, l->sizes, l->strides, cl2d_order);
+    channels_last_strides(4, l->sizes, l->strides, cl2d_order);
     return 0;
   case TSTOR_MEMORY_CHANNELS_LAST_3D:
     if (l->ndim != 5)
       return tstor__err(TSTOR_EINVAL, "required rank 5 tensor to use channels_last_3d format");
-    dense_strides(5, l->sizes, l->strides, cl3d_order);
+    channels_last_strides(5, l->sizes, l->strides, cl3d_order);
     return 0;
   }
   return tstor__err(TSTOR_EINVAL, "layout_restride: bad memory format %d", (int)format);
@@ -541,7 +549,7 @@ static int elementwise(tstor_elementwise_rule rule, int n, const operand *in, in
       return 0;
     }
     if (cl) {
-      dense_strides(nd, sizes, strides, cl2d_order);
+      channels_last_strides(nd, sizes, strides, cl2d_order);
       return 0;
     }
     if (dense) {
@@ -642,8 +650,10 @@ static const char *reduction_name(tstor_reduction op) {
   return "?";
 }
 
-int tstor_layout_reduce(tstor_reduction op, const tstor_layout *in, int ndims,
-                        const int64_t *dims, int keepdim, tstor_layout *out) {
+/* as_dtype: sum and mean's dtype= (NO_DTYPE: none) */
+#define NO_DTYPE ((tstor_dtype)-1)
+static int reduce(tstor_reduction op, const tstor_layout *in, int ndims, const int64_t *dims,
+                  int keepdim, tstor_dtype as_dtype, tstor_layout *out) {
   if (!in || !out || ndims < 0 || (ndims && !dims))
     return tstor__err(TSTOR_EINVAL, "reduce: bad arguments");
   if (op < TSTOR_REDUCE_SUM || op > TSTOR_REDUCE_ARGMAX)
@@ -675,7 +685,19 @@ int tstor_layout_reduce(tstor_reduction op, const tstor_layout *in, int ndims,
 
   tstor_dtype dtype = in->dtype;
   int cat = tstor__dtype_category(in->dtype);
-  switch (op) {
+  if (as_dtype != NO_DTYPE) {
+    /* the input is converted first: the output is of the dtype asked for */
+    const tstor_dtype_info *ai = tstor_dtype_info_of(as_dtype);
+    if (!ai) return tstor__err(TSTOR_EINVAL, "%s: bad dtype %d", name, (int)as_dtype);
+    if (op != TSTOR_REDUCE_SUM && op != TSTOR_REDUCE_MEAN)
+      return tstor__err(TSTOR_EINVAL, "%s() takes no dtype", name);
+    if (ai->kind == TSTOR_KIND_QUANTIZED || di->kind == TSTOR_KIND_QUANTIZED)
+      return tstor__err(TSTOR_EDTYPE, "%s: quantized dtypes are not supported", name);
+    if (op == TSTOR_REDUCE_MEAN && tstor__dtype_category(as_dtype) < 2)
+      return tstor__err(TSTOR_EDTYPE, "mean(): could not infer output dtype. Optional dtype must "
+                        "be either a floating point or complex dtype. Got: %s", ai->scalar_type);
+    dtype = as_dtype;
+  } else switch (op) {
   case TSTOR_REDUCE_SUM:
     if (cat < 2) dtype = TSTOR_INT64;
     break;
@@ -712,14 +734,40 @@ int tstor_layout_reduce(tstor_reduction op, const tstor_layout *in, int ndims,
   return 0;
 }
 
-int tstor_shape_reduce(tstor_reduction op, const tstor_tensor *in, int ndims, const int64_t *dims,
-                       int keepdim, tstor_tensor **out) {
+int tstor_layout_reduce(tstor_reduction op, const tstor_layout *in, int ndims,
+                        const int64_t *dims, int keepdim, tstor_layout *out) {
+  return reduce(op, in, ndims, dims, keepdim, NO_DTYPE, out);
+}
+
+int tstor_layout_reduce_dtype(tstor_reduction op, const tstor_layout *in, int ndims,
+                              const int64_t *dims, int keepdim, tstor_dtype dtype,
+                              tstor_layout *out) {
+  if (!tstor_dtype_info_of(dtype)) return tstor__err(TSTOR_EINVAL, "reduce: bad dtype %d", (int)dtype);
+  return reduce(op, in, ndims, dims, keepdim, dtype, out);
+}
+
+static int shape_reduce(tstor_reduction op, const tstor_tensor *in, int ndims, const int64_t *dims,
+                        int keepdim, tstor_dtype dtype, tstor_tensor **out) {
   if (!out) return tstor__err(TSTOR_EINVAL, "shape_reduce: out is NULL");
   *out = NULL;
   tstor_layout l, r;
   tstor_context *ctx = NULL;
   tstor_device dev = {0, 0};
   int rc = tstor__shape_layouts(1, &in, &l, &ctx, &dev);
-  if (rc == 0) rc = tstor_layout_reduce(op, &l, ndims, dims, keepdim, &r);
+  if (rc == 0 && dtype != NO_DTYPE && !tstor_dtype_info_of(dtype))
+    rc = tstor__err(TSTOR_EINVAL, "reduce: bad dtype %d", (int)dtype);
+  if (rc == 0) rc = reduce(op, &l, ndims, dims, keepdim, dtype, &r);
   return tstor__shape_finish(rc, ctx, dev, &r, out);
+}
+
+int tstor_shape_reduce(tstor_reduction op, const tstor_tensor *in, int ndims, const int64_t *dims,
+                       int keepdim, tstor_tensor **out) {
+  return shape_reduce(op, in, ndims, dims, keepdim, NO_DTYPE, out);
+}
+
+int tstor_shape_reduce_dtype(tstor_reduction op, const tstor_tensor *in, int ndims,
+                             const int64_t *dims, int keepdim, tstor_dtype dtype,
+                             tstor_tensor **out) {
+  if (dtype == NO_DTYPE) dtype = (tstor_dtype)-2; /* refused inside as a bad dtype */
+  return shape_reduce(op, in, ndims, dims, keepdim, dtype, out);
 }

@@ -48,6 +48,19 @@ static inline void tstor__layout_contiguous(tstor_layout *l) {
  * or TSTOR_EINVAL when the view is impossible without a copy. */
 int tstor__view_strides(const tstor_layout *l, int ndim, const int64_t *sizes, int64_t *strides);
 
+/* TSTOR_EINVAL naming `what` unless l is a valid layout (non-NULL, a known
+ * dtype, 0 to TSTOR_TENSOR_MAX_DIM dims). */
+int tstor__check_layout(const tstor_layout *l, const char *what);
+
+/* An options struct's leading size: this version's struct or an older one
+ * (fields are only appended; this is the first sized layout). */
+static inline int tstor__params_size(size_t size, size_t current, const char *name) {
+  if (size != current)
+    return tstor__err(TSTOR_EINVAL, "%s.size is %zu, expected %zu: initialise it with its INIT "
+                      "macro", name, size, current);
+  return 0;
+}
+
 /* Checks that the tensors (any may be NULL where allowed) all live on one
  * device; writes the first one's context and device. */
 int tstor__shape_device(int n, const tstor_tensor *const *tensors, tstor_context **ctx,

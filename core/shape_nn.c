@@ -36,23 +36,62 @@ static void squeeze0(tstor_layout *l) {
   l->ndim--;
 }
 
-static int check_layout(const tstor_layout *l, const char *what) {
-  if (!l) return tstor__err(TSTOR_EINVAL, "%s is NULL", what);
-  if (!tstor_dtype_info_of(l->dtype) || l->ndim < 0 || l->ndim > TSTOR_TENSOR_MAX_DIM)
-    return tstor__err(TSTOR_EINVAL, "%s is not a valid layout", what);
-  return 0;
-}
 
 /* ------------------------------------------------------------- convolution */
+
+/* padding="same" and "valid" as explicit padding. "same" is PyTorch's
+ * convolution_same: dil (k - 1) of padding in all, half on the left; where
+ * the total is odd the input is first padded by one more on the right
+ * (constant_pad_nd, which keeps the input's memory format), and `in` becomes
+ * that padded input. */
+static int conv_padding_mode(tstor_layout *in, const tstor_layout *weight,
+                             const tstor_conv_params *p, tstor_conv_params *q) {
+  *q = *p;
+  q->padding_mode = TSTOR_CONV_PADDING_EXPLICIT;
+  int k = p->spatial;
+  if (p->padding_mode == TSTOR_CONV_PADDING_VALID) {
+    for (int i = 0; i < k; i++) q->padding[i] = 0;
+    return 0;
+  }
+  if (p->padding_mode != TSTOR_CONV_PADDING_SAME || p->transposed)
+    return tstor__err(TSTOR_EINVAL, "conv: padding mode %d%s", (int)p->padding_mode,
+                      p->transposed ? " with a transposed convolution" : " is unknown");
+  if (weight->ndim != in->ndim) {
+    char a[TSTOR__SHAPE_STR_MAX], b[TSTOR__SHAPE_STR_MAX];
+    return tstor__err(TSTOR_EINVAL, "Expected %d-dimensional input for %d-dimensional weight%s, but "
+                      "got %d-dimensional input of size %s instead", weight->ndim, weight->ndim,
+                      tstor__dims_str(a, sizeof a, weight->ndim, weight->sizes), in->ndim,
+                      tstor__dims_str(b, sizeof b, in->ndim, in->sizes));
+  }
+  for (int i = 0; i < k; i++)
+    if (p->stride[i] != 1)
+      return tstor__err(TSTOR_EINVAL, "padding='same' is not supported for strided convolutions");
+  int asymmetric = 0;
+  tstor_memory_format format = in->ndim == 4 ? tstor_layout_memory_format(in)
+                                             : TSTOR_MEMORY_CONTIGUOUS;
+  for (int i = 0; i < k; i++) {
+    if (p->dilation[i] <= 0 || p->dilation[i] > ((int64_t)1 << 30) || weight->sizes[i + 2] < 1)
+      return 0; /* left to the checks of the explicit convolution */
+    int64_t total = p->dilation[i] * (weight->sizes[i + 2] - 1), left = total / 2;
+    q->padding[i] = left;
+    if (total - left != left) {
+      in->sizes[i + 2] += 1;
+      asymmetric = 1;
+    }
+  }
+  if (asymmetric) tstor_layout_restride(in, format);
+  return 0;
+}
 
 int tstor_layout_conv(const tstor_layout *input, const tstor_layout *weight,
                       const tstor_layout *bias, const tstor_conv_params *p, tstor_layout *out) {
   int rc;
-  if ((rc = check_layout(input, "conv: input")) < 0 ||
-      (rc = check_layout(weight, "conv: weight")) < 0 ||
-      (bias && (rc = check_layout(bias, "conv: bias")) < 0))
+  if ((rc = tstor__check_layout(input, "conv: input")) < 0 ||
+      (rc = tstor__check_layout(weight, "conv: weight")) < 0 ||
+      (bias && (rc = tstor__check_layout(bias, "conv: bias")) < 0))
     return rc;
   if (!p || !out) return tstor__err(TSTOR_EINVAL, "conv: NULL %s", p ? "out" : "params");
+  if ((rc = tstor__params_size(p->size, sizeof *p, "tstor_conv_params")) < 0) return rc;
   int k = p->spatial;
   if (k < 1 || k > 3) return tstor__err(TSTOR_EINVAL, "conv: %d spatial dimensions (1 .. 3)", k);
   const char *name = p->transposed ? (k == 1   ? "conv_transpose1d"
@@ -69,6 +108,11 @@ int tstor_layout_conv(const tstor_layout *input, const tstor_layout *weight,
   tstor_layout in;
   if (batched) tstor__layout_copy(&in, input);
   else unsqueeze0(input, &in);
+  tstor_conv_params explicit_p;
+  if (p->padding_mode != TSTOR_CONV_PADDING_EXPLICIT) {
+    if ((rc = conv_padding_mode(&in, weight, p, &explicit_p)) < 0) return rc;
+    p = &explicit_p;
+  }
 
   for (int i = 0; i < k; i++) {
     if (p->padding[i] < 0) return tstor__err(TSTOR_EINVAL, "negative padding is not supported");
@@ -250,11 +294,11 @@ static int pool_out(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t 
 static int pool2d(const char *name, int dilated, const tstor_layout *input,
                   const tstor_pool_params *p, tstor_layout *out) {
   int rc;
-  if ((rc = check_layout(input, name)) < 0) return rc;
+  if ((rc = tstor__check_layout(input, name)) < 0) return rc;
   if (!p || !out) return tstor__err(TSTOR_EINVAL, "%s: NULL %s", name, p ? "out" : "params");
+  if ((rc = tstor__params_size(p->size, sizeof *p, "tstor_pool_params")) < 0) return rc;
   int64_t kh = p->kernel[0], kw = p->kernel[1];
-  int defstride = p->stride[0] == 0 && p->stride[1] == 0; /* PyTorch's stride=None */
-  int64_t sh = defstride ? kh : p->stride[0], sw = defstride ? kw : p->stride[1];
+  int64_t sh = p->stride[0], sw = p->stride[1];
   int64_t dh = dilated ? p->dilation[0] : 1, dw = dilated ? p->dilation[1] : 1;
   if (!dilated && (p->dilation[0] != 1 || p->dilation[1] != 1))
     return tstor__err(TSTOR_EINVAL, "%s: no dilation (leave it {1, 1})", name);

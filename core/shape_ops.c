@@ -5,12 +5,6 @@
 
 #include <string.h>
 
-static int check_layout(const tstor_layout *l, const char *what) {
-  if (!l) return tstor__err(TSTOR_EINVAL, "%s is NULL", what);
-  if (!tstor_dtype_info_of(l->dtype) || l->ndim < 0 || l->ndim > TSTOR_TENSOR_MAX_DIM)
-    return tstor__err(TSTOR_EINVAL, "%s is not a valid layout", what);
-  return 0;
-}
 
 static int same_dtype(const tstor_layout *a, const tstor_layout *b) {
   if (a->dtype == b->dtype) return 0;
@@ -36,7 +30,7 @@ static int set_contiguous(tstor_layout *out, tstor_dtype dtype, int ndim, const 
 
 int tstor_layout_mm(const tstor_layout *a, const tstor_layout *b, tstor_layout *out) {
   int rc;
-  if ((rc = check_layout(a, "mm: self")) < 0 || (rc = check_layout(b, "mm: mat2")) < 0) return rc;
+  if ((rc = tstor__check_layout(a, "mm: self")) < 0 || (rc = tstor__check_layout(b, "mm: mat2")) < 0) return rc;
   if (!out) return tstor__err(TSTOR_EINVAL, "mm: out is NULL");
   if (a->ndim != 2) return tstor__err(TSTOR_EINVAL, "self must be a matrix");
   if (b->ndim != 2) return tstor__err(TSTOR_EINVAL, "mat2 must be a matrix");
@@ -53,7 +47,7 @@ int tstor_layout_mm(const tstor_layout *a, const tstor_layout *b, tstor_layout *
  * word for word, and differ per op. */
 int tstor_layout_bmm(const tstor_layout *a, const tstor_layout *b, tstor_layout *out) {
   int rc;
-  if ((rc = check_layout(a, "bmm: batch1")) < 0 || (rc = check_layout(b, "bmm: batch2")) < 0)
+  if ((rc = tstor__check_layout(a, "bmm: batch1")) < 0 || (rc = tstor__check_layout(b, "bmm: batch2")) < 0)
     return rc;
   if (!out) return tstor__err(TSTOR_EINVAL, "bmm: out is NULL");
   if (a->ndim != 3) return tstor__err(TSTOR_EINVAL, "batch1 must be a 3D tensor");
@@ -69,7 +63,7 @@ int tstor_layout_bmm(const tstor_layout *a, const tstor_layout *b, tstor_layout 
 
 int tstor_layout_matmul(const tstor_layout *a, const tstor_layout *b, tstor_layout *out) {
   int rc;
-  if ((rc = check_layout(a, "matmul: self")) < 0 || (rc = check_layout(b, "matmul: other")) < 0)
+  if ((rc = tstor__check_layout(a, "matmul: self")) < 0 || (rc = tstor__check_layout(b, "matmul: other")) < 0)
     return rc;
   if (!out) return tstor__err(TSTOR_EINVAL, "matmul: out is NULL");
   int da = a->ndim, db = b->ndim;
@@ -121,9 +115,9 @@ int tstor_layout_matmul(const tstor_layout *a, const tstor_layout *b, tstor_layo
 int tstor_layout_linear(const tstor_layout *input, const tstor_layout *weight,
                         const tstor_layout *bias, tstor_layout *out) {
   int rc;
-  if ((rc = check_layout(input, "linear: input")) < 0 ||
-      (rc = check_layout(weight, "linear: weight")) < 0 ||
-      (bias && (rc = check_layout(bias, "linear: bias")) < 0))
+  if ((rc = tstor__check_layout(input, "linear: input")) < 0 ||
+      (rc = tstor__check_layout(weight, "linear: weight")) < 0 ||
+      (bias && (rc = tstor__check_layout(bias, "linear: bias")) < 0))
     return rc;
   if (!out) return tstor__err(TSTOR_EINVAL, "linear: out is NULL");
   if (weight->ndim > 2)
@@ -169,7 +163,7 @@ int tstor_layout_cat(int n, const tstor_layout *in, int64_t dim, tstor_layout *o
   tstor_dtype dtype = in[0].dtype;
   tstor_memory_format format = TSTOR_MEMORY_CONTIGUOUS;
   for (int i = 0; i < n; i++) {
-    if ((rc = check_layout(&in[i], "cat: input")) < 0) return rc;
+    if ((rc = tstor__check_layout(&in[i], "cat: input")) < 0) return rc;
     if (in[i].ndim == 0)
       return tstor__err(TSTOR_EINVAL, "zero-dimensional tensor (at position %d) cannot be "
                         "concatenated", i);
@@ -213,13 +207,13 @@ int tstor_layout_stack(int n, const tstor_layout *in, int64_t dim, tstor_layout 
   if (n < 1 || !in || !out)
     return tstor__err(TSTOR_EINVAL, "stack expects a non-empty TensorList");
   int rc, d;
-  if ((rc = check_layout(&in[0], "stack: input")) < 0) return rc;
+  if ((rc = tstor__check_layout(&in[0], "stack: input")) < 0) return rc;
   int nd = in[0].ndim;
   if (nd + 1 > TSTOR_TENSOR_MAX_DIM)
     return tstor__err(TSTOR_EINVAL, "stack: %d dimensions are too many", nd + 1);
   if ((rc = tstor__shape_wrap_dim(dim, nd + 1, &d)) < 0) return rc;
   for (int i = 1; i < n; i++) {
-    if ((rc = check_layout(&in[i], "stack: input")) < 0) return rc;
+    if ((rc = tstor__check_layout(&in[i], "stack: input")) < 0) return rc;
     if (in[i].ndim != nd || memcmp(in[i].sizes, in[0].sizes, sizeof(int64_t) * (size_t)nd)) {
       char a[TSTOR__SHAPE_STR_MAX], b[TSTOR__SHAPE_STR_MAX];
       return tstor__err(TSTOR_EINVAL, "stack expects each tensor to be equal size, but got %s at "
@@ -271,8 +265,8 @@ static int is_index_dtype(tstor_dtype d) { return d == TSTOR_INT32 || d == TSTOR
 int tstor_layout_embedding(const tstor_layout *weight, const tstor_layout *indices,
                            tstor_layout *out) {
   int rc;
-  if ((rc = check_layout(weight, "embedding: weight")) < 0 ||
-      (rc = check_layout(indices, "embedding: indices")) < 0)
+  if ((rc = tstor__check_layout(weight, "embedding: weight")) < 0 ||
+      (rc = tstor__check_layout(indices, "embedding: indices")) < 0)
     return rc;
   if (!out) return tstor__err(TSTOR_EINVAL, "embedding: out is NULL");
   if (!is_index_dtype(indices->dtype))
@@ -294,8 +288,8 @@ int tstor_layout_embedding(const tstor_layout *weight, const tstor_layout *indic
 int tstor_layout_index_select(const tstor_layout *in, int64_t dim, const tstor_layout *index,
                               tstor_layout *out) {
   int rc, d;
-  if ((rc = check_layout(in, "index_select: self")) < 0 ||
-      (rc = check_layout(index, "index_select: index")) < 0)
+  if ((rc = tstor__check_layout(in, "index_select: self")) < 0 ||
+      (rc = tstor__check_layout(index, "index_select: index")) < 0)
     return rc;
   if (!out) return tstor__err(TSTOR_EINVAL, "index_select: out is NULL");
   if ((rc = tstor__shape_wrap_dim(dim, in->ndim, &d)) < 0) return rc;
@@ -312,15 +306,27 @@ int tstor_layout_index_select(const tstor_layout *in, int64_t dim, const tstor_l
   return set_contiguous(out, in->dtype, in->ndim, s);
 }
 
-int tstor_layout_softmax(const tstor_layout *in, int64_t dim, tstor_layout *out) {
+/* softmax, its input taken as converted to `dtype` first. */
+static int softmax(const tstor_layout *in, int64_t dim, tstor_dtype dtype, tstor_layout *out) {
   int rc, d;
-  if ((rc = check_layout(in, "softmax: input")) < 0) return rc;
+  if ((rc = tstor__check_layout(in, "softmax: input")) < 0) return rc;
   if (!out) return tstor__err(TSTOR_EINVAL, "softmax: out is NULL");
+  if (!tstor_dtype_info_of(dtype)) return tstor__err(TSTOR_EINVAL, "softmax: bad dtype %d", (int)dtype);
   if ((rc = tstor__shape_wrap_dim(dim, in->ndim, &d)) < 0) return rc;
-  if (tstor_dtype_info_of(in->dtype)->kind == TSTOR_KIND_QUANTIZED)
+  if (tstor_dtype_info_of(in->dtype)->kind == TSTOR_KIND_QUANTIZED ||
+      tstor_dtype_info_of(dtype)->kind == TSTOR_KIND_QUANTIZED)
     return tstor__err(TSTOR_EDTYPE, "softmax: quantized %s is not supported",
                       tstor_dtype_name(in->dtype));
-  return set_contiguous(out, in->dtype, in->ndim, in->sizes);
+  return set_contiguous(out, dtype, in->ndim, in->sizes);
+}
+
+int tstor_layout_softmax(const tstor_layout *in, int64_t dim, tstor_layout *out) {
+  return softmax(in, dim, in ? in->dtype : TSTOR_FLOAT32, out);
+}
+
+int tstor_layout_softmax_dtype(const tstor_layout *in, int64_t dim, tstor_dtype dtype,
+                               tstor_layout *out) {
+  return softmax(in, dim, dtype, out);
 }
 
 /* ------------------------------------------------------------ tensor forms */
@@ -403,13 +409,24 @@ int tstor_shape_index_select(const tstor_tensor *in, int64_t dim, const tstor_te
   return tstor__shape_finish(rc, ctx, dev, &r, out);
 }
 
-int tstor_shape_softmax(const tstor_tensor *in, int64_t dim, tstor_tensor **out) {
+/* dtype -1: the input's */
+static int shape_softmax(const tstor_tensor *in, int64_t dim, int dtype, tstor_tensor **out) {
   if (!out) return tstor__err(TSTOR_EINVAL, "shape_softmax: out is NULL");
   *out = NULL;
   tstor_layout l, r;
   tstor_context *ctx = NULL;
   tstor_device dev = {0, 0};
   int rc = tstor__shape_layouts(1, &in, &l, &ctx, &dev);
-  if (rc == 0) rc = tstor_layout_softmax(&l, dim, &r);
+  if (rc == 0) rc = softmax(&l, dim, dtype < 0 ? l.dtype : (tstor_dtype)dtype, &r);
   return tstor__shape_finish(rc, ctx, dev, &r, out);
+}
+
+int tstor_shape_softmax(const tstor_tensor *in, int64_t dim, tstor_tensor **out) {
+  return shape_softmax(in, dim, -1, out);
+}
+
+int tstor_shape_softmax_dtype(const tstor_tensor *in, int64_t dim, tstor_dtype dtype,
+                              tstor_tensor **out) {
+  if ((int)dtype < 0) dtype = (tstor_dtype)0x7fff; /* a bad dtype, refused inside */
+  return shape_softmax(in, dim, (int)dtype, out);
 }

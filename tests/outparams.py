@@ -55,6 +55,9 @@ def declarations(path):
 
 
 def split_param(p):
+    m = re.match(r"(.*?)(\w+)\s*\[\w*\]$", p)  # an array parameter is a pointer
+    if m:
+        return m.group(1).strip() + " *", m.group(2)
     m = re.match(r"(.*?)(\w+)$", p)
     return m.group(1).strip(), m.group(2)
 

@@ -210,6 +210,18 @@ TSTOR_EXTERN int tstor_layout_reduce(tstor_reduction op, const tstor_layout *in,
 TSTOR_EXTERN int tstor_shape_reduce(tstor_reduction op, const tstor_tensor *in, int ndims,
                                     const int64_t *dims, int keepdim, tstor_tensor **out);
 
+/* sum or mean with PyTorch's dtype= argument: the input is taken as converted
+ * to `dtype` first, which is then the output's (mean refuses a dtype that is
+ * not floating or complex: "Optional dtype must be either a floating point or
+ * complex dtype"). Otherwise as tstor_layout_reduce; amax and argmax take no
+ * dtype (TSTOR_EINVAL). */
+TSTOR_EXTERN int tstor_layout_reduce_dtype(tstor_reduction op, const tstor_layout *in, int ndims,
+                                           const int64_t *dims, int keepdim, tstor_dtype dtype,
+                                           tstor_layout *out);
+TSTOR_EXTERN int tstor_shape_reduce_dtype(tstor_reduction op, const tstor_tensor *in, int ndims,
+                                          const int64_t *dims, int keepdim, tstor_dtype dtype,
+                                          tstor_tensor **out);
+
 /* ---------------------------------------------------------- matrix products */
 
 /* Outputs are contiguous. The operands must have one dtype (TSTOR_EDTYPE
@@ -257,20 +269,33 @@ TSTOR_EXTERN int tstor_shape_stack(int n, const tstor_tensor *const *inputs, int
 /* ------------------------------------------------------------- convolutions */
 
 /* Convolution arguments for 1 to 3 spatial dimensions; the first `spatial`
- * entries of each array are read. TSTOR_CONV_PARAMS_INIT gives PyTorch's
- * defaults (stride 1, padding 0, dilation 1, groups 1, not transposed) for
- * `spatial` dimensions. */
+ * entries of each array are read. Like every options struct of tstor, it
+ * begins with its size, so that fields can be appended without breaking
+ * programs built against this header: TSTOR_CONV_PARAMS_INIT sets it, with
+ * PyTorch's defaults (stride 1, padding 0, dilation 1, groups 1, not
+ * transposed) for `spatial` dimensions. */
+typedef enum tstor_conv_padding {
+  TSTOR_CONV_PADDING_EXPLICIT = 0, /* padding[] as given (PyTorch's ints) */
+  TSTOR_CONV_PADDING_SAME = 1,     /* padding="same": the output as large as
+                                      the input, padded more on the right where
+                                      the total is odd; stride must be 1 */
+  TSTOR_CONV_PADDING_VALID = 2     /* padding="valid": none */
+} tstor_conv_padding;
+
 typedef struct tstor_conv_params {
+  size_t size;               /* sizeof(tstor_conv_params) */
   int spatial;               /* 1, 2 or 3: conv1d, conv2d, conv3d */
   int transposed;            /* conv_transpose: weight (in, out / groups, k...) */
   int64_t stride[3];         /* > 0 */
-  int64_t padding[3];        /* >= 0 */
+  int64_t padding[3];        /* >= 0, read when padding_mode is EXPLICIT */
   int64_t dilation[3];       /* > 0 */
   int64_t output_padding[3]; /* transposed only: < stride or < dilation */
   int64_t groups;            /* > 0, divides both channel counts */
+  tstor_conv_padding padding_mode; /* not with transposed */
 } tstor_conv_params;
 #define TSTOR_CONV_PARAMS_INIT(spatial) \
-  { (spatial), 0, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, {0, 0, 0}, 1 }
+  { sizeof(tstor_conv_params), (spatial), 0, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, {0, 0, 0}, 1, \
+    TSTOR_CONV_PADDING_EXPLICIT }
 
 /* The output of a convolution: input (N, C, spatial...) or unbatched (C,
  * spatial...); weight (out, C / groups, k...) or, transposed, (C, out / groups,
@@ -280,7 +305,10 @@ typedef struct tstor_conv_params {
  * suggests channels-last (4 dims), contiguous otherwise, as PyTorch's meta
  * kernel; an unbatched output is contiguous. The input, weight and bias must
  * have one dtype (TSTOR_EDTYPE). Strides, paddings and dilations from 2^30 and
- * sizes from 2^31 are refused with TSTOR_EOVERFLOW. Refused as PyTorch refuses, with its
+ * sizes from 2^31 are refused with TSTOR_EOVERFLOW. With TSTOR_CONV_PADDING_SAME
+ * each spatial size is the input's (stride 1 only: "padding='same' is not
+ * supported for strided convolutions"), and the layout is that of the conv
+ * PyTorch runs on the input padded by dil (k - 1) in all. Refused as PyTorch refuses, with its
  * messages: "Given groups=1, weight of size [4, 3, 3, 3], expected input[2, 5,
  * 8, 8] to have 3 channels, but got 5 channels instead", a kernel larger than
  * the padded input, and so on. */
@@ -294,19 +322,22 @@ TSTOR_EXTERN int tstor_shape_conv(const tstor_tensor *input, const tstor_tensor 
 
 /* ----------------------------------------------------------------- pooling */
 
-/* 2-d pooling arguments over (H, W); stride {0, 0} means the kernel (PyTorch's
- * default). dilation is for max pooling only (avg_pool2d has none: leave it
- * {1, 1}). */
+/* 2-d pooling arguments over (H, W), size first as every options struct.
+ * Every field is taken as given: PyTorch's default stride (stride=None) is
+ * the kernel, which TSTOR_POOL_PARAMS_INIT writes, and a stride of 0 is
+ * refused as PyTorch refuses it ("stride should not be zero"). dilation is for
+ * max pooling only (avg_pool2d has none: leave it {1, 1}). */
 typedef struct tstor_pool_params {
+  size_t size;         /* sizeof(tstor_pool_params) */
   int64_t kernel[2];
-  int64_t stride[2];
+  int64_t stride[2];   /* > 0 */
   int64_t padding[2];  /* at most half the kernel */
   int64_t dilation[2];
   int ceil_mode;       /* round the output size up; a last window that would
                           start in the right padding is dropped */
 } tstor_pool_params;
 #define TSTOR_POOL_PARAMS_INIT(kh, kw) \
-  { {(kh), (kw)}, {0, 0}, {0, 0}, {1, 1}, 0 }
+  { sizeof(tstor_pool_params), {(kh), (kw)}, {(kh), (kw)}, {0, 0}, {1, 1}, 0 }
 
 /* max_pool2d / avg_pool2d over input (N, C, H, W) or (C, H, W): each output
  * size is PyTorch's pooling_output_shape; the memory format (channels-last or
@@ -321,6 +352,119 @@ TSTOR_EXTERN int tstor_shape_max_pool2d(const tstor_tensor *input, const tstor_p
                                         tstor_tensor **out);
 TSTOR_EXTERN int tstor_shape_avg_pool2d(const tstor_tensor *input, const tstor_pool_params *p,
                                         tstor_tensor **out);
+
+/* -------------------------------------------------------- adaptive pooling */
+
+/* adaptive_avg_pool2d / adaptive_max_pool2d of input (N, C, H, W) or (C, H, W)
+ * to output_size {oh, ow} (>= 0; PyTorch's None is the input's own size, pass
+ * it): the input's sizes with H and W replaced, in the input's memory format
+ * (channels-last or contiguous). Max pooling also gives the int64 indices, of
+ * the output's layout (indices may be NULL where they are not wanted). The
+ * height and width must not be empty; a batch of 0 is allowed. */
+TSTOR_EXTERN int tstor_layout_adaptive_avg_pool2d(const tstor_layout *input,
+                                                  const int64_t output_size[2],
+                                                  tstor_layout *out);
+TSTOR_EXTERN int tstor_layout_adaptive_max_pool2d(const tstor_layout *input,
+                                                  const int64_t output_size[2],
+                                                  tstor_layout *out, tstor_layout *indices);
+/* Tensor forms; *out (and *indices, when not NULL) are new references. */
+TSTOR_EXTERN int tstor_shape_adaptive_avg_pool2d(const tstor_tensor *input,
+                                                 const int64_t output_size[2], tstor_tensor **out);
+TSTOR_EXTERN int tstor_shape_adaptive_max_pool2d(const tstor_tensor *input,
+                                                 const int64_t output_size[2], tstor_tensor **out,
+                                                 tstor_tensor **indices);
+
+/* -------------------------------------------------------------- activations */
+
+/* The activation functions of torch.nn.functional, each with its own dtype
+ * rule from PyTorch 1.13 (checked against its meta and cpu kernels). The
+ * output has the input's shape; its strides are PyTorch's: TensorIterator's
+ * for all but relu, whose meta kernel is PyTorch's Python reference
+ * (where(a <= 0, 0, a)) and orders ambiguous size-1 dimensions its own way. */
+typedef enum tstor_activation {
+  TSTOR_ACT_RELU = 0,        /* keeps the dtype; refuses bool and complex */
+  TSTOR_ACT_RELU6 = 1,       /* hardtanh(0, 6): keeps; refuses bool, complex */
+  TSTOR_ACT_GELU = 2,        /* keeps the dtype */
+  TSTOR_ACT_SILU = 3,        /* keeps the dtype */
+  TSTOR_ACT_SIGMOID = 4,     /* bool and integers give float32 */
+  TSTOR_ACT_TANH = 5,        /* bool and integers give float32 */
+  TSTOR_ACT_HARDSWISH = 6,   /* keeps the dtype; refuses complex */
+  TSTOR_ACT_HARDSIGMOID = 7  /* keeps the dtype */
+} tstor_activation;
+
+TSTOR_EXTERN int tstor_layout_activation(tstor_activation act, const tstor_layout *in,
+                                         tstor_layout *out);
+/* Tensor form; *out is a new reference. */
+TSTOR_EXTERN int tstor_shape_activation(tstor_activation act, const tstor_tensor *in,
+                                        tstor_tensor **out);
+
+/* F.dropout(in, p, training): p in [0, 1] (TSTOR_EINVAL otherwise, as
+ * PyTorch's ValueError). Training, the output is a new tensor of the input's
+ * shape and dtype (floating or complex only: "result type Float can't be cast
+ * to the desired output type Long") with TensorIterator's strides; not
+ * training, PyTorch returns the input itself, and so does the tensor form (a
+ * new reference to `in`), while the layout form copies in's layout. */
+TSTOR_EXTERN int tstor_layout_dropout(const tstor_layout *in, double p, int training,
+                                      tstor_layout *out);
+TSTOR_EXTERN int tstor_shape_dropout(const tstor_tensor *in, double p, int training,
+                                     tstor_tensor **out);
+
+/* ---------------------------------------------------------- normalization */
+
+/* F.batch_norm(input, running_mean, running_var, weight, bias, training):
+ * input (N, C, ...) with 2 to TSTOR_TENSOR_MAX_DIM dimensions; each of the
+ * four vectors NULL or with C elements (running_mean and running_var are
+ * required when not training, and take their own dtype only with a float
+ * input of float32 or wider). Training needs more than one value per channel.
+ * The output has the input's sizes and dtype, in the input's layout where that
+ * is dense (channels-last stays channels-last), contiguous otherwise. */
+TSTOR_EXTERN int tstor_layout_batch_norm(const tstor_layout *input,
+                                         const tstor_layout *running_mean,
+                                         const tstor_layout *running_var,
+                                         const tstor_layout *weight, const tstor_layout *bias,
+                                         int training, tstor_layout *out);
+
+/* F.layer_norm(input, normalized_shape, weight, bias): normalized_shape (ndims
+ * >= 1 sizes) must be the input's last dimensions; weight and bias NULL or of
+ * exactly that shape. The output is contiguous with the input's sizes and
+ * dtype. */
+TSTOR_EXTERN int tstor_layout_layer_norm(const tstor_layout *input, int ndims,
+                                         const int64_t *normalized_shape,
+                                         const tstor_layout *weight, const tstor_layout *bias,
+                                         tstor_layout *out);
+
+/* F.group_norm(input, groups, weight, bias): input (N, C, ...) with C
+ * divisible by groups, weight and bias NULL or (C). The output is contiguous
+ * with the input's sizes and dtype. */
+TSTOR_EXTERN int tstor_layout_group_norm(const tstor_layout *input, int64_t groups,
+                                         const tstor_layout *weight, const tstor_layout *bias,
+                                         tstor_layout *out);
+
+/* Tensor forms; *out is a new reference. Every optional tensor may be NULL. */
+TSTOR_EXTERN int tstor_shape_batch_norm(const tstor_tensor *input,
+                                        const tstor_tensor *running_mean,
+                                        const tstor_tensor *running_var,
+                                        const tstor_tensor *weight, const tstor_tensor *bias,
+                                        int training, tstor_tensor **out);
+TSTOR_EXTERN int tstor_shape_layer_norm(const tstor_tensor *input, int ndims,
+                                        const int64_t *normalized_shape,
+                                        const tstor_tensor *weight, const tstor_tensor *bias,
+                                        tstor_tensor **out);
+TSTOR_EXTERN int tstor_shape_group_norm(const tstor_tensor *input, int64_t groups,
+                                        const tstor_tensor *weight, const tstor_tensor *bias,
+                                        tstor_tensor **out);
+
+/* -------------------------------------------------------------------- where */
+
+/* torch.where(cond, a, b): cond a bool tensor ("where expected condition to
+ * be a boolean tensor"), the three broadcast together, the dtype a and b
+ * promote to (tstor_result_type, so a zero-dim b counts by category only),
+ * strides as PyTorch's elementwise reference orders them. */
+TSTOR_EXTERN int tstor_layout_where(const tstor_layout *cond, const tstor_layout *a,
+                                    const tstor_layout *b, tstor_layout *out);
+/* Tensor form; *out is a new reference. */
+TSTOR_EXTERN int tstor_shape_where(const tstor_tensor *cond, const tstor_tensor *a,
+                                   const tstor_tensor *b, tstor_tensor **out);
 
 /* ------------------------------------------------------ indexing and softmax */
 
@@ -340,6 +484,13 @@ TSTOR_EXTERN int tstor_shape_embedding(const tstor_tensor *weight, const tstor_t
 TSTOR_EXTERN int tstor_shape_index_select(const tstor_tensor *in, int64_t dim,
                                           const tstor_tensor *index, tstor_tensor **out);
 TSTOR_EXTERN int tstor_shape_softmax(const tstor_tensor *in, int64_t dim, tstor_tensor **out);
+
+/* softmax with PyTorch's dtype= argument: the input taken as converted to
+ * `dtype`, which is the output's. */
+TSTOR_EXTERN int tstor_layout_softmax_dtype(const tstor_layout *in, int64_t dim,
+                                            tstor_dtype dtype, tstor_layout *out);
+TSTOR_EXTERN int tstor_shape_softmax_dtype(const tstor_tensor *in, int64_t dim,
+                                           tstor_dtype dtype, tstor_tensor **out);
 
 #ifdef __cplusplus
 }
