@@ -518,10 +518,24 @@ static int elementwise(tstor_elementwise_rule rule, int n, const operand *in, in
   if (rule == TSTOR_ELEMENTWISE_FLOAT && tstor__dtype_category(common) < 2)
     common = TSTOR__DEFAULT_FLOAT;
   if (rule == TSTOR_ELEMENTWISE_BOOL) common = TSTOR_BOOL;
-  if (rule == TSTOR_ELEMENTWISE_REAL && tstor__dtype_category(common) == 3)
-    common = tstor__complex_part(common);
-  *dtype = common;
+  if (rule == TSTOR_ELEMENTWISE_REAL && common == TSTOR_BOOL)
+    return tstor__err(TSTOR_EDTYPE, "\"abs_cpu\" not implemented for 'Bool'");
   *contiguous = 0;
+  if (rule == TSTOR_ELEMENTWISE_REAL && tstor__dtype_category(common) == 3) {
+    common = tstor__complex_part(common);
+    if (n == 1 && nnumbers == 0) {
+      /* abs of a complex tensor writes into empty_like(input): its own
+       * strides where dense, dense in its order otherwise */
+      *dtype = common;
+      for (int d = 0; d < in[0].ndim; d++) sizes[d] = in[0].sizes[d];
+      if (is_non_overlapping_and_dense(&in[0]))
+        for (int d = 0; d < in[0].ndim; d++) strides[d] = in[0].strides[d];
+      else
+        tstor__infer_dense_strides(in[0].ndim, in[0].sizes, in[0].strides, strides);
+      return 0;
+    }
+  }
+  *dtype = common;
 
   /* the shape; numbers are zero-dim operands, which count for "all the same
    * shape" as TensorIterator's wrapped numbers do */

@@ -123,6 +123,12 @@ int tstor_layout_linear(const tstor_layout *input, const tstor_layout *weight,
   if (weight->ndim > 2)
     return tstor__err(TSTOR_EINVAL, "t() expects a tensor with <= 2 dimensions, but self is %dD",
                       weight->ndim);
+  /* with a bias, a 2-d input (or a contiguous 3-d one, flattened to 2-d)
+   * goes through addmm, which takes no vector for a weight */
+  if (bias && weight->ndim < 2 &&
+      (input->ndim == 2 ||
+       (input->ndim == 3 && tstor__compute_contiguous(3, input->sizes, input->strides))))
+    return tstor__err(TSTOR_EINVAL, "mat2 must be a matrix, got %d-D tensor", weight->ndim);
   tstor_layout wt; /* weight.t() */
   tstor__layout_copy(&wt, weight);
   if (wt.ndim == 2) {

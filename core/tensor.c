@@ -89,6 +89,12 @@ int tstor__compute_contiguous(int ndim, const int64_t *sizes, const int64_t *str
 }
 
 int tstor__non_overlapping_and_dense(int ndim, const int64_t *sizes, const int64_t *strides) {
+  /* c10's flag is is_contiguous || is_channels_last(_3d)_contiguous || the
+   * computation below: so a tensor with no elements, contiguous by
+   * definition, is dense whatever its strides (clone and empty_like keep them) */
+  if (tstor__compute_contiguous(ndim, sizes, strides) ||
+      tstor__channels_last_contiguous(ndim, sizes, strides))
+    return 1;
   if (ndim == 1) return sizes[0] < 2 || strides[0] == 1;
   int perm[TSTOR_TENSOR_MAX_DIM];
   for (int i = 0; i < ndim; i++) perm[i] = ndim - 1 - i;
@@ -477,7 +483,7 @@ void *tstor_tensor_data(const tstor_tensor *t) {
 int tstor_tensor_is_contiguous(const tstor_tensor *t) { return t->contiguous; }
 
 int tstor_tensor_is_non_overlapping_and_dense(const tstor_tensor *t) {
-  if (t->contiguous && t->numel != 0) return 1;
+  if (t->contiguous) return 1;
   return tstor__non_overlapping_and_dense(t->ndim, t->sizes, t->strides);
 }
 

@@ -472,8 +472,9 @@ static const char *compare(const tcase *c, const result *r) {
                  tstor_last_error());
         return why;
       }
-      /* the refusals tstor words as PyTorch does: TSTOR_ELEMENTWISE_NO_BOOL's */
-      if ((!strcmp(c->op, "neg") || !strcmp(c->op, "sub")) &&
+      /* the refusals tstor words as PyTorch does: TSTOR_ELEMENTWISE_NO_BOOL's
+       * and abs's of bool */
+      if ((!strcmp(c->op, "neg") || !strcmp(c->op, "sub") || !strcmp(c->op, "abs")) &&
           strcmp(tstor_last_error(), c->message) != 0) {
         snprintf(why, sizeof why, "said \"%s\", PyTorch \"%s\"", tstor_last_error(), c->message);
         return why;

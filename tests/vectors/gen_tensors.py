@@ -334,6 +334,13 @@ def views():
         ([2, 3, 4, 5, 6], [360, 1, 90, 18, 3], 0, "clone", "", lambda b: b.clone()),
         ([2, 3, 4, 5], [120, 40, 10, 2], 0, "clone", "", lambda b: b.clone()),
         ([3, 4], [0, 1], 0, "clone", "", lambda b: b.clone()),
+        # no elements: contiguous by definition, so dense, and clone keeps
+        # whatever strides there are
+        ([0, 3], [1, 5], 0, "clone", "", lambda b: b.clone()),
+        ([2, 0, 3], [7, 1, 100], 0, "clone", "", lambda b: b.clone()),
+        ([0], [5], 0, "clone", "", lambda b: b.clone()),
+        ([3, 0], [0, 0], 0, "clone", "", lambda b: b.clone()),
+        ([2, 3, 0, 5], [1, 2, 6, 6], 0, "clone", "", lambda b: b.clone()),
         ([3, 4], [1, 3], 0, "contiguous", "", lambda b: b.contiguous()),
     ]:
         dt = T.float32

@@ -162,7 +162,9 @@ typedef enum tstor_elementwise_rule {
   TSTOR_ELEMENTWISE_BOOL = 2,    /* bool, after checking the operands promote:
                                     eq, lt, isnan, logical_and */
   TSTOR_ELEMENTWISE_REAL = 3,    /* the promoted dtype, a complex one as its
-                                    parts' float dtype: abs */
+                                    parts' float dtype (then, for one tensor,
+                                    the input's own strides as empty_like
+                                    keeps them); bool refused: abs */
   TSTOR_ELEMENTWISE_NO_BOOL = 4  /* the promoted dtype, refusing bool operands
                                     in PyTorch's words for neg (one operand)
                                     and sub (two): neg, sub */
@@ -232,7 +234,8 @@ TSTOR_EXTERN int tstor_shape_reduce_dtype(tstor_reduction op, const tstor_tensor
  *     (all but the last two) broadcast.
  *   mm: (n, k) . (k, m) -> (n, m).  bmm: (b, n, k) . (b, k, m) -> (b, n, m).
  *   linear: input (..., in) and weight (out, in) or (in), bias NULL or
- *     broadcastable to the result: input . weight^T + bias. */
+ *     broadcastable to the result: input . weight^T + bias (a weight (in)
+ *     with a bias and a 2-d input is refused, as PyTorch's addmm does). */
 TSTOR_EXTERN int tstor_layout_matmul(const tstor_layout *a, const tstor_layout *b,
                                      tstor_layout *out);
 TSTOR_EXTERN int tstor_layout_mm(const tstor_layout *a, const tstor_layout *b, tstor_layout *out);
