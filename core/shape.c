@@ -40,56 +40,6 @@ static int strides_like(const tstor_layout *l, const int *order, int n) {
   return 1;
 }
 
-int tstor__view_strides(const tstor_layout *l, int ndim, const int64_t *sizes, int64_t *strides) {
-  int64_t numel = tstor_layout_numel(l);
-  if (numel == 0) {
-    /* the strides are arbitrary for no elements: the same ones for the same
-     * shape, else contiguous (as ATen does, following NumPy) */
-    if (ndim == l->ndim && memcmp(sizes, l->sizes, sizeof(int64_t) * (size_t)ndim) == 0) {
-      memcpy(strides, l->strides, sizeof(int64_t) * (size_t)ndim);
-    } else {
-      tstor_layout c;
-      c.ndim = ndim;
-      memcpy(c.sizes, sizes, sizeof(int64_t) * (size_t)ndim);
-      tstor__layout_contiguous(&c);
-      memcpy(strides, c.strides, sizeof(int64_t) * (size_t)ndim);
-    }
-    return 0;
-  }
-  if (l->ndim == 0) {
-    for (int d = 0; d < ndim; d++) strides[d] = 1;
-    return 0;
-  }
-  /* Walk the old dimensions from the last in chunks that are contiguous
-   * among themselves; each chunk must be covered exactly by new dimensions. */
-  int view_d = ndim - 1;
-  int64_t chunk_base_stride = l->strides[l->ndim - 1];
-  int64_t tensor_numel = 1, view_numel = 1;
-  for (int tensor_d = l->ndim - 1; tensor_d >= 0; tensor_d--) {
-    tensor_numel *= l->sizes[tensor_d];
-    if (tensor_d == 0 || (l->sizes[tensor_d - 1] != 1 &&
-                          l->strides[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
-      while (view_d >= 0 && (view_numel < tensor_numel || sizes[view_d] == 1)) {
-        strides[view_d] = view_numel * chunk_base_stride;
-        view_numel *= sizes[view_d];
-        view_d--;
-      }
-      if (view_numel != tensor_numel)
-        return tstor__err(TSTOR_EINVAL, "view size is not compatible with input tensor's size "
-                          "and stride (at least one dimension spans across two contiguous "
-                          "subspaces). Use .reshape(...) instead.");
-      if (tensor_d > 0) {
-        chunk_base_stride = l->strides[tensor_d - 1];
-        tensor_numel = 1;
-        view_numel = 1;
-      }
-    }
-  }
-  if (view_d != -1)
-    return tstor__err(TSTOR_EINVAL, "view size is not compatible with input tensor's size");
-  return 0;
-}
-
 /* ------------------------------------------------------------------ layouts */
 
 int tstor__check_layout(const tstor_layout *l, const char *what) {
@@ -181,36 +131,10 @@ int tstor_layout_view(const tstor_layout *in, int ndim, const int64_t *sizes, ts
   if (!in || !out || ndim < 0 || ndim > TSTOR_TENSOR_MAX_DIM || (ndim && !sizes) ||
       in->ndim < 0 || in->ndim > TSTOR_TENSOR_MAX_DIM || !tstor_dtype_info_of(in->dtype))
     return tstor__err(TSTOR_EINVAL, "view: bad arguments");
-  int64_t numel = tstor_layout_numel(in), known = 1, s[TSTOR_TENSOR_MAX_DIM];
-  int infer = -1;
-  char buf[TSTOR__SHAPE_STR_MAX];
-  for (int d = 0; d < ndim; d++) {
-    s[d] = sizes[d];
-    if (sizes[d] == -1) {
-      if (infer >= 0) return tstor__err(TSTOR_EINVAL, "only one dimension can be inferred");
-      infer = d;
-    } else if (sizes[d] < 0) {
-      return tstor__err(TSTOR_EINVAL, "invalid shape dimension %lld", (long long)sizes[d]);
-    } else if (__builtin_mul_overflow(known, sizes[d], &known)) {
-      return tstor__err(TSTOR_EOVERFLOW, "view: shape %s overflows",
-                        tstor__dims_str(buf, sizeof buf, ndim, sizes));
-    }
-  }
-  if (infer >= 0) {
-    if (known == 0)
-      return tstor__err(TSTOR_EINVAL, "cannot reshape tensor of 0 elements into shape %s because "
-                        "the unspecified dimension size -1 can be any value and is ambiguous",
-                        tstor__dims_str(buf, sizeof buf, ndim, sizes));
-    if (numel % known == 0) {
-      s[infer] = numel / known;
-      known = numel;
-    }
-  }
-  if (known != numel)
-    return tstor__err(TSTOR_EINVAL, "shape '%s' is invalid for input of size %lld",
-                      tstor__dims_str(buf, sizeof buf, ndim, sizes), (long long)numel);
-  int64_t st[TSTOR_TENSOR_MAX_DIM];
-  int rc = tstor__view_strides(in, ndim, s, st);
+  int64_t numel = tstor_layout_numel(in), s[TSTOR_TENSOR_MAX_DIM], st[TSTOR_TENSOR_MAX_DIM];
+  if (numel < 0) return tstor__err(TSTOR_EOVERFLOW, "view: the input's element count passes int64");
+  int rc = tstor__infer_size(ndim, sizes, numel, s);
+  if (rc == 0) rc = tstor__view_strides(in->ndim, in->sizes, in->strides, ndim, s, st, "view");
   if (rc < 0) return rc;
   out->dtype = in->dtype;
   out->ndim = ndim;
@@ -321,27 +245,6 @@ int tstor__shape_finish(int rc, tstor_context *ctx, tstor_device dev, const tsto
 
 /* ------------------------------------------------------------ broadcasting */
 
-/* Broadcasts shape (n, s) into (*ndim, out), which holds the shape so far
- * and has room for the result; on failure out holds a partial result. */
-static int broadcast_into(int *ndim, int64_t *out, int n, const int64_t *s) {
-  int nd = *ndim > n ? *ndim : n, shift = nd - *ndim;
-  if (shift) {
-    for (int i = *ndim - 1; i >= 0; i--) out[i + shift] = out[i];
-    for (int i = 0; i < shift; i++) out[i] = 1;
-  }
-  for (int i = nd - 1; i >= 0; i--) {
-    int ib = i - (nd - n);
-    int64_t a = out[i], b = ib >= 0 ? s[ib] : 1;
-    if (a != b && a != 1 && b != 1)
-      return tstor__err(TSTOR_EINVAL, "The size of tensor a (%lld) must match the size of "
-                        "tensor b (%lld) at non-singleton dimension %d",
-                        (long long)a, (long long)b, i);
-    out[i] = a == 1 ? b : a;
-  }
-  *ndim = nd;
-  return 0;
-}
-
 int tstor_broadcast_shapes(int n, const int *ndims, const int64_t *const *sizes, int *out_ndim,
                            int64_t *out_sizes) {
   if (n < 1 || !ndims || !sizes || !out_ndim || !out_sizes)
@@ -356,7 +259,7 @@ int tstor_broadcast_shapes(int n, const int *ndims, const int64_t *const *sizes,
     for (int d = 0; d < ndims[i]; d++)
       if (sizes[i][d] < 0)
         return tstor__err(TSTOR_EINVAL, "broadcast_shapes: shape %d has a negative size", i);
-    int rc = broadcast_into(&nd, r, ndims[i], sizes[i]);
+    int rc = tstor__broadcast_into(&nd, r, ndims[i], sizes[i]);
     if (rc < 0) return rc;
   }
   *out_ndim = nd;
@@ -544,7 +447,7 @@ static int elementwise(tstor_elementwise_rule rule, int n, const operand *in, in
   int same_shape = 1;
   for (int i = 1; i < n; i++) {
     if (in[i].ndim != nd || !same_dims(nd, in[i].sizes, sizes)) same_shape = 0;
-    rc = broadcast_into(&nd, sizes, in[i].ndim, in[i].sizes);
+    rc = tstor__broadcast_into(&nd, sizes, in[i].ndim, in[i].sizes);
     if (rc < 0) return rc;
   }
   if (nnumbers && nd != 0) same_shape = 0;

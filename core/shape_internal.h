@@ -44,9 +44,6 @@ static inline void tstor__layout_contiguous(tstor_layout *l) {
   tstor__contiguous_strides(l->ndim, l->sizes, l->strides);
 }
 
-/* The strides `view` would give l reshaped to ndim/sizes (ATen's computeStride),
- * or TSTOR_EINVAL when the view is impossible without a copy. */
-int tstor__view_strides(const tstor_layout *l, int ndim, const int64_t *sizes, int64_t *strides);
 
 /* TSTOR_EINVAL naming `what` unless l is a valid layout (non-NULL, a known
  * dtype, 0 to TSTOR_TENSOR_MAX_DIM dims). */

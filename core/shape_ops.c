@@ -235,7 +235,8 @@ int tstor_layout_stack(int n, const tstor_layout *in, int64_t dim, tstor_layout 
     /* as PyTorch: cat along d, then view the joined dimension as (n, size) */
     if ((rc = tstor_layout_cat(n, in, d, &r)) < 0) return rc;
     int64_t strides[TSTOR_TENSOR_MAX_DIM];
-    if ((rc = tstor__view_strides(&r, nd + 1, sizes, strides)) < 0) return rc;
+    if ((rc = tstor__view_strides(r.ndim, r.sizes, r.strides, nd + 1, sizes, strides, "stack")) < 0)
+      return rc;
     r.ndim = nd + 1;
     memcpy(r.sizes, sizes, sizeof(int64_t) * (size_t)r.ndim);
     memcpy(r.strides, strides, sizeof(int64_t) * (size_t)r.ndim);

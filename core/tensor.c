@@ -75,6 +75,24 @@ void tstor__contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides)
   }
 }
 
+int tstor__broadcast_into(int *ndim, int64_t *out, int n, const int64_t *s) {
+  int nd = *ndim > n ? *ndim : n, shift = nd - *ndim;
+  if (shift) {
+    for (int i = *ndim - 1; i >= 0; i--) out[i + shift] = out[i];
+    for (int i = 0; i < shift; i++) out[i] = 1;
+  }
+  for (int i = nd - 1; i >= 0; i--) {
+    int ib = i - (nd - n);
+    int64_t a = out[i], b = ib >= 0 ? s[ib] : 1;
+    if (a != b && a != 1 && b != 1)
+      return tstor__err(TSTOR_ESIZE, "The size of tensor a (%" PRId64 ") must match the size of "
+                        "tensor b (%" PRId64 ") at non-singleton dimension %d", a, b, i);
+    out[i] = a == 1 ? b : a;
+  }
+  *ndim = nd;
+  return 0;
+}
+
 int tstor__compute_contiguous(int ndim, const int64_t *sizes, const int64_t *strides) {
   int64_t z = 1;
   for (int d = ndim - 1; d >= 0; d--) {

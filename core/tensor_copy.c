@@ -564,18 +564,11 @@ static int partial_overlap(const tstor_tensor *a, const tstor_tensor *b) {
 /* src's strides expanded to dst's shape (0 where src broadcasts), with
  * TensorIterator's messages when the shapes do not broadcast to dst's. */
 static int broadcast_to(const tstor_tensor *dst, const tstor_tensor *src, int64_t *sstr) {
-  int nd = dst->ndim > src->ndim ? dst->ndim : src->ndim;
+  int nd = dst->ndim;
   int64_t shape[MAXD];
-  for (int i = nd - 1; i >= 0; i--) {
-    int off = nd - 1 - i, da = dst->ndim - 1 - off, db = src->ndim - 1 - off;
-    int64_t a = da >= 0 ? dst->sizes[da] : 1, b = db >= 0 ? src->sizes[db] : 1;
-    if (a != b && a != 1 && b != 1)
-      return tstor__err(TSTOR_ESIZE,
-                        "The size of tensor a (%" PRId64 ") must match the size of tensor b (%" PRId64
-                        ") at non-singleton dimension %d",
-                        a, b, i);
-    shape[i] = a == 1 ? b : a;
-  }
+  memcpy(shape, dst->sizes, sizeof(int64_t) * (size_t)nd);
+  int rc = tstor__broadcast_into(&nd, shape, src->ndim, src->sizes);
+  if (rc) return rc;
   int differs = nd != dst->ndim;
   for (int i = 0; !differs && i < nd; i++) differs = shape[i] != dst->sizes[i];
   if (differs) {

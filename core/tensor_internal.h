@@ -82,6 +82,29 @@ int tstor__tensor_check_sizes(int ndim, const int64_t *sizes, const char *what);
  * PyTorch's message otherwise. */
 int tstor__wrap_dim(int64_t dim, int ndim, int wrap_scalar, int *out);
 
+/* The rules of PyTorch's shapes that tensors and shape inference share, one
+ * implementation each, one error code each:
+ *   infer_size: sizes with at most one -1 resolved against numel into res.
+ *     TSTOR_ESIZE "shape '[4]' is invalid for input of size 6" when they
+ *     cannot hold numel; TSTOR_EINVAL for two -1s, a size below -1, or a -1
+ *     that a 0 leaves ambiguous.
+ *   compute_stride: ATen's computeStride, the strides that view (oldshape,
+ *     oldstride) as newshape: 1 found, 0 none exist (a copy is needed), -1
+ *     one would pass int64 (where ATen's product wraps).
+ *   view_strides: compute_stride as view() refuses: TSTOR_EINVAL "view size
+ *     is not compatible with input tensor's size and stride", or
+ *     TSTOR_EOVERFLOW naming `what`.
+ *   broadcast_into: broadcasts shape (n, s) into (*ndim, out), which holds
+ *     the shape so far and has room for the result; TSTOR_ESIZE "The size of
+ *     tensor a (3) must match the size of tensor b (2) at non-singleton
+ *     dimension 1" (out then holds a partial result). */
+int tstor__infer_size(int ndim, const int64_t *shape, int64_t numel, int64_t *res);
+int tstor__compute_stride(int on, const int64_t *oldshape, const int64_t *oldstride, int nn,
+                          const int64_t *newshape, int64_t *newstride);
+int tstor__view_strides(int on, const int64_t *oldshape, const int64_t *oldstride, int nn,
+                        const int64_t *newshape, int64_t *newstride, const char *what);
+int tstor__broadcast_into(int *ndim, int64_t *out, int n, const int64_t *s);
+
 /* Writes "[a, b, c]" into buf (truncated with "...]" when long). */
 const char *tstor__dims_str(char *buf, size_t size, int n, const int64_t *v);
 

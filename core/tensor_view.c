@@ -61,8 +61,7 @@ int tstor_tensor_as_strided(const tstor_tensor *t, int ndim, const int64_t *size
 
 /* -------------------------------------------------------- view and reshape */
 
-/* infer_size: resolves one -1 against numel. */
-static int infer_size(int ndim, const int64_t *shape, int64_t numel, int64_t *res) {
+int tstor__infer_size(int ndim, const int64_t *shape, int64_t numel, int64_t *res) {
   int64_t newsize = 1;
   int infer = -1, over = 0, zero = 0;
   char buf[512];
@@ -104,10 +103,7 @@ static int infer_size(int ndim, const int64_t *shape, int64_t numel, int64_t *re
                     dims(buf, sizeof buf, ndim, shape), numel);
 }
 
-/* computeStride: strides for viewing (oldshape, oldstride) as newshape: 1,
- * or 0 when no such strides exist, or -1 when one would overflow int64 (where
- * ATen's product wraps). */
-static int compute_stride(int on, const int64_t *oldshape, const int64_t *oldstride, int nn,
+int tstor__compute_stride(int on, const int64_t *oldshape, const int64_t *oldstride, int nn,
                           const int64_t *newshape, int64_t *newstride) {
   if (on == 0) {
     for (int i = 0; i < nn; i++) newstride[i] = 1;
@@ -153,19 +149,26 @@ static int compute_stride(int on, const int64_t *oldshape, const int64_t *oldstr
   return view_d != -1 ? 0 : over ? -1 : 1;
 }
 
-int tstor_tensor_view(const tstor_tensor *t, int ndim, const int64_t *sizes, tstor_tensor **out) {
-  int rc = check(t, out, "tensor_view");
-  if (rc) return rc;
-  if ((rc = tstor__tensor_check_ndim(ndim, sizes, "tensor_view"))) return rc;
-  int64_t shape[MAXD], st[MAXD];
-  if ((rc = infer_size(ndim, sizes, t->numel, shape))) return rc;
-  int found = compute_stride(t->ndim, t->sizes, t->strides, ndim, shape, st);
-  if (found < 0) return stride_overflow("tensor_view");
+int tstor__view_strides(int on, const int64_t *oldshape, const int64_t *oldstride, int nn,
+                        const int64_t *newshape, int64_t *newstride, const char *what) {
+  int found = tstor__compute_stride(on, oldshape, oldstride, nn, newshape, newstride);
+  if (found < 0) return stride_overflow(what);
   if (!found)
     return tstor__err(TSTOR_EINVAL,
                       "view size is not compatible with input tensor's size and stride (at least "
                       "one dimension spans across two contiguous subspaces). Use .reshape(...) "
                       "instead.");
+  return 0;
+}
+
+int tstor_tensor_view(const tstor_tensor *t, int ndim, const int64_t *sizes, tstor_tensor **out) {
+  int rc = check(t, out, "tensor_view");
+  if (rc) return rc;
+  if ((rc = tstor__tensor_check_ndim(ndim, sizes, "tensor_view"))) return rc;
+  int64_t shape[MAXD], st[MAXD];
+  if ((rc = tstor__infer_size(ndim, sizes, t->numel, shape))) return rc;
+  if ((rc = tstor__view_strides(t->ndim, t->sizes, t->strides, ndim, shape, st, "tensor_view")))
+    return rc;
   return restride(t, t->offset, ndim, shape, st, out);
 }
 
@@ -175,8 +178,8 @@ int tstor_tensor_reshape(const tstor_tensor *t, int ndim, const int64_t *sizes,
   if (rc) return rc;
   if ((rc = tstor__tensor_check_ndim(ndim, sizes, "tensor_reshape"))) return rc;
   int64_t shape[MAXD], st[MAXD];
-  if ((rc = infer_size(ndim, sizes, t->numel, shape))) return rc;
-  int found = compute_stride(t->ndim, t->sizes, t->strides, ndim, shape, st);
+  if ((rc = tstor__infer_size(ndim, sizes, t->numel, shape))) return rc;
+  int found = tstor__compute_stride(t->ndim, t->sizes, t->strides, ndim, shape, st);
   if (found < 0) return stride_overflow("tensor_reshape");
   if (found) return restride(t, t->offset, ndim, shape, st, out);
   tstor_tensor *c;
@@ -502,7 +505,7 @@ int tstor_tensor_unflatten(const tstor_tensor *t, int dim, int nsizes, const int
     return tstor__err(TSTOR_EINVAL, "tensor_unflatten: %d dimensions; a tensor has 0 to %d",
                       t->ndim - 1 + nsizes, TSTOR_TENSOR_MAX_DIM);
   int64_t n = t->ndim ? t->sizes[d] : 1, inferred[MAXD];
-  if ((rc = infer_size(nsizes, sizes, n, inferred))) {
+  if ((rc = tstor__infer_size(nsizes, sizes, n, inferred))) {
     if (rc == TSTOR_ESIZE) {
       char buf[512];
       return tstor__err(TSTOR_ESIZE,

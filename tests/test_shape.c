@@ -588,7 +588,7 @@ START_TEST(test_broadcast_messages) {
   int64_t a[] = {2, 3}, b[] = {3, 2}, out[TSTOR_TENSOR_MAX_DIM];
   int nd[] = {2, 2}, n;
   const int64_t *s[] = {a, b};
-  ck_tstor_err(tstor_broadcast_shapes(2, nd, s, &n, out), TSTOR_EINVAL);
+  ck_tstor_err(tstor_broadcast_shapes(2, nd, s, &n, out), TSTOR_ESIZE);
   ck_last_error_has("The size of tensor a (3) must match the size of tensor b (2) at "
                     "non-singleton dimension 1");
   ck_tstor_err(tstor_broadcast_shapes(0, nd, s, &n, out), TSTOR_EINVAL);
@@ -904,6 +904,49 @@ START_TEST(test_network_ops_beyond_cases) {
 }
 END_TEST
 
+/* One implementation per PyTorch rule: the tensor layer and shape inference
+ * give the same code and words for the same refusal. */
+START_TEST(test_one_code_per_rule) {
+  int64_t s23[] = {2, 3}, s4[] = {4}, s32[] = {3, 2}, s5[] = {5};
+  tstor_tensor *a, *b, *out = NULL;
+  tstor_layout l, r;
+  char tensor_msg[512];
+  ck_tstor_ok(tstor_tensor_empty(ctx, meta, TSTOR_FLOAT32, 2, s23, &a));
+  ck_tstor_ok(tstor_layout_of(a, &l));
+  /* view's element count */
+  ck_tstor_err(tstor_tensor_view(a, 1, s4, &out), TSTOR_ESIZE);
+  snprintf(tensor_msg, sizeof tensor_msg, "%s", tstor_last_error());
+  ck_tstor_err(tstor_layout_view(&l, 1, s4, &r), TSTOR_ESIZE);
+  ck_assert_str_eq(tstor_last_error(), tensor_msg);
+  ck_assert_str_eq(tensor_msg, "shape '[4]' is invalid for input of size 6");
+  /* view's strides */
+  tstor_tensor *t;
+  ck_tstor_ok(tstor_tensor_transpose(a, 0, 1, &t));
+  int64_t s6[] = {6};
+  ck_tstor_err(tstor_tensor_view(t, 1, s6, &out), TSTOR_EINVAL);
+  snprintf(tensor_msg, sizeof tensor_msg, "%s", tstor_last_error());
+  ck_tstor_ok(tstor_layout_of(t, &l));
+  ck_tstor_err(tstor_layout_view(&l, 1, s6, &r), TSTOR_EINVAL);
+  ck_assert_str_eq(tstor_last_error(), tensor_msg);
+  /* broadcasting: copy_ into a and the shape of a + b */
+  ck_tstor_ok(tstor_tensor_empty(ctx, meta, TSTOR_FLOAT32, 1, s5, &b));
+  ck_tstor_err(tstor_tensor_copy_(a, b), TSTOR_ESIZE);
+  snprintf(tensor_msg, sizeof tensor_msg, "%s", tstor_last_error());
+  ck_tstor_err(tstor_shape_binary(TSTOR_ELEMENTWISE_PROMOTE, a, b, &out), TSTOR_ESIZE);
+  ck_assert_str_eq(tstor_last_error(), tensor_msg);
+  ck_assert_ptr_null(out);
+  tstor_tensor_release(b);
+  ck_tstor_ok(tstor_tensor_empty(ctx, meta, TSTOR_FLOAT32, 2, s32, &b));
+  ck_tstor_err(tstor_tensor_copy_(a, b), TSTOR_ESIZE);
+  snprintf(tensor_msg, sizeof tensor_msg, "%s", tstor_last_error());
+  ck_tstor_err(tstor_shape_binary(TSTOR_ELEMENTWISE_PROMOTE, a, b, &out), TSTOR_ESIZE);
+  ck_assert_str_eq(tstor_last_error(), tensor_msg);
+  tstor_tensor_release(t);
+  tstor_tensor_release(b);
+  tstor_tensor_release(a);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("shape");
   TCase *tc = tcase_create("shape");
@@ -918,6 +961,7 @@ int main(void) {
   tcase_add_test(tc, test_sixty_four_dims);
   tcase_add_test(tc, test_allocation_failures);
   tcase_add_test(tc, test_network_ops_beyond_cases);
+  tcase_add_test(tc, test_one_code_per_rule);
   suite_add_tcase(s, tc);
   int rc = tstor_test_run(s);
   free(cases);

@@ -24,8 +24,12 @@
  *   - A failed call returns a negative TSTOR_E* code, names the shapes in
  *     tstor_last_error() in PyTorch's words where PyTorch has them, sets *out
  *     to NULL (tensor forms) and leaves *out untouched (layout forms).
- *     TSTOR_EINVAL for bad arguments and mismatched shapes, TSTOR_ERANGE for a
- *     dimension out of range, TSTOR_EDTYPE for a dtype the operation refuses.
+ *     TSTOR_ESIZE for shapes that do not broadcast and for view sizes that do
+ *     not hold the input's elements (PyTorch's "must match the size of
+ *     tensor b" and "is invalid for input of size": the codes tensor.h gives
+ *     for the same messages), TSTOR_EINVAL for other bad arguments and
+ *     mismatched shapes, TSTOR_ERANGE for a dimension out of range,
+ *     TSTOR_EDTYPE for a dtype the operation refuses.
  *   - Dimensions may be negative and wrap as in Python (-1 is the last).
  *   - Every function is thread-safe; none keeps state.
  */
@@ -91,9 +95,10 @@ TSTOR_EXTERN int tstor_layout_empty(tstor_context *ctx, tstor_device dev, const 
 
 /* The layout of in.view(sizes) (torch.Tensor.view): the same elements under
  * ndim new sizes, one of which may be -1 (inferred), with the strides PyTorch
- * gives the view (ATen's computeStride). TSTOR_EINVAL when the element counts
- * differ ("shape '[4]' is invalid for input of size 6"), when -1 is ambiguous
- * or repeated, and when the strides cannot express the view without a copy
+ * gives the view (ATen's computeStride), as tstor_tensor_view computes them.
+ * TSTOR_ESIZE when the element counts differ ("shape '[4]' is invalid for
+ * input of size 6"); TSTOR_EINVAL when -1 is ambiguous or repeated, and when
+ * the strides cannot express the view without a copy
  * ("view size is not compatible with input tensor's size and stride"). The
  * view reads the same storage from the same offset: a tensor of it is
  * tstor_tensor_on_storage(tstor_tensor_storage(t), ..., out->sizes,
@@ -146,7 +151,7 @@ TSTOR_EXTERN int tstor_result_type_tensors(int n, const tstor_tensor *const *ten
 /* The shape n >= 1 shapes broadcast to, as torch.broadcast_shapes: aligned at
  * the last dimension, sizes equal or 1 (a 1 stretches, also to 0). shape i has
  * ndims[i] dimensions at sizes[i]. Writes *out_ndim and out_sizes[0..*out_ndim)
- * (room for TSTOR_TENSOR_MAX_DIM). TSTOR_EINVAL when two sizes differ and
+ * (room for TSTOR_TENSOR_MAX_DIM). TSTOR_ESIZE when two sizes differ and
  * neither is 1, naming both: "The size of tensor a (3) must match the size of
  * tensor b (2) at non-singleton dimension 1". */
 TSTOR_EXTERN int tstor_broadcast_shapes(int n, const int *ndims, const int64_t *const *sizes,
