@@ -83,7 +83,7 @@ static int built(const char *path) {
   OK(tstor_value_dict_set(root, s(ck, "meta"), meta));
   OK(tstor_value_dict_set(root, s(ck, "again"), wv));
   OK(tstor_checkpoint_set_root(ck, root));
-  OK(tstor_torch_save(ck, path));
+  OK(tstor_torch_save(ck, path, NULL));
   tstor_checkpoint_free(ck);
   tstor_context_close(ctx);
   return 0;
@@ -102,7 +102,7 @@ int main(int argc, char **argv) {
     if (asprintf(&out, "%s/%s", argv[1], basename(copy)) < 0) return 1;
     int rc = tstor_torch_load(NULL, argv[i], NULL, &ck);
     if (!rc) {
-      rc = tstor_torch_save(ck, out);
+      rc = tstor_torch_save(ck, out, NULL);
       tstor_checkpoint_free(ck);
     }
     if (rc) {

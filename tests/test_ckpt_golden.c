@@ -172,7 +172,7 @@ START_TEST(golden_resave) {
     for (int way = WAY_MAP; way <= WAY_READ; way++) {
       tstor_checkpoint *ck, *back;
       ck_tstor_ok(load_way(way, path, NULL, 0, &ck));
-      int rc = tstor_torch_save(ck, out);
+      int rc = tstor_torch_save(ck, out, NULL);
       ck_assert_msg(rc == 0, "%s: %s", cases[i].name, tstor_last_error());
       ck_tstor_ok(tstor_torch_load(ctx, out, NULL, &back));
       char *a = list_checkpoint(ck, 1), *b = list_checkpoint(back, 1);
@@ -373,7 +373,7 @@ START_TEST(formats_by_their_bytes) {
   tstor_load_options o = TSTOR_LOAD_OPTIONS_INIT;
   o.map_location = "cpu";
   ck_tstor_ok(tstor_torch_load(ctx, CKDIR "/golden/share_dict_float32.pt", &o, &flat));
-  ck_tstor_ok(tstor_safetensors_save(flat, path, TSTOR_SAVE_COPY_SHARED));
+  ck_tstor_ok(tstor_safetensors_save(flat, path, TEST_SAVE_OPTS(TSTOR_SAVE_COPY_SHARED)));
   tstor_checkpoint_free(flat);
   ck_tstor_ok(tstor_file_format_of(path, &f));
   ck_assert_int_eq(f, TSTOR_FORMAT_SAFETENSORS);
@@ -447,7 +447,7 @@ static tstor_checkpoint *save_and_load(tstor_checkpoint *ck) {
   int fd = mkstemp(path);
   ck_assert_int_ge(fd, 0);
   close(fd);
-  ck_tstor_ok(tstor_torch_save(ck, path));
+  ck_tstor_ok(tstor_torch_save(ck, path, NULL));
   tstor_checkpoint_free(ck);
   tstor_checkpoint *back;
   ck_tstor_ok(tstor_torch_load(ctx, path, NULL, &back));
@@ -534,7 +534,7 @@ static tstor_checkpoint *one_float_tensor(const float *x, int64_t n) {
 }
 
 static int save_either(int which, const tstor_checkpoint *ck, const char *path) {
-  return which ? tstor_safetensors_save(ck, path, 0) : tstor_torch_save(ck, path);
+  return which ? tstor_safetensors_save(ck, path, NULL) : tstor_torch_save(ck, path, NULL);
 }
 
 START_TEST(saves_keep_what_the_path_is) {

@@ -374,8 +374,8 @@ START_TEST(checkpoints_save_from_and_load_to_the_gpu) {
   char pt[64], st[64];
   snprintf(pt, sizeof pt, "%s/w.pt", dir);
   snprintf(st, sizeof st, "%s/w.safetensors", dir);
-  ck_tstor_ok(tstor_torch_save(ck, pt));
-  ck_tstor_ok(tstor_safetensors_save(ck, st, 0));
+  ck_tstor_ok(tstor_torch_save(ck, pt, NULL));
+  ck_tstor_ok(tstor_safetensors_save(ck, st, NULL));
   tstor_load_options o = {sizeof o, "cuda:0", 0};
   tstor_checkpoint *dev, *host;
   ck_tstor_ok(tstor_torch_load(ctx, pt, &o, &dev));

@@ -100,7 +100,7 @@ START_TEST(reference_files) {
   put_tensor(ck, d, "attn.0", t);
   tstor_tensor_release(t);
   ck_tstor_ok(tstor_checkpoint_set_root(ck, d));
-  ck_tstor_ok(tstor_safetensors_save(ck, path_in("a.safetensors"), 0));
+  ck_tstor_ok(tstor_safetensors_save(ck, path_in("a.safetensors"), NULL));
   expect_file(path_in("a.safetensors"), attn, sizeof attn);
   tstor_checkpoint_free(ck);
 
@@ -110,20 +110,20 @@ START_TEST(reference_files) {
   put_tensor(ck, d, "attn0", t);
   tstor_tensor_release(t);
   ck_tstor_ok(tstor_checkpoint_set_root(ck, d));
-  ck_tstor_ok(tstor_safetensors_save(ck, path_in("b.safetensors"), 0));
+  ck_tstor_ok(tstor_safetensors_save(ck, path_in("b.safetensors"), NULL));
   expect_file(path_in("b.safetensors"), aligned, sizeof aligned);
   tstor_checkpoint_free(ck);
 
   ck_tstor_ok(tstor_checkpoint_new(&ck));
   ck_tstor_ok(tstor_value_new(ck, TSTOR_VALUE_DICT, &d));
   ck_tstor_ok(tstor_checkpoint_set_root(ck, d));
-  ck_tstor_ok(tstor_safetensors_save(ck, path_in("c.safetensors"), 0));
+  ck_tstor_ok(tstor_safetensors_save(ck, path_in("c.safetensors"), NULL));
   expect_file(path_in("c.safetensors"), empty, sizeof empty);
   tstor_value *md;
   ck_tstor_ok(tstor_value_new(ck, TSTOR_VALUE_DICT, &md));
   ck_tstor_ok(tstor_value_dict_set(md, str(ck, "framework"), str(ck, "pt")));
   ck_tstor_ok(tstor_checkpoint_set_metadata(ck, md));
-  ck_tstor_ok(tstor_safetensors_save(ck, path_in("d.safetensors"), 0));
+  ck_tstor_ok(tstor_safetensors_save(ck, path_in("d.safetensors"), NULL));
   expect_file(path_in("d.safetensors"), empty_md, sizeof empty_md);
   tstor_checkpoint_free(ck);
 
@@ -163,7 +163,7 @@ START_TEST(order_and_alignment) {
     tstor_tensor_release(t);
   }
   ck_tstor_ok(tstor_checkpoint_set_root(ck, d));
-  ck_tstor_ok(tstor_safetensors_save(ck, path_in("m.safetensors"), 0));
+  ck_tstor_ok(tstor_safetensors_save(ck, path_in("m.safetensors"), NULL));
   tstor_checkpoint_free(ck);
   size_t len;
   unsigned char *bytes = (unsigned char *)tstor_test_slurp(path_in("m.safetensors"), &len);
@@ -219,13 +219,13 @@ START_TEST(golden_through_safetensors) {
     snprintf(in, sizeof in, CKDIR "/golden/%s.pt", files[f]);
     tstor_checkpoint *pt, *st;
     ck_tstor_ok(tstor_torch_load(ctx, in, NULL, &pt));
-    int rc = tstor_safetensors_save(pt, path_in("g.safetensors"), 0);
+    int rc = tstor_safetensors_save(pt, path_in("g.safetensors"), NULL);
     if (rc) {
       ck_assert_msg(rc == TSTOR_EINVAL && strstr(tstor_last_error(), "share a storage"), "%s: %s", files[f],
                     tstor_last_error());
       ck_assert_int_ne(access(path_in("g.safetensors"), F_OK), 0); /* nothing left behind */
       refused++;
-      ck_tstor_ok(tstor_safetensors_save(pt, path_in("g.safetensors"), TSTOR_SAVE_COPY_SHARED));
+      ck_tstor_ok(tstor_safetensors_save(pt, path_in("g.safetensors"), TEST_SAVE_OPTS(TSTOR_SAVE_COPY_SHARED)));
     }
     for (int way = 0; way < 2; way++) {
       tstor_load_options o = {sizeof o, NULL, way ? 0 : TSTOR_LOAD_MMAP}; /* mapped, read */
@@ -395,15 +395,15 @@ START_TEST(bad_saves) {
   tstor_checkpoint *ck;
   tstor_value *d, *l;
   ck_tstor_ok(tstor_checkpoint_new(&ck));
-  ck_tstor_err(tstor_safetensors_save(ck, path_in("x"), 0), TSTOR_EINVAL); /* no root */
+  ck_tstor_err(tstor_safetensors_save(ck, path_in("x"), NULL), TSTOR_EINVAL); /* no root */
   ck_tstor_ok(tstor_value_new(ck, TSTOR_VALUE_LIST, &l));
   ck_tstor_ok(tstor_checkpoint_set_root(ck, l));
-  ck_tstor_err(tstor_safetensors_save(ck, path_in("x"), 0), TSTOR_EINVAL);
+  ck_tstor_err(tstor_safetensors_save(ck, path_in("x"), NULL), TSTOR_EINVAL);
   ck_last_error_has("dict of name -> tensor");
   ck_tstor_ok(tstor_value_new(ck, TSTOR_VALUE_DICT, &d));
   ck_tstor_ok(tstor_value_dict_set(d, str(ck, "n"), str(ck, "not a tensor")));
   ck_tstor_ok(tstor_checkpoint_set_root(ck, d));
-  ck_tstor_err(tstor_safetensors_save(ck, path_in("x"), 0), TSTOR_EINVAL);
+  ck_tstor_err(tstor_safetensors_save(ck, path_in("x"), NULL), TSTOR_EINVAL);
   ck_last_error_has("str -> str");
   tstor_checkpoint_free(ck);
   ck_tstor_ok(tstor_checkpoint_new(&ck));
@@ -414,10 +414,10 @@ START_TEST(bad_saves) {
   put_tensor(ck, d, "c", t);
   tstor_tensor_release(t);
   ck_tstor_ok(tstor_checkpoint_set_root(ck, d));
-  ck_tstor_err(tstor_safetensors_save(ck, path_in("x"), 0), TSTOR_ENOTSUP);
+  ck_tstor_err(tstor_safetensors_save(ck, path_in("x"), NULL), TSTOR_ENOTSUP);
   ck_last_error_has("complex128");
   ck_assert_int_ne(access(path_in("x"), F_OK), 0);
-  ck_tstor_err(tstor_safetensors_save(ck, "/nonexistent/dir/x.safetensors", 0), TSTOR_ENOTSUP);
+  ck_tstor_err(tstor_safetensors_save(ck, "/nonexistent/dir/x.safetensors", NULL), TSTOR_ENOTSUP);
   tstor_checkpoint_free(ck);
 }
 END_TEST

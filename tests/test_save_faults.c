@@ -110,7 +110,7 @@ static int save_over_old(int safetensors, int nth, int e, char *path, size_t siz
   calls = 0;
   fail_at = nth;
   fail_errno = e;
-  int rc = safetensors ? tstor_safetensors_save(ck, path, 0) : tstor_torch_save(ck, path);
+  int rc = safetensors ? tstor_safetensors_save(ck, path, NULL) : tstor_torch_save(ck, path, NULL);
   fail_at = 0;
   tstor_checkpoint_free(ck);
   return rc;
@@ -152,7 +152,7 @@ START_TEST(folder_cannot_sync) {
   calls = 0;
   fail_at = 2;
   fail_errno = EINVAL;
-  ck_tstor_ok(tstor_safetensors_save(ck, path, 0));
+  ck_tstor_ok(tstor_safetensors_save(ck, path, NULL));
   fail_at = 0;
   ck_assert_int_eq(calls, 2);
   tstor_checkpoint_free(ck);

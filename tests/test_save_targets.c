@@ -66,19 +66,19 @@ START_TEST(saves_to_a_stream_and_to_memory_are_the_path_bytes) {
     ck_tstor_ok(tstor_checkpoint_load(ctx, cases[i].file, NULL, &ck));
     char path[128];
     snprintf(path, sizeof path, "%s/saved", dir);
-    ck_tstor_ok(tstor_checkpoint_save(ck, path, cases[i].format, cases[i].flags));
+    ck_tstor_ok(tstor_checkpoint_save(ck, path, cases[i].format, TEST_SAVE_OPTS(cases[i].flags)));
     size_t plen;
     unsigned char *pbytes = (unsigned char *)tstor_test_slurp(path, &plen);
     /* to memory */
     void *mem;
     size_t mlen;
-    ck_tstor_ok(tstor_checkpoint_save_buffer(ck, cases[i].format, cases[i].flags, &mem, &mlen));
+    ck_tstor_ok(tstor_checkpoint_save_buffer(ck, cases[i].format, TEST_SAVE_OPTS(cases[i].flags), &mem, &mlen));
     ck_assert_msg(mlen == plen && memcmp(mem, pbytes, plen) == 0, "%s: memory and path bytes differ", cases[i].file);
     /* to a stream, after what the caller wrote first: the stream is left open */
     FILE *f = tmpfile();
     ck_assert_ptr_nonnull(f);
     fputs("HEAD", f);
-    ck_tstor_ok(tstor_checkpoint_save_stream(ck, f, cases[i].format, cases[i].flags));
+    ck_tstor_ok(tstor_checkpoint_save_stream(ck, f, cases[i].format, TEST_SAVE_OPTS(cases[i].flags)));
     fputs("TAIL", f);
     ck_assert_int_eq(ftell(f), (long)(plen + 8));
     rewind(f);
@@ -174,20 +174,20 @@ START_TEST(refusals) {
   ck_tstor_ok(tstor_checkpoint_load(ctx, cases[0].file, NULL, &ck));
   void *mem = (void *)1;
   size_t len = 1;
-  ck_tstor_err(tstor_checkpoint_save_buffer(ck, TSTOR_FORMAT_TORCH_LEGACY, 0, &mem, &len), TSTOR_ENOTSUP);
+  ck_tstor_err(tstor_checkpoint_save_buffer(ck, TSTOR_FORMAT_TORCH_LEGACY, NULL, &mem, &len), TSTOR_ENOTSUP);
   ck_assert_ptr_null(mem);
   ck_assert_int_eq(len, 0);
-  ck_tstor_err(tstor_checkpoint_save_buffer(ck, TSTOR_FORMAT_UNKNOWN, 0, &mem, &len), TSTOR_EINVAL);
-  ck_tstor_err(tstor_checkpoint_save_buffer(ck, TSTOR_FORMAT_TORCH, 1, &mem, &len), TSTOR_EINVAL);
+  ck_tstor_err(tstor_checkpoint_save_buffer(ck, TSTOR_FORMAT_UNKNOWN, NULL, &mem, &len), TSTOR_EINVAL);
+  ck_tstor_err(tstor_checkpoint_save_buffer(ck, TSTOR_FORMAT_TORCH, TEST_SAVE_OPTS(1), &mem, &len), TSTOR_EINVAL);
   char path[128];
   snprintf(path, sizeof path, "%s/never", dir);
-  ck_tstor_err(tstor_checkpoint_save(ck, path, TSTOR_FORMAT_TORCH_LEGACY, 0), TSTOR_ENOTSUP);
+  ck_tstor_err(tstor_checkpoint_save(ck, path, TSTOR_FORMAT_TORCH_LEGACY, NULL), TSTOR_ENOTSUP);
   ck_assert_int_eq(access(path, F_OK), -1);
   /* a nested tree is no safetensors file: refused, and memory left as it was */
-  ck_tstor_err(tstor_checkpoint_save_buffer(ck, TSTOR_FORMAT_SAFETENSORS, 0, &mem, &len), TSTOR_EINVAL);
+  ck_tstor_err(tstor_checkpoint_save_buffer(ck, TSTOR_FORMAT_SAFETENSORS, NULL, &mem, &len), TSTOR_EINVAL);
   ck_assert_ptr_null(mem);
-  ck_tstor_err(tstor_checkpoint_save_stream(ck, NULL, TSTOR_FORMAT_TORCH, 0), TSTOR_EINVAL);
-  ck_tstor_err(tstor_checkpoint_save_buffer(ck, TSTOR_FORMAT_TORCH, 0, NULL, &len), TSTOR_EINVAL);
+  ck_tstor_err(tstor_checkpoint_save_stream(ck, NULL, TSTOR_FORMAT_TORCH, NULL), TSTOR_EINVAL);
+  ck_tstor_err(tstor_checkpoint_save_buffer(ck, TSTOR_FORMAT_TORCH, NULL, NULL, &len), TSTOR_EINVAL);
   tstor_checkpoint_free(ck);
 }
 END_TEST
@@ -210,7 +210,7 @@ START_TEST(byte_order_of_files_without_the_record) {
   /* a file with the record is read as it says, whatever was assumed */
   char path[128];
   snprintf(path, sizeof path, "%s/with_record.pt", dir);
-  ck_tstor_ok(tstor_torch_save(le, path));
+  ck_tstor_ok(tstor_torch_save(le, path, NULL));
   ck_tstor_ok(tstor_torch_load(ctx, path, &o, &be));
   b = tstor_value_tensor(tstor_value_dict_get(tstor_checkpoint_root(be), "t"));
   ck_assert_mem_eq(tstor_tensor_data(a), tstor_tensor_data(b), 28);
@@ -226,7 +226,7 @@ START_TEST(mapped_shared_reaches_the_file) {
   ck_tstor_ok(tstor_torch_load(ctx, CKDIR "/golden/dtype_float32_7.pt", NULL, &ck));
   char path[128];
   snprintf(path, sizeof path, "%s/shared.pt", dir);
-  ck_tstor_ok(tstor_torch_save(ck, path));
+  ck_tstor_ok(tstor_torch_save(ck, path, NULL));
   tstor_checkpoint_free(ck);
   for (int shared = 0; shared < 2; shared++) {
     tstor_load_options o = TSTOR_LOAD_OPTIONS_INIT;

@@ -354,7 +354,7 @@ static counts check_manifest(const char *dir, const char *resaved, int bytes) {
     char out[4096];
     snprintf(out, sizeof out, "%s/%s", resaved ? resaved : "/tmp", file);
     if (!resaved) snprintf(out, sizeof out, "/tmp/tstor-t7-%d-%s", (int)getpid(), file);
-    ck_tstor_ok(tstor_torch7_save(ck, out, flags_of(format)));
+    ck_tstor_ok(tstor_torch7_save(ck, out, TEST_SAVE_OPTS(flags_of(format))));
     tstor_checkpoint *back;
     ck_tstor_ok(tstor_torch7_load(ctx, out, NULL, &back));
     char *again = render(back);
@@ -404,7 +404,7 @@ START_TEST(written_back_byte_for_byte) {
     snprintf(out, sizeof out, "/tmp/tstor-t7b-%d.t7", (int)getpid());
     tstor_checkpoint *ck;
     ck_tstor_ok(tstor_torch7_load(ctx, path, NULL, &ck));
-    ck_tstor_ok(tstor_torch7_save(ck, out, 0));
+    ck_tstor_ok(tstor_torch7_save(ck, out, NULL));
     size_t a, b;
     unsigned char *x = (unsigned char *)tstor_test_slurp(path, &a), *y = (unsigned char *)tstor_test_slurp(out, &b);
     ck_assert_msg(a == b && memcmp(x, y, a) == 0, "%s: %zu bytes written back, Torch7 wrote %zu", files[i], b, a);
@@ -536,7 +536,7 @@ START_TEST(built_trees_every_format) {
   char path[128];
   snprintf(path, sizeof path, "/tmp/tstor-t7-built-%d.t7", (int)getpid());
   for (size_t f = 0; f < sizeof formats / sizeof formats[0]; f++) {
-    ck_tstor_ok(tstor_torch7_save(ck, path, formats[f]));
+    ck_tstor_ok(tstor_torch7_save(ck, path, TEST_SAVE_OPTS(formats[f])));
     tstor_file_format fmt;
     ck_tstor_ok(tstor_file_format_of(path, &fmt));
     ck_assert_int_eq(fmt, TSTOR_FORMAT_TORCH7);
@@ -574,10 +574,10 @@ START_TEST(built_trees_every_format) {
   }
   /* what Torch7 cannot hold is refused, and no file is left */
   unlink(path);
-  ck_tstor_err(tstor_torch7_save(ck, path, TSTOR_TORCH7_ASCII | TSTOR_TORCH7_LONG4), TSTOR_EINVAL);
-  ck_tstor_err(tstor_torch7_save(ck, path, 1u << 9), TSTOR_EINVAL);
+  ck_tstor_err(tstor_torch7_save(ck, path, TEST_SAVE_OPTS(TSTOR_TORCH7_ASCII | TSTOR_TORCH7_LONG4)), TSTOR_EINVAL);
+  ck_tstor_err(tstor_torch7_save(ck, path, TEST_SAVE_OPTS(1u << 9)), TSTOR_EINVAL);
   ck_tstor_ok(tstor_value_dict_set(root, str(ck, "big"), integer(ck, ((int64_t)1 << 53) + 1)));
-  ck_tstor_err(tstor_torch7_save(ck, path, 0), TSTOR_ERANGE);
+  ck_tstor_err(tstor_torch7_save(ck, path, NULL), TSTOR_ERANGE);
   ck_last_error_has("cannot hold it exactly");
   ck_assert_int_eq(access(path, F_OK), -1);
   tstor_tensor *bt;
@@ -585,7 +585,7 @@ START_TEST(built_trees_every_format) {
   tstor_value *bv;
   ck_tstor_ok(tstor_value_new_tensor(ck, bt, &bv));
   ck_tstor_ok(tstor_value_dict_set(root, str(ck, "big"), bv));
-  ck_tstor_err(tstor_torch7_save(ck, path, 0), TSTOR_ENOTSUP);
+  ck_tstor_err(tstor_torch7_save(ck, path, NULL), TSTOR_ENOTSUP);
   ck_last_error_has("a bool tensor: Torch7 has no type for it");
   tstor_tensor *lt;
   int64_t huge = (int64_t)1 << 40;
@@ -593,8 +593,8 @@ START_TEST(built_trees_every_format) {
   tstor_value *lv;
   ck_tstor_ok(tstor_value_new_tensor(ck, lt, &lv));
   ck_tstor_ok(tstor_value_dict_set(root, str(ck, "big"), lv));
-  ck_tstor_ok(tstor_torch7_save(ck, path, 0));
-  ck_tstor_err(tstor_torch7_save(ck, path, TSTOR_TORCH7_LONG4), TSTOR_ERANGE);
+  ck_tstor_ok(tstor_torch7_save(ck, path, NULL));
+  ck_tstor_err(tstor_torch7_save(ck, path, TEST_SAVE_OPTS(TSTOR_TORCH7_LONG4)), TSTOR_ERANGE);
   ck_last_error_has("does not fit the 4-byte longs");
   unlink(path);
   tstor_tensor_release(lt);

@@ -603,9 +603,11 @@ int tstor_cmd_convert(int argc, char **argv) {
   int rc = open_and_load(config, in, 0, &ctx, &ck, &format);
   if (rc) return rc;
   if ((rc = reshape(ck, select, flatten))) return close_loaded(ctx, ck, rc);
-  int err = ends_with(out, ".safetensors") ? tstor_safetensors_save(ck, out, flags)
-            : ends_with(out, ".t7")         ? tstor_torch7_save(ck, out, 0)
-                                            : tstor_torch_save(ck, out);
+  tstor_save_options copies = TSTOR_SAVE_OPTIONS_INIT;
+  copies.flags = flags;
+  int err = ends_with(out, ".safetensors") ? tstor_safetensors_save(ck, out, &copies)
+            : ends_with(out, ".t7")         ? tstor_torch7_save(ck, out, NULL)
+                                            : tstor_torch_save(ck, out, NULL);
   if (err) {
     fprintf(stderr, "tstor convert: %s: %s (%s)\n", out, tstor_last_error(), tstor_err_name(err));
     rc = EXIT_BADFILE;

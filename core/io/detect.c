@@ -131,13 +131,21 @@ static int writable(tstor_file_format format, unsigned flags) {
   }
 }
 
-int tstor_checkpoint_save_stream(const tstor_checkpoint *ck, FILE *f, tstor_file_format format, unsigned flags) {
-  if (!ck || !f) return TSTOR__ERR(TSTOR_EINVAL, "tstor_checkpoint_save_stream: NULL argument");
+/* The stream save, its options read. */
+static int save_stream(const tstor_checkpoint *ck, FILE *f, tstor_file_format format, unsigned flags) {
   int rc = writable(format, flags);
   if (rc) return rc;
   if (format == TSTOR_FORMAT_TORCH) return tstor__torch_save_stream(ck, f);
   if (format == TSTOR_FORMAT_SAFETENSORS) return tstor__safetensors_save_stream(ck, f, flags);
   return tstor__torch7_save_stream(ck, f, flags);
+}
+
+int tstor_checkpoint_save_stream(const tstor_checkpoint *ck, FILE *f, tstor_file_format format,
+                                 const tstor_save_options *opts) {
+  if (!ck || !f) return TSTOR__ERR(TSTOR_EINVAL, "tstor_checkpoint_save_stream: NULL argument");
+  unsigned flags;
+  int rc = tstor__save_flags(opts, &flags);
+  return rc ? rc : save_stream(ck, f, format, flags);
 }
 
 typedef struct save_args {
@@ -148,31 +156,36 @@ typedef struct save_args {
 
 static int save_to(const void *arg, FILE *f) {
   const save_args *a = arg;
-  return tstor_checkpoint_save_stream(a->ck, f, a->format, a->flags);
+  return save_stream(a->ck, f, a->format, a->flags);
 }
 
-int tstor_checkpoint_save(const tstor_checkpoint *ck, const char *path, tstor_file_format format, unsigned flags) {
+int tstor_checkpoint_save(const tstor_checkpoint *ck, const char *path, tstor_file_format format,
+                          const tstor_save_options *opts) {
   if (!ck || !path) return TSTOR__ERR(TSTOR_EINVAL, "tstor_checkpoint_save: NULL argument");
-  int rc = writable(format, flags);
+  unsigned flags;
+  int rc = tstor__save_flags(opts, &flags);
+  if (rc == 0) rc = writable(format, flags);
   if (rc) return rc;
   save_args a = {ck, format, flags};
   return tstor__save_atomically(path, save_to, &a);
 }
 
-int tstor_checkpoint_save_buffer(const tstor_checkpoint *ck, tstor_file_format format, unsigned flags, void **data,
-                                 size_t *size) {
+int tstor_checkpoint_save_buffer(const tstor_checkpoint *ck, tstor_file_format format,
+                                 const tstor_save_options *opts, void **data, size_t *size) {
   if (data) *data = NULL; /* a failed call leaves it NULL (tstor.h) */
   if (!data || !size) return TSTOR__ERR(TSTOR_EINVAL, "tstor_checkpoint_save_buffer: NULL argument");
   *data = NULL;
   *size = 0;
   if (!ck) return TSTOR__ERR(TSTOR_EINVAL, "tstor_checkpoint_save_buffer: NULL argument");
-  int rc = writable(format, flags);
+  unsigned flags;
+  int rc = tstor__save_flags(opts, &flags);
+  if (rc == 0) rc = writable(format, flags);
   if (rc) return rc;
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
   if (!f) return TSTOR__ERR(TSTOR_ENOMEM, "tstor_checkpoint_save_buffer: %s", strerror(errno));
-  rc = tstor_checkpoint_save_stream(ck, f, format, flags);
+  rc = save_stream(ck, f, format, flags);
   if (fclose(f) != 0 && !rc) rc = TSTOR__ERR(TSTOR_ENOMEM, "tstor_checkpoint_save_buffer: %s", strerror(errno));
   if (rc) {
     free(buf);

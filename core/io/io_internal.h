@@ -52,6 +52,18 @@ static inline void *tstor__io_grow(void *items, size_t *cap, size_t n, size_t el
   return p;
 }
 
+/* The flags of a saver's options (0 for NULL); TSTOR_EINVAL for a size that
+ * is not this version's struct or an older one. */
+static inline int tstor__save_flags(const tstor_save_options *opts, unsigned *flags) {
+  *flags = 0;
+  if (!opts) return 0;
+  if (opts->size < sizeof(size_t) || opts->size > sizeof *opts)
+    return TSTOR__ERR(TSTOR_EINVAL, "tstor_save_options.size %zu: expected %zu (TSTOR_SAVE_OPTIONS_INIT)",
+                      opts->size, sizeof *opts);
+  if (opts->size >= offsetof(tstor_save_options, flags) + sizeof opts->flags) *flags = opts->flags;
+  return 0;
+}
+
 /* TSTOR_EINVAL unless opts->size covers at least the size field and no more
  * than this version's struct (both loaders' check). */
 static inline int tstor__load_options_check(const tstor_load_options *opts) {

@@ -494,10 +494,13 @@ int tstor__safetensors_save_stream(const tstor_checkpoint *ck, FILE *f, unsigned
   return rc;
 }
 
-int tstor_safetensors_save(const tstor_checkpoint *ck, const char *path, unsigned flags) {
+int tstor_safetensors_save(const tstor_checkpoint *ck, const char *path, const tstor_save_options *opts) {
   if (!ck || !path) return TSTOR__ERR(TSTOR_EINVAL, "tstor_safetensors_save: NULL argument");
+  unsigned flags;
+  int rc = tstor__save_flags(opts, &flags);
+  if (rc) return rc;
   st_plan p;
-  int rc = plan(ck, flags, &p);
+  rc = plan(ck, flags, &p);
   if (!rc) rc = tstor__save_atomically(path, write_plan, &p);
   plan_free(&p);
   return rc;

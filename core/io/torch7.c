@@ -935,10 +935,13 @@ int tstor__torch7_save_stream(const tstor_checkpoint *ck, FILE *f, unsigned flag
   return rc;
 }
 
-int tstor_torch7_save(const tstor_checkpoint *ck, const char *path, unsigned flags) {
+int tstor_torch7_save(const tstor_checkpoint *ck, const char *path, const tstor_save_options *opts) {
   if (!ck || !path) return TSTOR__ERR(TSTOR_EINVAL, "tstor_torch7_save: NULL argument");
+  unsigned flags;
+  int rc = tstor__save_flags(opts, &flags);
+  if (rc) return rc;
   t7_writer w;
-  int rc = plan(ck, flags, &w);
+  rc = plan(ck, flags, &w);
   if (!rc) rc = tstor__save_atomically(path, write_plan, &w);
   plan_free(&w);
   return rc;

@@ -286,8 +286,12 @@ int tstor__torch_save_stream(const tstor_checkpoint *ck, FILE *f) {
   return rc;
 }
 
-int tstor_torch_save(const tstor_checkpoint *ck, const char *path) {
+int tstor_torch_save(const tstor_checkpoint *ck, const char *path, const tstor_save_options *opts) {
   if (!ck || !path) return TSTOR__ERR(TSTOR_EINVAL, "tstor_torch_save: NULL argument");
+  unsigned flags;
+  int orc = tstor__save_flags(opts, &flags);
+  if (orc) return orc;
+  if (flags) return TSTOR__ERR(TSTOR_EINVAL, "torch.save: unknown flags 0x%x", flags);
   if (!ck->root) return TSTOR__ERR(TSTOR_EINVAL, "tstor_torch_save: the checkpoint has no root value");
   saver sv;
   int rc = plan(ck, &sv);

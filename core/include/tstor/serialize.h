@@ -70,7 +70,8 @@ typedef enum tstor_value_kind {
 
 /* ------------------------------------------------------------- loading */
 
-enum {
+/* The flags of tstor_load_options, every loader's. */
+typedef enum tstor_load_flag {
   /* Read the storages into memory: the default, as torch.load does. */
   TSTOR_LOAD_READ = 1 << 0,
   /* Map the file instead, as torch.load(mmap=True): cpu storages whose records
@@ -97,8 +98,11 @@ enum {
    * wrote none) is read as big-endian, as torch.serialization.
    * set_default_load_endianness(LoadEndianness.BIG) asks; without it,
    * little-endian. A file with the record is read as it says either way. */
-  TSTOR_LOAD_ASSUME_BIG_ENDIAN = 1 << 5
-};
+  TSTOR_LOAD_ASSUME_BIG_ENDIAN = 1 << 5,
+  /* The _load_buffer calls only: cpu storages point into the caller's bytes
+   * instead of copies of them (tstor_torch_load_buffer says how). */
+  TSTOR_LOAD_BORROW_BUFFER = 1 << 1
+} tstor_load_flag;
 
 typedef struct tstor_load_options {
   size_t size;              /* sizeof(tstor_load_options): fields are only appended */
@@ -128,7 +132,6 @@ TSTOR_EXTERN int tstor_torch_load(tstor_context *ctx, const char *path,
  * which case cpu storages point into `data`, which must outlive them. `data`
  * is never written: the records of a big-endian file are copied to be
  * byteswapped, borrowed or not. */
-enum { TSTOR_LOAD_BORROW_BUFFER = 1 << 1 };
 TSTOR_EXTERN int tstor_torch_load_buffer(tstor_context *ctx, const void *data, size_t size,
                                          const tstor_load_options *opts,
                                          tstor_checkpoint **out);
@@ -252,7 +255,29 @@ TSTOR_EXTERN int tstor_checkpoint_set_root(tstor_checkpoint *ck, tstor_value *ro
  * kept); an existing file keeps its permissions and, where the process may
  * set it, its owner; a path that is not a regular file (a FIFO, a device, a
  * directory) is refused with TSTOR_EINVAL, and so is a link whose target
- * cannot be resolved. */
+ * cannot be resolved.
+ *
+ * Every saver takes a tstor_save_options (NULL: the defaults). Each format
+ * reads the flags it has and refuses any other with TSTOR_EINVAL. */
+typedef enum tstor_save_flag {
+  /* safetensors: tensors that share a storage are written as copies, each
+   * its own bytes, instead of being refused (the format has no sharing). */
+  TSTOR_SAVE_COPY_SHARED = 1 << 0,
+  /* Torch7: torch.save(f, x, 'ascii') */
+  TSTOR_TORCH7_ASCII = 1 << 1,
+  /* Torch7: binary, DiskFile:bigEndianEncoding() */
+  TSTOR_TORCH7_BIG_ENDIAN = 1 << 2,
+  /* Torch7: binary, 4-byte longs (DiskFile:longSize(4)) */
+  TSTOR_TORCH7_LONG4 = 1 << 3
+} tstor_save_flag;
+
+typedef struct tstor_save_options {
+  size_t size;    /* sizeof(tstor_save_options): fields are only appended */
+  unsigned flags; /* TSTOR_SAVE_* and TSTOR_TORCH7_*, as the format takes them */
+} tstor_save_options;
+/* The defaults, size filled in: `tstor_save_options o = TSTOR_SAVE_OPTIONS_INIT;
+ * o.flags = TSTOR_TORCH7_ASCII;`. */
+#define TSTOR_SAVE_OPTIONS_INIT {.size = sizeof(tstor_save_options)}
 
 /* Writes ck's root as torch.save would, in its zip format (PyTorch 1.13 reads
  * it with torch.load, weights_only=True unless the tree holds floats, which
@@ -260,7 +285,8 @@ TSTOR_EXTERN int tstor_checkpoint_set_root(tstor_checkpoint *ck, tstor_value *ro
  * aligned, one record per storage however many tensors view it, views keeping
  * their offsets and strides. Tensors on any device are copied to the host to
  * be written, as the section's opening says. ck stays the caller's. */
-TSTOR_EXTERN int tstor_torch_save(const tstor_checkpoint *ck, const char *path);
+TSTOR_EXTERN int tstor_torch_save(const tstor_checkpoint *ck, const char *path,
+                                  const tstor_save_options *opts);
 
 /* ----------------------------------------------------------- safetensors */
 
@@ -291,21 +317,15 @@ TSTOR_EXTERN int tstor_safetensors_load_buffer(tstor_context *ctx, const void *d
 TSTOR_EXTERN const tstor_value *tstor_checkpoint_metadata(const tstor_checkpoint *ck);
 TSTOR_EXTERN int tstor_checkpoint_set_metadata(tstor_checkpoint *ck, tstor_value *dict);
 
-enum {
-  /* Tensors that share a storage are written as copies, each its own bytes,
-   * instead of being refused. */
-  TSTOR_SAVE_COPY_SHARED = 1 << 0
-};
-
 /* Writes ck's root, a dict of string -> tensor, as the reference writer
  * does: tensors sorted by dtype alignment (largest first) then name, the
  * header compact JSON with __metadata__ first, padded with spaces to a
  * multiple of 8, each tensor's elements in row-major order. Two tensors
  * viewing one storage are refused with TSTOR_EINVAL naming both (the format
- * has no sharing) unless flags has TSTOR_SAVE_COPY_SHARED. Written as the
+ * has no sharing) unless opts has TSTOR_SAVE_COPY_SHARED. Written as the
  * section's opening says. */
 TSTOR_EXTERN int tstor_safetensors_save(const tstor_checkpoint *ck, const char *path,
-                                        unsigned flags);
+                                        const tstor_save_options *opts);
 
 /* ---------------------------------------------------------------- Torch7 */
 
@@ -336,14 +356,8 @@ TSTOR_EXTERN int tstor_torch7_load(tstor_context *ctx, const char *path, const t
 TSTOR_EXTERN int tstor_torch7_load_buffer(tstor_context *ctx, const void *data, size_t size,
                                           const tstor_load_options *opts, tstor_checkpoint **out);
 
-enum {
-  TSTOR_TORCH7_ASCII = 1 << 0,      /* torch.save(f, x, 'ascii') */
-  TSTOR_TORCH7_BIG_ENDIAN = 1 << 1, /* binary, DiskFile:bigEndianEncoding() */
-  TSTOR_TORCH7_LONG4 = 1 << 2       /* binary, 4-byte longs (DiskFile:longSize(4)) */
-};
-
 /* Writes ck's root as Torch7's torch.save does (binary, little-endian,
- * 8-byte longs unless flags say otherwise), so that Lua Torch loads it: the
+ * 8-byte longs unless opts' TSTOR_TORCH7_* flags say otherwise), so that Lua Torch loads it: the
  * mapping above, the other way; a list or tuple becomes a table with keys 1
  * to n; a 0-dim tensor one element of one dimension and an empty tensor
  * Torch7's empty one; an OrderedDict's attributes are dropped. An object,
@@ -351,7 +365,8 @@ enum {
  * TSTOR_ENOTSUP: dtypes Torch7 has no type for (bool, bfloat16, complex...);
  * TSTOR_ERANGE: an int beyond 2^53, a long beyond 4 bytes with
  * TSTOR_TORCH7_LONG4. Written as the section on saving says. */
-TSTOR_EXTERN int tstor_torch7_save(const tstor_checkpoint *ck, const char *path, unsigned flags);
+TSTOR_EXTERN int tstor_torch7_save(const tstor_checkpoint *ck, const char *path,
+                                   const tstor_save_options *opts);
 
 /* ---------------------------------------------------------- any format */
 
@@ -394,16 +409,16 @@ TSTOR_EXTERN int tstor_checkpoint_load_buffer(tstor_context *ctx, const void *da
  * (written at its position, left open and unflushed: PyTorch's
  * torch.save(obj, f) for an open file), or to memory (*data from malloc, the
  * caller frees it; PyTorch's torch.save into a BytesIO). `format` is
- * TSTOR_FORMAT_TORCH, TSTOR_FORMAT_SAFETENSORS or TSTOR_FORMAT_TORCH7, flags
- * the format's own (TSTOR_SAVE_COPY_SHARED, TSTOR_TORCH7_*; 0 for torch);
+ * TSTOR_FORMAT_TORCH, TSTOR_FORMAT_SAFETENSORS or TSTOR_FORMAT_TORCH7, opts'
+ * flags the format's own (TSTOR_SAVE_COPY_SHARED, TSTOR_TORCH7_*; none for torch);
  * the legacy format is not written (TSTOR_ENOTSUP). tstor_checkpoint_save is
  * the same to a path, as the format's own save writes it. */
 TSTOR_EXTERN int tstor_checkpoint_save(const tstor_checkpoint *ck, const char *path, tstor_file_format format,
-                                       unsigned flags);
+                                       const tstor_save_options *opts);
 TSTOR_EXTERN int tstor_checkpoint_save_stream(const tstor_checkpoint *ck, FILE *f, tstor_file_format format,
-                                              unsigned flags);
+                                              const tstor_save_options *opts);
 TSTOR_EXTERN int tstor_checkpoint_save_buffer(const tstor_checkpoint *ck, tstor_file_format format,
-                                              unsigned flags, void **data, size_t *size);
+                                              const tstor_save_options *opts, void **data, size_t *size);
 
 #ifdef __cplusplus
 }
