@@ -204,7 +204,7 @@ static double cuda_copy_gbps(direction dir, size_t n, int reps) {
 /* Median seconds of contiguous() on a permuted view of a new float32 tensor:
  * `sizes` is the tensor's shape, `perm` the view's order of its dimensions. */
 static double tstor_relayout_s(tstor_context *ctx, tstor_device gpu, int ndim,
-                               const int64_t *sizes, const int *perm, int reps) {
+                               const int64_t *sizes, const int64_t *perm, int reps) {
   tstor_tensor *t, *view, *out;
   check(tstor_tensor_ones(ctx, gpu, TSTOR_FLOAT32, ndim, sizes, &t), "tensor");
   check(tstor_tensor_permute(t, ndim, perm, &view), "permute");
@@ -222,7 +222,7 @@ static double tstor_relayout_s(tstor_context *ctx, tstor_device gpu, int ndim,
 
 static void layout_rows(tstor_context *ctx, tstor_device cpu, tstor_device gpu, int reps) {
   static const int64_t matrix[] = {8192, 8192}, nchw[] = {64, 256, 56, 56};
-  static const int t_perm[] = {1, 0}, nhwc_perm[] = {0, 2, 3, 1};
+  static const int64_t t_perm[] = {1, 0}, nhwc_perm[] = {0, 2, 3, 1};
   static const char *const titles[NLAYOUTS] = {"transposed 8192x8192 contiguous()",
                                                "NCHW -> NHWC 64x256x56x56"};
   printf("\n| float32 on the device | bytes | tstor (GB/s) | plain copy of the same bytes "

@@ -171,7 +171,7 @@ int main(int argc, char **argv) {
   struct Big {
     const char *label;
     std::vector<int64_t> sizes;
-    std::vector<int> perm;
+    std::vector<int64_t> perm;
   };
   std::vector<Big> bigs = {
       {"contiguous() of a transposed 8192x8192 float32", {8192, 8192}, {1, 0}},
@@ -191,8 +191,7 @@ int main(int argc, char **argv) {
     tstor_tensor *ts, *tp;
     check(tstor_tensor_on_storage(s, TSTOR_FLOAT32, 0, nd, b.sizes.data(), nullptr, &ts), "on");
     check(tstor_tensor_permute(ts, nd, b.perm.data(), &tp), "permute");
-    std::vector<int64_t> perm64(b.perm.begin(), b.perm.end());
-    at::Tensor pt = src.permute(perm64);
+    at::Tensor pt = src.permute(b.perm);
     std::vector<std::vector<double>> t;
     for (int r = 0; r < reps; r++) {
       settle();

@@ -445,7 +445,7 @@ int tstor_tensor_dim(const tstor_tensor *t) { return t->ndim; }
 const int64_t *tstor_tensor_sizes(const tstor_tensor *t) { return t->sizes; }
 const int64_t *tstor_tensor_strides(const tstor_tensor *t) { return t->strides; }
 
-int tstor_tensor_size(const tstor_tensor *t, int dim, int64_t *out) {
+int tstor_tensor_size(const tstor_tensor *t, int64_t dim, int64_t *out) {
   int d = 0, rc;
   if (t == NULL || out == NULL) return tstor__err(TSTOR_EINVAL, "tensor_size: NULL argument");
   if ((rc = tstor__wrap_dim(dim, t->ndim, 0, &d))) return rc;
@@ -453,7 +453,7 @@ int tstor_tensor_size(const tstor_tensor *t, int dim, int64_t *out) {
   return 0;
 }
 
-int tstor_tensor_stride(const tstor_tensor *t, int dim, int64_t *out) {
+int tstor_tensor_stride(const tstor_tensor *t, int64_t dim, int64_t *out) {
   int d = 0, rc;
   if (t == NULL || out == NULL) return tstor__err(TSTOR_EINVAL, "tensor_stride: NULL argument");
   if ((rc = tstor__wrap_dim(dim, t->ndim, 0, &d))) return rc;

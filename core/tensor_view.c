@@ -192,7 +192,7 @@ int tstor_tensor_reshape(const tstor_tensor *t, int ndim, const int64_t *sizes,
 
 /* ------------------------------------------------------ narrow, select, slice */
 
-int tstor_tensor_slice(const tstor_tensor *t, int dim, int64_t start, int64_t end, int64_t step,
+int tstor_tensor_slice(const tstor_tensor *t, int64_t dim, int64_t start, int64_t end, int64_t step,
                        tstor_tensor **out) {
   int rc = check(t, out, "tensor_slice"), d;
   if (rc) return rc;
@@ -218,7 +218,7 @@ int tstor_tensor_slice(const tstor_tensor *t, int dim, int64_t start, int64_t en
   return restride(t, offset, t->ndim, sz, st, out);
 }
 
-int tstor_tensor_narrow(const tstor_tensor *t, int dim, int64_t start, int64_t length,
+int tstor_tensor_narrow(const tstor_tensor *t, int64_t dim, int64_t start, int64_t length,
                         tstor_tensor **out) {
   int rc = check(t, out, "tensor_narrow"), d;
   if (rc) return rc;
@@ -242,7 +242,7 @@ int tstor_tensor_narrow(const tstor_tensor *t, int dim, int64_t start, int64_t l
   return tstor_tensor_slice(t, d, start, start + length, 1, out);
 }
 
-int tstor_tensor_select(const tstor_tensor *t, int dim, int64_t index, tstor_tensor **out) {
+int tstor_tensor_select(const tstor_tensor *t, int64_t dim, int64_t index, tstor_tensor **out) {
   int rc = check(t, out, "tensor_select"), d;
   if (rc) return rc;
   if (t->ndim == 0) return tstor__err(TSTOR_EINVAL, "select() cannot be applied to a 0-dim tensor.");
@@ -268,7 +268,7 @@ int tstor_tensor_select(const tstor_tensor *t, int dim, int64_t index, tstor_ten
 
 /* ------------------------------------------------------ reordering dims */
 
-int tstor_tensor_transpose(const tstor_tensor *t, int dim0, int dim1, tstor_tensor **out) {
+int tstor_tensor_transpose(const tstor_tensor *t, int64_t dim0, int64_t dim1, tstor_tensor **out) {
   int rc = check(t, out, "tensor_transpose"), a, b;
   if (rc) return rc;
   if ((rc = tstor__wrap_dim(dim0, t->ndim, 1, &a)) || (rc = tstor__wrap_dim(dim1, t->ndim, 1, &b)))
@@ -294,7 +294,7 @@ int tstor_tensor_t(const tstor_tensor *t, tstor_tensor **out) {
   return tstor_tensor_transpose(t, 0, t->ndim < 2 ? 0 : 1, out);
 }
 
-int tstor_tensor_permute(const tstor_tensor *t, int ndim, const int *order, tstor_tensor **out) {
+int tstor_tensor_permute(const tstor_tensor *t, int ndim, const int64_t *order, tstor_tensor **out) {
   int rc = check(t, out, "tensor_permute");
   if (rc) return rc;
   if (ndim < 0 || (ndim > 0 && order == NULL))
@@ -318,7 +318,7 @@ int tstor_tensor_permute(const tstor_tensor *t, int ndim, const int *order, tsto
   return restride(t, t->offset, ndim, sz, st, out);
 }
 
-int tstor_tensor_movedim(const tstor_tensor *t, int n, const int *source, const int *destination,
+int tstor_tensor_movedim(const tstor_tensor *t, int n, const int64_t *source, const int64_t *destination,
                          tstor_tensor **out) {
   int rc = check(t, out, "tensor_movedim");
   if (rc) return rc;
@@ -327,7 +327,8 @@ int tstor_tensor_movedim(const tstor_tensor *t, int n, const int *source, const 
   int nd = t->ndim;
   if (n > (nd > 0 ? nd : 1))
     return tstor__err(TSTOR_EINVAL, "movedim: %d dims to move in a %d-dimensional tensor", n, nd);
-  int src[MAXD], dst[MAXD], order[MAXD];
+  int src[MAXD], dst[MAXD];
+  int64_t order[MAXD];
   char used_src[MAXD + 1] = {0}, used_dst[MAXD + 1] = {0};
   int64_t sv[MAXD], dv[MAXD];
   for (int i = 0; i < n; i++) {
@@ -433,7 +434,7 @@ int tstor_tensor_squeeze(const tstor_tensor *t, tstor_tensor **out) {
   return restride(t, t->offset, n, sz, st, out);
 }
 
-int tstor_tensor_squeeze_dim(const tstor_tensor *t, int dim, tstor_tensor **out) {
+int tstor_tensor_squeeze_dim(const tstor_tensor *t, int64_t dim, tstor_tensor **out) {
   int rc = check(t, out, "tensor_squeeze_dim"), d;
   if (rc) return rc;
   if ((rc = tstor__wrap_dim(dim, t->ndim, 1, &d))) return rc;
@@ -447,7 +448,7 @@ int tstor_tensor_squeeze_dim(const tstor_tensor *t, int dim, tstor_tensor **out)
   return restride(t, t->offset, t->ndim - 1, sz, st, out);
 }
 
-int tstor_tensor_unsqueeze(const tstor_tensor *t, int dim, tstor_tensor **out) {
+int tstor_tensor_unsqueeze(const tstor_tensor *t, int64_t dim, tstor_tensor **out) {
   int rc = check(t, out, "tensor_unsqueeze"), d;
   if (rc) return rc;
   if (t->ndim >= TSTOR_TENSOR_MAX_DIM)
@@ -472,7 +473,7 @@ int tstor_tensor_unsqueeze(const tstor_tensor *t, int dim, tstor_tensor **out) {
 
 /* ---------------------------------------------------- flatten, unflatten */
 
-int tstor_tensor_flatten(const tstor_tensor *t, int start_dim, int end_dim, tstor_tensor **out) {
+int tstor_tensor_flatten(const tstor_tensor *t, int64_t start_dim, int64_t end_dim, tstor_tensor **out) {
   int rc = check(t, out, "tensor_flatten"), s, e;
   if (rc) return rc;
   if ((rc = tstor__wrap_dim(start_dim, t->ndim, 1, &s)) || (rc = tstor__wrap_dim(end_dim, t->ndim, 1, &e)))
@@ -493,7 +494,7 @@ int tstor_tensor_flatten(const tstor_tensor *t, int start_dim, int end_dim, tsto
   return tstor_tensor_reshape(t, n, shape, out);
 }
 
-int tstor_tensor_unflatten(const tstor_tensor *t, int dim, int nsizes, const int64_t *sizes,
+int tstor_tensor_unflatten(const tstor_tensor *t, int64_t dim, int nsizes, const int64_t *sizes,
                            tstor_tensor **out) {
   int rc = check(t, out, "tensor_unflatten"), d;
   if (rc) return rc;
@@ -525,7 +526,7 @@ int tstor_tensor_unflatten(const tstor_tensor *t, int dim, int nsizes, const int
 
 /* ------------------------------------------------------ unfold, diagonal */
 
-int tstor_tensor_unfold(const tstor_tensor *t, int dim, int64_t size, int64_t step,
+int tstor_tensor_unfold(const tstor_tensor *t, int64_t dim, int64_t size, int64_t step,
                         tstor_tensor **out) {
   int rc = check(t, out, "tensor_unfold"), d;
   if (rc) return rc;
@@ -558,13 +559,14 @@ int tstor_tensor_unfold(const tstor_tensor *t, int dim, int64_t size, int64_t st
   return restride(t, t->offset, t->ndim + 1, sz, st, out);
 }
 
-int tstor_tensor_diagonal(const tstor_tensor *t, int64_t offset, int dim1, int dim2,
+int tstor_tensor_diagonal(const tstor_tensor *t, int64_t offset, int64_t dim1, int64_t dim2,
                           tstor_tensor **out) {
   int rc = check(t, out, "tensor_diagonal"), a, b;
   if (rc) return rc;
   if ((rc = tstor__wrap_dim(dim1, t->ndim, 1, &a)) || (rc = tstor__wrap_dim(dim2, t->ndim, 1, &b)))
     return rc;
-  if (a == b) return tstor__err(TSTOR_EINVAL, "diagonal dimensions cannot be identical %d, %d", dim1, dim2);
+  if (a == b) return tstor__err(TSTOR_EINVAL, "diagonal dimensions cannot be identical %" PRId64 ", %" PRId64, dim1,
+                                  dim2);
   if (t->ndim < 2) return tstor__err(TSTOR_EINVAL, "diagonal: a tensor of %d dimensions has no diagonal", t->ndim);
   int64_t n, off = t->offset;
   if (offset >= 0) {
@@ -623,7 +625,7 @@ static int split_check(const tstor_tensor *t, int *count, tstor_tensor ***out, c
   return 0;
 }
 
-int tstor_tensor_split(const tstor_tensor *t, int64_t split_size, int dim, int *count,
+int tstor_tensor_split(const tstor_tensor *t, int64_t split_size, int64_t dim, int *count,
                        tstor_tensor ***out) {
   if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
   int rc = split_check(t, count, out, "tensor_split"), d;
@@ -651,7 +653,7 @@ int tstor_tensor_split(const tstor_tensor *t, int64_t split_size, int dim, int *
   return rc;
 }
 
-int tstor_tensor_split_sizes(const tstor_tensor *t, int n, const int64_t *sizes, int dim,
+int tstor_tensor_split_sizes(const tstor_tensor *t, int n, const int64_t *sizes, int64_t dim,
                              int *count, tstor_tensor ***out) {
   if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
   int rc = split_check(t, count, out, "tensor_split_sizes"), d;
@@ -670,13 +672,13 @@ int tstor_tensor_split_sizes(const tstor_tensor *t, int n, const int64_t *sizes,
     char buf[512];
     return tstor__err(TSTOR_ESIZE,
                       "split_with_sizes expects split_sizes to sum exactly to %" PRId64
-                      " (input tensor's size at dimension %d), but got split_sizes=%s",
+                      " (input tensor's size at dimension %" PRId64 "), but got split_sizes=%s",
                       t->sizes[d], dim, dims(buf, sizeof buf, n, sizes));
   }
   return split_sizes(t, d, n, sizes, count, out);
 }
 
-int tstor_tensor_chunk(const tstor_tensor *t, int chunks, int dim, int *count, tstor_tensor ***out) {
+int tstor_tensor_chunk(const tstor_tensor *t, int chunks, int64_t dim, int *count, tstor_tensor ***out) {
   if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
   int rc = split_check(t, count, out, "tensor_chunk"), d;
   if (rc) return rc;

@@ -95,7 +95,7 @@ static void random_pair(tstor_dtype dt, int ndim, const int64_t *sizes, tstor_te
 typedef struct permute_case {
   int ndim;
   int64_t sizes[5];
-  int perm[5];
+  int64_t perm[5];
 } permute_case;
 
 /* Transposes with sides that are and are not multiples of the kernel's tile,

@@ -371,7 +371,7 @@ START_TEST(backend_strided_copy) {
   tstor_tensor *src, *on_dev, *perm, *dst, *back;
   ck_tstor_ok(tstor_tensor_from_array(h, hcpu, TSTOR_FLOAT64, 3, sz, v, &src));
   ck_tstor_ok(tstor_tensor_to(src, hpu, TSTOR_FLOAT64, &on_dev));
-  int order[] = {2, 0, 1};
+  int64_t order[] = {2, 0, 1};
   ck_tstor_ok(tstor_tensor_permute(on_dev, 3, order, &perm));
   ck_tstor_ok(tstor_tensor_contiguous(perm, &dst)); /* device to device, strided */
   ck_assert_int_eq(tstor_tensor_device(dst).type, hpu.type);

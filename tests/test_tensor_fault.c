@@ -75,7 +75,7 @@ static int run_split(fx *f) { return tstor_tensor_split(f->a, 2, 0, &f->count, &
 static int run_chunk(fx *f) { return tstor_tensor_chunk(f->a, 3, 1, &f->count, &f->list); }
 static int run_contiguous(fx *f) {
   tstor_tensor *t;
-  int order[] = {2, 0, 1};
+  int64_t order[] = {2, 0, 1};
   int rc = tstor_tensor_permute(f->a, 3, order, &t);
   if (rc) return rc;
   rc = tstor_tensor_contiguous(t, &f->out);

@@ -57,9 +57,7 @@ static int run(tstor_device dev) {
       free(data);
       int np = parse_list(perm, p64);
       if (np) {
-        int pi[64];
-        for (int i = 0; i < np; i++) pi[i] = (int)p64[i];
-        ck_tstor_ok(tstor_tensor_permute(base, np, pi, &t));
+        ck_tstor_ok(tstor_tensor_permute(base, np, p64, &t));
         tstor_tensor_release(base);
       } else {
         t = base;

@@ -46,7 +46,6 @@ static int64_t arg(char **save) {
 static int apply(const char *op, char **save, tstor_tensor *b, tstor_tensor ***list, int *count,
                  tstor_tensor **out) {
   int64_t v[70], w[70];
-  int iv[70], iw[70];
   *list = NULL;
   *count = 0;
   if (!strcmp(op, "view") || !strcmp(op, "reshape") || !strcmp(op, "expand")) {
@@ -76,17 +75,14 @@ static int apply(const char *op, char **save, tstor_tensor *b, tstor_tensor ***l
   if (!strcmp(op, "t")) return tstor_tensor_t(b, out);
   if (!strcmp(op, "permute")) {
     int n = parse_list(strtok_r(NULL, " ", save), v);
-    for (int i = 0; i < n; i++) iv[i] = (int)v[i];
-    return tstor_tensor_permute(b, n, iv, out);
+    return tstor_tensor_permute(b, n, v, out);
   }
   if (!strcmp(op, "movedim")) {
     int n = parse_list(strtok_r(NULL, " ", save), v);
     int m = parse_list(strtok_r(NULL, " ", save), w);
-    for (int i = 0; i < n; i++) iv[i] = (int)v[i];
-    for (int i = 0; i < m; i++) iw[i] = (int)w[i];
     if (n != m)
       return 1; /* one count for both lists in tstor: not expressible */
-    return tstor_tensor_movedim(b, n, iv, iw, out);
+    return tstor_tensor_movedim(b, n, v, w, out);
   }
   if (!strcmp(op, "squeeze")) return tstor_tensor_squeeze(b, out);
   if (!strcmp(op, "squeeze_dim")) return tstor_tensor_squeeze_dim(b, (int)arg(save), out);

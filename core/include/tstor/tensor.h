@@ -15,7 +15,8 @@
  *     creation: every view is a new tensor. So tensors may be shared between
  *     threads freely; writing the same elements from two threads is the
  *     caller's business, as in C.
- *   - Dimension arguments wrap as in Python: -1 is the last dimension. A
+ *   - Dimension arguments are int64_t, as in shape.h and PyTorch, and wrap as
+ *     in Python: -1 is the last dimension. A
  *     dimension out of range is refused with TSTOR_ERANGE and PyTorch's message
  *     ("Dimension out of range (expected to be in range of [-2, 1], but got 2)").
  *   - 0 to TSTOR_TENSOR_MAX_DIM dimensions work; more are refused with
@@ -106,8 +107,8 @@ TSTOR_EXTERN const int64_t *tstor_tensor_sizes(const tstor_tensor *t);   /* dim(
 TSTOR_EXTERN const int64_t *tstor_tensor_strides(const tstor_tensor *t); /* dim() entries, elements */
 /* Size and stride of one dimension; negative dim wraps as in Python;
  * TSTOR_ERANGE for a dimension out of range. */
-TSTOR_EXTERN int tstor_tensor_size(const tstor_tensor *t, int dim, int64_t *out);
-TSTOR_EXTERN int tstor_tensor_stride(const tstor_tensor *t, int dim, int64_t *out);
+TSTOR_EXTERN int tstor_tensor_size(const tstor_tensor *t, int64_t dim, int64_t *out);
+TSTOR_EXTERN int tstor_tensor_stride(const tstor_tensor *t, int64_t dim, int64_t *out);
 TSTOR_EXTERN int64_t tstor_tensor_numel(const tstor_tensor *t);
 /* numel * element size: the bytes of the elements, not of the storage. */
 TSTOR_EXTERN int64_t tstor_tensor_nbytes(const tstor_tensor *t);
@@ -158,25 +159,25 @@ TSTOR_EXTERN int tstor_tensor_reshape(const tstor_tensor *t, int ndim, const int
 
 /* narrow(dim, start, length): elements [start, start + length) of dim; start
  * may be negative (wraps) or equal to the size. */
-TSTOR_EXTERN int tstor_tensor_narrow(const tstor_tensor *t, int dim, int64_t start,
+TSTOR_EXTERN int tstor_tensor_narrow(const tstor_tensor *t, int64_t dim, int64_t start,
                                      int64_t length, tstor_tensor **out);
 /* select(dim, index): drops dim, keeping element `index` (negative wraps). */
-TSTOR_EXTERN int tstor_tensor_select(const tstor_tensor *t, int dim, int64_t index,
+TSTOR_EXTERN int tstor_tensor_select(const tstor_tensor *t, int64_t dim, int64_t index,
                                      tstor_tensor **out);
 /* t[start:end:step] along dim, with Python's clamping; step > 0. Pass
  * INT64_MAX as end for "to the end". */
-TSTOR_EXTERN int tstor_tensor_slice(const tstor_tensor *t, int dim, int64_t start, int64_t end,
+TSTOR_EXTERN int tstor_tensor_slice(const tstor_tensor *t, int64_t dim, int64_t start, int64_t end,
                                     int64_t step, tstor_tensor **out);
 
 /* transpose(dim0, dim1); t() for tensors of at most 2 dimensions; permute
  * with one entry per dimension; movedim(source[i] -> destination[i]). */
-TSTOR_EXTERN int tstor_tensor_transpose(const tstor_tensor *t, int dim0, int dim1,
+TSTOR_EXTERN int tstor_tensor_transpose(const tstor_tensor *t, int64_t dim0, int64_t dim1,
                                         tstor_tensor **out);
 TSTOR_EXTERN int tstor_tensor_t(const tstor_tensor *t, tstor_tensor **out);
-TSTOR_EXTERN int tstor_tensor_permute(const tstor_tensor *t, int ndim, const int *dims,
+TSTOR_EXTERN int tstor_tensor_permute(const tstor_tensor *t, int ndim, const int64_t *dims,
                                       tstor_tensor **out);
-TSTOR_EXTERN int tstor_tensor_movedim(const tstor_tensor *t, int n, const int *source,
-                                      const int *destination, tstor_tensor **out);
+TSTOR_EXTERN int tstor_tensor_movedim(const tstor_tensor *t, int n, const int64_t *source,
+                                      const int64_t *destination, tstor_tensor **out);
 
 /* expand(sizes): size-1 dimensions (and new leading ones) repeated with
  * stride 0; -1 keeps a size. expand_as(other) expands to other's sizes. */
@@ -189,32 +190,32 @@ TSTOR_EXTERN int tstor_tensor_expand_as(const tstor_tensor *t, const tstor_tenso
  * size is 1; unsqueeze(dim) inserts a size-1 dimension at dim (in
  * [-dim()-1, dim()]). */
 TSTOR_EXTERN int tstor_tensor_squeeze(const tstor_tensor *t, tstor_tensor **out);
-TSTOR_EXTERN int tstor_tensor_squeeze_dim(const tstor_tensor *t, int dim, tstor_tensor **out);
-TSTOR_EXTERN int tstor_tensor_unsqueeze(const tstor_tensor *t, int dim, tstor_tensor **out);
+TSTOR_EXTERN int tstor_tensor_squeeze_dim(const tstor_tensor *t, int64_t dim, tstor_tensor **out);
+TSTOR_EXTERN int tstor_tensor_unsqueeze(const tstor_tensor *t, int64_t dim, tstor_tensor **out);
 
 /* flatten(start_dim, end_dim) merges those dimensions (a copy when reshape
  * needs one); unflatten(dim, sizes) splits dim into sizes (one may be -1). */
-TSTOR_EXTERN int tstor_tensor_flatten(const tstor_tensor *t, int start_dim, int end_dim,
+TSTOR_EXTERN int tstor_tensor_flatten(const tstor_tensor *t, int64_t start_dim, int64_t end_dim,
                                       tstor_tensor **out);
-TSTOR_EXTERN int tstor_tensor_unflatten(const tstor_tensor *t, int dim, int nsizes,
+TSTOR_EXTERN int tstor_tensor_unflatten(const tstor_tensor *t, int64_t dim, int nsizes,
                                         const int64_t *sizes, tstor_tensor **out);
 
 /* unfold(dim, size, step): every window of `size` elements along dim, `step`
  * apart, as a new last dimension. diagonal(offset, dim1, dim2): the diagonal
  * of dims dim1 and dim2 as a new last dimension. */
-TSTOR_EXTERN int tstor_tensor_unfold(const tstor_tensor *t, int dim, int64_t size,
+TSTOR_EXTERN int tstor_tensor_unfold(const tstor_tensor *t, int64_t dim, int64_t size,
                                      int64_t step, tstor_tensor **out);
-TSTOR_EXTERN int tstor_tensor_diagonal(const tstor_tensor *t, int64_t offset, int dim1,
-                                       int dim2, tstor_tensor **out);
+TSTOR_EXTERN int tstor_tensor_diagonal(const tstor_tensor *t, int64_t offset, int64_t dim1,
+                                       int64_t dim2, tstor_tensor **out);
 
 /* split(split_size, dim), split_with_sizes(sizes, dim) and chunk(chunks, dim):
  * *out is a new array of *count new references; free both with
  * tstor_tensor_list_free(). On failure *out is NULL and *count 0. */
-TSTOR_EXTERN int tstor_tensor_split(const tstor_tensor *t, int64_t split_size, int dim,
+TSTOR_EXTERN int tstor_tensor_split(const tstor_tensor *t, int64_t split_size, int64_t dim,
                                     int *count, tstor_tensor ***out);
 TSTOR_EXTERN int tstor_tensor_split_sizes(const tstor_tensor *t, int n, const int64_t *sizes,
-                                          int dim, int *count, tstor_tensor ***out);
-TSTOR_EXTERN int tstor_tensor_chunk(const tstor_tensor *t, int chunks, int dim, int *count,
+                                          int64_t dim, int *count, tstor_tensor ***out);
+TSTOR_EXTERN int tstor_tensor_chunk(const tstor_tensor *t, int chunks, int64_t dim, int *count,
                                     tstor_tensor ***out);
 /* Releases each of the count tensors and frees the array; NULL is a no-op. */
 TSTOR_EXTERN void tstor_tensor_list_free(tstor_tensor **list, int count);
