@@ -35,6 +35,11 @@ const char *tstor_device_type_name(tstor_context *ctx, int type) {
   return ctx->types[type].name;
 }
 
+unsigned tstor_device_type_flags(tstor_context *ctx, int type) {
+  if (tstor__ctx(&ctx) != 0 || type < 0 || type >= ctx->ntypes) return 0;
+  return ctx->types[type].ops.flags & (TSTOR_DEVICE_HOST | TSTOR_DEVICE_NO_DATA);
+}
+
 int tstor_device_count(tstor_context *ctx, int type) {
   int rc = tstor__ctx(&ctx);
   if (rc) return rc;

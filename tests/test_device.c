@@ -45,6 +45,16 @@ START_TEST(device_counts) {
 }
 END_TEST
 
+/* The facts a program asks instead of comparing names. */
+START_TEST(device_type_flags) {
+  ck_assert_uint_eq(tstor_device_type_flags(ctx, type_id("cpu")), TSTOR_DEVICE_HOST);
+  ck_assert_uint_eq(tstor_device_type_flags(ctx, type_id("meta")), TSTOR_DEVICE_NO_DATA);
+  ck_assert_uint_eq(tstor_device_type_flags(ctx, type_id("fake")), 0); /* a device of its own */
+  ck_assert_uint_eq(tstor_device_type_flags(ctx, 3), 0);
+  ck_assert_uint_eq(tstor_device_type_flags(ctx, -1), 0);
+}
+END_TEST
+
 START_TEST(parse_good_names) {
   tstor_device dev;
   ck_tstor_ok(tstor_device_parse(ctx, "cpu", &dev));
@@ -201,6 +211,7 @@ int main(void) {
   tcase_add_checked_fixture(tc, open_ctx, close_ctx);
   tcase_add_test(tc, types_are_listed_by_name);
   tcase_add_test(tc, device_counts);
+  tcase_add_test(tc, device_type_flags);
   tcase_add_test(tc, parse_good_names);
   tcase_add_test(tc, parse_unknown_devices);
   tcase_add_test(tc, parse_malformed_text);

@@ -52,7 +52,8 @@ int tstor_dlpack_export(const tstor_tensor *t, DLManagedTensor **out) {
     return TSTOR__ERR(TSTOR_ENODATA, "a %s tensor has no data to export",
                       tstor_device_type_name(ctx, dev.type));
   DLDevice dl;
-  if (is_type(ctx, dev, "cpu")) dl = (DLDevice){tstor_storage_is_pinned(s) ? kDLCUDAHost : kDLCPU, 0};
+  if (tstor_device_type_flags(ctx, dev.type) & TSTOR_DEVICE_HOST)
+    dl = (DLDevice){tstor_storage_is_pinned(s) ? kDLCUDAHost : kDLCPU, 0};
   else if (is_type(ctx, dev, "cuda")) dl = (DLDevice){kDLCUDA, dev.index};
   else dl = (DLDevice){kDLExtDev, dev.index};
   int nd = tstor_tensor_dim(t);
@@ -101,8 +102,12 @@ static int device_of(tstor_context *ctx, DLDevice d, tstor_device *out) {
       const char *only = NULL;
       int n = tstor_device_type_count(ctx);
       for (int i = 0; i < n; i++) {
+        /* DLPack's own types name host memory and CUDA; a device of no
+         * bytes cannot hold one */
         const char *t = tstor_device_type_name(ctx, i);
-        if (!t || !strcmp(t, "cpu") || !strcmp(t, "cuda") || !strcmp(t, "meta")) continue;
+        if (!t || !strcmp(t, "cuda") ||
+            (tstor_device_type_flags(ctx, i) & (TSTOR_DEVICE_HOST | TSTOR_DEVICE_NO_DATA)))
+          continue;
         if (only)
           return TSTOR__ERR(TSTOR_ENODEV, "a kDLExtDev tensor, and both '%s' and '%s' could be its device",
                             only, t);

@@ -6,8 +6,8 @@
 int tstor__host_bytes(tstor_storage *s, tstor_storage **tmp, const void **p) {
   *tmp = NULL;
   tstor_context *ctx = tstor_storage_context(s);
-  const char *type = tstor_device_type_name(ctx, tstor_storage_device(s).type);
-  if ((type && strcmp(type, "cpu") == 0) || tstor_storage_is_pinned(s)) {
+  if ((tstor_device_type_flags(ctx, tstor_storage_device(s).type) & TSTOR_DEVICE_HOST) ||
+      tstor_storage_is_pinned(s)) {
     *p = tstor_storage_data(s);
     return 0;
   }

@@ -332,7 +332,9 @@ int tstor__source_fail(int rc, const char *path);
 /* The device storage `key` goes to: the map_location, else the file's
  * `location` ("" is refused: no location was written). */
 int tstor__source_device(tstor__source *src, const char *location, const char *key, tstor_device *dev);
-bool tstor__source_device_is(const tstor__source *src, tstor_device dev, const char *type);
+/* Whether the type of dev has any of `flags` (TSTOR_DEVICE_HOST: its bytes
+ * can be read into directly; TSTOR_DEVICE_NO_DATA: none to read). */
+bool tstor__source_device_has(const tstor__source *src, tstor_device dev, unsigned flags);
 /* len bytes at off of the input, into dst; TSTOR_EINVAL naming `what` past
  * its end, TSTOR_EIO when the file ends early. */
 int tstor__source_read(const tstor__source *src, void *dst, size_t len, uint64_t off, const char *what);

@@ -119,11 +119,11 @@ static int make_storage(tstor__source *src, const st_entry *e, uint64_t data_sta
   int rc = tstor__source_device(src, "cpu", e->name, &dev);
   if (rc) return rc;
   size_t n = (size_t)(e->end - e->begin);
-  if (tstor__source_device_is(src, dev, "meta")) return tstor_storage_new(src->ctx, dev, n, out);
+  if (tstor__source_device_has(src, dev, TSTOR_DEVICE_NO_DATA)) return tstor_storage_new(src->ctx, dev, n, out);
   tstor_storage *host;
   bool queued;
   /* a cpu storage is read with the others before the load returns */
-  bool on_cpu = tstor__source_device_is(src, dev, "cpu") && dev.index == 0;
+  bool on_cpu = tstor__source_device_has(src, dev, TSTOR_DEVICE_HOST) && dev.index == 0;
   rc = tstor__source_host(src, data_start + e->begin, n, tstor_dtype_size(e->dtype),
                           TSTOR__SOURCE_VIEW | (on_cpu ? TSTOR__SOURCE_QUEUE : 0), e->name, &host, &queued);
   if (rc) return rc;
@@ -346,8 +346,8 @@ static int write_tensor(tstor__zip_writer *w, const tstor_tensor *t) {
   int rc = tstor_device_parse(ctx, "cpu", &cpu);
   if (rc) return rc;
   tstor_tensor *host = NULL;
-  const char *type = tstor_device_type_name(ctx, tstor_tensor_device(t).type);
-  int on_host = (type && strcmp(type, "cpu") == 0) || tstor_storage_is_pinned(tstor_tensor_storage(t));
+  int on_host = (tstor_device_type_flags(ctx, tstor_tensor_device(t).type) & TSTOR_DEVICE_HOST) ||
+                tstor_storage_is_pinned(tstor_tensor_storage(t));
   if (on_host && tstor_tensor_is_contiguous(t)) host = tstor_tensor_retain((tstor_tensor *)t);
   else if (on_host) rc = tstor_tensor_contiguous(t, &host);
   else {

@@ -130,9 +130,8 @@ int tstor__source_device(tstor__source *src, const char *location, const char *k
                     key, where, why);
 }
 
-bool tstor__source_device_is(const tstor__source *src, tstor_device dev, const char *type) {
-  const char *n = tstor_device_type_name(src->ctx, dev.type);
-  return n && strcmp(n, type) == 0;
+bool tstor__source_device_has(const tstor__source *src, tstor_device dev, unsigned flags) {
+  return (tstor_device_type_flags(src->ctx, dev.type) & flags) != 0;
 }
 
 int tstor__source_read(const tstor__source *src, void *dst, size_t len, uint64_t off, const char *what) {

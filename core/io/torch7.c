@@ -352,7 +352,7 @@ static int read_storage(t7_reader *r, tstor_dtype dt, const char *type, tstor_va
   tstor_device dev;
   tstor__storage_rec *rec = &r->ck->storages[idx];
   if (!rc) rc = tstor__source_device(r->src, "cpu", rec->key, &dev);
-  if (!rc && tstor__source_device_is(r->src, dev, "meta"))
+  if (!rc && tstor__source_device_has(r->src, dev, TSTOR_DEVICE_NO_DATA))
     rc = tstor_storage_new(r->src->ctx, dev, tstor_storage_nbytes(host), &rec->s);
   else if (!rc)
     rc = tstor_storage_to(host, dev, &rec->s);

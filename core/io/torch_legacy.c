@@ -183,10 +183,10 @@ static int load_storage(legacy *lg, tstor__storage_rec *r, uint64_t grown, uint6
   *at += nbytes;
   tstor_device dev;
   if ((rc = tstor__source_device(src, r->location, r->key, &dev))) return rc;
-  if (tstor__source_device_is(src, dev, "meta")) return tstor_storage_new(src->ctx, dev, (size_t)nbytes, &r->s);
+  if (tstor__source_device_has(src, dev, TSTOR_DEVICE_NO_DATA)) return tstor_storage_new(src->ctx, dev, (size_t)nbytes, &r->s);
   tstor_storage *host;
   bool queued;
-  unsigned how = TSTOR__SOURCE_VIEW | (tstor__source_device_is(src, dev, "cpu") ? TSTOR__SOURCE_QUEUE : 0);
+  unsigned how = TSTOR__SOURCE_VIEW | (tstor__source_device_has(src, dev, TSTOR_DEVICE_HOST) ? TSTOR__SOURCE_QUEUE : 0);
   if ((rc = tstor__source_host(src, off, (size_t)nbytes, es, how, r->key, &host, &queued))) return rc;
   if (queued) {
     r->s = host;

@@ -228,7 +228,7 @@ static int load_storage(loader *ld, tstor__storage_rec *r, const tstor__zip_entr
                     (unsigned long long)nbytes);
     goto out;
   }
-  if (tstor__source_device_is(ld->src, dev, "meta")) {
+  if (tstor__source_device_has(ld->src, dev, TSTOR_DEVICE_NO_DATA)) {
     rc = tstor_storage_new(ld->src->ctx, dev, (size_t)nbytes, &r->s);
     goto out;
   }
@@ -244,7 +244,7 @@ static int load_storage(loader *ld, tstor__storage_rec *r, const tstor__zip_entr
      * A cpu storage read from the file is read with the others. */
     int swap = ld->big_endian && esize > 1;
     unsigned how = (swap ? 0 : TSTOR__SOURCE_VIEW) |
-                   (tstor__source_device_is(ld->src, dev, "cpu") ? TSTOR__SOURCE_QUEUE : 0);
+                   (tstor__source_device_has(ld->src, dev, TSTOR_DEVICE_HOST) ? TSTOR__SOURCE_QUEUE : 0);
     bool q;
     if ((rc = tstor__source_host(ld->src, e->data_offset, (size_t)nbytes, esize, how, r->key, &host, &q))) goto out;
     if (q) {

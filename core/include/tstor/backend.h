@@ -162,10 +162,8 @@ typedef struct tstor_mapping_info {
 
 /* ------------------------------------------------------------ device types */
 
-enum {
-  TSTOR_DEVICE_HOST = 1 << 0,   /* bytes are host memory the core may read and write */
-  TSTOR_DEVICE_NO_DATA = 1 << 1 /* sizes only: allocations hand back NULL (meta) */
-};
+/* A device type's flags, TSTOR_DEVICE_HOST and TSTOR_DEVICE_NO_DATA, are
+ * tstor.h's (tstor_device_type_flags). */
 
 typedef struct tstor_device_ops {
   uint32_t struct_size; /* sizeof(tstor_device_ops) as the module was built */

@@ -219,6 +219,16 @@ TSTOR_EXTERN int tstor_device_type_count(tstor_context *ctx);
 TSTOR_EXTERN const char *tstor_device_type_name(tstor_context *ctx, int type);
 TSTOR_EXTERN int tstor_device_count(tstor_context *ctx, int type);
 
+/* What a device type's bytes are, as its backend registered it: host memory
+ * any code may read and write (cpu), or no bytes at all (meta). Programs ask
+ * this instead of comparing type names, so that another backend with the
+ * same nature is treated the same. 0 for an unknown type. */
+enum {
+  TSTOR_DEVICE_HOST = 1 << 0,   /* bytes are host memory the core may read and write */
+  TSTOR_DEVICE_NO_DATA = 1 << 1 /* sizes only: allocations hand back NULL (meta) */
+};
+TSTOR_EXTERN unsigned tstor_device_type_flags(tstor_context *ctx, int type);
+
 /* The configured default device (default_device / $TSTOR_DEFAULT_DEVICE). */
 TSTOR_EXTERN int tstor_device_default(tstor_context *ctx, tstor_device *out);
 
