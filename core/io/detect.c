@@ -108,7 +108,7 @@ int tstor_checkpoint_load_fd(tstor_context *ctx, int fd, const tstor_load_option
   if (!rc) rc = load_any(&src, name, out);
   if (rc) tstor__source_fail(rc, name);
   tstor__source_close(&src);
-  free(owned);
+  tstor__io_free(owned);
   return rc;
 }
 
@@ -188,7 +188,7 @@ int tstor_checkpoint_save_buffer(const tstor_checkpoint *ck, tstor_file_format f
   rc = save_stream(ck, f, format, flags);
   if (fclose(f) != 0 && !rc) rc = TSTOR__ERR(TSTOR_ENOMEM, "tstor_checkpoint_save_buffer: %s", strerror(errno));
   if (rc) {
-    free(buf);
+    free(buf); /* open_memstream's */
     return rc;
   }
   *data = buf;

@@ -27,7 +27,7 @@ typedef struct exported {
 static void export_deleter(DLManagedTensor *self) {
   exported *e = self->manager_ctx;
   tstor_tensor_release(e->t);
-  free(e);
+  tstor__io_free(e);
 }
 
 static int is_type(tstor_context *ctx, tstor_device dev, const char *name) {
@@ -57,7 +57,7 @@ int tstor_dlpack_export(const tstor_tensor *t, DLManagedTensor **out) {
   else if (is_type(ctx, dev, "cuda")) dl = (DLDevice){kDLCUDA, dev.index};
   else dl = (DLDevice){kDLExtDev, dev.index};
   int nd = tstor_tensor_dim(t);
-  exported *e = calloc(1, sizeof *e + 2 * (size_t)nd * sizeof(int64_t));
+  exported *e = tstor__io_calloc(1, sizeof *e + 2 * (size_t)nd * sizeof(int64_t));
   if (!e) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for a DLPack tensor");
   memcpy(e->dims, tstor_tensor_sizes(t), (size_t)nd * sizeof(int64_t));
   memcpy(e->dims + nd, tstor_tensor_strides(t), (size_t)nd * sizeof(int64_t));
@@ -86,7 +86,7 @@ static void import_deleter(void *data, void *ctx) {
   (void)data;
   imported *im = ctx;
   if (im->armed && im->m->deleter) im->m->deleter(im->m);
-  free(im);
+  tstor__io_free(im);
 }
 
 /* The device a DLPack device names in ctx. */
@@ -156,12 +156,12 @@ int tstor_dlpack_import(tstor_context *ctx, DLManagedTensor *m, tstor_tensor **o
   if (nbytes > SIZE_MAX) return TSTOR__ERR(TSTOR_EOVERFLOW, "a DLPack tensor of %llu bytes", (unsigned long long)nbytes);
   char *data = (char *)x->data + x->byte_offset;
   if (!x->data && nbytes) return TSTOR__ERR(TSTOR_EINVAL, "a DLPack tensor of %llu bytes at NULL", (unsigned long long)nbytes);
-  imported *im = malloc(sizeof *im);
+  imported *im = tstor__io_malloc(sizeof *im);
   if (!im) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
   *im = (imported){m, 1};
   tstor_storage *s;
   if ((rc = tstor_storage_wrap_owned(ctx, dev, data, (size_t)nbytes, import_deleter, im, &s))) {
-    free(im);
+    tstor__io_free(im);
     return rc;
   }
   if ((rc = tstor_tensor_on_storage(s, dt, 0, x->ndim, x->shape, strides, out))) im->armed = 0;

@@ -75,7 +75,7 @@ int tstor__read_batch_add(tstor__read_batch *b, void *dst, uint64_t off, size_t 
 }
 
 void tstor__read_batch_free(tstor__read_batch *b) {
-  free(b->pieces);
+  tstor__io_free(b->pieces);
   memset(b, 0, sizeof *b);
 }
 

@@ -11,11 +11,11 @@ static size_t slot_of(const void *p, size_t mask) {
 
 static int grow(tstor__idmap *m) {
   size_t cap = m->cap ? m->cap * 2 : 64;
-  const void **k = calloc(cap, sizeof *k);
-  uint32_t *v = calloc(cap, sizeof *v);
+  const void **k = tstor__io_calloc(cap, sizeof *k);
+  uint32_t *v = tstor__io_calloc(cap, sizeof *v);
   if (!k || !v) {
-    free(k);
-    free(v);
+    tstor__io_free(k);
+    tstor__io_free(v);
     return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for %zu object identities", cap);
   }
   for (size_t i = 0; i < m->cap; i++)
@@ -25,8 +25,8 @@ static int grow(tstor__idmap *m) {
       k[j] = m->keys[i];
       v[j] = m->vals[i];
     }
-  free(m->keys);
-  free(m->vals);
+  tstor__io_free(m->keys);
+  tstor__io_free(m->vals);
   m->keys = k;
   m->vals = v;
   m->cap = cap;
@@ -58,7 +58,7 @@ bool tstor__idmap_get(const tstor__idmap *m, const void *id, uint32_t *value) {
 }
 
 void tstor__idmap_free(tstor__idmap *m) {
-  free(m->keys);
-  free(m->vals);
+  tstor__io_free(m->keys);
+  tstor__io_free(m->vals);
   memset(m, 0, sizeof *m);
 }

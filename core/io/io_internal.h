@@ -29,6 +29,36 @@
 #include <tstor/tensor.h>
 
 #define TSTOR__ERR(code, ...) tstor_error_set((code), __VA_ARGS__)
+
+/* libtstor-io's own allocations. In libtstor-io.so they are libc's: the
+ * library sees only the core's exported ABI. In the test build
+ * (libtstor_io_test.la, compiled with TSTOR_IO_CORE_ALLOC and linked with the
+ * core's own objects) they are the core's tstor__malloc family, which fault.h
+ * counts and fails, so that the allocation-failure sweeps walk libtstor-io's
+ * error paths as they walk the core's. Memory another library allocates or
+ * frees stays libc's: realpath's (atomic_file.c), open_memstream's (a save to
+ * memory) and json_dumps' (the safetensors header). */
+#ifdef TSTOR_IO_CORE_ALLOC
+void *tstor__malloc(size_t n);
+void *tstor__calloc(size_t count, size_t n);
+void *tstor__realloc(void *p, size_t n);
+void tstor__free(void *p);
+#define tstor__io_malloc tstor__malloc
+#define tstor__io_calloc tstor__calloc
+#define tstor__io_realloc tstor__realloc
+#define tstor__io_free tstor__free
+#else
+#define tstor__io_malloc malloc
+#define tstor__io_calloc calloc
+#define tstor__io_realloc realloc
+#define tstor__io_free free
+#endif
+static inline char *tstor__io_strdup(const char *s) {
+  size_t n = __builtin_strlen(s) + 1;
+  char *d = (char *)tstor__io_malloc(n);
+  if (d) __builtin_memcpy(d, s, n);
+  return d;
+}
 #if defined(__GNUC__)
 #define TSTOR__PRINTF_IO(f, a) __attribute__((format(printf, f, a)))
 #else
@@ -43,7 +73,7 @@ static inline void *tstor__io_grow(void *items, size_t *cap, size_t n, size_t el
                                    const char *nomem) {
   if (n < *cap) return items;
   size_t c = *cap ? *cap * 2 : first, bytes;
-  void *p = __builtin_mul_overflow(c, elem, &bytes) ? NULL : realloc(items, bytes);
+  void *p = __builtin_mul_overflow(c, elem, &bytes) ? NULL : tstor__io_realloc(items, bytes);
   if (!p) {
     TSTOR__ERR(TSTOR_ENOMEM, "%s", nomem);
     return NULL;

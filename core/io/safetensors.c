@@ -179,7 +179,7 @@ static int parse_and_load(tstor__source *src, const char *hdr, uint64_t n, tstor
     goto out;
   }
   size_t count = json_object_size(root);
-  es = calloc(count ? count : 1, sizeof *es);
+  es = tstor__io_calloc(count ? count : 1, sizeof *es);
   if (!es || (rc = tstor_checkpoint_new(&ck))) {
     if (!rc) rc = TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
     goto out;
@@ -261,7 +261,7 @@ static int parse_and_load(tstor__source *src, const char *hdr, uint64_t n, tstor
   rc = tstor__source_run(src);
 out:
   json_decref(root);
-  free(es);
+  tstor__io_free(es);
   if (rc) tstor_checkpoint_free(ck);
   else *out = ck;
   return rc;
@@ -275,7 +275,7 @@ static int read_header(tstor__source *src, uint64_t n, const char **hdr, char **
     *hdr = (const char *)src->bytes + 8;
     return 0;
   }
-  if (!(*copy = malloc(n ? (size_t)n : 1)))
+  if (!(*copy = tstor__io_malloc(n ? (size_t)n : 1)))
     return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for a %llu-byte header", (unsigned long long)n);
   *hdr = *copy;
   return tstor__source_read(src, *copy, (size_t)n, 8, "header");
@@ -296,11 +296,11 @@ static int st_load(tstor__source *src, tstor_checkpoint **out) {
   const char *hdr = NULL;
   char *copy;
   if ((rc = read_header(src, n, &hdr, &copy))) {
-    free(copy);
+    tstor__io_free(copy);
     return rc;
   }
   rc = parse_and_load(src, hdr, n, out);
-  free(copy);
+  tstor__io_free(copy);
   return rc;
 }
 
@@ -372,8 +372,8 @@ typedef struct st_plan {
 } st_plan;
 
 static void plan_free(st_plan *p) {
-  free(p->o);
-  free(p->text);
+  tstor__io_free(p->o);
+  free(p->text); /* json_dumps' */
 }
 
 static int plan(const tstor_checkpoint *ck, unsigned flags, st_plan *p) {
@@ -386,7 +386,7 @@ static int plan(const tstor_checkpoint *ck, unsigned flags, st_plan *p) {
     return TSTOR__ERR(TSTOR_EINVAL, "safetensors holds a dict of name -> tensor; the root is a %s",
                       root ? tstor_value_kind_name((tstor_value_kind)root->kind) : "missing value");
   size_t n = root->u.seq.n;
-  st_out *o = calloc(n ? n : 1, sizeof *o);
+  st_out *o = tstor__io_calloc(n ? n : 1, sizeof *o);
   if (!o) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
   p->o = o;
   p->n = n;

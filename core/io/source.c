@@ -68,21 +68,21 @@ int tstor__source_open_fd(tstor__source *src, int fd, uint8_t **owned) {
   }
   /* a pipe or socket: read to its end, into memory the load then copies from */
   size_t len = 0, cap = 1 << 16;
-  uint8_t *buf = malloc(cap);
+  uint8_t *buf = tstor__io_malloc(cap);
   for (;;) {
     if (!buf) return TSTOR__ERR(TSTOR_ENOMEM, "fd %d: out of memory for %zu bytes", fd, cap);
     ssize_t n = read(fd, buf + len, cap - len);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       int e = errno;
-      free(buf);
+      tstor__io_free(buf);
       return TSTOR__ERR(TSTOR_EIO, "fd %d: %s", fd, strerror(e));
     }
     if (n == 0) break;
     len += (size_t)n;
     if (len == cap) {
-      uint8_t *grown = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
-      if (!grown) free(buf);
+      uint8_t *grown = cap <= SIZE_MAX / 2 ? tstor__io_realloc(buf, cap * 2) : NULL;
+      if (!grown) tstor__io_free(buf);
       buf = grown;
       cap *= 2;
     }

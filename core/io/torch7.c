@@ -481,8 +481,8 @@ static int read_torch(t7_reader *r, tstor_value *v) {
   }
   v->kind = TSTOR_VALUE_OBJECT;
   v->u.obj.state = state;
-  v->u.obj.cls = strdup(cls);
-  v->u.obj.version = versioned ? strdup(version) : NULL;
+  v->u.obj.cls = tstor__io_strdup(cls);
+  v->u.obj.version = versioned ? tstor__io_strdup(version) : NULL;
   if (!v->u.obj.cls || (versioned && !v->u.obj.version)) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for a class name");
   return 0;
 }
@@ -516,7 +516,7 @@ static int read_indexed(t7_reader *r, int64_t tag, tstor_value **out) {
   tstor_value **objs = tstor__io_grow(r->objs, &r->capobjs, r->nobjs, sizeof *objs, 64, "out of memory for objects");
   if (!objs) return TSTOR_ENOMEM;
   r->objs = objs;
-  unsigned char *busy = realloc(r->busy, r->capobjs);
+  unsigned char *busy = tstor__io_realloc(r->busy, r->capobjs);
   if (!busy) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for objects");
   r->busy = busy;
   /* its kind is known once read: a dict until then (a table's is final) */
@@ -590,8 +590,8 @@ static int read_as(tstor__source *src, const uint8_t *bytes, size_t len, bool vi
   }
   if (!rc) rc = tstor__tree_check(r.ck->root, TSTOR__EXPANDED_MAX);
   *reached = r.cur.off;
-  free(r.objs);
-  free(r.busy);
+  tstor__io_free(r.objs);
+  tstor__io_free(r.busy);
   if (rc) {
     tstor_checkpoint_free(r.ck);
     return rc;
@@ -609,7 +609,11 @@ static int t7_load(tstor__source *src, const uint8_t *bytes, size_t len, bool vi
   }
   size_t reached8 = 0, reached4 = 0;
   int rc = read_as(src, bytes, len, views, fmt, out, &reached8);
-  if (!rc || fmt.ascii) return rc;
+  /* a reading that ran out of a resource (memory, a device, the file's
+   * reads) says nothing of the bytes: no retry with the other long size */
+  if (!rc || fmt.ascii || rc == TSTOR_ENOMEM || rc == TSTOR_ENODEV || rc == TSTOR_EIO ||
+      rc == TSTOR_EBACKEND || rc == TSTOR_EMFILE || rc == TSTOR_ENOSPC)
+    return rc;
   char first[900];
   snprintf(first, sizeof first, "%s", tstor_last_error());
   fmt.long_size = 4; /* a file from a system whose long is 4 bytes (torch.load's 'b32') */

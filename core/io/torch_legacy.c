@@ -86,7 +86,7 @@ static int parse(legacy *lg) {
     const uint8_t *p = src->bytes;
     if ((rc = tstor_checkpoint_new(&lg->ck))) break;
     if (!p) {
-      uint8_t *grown = realloc(buf, want ? want : 1);
+      uint8_t *grown = tstor__io_realloc(buf, want ? want : 1);
       if (!grown) {
         rc = TSTOR__ERR(TSTOR_ENOMEM, "out of memory for %zu bytes of pickles", want);
         break;
@@ -104,7 +104,7 @@ static int parse(legacy *lg) {
     }
     want = limit / 4 < want ? (size_t)limit : want * 4;
   }
-  free(buf);
+  tstor__io_free(buf);
   return rc;
 }
 
@@ -130,7 +130,7 @@ static int listed_storage(legacy *lg, const tstor_value *key, unsigned char *see
  * reach; that is what the file's count must then give. UINT64_MAX where a
  * tensor's reach overflows. */
 static int storage_sizes(const tstor_checkpoint *ck, uint64_t **out) {
-  uint64_t *size = calloc(ck->nstorages ? ck->nstorages : 1, sizeof *size);
+  uint64_t *size = tstor__io_calloc(ck->nstorages ? ck->nstorages : 1, sizeof *size);
   if (!size) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for %zu storages", ck->nstorages);
   for (size_t i = 0; i < ck->nstorages; i++)
     size[i] = (uint64_t)ck->storages[i].numel * tstor_dtype_size(ck->storages[i].dtype);
@@ -202,9 +202,9 @@ static int load_storages(legacy *lg) {
   uint64_t *grown = NULL;
   int rc = storage_sizes(ck, &grown);
   if (rc) return rc;
-  unsigned char *seen = calloc(ck->nstorages ? ck->nstorages : 1, 1);
+  unsigned char *seen = tstor__io_calloc(ck->nstorages ? ck->nstorages : 1, 1);
   if (!seen) {
-    free(grown);
+    tstor__io_free(grown);
     return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for %zu storages", ck->nstorages);
   }
   uint64_t at = lg->data_start;
@@ -213,12 +213,12 @@ static int load_storages(legacy *lg) {
     if (!(rc = listed_storage(lg, lg->keys->u.seq.items[i], seen, &r)))
       rc = load_storage(lg, r, grown[r - ck->storages], &at);
   }
-  free(grown);
+  tstor__io_free(grown);
   for (size_t i = 0; i < ck->nstorages && !rc; i++)
     if (ck->storages[i].view_of < 0 && !seen[i])
       rc = TSTOR__ERR(TSTOR_EINVAL, "storage '%s' is named by the tree, but the list of storages whose bytes "
                       "follow does not give it", ck->storages[i].key);
-  free(seen);
+  tstor__io_free(seen);
   return rc ? rc : tstor__source_run(lg->src);
 }
 

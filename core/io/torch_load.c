@@ -106,7 +106,7 @@ static int find_prefix(loader *ld) {
                         ld->prefix, (int)e->name_len, e->name);
     /* not strndup: the name is not NUL-terminated, and may end the buffer */
     size_t plen = (size_t)(slash - e->name);
-    if (!(ld->prefix = malloc(plen + 1))) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
+    if (!(ld->prefix = tstor__io_malloc(plen + 1))) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
     memcpy(ld->prefix, e->name, plen);
     ld->prefix[plen] = '\0';
   }
@@ -117,7 +117,7 @@ static int find_prefix(loader *ld) {
 
 static char *record_name(const loader *ld, const char *tail) {
   size_t n = strlen(ld->prefix) + strlen(tail) + 2;
-  char *s = malloc(n);
+  char *s = tstor__io_malloc(n);
   if (s) snprintf(s, n, "%s/%s", ld->prefix, tail);
   return s;
 }
@@ -142,19 +142,19 @@ static int read_small_record(loader *ld, const char *tail, uint64_t max, uint8_t
                     (unsigned long long)size, (unsigned long long)max);
     goto out;
   }
-  *out = malloc(size ? (size_t)size : 1);
+  *out = tstor__io_malloc(size ? (size_t)size : 1);
   if (!*out) {
     rc = TSTOR__ERR(TSTOR_ENOMEM, "out of memory for record '%s' (%llu bytes)", name, (unsigned long long)size);
     goto out;
   }
   if ((rc = read_entry(ld, idx, name, *out, size, size))) {
-    free(*out);
+    tstor__io_free(*out);
     *out = NULL;
     goto out;
   }
   *len = (size_t)size;
 out:
-  free(name);
+  tstor__io_free(name);
   return rc;
 }
 
@@ -264,14 +264,14 @@ static int load_storage(loader *ld, tstor__storage_rec *r, const tstor__zip_entr
   rc = tstor_storage_to(host, dev, &r->s);
 out:
   tstor_storage_release(host);
-  free(name);
+  tstor__io_free(name);
   return rc;
 }
 
 /* Every storage: the queued reads run together, then each is finished. */
 static int load_storages(loader *ld, tstor_checkpoint *ck) {
   int rc = 0;
-  const tstor__zip_entry **queued = calloc(ck->nstorages ? ck->nstorages : 1, sizeof *queued);
+  const tstor__zip_entry **queued = tstor__io_calloc(ck->nstorages ? ck->nstorages : 1, sizeof *queued);
   if (!queued) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for %zu storages", ck->nstorages);
   for (size_t i = 0; i < ck->nstorages && !rc; i++) rc = load_storage(ld, &ck->storages[i], &queued[i]);
   if (!rc) rc = tstor__source_run(ld->src);
@@ -279,7 +279,7 @@ static int load_storages(loader *ld, tstor_checkpoint *ck) {
     tstor__storage_rec *r = &ck->storages[i];
     if (queued[i]) rc = finish_storage(ld, r, r->s, queued[i], ld->src->flags & TSTOR_LOAD_VERIFY_CRC);
   }
-  free(queued);
+  tstor__io_free(queued);
   return rc;
 }
 
@@ -304,7 +304,7 @@ static int check_version(loader *ld) {
   int digits = 0, overflow = 0;
   for (; i < len && text[i] >= '0' && text[i] <= '9'; i++, digits++)
     overflow |= __builtin_mul_overflow(v, 10, &v) | __builtin_add_overflow(v, (uint64_t)(text[i] - '0'), &v);
-  free(text);
+  tstor__io_free(text);
   if (!digits) return TSTOR__ERR(TSTOR_EINVAL, "record '%s/version' holds no number", ld->prefix);
   if (negative) v = 0 - v;
   if (overflow || v < FORMAT_VERSION_MIN || v > FORMAT_VERSION_MAX)
@@ -356,13 +356,13 @@ static int load(loader *ld, tstor_checkpoint **out) {
   if ((rc = tstor__tree_check(ck->root, TSTOR__EXPANDED_MAX))) goto fail;
   if ((rc = load_storages(ld, ck))) goto fail;
   if ((rc = tstor__torch_bind(ld->src->ctx, ck))) goto fail;
-  free(pkl);
-  free(order);
+  tstor__io_free(pkl);
+  tstor__io_free(order);
   *out = ck;
   return 0;
 fail:
-  free(pkl);
-  free(order);
+  tstor__io_free(pkl);
+  tstor__io_free(order);
   tstor_checkpoint_free(ck);
   return rc;
 }
@@ -407,7 +407,7 @@ static int zip_over_fd(loader *ld, const char *path) {
 static void loader_close(loader *ld) {
   if (ld->z) zip_discard(ld->z);
   tstor__zip_index_free(&ld->ix);
-  free(ld->prefix);
+  tstor__io_free(ld->prefix);
 }
 
 /* torch.load reads both of torch.save's formats, and so do we: the legacy

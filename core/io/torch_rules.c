@@ -196,7 +196,7 @@ static int int_tuple(tstor__unpickler *up, const tstor_value *t, const char *wha
 static tstor_value *new_tensor(tstor__unpickler *up, size_t ndim) {
   tstor_value *t = tstor__unpickler_value(up, TSTOR_VALUE_TENSOR);
   if (!t) return NULL;
-  if (!(t->u.tensor.sizes = malloc((2 * ndim + 1) * sizeof(int64_t)))) {
+  if (!(t->u.tensor.sizes = tstor__io_malloc((2 * ndim + 1) * sizeof(int64_t)))) {
     TSTOR__ERR(TSTOR_ENOMEM, "pickle: out of memory for a tensor of %zu dimensions", ndim);
     return NULL;
   }

@@ -252,7 +252,7 @@ static int plan(const tstor_checkpoint *ck, saver *sv) {
 
 static void plan_free(saver *sv) {
   tstor__pickler_free(&sv->pk);
-  free(sv->st);
+  tstor__io_free(sv->st);
 }
 
 /* The archive: data.pkl, a record per storage, version and byteorder. */

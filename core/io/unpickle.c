@@ -123,7 +123,7 @@ static int push_string(tstor__unpickler *up, size_t len) {
     return FAIL(up, TSTOR_EINVAL, "a string of %zu bytes that is not UTF-8", len);
   tstor_value *v = new_value(up, TSTOR_VALUE_STRING);
   if (!v) return TSTOR_ENOMEM;
-  if (!(v->u.str.s = malloc(len + 1))) return TSTOR__ERR(TSTOR_ENOMEM, "pickle: out of memory for a %zu-byte string", len);
+  if (!(v->u.str.s = tstor__io_malloc(len + 1))) return TSTOR__ERR(TSTOR_ENOMEM, "pickle: out of memory for a %zu-byte string", len);
   memcpy(v->u.str.s, p, len);
   v->u.str.s[len] = '\0';
   v->u.str.len = len;
@@ -345,11 +345,11 @@ static int memo_put(tstor__unpickler *up, uint64_t idx) {
   if (rc) return rc;
   if (2 * (up->memo_len + 1) > up->memo_cap) {
     size_t cap = up->memo_cap ? up->memo_cap * 2 : 64;
-    memo_slot *m = calloc(cap, sizeof *m);
+    memo_slot *m = tstor__io_calloc(cap, sizeof *m);
     if (!m) return TSTOR__ERR(TSTOR_ENOMEM, "pickle: out of memory for the memo");
     for (size_t i = 0; i < up->memo_cap; i++)
       if (up->memo[i].v) *memo_find(m, cap, up->memo[i].idx) = up->memo[i];
-    free(up->memo);
+    tstor__io_free(up->memo);
     up->memo = m;
     up->memo_cap = cap;
   }
@@ -491,8 +491,8 @@ int tstor__unpickle(tstor_checkpoint *ck, tstor__cursor *cur, const tstor__pickl
   if (!(up.none = tstor__value_alloc(ck, TSTOR_VALUE_NONE))) return TSTOR_ENOMEM;
   int rc = run(&up);
   if (!rc) *result = up.result;
-  free(up.stack);
-  free(up.marks);
-  free(up.memo);
+  tstor__io_free(up.stack);
+  tstor__io_free(up.marks);
+  tstor__io_free(up.memo);
   return rc;
 }

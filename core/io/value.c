@@ -13,7 +13,7 @@
 tstor_value *tstor__value_alloc(tstor_checkpoint *ck, int kind) {
   if (ck->nvalues == ck->capvalues) {
     size_t cap = ck->capvalues ? ck->capvalues * 2 : 64;
-    tstor_value **v = realloc(ck->values, cap * sizeof *v);
+    tstor_value **v = tstor__io_realloc(ck->values, cap * sizeof *v);
     if (!v) {
       TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory for %zu values", cap);
       return NULL;
@@ -21,7 +21,7 @@ tstor_value *tstor__value_alloc(tstor_checkpoint *ck, int kind) {
     ck->values = v;
     ck->capvalues = cap;
   }
-  tstor_value *v = calloc(1, sizeof *v);
+  tstor_value *v = tstor__io_calloc(1, sizeof *v);
   if (!v) {
     TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory for a value");
     return NULL;
@@ -35,30 +35,30 @@ tstor_value *tstor__value_alloc(tstor_checkpoint *ck, int kind) {
 static void value_free(tstor_value *v) {
   switch (v->kind) {
     case TSTOR_VALUE_STRING:
-    case TSTOR_VALUE_BYTES: free(v->u.str.s); break;
+    case TSTOR_VALUE_BYTES: tstor__io_free(v->u.str.s); break;
     case TSTOR_VALUE_OBJECT:
-      free(v->u.obj.cls);
-      free(v->u.obj.version);
+      tstor__io_free(v->u.obj.cls);
+      tstor__io_free(v->u.obj.version);
       break;
     case TSTOR_VALUE_TUPLE:
     case TSTOR_VALUE_LIST:
     case TSTOR_VALUE_DICT:
-      free(v->u.seq.items);
-      free(v->u.seq.keys);
-      free(v->u.seq.index);
+      tstor__io_free(v->u.seq.items);
+      tstor__io_free(v->u.seq.keys);
+      tstor__io_free(v->u.seq.index);
       break;
     case TSTOR_VALUE_TENSOR:
       tstor_tensor_release(v->u.tensor.t);
-      free(v->u.tensor.sizes);
+      tstor__io_free(v->u.tensor.sizes);
       break;
     default: break;
   }
-  free(v);
+  tstor__io_free(v);
 }
 
 int tstor_checkpoint_new(tstor_checkpoint **out) {
   if (!out) return TSTOR__ERR(TSTOR_EINVAL, "tstor_checkpoint_new: out is NULL");
-  *out = calloc(1, sizeof **out);
+  *out = tstor__io_calloc(1, sizeof **out);
   if (!*out) return TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory");
   return 0;
 }
@@ -66,15 +66,15 @@ int tstor_checkpoint_new(tstor_checkpoint **out) {
 void tstor_checkpoint_free(tstor_checkpoint *ck) {
   if (!ck) return;
   for (size_t i = 0; i < ck->nvalues; i++) value_free(ck->values[i]);
-  free(ck->values);
+  tstor__io_free(ck->values);
   for (size_t i = 0; i < ck->nstorages; i++) {
-    free(ck->storages[i].key);
-    free(ck->storages[i].location);
+    tstor__io_free(ck->storages[i].key);
+    tstor__io_free(ck->storages[i].location);
     tstor_storage_release(ck->storages[i].s);
   }
-  free(ck->storages);
-  free(ck->storage_slots);
-  free(ck);
+  tstor__io_free(ck->storages);
+  tstor__io_free(ck->storage_slots);
+  tstor__io_free(ck);
 }
 
 const tstor_value *tstor_checkpoint_root(const tstor_checkpoint *ck) { return ck ? ck->root : NULL; }
@@ -168,10 +168,10 @@ static int slots_grow(uint32_t **slots, size_t *cap, size_t n, hash_at_fn hash_a
                       const void *owner, const char *what) {
   size_t grown = *cap ? 2 * *cap : 32;
   if (grown > UINT32_MAX) return TSTOR__ERR(TSTOR_EOVERFLOW, "checkpoint: %s index too large", what);
-  uint32_t *fresh = calloc(grown, sizeof *fresh);
+  uint32_t *fresh = tstor__io_calloc(grown, sizeof *fresh);
   if (!fresh) return TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory for a %s index", what);
   for (size_t i = 0; i < n; i++) slot_put(fresh, grown, hash_at(owner, i), i);
-  free(*slots);
+  tstor__io_free(*slots);
   *slots = fresh;
   *cap = grown;
   return 0;
@@ -206,11 +206,11 @@ int tstor__storage_add(tstor_checkpoint *ck, const char *key, size_t keylen, tst
   ck->storages = grown;
   tstor__storage_rec *r = &ck->storages[ck->nstorages];
   memset(r, 0, sizeof *r);
-  r->key = malloc(keylen + 1);
-  r->location = malloc(loclen + 1);
+  r->key = tstor__io_malloc(keylen + 1);
+  r->location = tstor__io_malloc(loclen + 1);
   if (!r->key || !r->location) {
-    free(r->key);
-    free(r->location);
+    tstor__io_free(r->key);
+    tstor__io_free(r->location);
     return TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory for a storage key");
   }
   memcpy(r->key, key, keylen);
@@ -224,8 +224,8 @@ int tstor__storage_add(tstor_checkpoint *ck, const char *key, size_t keylen, tst
     int rc = slots_grow(&ck->storage_slots, &ck->storage_slots_cap, ck->nstorages, storage_hash_at,
                         ck, "storage");
     if (rc) {
-      free(r->key);
-      free(r->location);
+      tstor__io_free(r->key);
+      tstor__io_free(r->location);
       return rc;
     }
   }
@@ -246,11 +246,11 @@ long tstor__storage_find(const tstor_checkpoint *ck, const char *key, size_t key
 int tstor__seq_push(tstor_value *seq, tstor_value *item) {
   if (seq->u.seq.n == seq->u.seq.cap) {
     size_t cap = seq->u.seq.cap ? seq->u.seq.cap * 2 : 4;
-    tstor_value **items = realloc(seq->u.seq.items, cap * sizeof *items);
+    tstor_value **items = tstor__io_realloc(seq->u.seq.items, cap * sizeof *items);
     if (!items) return TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory for %zu items", cap);
     seq->u.seq.items = items;
     if (seq->kind == TSTOR_VALUE_DICT) {
-      tstor_value **keys = realloc(seq->u.seq.keys, cap * sizeof *keys);
+      tstor_value **keys = tstor__io_realloc(seq->u.seq.keys, cap * sizeof *keys);
       if (!keys) return TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory for %zu keys", cap);
       seq->u.seq.keys = keys;
     }
@@ -508,13 +508,13 @@ int tstor_value_new_float(tstor_checkpoint *ck, double d, tstor_value **out) {
 }
 /* A STRING or BYTES value holding a copy of the len bytes at s. */
 static int new_text(tstor_checkpoint *ck, int kind, const char *s, size_t len, tstor_value **out) {
-  char *copy = malloc(len + 1);
+  char *copy = tstor__io_malloc(len + 1);
   if (!copy) return TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory for a %zu-byte string", len);
   if (len) memcpy(copy, s, len);
   copy[len] = '\0';
   tstor_value *v = tstor__value_alloc(ck, kind);
   if (!v) {
-    free(copy);
+    tstor__io_free(copy);
     return TSTOR_ENOMEM;
   }
   v->u.str.s = copy;
@@ -546,8 +546,8 @@ int tstor_value_new_object(tstor_checkpoint *ck, const char *cls, const char *ve
                       tstor_value_kind_name(state->kind));
   tstor_value *v = tstor__value_alloc(ck, TSTOR_VALUE_OBJECT);
   if (!v) return TSTOR_ENOMEM;
-  v->u.obj.cls = strdup(cls);
-  v->u.obj.version = version ? strdup(version) : NULL;
+  v->u.obj.cls = tstor__io_strdup(cls);
+  v->u.obj.version = version ? tstor__io_strdup(version) : NULL;
   if (!v->u.obj.cls || (version && !v->u.obj.version))
     return TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory for a class name"); /* freed with ck */
   v->u.obj.state = state;
@@ -666,7 +666,7 @@ static int refuse_internal(void) {
 int tstor__tree_check(tstor_value *root, uint64_t max_expanded) {
   if (!root) return TSTOR__ERR(TSTOR_EINVAL, "checkpoint: no value");
   if (root->kind >= TSTOR__VALUE_GLOBAL) return refuse_internal();
-  frame *stack = malloc((TSTOR_CHECKPOINT_MAX_DEPTH + 1) * sizeof *stack);
+  frame *stack = tstor__io_malloc((TSTOR_CHECKPOINT_MAX_DEPTH + 1) * sizeof *stack);
   if (!stack) return TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory");
   int rc = 0;
   size_t top = 1;
@@ -718,6 +718,6 @@ int tstor__tree_check(tstor_value *root, uint64_t max_expanded) {
       break;
     }
   }
-  free(stack);
+  tstor__io_free(stack);
   return rc;
 }

@@ -28,7 +28,7 @@ static bool reserve(tstor__wbuf *b, size_t n) {
     }
     cap *= 2;
   }
-  uint8_t *p = realloc(b->data, cap);
+  uint8_t *p = tstor__io_realloc(b->data, cap);
   if (!p) {
     tstor__wbuf_fail(b, TSTOR_ENOMEM, "%s: out of memory for %zu bytes", b->what, cap);
     return false;
@@ -79,7 +79,7 @@ int tstor__wbuf_error(const tstor__wbuf *b) {
 }
 
 void tstor__wbuf_free(tstor__wbuf *b) {
-  free(b->data);
+  tstor__io_free(b->data);
   b->data = NULL;
   b->len = b->cap = 0;
 }

@@ -59,7 +59,7 @@ static int by_header_offset(const void *a, const void *b) {
  * each other, where torch.load gives independent ones. */
 static int no_overlap(const tstor__zip_index *ix) {
   if (ix->n < 2) return 0;
-  const tstor__zip_entry **order = malloc(ix->n * sizeof *order);
+  const tstor__zip_entry **order = tstor__io_malloc(ix->n * sizeof *order);
   if (!order) return TSTOR__ERR(TSTOR_ENOMEM, "zip: out of memory for %zu entries", ix->n);
   for (size_t i = 0; i < ix->n; i++) order[i] = &ix->entries[i];
   qsort(order, ix->n, sizeof *order, by_header_offset);
@@ -70,7 +70,7 @@ static int no_overlap(const tstor__zip_index *ix) {
       rc = BAD("entries '%.*s' and '%.*s' overlap in the archive", (int)a->name_len, a->name,
                (int)b->name_len, b->name);
   }
-  free(order);
+  tstor__io_free(order);
   return rc;
 }
 
@@ -87,7 +87,7 @@ static int by_name(const void *a, const void *b) {
 /* Lookups by name go by binary search: one scan per storage made loading
  * 50,000 tensors quadratic. */
 static int sort_by_name(tstor__zip_index *ix) {
-  ix->by_name = malloc((ix->n ? ix->n : 1) * sizeof *ix->by_name);
+  ix->by_name = tstor__io_malloc((ix->n ? ix->n : 1) * sizeof *ix->by_name);
   if (!ix->by_name) return TSTOR__ERR(TSTOR_ENOMEM, "zip: out of memory for %zu entries", ix->n);
   for (size_t i = 0; i < ix->n; i++) ix->by_name[i] = &ix->entries[i];
   qsort(ix->by_name, ix->n, sizeof *ix->by_name, by_name);
@@ -130,7 +130,7 @@ static int index_read(const zip_src *s, tstor__zip_index *out) {
   if (size < 22) return BAD("%llu bytes are too few for an archive", (unsigned long long)size);
   const size_t tail_len = size < TAIL_MAX ? (size_t)size : TAIL_MAX;
   const uint64_t tail_off = size - tail_len;
-  if (!s->bytes && !(tail_buf = malloc(tail_len))) return TSTOR__ERR(TSTOR_ENOMEM, "zip: out of memory");
+  if (!s->bytes && !(tail_buf = tstor__io_malloc(tail_len))) return TSTOR__ERR(TSTOR_ENOMEM, "zip: out of memory");
   if ((rc = fetch(s, tail_off, tail_len, tail_buf, &tail))) goto out;
 #define AT_TAIL(off) (tail + ((off) - tail_off))
   /* the end of central directory record: the last one, before a comment */
@@ -179,15 +179,15 @@ static int index_read(const zip_src *s, tstor__zip_index *out) {
     goto out;
   }
   /* Read from a file, the directory stays: the entries' names point into it. */
-  if (!s->bytes && (!(out->directory = malloc(cd_size ? (size_t)cd_size : 1)) ||
-                    !(name_buf = malloc(65535)))) {
+  if (!s->bytes && (!(out->directory = tstor__io_malloc(cd_size ? (size_t)cd_size : 1)) ||
+                    !(name_buf = tstor__io_malloc(65535)))) {
     rc = TSTOR__ERR(TSTOR_ENOMEM, "zip: out of memory for a %llu-byte directory", (unsigned long long)cd_size);
     goto out;
   }
   const uint8_t *p, *end;
   if ((rc = fetch(s, cd_off, (size_t)cd_size, out->directory, &p))) goto out;
   end = p + cd_size;
-  out->entries = calloc(count ? (size_t)count : 1, sizeof *out->entries);
+  out->entries = tstor__io_calloc(count ? (size_t)count : 1, sizeof *out->entries);
   if (!out->entries) {
     rc = TSTOR__ERR(TSTOR_ENOMEM, "zip: out of memory for %llu entries", (unsigned long long)count);
     goto out;
@@ -244,8 +244,8 @@ static int index_read(const zip_src *s, tstor__zip_index *out) {
 bad_cd:
   rc = BAD("central directory entry %zu is malformed", out->n);
 out:
-  free(tail_buf);
-  free(name_buf);
+  tstor__io_free(tail_buf);
+  tstor__io_free(name_buf);
   return rc;
 }
 
@@ -260,9 +260,9 @@ int tstor__zip_index_read_fd(int fd, uint64_t size, tstor__zip_index *out) {
 }
 
 void tstor__zip_index_free(tstor__zip_index *ix) {
-  free(ix->entries);
-  free(ix->by_name);
-  free(ix->directory);
+  tstor__io_free(ix->entries);
+  tstor__io_free(ix->by_name);
+  tstor__io_free(ix->directory);
   ix->entries = NULL;
   ix->by_name = NULL;
   ix->directory = NULL;

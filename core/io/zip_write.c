@@ -54,7 +54,7 @@ int tstor__zipw_begin(tstor__zip_writer *w, const char *name, uint64_t size, uin
   size_t nlen = strlen(name);
   if (nlen > 0xFFFF) return TSTOR__ERR(TSTOR_EINVAL, "record name of %zu bytes", nlen);
   tstor__zipw_entry *e = &w->e[w->n];
-  e->name = strdup(name);
+  e->name = tstor__io_strdup(name);
   if (!e->name) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
   e->offset = w->off;
   e->size = size;
@@ -176,7 +176,7 @@ int tstor__zipw_finish(tstor__zip_writer *w) {
 }
 
 void tstor__zipw_free(tstor__zip_writer *w) {
-  for (size_t i = 0; i < w->n; i++) free(w->e[i].name);
-  free(w->e);
+  for (size_t i = 0; i < w->n; i++) tstor__io_free(w->e[i].name);
+  tstor__io_free(w->e);
   memset(w, 0, sizeof *w);
 }

@@ -1,0 +1,185 @@
+/* libtstor-io under allocation failure: every allocation of a load (torch.save
+ * zip and legacy files, safetensors, Torch7), of a save to memory in each
+ * format and of a DLPack export and import is failed in turn. Each failed
+ * call must say TSTOR_ENOMEM, hand back nothing, and leave no allocation
+ * behind (fault.h's count of the core's and libtstor-io's own allocations,
+ * which this test build routes through the core: io_internal.h). */
+#define _GNU_SOURCE
+#include "coretest.h"
+
+#include <tstor/dlpack.h>
+#include <tstor/serialize.h>
+#include <tstor/tensor.h>
+
+#include "fault.h"
+
+static tstor_context *ctx;
+
+static void setup(void) { ctx = coretest_open(NULL); }
+static void teardown(void) { tstor_context_close(ctx); }
+
+static void *read_file(const char *path, size_t *size) {
+  FILE *f = fopen(path, "rb");
+  ck_assert_msg(f != NULL, "cannot open %s", path);
+  ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+  long n = ftell(f);
+  ck_assert_int_ge(n, 0);
+  rewind(f);
+  void *p = malloc(n ? (size_t)n : 1);
+  ck_assert_ptr_nonnull(p);
+  ck_assert_uint_eq(fread(p, 1, (size_t)n, f), (size_t)n);
+  fclose(f);
+  *size = (size_t)n;
+  return p;
+}
+
+/* Fails allocation 1, 2, ... of load(data) until one load succeeds; returns
+ * how many allocations that load made. */
+static unsigned long sweep_load(const char *what, const void *data, size_t size) {
+  for (unsigned long nth = 1;; nth++) {
+    tstor_checkpoint *ck = (tstor_checkpoint *)&ck;
+    tstor__fault_arm(TSTOR_FAULT_MALLOC, nth, 0);
+    int rc = tstor_checkpoint_load_buffer(ctx, data, size, NULL, &ck);
+    tstor__fault_disarm();
+    if (tstor__fault_failed() == 0) {
+      ck_assert_msg(rc == 0, "%s: %s", what, tstor_last_error());
+      tstor_checkpoint_free(ck);
+      return nth - 1;
+    }
+    ck_assert_msg(rc == TSTOR_ENOMEM, "%s, allocation %lu failed: %s (%s)", what, nth,
+                  tstor_err_name(rc), tstor_last_error());
+    ck_assert_ptr_null(ck);
+    ck_assert_msg(tstor__fault_live() == 0, "%s, allocation %lu failed: %ld left allocated", what,
+                  nth, tstor__fault_live());
+  }
+}
+
+static unsigned long sweep_save(const char *what, const tstor_checkpoint *ck,
+                                tstor_file_format format) {
+  for (unsigned long nth = 1;; nth++) {
+    void *data = (void *)&data;
+    size_t size = 7;
+    tstor__fault_arm(TSTOR_FAULT_MALLOC, nth, 0);
+    int rc = tstor_checkpoint_save_buffer(ck, format, NULL, &data, &size);
+    tstor__fault_disarm();
+    if (tstor__fault_failed() == 0) {
+      ck_assert_msg(rc == 0, "%s: %s", what, tstor_last_error());
+      free(data);
+      return nth - 1;
+    }
+    ck_assert_msg(rc == TSTOR_ENOMEM, "%s, allocation %lu failed: %s (%s)", what, nth,
+                  tstor_err_name(rc), tstor_last_error());
+    ck_assert_ptr_null(data);
+    ck_assert_msg(tstor__fault_live() == 0, "%s, allocation %lu failed: %ld left allocated", what,
+                  nth, tstor__fault_live());
+  }
+}
+
+/* torch.save files of each kind PyTorch writes, and what tstor writes of
+ * them in the three formats, each loaded under every failure. */
+START_TEST(test_loads_and_saves) {
+  static const char *const files[] = {
+      "ckpt/golden/checkpoint_nested.pt",      "ckpt/golden/legacy_checkpoint_nested.pt",
+      "ckpt/golden/module_conv_bn.pt",         "ckpt/golden/legacy_share_dict_float32.pt",
+      "ckpt/golden/strings.pt",                "ckpt/golden/meta_tensors.pt",
+      "t7/torch7-written/gmodule_with_linear_identity.t7",
+  };
+  unsigned long total = 0;
+  for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+    size_t size;
+    void *data = read_file(coretest_src(files[i]), &size);
+    unsigned long n = sweep_load(files[i], data, size);
+    ck_assert_uint_gt(n, 0);
+    total += n;
+    tstor_checkpoint *ck;
+    ck_tstor_ok(tstor_checkpoint_load_buffer(ctx, data, size, NULL, &ck));
+    static const tstor_file_format formats[] = {TSTOR_FORMAT_TORCH, TSTOR_FORMAT_TORCH7};
+    for (size_t f = 0; f < sizeof formats / sizeof *formats; f++) {
+      /* meta tensors have no bytes to write; Torch7 has no type for some
+       * dtypes: those saves are refused whatever the memory */
+      void *out;
+      size_t len;
+      if (tstor_checkpoint_save_buffer(ck, formats[f], NULL, &out, &len) != 0) continue;
+      total += sweep_save(files[i], ck, formats[f]);
+      total += sweep_load(files[i], out, len);
+      free(out);
+    }
+    tstor_checkpoint_free(ck);
+    free(data);
+  }
+  fprintf(stderr, "%lu allocations failed in turn, each refused cleanly\n", total);
+}
+END_TEST
+
+/* safetensors: a flat dict of tensors, written by tstor and read back. */
+START_TEST(test_safetensors) {
+  size_t size;
+  void *data = read_file(coretest_src("ckpt/golden/params_conv_bn.pt"), &size);
+  tstor_checkpoint *ck;
+  ck_tstor_ok(tstor_checkpoint_load_buffer(ctx, data, size, NULL, &ck));
+  void *out;
+  size_t len;
+  ck_tstor_ok(tstor_checkpoint_save_buffer(ck, TSTOR_FORMAT_SAFETENSORS, NULL, &out, &len));
+  ck_assert_uint_gt(sweep_save("safetensors save", ck, TSTOR_FORMAT_SAFETENSORS), 0);
+  ck_assert_uint_gt(sweep_load("safetensors load", out, len), 0);
+  free(out);
+  tstor_checkpoint_free(ck);
+  free(data);
+}
+END_TEST
+
+static void noop_deleter(DLManagedTensor *m) { (void)m; }
+
+START_TEST(test_dlpack) {
+  int64_t s[] = {2, 3};
+  tstor_device cpu = coretest_dev(ctx, "cpu");
+  tstor_tensor *t;
+  ck_tstor_ok(tstor_tensor_zeros(ctx, cpu, TSTOR_FLOAT32, 2, s, &t));
+  for (unsigned long nth = 1;; nth++) {
+    DLManagedTensor *m = (DLManagedTensor *)&m;
+    tstor__fault_arm(TSTOR_FAULT_MALLOC, nth, 0);
+    int rc = tstor_dlpack_export(t, &m);
+    tstor__fault_disarm();
+    if (tstor__fault_failed() == 0) {
+      ck_assert_int_eq(rc, 0);
+      m->deleter(m);
+      break;
+    }
+    ck_assert_int_eq(rc, TSTOR_ENOMEM);
+    ck_assert_ptr_null(m);
+    ck_assert_int_eq(tstor__fault_live(), 0);
+  }
+  float v[6] = {0};
+  int64_t shape[] = {2, 3};
+  DLManagedTensor mt = {.dl_tensor = {.data = v, .device = {kDLCPU, 0}, .ndim = 2,
+                                      .dtype = {kDLFloat, 32, 1}, .shape = shape},
+                        .deleter = noop_deleter};
+  for (unsigned long nth = 1;; nth++) {
+    tstor_tensor *out = (tstor_tensor *)&out;
+    tstor__fault_arm(TSTOR_FAULT_MALLOC, nth, 0);
+    int rc = tstor_dlpack_import(ctx, &mt, &out);
+    tstor__fault_disarm();
+    if (tstor__fault_failed() == 0) {
+      ck_assert_int_eq(rc, 0);
+      tstor_tensor_release(out);
+      break;
+    }
+    ck_assert_int_eq(rc, TSTOR_ENOMEM);
+    ck_assert_ptr_null(out);
+    ck_assert_int_eq(tstor__fault_live(), 0);
+  }
+  tstor_tensor_release(t);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("io_faults");
+  TCase *tc = tcase_create("io_faults");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, test_loads_and_saves);
+  tcase_add_test(tc, test_safetensors);
+  tcase_add_test(tc, test_dlpack);
+  suite_add_tcase(s, tc);
+  return tstor_test_run(s);
+}
