@@ -829,8 +829,8 @@ END_TEST
 START_TEST(test_network_ops_beyond_cases) {
   tstor_layout in, w, out;
   int64_t s3[] = {2, 4, 5}, s1[] = {5}, v3[] = {3};
-  /* layer_norm and group_norm keep float16, as PyTorch's kernels do (its meta
-   * decomposition says float32) */
+  /* layer_norm and group_norm keep float16 beside float32 weights, as
+   * PyTorch's kernels do (its meta decomposition says float32 there) */
   ck_tstor_ok(tstor_layout_init(&in, TSTOR_FLOAT16, 3, s3, NULL));
   ck_tstor_ok(tstor_layout_layer_norm(&in, 1, s1, NULL, NULL, &out));
   ck_assert_int_eq(out.dtype, TSTOR_FLOAT16);

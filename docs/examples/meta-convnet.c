@@ -84,13 +84,13 @@ int main(void) {
 
   CHECK(tstor_shape_conv(last(), w1, b1, &conv, &y));
   add("conv1", y, 0);
-  CHECK(tstor_shape_unary(TSTOR_ELEMENTWISE_PROMOTE, last(), &y));
+  CHECK(tstor_shape_activation(TSTOR_ACT_RELU, last(), &y));
   add("relu1", y, 0);
   CHECK(tstor_shape_max_pool2d(last(), &pool, &y));
   add("pool1", y, 0);
   CHECK(tstor_shape_conv(last(), w2, b2, &conv, &y));
   add("conv2", y, 0);
-  CHECK(tstor_shape_unary(TSTOR_ELEMENTWISE_PROMOTE, last(), &y));
+  CHECK(tstor_shape_activation(TSTOR_ACT_RELU, last(), &y));
   add("relu2", y, 0);
   CHECK(tstor_shape_max_pool2d(last(), &pool, &y));
   add("pool2", y, 0);

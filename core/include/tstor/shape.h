@@ -422,8 +422,9 @@ TSTOR_EXTERN int tstor_shape_dropout(const tstor_tensor *in, double p, int train
 /* F.batch_norm(input, running_mean, running_var, weight, bias, training):
  * input (N, C, ...) with 2 to TSTOR_TENSOR_MAX_DIM dimensions; each of the
  * four vectors NULL or with C elements (running_mean and running_var are
- * required when not training, and take their own dtype only with a float
- * input of float32 or wider). Training needs more than one value per channel.
+ * required when not training); each of the input's floating dtype, or
+ * float32 beside a float16 or bfloat16 input (TSTOR_EDTYPE otherwise).
+ * Training needs more than one value per channel.
  * The output has the input's sizes and dtype, in the input's layout where that
  * is dense (channels-last stays channels-last), contiguous otherwise. */
 TSTOR_EXTERN int tstor_layout_batch_norm(const tstor_layout *input,
