@@ -286,6 +286,21 @@ int tstor_layout_batch_norm(const tstor_layout *input, const tstor_layout *runni
   return 0;
 }
 
+/* layer_norm's and group_norm's output, once their shapes are checked: the
+ * dtypes checked, the input's sizes and dtype, contiguous. */
+static int norm_output(const char *op, const tstor_layout *input, const tstor_layout *weight,
+                       const tstor_layout *bias, tstor_layout *out) {
+  int rc;
+  if ((rc = floating_input(op, input)) < 0 || (rc = param_dtype(op, "weight", weight, input->dtype)) < 0 ||
+      (rc = param_dtype(op, "bias", bias, input->dtype)) < 0)
+    return rc;
+  tstor_layout r;
+  tstor__layout_copy(&r, input);
+  tstor__layout_contiguous(&r);
+  tstor__layout_copy(out, &r);
+  return 0;
+}
+
 /* "[4, 3]" as PyTorch prints an IntArrayRef */
 #define DIMS(buf, n, v) tstor__dims_str(buf, sizeof buf, (n), (v))
 
@@ -324,15 +339,7 @@ int tstor_layout_layer_norm(const tstor_layout *input, int ndims, const int64_t 
                       "got input of size%s", DIMS(a, ndims, normalized_shape), c,
                       DIMS(b, input->ndim, input->sizes));
   }
-  if ((rc = floating_input("layer_norm", input)) < 0 ||
-      (rc = param_dtype("layer_norm", "weight", weight, input->dtype)) < 0 ||
-      (rc = param_dtype("layer_norm", "bias", bias, input->dtype)) < 0)
-    return rc;
-  tstor_layout r;
-  tstor__layout_copy(&r, input);
-  tstor__layout_contiguous(&r);
-  tstor__layout_copy(out, &r);
-  return 0;
+  return norm_output("layer_norm", input, weight, bias, out);
 }
 
 int tstor_layout_group_norm(const tstor_layout *input, int64_t groups, const tstor_layout *weight,
@@ -367,15 +374,7 @@ int tstor_layout_group_norm(const tstor_layout *input, int64_t groups, const tst
                         "channels in input, but got %s of shape %s and input of shape %s",
                         i ? "bias" : "weight", i ? "bias" : "weight",
                         DIMS(a, ps[i]->ndim, ps[i]->sizes), DIMS(b, input->ndim, input->sizes));
-  if ((rc = floating_input("group_norm", input)) < 0 ||
-      (rc = param_dtype("group_norm", "weight", weight, input->dtype)) < 0 ||
-      (rc = param_dtype("group_norm", "bias", bias, input->dtype)) < 0)
-    return rc;
-  tstor_layout r;
-  tstor__layout_copy(&r, input);
-  tstor__layout_contiguous(&r);
-  tstor__layout_copy(out, &r);
-  return 0;
+  return norm_output("group_norm", input, weight, bias, out);
 }
 
 /* -------------------------------------------------------- adaptive pooling */

@@ -18,21 +18,6 @@ static tstor_context *ctx;
 static void setup(void) { ctx = coretest_open(NULL); }
 static void teardown(void) { tstor_context_close(ctx); }
 
-static void *read_file(const char *path, size_t *size) {
-  FILE *f = fopen(path, "rb");
-  ck_assert_msg(f != NULL, "cannot open %s", path);
-  ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
-  long n = ftell(f);
-  ck_assert_int_ge(n, 0);
-  rewind(f);
-  void *p = malloc(n ? (size_t)n : 1);
-  ck_assert_ptr_nonnull(p);
-  ck_assert_uint_eq(fread(p, 1, (size_t)n, f), (size_t)n);
-  fclose(f);
-  *size = (size_t)n;
-  return p;
-}
-
 /* Fails allocation 1, 2, ... of load(data) until one load succeeds; returns
  * how many allocations that load made. */
 static unsigned long sweep_load(const char *what, const void *data, size_t size) {
@@ -87,7 +72,7 @@ START_TEST(test_loads_and_saves) {
   unsigned long total = 0;
   for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
     size_t size;
-    void *data = read_file(coretest_src(files[i]), &size);
+    void *data = tstor_test_slurp(coretest_src(files[i]), &size);
     unsigned long n = sweep_load(files[i], data, size);
     ck_assert_uint_gt(n, 0);
     total += n;
@@ -114,7 +99,7 @@ END_TEST
 /* safetensors: a flat dict of tensors, written by tstor and read back. */
 START_TEST(test_safetensors) {
   size_t size;
-  void *data = read_file(coretest_src("ckpt/golden/params_conv_bn.pt"), &size);
+  void *data = tstor_test_slurp(coretest_src("ckpt/golden/params_conv_bn.pt"), &size);
   tstor_checkpoint *ck;
   ck_tstor_ok(tstor_checkpoint_load_buffer(ctx, data, size, NULL, &ck));
   void *out;

@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <tstor/shape.h>
 
+#include "shapetest.h"
+
 static tstor_context *ctx;
 static tstor_device meta;
 
@@ -243,24 +245,6 @@ static int replay(const call *c, tstor_tensor **outs, int *nouts) {
   return TSTOR_ENOTSUP;
 }
 
-static const char *layout_str(char *buf, size_t n, const tstor_layout *l) {
-  char s[512], st[512];
-  size_t a = 0, b = 0;
-  s[0] = st[0] = 0;
-  for (int i = 0; i < l->ndim; i++) {
-    a += (size_t)snprintf(s + a, sizeof s - a, "%s%" PRId64, i ? "," : "", l->sizes[i]);
-    b += (size_t)snprintf(st + b, sizeof st - b, "%s%" PRId64, i ? "," : "", l->strides[i]);
-  }
-  snprintf(buf, n, "%s:%s:%s", tstor_dtype_name(l->dtype), s, st);
-  return buf;
-}
-
-static int same_layout(const tstor_layout *a, const tstor_layout *b) {
-  return a->dtype == b->dtype && a->ndim == b->ndim &&
-         !memcmp(a->sizes, b->sizes, sizeof(int64_t) * (size_t)a->ndim) &&
-         !memcmp(a->strides, b->strides, sizeof(int64_t) * (size_t)a->ndim);
-}
-
 /* Replays the network whose "net" line is at *at; returns the calls made and
  * adds to *differ. */
 static int run_net(FILE *f, int *line, const char *label, int *differ, uint64_t *bytes) {
@@ -305,10 +289,10 @@ static int run_net(FILE *f, int *line, const char *label, int *differ, uint64_t 
       tstor_layout l;
       ck_tstor_ok(tstor_layout_of(got[i], &l));
       ck_assert_int_eq(tstor_tensor_device(got[i]).type, meta.type);
-      if (!same_layout(&l, &c.want[i])) {
+      if (!shapetest_same_layout(&l, &c.want[i])) {
         char g[1200], w[1200];
         fprintf(stderr, "networks.txt:%d: %s %s: got %s, want %s\n", c.line, label, c.op,
-                layout_str(g, sizeof g, &l), layout_str(w, sizeof w, &c.want[i]));
+                shapetest_layout_str(g, sizeof g, &l), shapetest_layout_str(w, sizeof w, &c.want[i]));
         (*differ)++;
       }
       if (strcmp(c.op, "param") != 0) *bytes += tstor_tensor_nbytes(got[i]);

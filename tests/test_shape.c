@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <tstor/shape.h>
 
+#include "shapetest.h"
+
 #include "fault.h"
 
 static tstor_context *ctx;
@@ -448,21 +450,9 @@ static int run_tensor(const tcase *c, result *r) {
   return 1;
 }
 
-static const char *layout_str(char *buf, size_t n, const tstor_layout *l) {
-  char s[512], st[512];
-  size_t a = 0, b = 0;
-  s[0] = st[0] = 0;
-  for (int i = 0; i < l->ndim; i++) {
-    a += (size_t)snprintf(s + a, sizeof s - a, "%s%" PRId64, i ? "," : "", l->sizes[i]);
-    b += (size_t)snprintf(st + b, sizeof st - b, "%s%" PRId64, i ? "," : "", l->strides[i]);
-  }
-  snprintf(buf, n, "%s:%s:%s", tstor_dtype_name(l->dtype), s, st);
-  return buf;
-}
-
 /* "" when r is what the case wants, else what differs. */
 static const char *compare(const tcase *c, const result *r) {
-  static char why[2048];
+  static char why[2560]; /* room for two layouts of 1200 */
   char g[1200], w[1200];
   if (c->want.kind == 'e') {
     if (r->kind == 'e') {
@@ -482,7 +472,7 @@ static const char *compare(const tcase *c, const result *r) {
       return "";
     }
     snprintf(why, sizeof why, "succeeded (%s), PyTorch raises",
-             r->kind == 't' ? layout_str(g, sizeof g, &r->layout) : "");
+             r->kind == 't' ? shapetest_layout_str(g, sizeof g, &r->layout) : "");
     return why;
   }
   if (r->kind == 'e') {
@@ -502,12 +492,9 @@ static const char *compare(const tcase *c, const result *r) {
     return "shape differs";
   }
   const tstor_layout *l = &r->layout, *x = &c->want.layout;
-  if (l->dtype == x->dtype && l->ndim == x->ndim &&
-      memcmp(l->sizes, x->sizes, sizeof(int64_t) * (size_t)l->ndim) == 0 &&
-      memcmp(l->strides, x->strides, sizeof(int64_t) * (size_t)l->ndim) == 0)
-    return "";
-  snprintf(why, sizeof why, "got %s, want %s", layout_str(g, sizeof g, l),
-           layout_str(w, sizeof w, x));
+  if (shapetest_same_layout(l, x)) return "";
+  snprintf(why, sizeof why, "got %s, want %s", shapetest_layout_str(g, sizeof g, l),
+           shapetest_layout_str(w, sizeof w, x));
   return why;
 }
 
