@@ -1,0 +1,229 @@
+#!/usr/bin/python3
+"""tstor's hpu-stub device as PyTorch's PrivateUse1 device, through libtstor-torch.
+
+Run by pytorch/run.sh in make check (TSTOR_TORCH_LIB names the library,
+TSTOR_BACKEND_DIR the backends). The cases follow PyTorch 1.13's device-generic
+tests, run on "privateuseone": test_torch.py's copies between devices and
+dtypes, empty and empty_strided, views and strides, resize_, fill_ and item,
+and test_cpp_extensions_open_device_registration.py's allocation and
+fallback checks. hpu-stub's memory faults when the host touches it, so every
+case that passes shows PyTorch reached the device's bytes only through tstor.
+Each result is compared with the same computation on the cpu.
+"""
+import gc
+import os
+import subprocess
+import sys
+import unittest
+
+import torch
+
+LIB = os.environ.get("TSTOR_TORCH_LIB", "")
+torch.ops.load_library(LIB)
+
+DEV = "privateuseone"
+DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+          torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128,
+          torch.bool]
+
+
+def sample(dtype, shape=(3, 4)):
+    """Distinct, exactly representable values of dtype."""
+    n = 1
+    for s in shape:
+        n *= s
+    v = torch.arange(n, dtype=torch.float64).reshape(shape)
+    if dtype == torch.bool:
+        return (v.long() % 3 == 0)
+    if dtype.is_complex:
+        return torch.complex(v, -v).to(dtype)
+    return v.to(dtype)
+
+
+class Device(unittest.TestCase):
+    def setUp(self):
+        gc.collect()
+        self.before = [torch.ops.tstor.memory_allocated(i) for i in range(2)]
+
+    def tearDown(self):
+        gc.collect()
+        after = [torch.ops.tstor.memory_allocated(i) for i in range(2)]
+        self.assertEqual(after, self.before, "bytes left on the device after the test")
+
+    def test_issue_example(self):
+        x = torch.arange(12.).reshape(3, 4).to(DEV + ":1")
+        y = (x.t() * 2).contiguous()
+        self.assertEqual(y.device, torch.device(DEV, 1))
+        self.assertTrue(torch.equal(y.cpu(), torch.arange(12.).reshape(3, 4).t() * 2))
+        self.assertEqual(x.storage().nbytes(), 48)
+
+    def test_device_type(self):
+        self.assertEqual(torch.ops.tstor.device_type(), "hpu")
+
+    def test_copy_every_dtype_both_ways(self):
+        for dt in DTYPES:
+            with self.subTest(dtype=dt):
+                c = sample(dt)
+                d = c.to(DEV)
+                self.assertEqual(d.dtype, dt)
+                self.assertEqual(d.device.type, DEV)
+                self.assertTrue(torch.equal(d.cpu(), c))
+
+    def test_copy_converting(self):
+        # test_torch's test_copy_all_dtypes_and_devices: copy_ across dtypes
+        for src in DTYPES:
+            for dst in (torch.float32, torch.int64, torch.bool, torch.complex128):
+                if src.is_complex and not dst.is_complex:
+                    continue  # PyTorch warns and drops the imaginary part
+                with self.subTest(src=src, dst=dst):
+                    c = sample(src)
+                    out = torch.empty(3, 4, dtype=dst, device=DEV)
+                    out.copy_(c.to(DEV))
+                    self.assertTrue(torch.equal(out.cpu(), c.to(dst)))
+
+    def test_copy_device_to_device(self):
+        c = sample(torch.float32, (4, 5))
+        a = c.to(DEV + ":0")
+        b = a.to(DEV + ":1")
+        self.assertEqual(b.device.index, 1)
+        self.assertTrue(torch.equal(b.cpu(), c))
+        # strided source and destination
+        dst = torch.zeros(5, 4, device=DEV + ":1")
+        dst.copy_(a.t())
+        self.assertTrue(torch.equal(dst.cpu(), c.t()))
+        back = torch.zeros(8, 10, device=DEV)[::2, ::2]
+        back.copy_(b)
+        self.assertTrue(torch.equal(back.cpu(), c))
+
+    def test_copy_broadcast_into_device(self):
+        dst = torch.zeros(3, 4, device=DEV)
+        dst.copy_(torch.arange(4.))
+        self.assertTrue(torch.equal(dst.cpu(), torch.arange(4.).expand(3, 4)))
+
+    def test_empty_and_empty_strided(self):
+        e = torch.empty(2, 3, device=DEV)
+        self.assertEqual((e.shape, e.stride()), (torch.Size([2, 3]), (3, 1)))
+        s = torch.empty_strided((2, 3), (1, 2), device=DEV)
+        self.assertEqual(s.stride(), (1, 2))
+        z = torch.empty(0, 4, device=DEV)
+        self.assertEqual(z.numel(), 0)
+        self.assertEqual(z.cpu().shape, torch.Size([0, 4]))
+        cl = torch.empty(2, 3, 4, 5, device=DEV, memory_format=torch.channels_last)
+        self.assertEqual(cl.stride(), (60, 1, 15, 3))
+
+    def test_views_and_strides(self):
+        c = sample(torch.float32, (4, 6))
+        d = c.to(DEV)
+        for f in (lambda t: t.view(-1), lambda t: t.view(3, 8), lambda t: t.t(),
+                  lambda t: t[1:, ::2], lambda t: t.transpose(0, 1)[2], lambda t: t.unsqueeze(1),
+                  lambda t: t.as_strided((2, 2), (6, 1), 3), lambda t: t.reshape(2, 12),
+                  lambda t: t.narrow(1, 2, 3), lambda t: t.expand(2, 4, 6)):
+            with self.subTest(f=f):
+                v = f(d)
+                self.assertEqual(v.device.type, DEV)
+                self.assertEqual(v.stride(), f(c).stride())
+                self.assertEqual(v.storage_offset(), f(c).storage_offset())
+                self.assertTrue(torch.equal(v.cpu(), f(c)))
+                # a view shares the storage: writing through it shows in d
+                self.assertEqual(v.storage().data_ptr(), d.storage().data_ptr())
+
+    def test_write_through_view(self):
+        d = torch.zeros(3, 4, device=DEV)
+        d[:, 1].fill_(5)
+        d.t()[2].copy_(torch.tensor([1., 2., 3.]))
+        c = torch.zeros(3, 4)
+        c[:, 1] = 5
+        c[:, 2] = torch.tensor([1., 2., 3.])
+        self.assertTrue(torch.equal(d.cpu(), c))
+
+    def test_resize(self):
+        d = torch.empty(0, device=DEV)
+        d.resize_(4, 5)
+        self.assertEqual(d.shape, torch.Size([4, 5]))
+        self.assertGreaterEqual(d.storage().nbytes(), 80)
+        x = torch.arange(6.).to(DEV)
+        x.resize_(10)  # grows: the first six elements survive
+        self.assertTrue(torch.equal(x[:6].cpu(), torch.arange(6.)))
+        x.resize_(2, 3)
+        self.assertTrue(torch.equal(x.cpu(), torch.arange(6.).view(2, 3)))
+
+    def test_fill_zero_item(self):
+        for dt in (torch.float32, torch.float64, torch.int32, torch.int64, torch.bool,
+                   torch.float16, torch.uint8):
+            with self.subTest(dtype=dt):
+                d = torch.empty(2, 3, dtype=dt, device=DEV)
+                d.fill_(1)
+                self.assertTrue(torch.equal(d.cpu(), torch.ones(2, 3, dtype=dt)))
+                d.zero_()
+                self.assertTrue(torch.equal(d.cpu(), torch.zeros(2, 3, dtype=dt)))
+        self.assertEqual(torch.tensor(7.25).to(DEV).item(), 7.25)
+        self.assertEqual(torch.tensor([3], dtype=torch.int64).to(DEV).item(), 3)
+        self.assertEqual(torch.full((2, 2), 2.5, device=DEV).cpu().tolist(), [[2.5, 2.5], [2.5, 2.5]])
+
+    def test_ops_through_the_cpu_fallback(self):
+        a = sample(torch.float32, (3, 4))
+        b = sample(torch.float32, (4, 2)) / 7
+        da, db = a.to(DEV), b.to(DEV)
+        for f in (lambda x, y: x @ y, lambda x, y: (x.sum(0), y.max()), lambda x, y: torch.relu(x - 5),
+                  lambda x, y: torch.cat([x, x]), lambda x, y: x.exp().log1p()):
+            with self.subTest(f=f):
+                got, want = f(da, db), f(a, b)
+                got = got if isinstance(got, tuple) else (got,)
+                want = want if isinstance(want, tuple) else (want,)
+                for g, w in zip(got, want):
+                    self.assertEqual(g.device.type, DEV)
+                    self.assertTrue(torch.allclose(g.cpu(), w))
+
+    def test_module_forward_and_backward(self):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+        ref = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+        ref.load_state_dict(model.state_dict())
+        model = model.to(DEV)
+        x, target = torch.randn(4, 5), torch.randn(4, 3)
+        loss = torch.nn.functional.mse_loss(model(x.to(DEV)), target.to(DEV))
+        loss.backward()
+        ref_loss = torch.nn.functional.mse_loss(ref(x), target)
+        ref_loss.backward()
+        self.assertTrue(torch.allclose(loss.cpu(), ref_loss))
+        for p, q in zip(model.parameters(), ref.parameters()):
+            self.assertEqual(p.device.type, DEV)
+            self.assertTrue(torch.allclose(p.grad.cpu(), q.grad, atol=1e-6))
+        del model, loss
+
+    def test_memory_returns(self):
+        xs = [torch.empty(1000, device=DEV) for _ in range(10)]
+        self.assertGreaterEqual(torch.ops.tstor.memory_allocated(0) - self.before[0], 40000)
+        del xs  # tearDown checks that every byte went back
+
+    def test_bad_device_index(self):
+        with self.assertRaisesRegex(RuntimeError, "does not exist"):
+            torch.empty(1, device=DEV + ":5")
+
+
+class Errors(unittest.TestCase):
+    def run_python(self, code, env):
+        e = dict(os.environ)
+        e.update(env)
+        return subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True)
+
+    def test_missing_device_type_is_a_python_error(self):
+        code = ("import torch\ntorch.ops.load_library(%r)\n"
+                "try:\n    torch.empty(1, device='privateuseone')\n"
+                "except RuntimeError as e:\n    print('raised:', e)\n") % LIB
+        r = self.run_python(code, {"TSTOR_TORCH_DEVICE": "nosuch"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("raised:", r.stdout)
+        self.assertIn("TSTOR_TORCH_DEVICE=nosuch: no such device type", r.stdout)
+
+    def test_host_device_type_is_refused(self):
+        code = ("import torch\ntorch.ops.load_library(%r)\n"
+                "try:\n    torch.ops.tstor.device_type()\n"
+                "except RuntimeError as e:\n    print('raised:', e)\n") % LIB
+        r = self.run_python(code, {"TSTOR_TORCH_DEVICE": "cpu"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("is host memory or has no data", r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
