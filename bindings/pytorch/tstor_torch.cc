@@ -29,6 +29,7 @@
 #include <tstor/tstor.h>
 
 #include <cstdlib>
+#include <memory>
 #include <cstring>
 #include <string>
 
@@ -171,7 +172,7 @@ struct TstorGuard final : c10::impl::DeviceGuardImplInterface {
   }
 };
 
-C10_REGISTER_GUARD_IMPL(PrivateUse1, TstorGuard);
+TstorGuard guard_impl;
 
 // ---------------------------------------------------------------- tensors
 
@@ -339,30 +340,46 @@ void cpu_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
   at::native::cpu_fallback(op, stack);
 }
 
+// Registration, once per process. Everything is registered by hand rather
+// than by the static TORCH_LIBRARY macros, so that a second copy of this
+// library (loaded from another path) can find the first one's registrations
+// and stand aside with a warning: the macros would register the tstor
+// namespace twice, which aborts the process.
+struct Registration {
+  std::unique_ptr<torch::Library> defs, kernels, fallback;
+  Registration() {
+    if (c10::Dispatcher::singleton().findOp(c10::OperatorName("tstor::device_type", ""))) {
+      TORCH_WARN("libtstor-torch is already loaded in this process: this second copy registers "
+                 "nothing, and the first one serves privateuseone");
+      return;
+    }
+    c10::SetAllocator(c10::DeviceType::PrivateUse1, &allocator);
+    static c10::impl::DeviceGuardImplRegistrar guard_registrar(c10::DeviceType::PrivateUse1,
+                                                               &guard_impl);
+    defs = std::make_unique<torch::Library>(torch::Library::DEF, "tstor", c10::nullopt, __FILE__,
+                                            __LINE__);
+    defs->def("device_type() -> str", device_type);
+    defs->def("memory_allocated(int device=0) -> int", memory_allocated);
+    kernels = std::make_unique<torch::Library>(torch::Library::IMPL, "aten",
+                                               c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+    kernels->impl("empty.memory_format", empty_memory_format);
+    kernels->impl("empty_strided", empty_strided);
+    kernels->impl("as_strided", as_strided);
+    kernels->impl("view", view);
+    kernels->impl("_reshape_alias", reshape_alias);
+    kernels->impl("resize_", resize_storage);
+    kernels->impl("_copy_from", copy_from);
+    kernels->impl("_copy_from_and_resize", copy_from_and_resize);
+    kernels->impl("fill_.Scalar", fill_scalar);
+    kernels->impl("zero_", zero);
+    kernels->impl("_local_scalar_dense", local_scalar_dense);
+    kernels->impl("set_.source_Storage_storage_offset", set_source_storage);
+    fallback = std::make_unique<torch::Library>(torch::Library::IMPL, "_",
+                                                c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+    fallback->fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+  }
+};
+
+Registration registration;
+
 } // namespace
-
-REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &allocator);
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("empty.memory_format", empty_memory_format);
-  m.impl("empty_strided", empty_strided);
-  m.impl("as_strided", as_strided);
-  m.impl("view", view);
-  m.impl("_reshape_alias", reshape_alias);
-  m.impl("resize_", resize_storage);
-  m.impl("_copy_from", copy_from);
-  m.impl("_copy_from_and_resize", copy_from_and_resize);
-  m.impl("fill_.Scalar", fill_scalar);
-  m.impl("zero_", zero);
-  m.impl("_local_scalar_dense", local_scalar_dense);
-  m.impl("set_.source_Storage_storage_offset", set_source_storage);
-}
-
-TORCH_LIBRARY(tstor, m) {
-  m.def("device_type() -> str", device_type);
-  m.def("memory_allocated(int device=0) -> int", memory_allocated);
-}
-
-TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
-}

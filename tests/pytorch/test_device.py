@@ -216,6 +216,21 @@ class Errors(unittest.TestCase):
         self.assertIn("raised:", r.stdout)
         self.assertIn("TSTOR_TORCH_DEVICE=nosuch: no such device type", r.stdout)
 
+    def test_loaded_twice(self):
+        # a second copy from another path stands aside with a warning; the
+        # first keeps serving the device
+        import shutil
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            copy = os.path.join(d, "libtstor-torch-copy.so")
+            shutil.copy(LIB, copy)
+            code = ("import torch\ntorch.ops.load_library(%r)\ntorch.ops.load_library(%r)\n"
+                    "print(torch.ones(2, device='privateuseone').cpu().tolist())\n") % (LIB, copy)
+            r = self.run_python(code, {})
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        self.assertIn("[1.0, 1.0]", r.stdout)
+        self.assertIn("libtstor-torch is already loaded in this process", r.stderr)
+
     def test_host_device_type_is_refused(self):
         code = ("import torch\ntorch.ops.load_library(%r)\n"
                 "try:\n    torch.ops.tstor.device_type()\n"
