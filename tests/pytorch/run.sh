@@ -1,8 +1,12 @@
 #!/bin/sh
-# Runs pytorch/test_device.py with Debian's Python and its torch against the
+# hpu-stub through `tstor conformance`, then the same device under PyTorch:
+# pytorch/test_device.py with Debian's Python and its torch against the
 # freshly built libtstor-torch.so (TSTOR_TORCH_LIB, set by make check) and the
-# build tree's backends. 77 where there is nothing to run it with.
+# build tree's backends. A backend that passes conformance must also work
+# under PyTorch. 77 where there is nothing to run the second half with.
 PY=${TSTOR_PYTHON:-/usr/bin/python3}
+tstor=${TSTOR_BIN:-../tools/tstor}
+modules=${TSTOR_BACKEND_DIR:?TSTOR_BACKEND_DIR is set by make check}
 if [ -z "$TSTOR_TORCH_LIB" ]; then
   echo "SKIP: configure found no libtorch: libtstor-torch.so not built"; exit 77
 fi
@@ -10,4 +14,6 @@ if [ -n "$TSTOR_TORCH_SANITIZED" ]; then
   echo "SKIP: a sanitizer build's library cannot be loaded into an uninstrumented Python"; exit 77
 fi
 "$PY" -c 'import torch' 2>/dev/null || { echo "SKIP: no torch for $PY"; exit 77; }
+"$tstor" conformance "$modules/tstor-hpu-stub.so" --name hpu || {
+  echo "FAIL: hpu-stub does not pass tstor conformance"; exit 1; }
 exec "$PY" "${srcdir:-.}/pytorch/test_device.py" -v
