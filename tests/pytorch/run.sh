@@ -7,11 +7,12 @@
 PY=${TSTOR_PYTHON:-/usr/bin/python3}
 tstor=${TSTOR_BIN:-../tools/tstor}
 modules=${TSTOR_BACKEND_DIR:?TSTOR_BACKEND_DIR is set by make check}
+if [ -n "$TSTOR_TORCH_SANITIZED" ]; then
+  echo "SKIP: sanitizer builds leave out the PyTorch device: their runtime cannot be loaded"
+  echo "into an uninstrumented Python"; exit 77
+fi
 if [ -z "$TSTOR_TORCH_LIB" ]; then
   echo "SKIP: configure found no libtorch: libtstor-torch.so not built"; exit 77
-fi
-if [ -n "$TSTOR_TORCH_SANITIZED" ]; then
-  echo "SKIP: a sanitizer build's library cannot be loaded into an uninstrumented Python"; exit 77
 fi
 "$PY" -c 'import torch' 2>/dev/null || { echo "SKIP: no torch for $PY"; exit 77; }
 "$tstor" conformance "$modules/tstor-hpu-stub.so" --name hpu || {

@@ -196,6 +196,23 @@ class Device(unittest.TestCase):
         self.assertGreaterEqual(torch.ops.tstor.memory_allocated(0) - self.before[0], 40000)
         del xs  # tearDown checks that every byte went back
 
+    def test_save_and_load_as_1_13_allows(self):
+        # 1.13 cannot place a PrivateUse1 storage in a torch.save file or
+        # restore one there (docs/pytorch.md): through the cpu, it round-trips
+        import io
+        x = sample(torch.float32, (2, 3)).to(DEV)
+        with self.assertRaisesRegex(RuntimeError, "don't know how to determine data location"):
+            torch.save(x, io.BytesIO())
+        buf = io.BytesIO()
+        torch.save({"w": x.cpu()}, buf)
+        buf.seek(0)
+        with self.assertRaisesRegex(RuntimeError, "don't know how to restore data location"):
+            torch.load(buf, map_location=DEV + ":1")
+        buf.seek(0)
+        y = torch.load(buf)["w"].to(DEV + ":1")
+        self.assertEqual(y.device, torch.device(DEV, 1))
+        self.assertTrue(torch.equal(y.cpu(), x.cpu()))
+
     def test_bad_device_index(self):
         with self.assertRaisesRegex(RuntimeError, "does not exist"):
             torch.empty(1, device=DEV + ":5")
@@ -230,6 +247,17 @@ class Errors(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr[-2000:])
         self.assertIn("[1.0, 1.0]", r.stdout)
         self.assertIn("libtstor-torch is already loaded in this process", r.stderr)
+
+    def test_dlpack_refused_by_1_13(self):
+        # in a process of its own: 1.13's to_dlpack keeps a reference to the
+        # tensor it refuses (it makes its DLPack wrapper first), so the bytes
+        # never return
+        code = ("import torch, torch.utils.dlpack\ntorch.ops.load_library(%r)\n"
+                "try:\n    torch.utils.dlpack.to_dlpack(torch.ones(2, device='privateuseone'))\n"
+                "except RuntimeError as e:\n    print('raised:', e)\n") % LIB
+        r = self.run_python(code, {})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("raised: Cannot pack tensors on privateuseone", r.stdout)
 
     def test_host_device_type_is_refused(self):
         code = ("import torch\ntorch.ops.load_library(%r)\n"
