@@ -224,14 +224,30 @@ class Errors(unittest.TestCase):
         e.update(env)
         return subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True)
 
-    def test_missing_device_type_is_a_python_error(self):
-        code = ("import torch\ntorch.ops.load_library(%r)\n"
-                "try:\n    torch.empty(1, device='privateuseone')\n"
-                "except RuntimeError as e:\n    print('raised:', e)\n") % LIB
-        r = self.run_python(code, {"TSTOR_TORCH_DEVICE": "nosuch"})
-        self.assertEqual(r.returncode, 0, r.stderr)
+    def raised(self, statement, env=None):
+        """What statement raised, run after loading the library in a Python of
+        its own (with env added to the environment)."""
+        code = ("import torch, torch.utils.dlpack\ntorch.ops.load_library(%r)\n"
+                "try:\n    %s\nexcept RuntimeError as e:\n    print('raised:', e)\n") % (LIB, statement)
+        r = self.run_python(code, env or {})
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
         self.assertIn("raised:", r.stdout)
-        self.assertIn("TSTOR_TORCH_DEVICE=nosuch: no such device type", r.stdout)
+        return r.stdout
+
+    def test_missing_device_type_is_a_python_error(self):
+        out = self.raised("torch.empty(1, device='privateuseone')", {"TSTOR_TORCH_DEVICE": "nosuch"})
+        self.assertIn("TSTOR_TORCH_DEVICE=nosuch: no such device type", out)
+
+    def test_host_device_type_is_refused(self):
+        out = self.raised("torch.ops.tstor.device_type()", {"TSTOR_TORCH_DEVICE": "cpu"})
+        self.assertIn("is host memory or has no data", out)
+
+    def test_dlpack_refused_by_1_13(self):
+        # in a process of its own: 1.13's to_dlpack keeps a reference to the
+        # tensor it refuses (it makes its DLPack wrapper first), so the bytes
+        # never return
+        out = self.raised("torch.utils.dlpack.to_dlpack(torch.ones(2, device='privateuseone'))")
+        self.assertIn("raised: Cannot pack tensors on privateuseone", out)
 
     def test_loaded_twice(self):
         # a second copy from another path stands aside with a warning; the
@@ -247,25 +263,6 @@ class Errors(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr[-2000:])
         self.assertIn("[1.0, 1.0]", r.stdout)
         self.assertIn("libtstor-torch is already loaded in this process", r.stderr)
-
-    def test_dlpack_refused_by_1_13(self):
-        # in a process of its own: 1.13's to_dlpack keeps a reference to the
-        # tensor it refuses (it makes its DLPack wrapper first), so the bytes
-        # never return
-        code = ("import torch, torch.utils.dlpack\ntorch.ops.load_library(%r)\n"
-                "try:\n    torch.utils.dlpack.to_dlpack(torch.ones(2, device='privateuseone'))\n"
-                "except RuntimeError as e:\n    print('raised:', e)\n") % LIB
-        r = self.run_python(code, {})
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn("raised: Cannot pack tensors on privateuseone", r.stdout)
-
-    def test_host_device_type_is_refused(self):
-        code = ("import torch\ntorch.ops.load_library(%r)\n"
-                "try:\n    torch.ops.tstor.device_type()\n"
-                "except RuntimeError as e:\n    print('raised:', e)\n") % LIB
-        r = self.run_python(code, {"TSTOR_TORCH_DEVICE": "cpu"})
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn("is host memory or has no data", r.stdout)
 
 
 if __name__ == "__main__":
