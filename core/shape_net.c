@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <string.h>
 
-
 static int check_optional(const tstor_layout *l, const char *what) {
   return l ? tstor__check_layout(l, what) : 0;
 }
@@ -36,7 +35,9 @@ static void empty_like(const tstor_layout *in, tstor_layout *out) {
  * reverse=True), then laid out densely. The comparison is not a strict order
  * (a zero stride skips a tensor), so the result depends on the sorting
  * algorithm; this is CPython's for fewer than 64 items (a run, then binary
- * insertion), on the reversed list as its reverse=True does. */
+ * insertion), on the reversed list as its reverse=True does. At exactly 64
+ * dimensions CPython would sort two runs and merge them; the insertion agrees
+ * with that wherever the comparison is consistent. */
 typedef struct {
   int n;
   const tstor_layout *in;

@@ -365,10 +365,15 @@ TSTOR_EXTERN int tstor_shape_avg_pool2d(const tstor_tensor *input, const tstor_p
 
 /* adaptive_avg_pool2d / adaptive_max_pool2d of input (N, C, H, W) or (C, H, W)
  * to output_size {oh, ow} (>= 0; PyTorch's None is the input's own size, pass
- * it): the input's sizes with H and W replaced, in the input's memory format
- * (channels-last or contiguous). Max pooling also gives the int64 indices, of
- * the output's layout (indices may be NULL where they are not wanted). The
- * height and width must not be empty; a batch of 0 is allowed. */
+ * it): the input's sizes with H and W replaced.
+ *   adaptive_avg_pool2d: contiguous, as PyTorch's meta kernel makes it, and H
+ *     and W must not be empty; except for output size {1, 1}, which PyTorch
+ *     computes as mean(-1, -2, keepdim): channels-last for a channels-last
+ *     input, and no emptiness check.
+ *   adaptive_max_pool2d: in the input's memory format (channels-last or
+ *     contiguous), every dimension but the batch non-empty; also the int64
+ *     indices, of the output's layout (indices may be NULL where they are not
+ *     wanted). */
 TSTOR_EXTERN int tstor_layout_adaptive_avg_pool2d(const tstor_layout *input,
                                                   const int64_t output_size[2],
                                                   tstor_layout *out);
