@@ -128,12 +128,13 @@ int tstor_layout_restride(tstor_layout *l, tstor_memory_format format) {
 }
 
 int tstor_layout_view(const tstor_layout *in, int ndim, const int64_t *sizes, tstor_layout *out) {
-  if (!in || !out || ndim < 0 || ndim > TSTOR_TENSOR_MAX_DIM || (ndim && !sizes) ||
-      in->ndim < 0 || in->ndim > TSTOR_TENSOR_MAX_DIM || !tstor_dtype_info_of(in->dtype))
+  int rc = tstor__check_layout(in, "view: input");
+  if (rc < 0) return rc;
+  if (!out || ndim < 0 || ndim > TSTOR_TENSOR_MAX_DIM || (ndim && !sizes))
     return tstor__err(TSTOR_EINVAL, "view: bad arguments");
   int64_t numel = tstor_layout_numel(in), s[TSTOR_TENSOR_MAX_DIM], st[TSTOR_TENSOR_MAX_DIM];
   if (numel < 0) return tstor__err(TSTOR_EOVERFLOW, "view: the input's element count passes int64");
-  int rc = tstor__infer_size(ndim, sizes, numel, s);
+  rc = tstor__infer_size(ndim, sizes, numel, s);
   if (rc == 0) rc = tstor__view_strides(in->ndim, in->sizes, in->strides, ndim, s, st, "view");
   if (rc < 0) return rc;
   out->dtype = in->dtype;
@@ -567,10 +568,9 @@ static const char *reduction_name(tstor_reduction op) {
   return "?";
 }
 
-/* as_dtype: sum and mean's dtype= (NO_DTYPE: none) */
-#define NO_DTYPE ((tstor_dtype)-1)
+/* as_dtype: sum and mean's dtype=, NULL for none */
 static int reduce(tstor_reduction op, const tstor_layout *in, int ndims, const int64_t *dims,
-                  int keepdim, tstor_dtype as_dtype, tstor_layout *out) {
+                  int keepdim, const tstor_dtype *as_dtype, tstor_layout *out) {
   if (!in || !out || ndims < 0 || (ndims && !dims))
     return tstor__err(TSTOR_EINVAL, "reduce: bad arguments");
   if (op < TSTOR_REDUCE_SUM || op > TSTOR_REDUCE_ARGMAX)
@@ -602,18 +602,18 @@ static int reduce(tstor_reduction op, const tstor_layout *in, int ndims, const i
 
   tstor_dtype dtype = in->dtype;
   int cat = tstor__dtype_category(in->dtype);
-  if (as_dtype != NO_DTYPE) {
+  if (as_dtype) {
     /* the input is converted first: the output is of the dtype asked for */
-    const tstor_dtype_info *ai = tstor_dtype_info_of(as_dtype);
-    if (!ai) return tstor__err(TSTOR_EINVAL, "%s: bad dtype %d", name, (int)as_dtype);
+    const tstor_dtype_info *ai = tstor_dtype_info_of(*as_dtype);
+    if (!ai) return tstor__err(TSTOR_EINVAL, "%s: bad dtype %d", name, (int)*as_dtype);
     if (op != TSTOR_REDUCE_SUM && op != TSTOR_REDUCE_MEAN)
       return tstor__err(TSTOR_EINVAL, "%s() takes no dtype", name);
     if (ai->kind == TSTOR_KIND_QUANTIZED || di->kind == TSTOR_KIND_QUANTIZED)
       return tstor__err(TSTOR_EDTYPE, "%s: quantized dtypes are not supported", name);
-    if (op == TSTOR_REDUCE_MEAN && tstor__dtype_category(as_dtype) < 2)
+    if (op == TSTOR_REDUCE_MEAN && tstor__dtype_category(*as_dtype) < 2)
       return tstor__err(TSTOR_EDTYPE, "mean(): could not infer output dtype. Optional dtype must "
                         "be either a floating point or complex dtype. Got: %s", ai->scalar_type);
-    dtype = as_dtype;
+    dtype = *as_dtype;
   } else switch (op) {
   case TSTOR_REDUCE_SUM:
     if (cat < 2) dtype = TSTOR_INT64;
@@ -653,38 +653,34 @@ static int reduce(tstor_reduction op, const tstor_layout *in, int ndims, const i
 
 int tstor_layout_reduce(tstor_reduction op, const tstor_layout *in, int ndims,
                         const int64_t *dims, int keepdim, tstor_layout *out) {
-  return reduce(op, in, ndims, dims, keepdim, NO_DTYPE, out);
+  return reduce(op, in, ndims, dims, keepdim, NULL, out);
 }
 
 int tstor_layout_reduce_dtype(tstor_reduction op, const tstor_layout *in, int ndims,
                               const int64_t *dims, int keepdim, tstor_dtype dtype,
                               tstor_layout *out) {
-  if (!tstor_dtype_info_of(dtype)) return tstor__err(TSTOR_EINVAL, "reduce: bad dtype %d", (int)dtype);
-  return reduce(op, in, ndims, dims, keepdim, dtype, out);
+  return reduce(op, in, ndims, dims, keepdim, &dtype, out);
 }
 
 static int shape_reduce(tstor_reduction op, const tstor_tensor *in, int ndims, const int64_t *dims,
-                        int keepdim, tstor_dtype dtype, tstor_tensor **out) {
+                        int keepdim, const tstor_dtype *dtype, tstor_tensor **out) {
   if (!out) return tstor__err(TSTOR_EINVAL, "shape_reduce: out is NULL");
   *out = NULL;
   tstor_layout l, r;
   tstor_context *ctx = NULL;
   tstor_device dev = {0, 0};
   int rc = tstor__shape_layouts(1, &in, &l, &ctx, &dev);
-  if (rc == 0 && dtype != NO_DTYPE && !tstor_dtype_info_of(dtype))
-    rc = tstor__err(TSTOR_EINVAL, "reduce: bad dtype %d", (int)dtype);
   if (rc == 0) rc = reduce(op, &l, ndims, dims, keepdim, dtype, &r);
   return tstor__shape_finish(rc, ctx, dev, &r, out);
 }
 
 int tstor_shape_reduce(tstor_reduction op, const tstor_tensor *in, int ndims, const int64_t *dims,
                        int keepdim, tstor_tensor **out) {
-  return shape_reduce(op, in, ndims, dims, keepdim, NO_DTYPE, out);
+  return shape_reduce(op, in, ndims, dims, keepdim, NULL, out);
 }
 
 int tstor_shape_reduce_dtype(tstor_reduction op, const tstor_tensor *in, int ndims,
                              const int64_t *dims, int keepdim, tstor_dtype dtype,
                              tstor_tensor **out) {
-  if (dtype == NO_DTYPE) dtype = (tstor_dtype)-2; /* refused inside as a bad dtype */
-  return shape_reduce(op, in, ndims, dims, keepdim, dtype, out);
+  return shape_reduce(op, in, ndims, dims, keepdim, &dtype, out);
 }

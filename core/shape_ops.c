@@ -313,11 +313,13 @@ int tstor_layout_index_select(const tstor_layout *in, int64_t dim, const tstor_l
   return set_contiguous(out, in->dtype, in->ndim, s);
 }
 
-/* softmax, its input taken as converted to `dtype` first. */
-static int softmax(const tstor_layout *in, int64_t dim, tstor_dtype dtype, tstor_layout *out) {
+/* softmax, its input taken as converted to *as_dtype first (NULL: kept). */
+static int softmax(const tstor_layout *in, int64_t dim, const tstor_dtype *as_dtype,
+                   tstor_layout *out) {
   int rc, d;
   if ((rc = tstor__check_layout(in, "softmax: input")) < 0) return rc;
   if (!out) return tstor__err(TSTOR_EINVAL, "softmax: out is NULL");
+  tstor_dtype dtype = as_dtype ? *as_dtype : in->dtype;
   if (!tstor_dtype_info_of(dtype)) return tstor__err(TSTOR_EINVAL, "softmax: bad dtype %d", (int)dtype);
   if ((rc = tstor__shape_wrap_dim(dim, in->ndim, &d)) < 0) return rc;
   if (tstor_dtype_info_of(in->dtype)->kind == TSTOR_KIND_QUANTIZED ||
@@ -328,12 +330,12 @@ static int softmax(const tstor_layout *in, int64_t dim, tstor_dtype dtype, tstor
 }
 
 int tstor_layout_softmax(const tstor_layout *in, int64_t dim, tstor_layout *out) {
-  return softmax(in, dim, in ? in->dtype : TSTOR_FLOAT32, out);
+  return softmax(in, dim, NULL, out);
 }
 
 int tstor_layout_softmax_dtype(const tstor_layout *in, int64_t dim, tstor_dtype dtype,
                                tstor_layout *out) {
-  return softmax(in, dim, dtype, out);
+  return softmax(in, dim, &dtype, out);
 }
 
 /* ------------------------------------------------------------ tensor forms */
@@ -416,24 +418,23 @@ int tstor_shape_index_select(const tstor_tensor *in, int64_t dim, const tstor_te
   return tstor__shape_finish(rc, ctx, dev, &r, out);
 }
 
-/* dtype -1: the input's */
-static int shape_softmax(const tstor_tensor *in, int64_t dim, int dtype, tstor_tensor **out) {
+static int shape_softmax(const tstor_tensor *in, int64_t dim, const tstor_dtype *dtype,
+                         tstor_tensor **out) {
   if (!out) return tstor__err(TSTOR_EINVAL, "shape_softmax: out is NULL");
   *out = NULL;
   tstor_layout l, r;
   tstor_context *ctx = NULL;
   tstor_device dev = {0, 0};
   int rc = tstor__shape_layouts(1, &in, &l, &ctx, &dev);
-  if (rc == 0) rc = softmax(&l, dim, dtype < 0 ? l.dtype : (tstor_dtype)dtype, &r);
+  if (rc == 0) rc = softmax(&l, dim, dtype, &r);
   return tstor__shape_finish(rc, ctx, dev, &r, out);
 }
 
 int tstor_shape_softmax(const tstor_tensor *in, int64_t dim, tstor_tensor **out) {
-  return shape_softmax(in, dim, -1, out);
+  return shape_softmax(in, dim, NULL, out);
 }
 
 int tstor_shape_softmax_dtype(const tstor_tensor *in, int64_t dim, tstor_dtype dtype,
                               tstor_tensor **out) {
-  if ((int)dtype < 0) dtype = (tstor_dtype)0x7fff; /* a bad dtype, refused inside */
-  return shape_softmax(in, dim, (int)dtype, out);
+  return shape_softmax(in, dim, &dtype, out);
 }

@@ -886,6 +886,8 @@ START_TEST(test_network_ops_beyond_cases) {
   ck_tstor_err(tstor_shape_reduce_dtype(TSTOR_REDUCE_AMAX, x, 0, NULL, 0, TSTOR_FLOAT32, &d),
                TSTOR_EINVAL);
   ck_tstor_err(tstor_shape_softmax_dtype(x, 0, (tstor_dtype)-1, &d), TSTOR_EINVAL);
+  ck_tstor_err(tstor_shape_reduce_dtype(TSTOR_REDUCE_SUM, x, 0, NULL, 0, (tstor_dtype)-1, &d),
+               TSTOR_EINVAL); /* no value of dtype stands for "none" */
   ck_assert_ptr_null(d);
   tstor_tensor_release(x);
 }
