@@ -221,7 +221,7 @@ TSTOR_EXTERN int tstor_shape_reduce(tstor_reduction op, const tstor_tensor *in, 
  * to `dtype` first, which is then the output's (mean refuses a dtype that is
  * not floating or complex: "Optional dtype must be either a floating point or
  * complex dtype"). Otherwise as tstor_layout_reduce; amax and argmax take no
- * dtype (TSTOR_EINVAL). */
+ * dtype (TSTOR_EINVAL). The tensor form's *out is a new reference. */
 TSTOR_EXTERN int tstor_layout_reduce_dtype(tstor_reduction op, const tstor_layout *in, int ndims,
                                            const int64_t *dims, int keepdim, tstor_dtype dtype,
                                            tstor_layout *out);
@@ -500,7 +500,7 @@ TSTOR_EXTERN int tstor_shape_index_select(const tstor_tensor *in, int64_t dim,
 TSTOR_EXTERN int tstor_shape_softmax(const tstor_tensor *in, int64_t dim, tstor_tensor **out);
 
 /* softmax with PyTorch's dtype= argument: the input taken as converted to
- * `dtype`, which is the output's. */
+ * `dtype`, which is the output's. The tensor form's *out is a new reference. */
 TSTOR_EXTERN int tstor_layout_softmax_dtype(const tstor_layout *in, int64_t dim,
                                             tstor_dtype dtype, tstor_layout *out);
 TSTOR_EXTERN int tstor_shape_softmax_dtype(const tstor_tensor *in, int64_t dim,
