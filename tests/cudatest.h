@@ -42,12 +42,14 @@ static int cudatest_caching(void) {
   return !(c && strcmp(c, "no") == 0);
 }
 
-/* A context with cpu and cuda, caching as cudatest_caching() says. */
+/* A context with cpu, cuda and meta (checkpoints may hold meta tensors, which
+ * stay on meta whatever map_location says), caching as cudatest_caching() says. */
 static tstor_context *cudatest_open(void) {
   char ini[512];
   snprintf(ini, sizeof ini,
            "[tstor]\ndefault_device = cpu\n[backend cpu]\nlibrary = tstor-cpu.so\n"
-           "[backend cuda]\nlibrary = tstor-cuda.so\ncaching = %s\n",
+           "[backend cuda]\nlibrary = tstor-cuda.so\ncaching = %s\n"
+           "[backend meta]\nlibrary = tstor-meta.so\n",
            cudatest_caching() ? "yes" : "no");
   tstor_context *ctx = NULL;
   ck_tstor_ok(tstor_context_open_string(ini, "cudatest.ini", &ctx));
