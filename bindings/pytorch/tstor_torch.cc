@@ -5,13 +5,15 @@
 // is neither host memory nor metadata only):
 //   - the allocator: a DataPtr whose context is a tstor storage on the device
 //     and whose deleter releases it, so every byte PyTorch holds is tstor's;
-//   - the device guard: device count, current device, one stream per device
-//     (tstor's default stream);
+//   - the device guard: device count, current device, and streams and events
+//     that are tstor's;
 //   - the kernels PyTorch needs to hold tensors there (empty, empty_strided,
 //     as_strided, view, _reshape_alias, resize_, _copy_from,
-//     _copy_from_and_resize, fill_, zero_, _local_scalar_dense, set_); every
-//     other operator runs through PyTorch's cpu fallback, which copies the
-//     operands to the cpu and back with _copy_from.
+//     _copy_from_and_resize, fill_, zero_, _local_scalar_dense, the set_
+//     family), and PyTorch's device-generic views and is_set_to, which the
+//     fallback would run on copies; every other operator runs through
+//     PyTorch's cpu fallback, which copies the operands to the cpu and back
+//     with _copy_from.
 // torch.ops.tstor.device_type() names the tstor type, and
 // torch.ops.tstor.memory_allocated(i) gives the bytes tstor's storages hold on
 // device i, as torch.cuda.memory_allocated does.
@@ -21,6 +23,12 @@
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/is_set_to_native.h>
+#include <ATen/ops/set_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/library.h>
@@ -28,17 +36,19 @@
 #include <tstor/tensor.h>
 #include <tstor/tstor.h>
 
+#include <atomic>
 #include <cstdlib>
-#include <memory>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <string>
 
 namespace {
 
 // ------------------------------------------------------------------ state
 
-// The tstor device type behind PrivateUse1, found once, on first use: the
-// default context opens as everywhere (TSTOR_CONFIG, the installed config, the
+// The tstor device type behind PrivateUse1, found once, as the library loads:
+// the default context opens as everywhere (TSTOR_CONFIG, the installed config, the
 // embedded default). A failure is kept and raised on every use.
 struct Backend {
   int type = -1;
@@ -136,6 +146,66 @@ struct TstorAllocator final : c10::Allocator {
 
 TstorAllocator allocator;
 
+// ---------------------------------------------------------------- streams
+
+// PyTorch's streams on a device, as CUDA numbers them: id 0 is the default
+// stream, ids 1..kPoolStreams a pool handed out round robin
+// (getStreamFromGlobalPool). Each is a tstor stream, made on first use and kept
+// until the process exits, as PyTorch keeps its pools. Copies and fills are
+// synchronous tstor calls; they first wait for the work queued on the current
+// stream (events it was told to wait for), so they run in that stream's order.
+constexpr int kPoolStreams = 8;
+constexpr int kMaxDevices = 128; // c10::DeviceIndex is 8 bits
+
+struct StreamTable {
+  std::mutex lock;
+  std::atomic<tstor_stream *> streams[kMaxDevices][kPoolStreams + 1] = {};
+  std::atomic<unsigned> next[kMaxDevices] = {};
+  ~StreamTable() {
+    for (auto &device : streams)
+      for (auto &s : device) tstor_stream_free(s.exchange(nullptr));
+  }
+};
+
+StreamTable &stream_table() {
+  static StreamTable table;
+  return table;
+}
+
+thread_local c10::StreamId current_stream_id[kMaxDevices] = {};
+
+tstor_stream *tstor_stream_of(const c10::Stream &stream) {
+  tstor_device dev = tstor_dev(stream.device_index());
+  c10::StreamId id = stream.id();
+  TORCH_CHECK(id >= 0 && id <= kPoolStreams, "tstor: ", stream, " is not a stream of this device");
+  std::atomic<tstor_stream *> &slot = stream_table().streams[dev.index][id];
+  tstor_stream *s = slot.load(std::memory_order_acquire);
+  if (s) return s;
+  std::lock_guard<std::mutex> hold(stream_table().lock);
+  s = slot.load(std::memory_order_relaxed);
+  if (!s) {
+    check(tstor_stream_new(nullptr, dev, &s), "creating a stream");
+    slot.store(s, std::memory_order_release);
+  }
+  return s;
+}
+
+c10::Stream current_stream(c10::DeviceIndex index) {
+  if (index < 0) index = current_index; // a device without an index is the current one
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, index),
+                     current_stream_id[index]);
+}
+
+// Before synchronous work on a device tensor: the current stream's queued
+// work (waits on events) comes first. Nothing to do on the default stream,
+// whose work is all synchronous.
+void join_current_stream(const at::Tensor &t) {
+  if (t.device().type() != c10::DeviceType::PrivateUse1) return;
+  c10::DeviceIndex index = t.device().index();
+  if (index < 0 || current_stream_id[index] == 0) return;
+  check(tstor_stream_synchronize(tstor_stream_of(current_stream(index))), "waiting for the stream");
+}
+
 // ------------------------------------------------------------ device guard
 
 struct TstorGuard final : c10::impl::DeviceGuardImplInterface {
@@ -154,11 +224,20 @@ struct TstorGuard final : c10::impl::DeviceGuardImplInterface {
     current_index = d.index();
   }
   void uncheckedSetDevice(c10::Device d) const noexcept override { current_index = d.index(); }
-  c10::Stream getStream(c10::Device d) const noexcept override {
+  c10::Stream getStream(c10::Device d) const noexcept override { return current_stream(d.index()); }
+  c10::Stream getDefaultStream(c10::Device d) const override {
+    tstor_dev(d.index());
     return c10::Stream(c10::Stream::DEFAULT, d);
   }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool /*isHighPriority*/) const override {
+    tstor_dev(d.index());
+    unsigned n = stream_table().next[d.index()].fetch_add(1, std::memory_order_relaxed);
+    return c10::Stream(c10::Stream::UNSAFE, d, 1 + n % kPoolStreams);
+  }
   c10::Stream exchangeStream(c10::Stream s) const noexcept override {
-    return c10::Stream(c10::Stream::DEFAULT, s.device());
+    c10::Stream old = current_stream(s.device_index());
+    current_stream_id[old.device_index()] = s.id();
+    return old;
   }
   c10::DeviceIndex deviceCount() const noexcept override {
     try {
@@ -167,8 +246,54 @@ struct TstorGuard final : c10::impl::DeviceGuardImplInterface {
       return 0;
     }
   }
+  void record(void **event, const c10::Stream &stream, const c10::DeviceIndex index,
+              const c10::EventFlag) const override {
+    TORCH_CHECK(index == -1 || index == stream.device_index(), "tstor: an event of device ",
+                int(index), " recorded on ", stream);
+    tstor_stream *s = tstor_stream_of(stream);
+    if (!*event) {
+      tstor_event *e = nullptr;
+      check(tstor_event_new(nullptr, tstor_dev(stream.device_index()), &e), "creating an event");
+      *event = e;
+    }
+    check(tstor_event_record(static_cast<tstor_event *>(*event), s), "recording an event");
+  }
+  void block(void *event, const c10::Stream &stream) const override {
+    if (!event) return; // never recorded: nothing to wait for
+    check(tstor_stream_wait_event(tstor_stream_of(stream), static_cast<tstor_event *>(event)),
+          "waiting for an event");
+  }
+  bool queryEvent(void *event) const override {
+    if (!event) return true;
+    int rc = tstor_event_query(static_cast<tstor_event *>(event));
+    if (rc == TSTOR_EAGAIN) return false;
+    check(rc, "querying an event");
+    return true;
+  }
+  void destroyEvent(void *event, const c10::DeviceIndex) const noexcept override {
+    tstor_event_free(static_cast<tstor_event *>(event));
+  }
+  bool queryStream(const c10::Stream &stream) const override {
+    void *event = nullptr;
+    record(&event, stream, stream.device_index(), c10::EventFlag::PYTORCH_DEFAULT);
+    bool done;
+    try {
+      done = queryEvent(event);
+    } catch (...) {
+      destroyEvent(event, stream.device_index());
+      throw;
+    }
+    destroyEvent(event, stream.device_index());
+    return done;
+  }
   void synchronizeStream(const c10::Stream &s) const override {
-    check(tstor_synchronize(nullptr, tstor_dev(s.device_index())), "synchronize");
+    check(tstor_stream_synchronize(tstor_stream_of(s)), "synchronizing a stream");
+    if (s.id() == 0) check(tstor_synchronize(nullptr, tstor_dev(s.device_index())), "synchronize");
+  }
+  void recordDataPtrOnStream(const c10::DataPtr &data, const c10::Stream &stream) const override {
+    auto *s = static_cast<tstor_storage *>(data.get_context());
+    if (!s || stream.id() == 0) return; // the default stream's work is already done
+    check(tstor_storage_record_stream(s, tstor_stream_of(stream)), "record_stream");
   }
 };
 
@@ -259,15 +384,19 @@ at::Tensor reshape_alias(const at::Tensor &self, at::IntArrayRef size, at::IntAr
 // stages through host memory where it must.
 at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool /*non_blocking*/) {
   if (dst.numel() == 0) return dst;
+  join_current_stream(self);
+  join_current_stream(dst);
   Wrapped src(self), out(dst);
   check(tstor_tensor_copy_(out.t, src.t), "copy");
   return dst;
 }
 
-// A new storage of at least nbytes for self, its old bytes copied over.
+// A new storage of at least nbytes for self, its old bytes copied over by
+// tstor (PyTorch's resize_bytes_cpu would memcpy device bytes).
 void grow_storage(const at::Tensor &self, size_t nbytes) {
   c10::StorageImpl *st = self.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
   if (nbytes <= st->nbytes()) return;
+  TORCH_CHECK(st->resizable(), "Trying to resize storage that is not resizable");
   c10::impl::VirtualGuardImpl guard_impl(c10::DeviceType::PrivateUse1);
   c10::DeviceGuard guard(self.device());
   c10::DataPtr fresh = allocator.allocate(nbytes);
@@ -284,35 +413,68 @@ void grow_storage(const at::Tensor &self, size_t nbytes) {
   st->set_nbytes(nbytes);
 }
 
-const at::Tensor &resize_storage(const at::Tensor &self, at::IntArrayRef size,
+// PyTorch's resize_impl_cpu_ with the storage grown by tstor: nothing changes
+// when the sizes (and strides, if given) are already those, so an out= or
+// in-place operand that is a strided view keeps its layout.
+void resize_impl(const at::Tensor &self, at::IntArrayRef size, at::OptionalIntArrayRef stride) {
+  c10::TensorImpl *impl = self.unsafeGetTensorImpl();
+  if (impl->sizes() == size && (!stride || impl->strides() == *stride)) return;
+  size_t itemsize = impl->dtype().itemsize(), nbytes;
+  if (stride) {
+    impl->set_sizes_and_strides(size, *stride);
+    nbytes = at::detail::computeStorageNbytes(size, *stride, itemsize, impl->storage_offset());
+  } else {
+    impl->set_sizes_contiguous(size);
+    nbytes = at::detail::computeStorageNbytesContiguous(size, itemsize, impl->storage_offset());
+  }
+  if (impl->numel() > 0) grow_storage(self, nbytes);
+}
+
+const at::Tensor &resize_(const at::Tensor &self, at::IntArrayRef size,
                           c10::optional<at::MemoryFormat> memory_format) {
-  auto *impl = self.unsafeGetTensorImpl();
-  impl->set_sizes_contiguous(size);
-  if (memory_format && *memory_format != at::MemoryFormat::Preserve)
-    impl->empty_tensor_restride(*memory_format);
-  size_t need = (self.storage_offset() + self.numel()) * self.element_size();
-  if (self.numel() > 0) grow_storage(self, need);
+  resize_impl(self, size, c10::nullopt);
+  if (memory_format) {
+    TORCH_CHECK(*memory_format != at::MemoryFormat::Preserve, "Unsupported memory format",
+                *memory_format);
+    self.unsafeGetTensorImpl()->empty_tensor_restride(*memory_format);
+  }
   return self;
 }
 
 at::Tensor copy_from_and_resize(const at::Tensor &self, const at::Tensor &dst) {
-  resize_storage(dst, self.sizes(), c10::nullopt);
+  resize_(dst, self.sizes(), c10::nullopt);
   return copy_from(self, dst, false);
 }
 
+// fill_ as PyTorch fills: the value converted by PyTorch itself (its overflow
+// and complex-to-real errors included) into one element on the cpu, whose
+// bytes tstor then repeats over the device tensor. Dimensions of stride 0
+// hold one element each, so they are filled once; what is left is filled by
+// pattern when it is dense, else by a broadcast copy.
 at::Tensor &fill_scalar(at::Tensor &self, const at::Scalar &value) {
+  at::Tensor element = at::scalar_tensor(value, at::TensorOptions().dtype(self.scalar_type()));
   if (self.numel() == 0) return self;
-  Wrapped t(self);
-  if (value.isComplex()) {
-    TORCH_CHECK(value.toComplexDouble().imag() == 0 || self.is_complex(),
-                "tstor: fill_ of a complex value into a ", self.scalar_type(), " tensor");
-    TORCH_CHECK(value.toComplexDouble().imag() == 0, "tstor: fill_ of complex values is not supported");
+  join_current_stream(self);
+  at::Tensor target = self;
+  for (int64_t d = 0; d < target.dim(); d++)
+    if (target.stride(d) == 0) target = target.narrow(d, 0, 1);
+  if (target.is_non_overlapping_and_dense()) {
+    auto *s = static_cast<tstor_storage *>(target.storage().data_ptr().get_context());
+    size_t esize = target.element_size();
+    tstor_storage *span = nullptr;
+    check(tstor_storage_view(s, target.storage_offset() * esize, target.numel() * esize, &span),
+          "fill_");
+    int rc = tstor_storage_fill_pattern(span, element.data_ptr(), esize);
+    tstor_storage_release(span);
+    check(rc, "fill_");
+    return self;
   }
-  check(tstor_tensor_fill(t.t, value.toDouble()), "fill_");
+  Wrapped src(element), out(target);
+  check(tstor_tensor_copy_(out.t, src.t), "fill_");
   return self;
 }
 
-at::Tensor &zero(at::Tensor &self) { return fill_scalar(self, at::Scalar(0.0)); }
+at::Tensor &zero(at::Tensor &self) { return fill_scalar(self, at::Scalar(0)); }
 
 at::Scalar local_scalar_dense(const at::Tensor &self) {
   at::Tensor host = at::empty({}, self.options().device(at::kCPU));
@@ -320,9 +482,20 @@ at::Scalar local_scalar_dense(const at::Tensor &self) {
   return host.item();
 }
 
-at::Tensor &set_source_storage(at::Tensor &self, c10::Storage source, int64_t offset,
-                               at::IntArrayRef size, at::IntArrayRef stride) {
-  return at::native::set_storage_cpu_(self, source, offset, size, stride);
+// The set_ family: PyTorch's device-generic forms where it has them; the cpu
+// forms allocate with the cpu allocator or memcpy a storage they grow.
+at::Tensor &set_storage(at::Tensor &self, c10::Storage source, int64_t offset,
+                        at::IntArrayRef size, at::IntArrayRef stride) {
+  at::native::checkSetStorage(self, source, offset, size, stride);
+  self.unsafeGetTensorImpl()->set_storage_offset(offset);
+  resize_impl(self, size,
+              stride.data() ? at::OptionalIntArrayRef(stride) : at::OptionalIntArrayRef());
+  return self;
+}
+
+at::Tensor &set_empty(at::Tensor &self) {
+  c10::Storage empty(c10::Storage::use_byte_size_t(), 0, &allocator, /*resizable=*/true);
+  return set_storage(self, empty, 0, {0}, {});
 }
 
 // torch.ops.tstor.*: what the device is, and what tstor holds on it.
@@ -336,7 +509,26 @@ int64_t memory_allocated(int64_t index) {
   return static_cast<int64_t>(st.allocated);
 }
 
+// PyTorch's cpu fallback, after moving the device tensors of optional tensor
+// lists (the indices of index and index_put_) to the cpu: 1.13's fallback
+// moves tensors and tensor lists only, and the cpu kernel then refuses
+// indices on another device. Those lists are only ever read.
 void cpu_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
+  size_t nargs = op.schema().arguments().size();
+  for (size_t i = stack->size() - nargs; i < stack->size(); i++) {
+    c10::IValue &arg = (*stack)[i];
+    if (!arg.isOptionalTensorList()) continue;
+    c10::List<c10::optional<at::Tensor>> list = arg.toOptionalTensorList();
+    bool moved = false;
+    for (size_t k = 0; k < list.size(); k++) {
+      c10::optional<at::Tensor> t = list.get(k);
+      if (t && t->defined() && t->device().type() == c10::DeviceType::PrivateUse1) {
+        list.set(k, t->cpu());
+        moved = true;
+      }
+    }
+    if (moved) arg = c10::IValue(list);
+  }
   at::native::cpu_fallback(op, stack);
 }
 
@@ -367,16 +559,33 @@ struct Registration {
     kernels->impl("as_strided", as_strided);
     kernels->impl("view", view);
     kernels->impl("_reshape_alias", reshape_alias);
-    kernels->impl("resize_", resize_storage);
+    kernels->impl("resize_", resize_);
     kernels->impl("_copy_from", copy_from);
     kernels->impl("_copy_from_and_resize", copy_from_and_resize);
     kernels->impl("fill_.Scalar", fill_scalar);
     kernels->impl("zero_", zero);
     kernels->impl("_local_scalar_dense", local_scalar_dense);
-    kernels->impl("set_.source_Storage_storage_offset", set_source_storage);
+    kernels->impl("set_.source_Storage_storage_offset", set_storage);
+    kernels->impl("set_.source_Storage", TORCH_FN(at::native::set_));
+    kernels->impl("set_.source_Tensor", TORCH_FN(at::native::set_tensor_));
+    kernels->impl("set_", set_empty);
+    kernels->impl("is_set_to", TORCH_FN(at::native::is_set_to));
+    // views: PyTorch's own, device-generic (the fallback would return copies)
+    kernels->impl("unfold", TORCH_FN(at::native::unfold));
+    kernels->impl("view_as_real", TORCH_FN(at::native::view_as_real));
+    kernels->impl("view_as_complex", TORCH_FN(at::native::view_as_complex));
     fallback = std::make_unique<torch::Library>(torch::Library::IMPL, "_",
                                                 c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
     fallback->fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+    // The context opens now, as the library loads, so a bad config or a
+    // missing device type is reported at once. An initialiser cannot raise
+    // into Python: the message is a warning here, and every use of the device
+    // raises it as a RuntimeError.
+    try {
+      backend();
+    } catch (const c10::Error &e) {
+      TORCH_WARN("libtstor-torch: privateuseone cannot be used: ", e.what_without_backtrace());
+    }
   }
 };
 

@@ -3,13 +3,20 @@
 // fallback, a linear layer's forward and backward), in a process valgrind can watch
 // whole. Every byte tstor handed to PyTorch must come back when the tensors
 // die: tstor's allocated count on each device is compared before and after.
+// It also drives the device guard's streams and events, which 1.13 offers
+// PrivateUse1 from C++ only (c10::Stream, c10::StreamGuard, c10::Event).
 // Usage: pytorch_driver PATH/TO/libtstor-torch.so
+#include <c10/core/Event.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/torch.h>
 
 #include <dlfcn.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <set>
+#include <thread>
 
 namespace {
 
@@ -55,6 +62,58 @@ void work() {
   expect(torch::allclose(b.grad().cpu(), b_cpu.grad()), "the bias's gradient as on the cpu");
 }
 
+// Streams and events: the default stream, the pool, the current stream per
+// thread, events recorded, waited for and queried, and a bad stream refused.
+void streams() {
+  const c10::Device dev(c10::DeviceType::PrivateUse1, 1);
+  c10::impl::VirtualGuardImpl impl(c10::DeviceType::PrivateUse1);
+  const c10::Stream def = impl.getDefaultStream(dev);
+  expect(def.id() == 0 && def.device() == dev, "the default stream is stream 0 of the device");
+  expect(impl.getStream(dev) == def, "the current stream starts as the default one");
+
+  std::set<c10::StreamId> ids;
+  for (int i = 0; i < 8; i++) ids.insert(impl.getStreamFromGlobalPool(dev).id());
+  expect(ids.size() == 8 && *ids.begin() == 1 && *ids.rbegin() == 8,
+         "the pool hands out eight streams, 1 to 8, round robin");
+  expect(ids.count(impl.getStreamFromGlobalPool(dev).id()) == 1, "the pool wraps around");
+
+  const c10::Stream s1 = impl.getStreamFromGlobalPool(dev), s2 = impl.getStreamFromGlobalPool(dev);
+  expect(s1 != s2, "two pool streams in a row differ");
+  auto ref = torch::arange(6., torch::kFloat);
+  {
+    c10::StreamGuard on(s1);
+    expect(impl.getStream(dev) == s1, "StreamGuard makes s1 current");
+    bool other_thread_default = false;
+    std::thread([&] { other_thread_default = impl.getStream(dev) == def; }).join();
+    expect(other_thread_default, "the current stream is per thread");
+    auto x = ref.to(dev);
+    expect(torch::equal((x * 3).cpu(), ref * 3), "work while s1 is current, as on the cpu");
+    impl.recordDataPtrOnStream(x.storage().data_ptr(), s1);
+  }
+  expect(impl.getStream(dev) == def, "the guard restores the default stream");
+
+  c10::Event never(c10::DeviceType::PrivateUse1);
+  expect(never.query(), "an event never recorded has happened");
+  c10::Event e(c10::DeviceType::PrivateUse1);
+  e.record(s1);
+  e.block(s2);
+  impl.synchronizeStream(s2);
+  expect(e.query(), "an event s2 waited for has happened");
+  expect(impl.queryStream(s1) && impl.queryStream(s2) && impl.queryStream(def),
+         "synchronized streams are idle");
+  e.record(def);
+  impl.synchronizeStream(def);
+  expect(e.query(), "an event recorded again, on the default stream");
+
+  bool refused = false;
+  try {
+    impl.synchronizeStream(c10::Stream(c10::Stream::UNSAFE, dev, 99));
+  } catch (const c10::Error &err) {
+    refused = std::string(err.what()).find("is not a stream of this device") != std::string::npos;
+  }
+  expect(refused, "a stream id past the pool is refused");
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -68,6 +127,7 @@ int main(int argc, char **argv) {
   }
   int64_t before[2] = {allocated(0), allocated(1)};
   work();
+  streams();
   expect(allocated(0) == before[0] && allocated(1) == before[1],
          "every byte back to tstor when the tensors die");
   std::printf("%s\n", failures ? "failed" : "ok");

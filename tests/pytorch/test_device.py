@@ -160,6 +160,57 @@ class Device(unittest.TestCase):
         self.assertEqual(torch.tensor([3], dtype=torch.int64).to(DEV).item(), 3)
         self.assertEqual(torch.full((2, 2), 2.5, device=DEV).cpu().tolist(), [[2.5, 2.5], [2.5, 2.5]])
 
+    def test_fill_as_pytorch_converts(self):
+        # values a float64 cannot hold, complex values, and every layout:
+        # dense, permuted, strided, expanded (stride 0), and as_strided with
+        # elements that overlap
+        values = [2 ** 62 + 1, -(2 ** 63), 1 + 2j, -0.0, float("nan"), float("inf"), 65504.0,
+                  1e-8, True, 255, 3.7]
+        layouts = [lambda t: t, lambda t: t.t(), lambda t: t[:, ::2],
+                   lambda t: t[:1].expand(4, 6), lambda t: t.as_strided((3, 3), (1, 1))]
+        for dt in DTYPES:
+            for v in values:
+                for k, layout in enumerate(layouts):
+                    with self.subTest(dtype=dt, value=v, layout=k):
+                        want = torch.zeros(4, 6, dtype=dt)
+                        try:
+                            layout(want).fill_(v)
+                        except RuntimeError as e:
+                            with self.assertRaises(RuntimeError) as got:
+                                layout(torch.zeros(4, 6, dtype=dt, device=DEV)).fill_(v)
+                            self.assertEqual(str(got.exception).split("\n")[0],
+                                             str(e).split("\n")[0])
+                            continue
+                        d = torch.zeros(4, 6, dtype=dt, device=DEV)
+                        layout(d).fill_(v)
+                        self.assertTrue(torch.equal(d.cpu().view(torch.uint8),
+                                                    want.view(torch.uint8)))
+
+    def test_inplace_fallback_into_a_strided_view(self):
+        # the fallback copies its result back with _copy_from_and_resize; the
+        # view's sizes already match, so its strides must stay
+        for make in (lambda t: t.narrow(1, 1, 2), lambda t: t.t(), lambda t: t[::2]):
+            d, c = torch.zeros(4, 3, device=DEV), torch.zeros(4, 3)
+            make(d).add_(1)
+            make(c).add_(1)
+            self.assertTrue(torch.equal(d.cpu(), c))
+            out_d, out_c = torch.zeros(3, 4, device=DEV), torch.zeros(3, 4)
+            torch.add(torch.ones(4, 3, device=DEV), 2, out=out_d.t())
+            torch.add(torch.ones(4, 3), 2, out=out_c.t())
+            self.assertTrue(torch.equal(out_d.cpu(), out_c))
+        with self.assertRaisesRegex(RuntimeError, "Unsupported memory format"):
+            torch.zeros(2, device=DEV).resize_(3, memory_format=torch.preserve_format)
+
+    def test_device_indices(self):
+        x = torch.arange(12.).reshape(3, 4)
+        d = x.to(DEV)
+        mask, idx = x > 4, torch.tensor([2, 0])
+        self.assertTrue(torch.equal(d[mask.to(DEV)].cpu(), x[mask]))
+        self.assertTrue(torch.equal(d[idx.to(DEV)].cpu(), x[idx]))
+        d[mask.to(DEV)] = -1.0
+        x[mask] = -1.0
+        self.assertTrue(torch.equal(d.cpu(), x))
+
     def test_ops_through_the_cpu_fallback(self):
         a = sample(torch.float32, (3, 4))
         b = sample(torch.float32, (4, 2)) / 7
@@ -232,11 +283,25 @@ class Errors(unittest.TestCase):
         r = self.run_python(code, env or {})
         self.assertEqual(r.returncode, 0, r.stderr[-2000:])
         self.assertIn("raised:", r.stdout)
+        self.load_warning = r.stderr
         return r.stdout
 
     def test_missing_device_type_is_a_python_error(self):
         out = self.raised("torch.empty(1, device='privateuseone')", {"TSTOR_TORCH_DEVICE": "nosuch"})
         self.assertIn("TSTOR_TORCH_DEVICE=nosuch: no such device type", out)
+        # the context opens as the library loads, so the load already said it
+        self.assertIn("privateuseone cannot be used: tstor: TSTOR_TORCH_DEVICE=nosuch",
+                      self.load_warning)
+
+    def test_bad_config_is_a_python_error(self):
+        import tempfile
+        with tempfile.NamedTemporaryFile("w", suffix=".ini") as ini:
+            ini.write("[backend hpu]\nlibrary = no-such-backend.so\n")
+            ini.flush()
+            out = self.raised("torch.zeros(2, device='privateuseone')", {"TSTOR_CONFIG": ini.name})
+        self.assertIn("cannot open the tstor context", out)
+        self.assertIn("no-such-backend.so", out)
+        self.assertIn("privateuseone cannot be used", self.load_warning)
 
     def test_host_device_type_is_refused(self):
         out = self.raised("torch.ops.tstor.device_type()", {"TSTOR_TORCH_DEVICE": "cpu"})
