@@ -22,14 +22,6 @@ How PyTorch's harness is translated:
   value; here `self.same` moves both to the cpu and compares with
   torch.testing.assert_close (exact dtype, NaNs equal), PyTorch's own
   comparison.
-- make_tensor(..., device=device) becomes make_tensor on the cpu then
-  .to(device): 1.13's make_tensor fills complex tensors through
-  torch.view_as_real, a view the binding does not provide (see
-  test_view_as_real), so it would fill a copy.
-- A faithful test that fails through a defect of the binding (not a limit
-  of 1.13) stays, marked @binding_defect("what") with a comment: an expected
-  failure for now, which turns into a failure (unexpected success) once the
-  binding is fixed, so that the mark comes off.
 - As in test_device.py, tstor's bytes on both devices must be back where
   they were after every case. hpu-stub's memory faults on host access, so a
   passing case shows PyTorch reached the device's bytes only through tstor.
@@ -67,12 +59,9 @@ Left out, with why:
 - The numpy halves of test_tensor_factory, test_new_tensor and test_as_tensor:
   numpy cannot see device memory; they test the cpu.
 """
-import contextlib
-import functools
 import gc
 import os
 import random
-import traceback
 import unittest
 from functools import partial
 
@@ -88,30 +77,6 @@ DEVICES = [DEV + ":0", DEV + ":1"]
 ALL_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float32,
               torch.float64, torch.complex64, torch.complex128, torch.float16, torch.bool,
               torch.bfloat16]
-
-
-def binding_defect(what):
-    """Marks a faithful test that fails through a defect of the binding: an
-    expected failure, until the binding is fixed (then it fails as an
-    unexpected success, and the mark comes off). The failure's frames are
-    cleared, so that tearDown still sees every tensor freed; subTest is off,
-    so that a failing subtest reaches here."""
-    def wrap(f):
-        @functools.wraps(f)
-        def run(self):
-            msg = None
-            self.subTest = lambda *a, **k: contextlib.nullcontext()
-            try:
-                f(self)
-            except Exception as e:  # noqa: BLE001 - any failure is the defect's
-                msg = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
-                traceback.clear_frames(e.__traceback__)
-            finally:
-                del self.subTest
-            if msg is not None:
-                raise AssertionError("binding defect: %s: %s" % (what, msg))
-        return unittest.expectedFailure(run)
-    return wrap
 
 
 class Base(unittest.TestCase):
@@ -189,10 +154,6 @@ class OpenRegistration(Base):
         z2 = z_cpu + z_cpu
         self.assertTrue(z2.is_cpu)
 
-    # binding defect: resize_ restrides a tensor to contiguous even when its
-    # sizes do not change, so the cpu fallback's copy back into a strided out=
-    # or in-place operand (_copy_from_and_resize) writes as if it were contiguous
-    @binding_defect("resize_ restrides a same-size strided tensor, so fallback results land as if contiguous")
     def test_open_device_dispatchstub(self):
         """test_cpp_extensions_open_device_registration.py,
         test_open_device_dispatchstub (after 1.13; device generic). Changed:
@@ -269,8 +230,8 @@ class TorchDeviceType(Base):
         the elements are compared through the tensor instead."""
         for dtype in ALL_DTYPES[:10]:
             with self.subTest(dtype=dtype):
-                c = make_tensor((3, 5), dtype=dtype, device="cpu", low=-9, high=9)
-                v = c.to(DEV)
+                v = make_tensor((3, 5), dtype=dtype, device=DEV, low=-9, high=9)
+                c = v.cpu()
                 s = v.storage()
                 self.assertEqual(s.size(), v.numel())
                 self.assertEqual(s.nbytes(), v.numel() * v.element_size())
@@ -297,8 +258,6 @@ class TorchDeviceType(Base):
         with self.assertRaisesRegex(RuntimeError, "Storage device not recognized: privateuseone"):
             copy.deepcopy(v)
 
-    # binding defect: is_set_to runs through the cpu fallback, which compares two copies
-    @binding_defect('is_set_to runs through the cpu fallback, which compares two copies')
     def test_is_set_to(self):
         """test_torch.py, TestTorchDeviceType.test_is_set_to, unchanged but for
         the device."""
@@ -331,8 +290,6 @@ class TorchDeviceType(Base):
         self.assertFalse(t1.is_set_to(t2))
         self.assertFalse(t2.is_set_to(t1))
 
-    # binding defect: set_.source_Tensor runs through the cpu fallback, so t1 gets a copy, not t2's storage
-    @binding_defect("set_.source_Tensor runs through the cpu fallback, so t1 gets a copy, not t2's storage")
     def test_tensor_set(self):
         """test_torch.py, TestTorch.test_tensor_set, on the device. Changed:
         the storage-source calls (t1.set_(t2.storage(), ...)) are refused by
@@ -683,8 +640,6 @@ class TensorCreation(Base):
         self.assertEqual(torch.full(size, 1, out=o).dtype, o.dtype)
         self.same(o, torch.ones(size, dtype=torch.long))
 
-    # binding defect: fill_.Scalar refuses complex values ("tstor: fill_ of complex values is not supported")
-    @binding_defect("fill_.Scalar refuses complex values")
     def test_full_inference(self):
         """test_tensor_creation_ops.py, TestTensorCreation.test_full_inference.
         Changed: device= is added (the test makes cpu tensors), and the value
@@ -805,8 +760,6 @@ class TensorCreation(Base):
                     torch.eye(n, m, out=res2)
                     self.same(res1, res2)
 
-    # binding defect: resize_ restrides a same-size strided tensor (the out=x.narrow case)
-    @binding_defect("resize_ restrides a same-size strided tensor, so fallback results land as if contiguous")
     def test_linspace(self):
         """test_tensor_creation_ops.py, TestTensorCreation.test_linspace, for
         float, double and int64. Changed: the 1000x3x3 and the one-million
@@ -857,8 +810,6 @@ class TensorCreation(Base):
                           atol=0, rtol=0)
                 del y
 
-    # binding defect: resize_ restrides a same-size strided tensor (the out=x.narrow case)
-    @binding_defect("resize_ restrides a same-size strided tensor, so fallback results land as if contiguous")
     def test_arange(self):
         """test_tensor_creation_ops.py, TestTensorCreation.test_arange, its
         first part. Changed: the vectorisation case has 3x3x3000 elements, not
@@ -1338,8 +1289,6 @@ class ViewOps(Base):
             v[0, 1] = 0
             self.same(t[1, 0], v[0, 1])
 
-    # binding defect: unfold has no privateuseone kernel; 1.13's cpu fallback warns that it "appears to be a view operator" and returns a copy
-    @binding_defect('unfold has no privateuseone kernel')
     def test_unfold_view(self):
         """test_view_ops.py, TestViewOps.test_unfold_view."""
         t = torch.ones(10, device=DEV)
@@ -1506,8 +1455,6 @@ class ViewOps(Base):
         v[0, 0] = 0
         self.same(t[0, 3], v[0, 0])
 
-    # binding defect: index.Tensor with device indices fails in 1.13's cpu fallback ("indices should be either on cpu or on the same device as the indexed tensor (cpu)")
-    @binding_defect("index.Tensor with device indices fails in 1.13's cpu fallback")
     def test_advanced_indexing_nonview(self):
         """test_view_ops.py, TestViewOps.test_advanced_indexing_nonview."""
         t = torch.ones(3, 3, device=DEV)
@@ -1545,8 +1492,6 @@ class ViewOps(Base):
             run_test(DEV, partial(fn, source=(0, 1), destination=(1, 0)))
             run_test(DEV, partial(fn, source=0, destination=1))
 
-    # binding defect: view_as_real has no privateuseone kernel; 1.13's cpu fallback returns a copy, not a view
-    @binding_defect('view_as_real has no privateuseone kernel')
     def test_view_as_real(self):
         """test_view_ops.py, TestViewOps.test_view_as_real. Changed: the input
         is made on the cpu and moved (torch.randn on the device fills a complex
