@@ -549,8 +549,7 @@ int tstor_dtype_convert(void *dst, tstor_dtype dst_dtype, const void *src,
                      tstor_dtype_size(src_dtype), 0};
   /* Narrowing conversions mostly read: streaming their smaller writes through
    * a buffer costs more than it saves; from the registers it pays. */
-  job.stream = (job.dsize >= job.ssize || hot_kernel(src_dtype, dst_dtype) != NULL) &&
-               count >= TSTOR__STREAM_MIN_BYTES / job.dsize;
+  int can_stream = job.dsize >= job.ssize || hot_kernel(src_dtype, dst_dtype) != NULL;
   if (dst_dtype == src_dtype) {
     size_t nbytes;
     if (tstor__mul_size(count, job.ssize, &nbytes))
@@ -560,6 +559,10 @@ int tstor_dtype_convert(void *dst, tstor_dtype dst_dtype, const void *src,
   }
   /* Threads only when the ranges cannot overlap: an in-place conversion (same
    * element size) is split at the same indices on both sides, which is safe. */
-  tstor__parallel_for(count, job.ssize + job.dsize, 64, convert_range, &job);
+  if (can_stream && count >= TSTOR__STREAM_MIN_BYTES / job.dsize)
+    tstor__parallel_for_stores(TSTOR_WORK_CONVERT, count, job.ssize + job.dsize, 64,
+                               convert_range, &job, &job.stream);
+  else
+    tstor__parallel_for(count, job.ssize + job.dsize, 64, convert_range, &job);
   return 0;
 }

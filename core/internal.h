@@ -13,18 +13,23 @@
  * layer 3: registry.c
  * layer 4: loader.c
  * layer 5: context.c
- * layer 6: device.c storage.c copy.c parallel.c stream.c mapped.c
- * layer 7: dtype.c convert.c typed_storage.c print.c typed*.c
- * layer 8: tensor*.c
- * layer 9: promote.c shape*.c
+ * layer 6: parallel.c
+ * layer 7: stores.c
+ * layer 8: host_copy.c
+ * layer 9: device.c storage.c copy.c stream.c mapped.c
+ * layer 10: dtype.c convert.c typed_storage.c print.c typed*.c
+ * layer 11: tensor*.c
+ * layer 12: promote.c shape*.c
  *
  * Layer 1 holds the errors, memory hooks, fault injection, logging and the
  * set of open handles; 2 the config parser; 3 the registry of device types,
  * allocators and copy kernels; 4 the loader, which finds modules, runs their
- * init and fini and hands them the registrar; 5 contexts; 6 what users do with devices: storages, copies
- * and the host loops under them, streams and events, file mappings; 7 typed
- * storage: dtypes, conversions and printing; 8 tensors; 9 shape inference and
- * type promotion over tensors and layouts. libtstor-io (core/io/) is a library
+ * init and fini and hands them the registrar; 5 contexts; 6 to 8 the host
+ * loops under everything that moves bytes: the thread pool, the choice of
+ * streaming or ordinary stores, the large host copies and fills; 9 what users
+ * do with devices: storages, copies, streams and events, file mappings; 10
+ * typed storage: dtypes, conversions and printing; 11 tensors; 12 shape
+ * inference and type promotion over tensors and layouts. libtstor-io (core/io/) is a library
  * of its own over the public API, above all of these. */
 #ifndef TSTOR_INTERNAL_H
 #define TSTOR_INTERNAL_H

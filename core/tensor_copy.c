@@ -337,8 +337,9 @@ static void plan_run(plan *p) {
    * apart: there they measured slower than plain stores (the transposed
    * 8192 x 8192 copy 0.8x), the write-combined lines of one tile landing
    * in conflicting places. */
-  p->stream = p->tile && (size_t)numel * p->des >= TSTOR__STREAM_MIN_BYTES &&
-              p->ds[p->tile] % 4096 != 0;
+  int can_stream = p->tile && (size_t)numel * p->des >= TSTOR__STREAM_MIN_BYTES &&
+                   p->ds[p->tile] % 4096 != 0;
+  p->stream = can_stream && tstor__store_streaming(TSTOR_WORK_TRANSPOSE);
   if (!p->serial && p->nd == 1 && p->ds[0] == (int64_t)p->des &&
       p->ss[0] == (int64_t)p->ses) {
     /* one contiguous run: the threaded byte copy or conversion */
@@ -354,7 +355,11 @@ static void plan_run(plan *p) {
   }
   size_t per_item = (size_t)(p->size[0] < ROW_CHUNK ? p->size[0] : ROW_CHUNK) * (p->des + p->ses);
   if (p->tile) per_item = (size_t)TILE * TILE * (p->des + p->ses);
-  tstor__parallel_for((size_t)p->items, per_item, 1, run_items, p);
+  if (can_stream)
+    tstor__parallel_for_stores(TSTOR_WORK_TRANSPOSE, (size_t)p->items, per_item, 1, run_items, p,
+                               &p->stream);
+  else
+    tstor__parallel_for((size_t)p->items, per_item, 1, run_items, p);
 }
 
 /* Byte extent of a side of the plan from element 0: [0, span). */

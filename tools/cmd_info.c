@@ -2,6 +2,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <tstor/typed.h>
+
 #include "commands.h"
 
 static const char *state_name(tstor_backend_state s) {
@@ -50,6 +52,11 @@ int tstor_cmd_info(int argc, char **argv) {
   char name[64];
   if (tstor_device_default(ctx, &def) == 0 && tstor_device_format(ctx, def, name, sizeof name) == 0)
     printf("default device: %s\n", name);
+  static const char *const policies[] = {"auto: measured within large calls, the faster kept",
+                                         "streaming", "ordinary"};
+  printf("host work: %d thread%s; stores for large copies, fills and conversions: %s\n",
+         tstor_get_num_threads(), tstor_get_num_threads() == 1 ? "" : "s",
+         policies[tstor_get_store_policy()]);
 
   printf("\nbackends:\n");
   for (int i = 0; i < tstor_backend_count(ctx); i++) {

@@ -213,6 +213,50 @@ TSTOR_EXTERN int tstor_set_num_threads(int n);
  * and comparisons: the results are the same). */
 TSTOR_EXTERN int tstor_get_num_threads(void);
 
+/* How large host copies, fills and conversions (16 MiB and up) write their
+ * destination. Streaming (non-temporal) stores skip reading each destination
+ * line before writing it: they win where memory is slow and can lose where it
+ * is fast, and on some hosts which one wins changes within minutes.
+ * TSTOR_STORES_AUTO, the default, measures both inside large calls (four parts
+ * of the call's own work, each kind of store on two), keeps the faster for
+ * each kind of work, and measures again when that choice is a quarter of a
+ * second old; $TSTOR_LOG=debug reports each new choice on stderr. The other
+ * two always use one kind. $TSTOR_STORES (auto, streaming or ordinary), read
+ * once, sets the starting policy. Process-wide. Returns the previous policy,
+ * or TSTOR_EINVAL for a value that is none of these. */
+typedef enum tstor_store_policy {
+  TSTOR_STORES_AUTO = 0,
+  TSTOR_STORES_STREAMING = 1,
+  TSTOR_STORES_ORDINARY = 2
+} tstor_store_policy;
+TSTOR_EXTERN int tstor_set_store_policy(tstor_store_policy policy);
+TSTOR_EXTERN tstor_store_policy tstor_get_store_policy(void);
+
+/* The kinds of large host work whose stores are chosen apart: what streaming
+ * gains differs between them (a fill only writes; a widening conversion
+ * writes more than it reads; a transposing copy writes in tiles). */
+typedef enum tstor_store_work {
+  TSTOR_WORK_COPY = 0,      /* untyped and same-dtype copies */
+  TSTOR_WORK_FILL = 1,      /* fills */
+  TSTOR_WORK_CONVERT = 2,   /* dtype conversions that can stream */
+  TSTOR_WORK_TRANSPOSE = 3  /* strided copies done in tiles */
+} tstor_store_work;
+
+/* What the next large call of one kind of work writes with, and what the last
+ * measurement found. Filled by tstor_get_store_choice (tstor.h's struct_size
+ * rule). */
+typedef struct tstor_store_choice {
+  uint32_t struct_size;
+  int streaming;            /* 1: streaming stores; 0: ordinary ones */
+  int measured;             /* 1 once a call has measured both (auto policy) */
+  double streaming_speedup; /* then: ordinary time / streaming time; above 1, streaming won */
+  double age_s;             /* seconds since that measurement */
+} tstor_store_choice;
+#define TSTOR_STORE_CHOICE_INIT {sizeof(tstor_store_choice), 0, 0, 0.0, 0.0}
+
+/* Fills *out for `work`. TSTOR_EINVAL for an unknown work or a NULL out. */
+TSTOR_EXTERN int tstor_get_store_choice(tstor_store_work work, tstor_store_choice *out);
+
 /* ----------------------------------------------------------- typed storages */
 
 /* Byte order of an external buffer (PyTorch's from_buffer byte_order). */

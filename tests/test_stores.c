@@ -1,0 +1,198 @@
+/* Streaming or ordinary stores for large host work (tstor_set_store_policy):
+ * the policy calls and their refusals, the same bytes from large copies,
+ * fills, conversions and transposing copies under each policy (and under the
+ * automatic one while it measures, its probe parts ending at odd places), and
+ * what tstor_get_store_choice reports once measured. */
+#include "testutil.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <tstor/tensor.h>
+#include <tstor/typed.h>
+
+static const tstor_store_policy policies[] = {TSTOR_STORES_ORDINARY, TSTOR_STORES_STREAMING,
+                                              TSTOR_STORES_AUTO};
+static const tstor_store_work works[] = {TSTOR_WORK_COPY, TSTOR_WORK_FILL, TSTOR_WORK_CONVERT,
+                                         TSTOR_WORK_TRANSPOSE};
+
+/* Past the size at which a call under the automatic policy measures. */
+#define BIG (((size_t)88 << 20) + 12345)
+
+static unsigned char *random_bytes(size_t n, uint64_t seed) {
+  unsigned char *p = malloc(n);
+  ck_assert_ptr_nonnull(p);
+  for (size_t i = 0; i < n; i++) {
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    p[i] = (unsigned char)(seed >> 56);
+  }
+  return p;
+}
+
+static tstor_storage *wrap(void *p, size_t n) {
+  tstor_device cpu;
+  ck_tstor_ok(tstor_device_parse(NULL, "cpu", &cpu));
+  tstor_storage *s;
+  ck_tstor_ok(tstor_storage_wrap(NULL, cpu, p, n, &s));
+  return s;
+}
+
+START_TEST(the_policy_is_set_and_read_back) {
+  ck_assert_int_eq(tstor_get_store_policy(), TSTOR_STORES_AUTO); /* no $TSTOR_STORES here */
+  ck_assert_int_eq(tstor_set_store_policy(TSTOR_STORES_ORDINARY), TSTOR_STORES_AUTO);
+  ck_assert_int_eq(tstor_get_store_policy(), TSTOR_STORES_ORDINARY);
+  ck_assert_int_eq(tstor_set_store_policy(TSTOR_STORES_STREAMING), TSTOR_STORES_ORDINARY);
+  ck_tstor_err(tstor_set_store_policy((tstor_store_policy)3), TSTOR_EINVAL);
+  ck_assert_ptr_nonnull(strstr(tstor_last_error(), "3 is not a policy"));
+  ck_tstor_err(tstor_set_store_policy((tstor_store_policy)-1), TSTOR_EINVAL);
+  ck_assert_int_eq(tstor_get_store_policy(), TSTOR_STORES_STREAMING); /* unchanged */
+  ck_assert_int_eq(tstor_set_store_policy(TSTOR_STORES_AUTO), TSTOR_STORES_STREAMING);
+}
+END_TEST
+
+START_TEST(the_choice_is_refused_bad_arguments) {
+  tstor_store_choice c = TSTOR_STORE_CHOICE_INIT;
+  ck_tstor_err(tstor_get_store_choice(TSTOR_WORK_COPY, NULL), TSTOR_EINVAL);
+  ck_tstor_err(tstor_get_store_choice((tstor_store_work)4, &c), TSTOR_EINVAL);
+  ck_assert_ptr_nonnull(strstr(tstor_last_error(), "4 is not a kind of work"));
+  ck_tstor_err(tstor_get_store_choice((tstor_store_work)-1, &c), TSTOR_EINVAL);
+  c.struct_size = 4;
+  ck_tstor_err(tstor_get_store_choice(TSTOR_WORK_COPY, &c), TSTOR_EINVAL);
+  ck_assert_ptr_nonnull(strstr(tstor_last_error(), "struct_size 4"));
+  ck_assert_uint_eq(c.struct_size, 4); /* nothing written */
+  /* 0 stands for the first layout, which is the whole struct */
+  memset(&c, 0xff, sizeof c);
+  c.struct_size = 0;
+  ck_tstor_ok(tstor_get_store_choice(TSTOR_WORK_FILL, &c));
+  ck_assert_uint_eq(c.struct_size, sizeof c);
+  ck_assert_int_eq(c.measured, 0);
+  ck_assert_int_eq(c.streaming, 1); /* before any measurement, large work streams */
+  ck_assert(c.age_s == 0 && c.streaming_speedup == 0);
+}
+END_TEST
+
+/* A copy, a fill of a 4-byte pattern at an odd offset, a float32 -> float64
+ * conversion and a transposing copy, each large and checked element by
+ * element against what the C it stands for gives. */
+static void large_work_is_right(void) {
+  unsigned char *src = random_bytes(BIG, 7), *dst = malloc(BIG + 64);
+  ck_assert_ptr_nonnull(dst);
+
+  /* copy, to a destination 3 bytes off alignment */
+  tstor_storage *s = wrap(src, BIG), *d = wrap(dst + 3, BIG);
+  ck_tstor_ok(tstor_storage_copy(d, s));
+  ck_assert_int_eq(memcmp(dst + 3, src, BIG), 0);
+  tstor_storage_release(s);
+  tstor_storage_release(d);
+
+  /* fill, 4-byte pattern from byte 1 on */
+  const unsigned char pattern[4] = {0x11, 0x22, 0x33, 0x44};
+  size_t fill_bytes = (BIG - 1) / 4 * 4;
+  d = wrap(dst + 1, fill_bytes);
+  dst[0] = 0xee;
+  dst[1 + fill_bytes] = 0xee;
+  ck_tstor_ok(tstor_storage_fill_pattern(d, pattern, 4));
+  for (size_t i = 0; i < fill_bytes; i++)
+    if (dst[1 + i] != pattern[i % 4]) ck_abort_msg("fill: byte %zu is %#x", i, dst[1 + i]);
+  ck_assert_uint_eq(dst[0], 0xee);
+  ck_assert_uint_eq(dst[1 + fill_bytes], 0xee);
+  tstor_storage_release(d);
+
+  /* float32 -> float64 */
+  size_t n = BIG / 8;
+  float *f = (float *)(void *)src;
+  for (size_t i = 0; i < n; i++) f[i] = (float)((double)i * 0.25 - 1e6);
+  double *g = malloc(n * sizeof *g);
+  ck_assert_ptr_nonnull(g);
+  ck_tstor_ok(tstor_dtype_convert(g, TSTOR_FLOAT64, f, TSTOR_FLOAT32, n));
+  for (size_t i = 0; i < n; i++)
+    if (g[i] != (double)f[i]) ck_abort_msg("convert: element %zu is %g, not %g", i, g[i], (double)f[i]);
+  free(g);
+
+  /* the transpose of a 4100 x 4096 float32 matrix, made contiguous: rows of
+   * 16400 bytes, not a multiple of 4 KiB, so its tiles may stream */
+  const int64_t rows = 4100, cols = 4096;
+  for (size_t i = 0; i < (size_t)(rows * cols); i++) f[i] = (float)i;
+  tstor_storage *ss = wrap(src, (size_t)(rows * cols) * 4), *ds = wrap(dst, (size_t)(rows * cols) * 4);
+  tstor_tensor *a, *at, *out;
+  int64_t sizes[2] = {rows, cols}, tsizes[2] = {cols, rows};
+  ck_tstor_ok(tstor_tensor_on_storage(ss, TSTOR_FLOAT32, 0, 2, sizes, NULL, &a));
+  ck_tstor_ok(tstor_tensor_transpose(a, 0, 1, &at));
+  ck_tstor_ok(tstor_tensor_on_storage(ds, TSTOR_FLOAT32, 0, 2, tsizes, NULL, &out));
+  ck_tstor_ok(tstor_tensor_copy_(out, at));
+  const float *o = (const float *)(void *)dst;
+  for (int64_t i = 0; i < cols; i++)
+    for (int64_t j = 0; j < rows; j++)
+      if (o[i * rows + j] != (float)(j * cols + i))
+        ck_abort_msg("transpose: [%lld, %lld] is %g", (long long)i, (long long)j,
+                     (double)o[i * rows + j]);
+  tstor_tensor_release(out);
+  tstor_tensor_release(at);
+  tstor_tensor_release(a);
+  tstor_storage_release(ss);
+  tstor_storage_release(ds);
+  free(src);
+  free(dst);
+}
+
+START_TEST(large_work_is_right_under_every_policy) {
+  int old = tstor_set_num_threads(2);
+  tstor_set_store_policy(policies[_i]);
+  large_work_is_right();
+  tstor_store_choice c = TSTOR_STORE_CHOICE_INIT;
+  for (size_t k = 0; k < sizeof works / sizeof works[0]; k++) {
+    ck_tstor_ok(tstor_get_store_choice(works[k], &c));
+    if (policies[_i] == TSTOR_STORES_AUTO) {
+      /* every kind measured both stores on parts of its own call */
+      ck_assert_msg(c.measured, "work %zu not measured", k);
+      ck_assert(c.streaming_speedup > 0 && c.age_s >= 0 && c.age_s < 600);
+      ck_assert_int_eq(c.streaming, c.streaming_speedup > 1);
+    } else {
+      ck_assert_int_eq(c.measured, 0);
+      ck_assert_int_eq(c.streaming, policies[_i] == TSTOR_STORES_STREAMING);
+    }
+  }
+  tstor_set_store_policy(TSTOR_STORES_AUTO);
+  tstor_set_num_threads(old);
+}
+END_TEST
+
+/* Measuring again: a stale choice is measured by the next large call (here
+ * after a quarter of a second), and the result is still right. */
+START_TEST(a_stale_choice_is_measured_again) {
+  int old = tstor_set_num_threads(2);
+  unsigned char *src = random_bytes(BIG, 11), *dst = malloc(BIG);
+  ck_assert_ptr_nonnull(dst);
+  tstor_storage *s = wrap(src, BIG), *d = wrap(dst, BIG);
+  tstor_store_choice first = TSTOR_STORE_CHOICE_INIT, again = TSTOR_STORE_CHOICE_INIT;
+  ck_tstor_ok(tstor_storage_copy(d, s));
+  ck_tstor_ok(tstor_get_store_choice(TSTOR_WORK_COPY, &first));
+  ck_assert(first.measured);
+  struct timespec pause = {0, 300 * 1000 * 1000};
+  nanosleep(&pause, NULL);
+  memset(dst, 0, BIG);
+  ck_tstor_ok(tstor_storage_copy(d, s));
+  ck_assert_int_eq(memcmp(dst, src, BIG), 0);
+  ck_tstor_ok(tstor_get_store_choice(TSTOR_WORK_COPY, &again));
+  ck_assert_msg(again.age_s < 0.25, "measured %.3f s ago: not again", again.age_s);
+  tstor_storage_release(s);
+  tstor_storage_release(d);
+  free(src);
+  free(dst);
+  tstor_set_num_threads(old);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("stores");
+  TCase *tc = tcase_create("stores");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, the_policy_is_set_and_read_back);
+  tcase_add_test(tc, the_choice_is_refused_bad_arguments);
+  tcase_add_loop_test(tc, large_work_is_right_under_every_policy, 0,
+                      (int)(sizeof policies / sizeof policies[0]));
+  tcase_add_test(tc, a_stale_choice_is_measured_again);
+  suite_add_tcase(s, tc);
+  return tstor_test_run(s);
+}
