@@ -498,6 +498,28 @@ at::Tensor &set_empty(at::Tensor &self) {
   return set_storage(self, empty, 0, {0}, {});
 }
 
+at::Tensor &set_whole_storage(at::Tensor &self, c10::Storage source) {
+  return at::native::set_(self, source);
+}
+
+at::Tensor &set_tensor(at::Tensor &self, const at::Tensor &source) {
+  return at::native::set_tensor_(self, source);
+}
+
+bool is_set_to(const at::Tensor &self, const at::Tensor &tensor) {
+  return at::native::is_set_to(self, tensor);
+}
+
+// Views whose PyTorch kernels are device-generic but registered for the cpu
+// only: through the fallback they would be copies, not views.
+at::Tensor unfold(const at::Tensor &self, int64_t dimension, int64_t size, int64_t step) {
+  return at::native::unfold(self, dimension, size, step);
+}
+
+at::Tensor view_as_real(const at::Tensor &self) { return at::native::view_as_real(self); }
+
+at::Tensor view_as_complex(const at::Tensor &self) { return at::native::view_as_complex(self); }
+
 // torch.ops.tstor.*: what the device is, and what tstor holds on it.
 std::string device_type() { return backend().name; }
 
@@ -566,14 +588,13 @@ struct Registration {
     kernels->impl("zero_", zero);
     kernels->impl("_local_scalar_dense", local_scalar_dense);
     kernels->impl("set_.source_Storage_storage_offset", set_storage);
-    kernels->impl("set_.source_Storage", TORCH_FN(at::native::set_));
-    kernels->impl("set_.source_Tensor", TORCH_FN(at::native::set_tensor_));
+    kernels->impl("set_.source_Storage", set_whole_storage);
+    kernels->impl("set_.source_Tensor", set_tensor);
     kernels->impl("set_", set_empty);
-    kernels->impl("is_set_to", TORCH_FN(at::native::is_set_to));
-    // views: PyTorch's own, device-generic (the fallback would return copies)
-    kernels->impl("unfold", TORCH_FN(at::native::unfold));
-    kernels->impl("view_as_real", TORCH_FN(at::native::view_as_real));
-    kernels->impl("view_as_complex", TORCH_FN(at::native::view_as_complex));
+    kernels->impl("is_set_to", is_set_to);
+    kernels->impl("unfold", unfold);
+    kernels->impl("view_as_real", view_as_real);
+    kernels->impl("view_as_complex", view_as_complex);
     fallback = std::make_unique<torch::Library>(torch::Library::IMPL, "_",
                                                 c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
     fallback->fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
