@@ -51,17 +51,17 @@ void tstor__host_copy(void *dst, const void *src, size_t nbytes);
 /* Runs fn over [0, n) as tstor__parallel_for does, for work of one kind whose
  * writes can stream past the caches: *streaming (a field of fn's argument) is
  * set before each part runs, 1 for streaming stores and 0 for ordinary ones.
- * Below TSTOR__STREAM_MIN_BYTES it is 0. Above, the policy decides
- * (tstor_set_store_policy); under the automatic one, a call whose kind's
- * choice is stale measures both kinds of store on four parts of its own work
- * (stores.c). Ranges handed to fn stay multiples of `align` items from 0. */
+ * Below TSTOR__STREAM_MIN_BYTES (n * item_bytes) it is 0. Above, the policy
+ * decides (tstor_set_store_policy); under the automatic one, a call whose
+ * choice for its kind and size is stale measures both kinds of store on four
+ * parts of its own work (stores.c). Ranges handed to fn stay multiples of `align` items from 0. */
 #define TSTOR__WORK_KINDS 4
 void tstor__parallel_for_stores(tstor_store_work work, size_t n, size_t item_bytes, size_t align,
                                 tstor__range_fn fn, void *arg, int *streaming);
-/* Whether work of this kind that cannot be measured (it runs on one thread,
- * or in an order that must be kept) streams: the policy's answer, or under
- * the automatic one the last choice measured. */
-int tstor__store_streaming(tstor_store_work work);
+/* Whether work of this kind and size that cannot be measured (it runs on one
+ * thread, or in an order that must be kept) streams: the policy's answer, or
+ * under the automatic one the last choice measured for its size. */
+int tstor__store_streaming(tstor_store_work work, size_t nbytes);
 
 /* Copies nbytes of host memory to dst, which must be 16-byte aligned, with
  * non-temporal stores where the machine has them (plain stores elsewhere).

@@ -6,8 +6,9 @@
  * slower in the fast one (docs/benchmarks.md). So under the automatic policy
  * a large call measures both on its own work: after a first part written as
  * before, four equal parts of it, written streaming, ordinary, ordinary,
- * streaming (the order cancels a steady drift), the rest with the faster. The choice is kept for each kind of work and
- * measured again once it is older than RECHECK_NS. */
+ * streaming (the order cancels a steady drift), the rest with the faster. The
+ * choice is kept for each kind of work and size class, and measured again
+ * once it is older than RECHECK_NS. */
 #include "internal.h"
 #include "parallel.h"
 
@@ -21,8 +22,13 @@
 /* A choice older than this is measured again by the next call large enough. */
 #define RECHECK_NS (250 * 1000 * 1000LL)
 
+/* How much faster (percent of time) the other store must be to replace the
+ * current choice. */
+#define SWITCH_MARGIN_PCT 4
+
 /* Each probe part: large enough that what the caches absorb of the ordinary
- * stores' write-back is small beside it, and a few pieces per thread. */
+ * stores' write-back is small beside it, and a few pieces per thread; a
+ * tenth of the call at most. */
 #define PROBE_PART_MIN ((size_t)8 << 20)
 #define PROBE_PART_PER_THREAD ((size_t)2 << 20)
 
@@ -33,12 +39,28 @@ typedef struct choice {
   _Atomic int64_t ordinary_ns, streaming_ns; /* the last probe's two halves */
 } choice;
 
+/* Choices are kept apart by size as well: a destination that still fits in
+ * a large last-level cache favours ordinary stores, one many times its size
+ * may not. Classes by the bytes a call touches: [16, 32) MiB, [32, 64),
+ * [64, 128), and 128 MiB up. */
+#define SIZE_CLASSES 4
+
+static int size_class(size_t bytes) {
+  int c = 0;
+  for (size_t b = TSTOR__STREAM_MIN_BYTES * 2; b <= bytes && c < SIZE_CLASSES - 1; b *= 2) c++;
+  return c;
+}
+
 /* Before anything is measured, large work streams, as it always did. */
-static choice choices[TSTOR__WORK_KINDS] = {
-    {.streaming = 1}, {.streaming = 1}, {.streaming = 1}, {.streaming = 1}};
+static choice choices[TSTOR__WORK_KINDS][SIZE_CLASSES] = {
+    {{.streaming = 1}, {.streaming = 1}, {.streaming = 1}, {.streaming = 1}},
+    {{.streaming = 1}, {.streaming = 1}, {.streaming = 1}, {.streaming = 1}},
+    {{.streaming = 1}, {.streaming = 1}, {.streaming = 1}, {.streaming = 1}},
+    {{.streaming = 1}, {.streaming = 1}, {.streaming = 1}, {.streaming = 1}}};
 
 static const char *const work_names[TSTOR__WORK_KINDS] = {"copy", "fill", "convert",
                                                           "transpose"};
+static const char *const class_names[SIZE_CLASSES] = {"16-32", "32-64", "64-128", "128+"};
 
 static atomic_int policy = -1; /* -1: not read from the environment yet */
 static atomic_int log_choices = -1;
@@ -84,7 +106,7 @@ int tstor_set_store_policy(tstor_store_policy p) {
 
 tstor_store_policy tstor_get_store_policy(void) { return (tstor_store_policy)current_policy(); }
 
-int tstor_get_store_choice(tstor_store_work work, tstor_store_choice *out) {
+int tstor_get_store_choice(tstor_store_work work, size_t nbytes, tstor_store_choice *out) {
   if (!out) return tstor__err(TSTOR_EINVAL, "get_store_choice: NULL out");
   if ((int)work < 0 || (int)work >= TSTOR__WORK_KINDS)
     return tstor__err(TSTOR_EINVAL, "get_store_choice: %d is not a kind of work", (int)work);
@@ -95,14 +117,16 @@ int tstor_get_store_choice(tstor_store_work work, tstor_store_choice *out) {
                       "get_store_choice: struct_size %u is smaller than any tstor_store_choice "
                       "(%zu); initialise with TSTOR_STORE_CHOICE_INIT",
                       (unsigned)out->struct_size, first);
-  const choice *c = &choices[work];
+  const choice *c = &choices[work][size_class(nbytes)];
   tstor_store_choice got = {0};
   got.struct_size = (uint32_t)(want < sizeof got ? want : sizeof got);
   int p = current_policy();
   int64_t at = atomic_load(&c->measured_ns);
-  got.streaming = p == TSTOR_STORES_AUTO ? atomic_load(&c->streaming) : p == TSTOR_STORES_STREAMING;
-  got.measured = at != 0;
-  if (at) {
+  if (nbytes < TSTOR__STREAM_MIN_BYTES) got.streaming = 0;
+  else if (p == TSTOR_STORES_AUTO) got.streaming = atomic_load(&c->streaming);
+  else got.streaming = p == TSTOR_STORES_STREAMING;
+  got.measured = at != 0 && nbytes >= TSTOR__STREAM_MIN_BYTES;
+  if (got.measured) {
     int64_t o = atomic_load(&c->ordinary_ns), s = atomic_load(&c->streaming_ns);
     got.streaming_speedup = s > 0 ? (double)o / (double)s : 0;
     got.age_s = (double)(now_ns() - at) * 1e-9;
@@ -111,10 +135,11 @@ int tstor_get_store_choice(tstor_store_work work, tstor_store_choice *out) {
   return 0;
 }
 
-int tstor__store_streaming(tstor_store_work work) {
+int tstor__store_streaming(tstor_store_work work, size_t nbytes) {
   int p = current_policy();
+  if (nbytes < TSTOR__STREAM_MIN_BYTES) return 0;
   if (p != TSTOR_STORES_AUTO) return p == TSTOR_STORES_STREAMING;
-  return atomic_load_explicit(&choices[work].streaming, memory_order_relaxed);
+  return atomic_load_explicit(&choices[work][size_class(nbytes)].streaming, memory_order_relaxed);
 }
 
 /* fn over [base, base + n): parallel_for's ranges shifted. */
@@ -139,7 +164,7 @@ void tstor__parallel_for_stores(tstor_store_work work, size_t n, size_t item_byt
                                 tstor__range_fn fn, void *arg, int *streaming) {
   size_t bytes = n > SIZE_MAX / (item_bytes ? item_bytes : 1) ? SIZE_MAX : n * item_bytes;
   int p = current_policy();
-  choice *c = &choices[work];
+  choice *c = &choices[work][size_class(bytes)];
   if (bytes < TSTOR__STREAM_MIN_BYTES || p != TSTOR_STORES_AUTO) {
     *streaming = bytes >= TSTOR__STREAM_MIN_BYTES && p == TSTOR_STORES_STREAMING;
     tstor__parallel_for(n, item_bytes, align, fn, arg);
@@ -147,7 +172,8 @@ void tstor__parallel_for_stores(tstor_store_work work, size_t n, size_t item_byt
   }
   size_t part = PROBE_PART_PER_THREAD * (size_t)tstor_get_num_threads();
   if (part < PROBE_PART_MIN) part = PROBE_PART_MIN;
-  size_t part_items = (part / (item_bytes ? item_bytes : 1) + align - 1) / align * align;
+  if (part > bytes / 10) part = bytes / 10; /* smaller calls measure in smaller parts */
+  size_t part_items = part / (item_bytes ? item_bytes : 1) / align * align;
   int64_t last = atomic_load_explicit(&c->measured_ns, memory_order_relaxed);
   int stale = last == 0 || now_ns() - last > RECHECK_NS;
   int idle = 0;
@@ -172,15 +198,20 @@ void tstor__parallel_for_stores(tstor_store_work work, size_t n, size_t item_byt
     run_part(at, part_items, item_bytes, align, fn, arg);
     spent[order[k]] += now_ns() - t;
   }
-  int faster = spent[1] < spent[0];
-  int was = atomic_exchange(&c->streaming, faster);
+  /* The other store must win by a margin to take over: two halves of one
+   * call differ by a few percent on their own. */
+  int was = atomic_load(&c->streaming);
+  int64_t mine = spent[was], other = spent[!was];
+  int faster = other * 100 < mine * (100 - SWITCH_MARGIN_PCT) ? !was : was;
+  atomic_store(&c->streaming, faster);
   atomic_store(&c->ordinary_ns, spent[0]);
   atomic_store(&c->streaming_ns, spent[1]);
   atomic_store(&c->measured_ns, now_ns());
   atomic_store(&c->busy, 0);
   if (logging() && (was != faster || last == 0))
-    fprintf(stderr, "tstor: large %s work now writes with %s stores (streaming %.2fx ordinary)\n",
-            work_names[work], faster ? "streaming" : "ordinary",
+    fprintf(stderr,
+            "tstor: %s work of %s MiB now writes with %s stores (streaming %.2fx ordinary)\n",
+            work_names[work], class_names[c - choices[work]], faster ? "streaming" : "ordinary",
             spent[1] > 0 ? (double)spent[0] / (double)spent[1] : 0.0);
   *streaming = faster;
   run_part(at, n - at, item_bytes, align, fn, arg);

@@ -339,7 +339,8 @@ static void plan_run(plan *p) {
    * in conflicting places. */
   int can_stream = p->tile && (size_t)numel * p->des >= TSTOR__STREAM_MIN_BYTES &&
                    p->ds[p->tile] % 4096 != 0;
-  p->stream = can_stream && tstor__store_streaming(TSTOR_WORK_TRANSPOSE);
+  p->stream = can_stream &&
+              tstor__store_streaming(TSTOR_WORK_TRANSPOSE, (size_t)numel * (p->des + p->ses));
   if (!p->serial && p->nd == 1 && p->ds[0] == (int64_t)p->des &&
       p->ss[0] == (int64_t)p->ses) {
     /* one contiguous run: the threaded byte copy or conversion */

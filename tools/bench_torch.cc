@@ -15,13 +15,19 @@
 #include <tstor/typed.h>
 #include <unistd.h>
 
+#include <tstor/tensor.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "../bench/side_by_side.h"
 #include "commands.h"
@@ -51,20 +57,90 @@ uint64_t sum(const void *p, size_t n) {
   return s;
 }
 
+// What a bandwidth-bound row's bytes are compared with: the fastest this
+// machine moves as many bytes, measured in the row's own rounds.
+enum class Ceiling { none, copy, fill };
+
 struct Bench {
   int rounds;
   double scale;
+  int threads;
+  at::Tensor a, b; // byte buffers for the ceilings' copies and fills
 };
 
+// Bare loops of streaming stores over the bench's threads, each thread a
+// contiguous part: what non-temporal stores alone reach, for the ceilings.
+#if defined(__x86_64__)
+__attribute__((target("avx"))) void stream_part(char *d, const char *s, size_t n, int fill) {
+  const __m256i v = _mm256_set1_epi8(7);
+  for (size_t i = 0; i + 64 <= n; i += 64) {
+    __m256i a = fill ? v : _mm256_loadu_si256(reinterpret_cast<const __m256i *>(s + i));
+    __m256i c = fill ? v : _mm256_loadu_si256(reinterpret_cast<const __m256i *>(s + i + 32));
+    _mm256_stream_si256(reinterpret_cast<__m256i *>(d + i), a);
+    _mm256_stream_si256(reinterpret_cast<__m256i *>(d + i + 32), c);
+  }
+  _mm_sfence();
+}
+#else
+void stream_part(char *d, const char *s, size_t n, int fill) {
+  if (fill) std::memset(d, 7, n);
+  else std::memcpy(d, s, n);
+}
+#endif
+
+// dst (64-byte aligned, n a multiple of 64 per thread) written with streaming
+// stores: a copy of src, or with fill set, bytes of 7.
+void bare_streaming(void *dst, const void *src, size_t n, int threads, int fill) {
+  std::vector<std::thread> t;
+  size_t part = n / size_t(threads) / 64 * 64;
+  for (int k = 0; k < threads; k++) {
+    size_t at = part * size_t(k), len = k == threads - 1 ? n - at : part;
+    t.emplace_back([=] {
+      stream_part(static_cast<char *>(dst) + at, static_cast<const char *>(src) + at, len, fill);
+    });
+  }
+  for (auto &th : t) th.join();
+}
+
+// The ways to move `bytes` that make a row's ceiling: for a copy (bytes read
+// and written), memcpy, the bare streaming copy and PyTorch's copy_ of half as
+// many bytes; for a fill (bytes written), memset, the bare streaming fill and
+// PyTorch's fill_.
+std::vector<std::function<void()>> ceiling_sides(const Bench &b, Ceiling kind, double bytes) {
+  std::vector<std::function<void()>> sides;
+  if (kind == Ceiling::none) return sides;
+  size_t n = size_t(kind == Ceiling::copy ? bytes / 2 : bytes) / 64 * 64;
+  if (n > size_t(b.a.numel())) std::abort();
+  char *pa = static_cast<char *>(b.a.data_ptr()), *pb = static_cast<char *>(b.b.data_ptr());
+  at::Tensor ta = b.a.narrow(0, 0, int64_t(n)), tb = b.b.narrow(0, 0, int64_t(n));
+  int threads = b.threads;
+  if (kind == Ceiling::copy) {
+    sides.push_back([=] { std::memcpy(pb, pa, n); });
+    sides.push_back([=] { bare_streaming(pb, pa, n, threads, 0); });
+    sides.push_back([=]() mutable { tb.copy_(ta); });
+  } else {
+    sides.push_back([=] { std::memset(pb, 7, n); });
+    sides.push_back([=] { bare_streaming(pb, nullptr, n, threads, 1); });
+    sides.push_back([=]() mutable { tb.fill_(7); });
+  }
+  return sides;
+}
+
 // One row: each side runs `iters` times per round; `bytes` per iteration
-// gives GB/s, else the time per iteration is printed.
+// gives GB/s, else the time per iteration is printed. A bandwidth-bound row
+// names its kind of ceiling, timed in the same rounds, and gets tstor's
+// fraction of it.
 void row(const Bench &b, const char *label, long iters, double bytes,
          const std::function<void()> &ours, const std::function<void()> &torch,
-         const std::function<void()> &libc, const char *libc_name) {
+         const std::function<void()> &libc, const char *libc_name,
+         Ceiling ceiling = Ceiling::none) {
   std::vector<double> t_ours, t_torch, t_libc, r_torch, r_libc;
+  std::vector<std::function<void()>> limits = ceiling_sides(b, ceiling, bytes);
+  std::vector<double> t_limit(limits.size(), 1e30);
   ours();
   torch();
   if (libc) libc();
+  for (auto &l : limits) l();
   // After the pause a vCPU wakes up slowly: a row of short calls, whose
   // round lasts about a millisecond, would time that wake-up for whichever
   // side runs first. Each side first runs an untimed eighth of its calls.
@@ -84,6 +160,7 @@ void row(const Bench &b, const char *label, long iters, double bytes,
       t_libc.push_back(timed(libc));
       r_libc.push_back(t_libc.back() / t_ours.back());
     }
+    for (size_t k = 0; k < limits.size(); k++) t_limit[k] = std::min(t_limit[k], timed(limits[k]));
   }
   auto show = [&](double secs) {
     char buf[32];
@@ -101,9 +178,35 @@ void row(const Bench &b, const char *label, long iters, double bytes,
     std::snprintf(buf, sizeof buf, "%s | %.2fx | %.2fx", show(l).c_str(), l / o, median(r_libc));
     libc_cols = buf;
   }
-  std::printf("| %s | %s | %s | %s | %.2fx | %.2fx | %s |\n", label, show(o).c_str(),
-              show(p).c_str(), libc_name, p / o, median(r_torch), libc_cols.c_str());
+  std::string ceiling_cols = "- | -";
+  if (!limits.empty()) {
+    static const char *const names[] = {"libc", "streaming", "PyTorch"};
+    size_t top = size_t(std::min_element(t_limit.begin(), t_limit.end()) - t_limit.begin());
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%s (%s) | %.2f", show(t_limit[top]).c_str(), names[top],
+                  t_limit[top] / o);
+    ceiling_cols = buf;
+  }
+  std::printf("| %s | %s | %s | %s | %.2fx | %.2fx | %s | %s |\n", label, show(o).c_str(),
+              show(p).c_str(), libc_name, p / o, median(r_torch), libc_cols.c_str(),
+              ceiling_cols.c_str());
   std::fflush(stdout);
+}
+
+// The store each kind of host work of 128 MiB and up (bytes read and
+// written) writes with at the end of the run.
+void store_choices() {
+  static const char *const works[] = {"copy", "fill", "convert", "transpose"};
+  std::printf("\nStores for 128 MiB and up (policy %s):", tstor_get_store_policy() == TSTOR_STORES_AUTO ? "auto"
+                                        : tstor_get_store_policy() == TSTOR_STORES_STREAMING ? "streaming"
+                                                                                          : "ordinary");
+  for (int w = 0; w < 4; w++) {
+    tstor_store_choice c = TSTOR_STORE_CHOICE_INIT;
+    check(tstor_get_store_choice(tstor_store_work(w), 256 * MiB, &c), "store choice");
+    std::printf("%s %s %s", w ? "," : "", works[w], c.streaming ? "streaming" : "ordinary");
+    if (c.measured) std::printf(" (streaming %.2fx ordinary)", c.streaming_speedup);
+  }
+  std::printf("\n");
 }
 
 struct Conversion {
@@ -152,12 +255,17 @@ std::function<void()> c_loop(const Conversion &c, void *dst, const void *src, si
   return nullptr;
 }
 
-void run_all(tstor_context *ctx, tstor_device cpu, const Bench &b, const char *dir) {
+void run_all(tstor_context *ctx, tstor_device cpu, Bench &b, const char *dir) {
   const size_t big = size_t(256 * MiB * b.scale) / 64 * 64;
   const size_t loop = size_t(64 * MiB * b.scale) / 64 * 64;
+  // The largest ceiling: float32 -> float64's 12 bytes an element, half of
+  // them copied.
+  const size_t ceiling_bytes = size_t(64 * MiB * b.scale) * 6;
+  b.a = at::full({int64_t(ceiling_bytes)}, 1, at::kByte);
+  b.b = at::full({int64_t(ceiling_bytes)}, 2, at::kByte);
   std::printf("| operation | tstor | PyTorch | libc (what) | PyTorch / tstor | median pair | libc | "
-              "libc / tstor | median pair |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+              "libc / tstor | median pair | ceiling (best of) | tstor / ceiling |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
 
   {  // 256 MiB untyped copy and byte fill, on PyTorch's buffers.
     at::Tensor ta = at::full({int64_t(big)}, 1, at::kByte), tb = at::full({int64_t(big)}, 2, at::kByte);
@@ -166,9 +274,9 @@ void run_all(tstor_context *ctx, tstor_device cpu, const Bench &b, const char *d
     check(tstor_storage_wrap(ctx, cpu, tb.data_ptr(), big, &sb), "wrap");
     void *pa = ta.data_ptr(), *pb = tb.data_ptr();
     row(b, "copy 256 MiB (bytes)", 4, 2.0 * double(big), [&] { check(tstor_storage_copy(sb, sa), "copy"); },
-        [&] { tb.copy_(ta); }, [&] { std::memcpy(pb, pa, big); }, "memcpy");
+        [&] { tb.copy_(ta); }, [&] { std::memcpy(pb, pa, big); }, "memcpy", Ceiling::copy);
     row(b, "fill 256 MiB (bytes)", 4, double(big), [&] { check(tstor_storage_fill(sb, 7), "fill"); },
-        [&] { tb.fill_(7); }, [&] { std::memset(pb, 7, big); }, "memset");
+        [&] { tb.fill_(7); }, [&] { std::memset(pb, 7, big); }, "memset", Ceiling::fill);
     tstor_storage_release(sa);
     tstor_storage_release(sb);
   }
@@ -183,7 +291,7 @@ void run_all(tstor_context *ctx, tstor_device cpu, const Bench &b, const char *d
         [&] {
           for (size_t i = 0; i < n; i++) p[i] = v;
         },
-        "C loop");
+        "C loop", Ceiling::fill);
     tstor_storage_release(s);
   }
   // Allocate, fill and release 64 MiB, as a training loop's temporaries do.
@@ -237,9 +345,51 @@ void run_all(tstor_context *ctx, tstor_device cpu, const Bench &b, const char *d
     auto libc = c_loop(c, tdst.data_ptr(), tsrc.data_ptr(), n);
     row(b, c.label, 2, double(n * (ses + des)),
         [&] { check(tstor_typed_copy(dst, c.dst, src, c.src), "typed_copy"); },
-        [&] { tdst.copy_(tsrc); }, libc, libc ? "C loop" : "-");
+        [&] { tdst.copy_(tsrc); }, libc, libc ? "C loop" : "-", Ceiling::copy);
     tstor_storage_release(src);
     tstor_storage_release(dst);
+  }
+  // Transposing copies, float32: contiguous() of a transposed 8192 x 8192
+  // matrix and of an NCHW 64x256x56x56 tensor permuted to NHWC (sizes
+  // scaled), and the same copies into an existing tensor (copy_), the kernel
+  // alone. tstor's tensors are views of PyTorch's buffers.
+  struct Transpose {
+    const char *label;
+    std::vector<int64_t> sizes, perm;
+  };
+  const int64_t side = b.scale < 1 ? 2048 : 8192, batch = b.scale < 1 ? 8 : 64;
+  const Transpose transposes[] = {
+      {"transposed 8192x8192 float32", {side, side}, {1, 0}},
+      {"NCHW 64x256x56x56 float32 to NHWC", {batch, 256, 56, 56}, {0, 2, 3, 1}}};
+  for (const Transpose &tr : transposes) {
+    at::Tensor tsrc = at::rand(tr.sizes, at::kFloat), tview = tsrc.permute(tr.perm);
+    at::Tensor tdst = at::empty(tview.sizes(), at::kFloat);
+    size_t nbytes = size_t(tsrc.numel()) * 4;
+    tstor_storage *ss, *ds;
+    check(tstor_storage_wrap(ctx, cpu, tsrc.data_ptr(), nbytes, &ss), "wrap");
+    check(tstor_storage_wrap(ctx, cpu, tdst.data_ptr(), nbytes, &ds), "wrap");
+    tstor_tensor *src, *view, *dst;
+    check(tstor_tensor_on_storage(ss, TSTOR_FLOAT32, 0, int(tr.sizes.size()), tr.sizes.data(), nullptr,
+                                  &src), "tensor");
+    check(tstor_tensor_permute(src, int(tr.perm.size()), tr.perm.data(), &view), "permute");
+    check(tstor_tensor_on_storage(ds, TSTOR_FLOAT32, 0, int(tview.dim()), tview.sizes().data(), nullptr,
+                                  &dst), "tensor");
+    std::string label = std::string("contiguous() of ") + tr.label;
+    row(b, label.c_str(), 2, 2.0 * double(nbytes),
+        [&] {
+          tstor_tensor *c;
+          check(tstor_tensor_contiguous(view, &c), "contiguous");
+          tstor_tensor_release(c);
+        },
+        [&] { sink = uintptr_t(tview.contiguous().data_ptr()); }, nullptr, "-", Ceiling::copy);
+    label = std::string("copy_ of ") + tr.label;
+    row(b, label.c_str(), 2, 2.0 * double(nbytes), [&] { check(tstor_tensor_copy_(dst, view), "copy_"); },
+        [&] { tdst.copy_(tview); }, nullptr, "-", Ceiling::copy);
+    tstor_tensor_release(dst);
+    tstor_tensor_release(view);
+    tstor_tensor_release(src);
+    tstor_storage_release(ss);
+    tstor_storage_release(ds);
   }
   {  // A 256 MiB file in the page cache: mapping it (O(1)) and summing it.
     std::string path = std::string(dir) + "/tstor-bench-torch.bin";
@@ -297,12 +447,17 @@ extern "C" int tstor_bench_torch(tstor_context *ctx, int rounds, int quick, int 
   check(tstor_device_parse(ctx, "cpu", &cpu), "cpu");
   at::set_num_threads(threads);
   tstor_set_num_threads(threads);
-  Bench b{rounds, quick ? 0.125 : 1.0};
+  Bench b{rounds, quick ? 0.125 : 1.0, threads};
   std::printf("tstor %s against libtorch %s, %d thread(s) each, best of %d rounds%s\n\n",
               tstor_version_string(), TORCH_VERSION, threads, rounds,
               quick ? " (--quick: sizes / 8)" : "");
   run_all(ctx, cpu, b, dir);
-  std::printf("\nRatios above 1: tstor takes less time. Rounds alternate tstor, PyTorch, libc, each\n"
-              "after a 30 ms pause for PyTorch's OpenMP threads to stop spinning.\n");
+  store_choices();
+  std::printf("\nRatios above 1: tstor takes less time. Rounds alternate tstor, PyTorch, libc and\n"
+              "the ceiling's sides, each after a 30 ms pause for PyTorch's OpenMP threads to stop\n"
+              "spinning. The ceiling of a copy or conversion is the best of memcpy, a bare loop of\n"
+              "streaming stores and PyTorch's copy_ moving as many bytes (read and written), that of\n"
+              "a fill the best of memset, the streaming loop and fill_; tstor / ceiling is tstor's\n"
+              "bandwidth over it.\n");
   return 0;
 }

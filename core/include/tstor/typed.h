@@ -218,12 +218,13 @@ TSTOR_EXTERN int tstor_get_num_threads(void);
  * line before writing it: they win where memory is slow and can lose where it
  * is fast, and on some hosts which one wins changes within minutes.
  * TSTOR_STORES_AUTO, the default, measures both inside large calls (four parts
- * of the call's own work, each kind of store on two), keeps the faster for
- * each kind of work, and measures again when that choice is a quarter of a
- * second old; $TSTOR_LOG=debug reports each new choice on stderr. The other
- * two always use one kind. $TSTOR_STORES (auto, streaming or ordinary), read
- * once, sets the starting policy. Process-wide. Returns the previous policy,
- * or TSTOR_EINVAL for a value that is none of these. */
+ * of the call's own work, each kind of store on two), keeps one choice for
+ * each kind of work and size, which the other store takes over when it was
+ * 4% faster, and measures again when the choice is a quarter of a second
+ * old; $TSTOR_LOG=debug reports each new choice on stderr. The other two
+ * policies always use one kind. $TSTOR_STORES (auto, streaming or ordinary),
+ * read once, sets the starting policy. Process-wide. Returns the previous
+ * policy, or TSTOR_EINVAL for a value that is none of these. */
 typedef enum tstor_store_policy {
   TSTOR_STORES_AUTO = 0,
   TSTOR_STORES_STREAMING = 1,
@@ -242,9 +243,11 @@ typedef enum tstor_store_work {
   TSTOR_WORK_TRANSPOSE = 3  /* strided copies done in tiles */
 } tstor_store_work;
 
-/* What the next large call of one kind of work writes with, and what the last
- * measurement found. Filled by tstor_get_store_choice (tstor.h's struct_size
- * rule). */
+/* What the next call of one kind of work and size writes with, and what the
+ * last measurement for that size found. Choices are kept apart for calls of
+ * 16-32 MiB, 32-64, 64-128 and 128 MiB up, a call's size being the bytes it
+ * reads and writes (a fill's, the bytes it writes).
+ * Filled by tstor_get_store_choice (tstor.h's struct_size rule). */
 typedef struct tstor_store_choice {
   uint32_t struct_size;
   int streaming;            /* 1: streaming stores; 0: ordinary ones */
@@ -254,8 +257,10 @@ typedef struct tstor_store_choice {
 } tstor_store_choice;
 #define TSTOR_STORE_CHOICE_INIT {sizeof(tstor_store_choice), 0, 0, 0.0, 0.0}
 
-/* Fills *out for `work`. TSTOR_EINVAL for an unknown work or a NULL out. */
-TSTOR_EXTERN int tstor_get_store_choice(tstor_store_work work, tstor_store_choice *out);
+/* Fills *out for a call of `work` touching `nbytes`. TSTOR_EINVAL for an
+ * unknown work or a NULL out. */
+TSTOR_EXTERN int tstor_get_store_choice(tstor_store_work work, size_t nbytes,
+                                        tstor_store_choice *out);
 
 /* ----------------------------------------------------------- typed storages */
 
