@@ -58,6 +58,11 @@ void tstor__host_copy(void *dst, const void *src, size_t nbytes);
 #define TSTOR__WORK_KINDS 4
 void tstor__parallel_for_stores(tstor_store_work work, size_t n, size_t item_bytes, size_t align,
                                 tstor__range_fn fn, void *arg, int *streaming);
+/* The automatic policy's decision after a measurement: took[] are the times
+ * of four parts written streaming, ordinary, ordinary, streaming; returns
+ * whether to stream from now on, given whether it streamed before. */
+int tstor__stores_decide(int was_streaming, const int64_t took[4]);
+
 /* Whether work of this kind and size that cannot be measured (it runs on one
  * thread, or in an order that must be kept) streams: the policy's answer, or
  * under the automatic one the last choice measured for its size. */

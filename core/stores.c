@@ -142,6 +142,19 @@ int tstor__store_streaming(tstor_store_work work, size_t nbytes) {
   return atomic_load_explicit(&choices[work][size_class(nbytes)].streaming, memory_order_relaxed);
 }
 
+/* The other store takes over when it won both neighbouring pairs (parts 1
+ * and 2, parts 3 and 4) by the margin: a part that lost its thread to another
+ * process for a while then changes nothing, and two parts of one call differ
+ * by a few percent on their own. */
+int tstor__stores_decide(int was_streaming, const int64_t took[4]) {
+  int w = was_streaming != 0;
+  int64_t mine1 = took[w ? 0 : 1], other1 = took[w ? 1 : 0];
+  int64_t mine2 = took[w ? 3 : 2], other2 = took[w ? 2 : 3];
+  int won = other1 * 100 < mine1 * (100 - SWITCH_MARGIN_PCT) &&
+            other2 * 100 < mine2 * (100 - SWITCH_MARGIN_PCT);
+  return won ? !w : w;
+}
+
 /* fn over [base, base + n): parallel_for's ranges shifted. */
 typedef struct shifted {
   tstor__range_fn fn;
@@ -190,19 +203,17 @@ void tstor__parallel_for_stores(tstor_store_work work, size_t n, size_t item_byt
   *streaming = atomic_load_explicit(&c->streaming, memory_order_relaxed);
   run_part(0, part_items, item_bytes, align, fn, arg);
   static const int order[4] = {1, 0, 0, 1};
-  int64_t spent[2] = {0, 0};
+  int64_t took[4], spent[2] = {0, 0};
   size_t at = part_items;
   for (int k = 0; k < 4; k++, at += part_items) {
     *streaming = order[k];
     int64_t t = now_ns();
     run_part(at, part_items, item_bytes, align, fn, arg);
-    spent[order[k]] += now_ns() - t;
+    took[k] = now_ns() - t;
+    spent[order[k]] += took[k];
   }
-  /* The other store must win by a margin to take over: two halves of one
-   * call differ by a few percent on their own. */
   int was = atomic_load(&c->streaming);
-  int64_t mine = spent[was], other = spent[!was];
-  int faster = other * 100 < mine * (100 - SWITCH_MARGIN_PCT) ? !was : was;
+  int faster = tstor__stores_decide(was, took);
   atomic_store(&c->streaming, faster);
   atomic_store(&c->ordinary_ns, spent[0]);
   atomic_store(&c->streaming_ns, spent[1]);

@@ -220,11 +220,12 @@ TSTOR_EXTERN int tstor_get_num_threads(void);
  * TSTOR_STORES_AUTO, the default, measures both inside large calls (four parts
  * of the call's own work, each kind of store on two), keeps one choice for
  * each kind of work and size, which the other store takes over when it was
- * 4% faster, and measures again when the choice is a quarter of a second
- * old; $TSTOR_LOG=debug reports each new choice on stderr. The other two
- * policies always use one kind. $TSTOR_STORES (auto, streaming or ordinary),
- * read once, sets the starting policy. Process-wide. Returns the previous
- * policy, or TSTOR_EINVAL for a value that is none of these. */
+ * 4% faster on both pairs of neighbouring parts, and measures again when the
+ * choice is a quarter of a second old; $TSTOR_LOG=debug reports each new
+ * choice on stderr. The other two policies always use one kind. $TSTOR_STORES
+ * (auto, streaming or ordinary), read once, sets the starting policy.
+ * Process-wide. Returns the previous policy, or TSTOR_EINVAL for a value that
+ * is none of these. */
 typedef enum tstor_store_policy {
   TSTOR_STORES_AUTO = 0,
   TSTOR_STORES_STREAMING = 1,
