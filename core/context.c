@@ -163,19 +163,14 @@ int tstor_backend_get(tstor_context *ctx, int i, tstor_backend_info *out) {
   int rc = tstor__ctx(&ctx);
   if (rc) return rc;
   if (!out) return tstor__err(TSTOR_EINVAL, "backend_get: NULL out");
-  /* 0 stands for the first sized layout (tstor.h's conventions). */
   const size_t first = offsetof(tstor_backend_info, optional) + sizeof out->optional;
-  size_t want = out->struct_size ? out->struct_size : first;
-  if (want < first)
-    return tstor__err(TSTOR_EINVAL,
-                      "backend_get: struct_size %u is smaller than any tstor_backend_info "
-                      "(%zu); initialise with TSTOR_BACKEND_INFO_INIT",
-                      (unsigned)out->struct_size, first);
+  size_t n = tstor__out_struct_size(out->struct_size, first, sizeof *out, "backend_get",
+                                    "tstor_backend_info");
+  if (n == 0) return TSTOR_EINVAL;
   if (i < 0 || i >= ctx->nbackends)
     return tstor__err(TSTOR_ERANGE, "backend index %d out of range (%d backends)", i,
                       ctx->nbackends);
   tstor_backend_info info = ctx->backends[i].info;
-  size_t n = want < sizeof info ? want : sizeof info;
   info.struct_size = (uint32_t)n;
   memcpy(out, &info, n);
   return 0;

@@ -112,18 +112,14 @@ int tstor_device_stats(tstor_context *ctx, tstor_device dev, tstor_stats *out) {
   int rc = tstor__ctx(&ctx);
   if (rc) return rc;
   if (!out) return tstor__err(TSTOR_EINVAL, "device_stats: NULL argument");
-  size_t want = out->struct_size ? out->struct_size : STATS_FIRST_SIZE;
-  if (want < STATS_FIRST_SIZE)
-    return tstor__err(TSTOR_EINVAL,
-                      "device_stats: struct_size %u is smaller than any tstor_stats (%zu); "
-                      "initialise with TSTOR_STATS_INIT",
-                      (unsigned)out->struct_size, (size_t)STATS_FIRST_SIZE);
+  size_t n = tstor__out_struct_size(out->struct_size, STATS_FIRST_SIZE, sizeof *out,
+                                    "device_stats", "tstor_stats");
+  if (n == 0) return TSTOR_EINVAL;
   rc = tstor__check_device(ctx, dev);
   if (rc) return rc;
   tstor_stats st;
   rc = module_stats(ctx->types[dev.type].allocator, dev.index, &st);
   if (rc) return rc;
-  size_t n = want < sizeof st ? want : sizeof st;
   memcpy(out, &st, n);
   out->struct_size = (uint32_t)n;
   return 0;

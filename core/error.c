@@ -44,6 +44,20 @@ int tstor__err(int code, const char *fmt, ...) {
   return code;
 }
 
+size_t tstor__out_struct_size(uint32_t struct_size, size_t first, size_t full, const char *call,
+                              const char *type) {
+  size_t want = struct_size ? struct_size : first;
+  if (want >= first) return want < full ? want : full;
+  char init[64];
+  size_t i = 0;
+  for (; type[i] && i + sizeof "_INIT" < sizeof init; i++)
+    init[i] = (char)(type[i] >= 'a' && type[i] <= 'z' ? type[i] - 'a' + 'A' : type[i]);
+  memcpy(init + i, "_INIT", sizeof "_INIT");
+  tstor__err(TSTOR_EINVAL, "%s: struct_size %u is smaller than any %s (%zu); initialise with %s",
+             call, (unsigned)struct_size, type, first, init);
+  return 0;
+}
+
 void tstor__err_prefix(const char *fmt, ...) {
   char inner[TSTOR__ERRBUF];
   memcpy(inner, tstor__last_error, sizeof inner);

@@ -62,6 +62,12 @@
 
 /* Records the calling thread's detail message and returns `code`. */
 int tstor__err(int code, const char *fmt, ...) TSTOR__PRINTF(2, 3);
+/* tstor.h's struct_size rule for a struct the library fills: the bytes to
+ * write, struct_size (0 standing for the first layout, `first` bytes) capped
+ * at `full`. 0 when struct_size is smaller than any layout, with a
+ * TSTOR_EINVAL message naming the call, the struct type and its _INIT macro. */
+size_t tstor__out_struct_size(uint32_t struct_size, size_t first, size_t full, const char *call,
+                              const char *type);
 int tstor__verr(int code, const char *fmt, va_list ap);
 /* Clears the detail (for calls that succeed after an earlier failure). */
 /* The per-thread detail (error.c). Clearing it is on every allocation, so

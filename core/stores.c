@@ -111,15 +111,12 @@ int tstor_get_store_choice(tstor_store_work work, size_t nbytes, tstor_store_cho
   if ((int)work < 0 || (int)work >= TSTOR__WORK_KINDS)
     return tstor__err(TSTOR_EINVAL, "get_store_choice: %d is not a kind of work", (int)work);
   const size_t first = offsetof(tstor_store_choice, age_s) + sizeof out->age_s;
-  size_t want = out->struct_size ? out->struct_size : first;
-  if (want < first)
-    return tstor__err(TSTOR_EINVAL,
-                      "get_store_choice: struct_size %u is smaller than any tstor_store_choice "
-                      "(%zu); initialise with TSTOR_STORE_CHOICE_INIT",
-                      (unsigned)out->struct_size, first);
+  size_t n = tstor__out_struct_size(out->struct_size, first, sizeof *out, "get_store_choice",
+                                    "tstor_store_choice");
+  if (n == 0) return TSTOR_EINVAL;
   const choice *c = &choices[work][size_class(nbytes)];
   tstor_store_choice got = {0};
-  got.struct_size = (uint32_t)(want < sizeof got ? want : sizeof got);
+  got.struct_size = (uint32_t)n;
   int p = current_policy();
   int64_t at = atomic_load(&c->measured_ns);
   if (nbytes < TSTOR__STREAM_MIN_BYTES) got.streaming = 0;
