@@ -41,6 +41,10 @@ static int body_size(int type, int is_reply) {
   return -2;
 }
 
+int tsr_type_known(int type) {
+  return type >= 0 && type <= 0xff && body_size(type & ~TSR_REPLY, 0) != -2;
+}
+
 /* ------------------------------------------------------------- writer */
 
 typedef struct writer {
@@ -328,7 +332,9 @@ int tsr_decode(const void *buf, size_t len, int is_reply, tsr_msg *out, char *wh
                 (type & TSR_REPLY) ? "reply" : "request", is_reply ? "reply" : "request");
   int base = type & ~TSR_REPLY;
   int size = body_size(base, is_reply);
-  if (size == -2 || (type & ~(TSR_REPLY | 0x7f)) != 0)
+  /* An error reply to a message whose type could not be read says type 0. */
+  int unknown_ok = is_reply && out->status != 0 && base == 0;
+  if ((size == -2 && !unknown_ok) || (type & ~(TSR_REPLY | 0x7f)) != 0)
     return fail(why, why_size, TSR_ST_BADMSG, "unknown message type %d", type);
   if (!is_reply && out->status != 0)
     return fail(why, why_size, TSR_ST_BADMSG, "a request with status %d", (int)out->status);

@@ -94,6 +94,8 @@ enum {
 
 const char *tsr_status_text(int status);
 const char *tsr_type_name(int type);
+/* 1 when type (without TSR_REPLY) is one of TSR_MSG_MAP's. */
+int tsr_type_known(int type);
 
 typedef struct tsr_device_desc {
   char name[TSR_DEVICE_NAME_SIZE]; /* "cpu:0", NUL-terminated by the decoder */

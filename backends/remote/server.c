@@ -39,6 +39,7 @@ typedef struct srv_client {
   char name[80];     /* "127.0.0.1:41234 #3", for the log */
   int state;         /* CL_* */
   int dead;          /* the connection failed or the client said bye */
+  unsigned long refused; /* requests refused; only the first REFUSALS_LOGGED are logged */
   uint8_t client_nonce[TSR_NONCE_SIZE], server_nonce[TSR_NONCE_SIZE];
   srv_block **blocks; /* slot i holds handle (generation << 32 | i + 1) */
   uint32_t nslots, generation;
@@ -48,6 +49,9 @@ typedef struct srv_client {
 } srv_client;
 
 enum { CL_NEW, CL_CHALLENGED, CL_READY };
+
+/* A client that sends garbage without end must not fill the log. */
+#define REFUSALS_LOGGED 1000
 
 /* A request as received, waiting for the loop. */
 typedef struct srv_msg {
@@ -140,8 +144,12 @@ static void send_error(server *s, srv_client *c, const tsr_msg *m, int status, c
   va_start(ap, fmt);
   vsnprintf(text, sizeof text, fmt, ap);
   va_end(ap);
-  slog(s, "client %s: %s refused: %s: %s", c->name, tsr_type_name(m->type),
-       tsr_status_text(status), text);
+  if (++c->refused <= REFUSALS_LOGGED)
+    slog(s, "client %s: %s refused: %s: %s", c->name, tsr_type_name(m->type),
+         tsr_status_text(status), text);
+  if (c->refused == REFUSALS_LOGGED)
+    slog(s, "client %s: %d requests refused; the rest are counted, not logged", c->name,
+         REFUSALS_LOGGED);
   send_reply(s, c, tsr_encode_error(s->reply, m->type, m->id, status, text));
 }
 
@@ -360,7 +368,7 @@ static void handle(server *s, srv_client *c, const uint8_t *data, size_t len) {
   int st = tsr_decode(data, len, 0, &m, why, sizeof why);
   if (st != 0) {
     /* Answer with what could be read of the header (type 0 when none). */
-    if (len < TSR_HEADER_SIZE || m.type > 0x7f) m.type = 0;
+    if (len < TSR_HEADER_SIZE || (m.type & TSR_REPLY) || !tsr_type_known(m.type)) m.type = 0;
     return send_error(s, c, &m, st, "%s", why);
   }
   if (m.type == TSR_HELLO) return on_hello(s, c, &m);
@@ -475,8 +483,8 @@ static void ep_close(server *s, ucp_ep_h ep) {
 
 static void client_destroy(server *s, srv_client *c, const char *why) {
   client_drop_blocks(s, c);
-  slog(s, "client %s: %s; the server holds %llu bytes for all clients", c->name, why,
-       (unsigned long long)s->total_held);
+  slog(s, "client %s: %s (%lu requests refused); the server holds %llu bytes for all clients",
+       c->name, why, c->refused, (unsigned long long)s->total_held);
   ep_close(s, c->ep);
   free(c->blocks);
   free(c);
