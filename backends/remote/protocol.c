@@ -121,7 +121,7 @@ size_t tsr_encode_fill(uint8_t *buf, uint32_t id, uint64_t handle, uint64_t offs
                        uint64_t nbytes, uint32_t pattern_size, const uint8_t *pattern) {
   writer w = header(buf, TSR_FILL, id, 0);
   uint8_t pat[16] = {0};
-  if (pattern_size <= 16) memcpy(pat, pattern, pattern_size);
+  memcpy(pat, pattern, pattern_size < 16 ? pattern_size : 16); /* zero padding after it */
   put_u64(&w, handle);
   put_u64(&w, offset);
   put_u64(&w, nbytes);
@@ -374,7 +374,12 @@ int tsr_decode(const void *buf, size_t len, int is_reply, tsr_msg *out, char *wh
         out->nbytes = get_u64(&r);
         out->pattern_size = get_u32(&r);
         const uint8_t *pat = get_bytes(&r, 16);
-        if (pat) memcpy(out->pattern, pat, 16);
+        if (!pat) break;
+        memcpy(out->pattern, pat, 16);
+        for (uint32_t i = out->pattern_size; i < 16; i++)
+          if (pat[i] != 0)
+            return fail(why, why_size, TSR_ST_BADMSG, "FILL: pattern byte %u past its size %u",
+                        i, out->pattern_size);
         break;
       }
       case TSR_STATS:

@@ -142,7 +142,8 @@ int tsr_decode(const void *buf, size_t len, int is_reply, tsr_msg *out, char *wh
 /* ------------------------------------------------------------- encoders */
 
 /* Each writes a whole message into buf (at least TSR_MAX_MESSAGE bytes) and
- * returns its length. */
+ * returns its length. tsr_encode_fill reads min(pattern_size, 16) bytes of
+ * pattern and pads the 16-byte field with zeros, which the decoder requires. */
 size_t tsr_encode_hello(uint8_t *buf, uint32_t id, uint32_t abi, const uint8_t *nonce);
 size_t tsr_encode_auth(uint8_t *buf, uint32_t id, const uint8_t *mac);
 size_t tsr_encode_alloc(uint8_t *buf, uint32_t id, uint32_t device, uint64_t nbytes);
