@@ -283,6 +283,37 @@ START_TEST(client_memory_is_capped) {
 }
 END_TEST
 
+/* A fork child cannot use the parent's connections: calls fail with a
+ * reason instead of waiting; releasing works in both processes. */
+START_TEST(fork_child_fails_cleanly) {
+  test_server a;
+  server_start(&a, secret_path, "fork");
+  char peers[64];
+  snprintf(peers, sizeof peers, "127.0.0.1:%u", a.port);
+  tstor_context *ctx = open_client(peers, secret_path, 2000);
+  tstor_storage *s;
+  ck_tstor_ok(tstor_storage_new(ctx, dev(ctx, "remote:0"), 4096, &s));
+  pid_t child = fork();
+  ck_assert_int_ge(child, 0);
+  if (child == 0) {
+    tstor_storage *t = NULL;
+    int code = 0;
+    if (tstor_storage_new(ctx, dev(ctx, "remote:0"), 64, &t) != TSTOR_EBACKEND) code |= 1;
+    if (!strstr(tstor_last_error(), "forked")) code |= 2;
+    if (tstor_storage_fill(s, 1) != TSTOR_EBACKEND) code |= 4;
+    tstor_storage_release(s);
+    _exit(code);
+  }
+  int status;
+  ck_assert_int_eq(waitpid(child, &status, 0), child);
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status 0x%x", status);
+  ck_tstor_ok(tstor_storage_fill(s, 2)); /* the parent's connection is untouched */
+  tstor_storage_release(s);
+  tstor_context_close(ctx);
+  ck_assert_int_eq(server_stop(&a), 0);
+}
+END_TEST
+
 static Suite *remote_suite(void) {
   Suite *s = suite_create("remote");
   TCase *tc = tcase_create("remote");
@@ -295,6 +326,7 @@ static Suite *remote_suite(void) {
   tcase_add_test(tc, server_killed_mid_copy);
   tcase_add_test(tc, server_stopped_with_blocks_held);
   tcase_add_test(tc, client_memory_is_capped);
+  tcase_add_test(tc, fork_child_fails_cleanly);
   suite_add_tcase(s, tc);
   return s;
 }

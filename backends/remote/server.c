@@ -52,6 +52,8 @@ enum { CL_NEW, CL_CHALLENGED, CL_READY };
 
 /* A client that sends garbage without end must not fill the log. */
 #define REFUSALS_LOGGED 1000
+/* Connections served at once; more are rejected. */
+#define MAX_CLIENTS 256
 
 /* A request as received, waiting for the loop. */
 typedef struct srv_msg {
@@ -425,8 +427,11 @@ static ucs_status_t on_request(void *arg, const void *header, size_t header_leng
 
 static void on_connect(ucp_conn_request_h req, void *arg) {
   server *s = arg;
-  srv_client *c = calloc(1, sizeof *c);
+  unsigned live = 0;
+  for (srv_client *p = s->clients; p; p = p->next) live++;
+  srv_client *c = live < MAX_CLIENTS ? calloc(1, sizeof *c) : NULL;
   if (!c) {
+    slog(s, "connection refused: %u clients already", live);
     ucp_listener_reject(s->listener, req);
     return;
   }
@@ -534,11 +539,12 @@ static void *progress_thread(void *arg) {
   int efd = -1;
   ucp_worker_get_efd(s->worker, &efd);
   while (!atomic_load(&s->stop)) {
-    while (ucp_worker_progress(s->worker)) {
-    }
+    /* One round of progress, then what it queued: a client that floods the
+     * server waits for its answers instead of growing the queue. */
+    unsigned events = ucp_worker_progress(s->worker);
     drain(s);
     reap(s);
-    if (s->queue_head) continue;
+    if (events) continue;
     if (ucp_worker_arm(s->worker) == UCS_ERR_BUSY) continue;
     struct pollfd pfd = {.fd = efd, .events = POLLIN};
     poll(&pfd, 1, 100);
