@@ -4,6 +4,7 @@
  * that are unreachable, killed mid-copy, or stopped with blocks held; the
  * per-client memory cap. */
 #include <pthread.h>
+#include <tstor/serialize.h>
 #include <tstor/typed.h>
 
 #include "remotetest.h"
@@ -283,6 +284,51 @@ START_TEST(client_memory_is_capped) {
 }
 END_TEST
 
+/* torch.save files that PyTorch wrote, loaded with map_location "remote:0":
+ * every storage on the peer, with the bytes of the same file loaded on cpu. */
+START_TEST(checkpoint_loads_onto_a_remote_device) {
+  test_server a;
+  server_start(&a, secret_path, "ckpt");
+  char peers[64];
+  snprintf(peers, sizeof peers, "127.0.0.1:%u", a.port);
+  tstor_context *ctx = open_client(peers, secret_path, 5000);
+  tstor_device r0 = dev(ctx, "remote:0"), cpu = dev(ctx, "cpu");
+  const char *files[] = {"module_conv_bn.pt", "checkpoint_nested.pt", "legacy_params_lstm.pt"};
+  for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/ckpt/golden/%s", TSTOR_TEST_SRCDIR, files[f]);
+    tstor_load_options on_cpu = TSTOR_LOAD_OPTIONS_INIT, on_remote = TSTOR_LOAD_OPTIONS_INIT;
+    on_cpu.map_location = "cpu";
+    on_remote.map_location = "remote:0";
+    tstor_checkpoint *want, *got;
+    ck_tstor_ok(tstor_torch_load(ctx, path, &on_cpu, &want));
+    ck_tstor_ok(tstor_torch_load(ctx, path, &on_remote, &got));
+    size_t n = tstor_checkpoint_storage_count(want);
+    ck_assert_uint_gt(n, 0);
+    ck_assert_uint_eq(tstor_checkpoint_storage_count(got), n);
+    for (size_t i = 0; i < n; i++) {
+      const char *k1, *k2;
+      tstor_storage *w, *g, *back;
+      ck_tstor_ok(tstor_checkpoint_storage(want, i, &k1, &w));
+      ck_tstor_ok(tstor_checkpoint_storage(got, i, &k2, &g));
+      ck_assert_str_eq(k1, k2);
+      ck_assert(tstor_storage_device(g).type == r0.type);
+      ck_tstor_ok(tstor_storage_to(g, cpu, &back));
+      ck_assert_uint_eq(tstor_storage_nbytes(back), tstor_storage_nbytes(w));
+      ck_assert_msg(tstor_storage_nbytes(w) == 0 ||
+                        memcmp(tstor_storage_data(back), tstor_storage_data(w),
+                               tstor_storage_nbytes(w)) == 0,
+                    "%s: storage %s differs", files[f], k1);
+      tstor_storage_release(back);
+    }
+    tstor_checkpoint_free(got);
+    tstor_checkpoint_free(want);
+  }
+  tstor_context_close(ctx);
+  ck_assert_int_eq(server_stop(&a), 0);
+}
+END_TEST
+
 /* A fork child cannot use the parent's connections: calls fail with a
  * reason instead of waiting; releasing works in both processes. */
 START_TEST(fork_child_fails_cleanly) {
@@ -327,6 +373,7 @@ static Suite *remote_suite(void) {
   tcase_add_test(tc, server_stopped_with_blocks_held);
   tcase_add_test(tc, client_memory_is_capped);
   tcase_add_test(tc, fork_child_fails_cleanly);
+  tcase_add_test(tc, checkpoint_loads_onto_a_remote_device);
   suite_add_tcase(s, tc);
   return s;
 }
