@@ -5,6 +5,7 @@
  * per-client memory cap. */
 #include <pthread.h>
 #include <tstor/serialize.h>
+#include <tstor/tensor.h>
 #include <tstor/typed.h>
 
 #include "remotetest.h"
@@ -284,6 +285,37 @@ START_TEST(client_memory_is_capped) {
 }
 END_TEST
 
+/* Strided tensor copies on one remote device go to the peer as one
+ * descriptor (copy_strided); the result is what the same copy gives on cpu. */
+START_TEST(strided_tensor_copies) {
+  test_server a;
+  server_start(&a, secret_path, "strided");
+  char peers[64];
+  snprintf(peers, sizeof peers, "127.0.0.1:%u", a.port);
+  tstor_context *ctx = open_client(peers, secret_path, 5000);
+  tstor_device r0 = dev(ctx, "remote:0"), cpu = dev(ctx, "cpu");
+  const int64_t sizes[3] = {5, 37, 53};
+  tstor_tensor *host, *remote, *perm_h, *perm_r, *want, *got, *got_h;
+  ck_tstor_ok(tstor_tensor_empty(ctx, cpu, TSTOR_FLOAT64, 3, sizes, &host));
+  double *v = tstor_tensor_data(host);
+  for (int64_t i = 0; i < 5 * 37 * 53; i++) v[i] = (double)i * 0.5;
+  ck_tstor_ok(tstor_tensor_to(host, r0, TSTOR_FLOAT64, &remote));
+  const int64_t order[3] = {2, 0, 1};
+  ck_tstor_ok(tstor_tensor_permute(host, 3, order, &perm_h));
+  ck_tstor_ok(tstor_tensor_permute(remote, 3, order, &perm_r));
+  ck_tstor_ok(tstor_tensor_contiguous(perm_h, &want));
+  ck_tstor_ok(tstor_tensor_contiguous(perm_r, &got)); /* on remote:0, strided */
+  ck_assert(tstor_tensor_device(got).type == r0.type);
+  ck_tstor_ok(tstor_tensor_to(got, cpu, TSTOR_FLOAT64, &got_h));
+  ck_assert(memcmp(tstor_tensor_data(got_h), tstor_tensor_data(want),
+                   (size_t)tstor_tensor_nbytes(want)) == 0);
+  tstor_tensor *list[] = {host, remote, perm_h, perm_r, want, got, got_h};
+  for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) tstor_tensor_release(list[i]);
+  tstor_context_close(ctx);
+  ck_assert_int_eq(server_stop(&a), 0);
+}
+END_TEST
+
 /* torch.save files that PyTorch wrote, loaded with map_location "remote:0":
  * every storage on the peer, with the bytes of the same file loaded on cpu. */
 START_TEST(checkpoint_loads_onto_a_remote_device) {
@@ -374,6 +406,7 @@ static Suite *remote_suite(void) {
   tcase_add_test(tc, client_memory_is_capped);
   tcase_add_test(tc, fork_child_fails_cleanly);
   tcase_add_test(tc, checkpoint_loads_onto_a_remote_device);
+  tcase_add_test(tc, strided_tensor_copies);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -199,6 +199,26 @@ START_TEST(crafted_messages_get_error_replies) {
   ck_assert_int_eq(wire_call(&a, raw, tsr_encode_fill(raw, 25, h, 4092, 8, 4, pat), &m),
                    TSR_ST_RANGE);
   ck_assert_int_eq(wire_call(&a, raw, tsr_encode_fill(raw, 26, h, 4088, 8, 4, pat), &m), 0);
+  /* strided copies: a 2x2 transpose of 4-byte elements, then bad descriptors */
+  int64_t sz[2] = {2, 2}, ds[2] = {8, 4}, ss[2] = {4, 8};
+  ck_assert_int_eq(wire_call(&a, raw, tsr_encode_copy_strided(raw, 40, h, 0, h, 64, 4, 2, sz, ds,
+                                                              ss), &m), 0);
+  ck_assert_int_eq(wire_call(&a, raw, tsr_encode_copy_strided(raw, 41, h, 4088, h, 0, 4, 2, sz,
+                                                              ds, ss), &m), TSR_ST_RANGE);
+  int64_t huge[2] = {INT64_MAX, 2}, zero[2] = {0, 0};
+  ck_assert_int_eq(wire_call(&a, raw, tsr_encode_copy_strided(raw, 42, h, 0, h, 0, 4, 2, huge,
+                                                              ds, ss), &m), TSR_ST_RANGE);
+  ck_assert_int_eq(wire_call(&a, raw, tsr_encode_copy_strided(raw, 43, h, 0, h, 0, 4, 2, sz,
+                                                              zero, zero), &m), TSR_ST_INVAL);
+  ck_assert_int_eq(wire_call(&a, raw, tsr_encode_copy_strided(raw, 44, h, 0, h, 0, 0, 2, sz, ds,
+                                                              ss), &m), TSR_ST_INVAL);
+  n = tsr_encode_copy_strided(raw, 45, h, 0, h, 0, 4, 1, sz, ds, ss);
+  raw[TSR_HEADER_SIZE + 36] = 0; /* ndim 0 */
+  ck_assert_int_eq(wire_call(&a, raw, n - 24, &m), TSR_ST_BADMSG);
+  raw[TSR_HEADER_SIZE + 36] = 65;
+  ck_assert_int_eq(wire_call(&a, raw, n, &m), TSR_ST_BADMSG);
+  raw[TSR_HEADER_SIZE + 36] = 2; /* says 2, carries 1 */
+  ck_assert_int_eq(wire_call(&a, raw, n, &m), TSR_ST_BADMSG);
   ck_assert_int_eq(wire_call(&a, raw, tsr_encode_stats(raw, 27, 5), &m), TSR_ST_NODEV);
   ck_assert_int_eq(wire_call(&a, raw, tsr_encode_stats(raw, 28, 0), &m), 0);
   ck_assert_uint_eq(m.held, 4096);

@@ -530,6 +530,45 @@ static int remote_fill(void *state, int index, void *ptr, size_t nbytes, const v
   return rc;
 }
 
+/* backend.h's copy_strided: one message with the whole descriptor; the peer
+ * checks both spans against its blocks and moves the elements. */
+static int remote_copy_strided(void *state, int index, void *dst, const int64_t *dst_strides,
+                               const void *src, const int64_t *src_strides, const int64_t *sizes,
+                               int ndim, size_t element_size, void *stream) {
+  remote *r = state;
+  (void)stream; /* synchronous: complete on return, whatever the stream */
+  if (index < 0 || index >= r->ndevices) return bad_device(r, index);
+  if (ndim < 1 || ndim > (int)TSR_MAX_DIMS || element_size == 0 || element_size > 1024)
+    return TSTOR_ENOTSUP;
+  uint64_t dspan = element_size, sspan = element_size;
+  for (int d = 0; d < ndim; d++) {
+    if (sizes[d] <= 0) return sizes[d] == 0 ? 0 : TSTOR_EINVAL;
+    if (dst_strides[d] < 0 || src_strides[d] < 0) return TSTOR_ENOTSUP;
+    dspan += (uint64_t)dst_strides[d] * (uint64_t)(sizes[d] - 1);
+    sspan += (uint64_t)src_strides[d] * (uint64_t)(sizes[d] - 1);
+  }
+  int rc = check_process(r, index, "strided copy");
+  if (rc) return rc;
+  peer *p = r->devices[index].p;
+  uint64_t daddr = (uint64_t)(uintptr_t)dst, saddr = (uint64_t)(uintptr_t)src;
+  pthread_mutex_lock(&p->mu);
+  rblock *db = find_block(p, index, daddr, (size_t)dspan);
+  rblock *sb = find_block(p, index, saddr, (size_t)sspan);
+  if (!db || !sb) {
+    rc = db ? no_block(r, index, src, (size_t)sspan) : no_block(r, index, dst, (size_t)dspan);
+  } else {
+    uint8_t buf[TSR_MAX_MESSAGE];
+    tsr_msg reply;
+    rc = rpc(p, index, buf,
+             tsr_encode_copy_strided(buf, 0, db->handle, daddr - db->raddr, sb->handle,
+                                     saddr - sb->raddr, (uint32_t)element_size, ndim, sizes,
+                                     dst_strides, src_strides),
+             &reply);
+  }
+  pthread_mutex_unlock(&p->mu);
+  return rc;
+}
+
 static const tstor_allocator_ops remote_allocator = {
     .struct_size = sizeof(tstor_allocator_ops),
     .abi_version = TSTOR_ABI_VERSION,
@@ -548,6 +587,7 @@ static const tstor_device_ops remote_device_ops = {
     .device_count = remote_count,
     .allocator = &remote_allocator,
     .fill = remote_fill,
+    .copy_strided = remote_copy_strided, /* since 1.2 */
 };
 
 /* ------------------------------------------------------------- sessions */

@@ -130,6 +130,27 @@ size_t tsr_encode_fill(uint8_t *buf, uint32_t id, uint64_t handle, uint64_t offs
   return w.len;
 }
 
+size_t tsr_encode_copy_strided(uint8_t *buf, uint32_t id, uint64_t dst, uint64_t dst_off,
+                               uint64_t src, uint64_t src_off, uint32_t element_size, int ndim,
+                               const int64_t *sizes, const int64_t *dst_strides,
+                               const int64_t *src_strides) {
+  writer w = header(buf, TSR_COPY_STRIDED, id, 0);
+  if (ndim < 0) ndim = 0;
+  if (ndim > (int)TSR_MAX_DIMS) ndim = TSR_MAX_DIMS;
+  put_u64(&w, dst);
+  put_u64(&w, dst_off);
+  put_u64(&w, src);
+  put_u64(&w, src_off);
+  put_u32(&w, element_size);
+  put_u32(&w, (uint32_t)ndim);
+  for (int d = 0; d < ndim; d++) {
+    put_u64(&w, (uint64_t)sizes[d]);
+    put_u64(&w, (uint64_t)dst_strides[d]);
+    put_u64(&w, (uint64_t)src_strides[d]);
+  }
+  return w.len;
+}
+
 size_t tsr_encode_stats(uint8_t *buf, uint32_t id, uint32_t device) {
   writer w = header(buf, TSR_STATS, id, 0);
   put_u32(&w, device);
@@ -384,6 +405,26 @@ int tsr_decode(const void *buf, size_t len, int is_reply, tsr_msg *out, char *wh
       }
       case TSR_STATS:
         out->device = get_u32(&r);
+        break;
+      case TSR_COPY_STRIDED:
+        out->handle = get_u64(&r);
+        out->offset = get_u64(&r);
+        out->src_handle = get_u64(&r);
+        out->src_offset = get_u64(&r);
+        out->element_size = get_u32(&r);
+        out->ndim = get_u32(&r);
+        if (!r.bad && (out->ndim == 0 || out->ndim > TSR_MAX_DIMS))
+          return fail(why, why_size, TSR_ST_BADMSG, "COPY_STRIDED: %u dimensions (1 to %u)",
+                      out->ndim, TSR_MAX_DIMS);
+        for (uint32_t d = 0; d < out->ndim && !r.bad; d++) {
+          uint64_t v[3] = {get_u64(&r), get_u64(&r), get_u64(&r)};
+          if (!r.bad && (v[0] | v[1] | v[2]) >> 63)
+            return fail(why, why_size, TSR_ST_BADMSG,
+                        "COPY_STRIDED: dimension %u: a size or stride of 2^63 or more", d);
+          out->sizes[d] = (int64_t)v[0];
+          out->dst_strides[d] = (int64_t)v[1];
+          out->src_strides[d] = (int64_t)v[2];
+        }
         break;
       default: /* BYE: no body */
         break;

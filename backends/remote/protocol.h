@@ -48,6 +48,7 @@
 #define TSR_MAX_DEVICES 64u
 #define TSR_MAX_RKEY 4096u     /* a packed UCX key; tcp's are ~100 bytes, RDMA's a few hundred */
 #define TSR_MAX_TEXT 240u      /* an error reply's message */
+#define TSR_MAX_DIMS 64u       /* COPY_STRIDED, as backend.h's copy_strided */
 #define TSR_MAX_MESSAGE (TSR_HEADER_SIZE + 8u + TSR_MAX_DEVICES * (TSR_DEVICE_NAME_SIZE + 8u) + TSR_MAC_SIZE + TSR_MAX_RKEY)
 
 /* Message types: X(NAME, value, request body bytes, reply body bytes; -1 when
@@ -61,7 +62,8 @@
   X(COPY, 5, 40, 0)      /* dst handle, dst offset, src handle, src offset, nbytes */   \
   X(FILL, 6, 44, 0)      /* handle, offset, nbytes, pattern size, pattern[16] */        \
   X(STATS, 7, 4, 40)     /* device -> held, peak, allocs, frees, server total */        \
-  X(BYE, 8, 0, 0)
+  X(BYE, 8, 0, 0)                                                                       \
+  X(COPY_STRIDED, 9, -1, 0) /* as COPY, element size, ndim, per dim: size, strides */
 
 enum {
 #define TSR__TYPE(name, value, req, rep) TSR_##name = value,
@@ -127,6 +129,10 @@ typedef struct tsr_msg {
   /* FILL */
   uint32_t pattern_size;
   uint8_t pattern[16];
+  /* COPY_STRIDED: handle/offset and src_handle/src_offset as COPY; strides in
+   * bytes; every value below 2^63 */
+  uint32_t element_size, ndim;
+  int64_t sizes[TSR_MAX_DIMS], dst_strides[TSR_MAX_DIMS], src_strides[TSR_MAX_DIMS];
   /* STATS reply */
   uint64_t held, peak, allocs, frees, server_total;
   /* error replies */
@@ -152,6 +158,11 @@ size_t tsr_encode_copy(uint8_t *buf, uint32_t id, uint64_t dst, uint64_t dst_off
                        uint64_t src_off, uint64_t nbytes);
 size_t tsr_encode_fill(uint8_t *buf, uint32_t id, uint64_t handle, uint64_t offset,
                        uint64_t nbytes, uint32_t pattern_size, const uint8_t *pattern);
+/* ndim is 1 to TSR_MAX_DIMS; sizes and strides (in bytes) are not negative. */
+size_t tsr_encode_copy_strided(uint8_t *buf, uint32_t id, uint64_t dst, uint64_t dst_off,
+                               uint64_t src, uint64_t src_off, uint32_t element_size, int ndim,
+                               const int64_t *sizes, const int64_t *dst_strides,
+                               const int64_t *src_strides);
 size_t tsr_encode_stats(uint8_t *buf, uint32_t id, uint32_t device);
 size_t tsr_encode_bye(uint8_t *buf, uint32_t id);
 

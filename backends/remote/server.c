@@ -315,6 +315,68 @@ static void on_copy(server *s, srv_client *c, const tsr_msg *m) {
   send_reply(s, c, tsr_encode_empty_reply(s->reply, m->type, m->id));
 }
 
+/* The bytes a strided side spans (element_size + sum of (size - 1) * stride),
+ * into *span; 0, or -1 when that overflows. */
+static int strided_span(const tsr_msg *m, const int64_t *strides, uint64_t *span) {
+  uint64_t total = m->element_size;
+  for (uint32_t d = 0; d < m->ndim; d++) {
+    uint64_t ext;
+    if (__builtin_mul_overflow((uint64_t)(m->sizes[d] - 1), (uint64_t)strides[d], &ext) ||
+        __builtin_add_overflow(total, ext, &total))
+      return -1;
+  }
+  *span = total;
+  return 0;
+}
+
+/* backend.h's copy_strided, inside two blocks of this client. The element
+ * count is bounded by what the destination span holds (its elements share no
+ * byte), so a request cannot make the server loop longer than its memory. */
+static void on_copy_strided(server *s, srv_client *c, const tsr_msg *m) {
+  srv_block *dst = block_find(c, m->handle), *src = block_find(c, m->src_handle);
+  if (!dst || !src)
+    return send_error(s, c, m, TSR_ST_NOHANDLE, "handle 0x%llx",
+                      (unsigned long long)(dst ? m->src_handle : m->handle));
+  if (m->element_size == 0 || m->element_size > 1024)
+    return send_error(s, c, m, TSR_ST_INVAL, "elements of %u bytes", m->element_size);
+  uint64_t n = 1;
+  for (uint32_t d = 0; d < m->ndim; d++) {
+    if (m->sizes[d] == 0) /* nothing to copy */
+      return send_reply(s, c, tsr_encode_empty_reply(s->reply, m->type, m->id));
+    if (__builtin_mul_overflow(n, (uint64_t)m->sizes[d], &n))
+      return send_error(s, c, m, TSR_ST_INVAL, "element count overflows");
+  }
+  uint64_t dspan, sspan;
+  if (strided_span(m, m->dst_strides, &dspan) || strided_span(m, m->src_strides, &sspan) ||
+      !in_block(dst, m->offset, dspan) || !in_block(src, m->src_offset, sspan))
+    return send_error(s, c, m, TSR_ST_RANGE, "a strided block of %u dims outside its blocks",
+                      m->ndim);
+  if (n > dspan / m->element_size)
+    return send_error(s, c, m, TSR_ST_INVAL,
+                      "%llu elements of %u bytes cannot be apart in a span of %llu bytes",
+                      (unsigned long long)n, m->element_size, (unsigned long long)dspan);
+  uint8_t *to = (uint8_t *)dst->addr + m->offset;
+  const uint8_t *from = (const uint8_t *)src->addr + m->src_offset;
+  int64_t idx[TSR_MAX_DIMS] = {0};
+  int last = (int)m->ndim - 1;
+  uint64_t doff = 0, soff = 0;
+  for (;;) {
+    for (int64_t i = 0; i < m->sizes[last]; i++) /* the innermost dimension */
+      memmove(to + doff + (uint64_t)i * (uint64_t)m->dst_strides[last],
+              from + soff + (uint64_t)i * (uint64_t)m->src_strides[last], m->element_size);
+    int d = last - 1;
+    while (d >= 0 && ++idx[d] == m->sizes[d]) {
+      doff -= (uint64_t)(m->sizes[d] - 1) * (uint64_t)m->dst_strides[d];
+      soff -= (uint64_t)(m->sizes[d] - 1) * (uint64_t)m->src_strides[d];
+      idx[d--] = 0;
+    }
+    if (d < 0) break;
+    doff += (uint64_t)m->dst_strides[d];
+    soff += (uint64_t)m->src_strides[d];
+  }
+  send_reply(s, c, tsr_encode_empty_reply(s->reply, m->type, m->id));
+}
+
 static void on_fill(server *s, srv_client *c, const tsr_msg *m) {
   srv_block *b = block_find(c, m->handle);
   if (!b)
@@ -390,6 +452,8 @@ static void handle(server *s, srv_client *c, const uint8_t *data, size_t len) {
       return on_fill(s, c, &m);
     case TSR_STATS:
       return on_stats(s, c, &m);
+    case TSR_COPY_STRIDED:
+      return on_copy_strided(s, c, &m);
   }
   send_error(s, c, &m, TSR_ST_BADMSG, "unexpected type %d", m.type);
 }

@@ -31,6 +31,9 @@ static void check_decoded(const tsr_msg *m, int is_reply) {
   require(tsr_type_known(m->type) || (is_reply && m->status != 0), "type");
   require(strlen(m->text) <= TSR_MAX_TEXT, "text");
   require(m->ndevices <= TSR_MAX_DEVICES, "ndevices");
+  require(m->ndim <= TSR_MAX_DIMS, "ndim");
+  for (uint32_t d = 0; d < m->ndim; d++)
+    require(m->sizes[d] >= 0 && m->dst_strides[d] >= 0 && m->src_strides[d] >= 0, "negative");
   for (uint32_t i = 0; i < m->ndevices; i++)
     require(memchr(m->devices[i].name, '\0', TSR_DEVICE_NAME_SIZE) != NULL, "device name");
   if (m->rkey) require(m->rkey_len >= 1 && m->rkey_len <= TSR_MAX_RKEY, "rkey_len");
@@ -57,6 +60,10 @@ static size_t reencode(const tsr_msg *m) {
       return tsr_encode_stats(again, m->id, m->device);
     case TSR_BYE:
       return tsr_encode_bye(again, m->id);
+    case TSR_COPY_STRIDED:
+      return tsr_encode_copy_strided(again, m->id, m->handle, m->offset, m->src_handle,
+                                     m->src_offset, m->element_size, (int)m->ndim, m->sizes,
+                                     m->dst_strides, m->src_strides);
   }
   require(0, "a request of an unknown type decoded");
   return 0;
