@@ -141,6 +141,8 @@ START_TEST(crafted_messages_get_error_replies) {
   memset(raw, 0x5a, sizeof raw);
   ck_assert_int_eq(wire_call(&a, raw, 5, &m), TSR_ST_BADMSG); /* shorter than a header */
   ck_assert(strstr(m.text, "shorter") != NULL);
+  ck_assert_int_eq(wire_call(&a, raw, TSR_MAX_MESSAGE + 64, &m), TSR_ST_BADMSG); /* too long */
+  ck_assert(strstr(m.text, "longer") != NULL);
   size_t n = tsr_encode_stats(raw, 7, 0);
   raw[0] ^= 1; /* magic */
   ck_assert_int_eq(wire_call(&a, raw, n, &m), TSR_ST_BADMSG);

@@ -393,7 +393,8 @@ static void remote_free(void *state, int index, void *ptr, size_t nbytes, void *
       uint8_t buf[TSR_MAX_MESSAGE];
       tsr_msg reply;
       if (rpc(p, index, buf, tsr_encode_free(buf, 0, b->handle), &reply) != 0)
-        r->reg->log(r->m, TSTOR_LOG_WARN, "%s", "free failed");
+        r->reg->log(r->m, TSTOR_LOG_WARN, "remote:%d: freeing %zu bytes on peer %s failed: %s",
+                    index, nbytes, p->name, p->failed ? p->failure : p->refusal);
     }
     if (getpid() == r->pid) ucp_rkey_destroy(b->rkey);
     free(b);
@@ -775,7 +776,11 @@ static int remote_init(const tstor_registrar *reg, tstor_module *m, void **modul
   }
 
   /* Each peer in order; the ones that fail are reported and left out. */
-  char list[1024];
+  char list[4096];
+  if (strlen(peers) >= sizeof list) {
+    remote_free_all(r);
+    return reg->config_error(m, "peers", "longer than %zu characters", sizeof list - 1);
+  }
   snprintf(list, sizeof list, "%s", peers);
   size_t used = 0;
   int first_rc = 0;
@@ -806,7 +811,8 @@ static int remote_init(const tstor_registrar *reg, tstor_module *m, void **modul
       prc = TSTOR_ERANGE;
     }
     if (prc != 0) {
-      const char *detail = p->failure[0] ? p->failure : "refused";
+      char detail[sizeof p->failure];
+      snprintf(detail, sizeof detail, "%s", p->failure[0] ? p->failure : "refused");
       reg->log(m, TSTOR_LOG_WARN, "peer %s left out: %s", p->name, detail);
       if (!first_rc) first_rc = prc;
       if (used < msg_size)

@@ -60,6 +60,7 @@ typedef struct srv_msg {
   struct srv_msg *next;
   ucp_ep_h ep;
   size_t len;
+  int unread; /* too long or rendezvous: data holds nothing */
   uint8_t data[];
 } srv_msg;
 
@@ -77,7 +78,7 @@ typedef struct server {
   ucp_listener_h listener;
   srv_client *clients;
   srv_msg *queue_head, **queue_tail;
-  unsigned long accepted;
+  unsigned long accepted, dropped;
   uint64_t total_held;
   atomic_int stop;
   uint8_t reply[TSR_MAX_MESSAGE];
@@ -472,18 +473,21 @@ static ucs_status_t on_request(void *arg, const void *header, size_t header_leng
   server *s = arg;
   (void)header;
   (void)header_length;
-  if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) || param->reply_ep == NULL ||
-      length > TSR_MAX_MESSAGE) {
-    slog(s, "dropped a request of %zu bytes (%s)", length,
-         param->reply_ep == NULL ? "no reply endpoint" : "a rendezvous message");
+  if (param->reply_ep == NULL) { /* nobody to answer */
+    if (++s->dropped <= REFUSALS_LOGGED)
+      slog(s, "dropped a request of %zu bytes without a reply endpoint%s", length,
+           s->dropped == REFUSALS_LOGGED ? "; further drops are not logged" : "");
     return UCS_OK;
   }
-  srv_msg *q = malloc(sizeof *q + length);
+  /* Too long, or its data not here (rendezvous): refused unread, with a reply. */
+  int unread = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) || length > TSR_MAX_MESSAGE;
+  srv_msg *q = malloc(sizeof *q + (unread ? 0 : length));
   if (!q) return UCS_OK;
   q->next = NULL;
   q->ep = param->reply_ep;
   q->len = length;
-  if (length) memcpy(q->data, data, length);
+  q->unread = unread;
+  if (!unread && length) memcpy(q->data, data, length);
   *s->queue_tail = q;
   s->queue_tail = &q->next;
   return UCS_OK;
@@ -559,24 +563,32 @@ static void client_destroy(server *s, srv_client *c, const char *why) {
   free(c);
 }
 
+/* Drops the queued requests that came through ep. */
+static void queue_purge(server *s, ucp_ep_h ep) {
+  for (srv_msg **q = &s->queue_head; *q;) {
+    if ((*q)->ep == ep) {
+      srv_msg *gone = *q;
+      *q = gone->next;
+      free(gone);
+    } else {
+      q = &(*q)->next;
+    }
+  }
+  s->queue_tail = &s->queue_head;
+  while (*s->queue_tail) s->queue_tail = &(*s->queue_tail)->next;
+}
+
 static void reap(server *s) {
   for (srv_client **p = &s->clients; *p;) {
     srv_client *c = *p;
     if (c->dead) {
       *p = c->next;
-      /* drop its queued requests */
-      for (srv_msg **q = &s->queue_head; *q;) {
-        if ((*q)->ep == c->ep) {
-          srv_msg *gone = *q;
-          *q = gone->next;
-          free(gone);
-        } else {
-          q = &(*q)->next;
-        }
-      }
-      s->queue_tail = &s->queue_head;
-      while (*s->queue_tail) s->queue_tail = &(*s->queue_tail)->next;
+      ucp_ep_h ep = c->ep;
+      queue_purge(s, ep);
       client_destroy(s, c, "disconnected");
+      /* and what arrived while the endpoint closed, before UCX may hand its
+       * address to a new connection */
+      queue_purge(s, ep);
     } else {
       p = &c->next;
     }
@@ -590,8 +602,13 @@ static void drain(server *s) {
     if (!s->queue_head) s->queue_tail = &s->queue_head;
     srv_client *c = s->clients;
     while (c && c->ep != q->ep) c = c->next;
-    if (c && !c->dead)
+    if (c && !c->dead && q->unread) {
+      tsr_msg m = {.type = 0};
+      send_error(s, c, &m, TSR_ST_BADMSG, "message of %zu bytes, longer than %u or not eager",
+                 q->len, (unsigned)TSR_MAX_MESSAGE);
+    } else if (c && !c->dead) {
       handle(s, c, q->data, q->len);
+    }
     else if (!c)
       slog(s, "dropped a request from an unknown endpoint");
     free(q);
