@@ -5,12 +5,15 @@
  * server stays up, that one client never reaches another's block, and that
  * a client that drops its connection has its blocks freed (the server's
  * stats say so). */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <ucp/api/ucp.h>
 
 #include "protocol.h"
 #include "remotetest.h"
 
 #define SECRET "wire test secret, sixteen bytes or more"
+#define TSTOR_ABI_VERSION_FOR_TEST 0x10002u /* the liar claims backend ABI 1.2 */
 
 typedef struct wire {
   ucp_context_h ucp;
@@ -302,12 +305,194 @@ START_TEST(decoder_checks_every_size) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ a liar */
+
+/* A fake server that answers the client backend the way `mode` says, to
+ * check that tstor-remote.so turns every lie into an error code naming the
+ * peer instead of trusting it. */
+enum { LIE_VERSION, LIE_SHORT, LIE_TYPE, LIE_MAC, LIE_SILENT };
+
+typedef struct liar {
+  int mode;
+  ucp_context_h ucp;
+  ucp_worker_h worker;
+  ucp_listener_h listener;
+  ucp_ep_h eps[8];
+  int neps;
+  ucp_ep_h pending_ep;
+  size_t pending_len;
+  uint8_t pending[TSR_MAX_MESSAGE];
+  uint8_t cnonce[TSR_NONCE_SIZE], snonce[TSR_NONCE_SIZE];
+  uint8_t out[TSR_MAX_MESSAGE];
+  atomic_int stop;
+  pthread_t thread;
+  unsigned port;
+} liar;
+
+static ucs_status_t liar_request(void *arg, const void *header, size_t header_length, void *data,
+                                 size_t length, const ucp_am_recv_param_t *param) {
+  liar *l = arg;
+  (void)header, (void)header_length;
+  if (length <= TSR_MAX_MESSAGE && param->reply_ep) {
+    memcpy(l->pending, data, length);
+    l->pending_len = length;
+    l->pending_ep = param->reply_ep;
+  }
+  return UCS_OK;
+}
+
+static void liar_connect(ucp_conn_request_h req, void *arg) {
+  liar *l = arg;
+  ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST, .conn_request = req};
+  if (l->neps < 8 && ucp_ep_create(l->worker, &ep, &l->eps[l->neps]) == UCS_OK) l->neps++;
+}
+
+static void liar_send(liar *l, size_t len) {
+  ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                               .flags = UCP_AM_SEND_FLAG_EAGER};
+  ucs_status_ptr_t req = ucp_am_send_nbx(l->pending_ep, TSR_AM_REPLY, NULL, 0, l->out, len, &param);
+  if (UCS_PTR_IS_PTR(req)) {
+    while (ucp_request_check_status(req) == UCS_INPROGRESS) ucp_worker_progress(l->worker);
+    ucp_request_free(req);
+  }
+}
+
+/* Answers one request as the mode says. */
+static void liar_answer(liar *l) {
+  tsr_msg m;
+  char why[200];
+  if (tsr_decode(l->pending, l->pending_len, 0, &m, why, sizeof why) != 0) return;
+  if (l->mode == LIE_SILENT) return; /* never answers */
+  size_t n;
+  if (m.type == TSR_HELLO) {
+    memcpy(l->cnonce, m.nonce, TSR_NONCE_SIZE);
+    memset(l->snonce, 0x33, TSR_NONCE_SIZE);
+    n = tsr_encode_challenge(l->out, m.id, TSTOR_ABI_VERSION_FOR_TEST, l->snonce);
+    if (l->mode == LIE_VERSION) l->out[4] = 99;
+    if (l->mode == LIE_SHORT) n -= 5;
+    if (l->mode == LIE_TYPE) n = tsr_encode_empty_reply(l->out, TSR_FREE, m.id); /* well formed */
+    return liar_send(l, n);
+  }
+  if (m.type == TSR_AUTH) {
+    uint8_t mac[TSR_MAC_SIZE];
+    tsr_mac((const uint8_t *)SECRET, strlen(SECRET), "server", l->cnonce, l->snonce, mac);
+    if (l->mode == LIE_MAC) mac[0] ^= 1;
+    tsr_device_desc d = {"cpu:0", 0};
+    return liar_send(l, tsr_encode_welcome(l->out, m.id, mac, &d, 1));
+  }
+  liar_send(l, tsr_encode_empty_reply(l->out, m.type, m.id));
+}
+
+static void *liar_thread(void *arg) {
+  liar *l = arg;
+  while (!atomic_load(&l->stop)) {
+    ucp_worker_progress(l->worker);
+    if (l->pending_ep) {
+      liar_answer(l);
+      l->pending_ep = NULL;
+    }
+  }
+  return NULL;
+}
+
+static void liar_start(liar *l, int mode) {
+  memset(l, 0, sizeof *l);
+  l->mode = mode;
+  ucp_params_t params = {.field_mask = UCP_PARAM_FIELD_FEATURES,
+                         .features = UCP_FEATURE_AM | UCP_FEATURE_RMA};
+  ck_assert_int_eq(ucp_init(&params, NULL, &l->ucp), UCS_OK);
+  ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                            .thread_mode = UCS_THREAD_MODE_SINGLE};
+  ck_assert_int_eq(ucp_worker_create(l->ucp, &wp, &l->worker), UCS_OK);
+  ucp_am_handler_param_t am = {
+      .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                    UCP_AM_HANDLER_PARAM_FIELD_ARG,
+      .id = TSR_AM_REQUEST,
+      .cb = liar_request,
+      .arg = l,
+  };
+  ck_assert_int_eq(ucp_worker_set_am_recv_handler(l->worker, &am), UCS_OK);
+  for (int attempt = 0; attempt < 5 && !l->listener; attempt++) {
+    l->port = free_port();
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)l->port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ucp_listener_params_t lp = {
+        .field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
+        .sockaddr = {.addr = (struct sockaddr *)&sa, .addrlen = sizeof sa},
+        .conn_handler = {.cb = liar_connect, .arg = l},
+    };
+    if (ucp_listener_create(l->worker, &lp, &l->listener) != UCS_OK) l->listener = NULL;
+  }
+  ck_assert_ptr_nonnull(l->listener);
+  atomic_init(&l->stop, 0);
+  ck_assert_int_eq(pthread_create(&l->thread, NULL, liar_thread, l), 0);
+}
+
+static void liar_stop(liar *l) {
+  atomic_store(&l->stop, 1);
+  pthread_join(l->thread, NULL);
+  for (int i = 0; i < l->neps; i++) {
+    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                                 .flags = UCP_EP_CLOSE_FLAG_FORCE};
+    ucs_status_ptr_t req = ucp_ep_close_nbx(l->eps[i], &param);
+    if (UCS_PTR_IS_PTR(req)) {
+      while (ucp_request_check_status(req) == UCS_INPROGRESS) ucp_worker_progress(l->worker);
+      ucp_request_free(req);
+    }
+  }
+  ucp_listener_destroy(l->listener);
+  ucp_worker_destroy(l->worker);
+  ucp_cleanup(l->ucp);
+}
+
+/* Opens a client context against the liar; returns what the open returned. */
+static int open_against(liar *l, tstor_context **ctx) {
+  char ini[1024], peer[64];
+  snprintf(peer, sizeof peer, "127.0.0.1:%u", l->port);
+  client_config(ini, sizeof ini, peer, secret_path, 1000, 0);
+  *ctx = NULL;
+  return tstor_context_open_string(ini, "liar.ini", ctx);
+}
+
+START_TEST(replies_that_lie_are_errors) {
+  snprintf(secret_path, sizeof secret_path, "%s/remote-liar-secret-%d", TSTOR_TEST_BUILDDIR,
+           (int)getpid());
+  write_secret(secret_path, SECRET, 0600);
+  static const struct {
+    int mode, code;
+    const char *says;
+  } cases[] = {
+      {LIE_VERSION, TSTOR_EABI, "protocol version 99"},
+      {LIE_SHORT, TSTOR_EIO, "malformed reply"},
+      {LIE_TYPE, TSTOR_EIO, "answered with a FREE reply"},
+      {LIE_MAC, TSTOR_EACCES, "does not hold the secret"},
+      {LIE_SILENT, TSTOR_EIO, "no reply within 1000 ms"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    liar l;
+    liar_start(&l, cases[i].mode);
+    tstor_context *ctx;
+    double t0 = mono_s();
+    ck_tstor_err(open_against(&l, &ctx), cases[i].code);
+    ck_last_error_has(cases[i].says);
+    char peer[64];
+    snprintf(peer, sizeof peer, "127.0.0.1:%u", l.port);
+    ck_last_error_has(peer);
+    ck_assert_double_lt(mono_s() - t0, 5.0);
+    liar_stop(&l);
+  }
+
+  unlink(secret_path);
+}
+END_TEST
+
 static Suite *wire_suite(void) {
   Suite *s = suite_create("remote wire");
   TCase *tc = tcase_create("wire");
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, decoder_checks_every_size);
   tcase_add_test(tc, crafted_messages_get_error_replies);
+  tcase_add_test(tc, replies_that_lie_are_errors);
   suite_add_tcase(s, tc);
   return s;
 }
