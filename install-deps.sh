@@ -2,7 +2,9 @@
 # Installs the Debian 12 packages that building tstor and running its whole
 # test suite need: the toolchain and autotools, inih, Check, and valgrind,
 # lcov and clang for the sanitizer, coverage and fuzzing runs; jansson, libzip
-# and the DLPack header for the checkpoint library; and PyTorch, libtorch and
+# and the DLPack header for the checkpoint library; UCX (libucx-dev, and
+# ucx-utils for ucx_perftest) and OpenSSL's libcrypto (libssl-dev) for the
+# remote backend and tstor serve; and PyTorch, libtorch and
 # numpy, the real clients that tests and benchmarks compare with. As root it
 # runs apt-get directly; otherwise through sudo.
 set -e
@@ -11,4 +13,4 @@ as_root apt-get update -q
 as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
   build-essential autoconf automake libtool pkg-config \
   libinih-dev check valgrind lcov clang libclang-rt-14-dev python3 \
-  libjansson-dev libzip-dev libdlpack-dev python3-torch python3-torchvision python3-numpy libtorch-dev
+  libjansson-dev libzip-dev libdlpack-dev libucx-dev ucx-utils libssl-dev python3-torch python3-torchvision python3-numpy libtorch-dev

@@ -6,7 +6,7 @@
 set -eu
 top=${srcdir:-.}/..
 checker=$top/tests/layering.py
-LAYERING_DIRS=${LAYERING_DIRS:-"core core/io backends/cpu backends/meta backends/hpu-stub backends/cuda"}
+LAYERING_DIRS=${LAYERING_DIRS:-"core core/io backends/cpu backends/meta backends/hpu-stub backends/cuda backends/remote"}
 command -v python3 >/dev/null 2>&1 || { echo "SKIP: no python3"; exit 77; }
 
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/layering.XXXXXX") || exit 99

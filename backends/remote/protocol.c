@@ -1,0 +1,461 @@
+/* Encoding and decoding of the remote protocol (protocol.h). Every read goes
+ * through one bounds-checked cursor; a short or long body is refused before
+ * any field is used. */
+#include "protocol.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+const char *tsr_status_text(int status) {
+  switch (status) {
+#define TSR__ST_TEXT(name, value, text) \
+  case value:                           \
+    return text;
+    TSR_STATUS_MAP(TSR__ST_TEXT)
+#undef TSR__ST_TEXT
+  }
+  return "unknown status";
+}
+
+const char *tsr_type_name(int type) {
+  switch (type & ~TSR_REPLY) {
+#define TSR__TYPE_NAME(name, value, req, rep) \
+  case value:                                 \
+    return #name;
+    TSR_MSG_MAP(TSR__TYPE_NAME)
+#undef TSR__TYPE_NAME
+  }
+  return "unknown";
+}
+
+/* Body sizes by type; -1: variable, checked field by field. */
+static int body_size(int type, int is_reply) {
+  switch (type) {
+#define TSR__SIZE(name, value, req, rep) \
+  case value:                            \
+    return is_reply ? (int)(rep) : (int)(req);
+    TSR_MSG_MAP(TSR__SIZE)
+#undef TSR__SIZE
+  }
+  return -2;
+}
+
+int tsr_type_known(int type) {
+  return type >= 0 && type <= 0xff && body_size(type & ~TSR_REPLY, 0) != -2;
+}
+
+/* ------------------------------------------------------------- writer */
+
+typedef struct writer {
+  uint8_t *buf;
+  size_t len;
+} writer;
+
+static void put_u16(writer *w, uint16_t v) {
+  w->buf[w->len++] = (uint8_t)v;
+  w->buf[w->len++] = (uint8_t)(v >> 8);
+}
+
+static void put_u32(writer *w, uint32_t v) {
+  for (int i = 0; i < 4; i++) w->buf[w->len++] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_u64(writer *w, uint64_t v) {
+  for (int i = 0; i < 8; i++) w->buf[w->len++] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_bytes(writer *w, const void *p, size_t n) {
+  if (n) memcpy(w->buf + w->len, p, n);
+  w->len += n;
+}
+
+static writer header(uint8_t *buf, int type, uint32_t id, int32_t status) {
+  writer w = {buf, 0};
+  put_u32(&w, TSR_MAGIC);
+  put_u16(&w, (uint16_t)TSR_PROTO_VERSION);
+  put_u16(&w, (uint16_t)type);
+  put_u32(&w, id);
+  put_u32(&w, (uint32_t)status);
+  return w;
+}
+
+size_t tsr_encode_hello(uint8_t *buf, uint32_t id, uint32_t abi, const uint8_t *nonce) {
+  writer w = header(buf, TSR_HELLO, id, 0);
+  put_u32(&w, abi);
+  put_bytes(&w, nonce, TSR_NONCE_SIZE);
+  return w.len;
+}
+
+size_t tsr_encode_auth(uint8_t *buf, uint32_t id, const uint8_t *mac) {
+  writer w = header(buf, TSR_AUTH, id, 0);
+  put_bytes(&w, mac, TSR_MAC_SIZE);
+  return w.len;
+}
+
+size_t tsr_encode_alloc(uint8_t *buf, uint32_t id, uint32_t device, uint64_t nbytes) {
+  writer w = header(buf, TSR_ALLOC, id, 0);
+  put_u32(&w, device);
+  put_u64(&w, nbytes);
+  return w.len;
+}
+
+size_t tsr_encode_free(uint8_t *buf, uint32_t id, uint64_t handle) {
+  writer w = header(buf, TSR_FREE, id, 0);
+  put_u64(&w, handle);
+  return w.len;
+}
+
+size_t tsr_encode_copy(uint8_t *buf, uint32_t id, uint64_t dst, uint64_t dst_off, uint64_t src,
+                       uint64_t src_off, uint64_t nbytes) {
+  writer w = header(buf, TSR_COPY, id, 0);
+  put_u64(&w, dst);
+  put_u64(&w, dst_off);
+  put_u64(&w, src);
+  put_u64(&w, src_off);
+  put_u64(&w, nbytes);
+  return w.len;
+}
+
+size_t tsr_encode_fill(uint8_t *buf, uint32_t id, uint64_t handle, uint64_t offset,
+                       uint64_t nbytes, uint32_t pattern_size, const uint8_t *pattern) {
+  writer w = header(buf, TSR_FILL, id, 0);
+  uint8_t pat[16] = {0};
+  memcpy(pat, pattern, pattern_size < 16 ? pattern_size : 16); /* zero padding after it */
+  put_u64(&w, handle);
+  put_u64(&w, offset);
+  put_u64(&w, nbytes);
+  put_u32(&w, pattern_size);
+  put_bytes(&w, pat, 16);
+  return w.len;
+}
+
+size_t tsr_encode_copy_strided(uint8_t *buf, uint32_t id, uint64_t dst, uint64_t dst_off,
+                               uint64_t src, uint64_t src_off, uint32_t element_size, int ndim,
+                               const int64_t *sizes, const int64_t *dst_strides,
+                               const int64_t *src_strides) {
+  writer w = header(buf, TSR_COPY_STRIDED, id, 0);
+  if (ndim < 0) ndim = 0;
+  if (ndim > (int)TSR_MAX_DIMS) ndim = TSR_MAX_DIMS;
+  put_u64(&w, dst);
+  put_u64(&w, dst_off);
+  put_u64(&w, src);
+  put_u64(&w, src_off);
+  put_u32(&w, element_size);
+  put_u32(&w, (uint32_t)ndim);
+  for (int d = 0; d < ndim; d++) {
+    put_u64(&w, (uint64_t)sizes[d]);
+    put_u64(&w, (uint64_t)dst_strides[d]);
+    put_u64(&w, (uint64_t)src_strides[d]);
+  }
+  return w.len;
+}
+
+size_t tsr_encode_stats(uint8_t *buf, uint32_t id, uint32_t device) {
+  writer w = header(buf, TSR_STATS, id, 0);
+  put_u32(&w, device);
+  return w.len;
+}
+
+size_t tsr_encode_bye(uint8_t *buf, uint32_t id) { return header(buf, TSR_BYE, id, 0).len; }
+
+size_t tsr_encode_error(uint8_t *buf, int type, uint32_t id, int status, const char *text) {
+  writer w = header(buf, (type & ~TSR_REPLY) | TSR_REPLY, id, status);
+  size_t n = text ? strlen(text) : 0;
+  if (n > TSR_MAX_TEXT) n = TSR_MAX_TEXT;
+  put_u16(&w, (uint16_t)n);
+  put_bytes(&w, text, n);
+  return w.len;
+}
+
+size_t tsr_encode_empty_reply(uint8_t *buf, int type, uint32_t id) {
+  return header(buf, (type & ~TSR_REPLY) | TSR_REPLY, id, 0).len;
+}
+
+size_t tsr_encode_challenge(uint8_t *buf, uint32_t id, uint32_t abi, const uint8_t *nonce) {
+  writer w = header(buf, TSR_HELLO | TSR_REPLY, id, 0);
+  put_u32(&w, abi);
+  put_bytes(&w, nonce, TSR_NONCE_SIZE);
+  return w.len;
+}
+
+size_t tsr_encode_welcome(uint8_t *buf, uint32_t id, const uint8_t *mac,
+                          const tsr_device_desc *devices, uint32_t ndevices) {
+  writer w = header(buf, TSR_AUTH | TSR_REPLY, id, 0);
+  if (ndevices > TSR_MAX_DEVICES) ndevices = TSR_MAX_DEVICES;
+  put_bytes(&w, mac, TSR_MAC_SIZE);
+  put_u32(&w, ndevices);
+  for (uint32_t i = 0; i < ndevices; i++) {
+    char name[TSR_DEVICE_NAME_SIZE] = {0};
+    strncpy(name, devices[i].name, sizeof name - 1);
+    put_bytes(&w, name, sizeof name);
+    put_u64(&w, devices[i].capacity);
+  }
+  return w.len;
+}
+
+size_t tsr_encode_alloc_reply(uint8_t *buf, uint32_t id, uint64_t handle, uint64_t raddr,
+                              const void *rkey, uint32_t rkey_len) {
+  writer w = header(buf, TSR_ALLOC | TSR_REPLY, id, 0);
+  if (rkey_len > TSR_MAX_RKEY) rkey_len = 0; /* the server checks before; never overflow */
+  put_u64(&w, handle);
+  put_u64(&w, raddr);
+  put_u32(&w, rkey_len);
+  put_bytes(&w, rkey, rkey_len);
+  return w.len;
+}
+
+size_t tsr_encode_stats_reply(uint8_t *buf, uint32_t id, uint64_t held, uint64_t peak,
+                              uint64_t allocs, uint64_t frees, uint64_t server_total) {
+  writer w = header(buf, TSR_STATS | TSR_REPLY, id, 0);
+  put_u64(&w, held);
+  put_u64(&w, peak);
+  put_u64(&w, allocs);
+  put_u64(&w, frees);
+  put_u64(&w, server_total);
+  return w.len;
+}
+
+/* ------------------------------------------------------------- reader */
+
+/* One cursor over the message: every read checks what is left first and, on
+ * a short message, marks the reader bad and reads zeros. */
+typedef struct reader {
+  const uint8_t *buf;
+  size_t len, pos;
+  int bad;
+} reader;
+
+static int can_read(reader *r, size_t n) {
+  if (r->bad || n > r->len - r->pos) {
+    r->bad = 1;
+    return 0;
+  }
+  return 1;
+}
+
+static uint16_t get_u16(reader *r) {
+  if (!can_read(r, 2)) return 0;
+  const uint8_t *p = r->buf + r->pos;
+  r->pos += 2;
+  return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+static uint32_t get_u32(reader *r) {
+  if (!can_read(r, 4)) return 0;
+  uint32_t v = 0;
+  for (int i = 0; i < 4; i++) v |= (uint32_t)r->buf[r->pos + i] << (8 * i);
+  r->pos += 4;
+  return v;
+}
+
+static uint64_t get_u64(reader *r) {
+  if (!can_read(r, 8)) return 0;
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v |= (uint64_t)r->buf[r->pos + i] << (8 * i);
+  r->pos += 8;
+  return v;
+}
+
+static const uint8_t *get_bytes(reader *r, size_t n) {
+  if (!can_read(r, n)) return NULL;
+  const uint8_t *p = r->buf + r->pos;
+  r->pos += n;
+  return p;
+}
+
+static int fail(char *why, size_t why_size, int status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+static int fail(char *why, size_t why_size, int status, const char *fmt, ...) {
+  if (why && why_size) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, why_size, fmt, ap);
+    va_end(ap);
+  }
+  return status;
+}
+
+/* The variable bodies, each read field by field. */
+static void read_welcome(reader *r, tsr_msg *m, char *why, size_t why_size, int *rc) {
+  m->mac = get_bytes(r, TSR_MAC_SIZE);
+  m->ndevices = get_u32(r);
+  if (!r->bad && m->ndevices > TSR_MAX_DEVICES) {
+    *rc = fail(why, why_size, TSR_ST_BADMSG, "%u devices, at most %u", m->ndevices,
+               TSR_MAX_DEVICES);
+    return;
+  }
+  for (uint32_t i = 0; i < m->ndevices && !r->bad; i++) {
+    const uint8_t *name = get_bytes(r, TSR_DEVICE_NAME_SIZE);
+    m->devices[i].capacity = get_u64(r);
+    if (!name) break;
+    memcpy(m->devices[i].name, name, TSR_DEVICE_NAME_SIZE);
+    if (memchr(name, '\0', TSR_DEVICE_NAME_SIZE) == NULL) {
+      *rc = fail(why, why_size, TSR_ST_BADMSG, "device %u: name not terminated", i);
+      return;
+    }
+  }
+}
+
+static void read_alloc_reply(reader *r, tsr_msg *m, char *why, size_t why_size, int *rc) {
+  m->handle = get_u64(r);
+  m->raddr = get_u64(r);
+  m->rkey_len = get_u32(r);
+  if (!r->bad && (m->rkey_len == 0 || m->rkey_len > TSR_MAX_RKEY)) {
+    *rc = fail(why, why_size, TSR_ST_BADMSG, "key of %u bytes (1 to %u)", m->rkey_len,
+               TSR_MAX_RKEY);
+    return;
+  }
+  m->rkey = get_bytes(r, m->rkey_len);
+}
+
+static void read_error(reader *r, tsr_msg *m, char *why, size_t why_size, int *rc) {
+  uint16_t n = get_u16(r);
+  if (!r->bad && n > TSR_MAX_TEXT) {
+    *rc = fail(why, why_size, TSR_ST_BADMSG, "error text of %u bytes", (unsigned)n);
+    return;
+  }
+  const uint8_t *text = get_bytes(r, n);
+  if (!text) return;
+  memcpy(m->text, text, n);
+  m->text[n] = '\0';
+  for (uint16_t i = 0; i < n; i++) /* no control characters reach a log */
+    if ((unsigned char)m->text[i] < 0x20 || m->text[i] == 0x7f) m->text[i] = '?';
+}
+
+int tsr_decode(const void *buf, size_t len, int is_reply, tsr_msg *out, char *why,
+               size_t why_size) {
+  memset(out, 0, sizeof *out);
+  if (buf == NULL || len < TSR_HEADER_SIZE)
+    return fail(why, why_size, TSR_ST_BADMSG, "message of %zu bytes, shorter than a header",
+                len);
+  if (len > TSR_MAX_MESSAGE)
+    return fail(why, why_size, TSR_ST_BADMSG, "message of %zu bytes, longer than %u", len,
+                (unsigned)TSR_MAX_MESSAGE);
+  reader r = {buf, len, 0, 0};
+  uint32_t magic = get_u32(&r);
+  out->version = get_u16(&r);
+  int type = get_u16(&r);
+  out->type = type;
+  out->id = get_u32(&r);
+  out->status = (int32_t)get_u32(&r);
+  if (magic != TSR_MAGIC)
+    return fail(why, why_size, TSR_ST_BADMSG, "bad magic 0x%08x", (unsigned)magic);
+  if (out->version != TSR_PROTO_VERSION)
+    return fail(why, why_size, TSR_ST_VERSION, "protocol version %u, this side speaks %u",
+                (unsigned)out->version, TSR_PROTO_VERSION);
+  if (((type & TSR_REPLY) != 0) != (is_reply != 0))
+    return fail(why, why_size, TSR_ST_BADMSG, "a %s where a %s was expected",
+                (type & TSR_REPLY) ? "reply" : "request", is_reply ? "reply" : "request");
+  int base = type & ~TSR_REPLY;
+  int size = body_size(base, is_reply);
+  /* An error reply to a message whose type could not be read says type 0. */
+  int unknown_ok = is_reply && out->status != 0 && base == 0;
+  if ((size == -2 && !unknown_ok) || (type & ~(TSR_REPLY | 0x7f)) != 0)
+    return fail(why, why_size, TSR_ST_BADMSG, "unknown message type %d", type);
+  if (!is_reply && out->status != 0)
+    return fail(why, why_size, TSR_ST_BADMSG, "a request with status %d", (int)out->status);
+
+  int rc = 0;
+  if (is_reply && out->status != 0) {
+    read_error(&r, out, why, why_size, &rc);
+  } else if (size >= 0 && len - TSR_HEADER_SIZE != (size_t)size) {
+    return fail(why, why_size, TSR_ST_BADMSG, "%s%s of %zu bytes, its body is %d",
+                tsr_type_name(base), is_reply ? " reply" : "", len - TSR_HEADER_SIZE, size);
+  } else if (!is_reply) {
+    switch (base) {
+      case TSR_HELLO:
+        out->abi = get_u32(&r);
+        out->nonce = get_bytes(&r, TSR_NONCE_SIZE);
+        break;
+      case TSR_AUTH:
+        out->mac = get_bytes(&r, TSR_MAC_SIZE);
+        break;
+      case TSR_ALLOC:
+        out->device = get_u32(&r);
+        out->nbytes = get_u64(&r);
+        break;
+      case TSR_FREE:
+        out->handle = get_u64(&r);
+        break;
+      case TSR_COPY:
+        out->handle = get_u64(&r);
+        out->offset = get_u64(&r);
+        out->src_handle = get_u64(&r);
+        out->src_offset = get_u64(&r);
+        out->nbytes = get_u64(&r);
+        break;
+      case TSR_FILL: {
+        out->handle = get_u64(&r);
+        out->offset = get_u64(&r);
+        out->nbytes = get_u64(&r);
+        out->pattern_size = get_u32(&r);
+        const uint8_t *pat = get_bytes(&r, 16);
+        if (!pat) break;
+        memcpy(out->pattern, pat, 16);
+        for (uint32_t i = out->pattern_size; i < 16; i++)
+          if (pat[i] != 0)
+            return fail(why, why_size, TSR_ST_BADMSG, "FILL: pattern byte %u past its size %u",
+                        i, out->pattern_size);
+        break;
+      }
+      case TSR_STATS:
+        out->device = get_u32(&r);
+        break;
+      case TSR_COPY_STRIDED:
+        out->handle = get_u64(&r);
+        out->offset = get_u64(&r);
+        out->src_handle = get_u64(&r);
+        out->src_offset = get_u64(&r);
+        out->element_size = get_u32(&r);
+        out->ndim = get_u32(&r);
+        if (!r.bad && (out->ndim == 0 || out->ndim > TSR_MAX_DIMS))
+          return fail(why, why_size, TSR_ST_BADMSG, "COPY_STRIDED: %u dimensions (1 to %u)",
+                      out->ndim, TSR_MAX_DIMS);
+        for (uint32_t d = 0; d < out->ndim && !r.bad; d++) {
+          uint64_t v[3] = {get_u64(&r), get_u64(&r), get_u64(&r)};
+          if (!r.bad && (v[0] | v[1] | v[2]) >> 63)
+            return fail(why, why_size, TSR_ST_BADMSG,
+                        "COPY_STRIDED: dimension %u: a size or stride of 2^63 or more", d);
+          out->sizes[d] = (int64_t)v[0];
+          out->dst_strides[d] = (int64_t)v[1];
+          out->src_strides[d] = (int64_t)v[2];
+        }
+        break;
+      default: /* BYE: no body */
+        break;
+    }
+  } else {
+    switch (base) {
+      case TSR_HELLO:
+        out->abi = get_u32(&r);
+        out->nonce = get_bytes(&r, TSR_NONCE_SIZE);
+        break;
+      case TSR_AUTH:
+        read_welcome(&r, out, why, why_size, &rc);
+        break;
+      case TSR_ALLOC:
+        read_alloc_reply(&r, out, why, why_size, &rc);
+        break;
+      case TSR_STATS:
+        out->held = get_u64(&r);
+        out->peak = get_u64(&r);
+        out->allocs = get_u64(&r);
+        out->frees = get_u64(&r);
+        out->server_total = get_u64(&r);
+        break;
+      default: /* FREE, COPY, FILL, BYE: no body */
+        break;
+    }
+  }
+  if (rc) return rc;
+  if (r.bad) return fail(why, why_size, TSR_ST_BADMSG, "%s: body cut short", tsr_type_name(base));
+  if (r.pos != len)
+    return fail(why, why_size, TSR_ST_BADMSG, "%s: %zu bytes after the body",
+                tsr_type_name(base), len - r.pos);
+  return 0;
+}

@@ -1,0 +1,201 @@
+/* The wire protocol between tstor-remote.so (the client) and `tstor serve`
+ * (the server): one header, shared by both, and by the fuzz target.
+ *
+ * Model. The control plane is one UCX active message per request and one per
+ * reply (AM id TSR_AM_REQUEST client to server, TSR_AM_REPLY back). The data
+ * plane carries no messages: the server maps each block with ucp_mem_map and
+ * hands the client a packed remote key; the client then reads and writes the
+ * block one-sidedly (ucp_get_nbx / ucp_put_nbx). Only storage operations cross
+ * the wire: no code, no function pointers, no graphs.
+ *
+ * Encoding. Every message is a 16-byte header followed by a body whose layout
+ * the header's type fixes. Every integer is little-endian and of fixed width;
+ * strings are fixed-size, NUL-padded fields; the only variable-length fields
+ * (a packed key, an error text, the device list) carry their length first and
+ * are bounded below. A message is decoded through one bounds-checked cursor
+ * (tsr_reader); tsr_decode checks the magic, the version, the type, and that the
+ * body is exactly as long as its type says, before any field is used.
+ *
+ * Versioning. TSR_PROTO_VERSION is one number, sent in every header; a peer
+ * answers a hello of another version with TSR_ST_VERSION and the version it
+ * speaks, and nothing else is accepted from that client. New message types and
+ * fields mean a new version: there is no optional field on the wire.
+ *
+ * Sessions. hello (client nonce) -> challenge (server nonce); auth (HMAC of
+ * both nonces under the shared secret) -> welcome (the server's own HMAC, so
+ * the client knows the server holds the secret too, and the device list). Only
+ * then are alloc, free, copy, fill and stats accepted. bye ends the session and
+ * frees the client's blocks; a connection that drops does the same.
+ *
+ * Ownership: the encoders write into a caller's buffer of TSR_MAX_MESSAGE
+ * bytes; the decoder fills a tsr_msg whose pointers point into the buffer it
+ * was given (borrowed, valid as long as that buffer). */
+#ifndef TSTOR_REMOTE_PROTOCOL_H
+#define TSTOR_REMOTE_PROTOCOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TSR_MAGIC 0x4d525354u /* "TSRM" little-endian */
+#define TSR_PROTO_VERSION 1u
+#define TSR_AM_REQUEST 17u
+#define TSR_AM_REPLY 18u
+
+#define TSR_HEADER_SIZE 16u
+#define TSR_NONCE_SIZE 32u
+#define TSR_MAC_SIZE 32u       /* HMAC-SHA256 */
+#define TSR_DEVICE_NAME_SIZE 32u
+#define TSR_MAX_DEVICES 64u
+#define TSR_MAX_RKEY 4096u     /* a packed UCX key; tcp's are ~100 bytes, RDMA's a few hundred */
+#define TSR_MAX_TEXT 240u      /* an error reply's message */
+#define TSR_MAX_DIMS 64u       /* COPY_STRIDED, as backend.h's copy_strided */
+#define TSR_MAX_MESSAGE (TSR_HEADER_SIZE + 8u + TSR_MAX_DEVICES * (TSR_DEVICE_NAME_SIZE + 8u) + TSR_MAC_SIZE + TSR_MAX_RKEY)
+
+/* Message types: X(NAME, value, request body bytes, reply body bytes; -1 when
+ * variable). A reply has the request's type with TSR_REPLY set; an error reply
+ * of any type has a nonzero status and the TEXT body. */
+#define TSR_MSG_MAP(X)                                                                  \
+  X(HELLO, 1, 4 + TSR_NONCE_SIZE, 4 + TSR_NONCE_SIZE) /* abi; nonce -> abi; nonce */    \
+  X(AUTH, 2, TSR_MAC_SIZE, -1)                        /* mac -> mac, devices */         \
+  X(ALLOC, 3, 12, -1)                                 /* device, nbytes -> block, key */ \
+  X(FREE, 4, 8, 0)                                    /* handle */                      \
+  X(COPY, 5, 40, 0)      /* dst handle, dst offset, src handle, src offset, nbytes */   \
+  X(FILL, 6, 44, 0)      /* handle, offset, nbytes, pattern size, pattern[16] */        \
+  X(STATS, 7, 4, 40)     /* device -> held, peak, allocs, frees, server total */        \
+  X(BYE, 8, 0, 0)                                                                       \
+  X(COPY_STRIDED, 9, -1, 0) /* as COPY, element size, ndim, per dim: size, strides */
+
+enum {
+#define TSR__TYPE(name, value, req, rep) TSR_##name = value,
+  TSR_MSG_MAP(TSR__TYPE)
+#undef TSR__TYPE
+  TSR_REPLY = 0x80
+};
+
+/* Statuses in a reply's header: 0 or one of these, each a TSTOR_E* code on
+ * the client (tsr_status_to_tstor in client.c). */
+#define TSR_STATUS_MAP(X)                                       \
+  X(OK, 0, "ok")                                                \
+  X(BADMSG, 1, "malformed message")                             \
+  X(VERSION, 2, "protocol version mismatch")                    \
+  X(DENIED, 3, "authentication failed")                         \
+  X(NOSESSION, 4, "not authenticated")                          \
+  X(NODEV, 5, "no such device")                                 \
+  X(NOHANDLE, 6, "no such block")                               \
+  X(RANGE, 7, "offset or length outside the block")             \
+  X(NOMEM, 8, "out of memory")                                  \
+  X(QUOTA, 9, "over this client's memory limit (max_client_mb)") \
+  X(INVAL, 10, "invalid argument")                              \
+  X(INTERNAL, 11, "server failure")
+
+enum {
+#define TSR__ST(name, value, text) TSR_ST_##name = value,
+  TSR_STATUS_MAP(TSR__ST)
+#undef TSR__ST
+};
+
+const char *tsr_status_text(int status);
+const char *tsr_type_name(int type);
+/* 1 when type (without TSR_REPLY) is one of TSR_MSG_MAP's. */
+int tsr_type_known(int type);
+
+typedef struct tsr_device_desc {
+  char name[TSR_DEVICE_NAME_SIZE]; /* "cpu:0", NUL-terminated by the decoder */
+  uint64_t capacity;               /* bytes, 0 when unknown */
+} tsr_device_desc;
+
+/* A decoded message. Fields other than the header's are set as `type` says. */
+typedef struct tsr_msg {
+  uint32_t version;
+  int type;       /* with TSR_REPLY for replies */
+  uint32_t id;    /* the request id a reply answers */
+  int32_t status; /* TSR_ST_*; replies only */
+  /* HELLO */
+  uint32_t abi;
+  const uint8_t *nonce; /* TSR_NONCE_SIZE bytes */
+  /* AUTH request and reply */
+  const uint8_t *mac; /* TSR_MAC_SIZE bytes */
+  uint32_t ndevices;
+  tsr_device_desc devices[TSR_MAX_DEVICES];
+  /* ALLOC, STATS */
+  uint32_t device;
+  uint64_t nbytes; /* ALLOC, COPY, FILL */
+  /* ALLOC reply, FREE, FILL */
+  uint64_t handle, offset, raddr;
+  const uint8_t *rkey;
+  uint32_t rkey_len;
+  /* COPY */
+  uint64_t src_handle, src_offset;
+  /* FILL */
+  uint32_t pattern_size;
+  uint8_t pattern[16];
+  /* COPY_STRIDED: handle/offset and src_handle/src_offset as COPY; strides in
+   * bytes; every value below 2^63 */
+  uint32_t element_size, ndim;
+  int64_t sizes[TSR_MAX_DIMS], dst_strides[TSR_MAX_DIMS], src_strides[TSR_MAX_DIMS];
+  /* STATS reply */
+  uint64_t held, peak, allocs, frees, server_total;
+  /* error replies */
+  char text[TSR_MAX_TEXT + 1];
+} tsr_msg;
+
+/* Decodes buf[0..len) into *out. Returns 0, or a TSR_ST_* status (BADMSG,
+ * VERSION) with a reason in why (NUL-terminated, at most why_size bytes). A
+ * message of another version is decoded as far as its header. */
+int tsr_decode(const void *buf, size_t len, int is_reply, tsr_msg *out, char *why,
+               size_t why_size);
+
+/* ------------------------------------------------------------- encoders */
+
+/* Each writes a whole message into buf (at least TSR_MAX_MESSAGE bytes) and
+ * returns its length. tsr_encode_fill reads min(pattern_size, 16) bytes of
+ * pattern and pads the 16-byte field with zeros, which the decoder requires. */
+size_t tsr_encode_hello(uint8_t *buf, uint32_t id, uint32_t abi, const uint8_t *nonce);
+size_t tsr_encode_auth(uint8_t *buf, uint32_t id, const uint8_t *mac);
+size_t tsr_encode_alloc(uint8_t *buf, uint32_t id, uint32_t device, uint64_t nbytes);
+size_t tsr_encode_free(uint8_t *buf, uint32_t id, uint64_t handle);
+size_t tsr_encode_copy(uint8_t *buf, uint32_t id, uint64_t dst, uint64_t dst_off, uint64_t src,
+                       uint64_t src_off, uint64_t nbytes);
+size_t tsr_encode_fill(uint8_t *buf, uint32_t id, uint64_t handle, uint64_t offset,
+                       uint64_t nbytes, uint32_t pattern_size, const uint8_t *pattern);
+/* ndim is 1 to TSR_MAX_DIMS; sizes and strides (in bytes) are not negative. */
+size_t tsr_encode_copy_strided(uint8_t *buf, uint32_t id, uint64_t dst, uint64_t dst_off,
+                               uint64_t src, uint64_t src_off, uint32_t element_size, int ndim,
+                               const int64_t *sizes, const int64_t *dst_strides,
+                               const int64_t *src_strides);
+size_t tsr_encode_stats(uint8_t *buf, uint32_t id, uint32_t device);
+size_t tsr_encode_bye(uint8_t *buf, uint32_t id);
+
+/* Replies. */
+size_t tsr_encode_error(uint8_t *buf, int type, uint32_t id, int status, const char *text);
+size_t tsr_encode_empty_reply(uint8_t *buf, int type, uint32_t id);
+size_t tsr_encode_challenge(uint8_t *buf, uint32_t id, uint32_t abi, const uint8_t *nonce);
+size_t tsr_encode_welcome(uint8_t *buf, uint32_t id, const uint8_t *mac,
+                          const tsr_device_desc *devices, uint32_t ndevices);
+size_t tsr_encode_alloc_reply(uint8_t *buf, uint32_t id, uint64_t handle, uint64_t raddr,
+                              const void *rkey, uint32_t rkey_len);
+size_t tsr_encode_stats_reply(uint8_t *buf, uint32_t id, uint64_t held, uint64_t peak,
+                              uint64_t allocs, uint64_t frees, uint64_t server_total);
+
+/* ----------------------------------------------------------------- auth */
+
+/* HMAC-SHA256 (OpenSSL libcrypto) over the label and both nonces, under the
+ * secret: the client proves itself with label "client" and (server nonce,
+ * client nonce), the server with "server" and (client nonce, server nonce).
+ * Returns 0, or -1 when libcrypto fails. */
+int tsr_mac(const uint8_t *secret, size_t secret_len, const char *label, const uint8_t *first,
+            const uint8_t *second, uint8_t *mac_out);
+/* Compares two MACs in constant time: 1 when equal. */
+int tsr_mac_equal(const uint8_t *a, const uint8_t *b);
+/* Fills buf with n bytes from the system's random source (OpenSSL RAND_bytes);
+ * 0 or -1. */
+int tsr_random(uint8_t *buf, size_t n);
+
+/* Reads a secret file: refused (-1, reason in why) unless it is a regular file
+ * owned by this user and readable by nobody else (no group or other bits), and
+ * holds 16 to 4096 bytes (a trailing newline is dropped). *secret is malloc'd,
+ * the caller frees it (after wiping it) with tsr_secret_free. */
+int tsr_secret_read(const char *path, uint8_t **secret, size_t *len, char *why, size_t why_size);
+void tsr_secret_free(uint8_t *secret, size_t len);
+
+#endif

@@ -1,0 +1,172 @@
+/* Helpers for the remote suites: start a `tstor serve` of the build tree on
+ * a free loopback port, wait until it listens, stop it. Every server a test
+ * starts it stops; one left behind by a test that failed part-way gets
+ * SIGTERM when that test's process exits (PR_SET_PDEATHSIG). */
+#ifndef TSTOR_REMOTETEST_H
+#define TSTOR_REMOTETEST_H
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+#define REMOTE_TSTOR TSTOR_TEST_BUILDDIR "/../tools/tstor"
+
+typedef struct test_server {
+  pid_t pid;
+  unsigned port;
+  char log[256];
+} test_server;
+
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+#ifndef UNDER_TSAN
+#define UNDER_TSAN 0
+#endif
+
+/* UCX on loopback over tcp, unless the caller's environment chose. Under
+ * ThreadSanitizer, UCX's mmap hooks (which patch the process's mmap and
+ * munmap to watch registered memory) crash with TSan's own interceptors:
+ * they are turned off, for the servers the suite starts too. */
+static inline void remote_test_env(void) {
+  setenv("UCX_TLS", "self,tcp", 0);
+  setenv("UCX_NET_DEVICES", "lo", 0);
+  if (UNDER_TSAN) setenv("UCX_MEM_MMAP_HOOK_MODE", "none", 0);
+}
+
+static inline unsigned free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof a;
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+  ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+/* Writes a secret file of `mode` at path with the given text. */
+static inline void write_secret(const char *path, const char *text, mode_t mode) {
+  unlink(path);
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+  close(fd);
+  ck_assert_int_eq(chmod(path, mode), 0);
+}
+
+static inline int file_has(const char *path, const char *needle) {
+  char buf[65536];
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  return strstr(buf, needle) != NULL;
+}
+
+static inline double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Starts `tstor serve` with the secret file and extra arguments (NULL-ended
+ * list of up to 4), on a free port; returns 0 once it listens, -1 when it
+ * exited first (its log says why: ts->log). */
+static inline int server_start_args(test_server *ts, const char *secret, const char *tag,
+                                    const char *a1, const char *a2) {
+  for (int attempt = 0; attempt < 3; attempt++) {
+    ts->port = free_port();
+    snprintf(ts->log, sizeof ts->log, "%s/remote-%s-%u.log", TSTOR_TEST_BUILDDIR, tag, ts->port);
+    unlink(ts->log);
+    char listen[64];
+    snprintf(listen, sizeof listen, "127.0.0.1:%u", ts->port);
+    pid_t parent = getpid();
+    ts->pid = fork();
+    ck_assert_int_ge(ts->pid, 0);
+    if (ts->pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (getppid() != parent) _exit(127);
+      int fd = open(ts->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+        close(fd);
+      }
+      execl(REMOTE_TSTOR, "tstor", "serve", "--listen", listen, "--secret-file", secret, a1, a2,
+            (char *)NULL);
+      _exit(127);
+    }
+    double deadline = mono_s() + 20;
+    while (mono_s() < deadline) {
+      int status;
+      if (waitpid(ts->pid, &status, WNOHANG) == ts->pid) {
+        ts->pid = 0;
+        break; /* exited: a taken port, or a refusal the caller checks */
+      }
+      if (file_has(ts->log, "listening on")) return 0;
+      usleep(10000);
+    }
+    if (ts->pid) {
+      kill(ts->pid, SIGKILL);
+      waitpid(ts->pid, NULL, 0);
+      ts->pid = 0;
+    }
+    if (file_has(ts->log, "secret file")) return -1; /* a refusal: no retry */
+  }
+  return -1;
+}
+
+static inline void server_start(test_server *ts, const char *secret, const char *tag) {
+  int rc = server_start_args(ts, secret, tag, NULL, NULL);
+  ck_assert_msg(rc == 0, "tstor serve did not start; see %s", ts->log);
+}
+
+/* SIGTERM, then waits (at most 10 s) for a clean exit; returns its status. */
+static inline int server_stop(test_server *ts) {
+  if (ts->pid <= 0) return -1;
+  kill(ts->pid, SIGTERM);
+  int status = -1;
+  double deadline = mono_s() + 10;
+  while (mono_s() < deadline) {
+    if (waitpid(ts->pid, &status, WNOHANG) == ts->pid) {
+      ts->pid = 0;
+      return status;
+    }
+    usleep(10000);
+  }
+  kill(ts->pid, SIGKILL);
+  waitpid(ts->pid, &status, 0);
+  ts->pid = 0;
+  ck_abort_msg("tstor serve did not stop within 10 s of SIGTERM (log %s)", ts->log);
+  return status;
+}
+
+/* A client config naming the given peers ("127.0.0.1:P, ..."), with cpu and
+ * hpu-stub beside it. */
+static inline void client_config(char *buf, size_t size, const char *peers, const char *secret,
+                                 long timeout_ms, int optional) {
+  snprintf(buf, size,
+           "[backend cpu]\nlibrary = tstor-cpu.so\n"
+           "[backend hpu]\nlibrary = tstor-hpu-stub.so\ndevices = 1\nmemory_mb = 64\n"
+           "[backend remote]\nlibrary = tstor-remote.so\noptional = %s\npeers = %s\n"
+           "secret_file = %s\ntimeout_ms = %ld\n",
+           optional ? "yes" : "no", peers, secret, timeout_ms);
+}
+
+#endif

@@ -1,0 +1,419 @@
+/* The remote backend through the public API, against `tstor serve`
+ * processes each test starts and stops: round trips of every dtype between
+ * cpu, hpu-stub and two peers; the secret (wrong, badly protected); peers
+ * that are unreachable, killed mid-copy, or stopped with blocks held; the
+ * per-client memory cap. */
+#include <pthread.h>
+#include <tstor/serialize.h>
+#include <tstor/tensor.h>
+#include <tstor/typed.h>
+
+#include "remotetest.h"
+
+#define SECRET "correct horse battery staple 42"
+
+static char secret_path[256];
+
+static void setup_secret(void) {
+  snprintf(secret_path, sizeof secret_path, "%s/remote-secret-%d", TSTOR_TEST_BUILDDIR,
+           (int)getpid());
+  write_secret(secret_path, SECRET "\n", 0600);
+}
+
+static void teardown_secret(void) { unlink(secret_path); }
+
+static tstor_context *open_client(const char *peers, const char *secret, long timeout_ms) {
+  char ini[2048];
+  client_config(ini, sizeof ini, peers, secret, timeout_ms, 0);
+  tstor_context *ctx = NULL;
+  ck_tstor_ok(tstor_context_open_string(ini, "remote-test.ini", &ctx));
+  return ctx;
+}
+
+static tstor_device dev(tstor_context *ctx, const char *name) {
+  tstor_device d;
+  ck_tstor_ok(tstor_device_parse(ctx, name, &d));
+  return d;
+}
+
+/* --------------------------------------------------------- round trips */
+
+START_TEST(every_dtype_round_trips) {
+  test_server a, b;
+  server_start(&a, secret_path, "dtype-a");
+  server_start(&b, secret_path, "dtype-b");
+  char peers[128];
+  snprintf(peers, sizeof peers, "127.0.0.1:%u, 127.0.0.1:%u", a.port, b.port);
+  tstor_context *ctx = open_client(peers, secret_path, 5000);
+  tstor_device cpu = dev(ctx, "cpu"), hpu = dev(ctx, "hpu:0"), r0 = dev(ctx, "remote:0"),
+               r1 = dev(ctx, "remote:1");
+  uint64_t rng = 0x9e3779b97f4a7c15ull;
+  int ndtypes = 0;
+  for (int t = 0; t < TSTOR_DTYPE_END; t++) {
+    if (!tstor_dtype_info_of((tstor_dtype)t)) continue;
+    ndtypes++;
+    const size_t count = 1000 + (size_t)t;
+    tstor_storage *host, *on_r0, *on_hpu, *on_r1, *back_r0, *clone, *out;
+    ck_tstor_ok(tstor_typed_new(ctx, cpu, (tstor_dtype)t, count, &host));
+    uint8_t *bytes = tstor_storage_data(host);
+    for (size_t i = 0; i < tstor_storage_nbytes(host); i++) bytes[i] = (uint8_t)tstor_test_rng(&rng);
+    ck_tstor_ok(tstor_storage_to(host, r0, &on_r0));         /* cpu -> remote (put) */
+    ck_tstor_ok(tstor_storage_to(on_r0, hpu, &on_hpu));      /* remote -> hpu (staged) */
+    ck_tstor_ok(tstor_storage_to(on_hpu, r1, &on_r1));       /* hpu -> remote, other peer */
+    ck_tstor_ok(tstor_storage_to(on_r1, r0, &back_r0));      /* peer to peer */
+    ck_tstor_ok(tstor_storage_clone(back_r0, &clone));       /* within a peer */
+    ck_tstor_ok(tstor_storage_to(clone, cpu, &out));         /* remote -> cpu (get) */
+    ck_assert_int_eq(tstor_storage_nbytes(out), tstor_storage_nbytes(host));
+    ck_assert_msg(memcmp(tstor_storage_data(out), bytes, tstor_storage_nbytes(host)) == 0,
+                  "%s: bytes changed on the way", tstor_dtype_name((tstor_dtype)t));
+    /* typed access on the remote device, element by element, through the core */
+    uint8_t elem[16];
+    size_t esize = tstor_dtype_size((tstor_dtype)t);
+    ck_tstor_ok(tstor_typed_get(clone, (tstor_dtype)t, count - 1, elem));
+    ck_assert(memcmp(elem, bytes + (count - 1) * esize, esize) == 0);
+    tstor_storage *list[] = {host, on_r0, on_hpu, on_r1, back_r0, clone, out};
+    for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) tstor_storage_release(list[i]);
+  }
+  ck_assert_int_ge(ndtypes, 20);
+
+  /* fills and views on a remote device */
+  tstor_storage *s, *view, *out;
+  ck_tstor_ok(tstor_storage_new(ctx, r1, 4096, &s));
+  ck_tstor_ok(tstor_storage_fill(s, 0xab));
+  ck_tstor_ok(tstor_storage_view(s, 100, 50, &view));
+  uint32_t pat = 0x01020304;
+  ck_tstor_ok(tstor_storage_fill_pattern(view, &pat, 2));
+  ck_tstor_ok(tstor_storage_to(s, cpu, &out));
+  const uint8_t *o = tstor_storage_data(out);
+  ck_assert_int_eq(o[99], 0xab);
+  ck_assert_int_eq(o[100], 0x04);
+  ck_assert_int_eq(o[101], 0x03);
+  ck_assert_int_eq(o[149], 0x03);
+  ck_assert_int_eq(o[150], 0xab);
+  tstor_storage_release(view);
+  tstor_storage_release(out);
+
+  /* stats report what this client holds on the peer */
+  tstor_stats st = TSTOR_STATS_INIT;
+  ck_tstor_ok(tstor_device_stats(ctx, r1, &st));
+  ck_assert_uint_eq(st.allocated, 4096);
+  tstor_storage_release(s);
+  ck_tstor_ok(tstor_device_stats(ctx, r1, &st));
+  ck_assert_uint_eq(st.allocated, 0);
+
+  tstor_context_close(ctx);
+  ck_assert_int_eq(server_stop(&a), 0);
+  ck_assert_int_eq(server_stop(&b), 0);
+  ck_assert(file_has(a.log, "authenticated"));
+  ck_assert(file_has(a.log, "stopped"));
+}
+END_TEST
+
+/* ------------------------------------------------------------- secrets */
+
+START_TEST(wrong_secret_gets_no_device) {
+  test_server a;
+  server_start(&a, secret_path, "wrong");
+  char wrong[300], peers[64], ini[2048];
+  snprintf(wrong, sizeof wrong, "%s.wrong", secret_path);
+  write_secret(wrong, "this is not the secret at all\n", 0600);
+  snprintf(peers, sizeof peers, "127.0.0.1:%u", a.port);
+
+  client_config(ini, sizeof ini, peers, wrong, 5000, 0);
+  tstor_context *ctx = NULL;
+  ck_tstor_err(tstor_context_open_string(ini, "wrong.ini", &ctx), TSTOR_EACCES);
+  ck_last_error_has(peers);
+  ck_last_error_has("authentication failed");
+
+  /* optional: the context opens, without remote devices */
+  client_config(ini, sizeof ini, peers, wrong, 5000, 1);
+  ck_tstor_ok(tstor_context_open_string(ini, "wrong.ini", &ctx));
+  tstor_device d;
+  ck_tstor_err(tstor_device_parse(ctx, "remote:0", &d), TSTOR_ENODEV);
+  tstor_context_close(ctx);
+
+  ck_assert_int_eq(server_stop(&a), 0);
+  ck_assert(file_has(a.log, "wrong secret"));
+  ck_assert(!file_has(a.log, "authenticated"));
+  unlink(wrong);
+}
+END_TEST
+
+START_TEST(secret_files_others_can_read_are_refused) {
+  char loose[300], peers[64], ini[2048];
+  snprintf(loose, sizeof loose, "%s.loose", secret_path);
+  write_secret(loose, SECRET "\n", 0640);
+
+  /* the server refuses to start */
+  test_server a;
+  ck_assert_int_eq(server_start_args(&a, loose, "loose", NULL, NULL), -1);
+  ck_assert_msg(file_has(a.log, "mode 0640"), "see %s", a.log);
+
+  /* the client refuses to use it */
+  server_start(&a, secret_path, "loose-ok");
+  snprintf(peers, sizeof peers, "127.0.0.1:%u", a.port);
+  client_config(ini, sizeof ini, peers, loose, 5000, 0);
+  tstor_context *ctx = NULL;
+  ck_tstor_err(tstor_context_open_string(ini, "loose.ini", &ctx), TSTOR_ECONFIG);
+  ck_last_error_has("secret_file");
+  ck_last_error_has("mode 0640");
+  ck_assert_int_eq(server_stop(&a), 0);
+  ck_assert(!file_has(a.log, "connected"));
+  unlink(loose);
+}
+END_TEST
+
+/* --------------------------------------------------------------- faults */
+
+START_TEST(unreachable_peer_is_reported) {
+  test_server a;
+  server_start(&a, secret_path, "unreach");
+  unsigned dead = free_port(); /* nobody listens there */
+  char peers[128], ini[2048];
+  snprintf(peers, sizeof peers, "127.0.0.1:%u, 127.0.0.1:%u", dead, a.port);
+  client_config(ini, sizeof ini, peers, secret_path, 2000, 1);
+  tstor_context *ctx = NULL;
+  double t0 = mono_s();
+  ck_tstor_ok(tstor_context_open_string(ini, "unreach.ini", &ctx));
+  ck_assert_int_eq(tstor_device_count(ctx, dev(ctx, "remote:0").type), 1);
+  tstor_context_close(ctx);
+
+  /* not optional, and nothing reachable: an error naming the peer, in time */
+  snprintf(peers, sizeof peers, "127.0.0.1:%u", dead);
+  client_config(ini, sizeof ini, peers, secret_path, 2000, 0);
+  ck_tstor_err(tstor_context_open_string(ini, "unreach.ini", &ctx), TSTOR_EIO);
+  ck_last_error_has(peers);
+  ck_assert_double_lt(mono_s() - t0, 10.0);
+  ck_assert_int_eq(server_stop(&a), 0);
+}
+END_TEST
+
+typedef struct killer {
+  pid_t pid;
+  int delay_ms;
+} killer;
+
+static void *kill_later(void *arg) {
+  killer *k = arg;
+  usleep((useconds_t)k->delay_ms * 1000);
+  kill(k->pid, SIGKILL);
+  return NULL;
+}
+
+START_TEST(server_killed_mid_copy) {
+  test_server a;
+  server_start(&a, secret_path, "kill9");
+  char peers[64];
+  snprintf(peers, sizeof peers, "127.0.0.1:%u", a.port);
+  /* Under the sanitizers every byte moves several times slower. */
+  const int slow = UNDER_ASAN || UNDER_TSAN;
+  const long timeout_ms = slow ? 5000 : 2000;
+  tstor_context *ctx = open_client(peers, secret_path, timeout_ms);
+  const size_t n = (size_t)(slow ? 8 : 64) << 20;
+  tstor_storage *host, *remote, *small;
+  ck_tstor_ok(tstor_storage_new(ctx, dev(ctx, "cpu"), n, &host));
+  memset(tstor_storage_data(host), 7, n);
+  ck_tstor_ok(tstor_storage_new(ctx, dev(ctx, "remote:0"), n, &remote));
+  ck_tstor_ok(tstor_storage_new(ctx, dev(ctx, "remote:0"), 64, &small));
+  ck_tstor_ok(tstor_storage_copy(remote, host));
+
+  killer k = {a.pid, 20};
+  pthread_t t;
+  pthread_create(&t, NULL, kill_later, &k);
+  int rc = 0;
+  double worst = 0;
+  for (int i = 0; i < 1000 && rc == 0; i++) {
+    double t0 = mono_s();
+    rc = (i % 2) ? tstor_storage_copy(host, remote) : tstor_storage_copy(remote, host);
+    double took = mono_s() - t0;
+    if (took > worst) worst = took;
+  }
+  pthread_join(t, NULL);
+  waitpid(a.pid, NULL, 0);
+  a.pid = 0;
+  ck_tstor_err(rc, TSTOR_EIO);
+  ck_last_error_has(peers);
+  ck_assert_msg(worst < timeout_ms / 1000.0 + 3.0, "a copy took %.1f s", worst);
+
+  /* later calls fail at once, naming the peer; storages can still be released */
+  double t0 = mono_s();
+  tstor_storage *more = NULL;
+  ck_assert_int_ne(tstor_storage_new(ctx, dev(ctx, "remote:0"), 100, &more), 0);
+  ck_last_error_has(peers);
+  ck_tstor_err(tstor_storage_fill(small, 1), TSTOR_EIO);
+  ck_assert_double_lt(mono_s() - t0, 1.0);
+  tstor_storage_release(small);
+  tstor_storage_release(remote);
+  tstor_storage_release(host);
+  tstor_context_close(ctx);
+}
+END_TEST
+
+START_TEST(server_stopped_with_blocks_held) {
+  test_server a;
+  server_start(&a, secret_path, "stop");
+  char peers[64];
+  snprintf(peers, sizeof peers, "127.0.0.1:%u", a.port);
+  tstor_context *ctx = open_client(peers, secret_path, 2000);
+  tstor_storage *s;
+  ck_tstor_ok(tstor_storage_new(ctx, dev(ctx, "remote:0"), 1 << 20, &s));
+  ck_assert_int_eq(server_stop(&a), 0);
+  ck_assert(file_has(a.log, "freed 1 block(s)"));
+  ck_assert(file_has(a.log, "stopped"));
+  double t0 = mono_s();
+  ck_assert_int_ne(tstor_storage_fill(s, 3), 0);
+  tstor_storage_release(s);
+  tstor_context_close(ctx);
+  ck_assert_double_lt(mono_s() - t0, 5.0);
+}
+END_TEST
+
+START_TEST(client_memory_is_capped) {
+  test_server a;
+  ck_assert_int_eq(server_start_args(&a, secret_path, "cap", "--max-client-mb", "1"), 0);
+  char peers[64];
+  snprintf(peers, sizeof peers, "127.0.0.1:%u", a.port);
+  tstor_context *ctx = open_client(peers, secret_path, 5000);
+  tstor_storage *s, *t;
+  ck_tstor_ok(tstor_storage_new(ctx, dev(ctx, "remote:0"), 768 << 10, &s));
+  ck_tstor_err(tstor_storage_new(ctx, dev(ctx, "remote:0"), 512 << 10, &t), TSTOR_ENOMEM);
+  ck_last_error_has("max_client_mb");
+  ck_last_error_has(peers);
+  tstor_storage_release(s);
+  ck_tstor_ok(tstor_storage_new(ctx, dev(ctx, "remote:0"), 512 << 10, &t));
+  tstor_storage_release(t);
+  tstor_context_close(ctx);
+  ck_assert_int_eq(server_stop(&a), 0);
+}
+END_TEST
+
+/* Strided tensor copies on one remote device go to the peer as one
+ * descriptor (copy_strided); the result is what the same copy gives on cpu. */
+START_TEST(strided_tensor_copies) {
+  test_server a;
+  server_start(&a, secret_path, "strided");
+  char peers[64];
+  snprintf(peers, sizeof peers, "127.0.0.1:%u", a.port);
+  tstor_context *ctx = open_client(peers, secret_path, 5000);
+  tstor_device r0 = dev(ctx, "remote:0"), cpu = dev(ctx, "cpu");
+  const int64_t sizes[3] = {5, 37, 53};
+  tstor_tensor *host, *remote, *perm_h, *perm_r, *want, *got, *got_h;
+  ck_tstor_ok(tstor_tensor_empty(ctx, cpu, TSTOR_FLOAT64, 3, sizes, &host));
+  double *v = tstor_tensor_data(host);
+  for (int64_t i = 0; i < 5 * 37 * 53; i++) v[i] = (double)i * 0.5;
+  ck_tstor_ok(tstor_tensor_to(host, r0, TSTOR_FLOAT64, &remote));
+  const int64_t order[3] = {2, 0, 1};
+  ck_tstor_ok(tstor_tensor_permute(host, 3, order, &perm_h));
+  ck_tstor_ok(tstor_tensor_permute(remote, 3, order, &perm_r));
+  ck_tstor_ok(tstor_tensor_contiguous(perm_h, &want));
+  ck_tstor_ok(tstor_tensor_contiguous(perm_r, &got)); /* on remote:0, strided */
+  ck_assert(tstor_tensor_device(got).type == r0.type);
+  ck_tstor_ok(tstor_tensor_to(got, cpu, TSTOR_FLOAT64, &got_h));
+  ck_assert(memcmp(tstor_tensor_data(got_h), tstor_tensor_data(want),
+                   (size_t)tstor_tensor_nbytes(want)) == 0);
+  tstor_tensor *list[] = {host, remote, perm_h, perm_r, want, got, got_h};
+  for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) tstor_tensor_release(list[i]);
+  tstor_context_close(ctx);
+  ck_assert_int_eq(server_stop(&a), 0);
+}
+END_TEST
+
+/* torch.save files that PyTorch wrote, loaded with map_location "remote:0":
+ * every storage on the peer, with the bytes of the same file loaded on cpu. */
+START_TEST(checkpoint_loads_onto_a_remote_device) {
+  test_server a;
+  server_start(&a, secret_path, "ckpt");
+  char peers[64];
+  snprintf(peers, sizeof peers, "127.0.0.1:%u", a.port);
+  tstor_context *ctx = open_client(peers, secret_path, 5000);
+  tstor_device r0 = dev(ctx, "remote:0"), cpu = dev(ctx, "cpu");
+  const char *files[] = {"module_conv_bn.pt", "checkpoint_nested.pt", "legacy_params_lstm.pt"};
+  for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/ckpt/golden/%s", TSTOR_TEST_SRCDIR, files[f]);
+    tstor_load_options on_cpu = TSTOR_LOAD_OPTIONS_INIT, on_remote = TSTOR_LOAD_OPTIONS_INIT;
+    on_cpu.map_location = "cpu";
+    on_remote.map_location = "remote:0";
+    tstor_checkpoint *want, *got;
+    ck_tstor_ok(tstor_torch_load(ctx, path, &on_cpu, &want));
+    ck_tstor_ok(tstor_torch_load(ctx, path, &on_remote, &got));
+    size_t n = tstor_checkpoint_storage_count(want);
+    ck_assert_uint_gt(n, 0);
+    ck_assert_uint_eq(tstor_checkpoint_storage_count(got), n);
+    for (size_t i = 0; i < n; i++) {
+      const char *k1, *k2;
+      tstor_storage *w, *g, *back;
+      ck_tstor_ok(tstor_checkpoint_storage(want, i, &k1, &w));
+      ck_tstor_ok(tstor_checkpoint_storage(got, i, &k2, &g));
+      ck_assert_str_eq(k1, k2);
+      ck_assert(tstor_storage_device(g).type == r0.type);
+      ck_tstor_ok(tstor_storage_to(g, cpu, &back));
+      ck_assert_uint_eq(tstor_storage_nbytes(back), tstor_storage_nbytes(w));
+      ck_assert_msg(tstor_storage_nbytes(w) == 0 ||
+                        memcmp(tstor_storage_data(back), tstor_storage_data(w),
+                               tstor_storage_nbytes(w)) == 0,
+                    "%s: storage %s differs", files[f], k1);
+      tstor_storage_release(back);
+    }
+    tstor_checkpoint_free(got);
+    tstor_checkpoint_free(want);
+  }
+  tstor_context_close(ctx);
+  ck_assert_int_eq(server_stop(&a), 0);
+}
+END_TEST
+
+/* A fork child cannot use the parent's connections: calls fail with a
+ * reason instead of waiting; releasing works in both processes. */
+START_TEST(fork_child_fails_cleanly) {
+  test_server a;
+  server_start(&a, secret_path, "fork");
+  char peers[64];
+  snprintf(peers, sizeof peers, "127.0.0.1:%u", a.port);
+  tstor_context *ctx = open_client(peers, secret_path, 2000);
+  tstor_storage *s;
+  ck_tstor_ok(tstor_storage_new(ctx, dev(ctx, "remote:0"), 4096, &s));
+  pid_t child = fork();
+  ck_assert_int_ge(child, 0);
+  if (child == 0) {
+    tstor_storage *t = NULL;
+    int code = 0;
+    if (tstor_storage_new(ctx, dev(ctx, "remote:0"), 64, &t) != TSTOR_EBACKEND) code |= 1;
+    if (!strstr(tstor_last_error(), "forked")) code |= 2;
+    if (tstor_storage_fill(s, 1) != TSTOR_EBACKEND) code |= 4;
+    tstor_storage_release(s);
+    _exit(code);
+  }
+  int status;
+  ck_assert_int_eq(waitpid(child, &status, 0), child);
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status 0x%x", status);
+  ck_tstor_ok(tstor_storage_fill(s, 2)); /* the parent's connection is untouched */
+  tstor_storage_release(s);
+  tstor_context_close(ctx);
+  ck_assert_int_eq(server_stop(&a), 0);
+}
+END_TEST
+
+static Suite *remote_suite(void) {
+  Suite *s = suite_create("remote");
+  TCase *tc = tcase_create("remote");
+  tcase_add_checked_fixture(tc, setup_secret, teardown_secret);
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, every_dtype_round_trips);
+  tcase_add_test(tc, wrong_secret_gets_no_device);
+  tcase_add_test(tc, secret_files_others_can_read_are_refused);
+  tcase_add_test(tc, unreachable_peer_is_reported);
+  tcase_add_test(tc, server_killed_mid_copy);
+  tcase_add_test(tc, server_stopped_with_blocks_held);
+  tcase_add_test(tc, client_memory_is_capped);
+  tcase_add_test(tc, fork_child_fails_cleanly);
+  tcase_add_test(tc, checkpoint_loads_onto_a_remote_device);
+  tcase_add_test(tc, strided_tensor_copies);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  remote_test_env();
+  return tstor_test_run(remote_suite());
+}
