@@ -30,6 +30,13 @@ static tstor_context *open_client(const char *peers, const char *secret, long ti
   return ctx;
 }
 
+/* A client of the one peer `ts`, with the test's secret. */
+static tstor_context *open_client_of(const test_server *ts, long timeout_ms) {
+  char peers[64];
+  snprintf(peers, sizeof peers, "127.0.0.1:%u", ts->port);
+  return open_client(peers, secret_path, timeout_ms);
+}
+
 static tstor_device dev(tstor_context *ctx, const char *name) {
   tstor_device d;
   ck_tstor_ok(tstor_device_parse(ctx, name, &d));
@@ -252,9 +259,7 @@ END_TEST
 START_TEST(server_stopped_with_blocks_held) {
   test_server a;
   server_start(&a, secret_path, "stop");
-  char peers[64];
-  snprintf(peers, sizeof peers, "127.0.0.1:%u", a.port);
-  tstor_context *ctx = open_client(peers, secret_path, 2000);
+  tstor_context *ctx = open_client_of(&a, 2000);
   tstor_storage *s;
   ck_tstor_ok(tstor_storage_new(ctx, dev(ctx, "remote:0"), 1 << 20, &s));
   ck_assert_int_eq(server_stop(&a), 0);
@@ -292,9 +297,7 @@ END_TEST
 START_TEST(strided_tensor_copies) {
   test_server a;
   server_start(&a, secret_path, "strided");
-  char peers[64];
-  snprintf(peers, sizeof peers, "127.0.0.1:%u", a.port);
-  tstor_context *ctx = open_client(peers, secret_path, 5000);
+  tstor_context *ctx = open_client_of(&a, 5000);
   tstor_device r0 = dev(ctx, "remote:0"), cpu = dev(ctx, "cpu");
   const int64_t sizes[3] = {5, 37, 53};
   tstor_tensor *host, *remote, *perm_h, *perm_r, *want, *got, *got_h;
@@ -323,9 +326,7 @@ END_TEST
 START_TEST(checkpoint_loads_onto_a_remote_device) {
   test_server a;
   server_start(&a, secret_path, "ckpt");
-  char peers[64];
-  snprintf(peers, sizeof peers, "127.0.0.1:%u", a.port);
-  tstor_context *ctx = open_client(peers, secret_path, 5000);
+  tstor_context *ctx = open_client_of(&a, 5000);
   tstor_device r0 = dev(ctx, "remote:0"), cpu = dev(ctx, "cpu");
   const char *files[] = {"module_conv_bn.pt", "checkpoint_nested.pt", "legacy_params_lstm.pt"};
   for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
@@ -368,9 +369,7 @@ END_TEST
 START_TEST(fork_child_fails_cleanly) {
   test_server a;
   server_start(&a, secret_path, "fork");
-  char peers[64];
-  snprintf(peers, sizeof peers, "127.0.0.1:%u", a.port);
-  tstor_context *ctx = open_client(peers, secret_path, 2000);
+  tstor_context *ctx = open_client_of(&a, 2000);
   tstor_storage *s;
   ck_tstor_ok(tstor_storage_new(ctx, dev(ctx, "remote:0"), 4096, &s));
   pid_t child = fork();
