@@ -12,7 +12,8 @@
 # "config ops torch_load safetensors safetensors_model pickle torch7_model
 # remote_msg"; remote_msg needs nothing but backends/remote/protocol.c)
 # picks targets; FUZZ_RUNS=N runs N inputs per target instead of
-# a time limit; FUZZ_FLAGS adds libFuzzer flags (e.g. -jobs=8 -workers=8).
+# a time limit; FUZZ_FLAGS adds libFuzzer flags (e.g. -jobs=8 -workers=8);
+# FUZZ_JOBS (default FUZZ_MAKE_JOBS, 2) targets run side by side.
 # To replay a crash: OUTDIR/fuzz/fuzz_TARGET OUTDIR/fuzz/crash-TARGET-...
 set -eu
 
@@ -70,25 +71,49 @@ UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 export TSTOR_BACKEND_DIR TSTOR_FUZZ_FAKE ASAN_OPTIONS UBSAN_OPTIONS
 unset TSTOR_CONFIG TSTOR_DEFAULT_DEVICE TSTOR_LOG
 
-status=0
-for t in $targets; do
+# fuzz_one TARGET: runs one target; its verdict goes to $build/verdict-TARGET
+# (and the log's tail, on failure), printed once its batch is done.
+fuzz_one() {
+  t=$1
   corpus="$build/corpus-$t"
   mkdir -p "$corpus"
   dict=""
   [ -f "$src/tests/fuzz/$t.dict" ] && dict="-dict=$src/tests/fuzz/$t.dict"
   if [ -n "${FUZZ_RUNS:-}" ]; then limit="-runs=$FUZZ_RUNS"; else limit="-max_total_time=$secs"; fi
-  echo "fuzz: $t ($limit)"
   log="$build/fuzz_$t.log"
+  verdict="$build/verdict-$t"
   # shellcheck disable=SC2086
   if "$build/fuzz_$t" $limit -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
        -artifact_prefix="$build/crash-$t-" $dict ${FUZZ_FLAGS:-} \
        "$corpus" "$src/tests/fuzz/corpus-$t" > "$log" 2>&1; then
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-    echo "fuzz: $t passed: ${execs:-?} inputs, corpus $(ls "$corpus" | wc -l) files"
+    echo "fuzz: $t passed: ${execs:-?} inputs, corpus $(ls "$corpus" | wc -l) files" > "$verdict"
   else
-    status=1
-    tail -60 "$log"
-    echo "fuzz: $t FAILED (log: $log; crash inputs: $build/crash-$t-*)"
+    { tail -60 "$log"; echo "fuzz: $t FAILED (log: $log; crash inputs: $build/crash-$t-*)"; } \
+      > "$verdict"
+  fi
+}
+
+# Each target is one process on one core: FUZZ_JOBS (default: FUZZ_MAKE_JOBS)
+# run side by side, in batches that end together, as every target has the
+# same time limit.
+fuzz_jobs=${FUZZ_JOBS:-$jobs}
+status=0
+batch=""
+for t in $targets ""; do
+  if [ -n "$t" ]; then
+    echo "fuzz: $t (${FUZZ_RUNS:+-runs=$FUZZ_RUNS}${FUZZ_RUNS:--max_total_time=$secs})"
+    fuzz_one "$t" &
+    batch="$batch $t"
+  fi
+  set -- $batch
+  if [ $# -ge "$fuzz_jobs" ] || { [ -z "$t" ] && [ $# -gt 0 ]; }; then
+    wait
+    for b in $batch; do
+      cat "$build/verdict-$b"
+      grep -q "^fuzz: $b passed" "$build/verdict-$b" || status=1
+    done
+    batch=""
   fi
 done
 exit $status
