@@ -633,7 +633,12 @@ static int peer_connect(remote *r, peer *p) {
       .cb = on_reply,
       .arg = p,
   };
-  ucp_worker_set_am_recv_handler(p->worker, &am);
+  if ((st = ucp_worker_set_am_recv_handler(p->worker, &am)) != UCS_OK) {
+    freeaddrinfo(ai);
+    snprintf(p->failure, sizeof p->failure, "cannot set the reply handler: %s",
+             ucs_status_string(st));
+    return TSTOR_EBACKEND;
+  }
   ucp_ep_params_t ep_params = {
       .field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
                     UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
