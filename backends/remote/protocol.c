@@ -257,6 +257,15 @@ static uint64_t get_u64(reader *r) {
   return v;
 }
 
+/* COPY and COPY_STRIDED begin alike: destination handle and offset, then
+ * source handle and offset. */
+static void get_copy_ends(reader *r, tsr_msg *out) {
+  out->handle = get_u64(r);
+  out->offset = get_u64(r);
+  out->src_handle = get_u64(r);
+  out->src_offset = get_u64(r);
+}
+
 static const uint8_t *get_bytes(reader *r, size_t n) {
   if (!can_read(r, n)) return NULL;
   const uint8_t *p = r->buf + r->pos;
@@ -383,10 +392,7 @@ int tsr_decode(const void *buf, size_t len, int is_reply, tsr_msg *out, char *wh
         out->handle = get_u64(&r);
         break;
       case TSR_COPY:
-        out->handle = get_u64(&r);
-        out->offset = get_u64(&r);
-        out->src_handle = get_u64(&r);
-        out->src_offset = get_u64(&r);
+        get_copy_ends(&r, out);
         out->nbytes = get_u64(&r);
         break;
       case TSR_FILL: {
@@ -407,10 +413,7 @@ int tsr_decode(const void *buf, size_t len, int is_reply, tsr_msg *out, char *wh
         out->device = get_u32(&r);
         break;
       case TSR_COPY_STRIDED:
-        out->handle = get_u64(&r);
-        out->offset = get_u64(&r);
-        out->src_handle = get_u64(&r);
-        out->src_offset = get_u64(&r);
+        get_copy_ends(&r, out);
         out->element_size = get_u32(&r);
         out->ndim = get_u32(&r);
         if (!r.bad && (out->ndim == 0 || out->ndim > TSR_MAX_DIMS))
