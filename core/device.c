@@ -25,6 +25,35 @@ int tstor_device_format(tstor_context *ctx, tstor_device dev, char *buf, size_t 
   return 0;
 }
 
+int tstor_device_describe(tstor_context *ctx, tstor_device dev, char *buf, size_t size) {
+  int rc = tstor_device_format(ctx, dev, buf, size);
+  if (rc) return rc;
+  const tstor__devtype *t = &ctx->types[dev.type];
+  if (!t->ops.describe) return 0;
+  /* The backend writes into a buffer of ours, so a module that overruns its
+   * `size` or forgets the NUL cannot reach past the caller's. */
+  char what[256];
+  what[0] = '\0';
+  tstor__err_clear();
+  rc = t->ops.describe(t->state, dev.index, what, sizeof what);
+  if (rc) {
+    buf[0] = '\0';
+    if (!tstor_last_error()[0])
+      tstor__err(rc, "%s:%d: describe failed", t->name, dev.index);
+    return rc;
+  }
+  what[sizeof what - 1] = '\0';
+  if (!what[0]) return 0;
+  size_t have = strlen(buf);
+  int n = snprintf(buf + have, size - have, " -> %s", what);
+  if (n < 0 || (size_t)n >= size - have) {
+    buf[0] = '\0';
+    return tstor__err(TSTOR_ERANGE, "device description needs %zu bytes, buffer has %zu",
+                      have + (size_t)n + 1, size);
+  }
+  return 0;
+}
+
 int tstor_device_type_count(tstor_context *ctx) {
   int rc = tstor__ctx(&ctx);
   return rc ? rc : ctx->ntypes;

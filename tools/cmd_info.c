@@ -73,6 +73,14 @@ int tstor_cmd_info(int argc, char **argv) {
     printf("  %-10s %d device%s", tstor_device_type_name(ctx, t), count, count == 1 ? "" : "s");
     for (int d = 0; d < count && d < 8; d++) printf("%s%s:%d", d ? ", " : "  (", tstor_device_type_name(ctx, t), d);
     printf("%s\n", count > 8 ? ", ...)" : count > 0 ? ")" : "");
+    /* What each device stands for, where its backend says (a remote device's
+     * peer and the peer's device). */
+    for (int d = 0; d < count; d++) {
+      char line[320];
+      if (tstor_device_describe(ctx, (tstor_device){t, d}, line, sizeof line) == 0 &&
+          strstr(line, " -> "))
+        printf("    %s\n", line);
+    }
   }
 
   printf("\ncopy table (row: source, column: destination):\n  %-10s", "");

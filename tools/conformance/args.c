@@ -56,6 +56,45 @@ out:
   conf_end(r);
 }
 
+/* describe (ABI 1.3, optional): every device's line starts with its name, is
+ * printable and NUL-terminated, and a buffer too small is refused whole. */
+static void check_describe(conf_run *r, const conf_device *d) {
+  conf_begin(r, "device descriptions", d->label);
+  char line[512], name[64];
+  int described = 0;
+  for (int i = 0; i < d->count; i++) {
+    tstor_device dev = {d->dev.type, i};
+    TRY(r, tstor_device_format(r->ctx, dev, name, sizeof name), "formatting the device's name");
+    memset(line, 'x', sizeof line);
+    TRY(r, tstor_device_describe(r->ctx, dev, line, sizeof line), "describing %s", name);
+    size_t len = strnlen(line, sizeof line);
+    EXPECT(r, len < sizeof line, "the description of %s is not NUL-terminated", name);
+    EXPECT(r, strncmp(line, name, strlen(name)) == 0 &&
+                  (line[strlen(name)] == '\0' || strncmp(line + strlen(name), " -> ", 4) == 0),
+           "the description of %s does not start with its name: '%s'", name, line);
+    for (size_t k = 0; k < len; k++)
+      EXPECT(r, line[k] >= 0x20 && line[k] < 0x7f, "the description of %s has byte 0x%02x",
+             name, (unsigned char)line[k]);
+    if (line[strlen(name)]) {
+      described++;
+      EXPECT(r, len > strlen(name) + 4, "the description of %s is empty after ' -> '", name);
+      int rc = tstor_device_describe(r->ctx, dev, line, len);
+      EXPECT(r, rc == TSTOR_ERANGE && line[0] == '\0',
+             "describing %s into %zu bytes gave %s and '%s', not TSTOR_ERANGE and ''", name, len,
+             tstor_err_name(rc), line);
+    }
+  }
+  tstor_device past = {d->dev.type, d->count};
+  EXPECT(r, tstor_device_describe(r->ctx, past, line, sizeof line) == TSTOR_ENODEV,
+         "describing the index past the last device did not give TSTOR_ENODEV");
+  if (described)
+    conf_notef(r, "%d of %d devices described", described, d->count);
+  else
+    conf_notef(r, "no descriptions (the op is optional)");
+out:
+  conf_end(r);
+}
+
 static void check_bad_copies(conf_run *r, const conf_device *d) {
   conf_begin(r, "bad copies and views", d->label);
   tstor_stats st = TSTOR_STATS_INIT;
@@ -99,6 +138,7 @@ void conf_section_args(conf_run *r) {
   for (int i = 0; i < r->ndevs; i++) {
     if (!r->devs[i].first) continue;
     check_bad_device(r, &r->devs[i]);
+    check_describe(r, &r->devs[i]);
     check_bad_copies(r, &r->devs[i]);
   }
   conf_teardown(r);

@@ -19,7 +19,8 @@
  *
  * History: 1.0 the first release. 1.1 tstor_stats begins with struct_size
  * (the core hands an allocator table built for 1.0 the 1.0 layout, without
- * it, and converts). 1.2 tstor_device_ops.copy_strided.
+ * it, and converts). 1.2 tstor_device_ops.copy_strided. 1.3
+ * tstor_device_ops.describe.
  *
  * tstor_block is the exception: two pointers, fixed for ABI 1; an allocator
  * that needs to remember more keeps it behind alloc_ctx.
@@ -57,7 +58,7 @@ extern "C" {
 #endif
 
 #define TSTOR_ABI_MAJOR 1
-#define TSTOR_ABI_MINOR 2
+#define TSTOR_ABI_MINOR 3
 #define TSTOR_ABI_VERSION ((uint32_t)((TSTOR_ABI_MAJOR << 16) | TSTOR_ABI_MINOR))
 #define TSTOR_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define TSTOR_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
@@ -232,6 +233,12 @@ typedef struct tstor_device_ops {
   int (*copy_strided)(void *state, int index, void *dst, const int64_t *dst_strides,
                       const void *src, const int64_t *src_strides, const int64_t *sizes,
                       int ndim, size_t element_size, void *stream);
+  /* Optional (since 1.3). What device `index` stands for, for people: one line
+   * without the device's own name ("127.0.0.1:13337 cpu:0" for a remote
+   * device, a GPU's model name), NUL-terminated in buf's `size` bytes (size >=
+   * 1), cut short to fit. Returns 0 or a TSTOR_E* code. Without it the device
+   * is described by its name alone (tstor_device_describe). */
+  int (*describe)(void *state, int index, char *buf, size_t size);
 } tstor_device_ops;
 
 #define TSTOR_DEVICE_OPS_HAS(ops, field) \

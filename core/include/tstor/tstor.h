@@ -213,6 +213,15 @@ TSTOR_EXTERN int tstor_device_parse(tstor_context *ctx, const char *text, tstor_
 TSTOR_EXTERN int tstor_device_format(tstor_context *ctx, tstor_device dev, char *buf,
                                      size_t size);
 
+/* Writes what the device stands for into buf, NUL-terminated: its name, then
+ * " -> " and its backend's description where the backend gives one
+ * ("remote:0 -> 127.0.0.1:13337 cpu:0"), else the name alone ("cpu:0").
+ * Fails with TSTOR_ERANGE when it does not fit (buf then holds ""),
+ * TSTOR_ENODEV for a device the context does not know, or the backend's
+ * error. */
+TSTOR_EXTERN int tstor_device_describe(tstor_context *ctx, tstor_device dev, char *buf,
+                                       size_t size);
+
 /* Registered device types: how many, the name of type id `type` (owned by the
  * context), and the number of devices of a type (0 or more). */
 TSTOR_EXTERN int tstor_device_type_count(tstor_context *ctx);
