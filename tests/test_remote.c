@@ -2,7 +2,7 @@
  * processes each test starts and stops: round trips of every dtype between
  * cpu, hpu-stub and two peers; the secret (wrong, badly protected); peers
  * that are unreachable, killed mid-copy, or stopped with blocks held; the
- * per-client memory cap. */
+ * per-client memory cap; streams and events; what each device stands for. */
 #include <pthread.h>
 #include <tstor/serialize.h>
 #include <tstor/tensor.h>
@@ -393,6 +393,201 @@ START_TEST(fork_child_fails_cleanly) {
 }
 END_TEST
 
+/* ------------------------------------------------------ streams, events */
+
+/* Fills a host storage with `value`, all bytes. */
+static tstor_storage *host_filled(tstor_context *ctx, size_t n, int value) {
+  tstor_storage *s;
+  ck_tstor_ok(tstor_storage_new(ctx, dev(ctx, "cpu"), n, &s));
+  memset(tstor_storage_data(s), value, n);
+  return s;
+}
+
+/* Work queued on a remote stream runs in queue order, after the call that
+ * queued it returned: with the server stopped (SIGSTOP) the calls still return
+ * at once and the work waits, then completes when the server goes on. */
+START_TEST(streams_queue_work_in_order) {
+  test_server a;
+  server_start(&a, secret_path, "streams");
+  tstor_context *ctx = open_client_of(&a, 20000);
+  tstor_device r0 = dev(ctx, "remote:0");
+  enum { ROUNDS = 24 };
+  const size_t n = 1 << 20;
+  tstor_storage *remote, *in[ROUNDS], *out[ROUNDS];
+  ck_tstor_ok(tstor_storage_new(ctx, r0, n, &remote));
+  for (int k = 0; k < ROUNDS; k++) {
+    in[k] = host_filled(ctx, n, k + 1);
+    out[k] = host_filled(ctx, n, 0);
+  }
+  tstor_stream *st;
+  tstor_event *ev;
+  ck_tstor_ok(tstor_stream_new(ctx, r0, &st));
+  ck_tstor_ok(tstor_event_new(ctx, r0, &ev));
+
+  tstor_storage *remote2;
+  ck_tstor_ok(tstor_storage_new(ctx, r0, n, &remote2));
+  ck_assert_int_eq(kill(a.pid, SIGSTOP), 0);
+  /* first a copy the stopped peer itself must make (whatever the transport:
+   * shared-memory puts and gets would not need it), so what follows waits */
+  ck_tstor_ok(tstor_storage_copy_async(remote2, remote, st));
+  /* every round writes the one remote block, then reads it back: only queue
+   * order gives each out[k] its own in[k] */
+  for (int k = 0; k < ROUNDS; k++) {
+    ck_tstor_ok(tstor_storage_copy_async(remote, in[k], st));
+    ck_tstor_ok(tstor_storage_copy_async(out[k], remote, st));
+  }
+  ck_tstor_ok(tstor_event_record(ev, st));
+  ck_tstor_err(tstor_event_query(ev), TSTOR_EAGAIN);
+  ck_assert_int_eq(((unsigned char *)tstor_storage_data(out[ROUNDS - 1]))[0], 0);
+  ck_assert_int_eq(kill(a.pid, SIGCONT), 0);
+  ck_tstor_ok(tstor_event_synchronize(ev));
+  ck_tstor_ok(tstor_event_query(ev));
+  for (int k = 0; k < ROUNDS; k++) {
+    const unsigned char *o = tstor_storage_data(out[k]);
+    ck_assert_msg(o[0] == k + 1 && o[n - 1] == k + 1 && memcmp(o, tstor_storage_data(in[k]), n) == 0,
+                  "round %d read back %d", k, o[0]);
+  }
+
+  /* a second stream waits for an event of the first without blocking the host */
+  tstor_stream *st2;
+  ck_tstor_ok(tstor_stream_new(ctx, r0, &st2));
+  ck_assert_int_eq(kill(a.pid, SIGSTOP), 0);
+  ck_tstor_ok(tstor_storage_copy_async(remote, in[3], st));
+  ck_tstor_ok(tstor_event_record(ev, st));
+  ck_tstor_ok(tstor_stream_wait_event(st2, ev));
+  ck_tstor_ok(tstor_storage_copy_async(out[0], remote, st2));
+  ck_assert_int_eq(kill(a.pid, SIGCONT), 0);
+  ck_tstor_ok(tstor_stream_synchronize(st2));
+  ck_assert_int_eq(((unsigned char *)tstor_storage_data(out[0]))[n / 2], 4);
+  ck_tstor_ok(tstor_synchronize(ctx, r0));
+
+  /* a bad argument fails the call that queues it, not a later one */
+  tstor_storage *small;
+  ck_tstor_ok(tstor_storage_new(ctx, r0, 16, &small));
+  ck_assert_int_ne(tstor_storage_copy_async(small, in[0], st), 0);
+  ck_tstor_ok(tstor_stream_synchronize(st));
+  tstor_storage_release(small);
+
+  tstor_stream_free(st2);
+  tstor_stream_free(st);
+  tstor_event_free(ev);
+  for (int k = 0; k < ROUNDS; k++) {
+    tstor_storage_release(in[k]);
+    tstor_storage_release(out[k]);
+  }
+  tstor_storage_release(remote2);
+  tstor_storage_release(remote);
+  tstor_context_close(ctx);
+  ck_assert_int_eq(server_stop(&a), 0);
+  ck_assert(!file_has(a.log, "block(s)")); /* the client freed every block itself */
+}
+END_TEST
+
+/* A job that fails on the stream's worker stops the stream: the jobs after it
+ * are skipped, events after it and the next synchronize report the failure,
+ * naming the peer, and the synchronize after that is clean. */
+START_TEST(stream_failure_is_reported_once) {
+  test_server a;
+  server_start(&a, secret_path, "streamfail");
+  char peers[64];
+  snprintf(peers, sizeof peers, "127.0.0.1:%u", a.port);
+  tstor_context *ctx = open_client(peers, secret_path, 1000);
+  tstor_device r0 = dev(ctx, "remote:0");
+  const size_t n = 1 << 20;
+  tstor_storage *remote, *in = host_filled(ctx, n, 5), *out = host_filled(ctx, n, 0);
+  ck_tstor_ok(tstor_storage_new(ctx, r0, n, &remote));
+  tstor_stream *st;
+  tstor_event *before, *after;
+  ck_tstor_ok(tstor_stream_new(ctx, r0, &st));
+  ck_tstor_ok(tstor_event_new(ctx, r0, &before));
+  ck_tstor_ok(tstor_event_new(ctx, r0, &after));
+  ck_tstor_ok(tstor_storage_copy_async(remote, in, st));
+  ck_tstor_ok(tstor_event_record(before, st));
+  ck_tstor_ok(tstor_event_synchronize(before));
+
+  ck_assert_int_eq(kill(a.pid, SIGKILL), 0);
+  waitpid(a.pid, NULL, 0);
+  a.pid = 0;
+  ck_tstor_ok(tstor_storage_copy_async(out, remote, st));
+  ck_tstor_ok(tstor_storage_copy_async(remote, in, st));
+  ck_tstor_ok(tstor_storage_copy_async(out, remote, st));
+  ck_tstor_ok(tstor_event_record(after, st));
+
+  double t0 = mono_s();
+  ck_tstor_err(tstor_event_synchronize(after), TSTOR_EIO);
+  ck_assert_double_lt(mono_s() - t0, 1.0 + 3.0);
+  ck_last_error_has("work queued on a stream failed");
+  ck_last_error_has(peers);
+  ck_tstor_ok(tstor_event_query(before)); /* the failure came after it */
+  ck_tstor_err(tstor_stream_synchronize(st), TSTOR_EIO);
+  ck_last_error_has("2 later jobs on the stream not run");
+  ck_tstor_ok(tstor_stream_synchronize(st));
+  ck_assert_int_eq(((unsigned char *)tstor_storage_data(out))[0], 0);
+
+  tstor_event_free(after);
+  tstor_event_free(before);
+  tstor_stream_free(st);
+  tstor_storage_release(remote);
+  tstor_storage_release(out);
+  tstor_storage_release(in);
+  tstor_context_close(ctx);
+}
+END_TEST
+
+/* tstor_device_describe names the peer and the peer's device each remote
+ * device stands for, and says when the peer is gone; `tstor info` prints it. */
+START_TEST(devices_describe_their_peer) {
+  test_server a, b;
+  server_start(&a, secret_path, "describe-a");
+  server_start(&b, secret_path, "describe-b");
+  char peers[128];
+  snprintf(peers, sizeof peers, "127.0.0.1:%u, 127.0.0.1:%u", a.port, b.port);
+  tstor_context *ctx = open_client(peers, secret_path, 1000);
+  char line[256], want[128];
+  ck_tstor_ok(tstor_device_describe(ctx, dev(ctx, "remote:0"), line, sizeof line));
+  snprintf(want, sizeof want, "remote:0 -> 127.0.0.1:%u cpu:0", a.port);
+  ck_assert_str_eq(line, want);
+  ck_tstor_ok(tstor_device_describe(ctx, dev(ctx, "remote:1"), line, sizeof line));
+  snprintf(want, sizeof want, "remote:1 -> 127.0.0.1:%u cpu:0", b.port);
+  ck_assert_str_eq(line, want);
+  ck_tstor_ok(tstor_device_describe(ctx, dev(ctx, "cpu"), line, sizeof line));
+  ck_assert_str_eq(line, "cpu:0");
+  /* too small for the description, though not for the name: nothing half-written */
+  ck_tstor_err(tstor_device_describe(ctx, dev(ctx, "remote:0"), line, 12), TSTOR_ERANGE);
+  ck_assert_str_eq(line, "");
+  ck_tstor_err(tstor_device_describe(ctx, (tstor_device){dev(ctx, "remote:0").type, 2}, line,
+                                     sizeof line),
+               TSTOR_ENODEV);
+
+  /* the same through `tstor info` */
+  char ini[2048], path[256], cmd[1024], out[300];
+  client_config(ini, sizeof ini, peers, secret_path, 1000, 0);
+  snprintf(path, sizeof path, "%s/remote-describe-%d.ini", TSTOR_TEST_BUILDDIR, (int)getpid());
+  snprintf(out, sizeof out, "%s.out", path);
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(ini, f);
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "%s info --config %s > %s 2>&1", REMOTE_TSTOR, path, out);
+  ck_assert_int_eq(system(cmd), 0);
+  snprintf(want, sizeof want, "remote:1 -> 127.0.0.1:%u cpu:0", b.port);
+  ck_assert_msg(file_has(out, want), "tstor info does not show '%s' (see %s)", want, out);
+  unlink(path);
+  unlink(out);
+
+  /* a peer that is gone says so */
+  ck_assert_int_eq(kill(b.pid, SIGKILL), 0);
+  waitpid(b.pid, NULL, 0);
+  b.pid = 0;
+  tstor_storage *s = NULL;
+  ck_assert_int_ne(tstor_storage_new(ctx, dev(ctx, "remote:1"), 4096, &s), 0);
+  ck_tstor_ok(tstor_device_describe(ctx, dev(ctx, "remote:1"), line, sizeof line));
+  ck_assert_msg(strstr(line, "unusable"), "%s", line);
+  tstor_context_close(ctx);
+  ck_assert_int_eq(server_stop(&a), 0);
+}
+END_TEST
+
 static Suite *remote_suite(void) {
   Suite *s = suite_create("remote");
   TCase *tc = tcase_create("remote");
@@ -408,6 +603,9 @@ static Suite *remote_suite(void) {
   tcase_add_test(tc, fork_child_fails_cleanly);
   tcase_add_test(tc, checkpoint_loads_onto_a_remote_device);
   tcase_add_test(tc, strided_tensor_copies);
+  tcase_add_test(tc, streams_queue_work_in_order);
+  tcase_add_test(tc, stream_failure_is_reported_once);
+  tcase_add_test(tc, devices_describe_their_peer);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -18,7 +18,12 @@
  * completes, the peer fails, or the timeout passes. A failed peer stays failed:
  * every later op on its devices fails at once with the first reason, and frees
  * only drop the local record. Ops that would wait for a peer in a child of
- * fork() fail with TSTOR_EBACKEND instead. */
+ * fork() fail with TSTOR_EBACKEND instead.
+ *
+ * Streams (stream.h): an op given a stream checks its arguments, queues itself
+ * and returns; the stream's worker runs the same synchronous op later. A free
+ * first waits for the work queued on every stream, as cudaFree waits for the
+ * device, so no queued job outlives its block. */
 #include <errno.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -32,7 +37,9 @@
 #include <tstor/backend.h>
 #include <ucp/api/ucp.h>
 
+#include "failure.h"
 #include "protocol.h"
+#include "stream.h"
 
 #define MAX_PEERS 16
 #define CHUNK ((size_t)64 << 20)
@@ -50,6 +57,9 @@ typedef struct peer {
   remote *r;
   char name[128]; /* "host:port" as the config wrote it */
   pthread_mutex_t mu;
+  /* Guards `blocks` for readers that do not hold mu (checks of a job before it
+   * is queued); who changes the list holds both, mu first. */
+  pthread_mutex_t blocks_mu;
   ucp_worker_h worker;
   ucp_ep_h ep;
   int failed;         /* the connection is gone: every op fails with `failure` */
@@ -79,6 +89,7 @@ struct remote {
   pid_t pid;
   uint8_t *secret;
   size_t secret_len;
+  rstreams *streams;
   int npeers;
   peer *peers[MAX_PEERS];
   int ndevices;
@@ -127,8 +138,8 @@ static void peer_fail(peer *p, const char *fmt, ...) {
 
 static int peer_error(peer *p, int device, int code) {
   if (device >= 0)
-    return p->r->reg->set_error(code, "remote:%d (peer %s): %s", device, p->name, p->failure);
-  return p->r->reg->set_error(code, "peer %s: %s", p->name, p->failure);
+    return remote_fail(p->r->reg, code, "remote:%d (peer %s): %s", device, p->name, p->failure);
+  return remote_fail(p->r->reg, code, "peer %s: %s", p->name, p->failure);
 }
 
 static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status) {
@@ -251,7 +262,7 @@ static int rpc(peer *p, int device, uint8_t *buf, size_t len, tsr_msg *out) {
       else
         snprintf(p->refusal, sizeof p->refusal, "%s: %s", tsr_status_text(out->status),
                  out->text);
-      return p->r->reg->set_error(status_code(out->status), "%s", p->refusal);
+      return remote_fail(p->r->reg, status_code(out->status), "%s", p->refusal);
     }
     return 0;
   }
@@ -292,19 +303,19 @@ static rblock *find_block(peer *p, int device, uint64_t addr, size_t n) {
 
 static int check_process(remote *r, int device, const char *what) {
   if (getpid() == r->pid) return 0;
-  return r->reg->set_error(TSTOR_EBACKEND,
+  return remote_fail(r->reg, TSTOR_EBACKEND,
                            "remote:%d: %s: the backend was loaded before the process forked; "
                            "open a new context in the child",
                            device, what);
 }
 
 static int bad_device(remote *r, int index) {
-  return r->reg->set_error(TSTOR_ENODEV, "remote:%d: no such device (%d remote devices)", index,
+  return remote_fail(r->reg, TSTOR_ENODEV, "remote:%d: no such device (%d remote devices)", index,
                            r->ndevices);
 }
 
 static int no_block(remote *r, int device, const void *addr, size_t n) {
-  return r->reg->set_error(TSTOR_EINVAL,
+  return remote_fail(r->reg, TSTOR_EINVAL,
                            "remote:%d: %zu bytes at %p are not inside one block of this device",
                            device, n, addr);
 }
@@ -330,12 +341,12 @@ static int remote_allocate(void *state, int index, size_t nbytes, void *stream, 
   int rc = check_process(r, index, "allocate");
   if (rc) return rc;
   if (nbytes > SIZE_MAX / 2)
-    return r->reg->set_error(TSTOR_ENOMEM, "remote:%d (peer %s): %zu bytes is too many", index,
+    return remote_fail(r->reg, TSTOR_ENOMEM, "remote:%d (peer %s): %zu bytes is too many", index,
                              p->name, nbytes);
   if (TSTOR_REGISTRAR_HAS(r->reg, should_fail) && r->reg->should_fail(TSTOR_FAULT_MALLOC))
-    return r->reg->set_error(TSTOR_ENOMEM, "remote:%d: no host memory for a block record", index);
+    return remote_fail(r->reg, TSTOR_ENOMEM, "remote:%d: no host memory for a block record", index);
   rblock *b = calloc(1, sizeof *b);
-  if (!b) return r->reg->set_error(TSTOR_ENOMEM, "remote:%d: no host memory for a block record", index);
+  if (!b) return remote_fail(r->reg, TSTOR_ENOMEM, "remote:%d: no host memory for a block record", index);
   uint8_t buf[TSR_MAX_MESSAGE];
   tsr_msg reply;
   pthread_mutex_lock(&p->mu);
@@ -346,7 +357,7 @@ static int remote_allocate(void *state, int index, size_t nbytes, void *stream, 
       /* give the block back; the peer's answer decides nothing more */
       tsr_msg ignored;
       rpc(p, index, buf, tsr_encode_free(buf, 0, reply.handle), &ignored);
-      rc = r->reg->set_error(TSTOR_EBACKEND, "remote:%d (peer %s): cannot unpack its key: %s",
+      rc = remote_fail(r->reg, TSTOR_EBACKEND, "remote:%d (peer %s): cannot unpack its key: %s",
                              index, p->name, ucs_status_string(st));
     }
   }
@@ -360,8 +371,10 @@ static int remote_allocate(void *state, int index, size_t nbytes, void *stream, 
   b->raddr = reply.raddr;
   b->nbytes = nbytes;
   b->device = index;
+  pthread_mutex_lock(&p->blocks_mu);
   b->next = p->blocks;
   p->blocks = b;
+  pthread_mutex_unlock(&p->blocks_mu);
   d->stats.allocated += nbytes;
   d->stats.alloc_count++;
   if (d->stats.allocated > d->stats.peak_allocated) d->stats.peak_allocated = d->stats.allocated;
@@ -378,14 +391,17 @@ static void remote_free(void *state, int index, void *ptr, size_t nbytes, void *
   rdevice *d = &r->devices[index];
   peer *p = d->p;
   rblock *b = alloc_ctx;
+  if (b) rstreams_wait(r->streams, -1); /* its failures are the streams' to report */
   pthread_mutex_lock(&p->mu);
   d->stats.free_count++;
   if (b) {
+    pthread_mutex_lock(&p->blocks_mu);
     for (rblock **q = &p->blocks; *q; q = &(*q)->next)
       if (*q == b) {
         *q = b->next;
         break;
       }
+    pthread_mutex_unlock(&p->blocks_mu);
     d->stats.allocated -= nbytes;
     /* A failed peer, or a fork child: the blocks are gone with the peer's
      * connection (or belong to the parent's); only the record is ours. */
@@ -425,6 +441,40 @@ static int remote_reset_peak(void *state, int index) {
 
 /* ---------------------------------------------------------- copies, fill */
 
+/* Checks what a job will touch before it is queued, so that a bad argument
+ * fails the call that gave it, as a synchronous op would: the device, the
+ * process, and that [addr, addr + n) lies inside one block of the device. */
+static int check_span(remote *r, int index, const void *addr, size_t n, const char *what) {
+  if (index < 0 || index >= r->ndevices) return bad_device(r, index);
+  int rc = check_process(r, index, what);
+  if (rc) return rc;
+  peer *p = r->devices[index].p;
+  pthread_mutex_lock(&p->blocks_mu);
+  rblock *b = find_block(p, index, (uint64_t)(uintptr_t)addr, n);
+  pthread_mutex_unlock(&p->blocks_mu);
+  return b ? 0 : no_block(r, index, addr, n);
+}
+
+/* A copy kernel's call, queued: the worker makes it again without a stream. */
+typedef struct copy_job {
+  tstor_copy_fn kernel;
+  void *dst;
+  const void *src;
+  int dst_index, src_index;
+  size_t nbytes;
+} copy_job;
+
+static int run_copy(void *state, const void *args) {
+  const copy_job *j = args;
+  return j->kernel(state, j->dst, j->dst_index, j->src, j->src_index, j->nbytes, NULL);
+}
+
+static int queue_copy(void *stream, tstor_copy_fn kernel, void *dst, int dst_index,
+                      const void *src, int src_index, size_t nbytes) {
+  copy_job j = {kernel, dst, src, dst_index, src_index, nbytes};
+  return rstream_enqueue(stream, run_copy, &j, sizeof j);
+}
+
 /* cpu -> remote and remote -> cpu: one-sided put or get. */
 static int copy_host(remote *r, int put, int index, void *host, uint64_t raddr, size_t nbytes) {
   if (nbytes == 0) return 0;
@@ -444,13 +494,21 @@ static int copy_host(remote *r, int put, int index, void *host, uint64_t raddr, 
 
 static int remote_copy_to_device(void *state, void *dst, int dst_index, const void *src,
                                   int src_index, size_t nbytes, void *stream) {
-  (void)src_index, (void)stream;
+  if (stream && nbytes) {
+    int rc = check_span(state, dst_index, dst, nbytes, "copy to the device");
+    return rc ? rc
+              : queue_copy(stream, remote_copy_to_device, dst, dst_index, src, src_index, nbytes);
+  }
   return copy_host(state, 1, dst_index, (void *)src, (uint64_t)(uintptr_t)dst, nbytes);
 }
 
 static int remote_copy_to_host(void *state, void *dst, int dst_index, const void *src,
                                int src_index, size_t nbytes, void *stream) {
-  (void)dst_index, (void)stream;
+  if (stream && nbytes) {
+    int rc = check_span(state, src_index, src, nbytes, "copy from the device");
+    return rc ? rc
+              : queue_copy(stream, remote_copy_to_host, dst, dst_index, src, src_index, nbytes);
+  }
   return copy_host(state, 0, src_index, dst, (uint64_t)(uintptr_t)src, nbytes);
 }
 
@@ -460,8 +518,13 @@ static int remote_copy_to_host(void *state, void *dst, int dst_index, const void
 static int remote_copy_on_device(void *state, void *dst, int dst_index, const void *src,
                                  int src_index, size_t nbytes, void *stream) {
   remote *r = state;
-  (void)stream;
   if (nbytes == 0) return 0;
+  if (stream) {
+    int rc = check_span(r, dst_index, dst, nbytes, "copy");
+    if (rc == 0) rc = check_span(r, src_index, src, nbytes, "copy");
+    return rc ? rc
+              : queue_copy(stream, remote_copy_on_device, dst, dst_index, src, src_index, nbytes);
+  }
   if (dst_index < 0 || dst_index >= r->ndevices) return bad_device(r, dst_index);
   if (src_index < 0 || src_index >= r->ndevices) return bad_device(r, src_index);
   int rc = check_process(r, dst_index, "copy");
@@ -488,8 +551,9 @@ static int remote_copy_on_device(void *state, void *dst, int dst_index, const vo
   size_t piece = nbytes < CHUNK ? nbytes : CHUNK;
   uint8_t *tmp = malloc(piece);
   if (!tmp)
-    return r->reg->set_error(TSTOR_ENOMEM, "remote:%d -> remote:%d: no host memory to stage %zu bytes",
-                             src_index, dst_index, piece);
+    return remote_fail(r->reg, TSTOR_ENOMEM,
+                       "remote:%d -> remote:%d: no host memory to stage %zu bytes", src_index,
+                       dst_index, piece);
   for (size_t done = 0; done < nbytes && rc == 0; done += piece) {
     size_t n = nbytes - done < piece ? nbytes - done : piece;
     rc = copy_host(r, 0, src_index, tmp, saddr + done, n);
@@ -499,18 +563,39 @@ static int remote_copy_on_device(void *state, void *dst, int dst_index, const vo
   return rc;
 }
 
+typedef struct fill_job {
+  void *ptr;
+  int index;
+  size_t nbytes, pattern_size;
+  unsigned char pattern[16];
+} fill_job;
+
+static int remote_fill(void *state, int index, void *ptr, size_t nbytes, const void *pattern,
+                       size_t pattern_size, void *stream);
+
+static int run_fill(void *state, const void *args) {
+  const fill_job *j = args;
+  return remote_fill(state, j->index, j->ptr, j->nbytes, j->pattern, j->pattern_size, NULL);
+}
+
 static int remote_fill(void *state, int index, void *ptr, size_t nbytes, const void *pattern,
                        size_t pattern_size, void *stream) {
   remote *r = state;
-  (void)stream;
   if (index < 0 || index >= r->ndevices) return bad_device(r, index);
   if (pattern_size == 0 || pattern_size > 16 || (pattern_size & (pattern_size - 1)) != 0 ||
       nbytes % pattern_size != 0)
-    return r->reg->set_error(TSTOR_EINVAL,
-                             "remote:%d: fill: pattern of %zu bytes over %zu bytes (1, 2, 4, 8 "
-                             "or 16 bytes, dividing the size)",
-                             index, pattern_size, nbytes);
+    return remote_fail(r->reg, TSTOR_EINVAL,
+                       "remote:%d: fill: pattern of %zu bytes over %zu bytes (1, 2, 4, 8 or 16 "
+                       "bytes, dividing the size)",
+                       index, pattern_size, nbytes);
   if (nbytes == 0) return 0;
+  if (stream) {
+    int rc = check_span(r, index, ptr, nbytes, "fill");
+    if (rc) return rc;
+    fill_job j = {.ptr = ptr, .index = index, .nbytes = nbytes, .pattern_size = pattern_size};
+    memcpy(j.pattern, pattern, pattern_size);
+    return rstream_enqueue(stream, run_fill, &j, sizeof j);
+  }
   int rc = check_process(r, index, "fill");
   if (rc) return rc;
   peer *p = r->devices[index].p;
@@ -531,13 +616,30 @@ static int remote_fill(void *state, int index, void *ptr, size_t nbytes, const v
   return rc;
 }
 
+typedef struct strided_job {
+  int index, ndim;
+  void *dst;
+  const void *src;
+  size_t element_size;
+  int64_t sizes[TSR_MAX_DIMS], dst_strides[TSR_MAX_DIMS], src_strides[TSR_MAX_DIMS];
+} strided_job;
+
+static int remote_copy_strided(void *state, int index, void *dst, const int64_t *dst_strides,
+                               const void *src, const int64_t *src_strides, const int64_t *sizes,
+                               int ndim, size_t element_size, void *stream);
+
+static int run_strided(void *state, const void *args) {
+  const strided_job *j = args;
+  return remote_copy_strided(state, j->index, j->dst, j->dst_strides, j->src, j->src_strides,
+                             j->sizes, j->ndim, j->element_size, NULL);
+}
+
 /* backend.h's copy_strided: one message with the whole descriptor; the peer
  * checks both spans against its blocks and moves the elements. */
 static int remote_copy_strided(void *state, int index, void *dst, const int64_t *dst_strides,
                                const void *src, const int64_t *src_strides, const int64_t *sizes,
                                int ndim, size_t element_size, void *stream) {
   remote *r = state;
-  (void)stream; /* synchronous: complete on return, whatever the stream */
   if (index < 0 || index >= r->ndevices) return bad_device(r, index);
   if (ndim < 1 || ndim > (int)TSR_MAX_DIMS || element_size == 0 || element_size > 1024)
     return TSTOR_ENOTSUP;
@@ -547,6 +649,17 @@ static int remote_copy_strided(void *state, int index, void *dst, const int64_t 
     if (dst_strides[d] < 0 || src_strides[d] < 0) return TSTOR_ENOTSUP;
     dspan += (uint64_t)dst_strides[d] * (uint64_t)(sizes[d] - 1);
     sspan += (uint64_t)src_strides[d] * (uint64_t)(sizes[d] - 1);
+  }
+  if (stream) {
+    int rc = check_span(r, index, dst, (size_t)dspan, "strided copy");
+    if (rc == 0) rc = check_span(r, index, src, (size_t)sspan, "strided copy");
+    if (rc) return rc;
+    strided_job j = {.index = index, .ndim = ndim, .dst = dst, .src = src,
+                     .element_size = element_size};
+    memcpy(j.sizes, sizes, (size_t)ndim * sizeof *sizes);
+    memcpy(j.dst_strides, dst_strides, (size_t)ndim * sizeof *dst_strides);
+    memcpy(j.src_strides, src_strides, (size_t)ndim * sizeof *src_strides);
+    return rstream_enqueue(stream, run_strided, &j, sizeof j);
   }
   int rc = check_process(r, index, "strided copy");
   if (rc) return rc;
@@ -570,6 +683,74 @@ static int remote_copy_strided(void *state, int index, void *dst, const int64_t 
   return rc;
 }
 
+/* ---------------------------------------------- streams, events, describe */
+
+static int remote_synchronize(void *state, int index) {
+  remote *r = state;
+  if (index < 0 || index >= r->ndevices) return bad_device(r, index);
+  return rstreams_wait(r->streams, index);
+}
+
+static int remote_stream_create(void *state, int index, void **out) {
+  remote *r = state;
+  if (index < 0 || index >= r->ndevices) return bad_device(r, index);
+  return rstream_create(r->streams, index, out);
+}
+
+static void remote_stream_destroy(void *state, int index, void *stream) {
+  (void)index;
+  rstream_destroy(((remote *)state)->streams, stream);
+}
+
+static int remote_stream_synchronize(void *state, int index, void *stream) {
+  (void)index;
+  return rstream_synchronize(((remote *)state)->streams, stream);
+}
+
+static int remote_stream_wait_event(void *state, int index, void *stream, void *event) {
+  (void)index;
+  return rstream_wait_event(((remote *)state)->streams, stream, event);
+}
+
+static int remote_event_create(void *state, int index, void **out) {
+  return rstream_event_create(((remote *)state)->streams, index, out);
+}
+
+static void remote_event_destroy(void *state, int index, void *event) {
+  (void)index;
+  rstream_event_destroy(((remote *)state)->streams, event);
+}
+
+static int remote_event_record(void *state, int index, void *event, void *stream) {
+  (void)index;
+  return rstream_event_record(((remote *)state)->streams, event, stream);
+}
+
+static int remote_event_query(void *state, int index, void *event) {
+  (void)index;
+  return rstream_event_query(((remote *)state)->streams, event);
+}
+
+static int remote_event_synchronize(void *state, int index, void *event) {
+  (void)index;
+  return rstream_event_synchronize(((remote *)state)->streams, event);
+}
+
+/* "127.0.0.1:13337 cpu:0", and the reason when the peer is gone. */
+static int remote_describe(void *state, int index, char *buf, size_t size) {
+  remote *r = state;
+  if (index < 0 || index >= r->ndevices) return bad_device(r, index);
+  rdevice *d = &r->devices[index];
+  peer *p = d->p;
+  pthread_mutex_lock(&p->mu);
+  if (p->failed)
+    snprintf(buf, size, "%s %s (unusable: %s)", p->name, p->devices[d->index].name, p->failure);
+  else
+    snprintf(buf, size, "%s %s", p->name, p->devices[d->index].name);
+  pthread_mutex_unlock(&p->mu);
+  return 0;
+}
+
 static const tstor_allocator_ops remote_allocator = {
     .struct_size = sizeof(tstor_allocator_ops),
     .abi_version = TSTOR_ABI_VERSION,
@@ -588,7 +769,18 @@ static const tstor_device_ops remote_device_ops = {
     .device_count = remote_count,
     .allocator = &remote_allocator,
     .fill = remote_fill,
+    .synchronize = remote_synchronize,
+    .stream_create = remote_stream_create,
+    .stream_destroy = remote_stream_destroy,
+    .stream_synchronize = remote_stream_synchronize,
+    .stream_wait_event = remote_stream_wait_event,
+    .event_create = remote_event_create,
+    .event_destroy = remote_event_destroy,
+    .event_record = remote_event_record,
+    .event_query = remote_event_query,
+    .event_synchronize = remote_event_synchronize,
     .copy_strided = remote_copy_strided, /* since 1.2 */
+    .describe = remote_describe,         /* since 1.3 */
 };
 
 /* ------------------------------------------------------------- sessions */
@@ -726,6 +918,7 @@ static void peer_close(remote *r, peer *p) {
     }
     if (getpid() == r->pid) ucp_worker_destroy(p->worker);
   }
+  pthread_mutex_destroy(&p->blocks_mu);
   pthread_mutex_destroy(&p->mu);
   free(p);
 }
@@ -734,6 +927,7 @@ static void remote_free_all(remote *r) {
   for (int i = 0; i < r->npeers; i++) peer_close(r, r->peers[i]);
   if (r->ucp && getpid() == r->pid) ucp_cleanup(r->ucp);
   tsr_secret_free(r->secret, r->secret_len);
+  rstreams_free(r->streams);
   free(r);
 }
 
@@ -765,8 +959,15 @@ static int remote_init(const tstor_registrar *reg, tstor_module *m, void **modul
   r->m = m;
   r->timeout_ms = timeout_ms;
   r->pid = getpid();
+  r->streams = rstreams_new(reg, r);
+  if (!r->streams) {
+    free(r);
+    snprintf(msg, msg_size, "out of host memory");
+    return TSTOR_ENOMEM;
+  }
   char why[512];
   if (tsr_secret_read(secret_file, &r->secret, &r->secret_len, why, sizeof why) != 0) {
+    rstreams_free(r->streams);
     free(r);
     return reg->config_error(m, "secret_file", "%s", why);
   }
@@ -802,6 +1003,13 @@ static int remote_init(const tstor_registrar *reg, tstor_module *m, void **modul
     }
     peer *p = calloc(1, sizeof *p);
     if (!p || pthread_mutex_init(&p->mu, NULL) != 0) {
+      free(p);
+      remote_free_all(r);
+      snprintf(msg, msg_size, "out of host memory");
+      return TSTOR_ENOMEM;
+    }
+    if (pthread_mutex_init(&p->blocks_mu, NULL) != 0) {
+      pthread_mutex_destroy(&p->mu);
       free(p);
       remote_free_all(r);
       snprintf(msg, msg_size, "out of host memory");
