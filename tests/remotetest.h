@@ -85,12 +85,26 @@ static inline double mono_s(void) {
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* Starts `tstor serve` with the secret file and extra arguments (NULL-ended
- * list of up to 4), on a free port; returns 0 once it listens, -1 when it
- * exited first (its log says why: ts->log). */
-static inline int server_start_args(test_server *ts, const char *secret, const char *tag,
-                                    const char *a1, const char *a2) {
-  for (int attempt = 0; attempt < 3; attempt++) {
+/* The servers' configs: cpu alone (one device a server, remote:N for the
+ * N-th server), or cpu and one hpu-stub device, whose blocks the server
+ * stages through host memory. */
+#define SERVER_CPU "[backend cpu]\nlibrary = tstor-cpu.so\n"
+#define SERVER_CPU_HPU SERVER_CPU "[backend hpu]\nlibrary = tstor-hpu-stub.so\ndevices = 1\nmemory_mb = 96\n"
+
+/* Starts `tstor serve` with the config text, the secret file and up to two
+ * extra arguments (NULL when none), on a free port; returns 0 once it
+ * listens, -1 when it exited first (its log says why: ts->log). */
+static inline int server_start_with(test_server *ts, const char *config, const char *secret,
+                                    const char *tag, const char *a1, const char *a2) {
+  char config_path[300];
+  snprintf(config_path, sizeof config_path, "%s/remote-%s-%d.ini", TSTOR_TEST_BUILDDIR, tag,
+           (int)getpid());
+  FILE *f = fopen(config_path, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(config, f);
+  fclose(f);
+  int rc = -1;
+  for (int attempt = 0; attempt < 3 && rc != 0; attempt++) {
     ts->port = free_port();
     snprintf(ts->log, sizeof ts->log, "%s/remote-%s-%u.log", TSTOR_TEST_BUILDDIR, tag, ts->port);
     unlink(ts->log);
@@ -108,8 +122,8 @@ static inline int server_start_args(test_server *ts, const char *secret, const c
         dup2(fd, 2);
         close(fd);
       }
-      execl(REMOTE_TSTOR, "tstor", "serve", "--listen", listen, "--secret-file", secret, a1, a2,
-            (char *)NULL);
+      execl(REMOTE_TSTOR, "tstor", "serve", "--listen", listen, "--secret-file", secret,
+            "--config", config_path, a1, a2, (char *)NULL);
       _exit(127);
     }
     double deadline = mono_s() + 20;
@@ -119,17 +133,28 @@ static inline int server_start_args(test_server *ts, const char *secret, const c
         ts->pid = 0;
         break; /* exited: a taken port, or a refusal the caller checks */
       }
-      if (file_has(ts->log, "listening on")) return 0;
+      if (file_has(ts->log, "listening on")) {
+        rc = 0;
+        break;
+      }
       usleep(10000);
     }
+    if (rc == 0) break;
     if (ts->pid) {
       kill(ts->pid, SIGKILL);
       waitpid(ts->pid, NULL, 0);
       ts->pid = 0;
     }
-    if (file_has(ts->log, "secret file")) return -1; /* a refusal: no retry */
+    if (file_has(ts->log, "secret file")) break; /* a refusal: no retry */
   }
-  return -1;
+  unlink(config_path); /* read at the start */
+  return rc;
+}
+
+/* The same with the cpu alone. */
+static inline int server_start_args(test_server *ts, const char *secret, const char *tag,
+                                    const char *a1, const char *a2) {
+  return server_start_with(ts, SERVER_CPU, secret, tag, a1, a2);
 }
 
 static inline void server_start(test_server *ts, const char *secret, const char *tag) {

@@ -294,11 +294,8 @@ END_TEST
 
 /* Strided tensor copies on one remote device go to the peer as one
  * descriptor (copy_strided); the result is what the same copy gives on cpu. */
-START_TEST(strided_tensor_copies) {
-  test_server a;
-  server_start(&a, secret_path, "strided");
-  tstor_context *ctx = open_client_of(&a, 5000);
-  tstor_device r0 = dev(ctx, "remote:0"), cpu = dev(ctx, "cpu");
+static void check_strided_copies(tstor_context *ctx, const char *where) {
+  tstor_device r0 = dev(ctx, where), cpu = dev(ctx, "cpu");
   const int64_t sizes[3] = {5, 37, 53};
   tstor_tensor *host, *remote, *perm_h, *perm_r, *want, *got, *got_h;
   ck_tstor_ok(tstor_tensor_empty(ctx, cpu, TSTOR_FLOAT64, 3, sizes, &host));
@@ -309,32 +306,36 @@ START_TEST(strided_tensor_copies) {
   ck_tstor_ok(tstor_tensor_permute(host, 3, order, &perm_h));
   ck_tstor_ok(tstor_tensor_permute(remote, 3, order, &perm_r));
   ck_tstor_ok(tstor_tensor_contiguous(perm_h, &want));
-  ck_tstor_ok(tstor_tensor_contiguous(perm_r, &got)); /* on remote:0, strided */
+  ck_tstor_ok(tstor_tensor_contiguous(perm_r, &got)); /* on the remote device, strided */
   ck_assert(tstor_tensor_device(got).type == r0.type);
   ck_tstor_ok(tstor_tensor_to(got, cpu, TSTOR_FLOAT64, &got_h));
   ck_assert(memcmp(tstor_tensor_data(got_h), tstor_tensor_data(want),
                    (size_t)tstor_tensor_nbytes(want)) == 0);
   tstor_tensor *list[] = {host, remote, perm_h, perm_r, want, got, got_h};
   for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) tstor_tensor_release(list[i]);
+}
+
+START_TEST(strided_tensor_copies) {
+  test_server a;
+  server_start(&a, secret_path, "strided");
+  tstor_context *ctx = open_client_of(&a, 5000);
+  check_strided_copies(ctx, "remote:0");
   tstor_context_close(ctx);
   ck_assert_int_eq(server_stop(&a), 0);
 }
 END_TEST
 
-/* torch.save files that PyTorch wrote, loaded with map_location "remote:0":
+/* torch.save files that PyTorch wrote, loaded with map_location `where`:
  * every storage on the peer, with the bytes of the same file loaded on cpu. */
-START_TEST(checkpoint_loads_onto_a_remote_device) {
-  test_server a;
-  server_start(&a, secret_path, "ckpt");
-  tstor_context *ctx = open_client_of(&a, 5000);
-  tstor_device r0 = dev(ctx, "remote:0"), cpu = dev(ctx, "cpu");
+static void check_checkpoints_load(tstor_context *ctx, const char *where) {
+  tstor_device r0 = dev(ctx, where), cpu = dev(ctx, "cpu");
   const char *files[] = {"module_conv_bn.pt", "checkpoint_nested.pt", "legacy_params_lstm.pt"};
   for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
     char path[512];
     snprintf(path, sizeof path, "%s/ckpt/golden/%s", TSTOR_TEST_SRCDIR, files[f]);
     tstor_load_options on_cpu = TSTOR_LOAD_OPTIONS_INIT, on_remote = TSTOR_LOAD_OPTIONS_INIT;
     on_cpu.map_location = "cpu";
-    on_remote.map_location = "remote:0";
+    on_remote.map_location = where;
     tstor_checkpoint *want, *got;
     ck_tstor_ok(tstor_torch_load(ctx, path, &on_cpu, &want));
     ck_tstor_ok(tstor_torch_load(ctx, path, &on_remote, &got));
@@ -359,6 +360,86 @@ START_TEST(checkpoint_loads_onto_a_remote_device) {
     tstor_checkpoint_free(got);
     tstor_checkpoint_free(want);
   }
+}
+
+START_TEST(checkpoint_loads_onto_a_remote_device) {
+  test_server a;
+  server_start(&a, secret_path, "ckpt");
+  tstor_context *ctx = open_client_of(&a, 5000);
+  check_checkpoints_load(ctx, "remote:0");
+  tstor_context_close(ctx);
+  ck_assert_int_eq(server_stop(&a), 0);
+}
+END_TEST
+
+/* A device whose memory UCX cannot register (hpu-stub here, cuda alike) is
+ * exported too, its bytes staged through the client's window on the server:
+ * copies larger than the window, fills, copies between it and the peer's cpu
+ * and within one block (overlapping), strided copies and checkpoints. */
+START_TEST(staged_devices_are_exported) {
+  test_server a;
+  ck_assert_int_eq(server_start_with(&a, SERVER_CPU_HPU, secret_path, "staged", NULL, NULL), 0);
+  tstor_context *ctx = open_client_of(&a, 10000);
+  tstor_device cpu = dev(ctx, "cpu"), r0 = dev(ctx, "remote:0"), r1 = dev(ctx, "remote:1");
+  char line[256], want[128];
+  ck_tstor_ok(tstor_device_describe(ctx, r1, line, sizeof line));
+  snprintf(want, sizeof want, "remote:1 -> 127.0.0.1:%u hpu:0", a.port);
+  ck_assert_str_eq(line, want);
+  ck_assert(file_has(a.log, "2 device(s)"));
+
+  /* 40 MiB: three pieces through a 16 MiB window, both ways */
+  const size_t n = (size_t)40 << 20;
+  tstor_storage *h, *back, *staged, *plain;
+  ck_tstor_ok(tstor_storage_new(ctx, cpu, n, &h));
+  ck_tstor_ok(tstor_storage_new(ctx, cpu, n, &back));
+  uint64_t rng = 0x2545f4914f6cdd1dull;
+  uint8_t *hb = tstor_storage_data(h);
+  for (size_t i = 0; i < n; i += 8) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    memcpy(hb + i, &rng, 8);
+  }
+  ck_tstor_ok(tstor_storage_new(ctx, r1, n, &staged));
+  ck_tstor_ok(tstor_storage_copy(staged, h));
+  ck_tstor_ok(tstor_storage_copy(back, staged));
+  ck_assert(memcmp(tstor_storage_data(back), hb, n) == 0);
+
+  /* a fill of a range: the bytes around it stay */
+  tstor_storage *mid;
+  const uint32_t pattern = 0xa5c3e1f0u;
+  ck_tstor_ok(tstor_storage_view(staged, 4096, 3 * 4096, &mid));
+  ck_tstor_ok(tstor_storage_fill_pattern(mid, &pattern, 4));
+  ck_tstor_ok(tstor_storage_copy(back, staged));
+  for (size_t i = 4096; i < 4 * 4096; i += 4) memcpy(hb + i, &pattern, 4);
+  ck_assert(memcmp(tstor_storage_data(back), hb, n) == 0);
+  tstor_storage_release(mid);
+
+  /* within the peer: hpu -> cpu -> hpu, and overlapping ranges of one block */
+  ck_tstor_ok(tstor_storage_new(ctx, r0, n, &plain));
+  ck_tstor_ok(tstor_storage_copy(plain, staged));
+  tstor_storage *lo, *hi;
+  ck_tstor_ok(tstor_storage_view(staged, 0, n - 1000, &lo));
+  ck_tstor_ok(tstor_storage_view(staged, 1000, n - 1000, &hi));
+  ck_tstor_ok(tstor_storage_copy(hi, lo));
+  memmove(hb + 1000, hb, n - 1000);
+  ck_tstor_ok(tstor_storage_copy(back, staged));
+  ck_assert(memcmp(tstor_storage_data(back), hb, n) == 0);
+  ck_tstor_ok(tstor_storage_copy(staged, plain)); /* the bytes before the fill's neighbours moved */
+  ck_tstor_ok(tstor_storage_copy(back, staged));
+  ck_tstor_ok(tstor_storage_copy(h, plain));
+  ck_assert(memcmp(tstor_storage_data(back), tstor_storage_data(h), n) == 0);
+  tstor_storage_release(hi);
+  tstor_storage_release(lo);
+
+  tstor_stats st = TSTOR_STATS_INIT;
+  ck_tstor_ok(tstor_device_stats(ctx, r1, &st));
+  ck_assert_uint_eq(st.allocated, n);
+  tstor_storage_release(plain);
+  tstor_storage_release(staged);
+  tstor_storage_release(back);
+  tstor_storage_release(h);
+
+  check_strided_copies(ctx, "remote:1");
+  check_checkpoints_load(ctx, "remote:1");
   tstor_context_close(ctx);
   ck_assert_int_eq(server_stop(&a), 0);
 }
@@ -606,6 +687,7 @@ static Suite *remote_suite(void) {
   tcase_add_test(tc, streams_queue_work_in_order);
   tcase_add_test(tc, stream_failure_is_reported_once);
   tcase_add_test(tc, devices_describe_their_peer);
+  tcase_add_test(tc, staged_devices_are_exported);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -134,7 +134,8 @@ START_TEST(crafted_messages_get_error_replies) {
            (int)getpid());
   write_secret(secret_path, SECRET, 0600);
   test_server srv;
-  ck_assert_int_eq(server_start_args(&srv, secret_path, "wire", "--max-client-mb", "4"), 0);
+  ck_assert_int_eq(
+      server_start_with(&srv, SERVER_CPU_HPU, secret_path, "wire", "--max-client-mb", "4"), 0);
   wire a, b;
   tsr_msg m;
   uint8_t raw[TSR_MAX_MESSAGE + 64];
@@ -263,6 +264,41 @@ START_TEST(crafted_messages_get_error_replies) {
   } while (mono_s() < deadline);
   ck_assert_uint_eq(m.server_total, 0);
 
+  /* --- staged blocks (hpu:0, device 1): no key; bytes through the window */
+  ck_assert_int_eq(wire_call(&b, raw, tsr_encode_alloc(raw, 50, 1, 2 << 20), &m), 0);
+  uint64_t hs = m.handle;
+  ck_assert_uint_eq(m.rkey_len, 0);
+  ck_assert_int_eq(wire_call(&b, raw, tsr_encode_stage(raw, TSR_PUSH, 51, hs, 0, 16), &m),
+                   TSR_ST_INVAL); /* no window yet */
+  ck_assert(strstr(m.text, "WINDOW") != NULL);
+  ck_assert_int_eq(wire_call(&b, raw, tsr_encode_window(raw, 52), &m), 0);
+  const uint64_t window = m.nbytes;
+  ck_assert_uint_eq(window, 1 << 20); /* a quarter of the 4 MiB cap */
+  ck_assert_uint_gt(m.rkey_len, 0);
+  ck_assert_int_eq(wire_call(&b, raw, tsr_encode_window(raw, 53), &m), 0); /* the same again */
+  ck_assert_uint_eq(m.nbytes, window);
+  ck_assert_int_eq(wire_call(&b, raw, tsr_encode_stage(raw, TSR_PULL, 54, hs, 0, window + 1), &m),
+                   TSR_ST_RANGE); /* more than the window */
+  ck_assert_int_eq(wire_call(&b, raw, tsr_encode_stage(raw, TSR_PULL, 55, hs, (2 << 20) - 8, 16),
+                             &m), TSR_ST_RANGE); /* past the block */
+  ck_assert_int_eq(wire_call(&b, raw, tsr_encode_stage(raw, TSR_PUSH, 56, hs, UINT64_MAX, 2), &m),
+                   TSR_ST_RANGE);
+  ck_assert_int_eq(wire_call(&b, raw, tsr_encode_stage(raw, TSR_PUSH, 57, hs + 1, 0, 2), &m),
+                   TSR_ST_NOHANDLE);
+  ck_assert_int_eq(wire_call(&b, raw, tsr_encode_stage(raw, TSR_PULL, 58, hs, 4096, window), &m), 0);
+  ck_assert_int_eq(wire_call(&b, raw, tsr_encode_stage(raw, TSR_PUSH, 59, hs, 1, 100), &m), 0);
+  ck_assert_int_eq(wire_call(&b, raw, tsr_encode_fill(raw, 60, hs, 8, 16, 8, pat), &m), 0);
+  ck_assert_int_eq(wire_call(&b, raw, tsr_encode_copy(raw, 61, hs, 0, hs, 10, 4096), &m), 0);
+  ck_assert_int_eq(wire_call(&b, raw, tsr_encode_copy_strided(raw, 62, hs, 0, hs, 64, 4, 2, sz, ds,
+                                                              ss), &m), 0);
+  ck_assert_int_eq(wire_call(&b, raw, tsr_encode_copy_strided(raw, 63, hs, (2 << 20) - 8, hs, 0,
+                                                              4, 2, sz, ds, ss), &m), TSR_ST_RANGE);
+  /* the window counts against the cap: 2 MiB + 1 MiB held, 2 MiB more is over */
+  ck_assert_int_eq(wire_call(&b, raw, tsr_encode_alloc(raw, 64, 1, 2 << 20), &m), TSR_ST_QUOTA);
+  ck_assert_int_eq(wire_call(&b, raw, tsr_encode_stats(raw, 65, 1), &m), 0);
+  ck_assert_uint_eq(m.held, 2 << 20);
+  ck_assert_uint_eq(m.server_total, (2 << 20) + window);
+
   ck_assert_int_eq(wire_call(&b, raw, tsr_encode_bye(raw, 34), &m), 0);
   wire_close(&b, 0);
   ck_assert_int_eq(server_stop(&srv), 0);
@@ -297,8 +333,26 @@ START_TEST(decoder_checks_every_size) {
   n = tsr_encode_alloc_reply(buf, 4, 1, 2, "key", 3);
   ck_assert_int_eq(tsr_decode(buf, n, 1, &m, why, sizeof why), 0);
   ck_assert_int_eq(tsr_decode(buf, n - 1, 1, &m, why, sizeof why), TSR_ST_BADMSG);
-  buf[TSR_HEADER_SIZE + 16] = 0; /* a key of 0 bytes */
+  buf[TSR_HEADER_SIZE + 16] = 0; /* a key of 0 bytes: a staged block */
+  ck_assert_int_eq(tsr_decode(buf, n - 3, 1, &m, why, sizeof why), 0);
+  ck_assert_uint_eq(m.rkey_len, 0);
+  ck_assert_int_eq(tsr_decode(buf, n, 1, &m, why, sizeof why), TSR_ST_BADMSG); /* then 3 bytes too many */
+  n = tsr_encode_window_reply(buf, 6, 4096, 7, "key", 3);
+  ck_assert_int_eq(tsr_decode(buf, n, 1, &m, why, sizeof why), 0);
+  ck_assert_uint_eq(m.nbytes, 4096);
+  ck_assert_uint_eq(m.raddr, 7);
+  ck_assert_uint_eq(m.rkey_len, 3);
+  for (size_t cut = 0; cut < n; cut++)
+    ck_assert_int_eq(tsr_decode(buf, cut, 1, &m, why, sizeof why), TSR_ST_BADMSG);
+  buf[TSR_HEADER_SIZE + 16] = 0; /* a window must have a key */
   ck_assert_int_eq(tsr_decode(buf, n - 3, 1, &m, why, sizeof why), TSR_ST_BADMSG);
+  n = tsr_encode_stage(buf, TSR_PULL, 7, 9, 10, 11);
+  ck_assert_int_eq(tsr_decode(buf, n, 0, &m, why, sizeof why), 0);
+  ck_assert_int_eq(m.type, TSR_PULL);
+  ck_assert_uint_eq(m.handle, 9);
+  ck_assert_uint_eq(m.offset, 10);
+  ck_assert_uint_eq(m.nbytes, 11);
+  ck_assert_int_eq(tsr_decode(buf, n - 1, 0, &m, why, sizeof why), TSR_ST_BADMSG);
   n = tsr_encode_error(buf, TSR_FREE, 5, TSR_ST_NOHANDLE, "no\nsuch");
   ck_assert_int_eq(tsr_decode(buf, n, 1, &m, why, sizeof why), 0);
   ck_assert_str_eq(m.text, "no?such"); /* no control characters reach a log */

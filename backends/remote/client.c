@@ -47,7 +47,7 @@
 typedef struct rblock {
   struct rblock *next;
   uint64_t handle, raddr, nbytes;
-  ucp_rkey_h rkey;
+  ucp_rkey_h rkey; /* NULL for a staged block: its bytes go through the window */
   int device; /* remote:N */
 } rblock;
 
@@ -70,6 +70,9 @@ typedef struct peer {
   size_t reply_len;
   uint8_t reply[TSR_MAX_MESSAGE];
   rblock *blocks;
+  /* The peer's window for staged blocks (protocol.h), asked for on first use. */
+  uint64_t window_raddr, window_size;
+  ucp_rkey_h window_rkey;
   int first_device; /* remote:first_device is the peer's device 0 */
   uint32_t ndevices;
   tsr_device_desc devices[TSR_MAX_DEVICES];
@@ -292,6 +295,53 @@ static int transfer(peer *p, int device, int put, void *local, uint64_t raddr, u
   return 0;
 }
 
+/* Asks for the peer's window once. The caller holds p->mu. */
+static int window_open(peer *p, int device) {
+  if (p->window_rkey) return 0;
+  uint8_t buf[TSR_MAX_MESSAGE];
+  tsr_msg reply;
+  int rc = rpc(p, device, buf, tsr_encode_window(buf, 0), &reply);
+  if (rc) return rc;
+  if (reply.nbytes == 0) { /* it would move nothing, for ever */
+    peer_fail(p, "WINDOW: answered with a window of 0 bytes");
+    return peer_error(p, device, TSTOR_EIO);
+  }
+  ucs_status_t st = ucp_ep_rkey_unpack(p->ep, reply.rkey, &p->window_rkey);
+  if (st != UCS_OK) {
+    p->window_rkey = NULL;
+    return remote_fail(p->r->reg, TSTOR_EBACKEND, "remote:%d (peer %s): cannot unpack its key: %s",
+                       device, p->name, ucs_status_string(st));
+  }
+  p->window_raddr = reply.raddr;
+  p->window_size = reply.nbytes;
+  return 0;
+}
+
+/* A staged block's bytes [offset, offset + n) through the peer's window, a
+ * window's worth at a time: a put, then PUSH (the peer copies the window into
+ * the block); or PULL, then a get. The caller holds p->mu. */
+static int staged_transfer(peer *p, int device, int put, void *local, const rblock *b,
+                           uint64_t offset, size_t n) {
+  int rc = window_open(p, device);
+  uint8_t buf[TSR_MAX_MESSAGE];
+  tsr_msg reply;
+  for (size_t done = 0; done < n && rc == 0;) {
+    size_t piece = n - done < p->window_size ? n - done : (size_t)p->window_size;
+    uint8_t *at = (uint8_t *)local + done;
+    size_t len = tsr_encode_stage(buf, put ? TSR_PUSH : TSR_PULL, 0, b->handle, offset + done,
+                                  piece);
+    if (put) {
+      rc = transfer(p, device, 1, at, p->window_raddr, p->window_rkey, piece);
+      if (rc == 0) rc = rpc(p, device, buf, len, &reply);
+    } else {
+      rc = rpc(p, device, buf, len, &reply);
+      if (rc == 0) rc = transfer(p, device, 0, at, p->window_raddr, p->window_rkey, piece);
+    }
+    done += piece;
+  }
+  return rc;
+}
+
 /* The block of device `device` holding [addr, addr + n); NULL when none. */
 static rblock *find_block(peer *p, int device, uint64_t addr, size_t n) {
   for (rblock *b = p->blocks; b; b = b->next)
@@ -351,7 +401,7 @@ static int remote_allocate(void *state, int index, size_t nbytes, void *stream, 
   tsr_msg reply;
   pthread_mutex_lock(&p->mu);
   rc = rpc(p, index, buf, tsr_encode_alloc(buf, 0, d->index, nbytes), &reply);
-  if (rc == 0) {
+  if (rc == 0 && reply.rkey_len > 0) {
     ucs_status_t st = ucp_ep_rkey_unpack(p->ep, reply.rkey, &b->rkey);
     if (st != UCS_OK) {
       /* give the block back; the peer's answer decides nothing more */
@@ -412,7 +462,7 @@ static void remote_free(void *state, int index, void *ptr, size_t nbytes, void *
         r->reg->log(r->m, TSTOR_LOG_WARN, "remote:%d: freeing %zu bytes on peer %s failed: %s",
                     index, nbytes, p->name, p->failed ? p->failure : p->refusal);
     }
-    if (getpid() == r->pid) ucp_rkey_destroy(b->rkey);
+    if (getpid() == r->pid && b->rkey) ucp_rkey_destroy(b->rkey);
     free(b);
   }
   pthread_mutex_unlock(&p->mu);
@@ -486,6 +536,8 @@ static int copy_host(remote *r, int put, int index, void *host, uint64_t raddr, 
   rblock *b = find_block(p, index, raddr, nbytes);
   if (!b)
     rc = no_block(r, index, (void *)(uintptr_t)raddr, nbytes);
+  else if (!b->rkey)
+    rc = staged_transfer(p, index, put, host, b, raddr - b->raddr, nbytes);
   else
     rc = transfer(p, index, put, host, raddr, b->rkey, nbytes);
   pthread_mutex_unlock(&p->mu);
@@ -890,13 +942,14 @@ static void peer_close(remote *r, peer *p) {
     while (p->blocks) {
       rblock *b = p->blocks;
       p->blocks = b->next;
-      if (getpid() == r->pid) ucp_rkey_destroy(b->rkey);
+      if (getpid() == r->pid && b->rkey) ucp_rkey_destroy(b->rkey);
       free(b);
       leaked++;
     }
     if (leaked)
       r->reg->log(r->m, TSTOR_LOG_WARN, "peer %s: %u block(s) still allocated at unload",
                   p->name, leaked);
+    if (p->window_rkey && getpid() == r->pid) ucp_rkey_destroy(p->window_rkey);
     if (!p->failed && getpid() == r->pid) {
       uint8_t buf[TSR_MAX_MESSAGE];
       tsr_msg reply;

@@ -117,6 +117,19 @@ size_t tsr_encode_copy(uint8_t *buf, uint32_t id, uint64_t dst, uint64_t dst_off
   return w.len;
 }
 
+size_t tsr_encode_window(uint8_t *buf, uint32_t id) {
+  return header(buf, TSR_WINDOW, id, 0).len;
+}
+
+size_t tsr_encode_stage(uint8_t *buf, int type, uint32_t id, uint64_t handle, uint64_t offset,
+                        uint64_t nbytes) {
+  writer w = header(buf, type, id, 0);
+  put_u64(&w, handle);
+  put_u64(&w, offset);
+  put_u64(&w, nbytes);
+  return w.len;
+}
+
 size_t tsr_encode_fill(uint8_t *buf, uint32_t id, uint64_t handle, uint64_t offset,
                        uint64_t nbytes, uint32_t pattern_size, const uint8_t *pattern) {
   writer w = header(buf, TSR_FILL, id, 0);
@@ -194,15 +207,26 @@ size_t tsr_encode_welcome(uint8_t *buf, uint32_t id, const uint8_t *mac,
   return w.len;
 }
 
-size_t tsr_encode_alloc_reply(uint8_t *buf, uint32_t id, uint64_t handle, uint64_t raddr,
-                              const void *rkey, uint32_t rkey_len) {
-  writer w = header(buf, TSR_ALLOC | TSR_REPLY, id, 0);
+/* ALLOC and WINDOW replies: a number, an address and a packed key. */
+static size_t keyed_reply(uint8_t *buf, int type, uint32_t id, uint64_t first, uint64_t raddr,
+                          const void *rkey, uint32_t rkey_len) {
+  writer w = header(buf, type | TSR_REPLY, id, 0);
   if (rkey_len > TSR_MAX_RKEY) rkey_len = 0; /* the server checks before; never overflow */
-  put_u64(&w, handle);
+  put_u64(&w, first);
   put_u64(&w, raddr);
   put_u32(&w, rkey_len);
   put_bytes(&w, rkey, rkey_len);
   return w.len;
+}
+
+size_t tsr_encode_alloc_reply(uint8_t *buf, uint32_t id, uint64_t handle, uint64_t raddr,
+                              const void *rkey, uint32_t rkey_len) {
+  return keyed_reply(buf, TSR_ALLOC, id, handle, raddr, rkey, rkey_len);
+}
+
+size_t tsr_encode_window_reply(uint8_t *buf, uint32_t id, uint64_t nbytes, uint64_t raddr,
+                               const void *rkey, uint32_t rkey_len) {
+  return keyed_reply(buf, TSR_WINDOW, id, nbytes, raddr, rkey, rkey_len);
 }
 
 size_t tsr_encode_stats_reply(uint8_t *buf, uint32_t id, uint64_t held, uint64_t peak,
@@ -310,16 +334,23 @@ static void read_welcome(reader *r, tsr_msg *m, char *why, size_t why_size, int 
   }
 }
 
-static void read_alloc_reply(reader *r, tsr_msg *m, char *why, size_t why_size, int *rc) {
-  m->handle = get_u64(r);
+/* ALLOC reply (handle; a key of 0 bytes is a staged block) and WINDOW reply
+ * (the window's size; a key is required). */
+static void read_keyed_reply(reader *r, tsr_msg *m, int key_required, char *why, size_t why_size,
+                             int *rc) {
+  uint64_t first = get_u64(r);
+  if (key_required)
+    m->nbytes = first;
+  else
+    m->handle = first;
   m->raddr = get_u64(r);
   m->rkey_len = get_u32(r);
-  if (!r->bad && (m->rkey_len == 0 || m->rkey_len > TSR_MAX_RKEY)) {
-    *rc = fail(why, why_size, TSR_ST_BADMSG, "key of %u bytes (1 to %u)", m->rkey_len,
-               TSR_MAX_RKEY);
+  if (!r->bad && ((key_required && m->rkey_len == 0) || m->rkey_len > TSR_MAX_RKEY)) {
+    *rc = fail(why, why_size, TSR_ST_BADMSG, "key of %u bytes (%d to %u)", m->rkey_len,
+               key_required, TSR_MAX_RKEY);
     return;
   }
-  m->rkey = get_bytes(r, m->rkey_len);
+  m->rkey = m->rkey_len ? get_bytes(r, m->rkey_len) : NULL;
 }
 
 static void read_error(reader *r, tsr_msg *m, char *why, size_t why_size, int *rc) {
@@ -412,6 +443,12 @@ int tsr_decode(const void *buf, size_t len, int is_reply, tsr_msg *out, char *wh
       case TSR_STATS:
         out->device = get_u32(&r);
         break;
+      case TSR_PUSH:
+      case TSR_PULL:
+        out->handle = get_u64(&r);
+        out->offset = get_u64(&r);
+        out->nbytes = get_u64(&r);
+        break;
       case TSR_COPY_STRIDED:
         get_copy_ends(&r, out);
         out->element_size = get_u32(&r);
@@ -429,7 +466,7 @@ int tsr_decode(const void *buf, size_t len, int is_reply, tsr_msg *out, char *wh
           out->src_strides[d] = (int64_t)v[2];
         }
         break;
-      default: /* BYE: no body */
+      default: /* BYE, WINDOW: no body */
         break;
     }
   } else {
@@ -442,7 +479,10 @@ int tsr_decode(const void *buf, size_t len, int is_reply, tsr_msg *out, char *wh
         read_welcome(&r, out, why, why_size, &rc);
         break;
       case TSR_ALLOC:
-        read_alloc_reply(&r, out, why, why_size, &rc);
+        read_keyed_reply(&r, out, 0, why, why_size, &rc);
+        break;
+      case TSR_WINDOW:
+        read_keyed_reply(&r, out, 1, why, why_size, &rc);
         break;
       case TSR_STATS:
         out->held = get_u64(&r);
@@ -451,7 +491,7 @@ int tsr_decode(const void *buf, size_t len, int is_reply, tsr_msg *out, char *wh
         out->frees = get_u64(&r);
         out->server_total = get_u64(&r);
         break;
-      default: /* FREE, COPY, FILL, BYE: no body */
+      default: /* FREE, COPY, FILL, BYE, PUSH, PULL: no body */
         break;
     }
   }

@@ -21,6 +21,17 @@
  * speaks, and nothing else is accepted from that client. New message types and
  * fields mean a new version: there is no optional field on the wire.
  *
+ * Staged blocks. A device whose memory UCX cannot register (hpu-stub, cuda)
+ * is exported too: its ALLOC reply carries no key (a length of 0), and its
+ * bytes pass through the client's window, one block of host memory per
+ * client that the server maps once (WINDOW returns its size and key). A write
+ * is a put into the window, then PUSH (the server copies the window into the
+ * block); a read is PULL (the block into the window), then a get. The window
+ * counts against the client's memory cap.
+ *
+ * Versions. 1: the first. 2: staged blocks (an ALLOC reply's key may be
+ * empty; WINDOW, PUSH, PULL).
+ *
  * Sessions. hello (client nonce) -> challenge (server nonce); auth (HMAC of
  * both nonces under the shared secret) -> welcome (the server's own HMAC, so
  * the client knows the server holds the secret too, and the device list). Only
@@ -37,7 +48,7 @@
 #include <stdint.h>
 
 #define TSR_MAGIC 0x4d525354u /* "TSRM" little-endian */
-#define TSR_PROTO_VERSION 1u
+#define TSR_PROTO_VERSION 2u
 #define TSR_AM_REQUEST 17u
 #define TSR_AM_REPLY 18u
 
@@ -63,7 +74,10 @@
   X(FILL, 6, 44, 0)      /* handle, offset, nbytes, pattern size, pattern[16] */        \
   X(STATS, 7, 4, 40)     /* device -> held, peak, allocs, frees, server total */        \
   X(BYE, 8, 0, 0)                                                                       \
-  X(COPY_STRIDED, 9, -1, 0) /* as COPY, element size, ndim, per dim: size, strides */
+  X(COPY_STRIDED, 9, -1, 0) /* as COPY, element size, ndim, per dim: size, strides */ \
+  X(WINDOW, 10, 0, -1)      /* -> window bytes, address, key */                       \
+  X(PUSH, 11, 24, 0)        /* handle, offset, nbytes: window -> block */             \
+  X(PULL, 12, 24, 0)        /* handle, offset, nbytes: block -> window */
 
 enum {
 #define TSR__TYPE(name, value, req, rep) TSR_##name = value,
@@ -120,7 +134,8 @@ typedef struct tsr_msg {
   /* ALLOC, STATS */
   uint32_t device;
   uint64_t nbytes; /* ALLOC, COPY, FILL */
-  /* ALLOC reply, FREE, FILL */
+  /* ALLOC reply (rkey_len 0: a staged block), FREE, FILL, PUSH, PULL; WINDOW
+   * reply: nbytes, raddr, rkey */
   uint64_t handle, offset, raddr;
   const uint8_t *rkey;
   uint32_t rkey_len;
@@ -164,6 +179,10 @@ size_t tsr_encode_copy_strided(uint8_t *buf, uint32_t id, uint64_t dst, uint64_t
                                const int64_t *sizes, const int64_t *dst_strides,
                                const int64_t *src_strides);
 size_t tsr_encode_stats(uint8_t *buf, uint32_t id, uint32_t device);
+size_t tsr_encode_window(uint8_t *buf, uint32_t id);
+/* type: TSR_PUSH or TSR_PULL */
+size_t tsr_encode_stage(uint8_t *buf, int type, uint32_t id, uint64_t handle, uint64_t offset,
+                        uint64_t nbytes);
 size_t tsr_encode_bye(uint8_t *buf, uint32_t id);
 
 /* Replies. */
@@ -172,8 +191,12 @@ size_t tsr_encode_empty_reply(uint8_t *buf, int type, uint32_t id);
 size_t tsr_encode_challenge(uint8_t *buf, uint32_t id, uint32_t abi, const uint8_t *nonce);
 size_t tsr_encode_welcome(uint8_t *buf, uint32_t id, const uint8_t *mac,
                           const tsr_device_desc *devices, uint32_t ndevices);
+/* rkey_len 0: a staged block. */
 size_t tsr_encode_alloc_reply(uint8_t *buf, uint32_t id, uint64_t handle, uint64_t raddr,
                               const void *rkey, uint32_t rkey_len);
+/* rkey_len 1 to TSR_MAX_RKEY. */
+size_t tsr_encode_window_reply(uint8_t *buf, uint32_t id, uint64_t nbytes, uint64_t raddr,
+                               const void *rkey, uint32_t rkey_len);
 size_t tsr_encode_stats_reply(uint8_t *buf, uint32_t id, uint64_t held, uint64_t peak,
                               uint64_t allocs, uint64_t frees, uint64_t server_total);
 

@@ -26,9 +26,10 @@
 
 typedef struct srv_block {
   tstor_storage *storage; /* owns the bytes; released with the block */
-  void *addr;
+  void *addr;             /* the device's address: host memory unless staged */
   uint64_t nbytes;
-  ucp_mem_h memh;
+  ucp_mem_h memh;         /* NULL for a staged block: its bytes pass through the window */
+  int staged;
   uint32_t device;
   uint32_t generation; /* the upper half of the handle: a stale handle misses */
 } srv_block;
@@ -46,6 +47,11 @@ typedef struct srv_client {
   uint64_t held, peak, allocs, frees; /* all devices */
   uint64_t dev_held[TSR_MAX_DEVICES], dev_peak[TSR_MAX_DEVICES];
   uint64_t dev_allocs[TSR_MAX_DEVICES], dev_frees[TSR_MAX_DEVICES];
+  /* The window staged blocks' bytes pass through (protocol.h); made on the
+   * first WINDOW, counted in `held`. */
+  uint8_t *window;
+  uint64_t window_size;
+  ucp_mem_h window_memh;
 } srv_client;
 
 enum { CL_NEW, CL_CHALLENGED, CL_READY };
@@ -54,6 +60,8 @@ enum { CL_NEW, CL_CHALLENGED, CL_READY };
 #define REFUSALS_LOGGED 1000
 /* Connections served at once; more are rejected. */
 #define MAX_CLIENTS 256
+/* The largest window a client gets (less when its cap is lower). */
+#define WINDOW_MAX ((uint64_t)16 << 20)
 
 /* A request as received, waiting for the loop. */
 typedef struct srv_msg {
@@ -72,7 +80,9 @@ typedef struct server {
   size_t secret_len;
   tsr_device_desc devices[TSR_MAX_DEVICES];
   tstor_device tdev[TSR_MAX_DEVICES];
+  int staged[TSR_MAX_DEVICES]; /* its memory is not host memory */
   uint32_t ndevices;
+  tstor_device host; /* a host-memory device, for wrapping host buffers */
   ucp_context_h ucp;
   ucp_worker_h worker;
   ucp_listener_h listener;
@@ -81,6 +91,7 @@ typedef struct server {
   unsigned long accepted, dropped;
   uint64_t total_held;
   atomic_int stop;
+  char why[TSR_MAX_TEXT]; /* the last failure of block_io or block_move */
   uint8_t reply[TSR_MAX_MESSAGE];
 } server;
 
@@ -161,7 +172,7 @@ static void send_error(server *s, srv_client *c, const tsr_msg *m, int status, c
 static void block_free(server *s, srv_client *c, uint32_t slot) {
   srv_block *b = c->blocks[slot];
   if (!b) return;
-  ucp_mem_unmap(s->ucp, b->memh);
+  if (b->memh) ucp_mem_unmap(s->ucp, b->memh);
   tstor_storage_release(b->storage);
   c->held -= b->nbytes;
   c->dev_held[b->device] -= b->nbytes;
@@ -183,6 +194,103 @@ static srv_block *block_find(srv_client *c, uint64_t handle) {
 /* Whether [offset, offset + nbytes) lies inside the block. */
 static int in_block(const srv_block *b, uint64_t offset, uint64_t nbytes) {
   return offset <= b->nbytes && nbytes <= b->nbytes - offset;
+}
+
+/* Copies n bytes between [off, off + n) of a block and host memory, either
+ * way, through the server's own context (the device's copy kernels). The
+ * range is checked already. 0 or a TSTOR_E* code. */
+static int block_io(server *s, srv_block *b, uint64_t off, void *host, size_t n, int to_block) {
+  if (!b->staged) {
+    if (to_block)
+      memmove((uint8_t *)b->addr + off, host, n);
+    else
+      memmove(host, (uint8_t *)b->addr + off, n);
+    return 0;
+  }
+  tstor_storage *view = NULL, *wrap = NULL;
+  int rc = tstor_storage_view(b->storage, (size_t)off, n, &view);
+  if (rc == 0) rc = tstor_storage_wrap(s->ctx, s->host, host, n, &wrap);
+  if (rc == 0) rc = to_block ? tstor_storage_copy(view, wrap) : tstor_storage_copy(wrap, view);
+  if (rc) snprintf(s->why, sizeof s->why, "%s", tstor_last_error());
+  tstor_storage_release(wrap);
+  tstor_storage_release(view);
+  return rc;
+}
+
+/* memmove between two blocks' ranges (checked already), whatever their
+ * devices. Overlapping ranges of a staged block go through host memory, since
+ * a device's copy kernel need not allow overlap. */
+static int block_move(server *s, srv_block *dst, uint64_t doff, srv_block *src, uint64_t soff,
+                      size_t n) {
+  if (n == 0) return 0;
+  if (!dst->staged && !src->staged) {
+    memmove((uint8_t *)dst->addr + doff, (uint8_t *)src->addr + soff, n);
+    return 0;
+  }
+  if (!src->staged) return block_io(s, dst, doff, (uint8_t *)src->addr + soff, n, 1);
+  if (!dst->staged) return block_io(s, src, soff, (uint8_t *)dst->addr + doff, n, 0);
+  if (dst == src && doff < soff + n && soff < doff + n) {
+    uint8_t *tmp = malloc(n);
+    if (!tmp) {
+      snprintf(s->why, sizeof s->why, "no host memory to stage %zu bytes", n);
+      return TSTOR_ENOMEM;
+    }
+    int rc = block_io(s, src, soff, tmp, n, 0);
+    if (rc == 0) rc = block_io(s, dst, doff, tmp, n, 1);
+    free(tmp);
+    return rc;
+  }
+  tstor_storage *dv = NULL, *sv = NULL;
+  int rc = tstor_storage_view(dst->storage, (size_t)doff, n, &dv);
+  if (rc == 0) rc = tstor_storage_view(src->storage, (size_t)soff, n, &sv);
+  if (rc == 0) rc = tstor_storage_copy(dv, sv);
+  if (rc) snprintf(s->why, sizeof s->why, "%s", tstor_last_error());
+  tstor_storage_release(sv);
+  tstor_storage_release(dv);
+  return rc;
+}
+
+/* A failure of the server's own moving bytes (s->why says it), as an error
+ * reply naming the block's device. */
+static void send_io_error(server *s, srv_client *c, const tsr_msg *m, int rc,
+                          const srv_block *b) {
+  send_error(s, c, m, rc == TSTOR_ENOMEM ? TSR_ST_NOMEM : TSR_ST_INTERNAL, "%s: %s",
+             s->devices[b->device].name, s->why[0] ? s->why : tstor_strerror(rc));
+}
+
+/* A packed key for memh, 1 to TSR_MAX_RKEY bytes, released by the caller
+ * with ucp_rkey_buffer_release. 0, or a TSR_ST_* status with s->why. */
+static int pack_key(server *s, ucp_mem_h memh, void **rkey, size_t *rkey_len) {
+  ucs_status_t st = ucp_rkey_pack(s->ucp, memh, rkey, rkey_len);
+  if (st == UCS_OK && *rkey_len > 0 && *rkey_len <= TSR_MAX_RKEY) return 0;
+  if (st == UCS_OK) ucp_rkey_buffer_release(*rkey);
+  snprintf(s->why, sizeof s->why, "ucp_rkey_pack: %s (%zu bytes)", ucs_status_string(st),
+           *rkey_len);
+  *rkey = NULL;
+  return TSR_ST_INTERNAL;
+}
+
+/* Maps [addr, addr + len) for one-sided access and packs its key. 0, or a
+ * TSR_ST_* status with s->why and nothing left mapped. */
+static int map_and_pack(server *s, void *addr, size_t len, ucp_mem_h *memh, void **rkey,
+                        size_t *rkey_len) {
+  ucp_mem_map_params_t mp = {
+      .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+      .address = addr,
+      .length = len,
+  };
+  ucs_status_t st = ucp_mem_map(s->ucp, &mp, memh);
+  if (st != UCS_OK) {
+    *memh = NULL;
+    snprintf(s->why, sizeof s->why, "ucp_mem_map: %s", ucs_status_string(st));
+    return TSR_ST_NOMEM;
+  }
+  int status = pack_key(s, *memh, rkey, rkey_len);
+  if (status) {
+    ucp_mem_unmap(s->ucp, *memh);
+    *memh = NULL;
+  }
+  return status;
 }
 
 /* ------------------------------------------------------------- handlers */
@@ -254,27 +362,16 @@ static void on_alloc(server *s, srv_client *c, const tsr_msg *m) {
   b->addr = tstor_storage_data(b->storage);
   b->nbytes = m->nbytes;
   b->device = m->device;
-  ucp_mem_map_params_t mp = {
-      .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
-      .address = b->addr,
-      .length = (size_t)m->nbytes,
-  };
-  ucs_status_t st = ucp_mem_map(s->ucp, &mp, &b->memh);
-  if (st != UCS_OK) {
-    tstor_storage_release(b->storage);
-    free(b);
-    return send_error(s, c, m, TSR_ST_NOMEM, "ucp_mem_map: %s", ucs_status_string(st));
-  }
+  b->staged = s->staged[m->device];
   void *rkey = NULL;
   size_t rkey_len = 0;
-  st = ucp_rkey_pack(s->ucp, b->memh, &rkey, &rkey_len);
-  if (st != UCS_OK || rkey_len == 0 || rkey_len > TSR_MAX_RKEY) {
-    if (st == UCS_OK) ucp_rkey_buffer_release(rkey);
-    ucp_mem_unmap(s->ucp, b->memh);
-    tstor_storage_release(b->storage);
-    free(b);
-    return send_error(s, c, m, TSR_ST_INTERNAL, "ucp_rkey_pack: %s (%zu bytes)",
-                      ucs_status_string(st), rkey_len);
+  if (!b->staged) { /* a staged block has no key: its bytes go through the window */
+    int status = map_and_pack(s, b->addr, (size_t)m->nbytes, &b->memh, &rkey, &rkey_len);
+    if (status) {
+      tstor_storage_release(b->storage);
+      free(b);
+      return send_error(s, c, m, status, "%s", s->why);
+    }
   }
   b->generation = ++c->generation;
   c->blocks[slot] = b;
@@ -289,7 +386,7 @@ static void on_alloc(server *s, srv_client *c, const tsr_msg *m) {
   uint64_t handle = (uint64_t)b->generation << 32 | (slot + 1);
   send_reply(s, c, tsr_encode_alloc_reply(s->reply, m->id, handle, (uint64_t)(uintptr_t)b->addr,
                                           rkey, (uint32_t)rkey_len));
-  ucp_rkey_buffer_release(rkey);
+  if (rkey) ucp_rkey_buffer_release(rkey);
 }
 
 static void on_free(server *s, srv_client *c, const tsr_msg *m) {
@@ -310,9 +407,8 @@ static void on_copy(server *s, srv_client *c, const tsr_msg *m) {
                       (unsigned long long)m->nbytes, (unsigned long long)m->offset,
                       (unsigned long long)dst->nbytes, (unsigned long long)m->src_offset,
                       (unsigned long long)src->nbytes);
-  if (m->nbytes)
-    memmove((uint8_t *)dst->addr + m->offset, (uint8_t *)src->addr + m->src_offset,
-            (size_t)m->nbytes);
+  int rc = block_move(s, dst, m->offset, src, m->src_offset, (size_t)m->nbytes);
+  if (rc) return send_io_error(s, c, m, rc, dst->staged ? dst : src);
   send_reply(s, c, tsr_encode_empty_reply(s->reply, m->type, m->id));
 }
 
@@ -356,8 +452,22 @@ static void on_copy_strided(server *s, srv_client *c, const tsr_msg *m) {
     return send_error(s, c, m, TSR_ST_INVAL,
                       "%llu elements of %u bytes cannot be apart in a span of %llu bytes",
                       (unsigned long long)n, m->element_size, (unsigned long long)dspan);
-  uint8_t *to = (uint8_t *)dst->addr + m->offset;
-  const uint8_t *from = (const uint8_t *)src->addr + m->src_offset;
+  /* A staged side is read into host memory first (the destination too, for
+   * the bytes between its elements) and the destination written back after. */
+  uint8_t *dbuf = NULL, *sbuf = NULL;
+  int rc = 0;
+  if (dst->staged && !(dbuf = malloc((size_t)dspan))) rc = TSTOR_ENOMEM;
+  if (rc == 0 && src->staged && !(sbuf = malloc((size_t)sspan))) rc = TSTOR_ENOMEM;
+  if (rc) snprintf(s->why, sizeof s->why, "no host memory to stage a strided copy");
+  if (rc == 0 && dbuf) rc = block_io(s, dst, m->offset, dbuf, (size_t)dspan, 0);
+  if (rc == 0 && sbuf) rc = block_io(s, src, m->src_offset, sbuf, (size_t)sspan, 0);
+  if (rc) {
+    free(dbuf);
+    free(sbuf);
+    return send_io_error(s, c, m, rc, dst->staged ? dst : src);
+  }
+  uint8_t *to = dbuf ? dbuf : (uint8_t *)dst->addr + m->offset;
+  const uint8_t *from = sbuf ? sbuf : (const uint8_t *)src->addr + m->src_offset;
   int64_t idx[TSR_MAX_DIMS] = {0};
   int last = (int)m->ndim - 1;
   uint64_t doff = 0, soff = 0;
@@ -375,6 +485,10 @@ static void on_copy_strided(server *s, srv_client *c, const tsr_msg *m) {
     doff += (uint64_t)m->dst_strides[d];
     soff += (uint64_t)m->src_strides[d];
   }
+  if (dbuf) rc = block_io(s, dst, m->offset, dbuf, (size_t)dspan, 1);
+  free(dbuf);
+  free(sbuf);
+  if (rc) return send_io_error(s, c, m, rc, dst);
   send_reply(s, c, tsr_encode_empty_reply(s->reply, m->type, m->id));
 }
 
@@ -390,12 +504,86 @@ static void on_fill(server *s, srv_client *c, const tsr_msg *m) {
     return send_error(s, c, m, TSR_ST_RANGE, "%llu bytes at %llu of a block of %llu",
                       (unsigned long long)m->nbytes, (unsigned long long)m->offset,
                       (unsigned long long)b->nbytes);
+  if (b->staged) {
+    tstor_storage *view = NULL;
+    int rc = tstor_storage_view(b->storage, (size_t)m->offset, (size_t)m->nbytes, &view);
+    if (rc == 0) rc = tstor_storage_fill_pattern(view, m->pattern, ps);
+    if (rc) snprintf(s->why, sizeof s->why, "%s", tstor_last_error());
+    tstor_storage_release(view);
+    if (rc) return send_io_error(s, c, m, rc, b);
+    return send_reply(s, c, tsr_encode_empty_reply(s->reply, m->type, m->id));
+  }
   uint8_t *p = (uint8_t *)b->addr + m->offset;
   if (ps == 1) {
     memset(p, m->pattern[0], (size_t)m->nbytes);
   } else {
     for (uint64_t i = 0; i < m->nbytes; i += ps) memcpy(p + i, m->pattern, ps);
   }
+  send_reply(s, c, tsr_encode_empty_reply(s->reply, m->type, m->id));
+}
+
+static void window_free(server *s, srv_client *c) {
+  if (!c->window) return;
+  ucp_mem_unmap(s->ucp, c->window_memh);
+  free(c->window);
+  c->window = NULL;
+  c->held -= c->window_size;
+  s->total_held -= c->window_size;
+  c->window_size = 0;
+}
+
+/* Makes the client's window (once) and answers with its size and key. */
+static void on_window(server *s, srv_client *c, const tsr_msg *m) {
+  if (!c->window) {
+    /* at most a quarter of the cap, so that the blocks keep the rest */
+    uint64_t size = s->opt->max_client_bytes / 4 < WINDOW_MAX ? s->opt->max_client_bytes / 4
+                                                               : WINDOW_MAX;
+    size &= ~(uint64_t)4095;
+    if (size == 0 || size > s->opt->max_client_bytes - c->held)
+      return send_error(s, c, m, TSR_ST_QUOTA, "a window of %llu bytes, %llu held, limit %llu MiB",
+                        (unsigned long long)(size ? size : 4096), (unsigned long long)c->held,
+                        (unsigned long long)(s->opt->max_client_bytes >> 20));
+    uint8_t *buf = aligned_alloc(4096, (size_t)size);
+    if (!buf) return send_error(s, c, m, TSR_ST_NOMEM, "no memory for a window");
+    void *rkey = NULL;
+    size_t rkey_len = 0;
+    int status = map_and_pack(s, buf, (size_t)size, &c->window_memh, &rkey, &rkey_len);
+    if (status) {
+      free(buf);
+      return send_error(s, c, m, status, "%s", s->why);
+    }
+    ucp_rkey_buffer_release(rkey);
+    c->window = buf;
+    c->window_size = size;
+    c->held += size;
+    s->total_held += size;
+    if (c->held > c->peak) c->peak = c->held;
+  }
+  void *rkey = NULL;
+  size_t rkey_len = 0;
+  int status = pack_key(s, c->window_memh, &rkey, &rkey_len);
+  if (status) return send_error(s, c, m, status, "%s", s->why);
+  send_reply(s, c, tsr_encode_window_reply(s->reply, m->id, c->window_size,
+                                           (uint64_t)(uintptr_t)c->window, rkey,
+                                           (uint32_t)rkey_len));
+  ucp_rkey_buffer_release(rkey);
+}
+
+/* PUSH: the window's first nbytes into the block; PULL: the other way. */
+static void on_stage(server *s, srv_client *c, const tsr_msg *m) {
+  srv_block *b = block_find(c, m->handle);
+  if (!b)
+    return send_error(s, c, m, TSR_ST_NOHANDLE, "handle 0x%llx", (unsigned long long)m->handle);
+  if (!c->window) return send_error(s, c, m, TSR_ST_INVAL, "no window (send WINDOW first)");
+  if (m->nbytes > c->window_size)
+    return send_error(s, c, m, TSR_ST_RANGE, "%llu bytes through a window of %llu",
+                      (unsigned long long)m->nbytes, (unsigned long long)c->window_size);
+  if (!in_block(b, m->offset, m->nbytes))
+    return send_error(s, c, m, TSR_ST_RANGE, "%llu bytes at %llu of a block of %llu",
+                      (unsigned long long)m->nbytes, (unsigned long long)m->offset,
+                      (unsigned long long)b->nbytes);
+  int rc = block_io(s, b, m->offset, c->window, (size_t)m->nbytes, m->type == TSR_PUSH);
+  if (rc) return send_io_error(s, c, m, rc, b);
   send_reply(s, c, tsr_encode_empty_reply(s->reply, m->type, m->id));
 }
 
@@ -416,6 +604,7 @@ static void client_drop_blocks(server *s, srv_client *c) {
       block_free(s, c, i);
       n++;
     }
+  window_free(s, c);
   if (n) slog(s, "client %s: freed %u block(s), %llu bytes", c->name, n, (unsigned long long)held);
 }
 
@@ -455,6 +644,11 @@ static void handle(server *s, srv_client *c, const uint8_t *data, size_t len) {
       return on_stats(s, c, &m);
     case TSR_COPY_STRIDED:
       return on_copy_strided(s, c, &m);
+    case TSR_WINDOW:
+      return on_window(s, c, &m);
+    case TSR_PUSH:
+    case TSR_PULL:
+      return on_stage(s, c, &m);
   }
   send_error(s, c, &m, TSR_ST_BADMSG, "unexpected type %d", m.type);
 }
@@ -635,13 +829,25 @@ static void *progress_thread(void *arg) {
 
 /* -------------------------------------------------------------- startup */
 
+/* Every device with data: host-memory ones mapped for UCX, the others
+ * staged through host memory (which needs a host-memory device to wrap it). */
 static int find_devices(server *s) {
-  int ntypes = tstor_device_type_count(s->ctx);
+  int ntypes = tstor_device_type_count(s->ctx), have_host = 0;
+  for (int t = 0; t < ntypes && !have_host; t++)
+    if (tstor_device_type_flags(s->ctx, t) & TSTOR_DEVICE_HOST) {
+      s->host = (tstor_device){t, 0};
+      have_host = 1;
+    }
   for (int t = 0; t < ntypes; t++) {
     unsigned flags = tstor_device_type_flags(s->ctx, t);
     const char *name = tstor_device_type_name(s->ctx, t);
-    if (!(flags & TSTOR_DEVICE_HOST) || (flags & TSTOR_DEVICE_NO_DATA)) {
-      slog(s, "not exporting %s: its memory is not host memory UCX can register", name);
+    if (flags & TSTOR_DEVICE_NO_DATA) {
+      slog(s, "not exporting %s: its devices hold no data", name);
+      continue;
+    }
+    if (!(flags & TSTOR_DEVICE_HOST) && !have_host) {
+      slog(s, "not exporting %s: staging its bytes needs a host-memory device in the config",
+           name);
       continue;
     }
     int n = tstor_device_count(s->ctx, t);
@@ -649,6 +855,7 @@ static int find_devices(server *s) {
       tstor_device d = {t, i};
       tsr_device_desc *desc = &s->devices[s->ndevices];
       if (tstor_device_format(s->ctx, d, desc->name, sizeof desc->name) != 0) continue;
+      s->staged[s->ndevices] = !(flags & TSTOR_DEVICE_HOST);
       s->tdev[s->ndevices++] = d;
     }
   }
@@ -742,7 +949,7 @@ int tsr_serve(const tsr_server_options *opt) {
     goto out;
   }
   if (find_devices(s) != 0) {
-    slog(s, "the config has no host-memory device to export");
+    slog(s, "the config has no device with data to export");
     goto out;
   }
   if (start_ucx(s) != 0) goto out;

@@ -60,6 +60,11 @@ static size_t reencode(const tsr_msg *m) {
       return tsr_encode_stats(again, m->id, m->device);
     case TSR_BYE:
       return tsr_encode_bye(again, m->id);
+    case TSR_WINDOW:
+      return tsr_encode_window(again, m->id);
+    case TSR_PUSH:
+    case TSR_PULL:
+      return tsr_encode_stage(again, m->type, m->id, m->handle, m->offset, m->nbytes);
     case TSR_COPY_STRIDED:
       return tsr_encode_copy_strided(again, m->id, m->handle, m->offset, m->src_handle,
                                      m->src_offset, m->element_size, (int)m->ndim, m->sizes,
