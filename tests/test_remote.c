@@ -37,6 +37,13 @@ static tstor_context *open_client_of(const test_server *ts, long timeout_ms) {
   return open_client(peers, secret_path, timeout_ms);
 }
 
+/* A client of two peers, a then b (remote:0, remote:1); their list in peers. */
+static tstor_context *open_client_of_two(const test_server *a, const test_server *b,
+                                         long timeout_ms, char peers[128]) {
+  snprintf(peers, 128, "127.0.0.1:%u, 127.0.0.1:%u", a->port, b->port);
+  return open_client(peers, secret_path, timeout_ms);
+}
+
 static tstor_device dev(tstor_context *ctx, const char *name) {
   tstor_device d;
   ck_tstor_ok(tstor_device_parse(ctx, name, &d));
@@ -50,8 +57,7 @@ START_TEST(every_dtype_round_trips) {
   server_start(&a, secret_path, "dtype-a");
   server_start(&b, secret_path, "dtype-b");
   char peers[128];
-  snprintf(peers, sizeof peers, "127.0.0.1:%u, 127.0.0.1:%u", a.port, b.port);
-  tstor_context *ctx = open_client(peers, secret_path, 5000);
+  tstor_context *ctx = open_client_of_two(&a, &b, 5000, peers);
   tstor_device cpu = dev(ctx, "cpu"), hpu = dev(ctx, "hpu:0"), r0 = dev(ctx, "remote:0"),
                r1 = dev(ctx, "remote:1");
   uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -315,14 +321,17 @@ static void check_strided_copies(tstor_context *ctx, const char *where) {
   for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) tstor_tensor_release(list[i]);
 }
 
-START_TEST(strided_tensor_copies) {
+/* check(ctx, "remote:0") with a client of a server of its own (cpu alone). */
+static void on_one_server(const char *tag, void (*check)(tstor_context *, const char *)) {
   test_server a;
-  server_start(&a, secret_path, "strided");
+  server_start(&a, secret_path, tag);
   tstor_context *ctx = open_client_of(&a, 5000);
-  check_strided_copies(ctx, "remote:0");
+  check(ctx, "remote:0");
   tstor_context_close(ctx);
   ck_assert_int_eq(server_stop(&a), 0);
 }
+
+START_TEST(strided_tensor_copies) { on_one_server("strided", check_strided_copies); }
 END_TEST
 
 /* torch.save files that PyTorch wrote, loaded with map_location `where`:
@@ -363,12 +372,7 @@ static void check_checkpoints_load(tstor_context *ctx, const char *where) {
 }
 
 START_TEST(checkpoint_loads_onto_a_remote_device) {
-  test_server a;
-  server_start(&a, secret_path, "ckpt");
-  tstor_context *ctx = open_client_of(&a, 5000);
-  check_checkpoints_load(ctx, "remote:0");
-  tstor_context_close(ctx);
-  ck_assert_int_eq(server_stop(&a), 0);
+  on_one_server("ckpt", check_checkpoints_load);
 }
 END_TEST
 
@@ -622,8 +626,7 @@ START_TEST(devices_describe_their_peer) {
   server_start(&a, secret_path, "describe-a");
   server_start(&b, secret_path, "describe-b");
   char peers[128];
-  snprintf(peers, sizeof peers, "127.0.0.1:%u, 127.0.0.1:%u", a.port, b.port);
-  tstor_context *ctx = open_client(peers, secret_path, 1000);
+  tstor_context *ctx = open_client_of_two(&a, &b, 1000, peers);
   char line[256], want[128];
   ck_tstor_ok(tstor_device_describe(ctx, dev(ctx, "remote:0"), line, sizeof line));
   snprintf(want, sizeof want, "remote:0 -> 127.0.0.1:%u cpu:0", a.port);

@@ -352,11 +352,7 @@ static rblock *find_block(peer *p, int device, uint64_t addr, size_t n) {
 }
 
 static int check_process(remote *r, int device, const char *what) {
-  if (getpid() == r->pid) return 0;
-  return remote_fail(r->reg, TSTOR_EBACKEND,
-                           "remote:%d: %s: the backend was loaded before the process forked; "
-                           "open a new context in the child",
-                           device, what);
+  return remote_check_process(r->reg, r->pid, device, what);
 }
 
 static int bad_device(remote *r, int index) {

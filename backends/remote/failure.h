@@ -9,6 +9,7 @@
 #ifndef TSTOR_REMOTE_FAILURE_H
 #define TSTOR_REMOTE_FAILURE_H
 
+#include <sys/types.h>
 #include <tstor/backend.h>
 
 /* Formats the message, keeps it for remote_failure_text() on this thread, and
@@ -18,6 +19,11 @@ int remote_fail(const tstor_registrar *reg, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+
+/* 0 in the process that loaded the module (`loader`); in a child of fork(),
+ * TSTOR_EBACKEND with a message saying what to do instead of `what` on
+ * remote:index: the child shares none of the parent's connections or threads. */
+int remote_check_process(const tstor_registrar *reg, pid_t loader, int index, const char *what);
 
 /* The last message remote_fail formatted on this thread ("" before any);
  * valid until the thread's next remote_fail. */

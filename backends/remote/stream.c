@@ -162,11 +162,7 @@ static void *worker_main(void *arg) {
 }
 
 static int forked(rstreams *set, int index, const char *what) {
-  if (getpid() == set->pid) return 0;
-  return remote_fail(set->reg, TSTOR_EBACKEND,
-                     "remote:%d: %s: the backend was loaded before the process forked; open a "
-                     "new context in the child",
-                     index, what);
+  return remote_check_process(set->reg, set->pid, index, what);
 }
 
 /* Takes j; the sequence number is handed out under the lock, in queue order. */
