@@ -364,7 +364,7 @@ END_TEST
 /* A fake server that answers the client backend the way `mode` says, to
  * check that tstor-remote.so turns every lie into an error code naming the
  * peer instead of trusting it. */
-enum { LIE_VERSION, LIE_SHORT, LIE_TYPE, LIE_MAC, LIE_SILENT };
+enum { LIE_VERSION, LIE_SHORT, LIE_TYPE, LIE_MAC, LIE_SILENT, LIE_EMPTY_WINDOW };
 
 typedef struct liar {
   int mode;
@@ -434,6 +434,11 @@ static void liar_answer(liar *l) {
     tsr_device_desc d = {"cpu:0", 0};
     return liar_send(l, tsr_encode_welcome(l->out, m.id, mac, &d, 1));
   }
+  /* LIE_EMPTY_WINDOW: a staged block, then a window of no bytes */
+  if (m.type == TSR_ALLOC)
+    return liar_send(l, tsr_encode_alloc_reply(l->out, m.id, 1ull << 32 | 1, 0x10000, NULL, 0));
+  if (m.type == TSR_WINDOW)
+    return liar_send(l, tsr_encode_window_reply(l->out, m.id, 0, 0x20000, "key", 3));
   liar_send(l, tsr_encode_empty_reply(l->out, m.type, m.id));
 }
 
@@ -535,6 +540,28 @@ START_TEST(replies_that_lie_are_errors) {
     ck_assert_double_lt(mono_s() - t0, 5.0);
     liar_stop(&l);
   }
+
+  /* after a good start: a window that could move nothing fails the copy, not
+   * loops for ever; the storage can still be released */
+  liar l;
+  liar_start(&l, LIE_EMPTY_WINDOW);
+  tstor_context *ctx;
+  ck_tstor_ok(open_against(&l, &ctx));
+  tstor_device r0, cpu;
+  ck_tstor_ok(tstor_device_parse(ctx, "remote:0", &r0));
+  ck_tstor_ok(tstor_device_parse(ctx, "cpu", &cpu));
+  tstor_storage *remote, *host;
+  ck_tstor_ok(tstor_storage_new(ctx, r0, 100, &remote));
+  ck_tstor_ok(tstor_storage_new(ctx, cpu, 100, &host));
+  ck_tstor_err(tstor_storage_copy(remote, host), TSTOR_EIO);
+  ck_last_error_has("window of 0 bytes");
+  char peer[64];
+  snprintf(peer, sizeof peer, "127.0.0.1:%u", l.port);
+  ck_last_error_has(peer);
+  tstor_storage_release(host);
+  tstor_storage_release(remote);
+  tstor_context_close(ctx);
+  liar_stop(&l);
 
   unlink(secret_path);
 }
