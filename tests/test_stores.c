@@ -117,28 +117,31 @@ static void large_work_is_right(void) {
     if (g[i] != (double)f[i]) ck_abort_msg("convert: element %zu is %g, not %g", i, g[i], (double)f[i]);
   free(g);
 
-  /* the transpose of a 4100 x 4096 float32 matrix, made contiguous: rows of
-   * 16400 bytes, not a multiple of 4 KiB, so its tiles may stream */
-  const int64_t rows = 4100, cols = 4096;
-  for (size_t i = 0; i < (size_t)(rows * cols); i++) f[i] = (float)i;
-  tstor_storage *ss = wrap(src, (size_t)(rows * cols) * 4), *ds = wrap(dst, (size_t)(rows * cols) * 4);
-  tstor_tensor *a, *at, *out;
-  int64_t sizes[2] = {rows, cols}, tsizes[2] = {cols, rows};
-  ck_tstor_ok(tstor_tensor_on_storage(ss, TSTOR_FLOAT32, 0, 2, sizes, NULL, &a));
-  ck_tstor_ok(tstor_tensor_transpose(a, 0, 1, &at));
-  ck_tstor_ok(tstor_tensor_on_storage(ds, TSTOR_FLOAT32, 0, 2, tsizes, NULL, &out));
-  ck_tstor_ok(tstor_tensor_copy_(out, at));
-  const float *o = (const float *)(void *)dst;
-  for (int64_t i = 0; i < cols; i++)
-    for (int64_t j = 0; j < rows; j++)
-      if (o[i * rows + j] != (float)(j * cols + i))
-        ck_abort_msg("transpose: [%lld, %lld] is %g", (long long)i, (long long)j,
-                     (double)o[i * rows + j]);
-  tstor_tensor_release(out);
-  tstor_tensor_release(at);
-  tstor_tensor_release(a);
-  tstor_storage_release(ss);
-  tstor_storage_release(ds);
+  /* the transpose of a 4100 x 4096 float32 matrix and of a 4096 x 4100 one,
+   * made contiguous: the destination's rows 16400 bytes apart (16-byte
+   * streaming stores) and 16384 (32-byte ones, where the CPU has AVX2) */
+  unsigned char *dal = dst + (64 - (uintptr_t)dst % 64) % 64;
+  for (int64_t rows = 4100, cols = 4096; rows >= 4096; rows -= 4, cols += 4) {
+    for (size_t i = 0; i < (size_t)(rows * cols); i++) f[i] = (float)i;
+    tstor_storage *ss = wrap(src, (size_t)(rows * cols) * 4), *ds = wrap(dal, (size_t)(rows * cols) * 4);
+    tstor_tensor *a, *at, *out;
+    int64_t sizes[2] = {rows, cols}, tsizes[2] = {cols, rows};
+    ck_tstor_ok(tstor_tensor_on_storage(ss, TSTOR_FLOAT32, 0, 2, sizes, NULL, &a));
+    ck_tstor_ok(tstor_tensor_transpose(a, 0, 1, &at));
+    ck_tstor_ok(tstor_tensor_on_storage(ds, TSTOR_FLOAT32, 0, 2, tsizes, NULL, &out));
+    ck_tstor_ok(tstor_tensor_copy_(out, at));
+    const float *o = (const float *)(void *)dal;
+    for (int64_t i = 0; i < cols; i++)
+      for (int64_t j = 0; j < rows; j++)
+        if (o[i * rows + j] != (float)(j * cols + i))
+          ck_abort_msg("transpose: [%lld, %lld] is %g", (long long)i, (long long)j,
+                       (double)o[i * rows + j]);
+    tstor_tensor_release(out);
+    tstor_tensor_release(at);
+    tstor_tensor_release(a);
+    tstor_storage_release(ss);
+    tstor_storage_release(ds);
+  }
   free(src);
   free(dst);
 }
