@@ -194,28 +194,37 @@ START_TEST(a_stale_choice_is_measured_again) {
 }
 END_TEST
 
-/* The decision on measured times (streaming, ordinary, ordinary, streaming):
- * the other store takes over only when it won both neighbouring pairs by 4%. */
-START_TEST(the_decision_needs_both_pairs_and_the_margin) {
+/* The decision on measured pairs (ordinary-led, streaming, streaming,
+ * ordinary-led; the second part of each streaming): the other store takes
+ * over when its parts, as the pairs give them, are 4% faster on the sums; a
+ * pair more than 25% slower than its twin is left out, the twin counting
+ * twice. */
+START_TEST(the_decision_weighs_the_sums_without_outliers) {
   static const struct {
     int was;
     int64_t took[4];
     int now;
+    int64_t ordinary, streaming; /* two parts each */
   } cases[] = {
-      {1, {100, 90, 90, 100}, 0},  /* ordinary 10% faster in both pairs */
-      {1, {100, 97, 97, 100}, 1},  /* 3%: within the margin */
-      {1, {100, 95, 95, 100}, 0},  /* 5% */
-      {1, {100, 50, 400, 100}, 1}, /* one part lost its thread: the pairs disagree */
-      {1, {400, 90, 90, 100}, 0},  /* a slow streaming part, both pairs agree */
-      {0, {90, 100, 100, 90}, 1},  /* streaming 10% faster in both */
-      {0, {97, 100, 100, 97}, 0},
-      {0, {50, 100, 100, 400}, 0}, /* disagree */
-      {0, {100, 100, 100, 100}, 0},
-      {1, {100, 100, 100, 100}, 1},
-      {0, {0, 0, 0, 0}, 0},
+      {1, {190, 200, 200, 190}, 0, 180, 200}, /* ordinary parts 10% faster */
+      {1, {197, 200, 200, 197}, 1, 194, 200}, /* 3%: within the margin */
+      {1, {195, 200, 200, 195}, 0, 190, 200}, /* 5% */
+      {1, {190, 200, 400, 190}, 0, 180, 200}, /* a streaming pair lost its thread */
+      {1, {400, 200, 200, 190}, 0, 180, 200}, /* an ordinary pair did */
+      {1, {180, 190, 210, 220}, 1, 200, 200}, /* a steady drift, no difference */
+      {0, {210, 200, 200, 210}, 1, 220, 200}, /* streaming 9% faster */
+      {0, {203, 200, 200, 203}, 0, 206, 200},
+      {0, {210, 200, 600, 210}, 1, 220, 200}, /* a disturbed pair does not freeze it */
+      {0, {200, 200, 200, 200}, 0, 200, 200},
+      {1, {200, 200, 200, 200}, 1, 200, 200},
+      {0, {0, 0, 0, 0}, 0, 1, 0},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-    ck_assert_msg(tstor__stores_decide(cases[i].was, cases[i].took) == cases[i].now, "case %zu", i);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int64_t est[2];
+    ck_assert_msg(tstor__stores_decide(cases[i].was, cases[i].took, est) == cases[i].now, "case %zu", i);
+    ck_assert_msg(est[0] == cases[i].ordinary && est[1] == cases[i].streaming,
+                  "case %zu: %lld, %lld", i, (long long)est[0], (long long)est[1]);
+  }
 }
 END_TEST
 
@@ -225,7 +234,7 @@ int main(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, the_policy_is_set_and_read_back);
   tcase_add_test(tc, the_choice_is_refused_bad_arguments);
-  tcase_add_test(tc, the_decision_needs_both_pairs_and_the_margin);
+  tcase_add_test(tc, the_decision_weighs_the_sums_without_outliers);
   tcase_add_loop_test(tc, large_work_is_right_under_every_policy, 0,
                       (int)(sizeof policies / sizeof policies[0]));
   tcase_add_test(tc, a_stale_choice_is_measured_again);
