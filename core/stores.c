@@ -15,7 +15,9 @@
  * through the caches and so evicts, and pays for, what the first part left
  * dirty. Pairs led by ordinary stores are compared with pairs of streaming
  * parts; the pairs go ordinary-led, streaming, streaming, ordinary-led, an
- * order that cancels a steady drift. */
+ * order that cancels a steady drift. A fill reads nothing, so for fills the
+ * streaming part evicts nothing and ordinary stores still look cheaper than
+ * they are, up to what the last-level cache holds. */
 #include "internal.h"
 #include "parallel.h"
 
@@ -26,8 +28,15 @@
 #include <string.h>
 #include <time.h>
 
-/* A choice older than this is measured again by the next call large enough. */
+/* A choice older than this is measured again by the next call large enough.
+ * When the last measurement found the loser more than DECISIVE_PCT slower,
+ * eight times as old: a probe writes two parts with the loser, and ordinary
+ * stores to rows 32 KiB apart took 4x as long as streaming ones, so probing
+ * each quarter of a second cost the transposing copies of the benchmark, whose
+ * rounds are further apart, a quarter of their speed. The memory's mode
+ * changes within minutes, not seconds. */
 #define RECHECK_NS (250 * 1000 * 1000LL)
+#define DECISIVE_PCT 25
 
 /* How much faster (percent of time) the other store must be to replace the
  * current choice. */
@@ -215,7 +224,10 @@ void tstor__parallel_for_stores(tstor_store_work work, size_t n, size_t item_byt
   if (part > bytes / PROBE_SHARE) part = bytes / PROBE_SHARE; /* smaller calls, smaller parts */
   size_t part_items = part / (item_bytes ? item_bytes : 1) / align * align;
   int64_t last = atomic_load_explicit(&c->measured_ns, memory_order_relaxed);
-  int stale = last == 0 || now_ns() - last > RECHECK_NS;
+  int64_t o = atomic_load_explicit(&c->ordinary_ns, memory_order_relaxed);
+  int64_t st = atomic_load_explicit(&c->streaming_ns, memory_order_relaxed);
+  int decisive = o * 100 > st * (100 + DECISIVE_PCT) || st * 100 > o * (100 + DECISIVE_PCT);
+  int stale = last == 0 || now_ns() - last > (decisive ? 8 : 1) * RECHECK_NS;
   int idle = 0;
   /* One call measures at a time. */
   if (!stale || part_items == 0 || n / PROBE_SHARE < part_items ||

@@ -222,7 +222,8 @@ TSTOR_EXTERN int tstor_get_num_threads(void);
  * it, which pays for writing back what it left dirty), keeps one choice for
  * each kind of work and size, which the other store takes over when it was
  * 4% faster on the sums (a part that lost its thread left out), and
- * measures again when the choice is a quarter of a second old;
+ * measures again when the choice is a quarter of a second old (two seconds
+ * when one store was more than 25% slower);
  * $TSTOR_LOG=debug reports each new choice on stderr. The other two policies
  * always use one kind. $TSTOR_STORES (auto, streaming or ordinary), read
  * once, sets the starting policy.
