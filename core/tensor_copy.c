@@ -278,10 +278,40 @@ static void tile_4byte(char *d, int64_t dj, const char *s, int64_t si, int64_t n
 #endif
 
 #ifdef TSTOR__CLONES
+/* Rows r[0], r[stride], ... r[7 * stride] of 8 floats transposed into c. */
+__attribute__((target("avx2"))) static inline void transpose8(const float *r, int64_t stride,
+                                                               __m256 c[8]) {
+  __m256 r0 = _mm256_load_ps(r), r1 = _mm256_load_ps(r + stride);
+  __m256 r2 = _mm256_load_ps(r + 2 * stride), r3 = _mm256_load_ps(r + 3 * stride);
+  __m256 r4 = _mm256_load_ps(r + 4 * stride), r5 = _mm256_load_ps(r + 5 * stride);
+  __m256 r6 = _mm256_load_ps(r + 6 * stride), r7 = _mm256_load_ps(r + 7 * stride);
+  /* pairs of rows interleaved, then pairs of pairs, then the halves */
+  __m256 a0 = _mm256_unpacklo_ps(r0, r1), a1 = _mm256_unpackhi_ps(r0, r1);
+  __m256 a2 = _mm256_unpacklo_ps(r2, r3), a3 = _mm256_unpackhi_ps(r2, r3);
+  __m256 a4 = _mm256_unpacklo_ps(r4, r5), a5 = _mm256_unpackhi_ps(r4, r5);
+  __m256 a6 = _mm256_unpacklo_ps(r6, r7), a7 = _mm256_unpackhi_ps(r6, r7);
+  __m256 b0 = _mm256_shuffle_ps(a0, a2, 0x44), b1 = _mm256_shuffle_ps(a0, a2, 0xee);
+  __m256 b2 = _mm256_shuffle_ps(a1, a3, 0x44), b3 = _mm256_shuffle_ps(a1, a3, 0xee);
+  __m256 b4 = _mm256_shuffle_ps(a4, a6, 0x44), b5 = _mm256_shuffle_ps(a4, a6, 0xee);
+  __m256 b6 = _mm256_shuffle_ps(a5, a7, 0x44), b7 = _mm256_shuffle_ps(a5, a7, 0xee);
+  c[0] = _mm256_permute2f128_ps(b0, b4, 0x20);
+  c[1] = _mm256_permute2f128_ps(b1, b5, 0x20);
+  c[2] = _mm256_permute2f128_ps(b2, b6, 0x20);
+  c[3] = _mm256_permute2f128_ps(b3, b7, 0x20);
+  c[4] = _mm256_permute2f128_ps(b0, b4, 0x31);
+  c[5] = _mm256_permute2f128_ps(b1, b5, 0x31);
+  c[6] = _mm256_permute2f128_ps(b2, b6, 0x31);
+  c[7] = _mm256_permute2f128_ps(b3, b7, 0x31);
+}
+
 /* The same with AVX2, 8 x 8 elements a register transpose: fewer
  * instructions an element than the 4 x 4 one (1.15x in L2 on the EPYC VM),
- * which counts when the other vCPU is busy. Streams only to a destination
- * aligned to 32 bytes, else calls the SSE version. */
+ * which counts when the other vCPU is busy. Two blocks at a time, so that
+ * each destination row gets 64 bytes, a whole line where the row is
+ * aligned, before the next row: stores of 32 bytes to eight rows in turn
+ * kept eight lines half written at once and measured 10% slower than the
+ * SSE kernel's four. Streams only to a destination aligned to 32 bytes,
+ * else calls the SSE version. */
 __attribute__((target("avx2"))) static void tile_4byte_avx2(char *d, int64_t dj, const char *s,
                                                              int64_t si, int64_t ni, int64_t nj,
                                                              int stream) {
@@ -291,30 +321,30 @@ __attribute__((target("avx2"))) static void tile_4byte_avx2(char *d, int64_t dj,
   }
   _Alignas(64) float buf[TILE][TILE];
   for (int64_t i = 0; i < ni; i++) memcpy(buf[i], s + i * si, (size_t)nj * 4);
-  int64_t i8 = ni & ~(int64_t)7, j8 = nj & ~(int64_t)7;
+  int64_t i8 = ni & ~(int64_t)7, i16 = ni & ~(int64_t)15, j8 = nj & ~(int64_t)7;
   for (int64_t j = 0; j < j8; j += 8) {
-    for (int64_t i = 0; i < i8; i += 8) {
-      __m256 r0 = _mm256_load_ps(&buf[i][j]), r1 = _mm256_load_ps(&buf[i + 1][j]);
-      __m256 r2 = _mm256_load_ps(&buf[i + 2][j]), r3 = _mm256_load_ps(&buf[i + 3][j]);
-      __m256 r4 = _mm256_load_ps(&buf[i + 4][j]), r5 = _mm256_load_ps(&buf[i + 5][j]);
-      __m256 r6 = _mm256_load_ps(&buf[i + 6][j]), r7 = _mm256_load_ps(&buf[i + 7][j]);
-      /* pairs of rows interleaved, then pairs of pairs, then the halves */
-      __m256 a0 = _mm256_unpacklo_ps(r0, r1), a1 = _mm256_unpackhi_ps(r0, r1);
-      __m256 a2 = _mm256_unpacklo_ps(r2, r3), a3 = _mm256_unpackhi_ps(r2, r3);
-      __m256 a4 = _mm256_unpacklo_ps(r4, r5), a5 = _mm256_unpackhi_ps(r4, r5);
-      __m256 a6 = _mm256_unpacklo_ps(r6, r7), a7 = _mm256_unpackhi_ps(r6, r7);
-      __m256 b0 = _mm256_shuffle_ps(a0, a2, 0x44), b1 = _mm256_shuffle_ps(a0, a2, 0xee);
-      __m256 b2 = _mm256_shuffle_ps(a1, a3, 0x44), b3 = _mm256_shuffle_ps(a1, a3, 0xee);
-      __m256 b4 = _mm256_shuffle_ps(a4, a6, 0x44), b5 = _mm256_shuffle_ps(a4, a6, 0xee);
-      __m256 b6 = _mm256_shuffle_ps(a5, a7, 0x44), b7 = _mm256_shuffle_ps(a5, a7, 0xee);
-      __m256 c[8] = {_mm256_permute2f128_ps(b0, b4, 0x20), _mm256_permute2f128_ps(b1, b5, 0x20),
-                     _mm256_permute2f128_ps(b2, b6, 0x20), _mm256_permute2f128_ps(b3, b7, 0x20),
-                     _mm256_permute2f128_ps(b0, b4, 0x31), _mm256_permute2f128_ps(b1, b5, 0x31),
-                     _mm256_permute2f128_ps(b2, b6, 0x31), _mm256_permute2f128_ps(b3, b7, 0x31)};
-      if (stream)
-        for (int k = 0; k < 8; k++) _mm256_stream_ps((float *)(d + (j + k) * dj) + i, c[k]);
-      else
-        for (int k = 0; k < 8; k++) _mm256_storeu_ps((float *)(d + (j + k) * dj) + i, c[k]);
+    __m256 c[8], e[8];
+    for (int64_t i = 0; i < i16; i += 16) {
+      transpose8(&buf[i][j], TILE, c);
+      transpose8(&buf[i + 8][j], TILE, e);
+      for (int k = 0; k < 8; k++) {
+        float *o = (float *)(d + (j + k) * dj) + i;
+        if (stream) {
+          _mm256_stream_ps(o, c[k]);
+          _mm256_stream_ps(o + 8, e[k]);
+        } else {
+          _mm256_storeu_ps(o, c[k]);
+          _mm256_storeu_ps(o + 8, e[k]);
+        }
+      }
+    }
+    if (i16 < i8) {
+      transpose8(&buf[i16][j], TILE, c);
+      for (int k = 0; k < 8; k++) {
+        float *o = (float *)(d + (j + k) * dj) + i16;
+        if (stream) _mm256_stream_ps(o, c[k]);
+        else _mm256_storeu_ps(o, c[k]);
+      }
     }
     for (int64_t k = 0; k < 8; k++) {
       float *dp = (float *)(d + (j + k) * dj);
