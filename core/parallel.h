@@ -59,9 +59,12 @@ void tstor__host_copy(void *dst, const void *src, size_t nbytes);
 void tstor__parallel_for_stores(tstor_store_work work, size_t n, size_t item_bytes, size_t align,
                                 tstor__range_fn fn, void *arg, int *streaming);
 /* The automatic policy's decision after a measurement: took[] are the times
- * of four parts written streaming, ordinary, ordinary, streaming; returns
- * whether to stream from now on, given whether it streamed before. */
-int tstor__stores_decide(int was_streaming, const int64_t took[4]);
+ * of four pairs of parts, the first part of each written ordinary,
+ * streaming, streaming, ordinary and the second always streaming. Returns
+ * whether to stream from now on, given whether it streamed before; est[0]
+ * and est[1] get the time two parts took with ordinary and with streaming
+ * stores, as the pairs say. */
+int tstor__stores_decide(int was_streaming, const int64_t took[4], int64_t est[2]);
 
 /* Whether work of this kind and size that cannot be measured (it runs on one
  * thread, or in an order that must be kept) streams: the policy's answer, or

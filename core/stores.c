@@ -4,11 +4,20 @@
  * whose memory alternates between a slow and a fast mode within minutes,
  * streaming stores were up to 1.3x faster in the slow mode and up to 15%
  * slower in the fast one (docs/benchmarks.md). So under the automatic policy
- * a large call measures both on its own work: after a first part written as
- * before, four equal parts of it, written streaming, ordinary, ordinary,
- * streaming (the order cancels a steady drift), the rest with the faster. The
- * choice is kept for each kind of work and size class, and measured again
- * once it is older than RECHECK_NS. */
+ * a large call measures both on its own work, then writes the rest with the
+ * faster. The choice is kept for each kind of work and size class, and
+ * measured again once it is older than RECHECK_NS.
+ *
+ * Ordinary stores leave dirty lines in the caches, and whatever runs next
+ * pays for writing them back. Timing parts one by one therefore charged an
+ * ordinary part's write-back to the part after it. So the probe times pairs
+ * of parts, the second of each pair always streaming: it reads its source
+ * through the caches and so evicts, and pays for, what the first part left
+ * dirty. Pairs led by ordinary stores are compared with pairs of streaming
+ * parts; the pairs go ordinary-led, streaming, streaming, ordinary-led, an
+ * order that cancels a steady drift. A fill reads nothing, so for fills the
+ * streaming part evicts nothing and ordinary stores still look cheaper than
+ * they are, up to what the last-level cache holds. */
 #include "internal.h"
 #include "parallel.h"
 
@@ -19,18 +28,32 @@
 #include <string.h>
 #include <time.h>
 
-/* A choice older than this is measured again by the next call large enough. */
+/* A choice older than this is measured again by the next call large enough.
+ * When the last measurement found the loser more than DECISIVE_PCT slower,
+ * eight times as old: a probe writes two parts with the loser, and ordinary
+ * stores to rows 32 KiB apart took 4x as long as streaming ones, so probing
+ * each quarter of a second cost the transposing copies of the benchmark, whose
+ * rounds are further apart, a quarter of their speed. The memory's mode
+ * changes within minutes, not seconds. */
 #define RECHECK_NS (250 * 1000 * 1000LL)
+#define DECISIVE_PCT 25
 
 /* How much faster (percent of time) the other store must be to replace the
  * current choice. */
 #define SWITCH_MARGIN_PCT 4
 
 /* Each probe part: large enough that what the caches absorb of the ordinary
- * stores' write-back is small beside it, and a few pieces per thread; a
- * tenth of the call at most. */
-#define PROBE_PART_MIN ((size_t)8 << 20)
-#define PROBE_PART_PER_THREAD ((size_t)2 << 20)
+ * stores' write-back is small beside it, and a few pieces per thread. The
+ * probe is a first untimed part and four pairs: nine parts, three quarters
+ * of the call at most. */
+#define PROBE_PART_MIN ((size_t)16 << 20)
+#define PROBE_PART_PER_THREAD ((size_t)4 << 20)
+#define PROBE_SHARE 12 /* a part is a twelfth of the call at most */
+
+/* Two pairs led by the same store that differ by more than this (percent)
+ * mean one of them lost its thread for a while: the faster one counts
+ * twice instead of both. */
+#define OUTLIER_PCT 25
 
 typedef struct choice {
   _Atomic int64_t measured_ns; /* CLOCK_MONOTONIC; 0: never */
@@ -139,17 +162,33 @@ int tstor__store_streaming(tstor_store_work work, size_t nbytes) {
   return atomic_load_explicit(&choices[work][size_class(nbytes)].streaming, memory_order_relaxed);
 }
 
-/* The other store takes over when it won both neighbouring pairs (parts 1
- * and 2, parts 3 and 4) by the margin: a part that lost its thread to another
- * process for a while then changes nothing, and two parts of one call differ
- * by a few percent on their own. */
-int tstor__stores_decide(int was_streaming, const int64_t took[4]) {
+/* The store that leads each timed pair; the second part is streaming. */
+static const int pair_lead[4] = {0, 1, 1, 0};
+
+/* The sum of two pairs' times, or twice the faster where they differ by
+ * more than OUTLIER_PCT. */
+static int64_t pair_sum(int64_t a, int64_t b) {
+  int64_t lo = a < b ? a : b, hi = a < b ? b : a;
+  return hi * 100 > lo * (100 + OUTLIER_PCT) ? 2 * lo : a + b;
+}
+
+/* The two streaming-led pairs are four streaming parts: two parts take half
+ * their time. The two ordinary-led pairs are two ordinary parts, their
+ * write-back, and two streaming parts. The other store takes over when it is faster by the
+ * margin on the sums, with a pair that lost its thread left out: a steady
+ * difference is not outvoted by one disturbed pair, nor does one disturbed
+ * pair flip the choice. */
+int tstor__stores_decide(int was_streaming, const int64_t took[4], int64_t est[2]) {
+  int64_t sum[2] = {0, 0}, one[2][2];
+  int n[2] = {0, 0};
+  for (int k = 0; k < 4; k++) one[pair_lead[k]][n[pair_lead[k]]++] = took[k];
+  for (int w = 0; w < 2; w++) sum[w] = pair_sum(one[w][0], one[w][1]);
+  int64_t streaming = sum[1] / 2, ordinary = sum[0] - streaming;
+  est[0] = ordinary < 1 ? 1 : ordinary; /* below: disturbed beyond what the rule catches */
+  est[1] = streaming;
   int w = was_streaming != 0;
-  int64_t mine1 = took[w ? 0 : 1], other1 = took[w ? 1 : 0];
-  int64_t mine2 = took[w ? 3 : 2], other2 = took[w ? 2 : 3];
-  int won = other1 * 100 < mine1 * (100 - SWITCH_MARGIN_PCT) &&
-            other2 * 100 < mine2 * (100 - SWITCH_MARGIN_PCT);
-  return won ? !w : w;
+  int64_t mine = w ? streaming : ordinary, other = w ? ordinary : streaming;
+  return other * 100 < mine * (100 - SWITCH_MARGIN_PCT) ? !w : w;
 }
 
 /* fn over [base, base + n): parallel_for's ranges shifted. */
@@ -182,35 +221,40 @@ void tstor__parallel_for_stores(tstor_store_work work, size_t n, size_t item_byt
   }
   size_t part = PROBE_PART_PER_THREAD * (size_t)tstor_get_num_threads();
   if (part < PROBE_PART_MIN) part = PROBE_PART_MIN;
-  if (part > bytes / 10) part = bytes / 10; /* smaller calls measure in smaller parts */
+  if (part > bytes / PROBE_SHARE) part = bytes / PROBE_SHARE; /* smaller calls, smaller parts */
   size_t part_items = part / (item_bytes ? item_bytes : 1) / align * align;
   int64_t last = atomic_load_explicit(&c->measured_ns, memory_order_relaxed);
-  int stale = last == 0 || now_ns() - last > RECHECK_NS;
+  int64_t o = atomic_load_explicit(&c->ordinary_ns, memory_order_relaxed);
+  int64_t st = atomic_load_explicit(&c->streaming_ns, memory_order_relaxed);
+  int decisive = o * 100 > st * (100 + DECISIVE_PCT) || st * 100 > o * (100 + DECISIVE_PCT);
+  int stale = last == 0 || now_ns() - last > (decisive ? 8 : 1) * RECHECK_NS;
   int idle = 0;
-  /* Half the call at most is spent measuring; one call measures at a time. */
-  if (!stale || part_items == 0 || n / 10 < part_items ||
+  /* One call measures at a time. */
+  if (!stale || part_items == 0 || n / PROBE_SHARE < part_items ||
       !atomic_compare_exchange_strong(&c->busy, &idle, 1)) {
     *streaming = atomic_load_explicit(&c->streaming, memory_order_relaxed);
     tstor__parallel_for(n, item_bytes, align, fn, arg);
     return;
   }
-  /* A first part, not timed, with the current choice: the first call of a
-   * process starts the pool's threads, which would count against the store
-   * measured first. */
-  *streaming = atomic_load_explicit(&c->streaming, memory_order_relaxed);
+  /* A first part, not timed, streaming: the first call of a process starts
+   * the pool's threads, which would count against the store measured first,
+   * and whatever ran before this call may have left dirty lines. */
+  *streaming = 1;
   run_part(0, part_items, item_bytes, align, fn, arg);
-  static const int order[4] = {1, 0, 0, 1};
-  int64_t took[4], spent[2] = {0, 0};
+  int64_t took[4];
   size_t at = part_items;
-  for (int k = 0; k < 4; k++, at += part_items) {
-    *streaming = order[k];
+  for (int k = 0; k < 4; k++) {
     int64_t t = now_ns();
+    *streaming = pair_lead[k];
     run_part(at, part_items, item_bytes, align, fn, arg);
+    *streaming = 1;
+    run_part(at + part_items, part_items, item_bytes, align, fn, arg);
     took[k] = now_ns() - t;
-    spent[order[k]] += took[k];
+    at += 2 * part_items;
   }
+  int64_t spent[2];
   int was = atomic_load(&c->streaming);
-  int faster = tstor__stores_decide(was, took);
+  int faster = tstor__stores_decide(was, took, spent);
   atomic_store(&c->streaming, faster);
   atomic_store(&c->ordinary_ns, spent[0]);
   atomic_store(&c->streaming_ns, spent[1]);

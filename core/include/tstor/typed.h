@@ -217,13 +217,16 @@ TSTOR_EXTERN int tstor_get_num_threads(void);
  * destination. Streaming (non-temporal) stores skip reading each destination
  * line before writing it: they win where memory is slow and can lose where it
  * is fast, and on some hosts which one wins changes within minutes.
- * TSTOR_STORES_AUTO, the default, measures both inside large calls (four parts
- * of the call's own work, each kind of store on two), keeps one choice for
+ * TSTOR_STORES_AUTO, the default, measures both inside large calls (parts of
+ * the call's own work, each ordinary part timed with the streaming part after
+ * it, which pays for writing back what it left dirty), keeps one choice for
  * each kind of work and size, which the other store takes over when it was
- * 4% faster on both pairs of neighbouring parts, and measures again when the
- * choice is a quarter of a second old; $TSTOR_LOG=debug reports each new
- * choice on stderr. The other two policies always use one kind. $TSTOR_STORES
- * (auto, streaming or ordinary), read once, sets the starting policy.
+ * 4% faster on the sums (a part that lost its thread left out), and
+ * measures again when the choice is a quarter of a second old (two seconds
+ * when one store was more than 25% slower);
+ * $TSTOR_LOG=debug reports each new choice on stderr. The other two policies
+ * always use one kind. $TSTOR_STORES (auto, streaming or ordinary), read
+ * once, sets the starting policy.
  * Process-wide. Returns the previous policy, or TSTOR_EINVAL for a value that
  * is none of these. */
 typedef enum tstor_store_policy {
