@@ -285,10 +285,15 @@ static int transfer(peer *p, int device, int put, void *local, uint64_t raddr, u
     ucs_status_ptr_t req =
         put ? ucp_put_nbx(p->ep, (uint8_t *)local + done, piece, raddr + done, rkey, &param)
             : ucp_get_nbx(p->ep, (uint8_t *)local + done, piece, raddr + done, rkey, &param);
-    if (wait_request(p, req, deadline, what)) return peer_error(p, device, TSTOR_EIO);
-    if (put) {
-      req = ucp_ep_flush_nbx(p->ep, &param);
-      if (wait_request(p, req, deadline, "flush")) return peer_error(p, device, TSTOR_EIO);
+    if (put && !UCS_PTR_IS_ERR(req)) {
+      /* The flush is posted at once and completes after the put: one wait
+       * for both, not a round of progress for each. */
+      ucs_status_ptr_t flush = ucp_ep_flush_nbx(p->ep, &param);
+      int flushed = wait_request(p, flush, deadline, "flush");
+      if (wait_request(p, req, deadline, what) || flushed)
+        return peer_error(p, device, TSTOR_EIO);
+    } else if (wait_request(p, req, deadline, what)) {
+      return peer_error(p, device, TSTOR_EIO);
     }
     done += piece;
   }
