@@ -401,19 +401,9 @@ AVX2 static size_t hot_i32_f32(void *dst, const void *src, size_t n, int nt) {
   return i;
 }
 
-static int avx2;
-static pthread_once_t avx2_once = PTHREAD_ONCE_INIT;
-static void find_avx2(void) {
-  __builtin_cpu_init();
-  const char *env = secure_getenv("TSTOR_SIMD"); /* "off": the portable loops only */
-  avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
-         !(env != NULL && strcmp(env, "off") == 0);
-}
-
 /* The intrinsics loop for a pair, or NULL (no such loop, or no AVX2). */
 static hot_fn hot_kernel(tstor_dtype src, tstor_dtype dst) {
-  pthread_once(&avx2_once, find_avx2);
-  if (!avx2) return NULL;
+  if (!tstor__simd(TSTOR__SIMD_AVX2 | TSTOR__SIMD_F16C)) return NULL;
   switch (src * TSTOR_DTYPE_END + dst) {
     case TSTOR_FLOAT32 * TSTOR_DTYPE_END + TSTOR_FLOAT64: return hot_f32_f64;
     case TSTOR_FLOAT64 * TSTOR_DTYPE_END + TSTOR_FLOAT32: return hot_f64_f32;

@@ -28,6 +28,24 @@ static atomic_int chosen_threads; /* tstor_set_num_threads; 0 = the default */
 static int default_threads = 1;
 static pthread_once_t default_once = PTHREAD_ONCE_INIT;
 
+#ifdef TSTOR__CLONES
+static unsigned simd_features;
+static pthread_once_t simd_once = PTHREAD_ONCE_INIT;
+
+static void find_simd(void) {
+  __builtin_cpu_init();
+  const char *env = secure_getenv("TSTOR_SIMD");
+  if (env != NULL && strcmp(env, "off") == 0) return;
+  simd_features = (__builtin_cpu_supports("avx2") ? TSTOR__SIMD_AVX2 : 0u) |
+                  (__builtin_cpu_supports("f16c") ? TSTOR__SIMD_F16C : 0u);
+}
+
+int tstor__simd(unsigned features) {
+  pthread_once(&simd_once, find_simd);
+  return (simd_features & features) == features;
+}
+#endif
+
 static void find_default_threads(void) {
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   const char *env = secure_getenv("TSTOR_NUM_THREADS");

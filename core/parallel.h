@@ -94,4 +94,12 @@ void tstor__stream_fence(void);
 #define TSTOR__AVX2_CLONES
 #endif
 
+#ifdef TSTOR__CLONES
+/* Whether the loops written with intrinsics may run: the CPU has every one of
+ * `features` (TSTOR__SIMD_*) and $TSTOR_SIMD is not "off" (the portable loops
+ * only, for tests). Both are read once, on the first call. */
+enum { TSTOR__SIMD_AVX2 = 1 << 0, TSTOR__SIMD_F16C = 1 << 1 };
+int tstor__simd(unsigned features);
+#endif
+
 #endif /* TSTOR_PARALLEL_H */

@@ -21,8 +21,6 @@
 #endif
 #ifdef TSTOR__CLONES
 #include <immintrin.h>
-#include <pthread.h>
-#include <stdlib.h>
 #endif
 
 #define MAXD TSTOR_TENSOR_MAX_DIM
@@ -356,14 +354,6 @@ __attribute__((target("avx2"))) static void tile_4byte_avx2(char *d, int64_t dj,
     for (int64_t i = 0; i < ni; i++) dp[i] = buf[i][j];
   }
 }
-
-static int avx2;
-static pthread_once_t avx2_once = PTHREAD_ONCE_INIT;
-static void find_avx2(void) {
-  __builtin_cpu_init();
-  const char *env = secure_getenv("TSTOR_SIMD"); /* "off": the portable loops only */
-  avx2 = __builtin_cpu_supports("avx2") && !(env != NULL && strcmp(env, "off") == 0);
-}
 #endif
 
 static void tile_same(char *d, int64_t dj, const char *s, int64_t si, int64_t ni, int64_t nj,
@@ -374,8 +364,7 @@ static void tile_same(char *d, int64_t dj, const char *s, int64_t si, int64_t ni
   case 2: TILE_BUFFERED(uint16_t); break;
   case 4:
 #ifdef TSTOR__CLONES
-    pthread_once(&avx2_once, find_avx2);
-    if (avx2) {
+    if (tstor__simd(TSTOR__SIMD_AVX2)) {
       tile_4byte_avx2(d, dj, s, si, ni, nj, stream);
       break;
     }
