@@ -549,9 +549,10 @@ int tstor_dtype_convert(void *dst, tstor_dtype dst_dtype, const void *src,
   }
   /* Threads only when the ranges cannot overlap: an in-place conversion (same
    * element size) is split at the same indices on both sides, which is safe. */
+  tstor_store_work work = job.dsize > job.ssize ? TSTOR_WORK_WIDEN : TSTOR_WORK_CONVERT;
   if (can_stream && count >= TSTOR__STREAM_MIN_BYTES / job.dsize)
-    tstor__parallel_for_stores(TSTOR_WORK_CONVERT, count, job.ssize + job.dsize, 64,
-                               convert_range, &job, &job.stream);
+    tstor__parallel_for_stores(work, count, job.ssize + job.dsize, 64, convert_range, &job,
+                               &job.stream);
   else
     tstor__parallel_for(count, job.ssize + job.dsize, 64, convert_range, &job);
   return 0;

@@ -50,21 +50,27 @@ void tstor__host_copy(void *dst, const void *src, size_t nbytes);
 
 /* Runs fn over [0, n) as tstor__parallel_for does, for work of one kind whose
  * writes can stream past the caches: *streaming (a field of fn's argument) is
- * set before each part runs, 1 for streaming stores and 0 for ordinary ones.
- * Below TSTOR__STREAM_MIN_BYTES (n * item_bytes) it is 0. Above, the policy
- * decides (tstor_set_store_policy); under the automatic one, a call whose
- * choice for its kind and size is stale measures both kinds of store on four
- * parts of its own work (stores.c). Ranges handed to fn stay multiples of `align` items from 0. */
-#define TSTOR__WORK_KINDS 4
+ * set before fn runs, 1 for streaming stores and 0 for ordinary ones. Below
+ * TSTOR__STREAM_MIN_BYTES (n * item_bytes) it is 0. Above, the policy decides
+ * (tstor_set_store_policy); under the automatic one, the current choice for
+ * the work's kind and size, or the store a running trial gives this call,
+ * which the call then times (stores.c). Ranges handed to fn stay multiples of
+ * `align` items from 0. */
+#define TSTOR__WORK_KINDS 5
 void tstor__parallel_for_stores(tstor_store_work work, size_t n, size_t item_bytes, size_t align,
                                 tstor__range_fn fn, void *arg, int *streaming);
-/* The automatic policy's decision after a measurement: took[] are the times
- * of four pairs of parts, the first part of each written ordinary,
- * streaming, streaming, ordinary and the second always streaming. Returns
- * whether to stream from now on, given whether it streamed before; est[0]
- * and est[1] get the time two parts took with ordinary and with streaming
- * stores, as the pairs say. */
-int tstor__stores_decide(int was_streaming, const int64_t took[4], int64_t est[2]);
+
+/* The automatic policy's decision at the end of a trial: sample[0] and
+ * sample[1] are the ns per byte of the counted calls written with ordinary
+ * and with streaming stores. Returns whether to stream from now on, given
+ * whether it streamed before; est[] gets the best sample of each. */
+#define TSTOR__STORE_SAMPLES 2
+int tstor__stores_decide(int was_streaming, const double sample[2][TSTOR__STORE_SAMPLES],
+                         double est[2]);
+
+/* For tests: how old a choice must be before a trial (RECHECK_NS in
+ * stores.c; 0 restores it). */
+void tstor__stores_set_recheck(int64_t ns);
 
 /* Whether work of this kind and size that cannot be measured (it runs on one
  * thread, or in an order that must be kept) streams: the policy's answer, or

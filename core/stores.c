@@ -2,22 +2,22 @@
  * (non-temporal) stores, which skip reading each destination line before
  * writing it, or ordinary ones. Neither wins everywhere. On one 2-vCPU EPYC VM
  * whose memory alternates between a slow and a fast mode within minutes,
- * streaming stores were up to 1.3x faster in the slow mode and up to 15%
- * slower in the fast one (docs/benchmarks.md). So under the automatic policy
- * a large call measures both on its own work, then writes the rest with the
- * faster. The choice is kept for each kind of work and size class, and
- * measured again once it is older than RECHECK_NS.
+ * streaming stores were up to 1.3x faster in the slow mode; in the fast one
+ * they lost up to 12% on conversions that widen (write more than they read)
+ * and won 10-20% on those that narrow (docs/benchmarks.md). So under the
+ * automatic policy the calls of each kind of work and size class time
+ * themselves, now and then a trial writes a few whole calls with each store,
+ * and the faster is kept.
  *
- * Ordinary stores leave dirty lines in the caches, and whatever runs next
- * pays for writing them back. Timing parts one by one therefore charged an
- * ordinary part's write-back to the part after it. So the probe times pairs
- * of parts, the second of each pair always streaming: it reads its source
- * through the caches and so evicts, and pays for, what the first part left
- * dirty. Pairs led by ordinary stores are compared with pairs of streaming
- * parts; the pairs go ordinary-led, streaming, streaming, ordinary-led, an
- * order that cancels a steady drift. A fill reads nothing, so for fills the
- * streaming part evicts nothing and ordinary stores still look cheaper than
- * they are, up to what the last-level cache holds. */
+ * Whole calls, not parts of one call: parts of 16 MiB took a third of a
+ * millisecond, about what waking the pool's threads costs on a VM, and
+ * probes of parts read anything from 0.6x to 3x on one machine within a
+ * minute. And in a steady state: ordinary stores leave up to a cache's worth
+ * of dirty lines behind, written back while whatever comes next runs. So a
+ * trial writes TRIAL_RUN calls in a row with one store, then as many with
+ * the other, and counts all but the first of each run: each counted call
+ * pays for the write-back its predecessor left, as every call of a steady
+ * stream of them does. That holds for fills too, which read nothing. */
 #include "internal.h"
 #include "parallel.h"
 
@@ -28,38 +28,31 @@
 #include <string.h>
 #include <time.h>
 
-/* A choice older than this is measured again by the next call large enough.
- * When the last measurement found the loser more than DECISIVE_PCT slower,
- * eight times as old: a probe writes two parts with the loser, and ordinary
- * stores to rows 32 KiB apart took 4x as long as streaming ones, so probing
- * each quarter of a second cost the transposing copies of the benchmark, whose
- * rounds are further apart, a quarter of their speed. The memory's mode
- * changes within minutes, not seconds. */
-#define RECHECK_NS (250 * 1000 * 1000LL)
+/* A choice older than this is tried again by the next calls large enough.
+ * When the last trial found the loser more than DECISIVE_PCT slower, eight
+ * times as old: ordinary stores to rows 32 KiB apart took 4x as long as
+ * streaming ones, and a trial writes TRIAL_RUN calls with the loser. The
+ * memory's mode changes within minutes, not seconds. */
+#define RECHECK_NS (2000 * 1000 * 1000LL)
 #define DECISIVE_PCT 25
 
 /* How much faster (percent of time) the other store must be to replace the
- * current choice. */
+ * current choice: within it the two are the same to the measurement. */
 #define SWITCH_MARGIN_PCT 4
 
-/* Each probe part: large enough that what the caches absorb of the ordinary
- * stores' write-back is small beside it, and a few pieces per thread. The
- * probe is a first untimed part and four pairs: nine parts, three quarters
- * of the call at most. */
-#define PROBE_PART_MIN ((size_t)16 << 20)
-#define PROBE_PART_PER_THREAD ((size_t)4 << 20)
-#define PROBE_SHARE 12 /* a part is a twelfth of the call at most */
-
-/* Two pairs led by the same store that differ by more than this (percent)
- * mean one of them lost its thread for a while: the faster one counts
- * twice instead of both. */
-#define OUTLIER_PCT 25
+/* Calls in a row with each store in a trial; the first of each run only
+ * brings the caches to that store's steady state. */
+#define COUNTED TSTOR__STORE_SAMPLES
+#define TRIAL_RUN (COUNTED + 1)
 
 typedef struct choice {
-  _Atomic int64_t measured_ns; /* CLOCK_MONOTONIC; 0: never */
-  atomic_int streaming;        /* the faster found */
-  atomic_int busy;             /* a call is measuring */
-  _Atomic int64_t ordinary_ns, streaming_ns; /* the last probe's two halves */
+  int streaming;              /* the current choice */
+  int step;                   /* the next call's place in a running trial; -1: none */
+  int tried;                  /* the store the running trial writes with first */
+  int counted[2];             /* samples taken, [ordinary, streaming] */
+  double sample[2][COUNTED];  /* ns per byte */
+  int64_t measured_ns;        /* CLOCK_MONOTONIC at the last trial's end; 0: never */
+  double est[2];              /* the last trial's ns per byte, the best of each store */
 } choice;
 
 /* Choices are kept apart by size as well: a destination that still fits in
@@ -74,15 +67,20 @@ static int size_class(size_t bytes) {
   return c;
 }
 
+#define UNMEASURED {.streaming = 1, .step = -1}
+#define UNMEASURED_KIND {UNMEASURED, UNMEASURED, UNMEASURED, UNMEASURED}
 /* Before anything is measured, large work streams, as it always did. */
 static choice choices[TSTOR__WORK_KINDS][SIZE_CLASSES] = {
-    {{.streaming = 1}, {.streaming = 1}, {.streaming = 1}, {.streaming = 1}},
-    {{.streaming = 1}, {.streaming = 1}, {.streaming = 1}, {.streaming = 1}},
-    {{.streaming = 1}, {.streaming = 1}, {.streaming = 1}, {.streaming = 1}},
-    {{.streaming = 1}, {.streaming = 1}, {.streaming = 1}, {.streaming = 1}}};
+    UNMEASURED_KIND, UNMEASURED_KIND, UNMEASURED_KIND, UNMEASURED_KIND, UNMEASURED_KIND};
+
+/* Held for a few instructions at a time: large calls only, which take a
+ * third of a millisecond and more. */
+static pthread_mutex_t choices_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static int64_t recheck_ns = RECHECK_NS;
 
 static const char *const work_names[TSTOR__WORK_KINDS] = {"copy", "fill", "convert",
-                                                          "transpose"};
+                                                          "transpose", "widen"};
 static const char *const class_names[SIZE_CLASSES] = {"16-32", "32-64", "64-128", "128+"};
 
 static atomic_int policy = -1; /* -1: not read from the environment yet */
@@ -92,6 +90,19 @@ static int64_t now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* A fork while another thread held the lock would leave the child's copy
+ * held for good. */
+static void lock_before_fork(void) { pthread_mutex_lock(&choices_lock); }
+static void unlock_after_fork(void) { pthread_mutex_unlock(&choices_lock); }
+static void register_atfork(void) {
+  pthread_atfork(lock_before_fork, unlock_after_fork, unlock_after_fork);
+}
+
+static void lock_choices(void) {
+  pthread_once(&atfork_once, register_atfork);
+  pthread_mutex_lock(&choices_lock);
 }
 
 /* $TSTOR_STORES (auto, streaming or ordinary; anything else is auto, as a bad
@@ -137,19 +148,19 @@ int tstor_get_store_choice(tstor_store_work work, size_t nbytes, tstor_store_cho
   size_t n = tstor__out_struct_size(out->struct_size, first, sizeof *out, "get_store_choice",
                                     "tstor_store_choice");
   if (n == 0) return TSTOR_EINVAL;
-  const choice *c = &choices[work][size_class(nbytes)];
   tstor_store_choice got = {0};
   got.struct_size = (uint32_t)n;
   int p = current_policy();
-  int64_t at = atomic_load(&c->measured_ns);
+  lock_choices();
+  choice c = choices[work][size_class(nbytes)];
+  pthread_mutex_unlock(&choices_lock);
   if (nbytes < TSTOR__STREAM_MIN_BYTES) got.streaming = 0;
-  else if (p == TSTOR_STORES_AUTO) got.streaming = atomic_load(&c->streaming);
+  else if (p == TSTOR_STORES_AUTO) got.streaming = c.streaming;
   else got.streaming = p == TSTOR_STORES_STREAMING;
-  got.measured = at != 0 && nbytes >= TSTOR__STREAM_MIN_BYTES;
+  got.measured = c.measured_ns != 0 && nbytes >= TSTOR__STREAM_MIN_BYTES;
   if (got.measured) {
-    int64_t o = atomic_load(&c->ordinary_ns), s = atomic_load(&c->streaming_ns);
-    got.streaming_speedup = s > 0 ? (double)o / (double)s : 0;
-    got.age_s = (double)(now_ns() - at) * 1e-9;
+    got.streaming_speedup = c.est[1] > 0 ? c.est[0] / c.est[1] : 0;
+    got.age_s = (double)(now_ns() - c.measured_ns) * 1e-9;
   }
   memcpy(out, &got, got.struct_size);
   return 0;
@@ -159,112 +170,96 @@ int tstor__store_streaming(tstor_store_work work, size_t nbytes) {
   int p = current_policy();
   if (nbytes < TSTOR__STREAM_MIN_BYTES) return 0;
   if (p != TSTOR_STORES_AUTO) return p == TSTOR_STORES_STREAMING;
-  return atomic_load_explicit(&choices[work][size_class(nbytes)].streaming, memory_order_relaxed);
+  lock_choices();
+  int s = choices[work][size_class(nbytes)].streaming;
+  pthread_mutex_unlock(&choices_lock);
+  return s;
 }
 
-/* The store that leads each timed pair; the second part is streaming. */
-static const int pair_lead[4] = {0, 1, 1, 0};
-
-/* The sum of two pairs' times, or twice the faster where they differ by
- * more than OUTLIER_PCT. */
-static int64_t pair_sum(int64_t a, int64_t b) {
-  int64_t lo = a < b ? a : b, hi = a < b ? b : a;
-  return hi * 100 > lo * (100 + OUTLIER_PCT) ? 2 * lo : a + b;
+void tstor__stores_set_recheck(int64_t ns) {
+  lock_choices();
+  recheck_ns = ns > 0 ? ns : RECHECK_NS;
+  pthread_mutex_unlock(&choices_lock);
 }
 
-/* The two streaming-led pairs are four streaming parts: two parts take half
- * their time. The two ordinary-led pairs are two ordinary parts, their
- * write-back, and two streaming parts. The other store takes over when it is faster by the
- * margin on the sums, with a pair that lost its thread left out: a steady
- * difference is not outvoted by one disturbed pair, nor does one disturbed
- * pair flip the choice. */
-int tstor__stores_decide(int was_streaming, const int64_t took[4], int64_t est[2]) {
-  int64_t sum[2] = {0, 0}, one[2][2];
-  int n[2] = {0, 0};
-  for (int k = 0; k < 4; k++) one[pair_lead[k]][n[pair_lead[k]]++] = took[k];
-  for (int w = 0; w < 2; w++) sum[w] = pair_sum(one[w][0], one[w][1]);
-  int64_t streaming = sum[1] / 2, ordinary = sum[0] - streaming;
-  est[0] = ordinary < 1 ? 1 : ordinary; /* below: disturbed beyond what the rule catches */
-  est[1] = streaming;
+/* The best of each store's samples: the least disturbed call, as a call
+ * whose thread lost its CPU for a while only ever takes longer. */
+int tstor__stores_decide(int was_streaming, const double sample[2][COUNTED], double est[2]) {
+  for (int w = 0; w < 2; w++) {
+    est[w] = sample[w][0];
+    for (int k = 1; k < COUNTED; k++)
+      if (sample[w][k] < est[w]) est[w] = sample[w][k];
+  }
   int w = was_streaming != 0;
-  int64_t mine = w ? streaming : ordinary, other = w ? ordinary : streaming;
-  return other * 100 < mine * (100 - SWITCH_MARGIN_PCT) ? !w : w;
+  return est[!w] * 100 < est[w] * (100 - SWITCH_MARGIN_PCT) ? !w : w;
 }
 
-/* fn over [base, base + n): parallel_for's ranges shifted. */
-typedef struct shifted {
-  tstor__range_fn fn;
-  void *arg;
-  size_t base;
-} shifted;
-
-static void run_shifted(void *arg, size_t begin, size_t end) {
-  const shifted *s = arg;
-  s->fn(s->arg, s->base + begin, s->base + end);
+/* Whether a choice made at `at` with these estimates is due for a trial. */
+static int stale(const choice *c, int64_t now) {
+  if (c->measured_ns == 0) return 1;
+  double o = c->est[0], s = c->est[1];
+  int decisive = o * 100 > s * (100 + DECISIVE_PCT) || s * 100 > o * (100 + DECISIVE_PCT);
+  return now - c->measured_ns > (decisive ? 8 : 1) * recheck_ns;
 }
 
-static void run_part(size_t base, size_t n, size_t item_bytes, size_t align, tstor__range_fn fn,
-                     void *arg) {
-  shifted s = {fn, arg, base};
-  tstor__parallel_for(n, item_bytes, align, run_shifted, &s);
+/* The store this call writes with, and its place in a trial (-1: none). */
+static int take_store(choice *c, int *step) {
+  lock_choices();
+  if (c->step < 0 && stale(c, now_ns())) {
+    c->step = 0;
+    c->tried = !c->streaming;
+    c->counted[0] = c->counted[1] = 0;
+  }
+  int store = c->streaming;
+  *step = -1;
+  if (c->step >= 0 && c->step < 2 * TRIAL_RUN) {
+    *step = c->step++;
+    store = *step < TRIAL_RUN ? c->tried : !c->tried;
+  }
+  pthread_mutex_unlock(&choices_lock);
+  return store;
+}
+
+/* Counts a trial call's time; the last one decides. */
+static void count_call(tstor_store_work work, choice *c, int store, double ns_per_byte) {
+  lock_choices();
+  if (c->step < 0 || c->counted[store] >= COUNTED) { /* a trial restarted under it */
+    pthread_mutex_unlock(&choices_lock);
+    return;
+  }
+  c->sample[store][c->counted[store]++] = ns_per_byte;
+  if (c->counted[0] < COUNTED || c->counted[1] < COUNTED) {
+    pthread_mutex_unlock(&choices_lock);
+    return;
+  }
+  int was = c->streaming, first = c->measured_ns == 0;
+  c->streaming = tstor__stores_decide(was, (const double(*)[COUNTED])c->sample, c->est);
+  c->measured_ns = now_ns();
+  c->step = -1;
+  int now = c->streaming;
+  double speedup = c->est[1] > 0 ? c->est[0] / c->est[1] : 0;
+  pthread_mutex_unlock(&choices_lock);
+  if (logging() && (was != now || first))
+    fprintf(stderr,
+            "tstor: %s work of %s MiB now writes with %s stores (streaming %.2fx ordinary)\n",
+            work_names[work], class_names[c - choices[work]], now ? "streaming" : "ordinary",
+            speedup);
 }
 
 void tstor__parallel_for_stores(tstor_store_work work, size_t n, size_t item_bytes, size_t align,
                                 tstor__range_fn fn, void *arg, int *streaming) {
   size_t bytes = n > SIZE_MAX / (item_bytes ? item_bytes : 1) ? SIZE_MAX : n * item_bytes;
   int p = current_policy();
-  choice *c = &choices[work][size_class(bytes)];
   if (bytes < TSTOR__STREAM_MIN_BYTES || p != TSTOR_STORES_AUTO) {
     *streaming = bytes >= TSTOR__STREAM_MIN_BYTES && p == TSTOR_STORES_STREAMING;
     tstor__parallel_for(n, item_bytes, align, fn, arg);
     return;
   }
-  size_t part = PROBE_PART_PER_THREAD * (size_t)tstor_get_num_threads();
-  if (part < PROBE_PART_MIN) part = PROBE_PART_MIN;
-  if (part > bytes / PROBE_SHARE) part = bytes / PROBE_SHARE; /* smaller calls, smaller parts */
-  size_t part_items = part / (item_bytes ? item_bytes : 1) / align * align;
-  int64_t last = atomic_load_explicit(&c->measured_ns, memory_order_relaxed);
-  int64_t o = atomic_load_explicit(&c->ordinary_ns, memory_order_relaxed);
-  int64_t st = atomic_load_explicit(&c->streaming_ns, memory_order_relaxed);
-  int decisive = o * 100 > st * (100 + DECISIVE_PCT) || st * 100 > o * (100 + DECISIVE_PCT);
-  int stale = last == 0 || now_ns() - last > (decisive ? 8 : 1) * RECHECK_NS;
-  int idle = 0;
-  /* One call measures at a time. */
-  if (!stale || part_items == 0 || n / PROBE_SHARE < part_items ||
-      !atomic_compare_exchange_strong(&c->busy, &idle, 1)) {
-    *streaming = atomic_load_explicit(&c->streaming, memory_order_relaxed);
-    tstor__parallel_for(n, item_bytes, align, fn, arg);
-    return;
-  }
-  /* A first part, not timed, streaming: the first call of a process starts
-   * the pool's threads, which would count against the store measured first,
-   * and whatever ran before this call may have left dirty lines. */
-  *streaming = 1;
-  run_part(0, part_items, item_bytes, align, fn, arg);
-  int64_t took[4];
-  size_t at = part_items;
-  for (int k = 0; k < 4; k++) {
-    int64_t t = now_ns();
-    *streaming = pair_lead[k];
-    run_part(at, part_items, item_bytes, align, fn, arg);
-    *streaming = 1;
-    run_part(at + part_items, part_items, item_bytes, align, fn, arg);
-    took[k] = now_ns() - t;
-    at += 2 * part_items;
-  }
-  int64_t spent[2];
-  int was = atomic_load(&c->streaming);
-  int faster = tstor__stores_decide(was, took, spent);
-  atomic_store(&c->streaming, faster);
-  atomic_store(&c->ordinary_ns, spent[0]);
-  atomic_store(&c->streaming_ns, spent[1]);
-  atomic_store(&c->measured_ns, now_ns());
-  atomic_store(&c->busy, 0);
-  if (logging() && (was != faster || last == 0))
-    fprintf(stderr,
-            "tstor: %s work of %s MiB now writes with %s stores (streaming %.2fx ordinary)\n",
-            work_names[work], class_names[c - choices[work]], faster ? "streaming" : "ordinary",
-            spent[1] > 0 ? (double)spent[0] / (double)spent[1] : 0.0);
-  *streaming = faster;
-  run_part(at, n - at, item_bytes, align, fn, arg);
+  choice *c = &choices[work][size_class(bytes)];
+  int step;
+  *streaming = take_store(c, &step);
+  int64_t t = step >= 0 ? now_ns() : 0;
+  tstor__parallel_for(n, item_bytes, align, fn, arg);
+  if (step >= 0 && step % TRIAL_RUN != 0)
+    count_call(work, c, *streaming, (double)(now_ns() - t) / (double)bytes);
 }

@@ -196,11 +196,11 @@ void row(const Bench &b, const char *label, long iters, double bytes,
 // The store each kind of host work of 128 MiB and up (bytes read and
 // written) writes with at the end of the run.
 void store_choices() {
-  static const char *const works[] = {"copy", "fill", "convert", "transpose"};
+  static const char *const works[] = {"copy", "fill", "convert", "transpose", "widen"};
   std::printf("\nStores for 128 MiB and up (policy %s):", tstor_get_store_policy() == TSTOR_STORES_AUTO ? "auto"
                                         : tstor_get_store_policy() == TSTOR_STORES_STREAMING ? "streaming"
                                                                                           : "ordinary");
-  for (int w = 0; w < 4; w++) {
+  for (int w = 0; w < int(sizeof works / sizeof works[0]); w++) {
     tstor_store_choice c = TSTOR_STORE_CHOICE_INIT;
     check(tstor_get_store_choice(tstor_store_work(w), 256 * MiB, &c), "store choice");
     std::printf("%s %s %s", w ? "," : "", works[w], c.streaming ? "streaming" : "ordinary");

@@ -217,13 +217,12 @@ TSTOR_EXTERN int tstor_get_num_threads(void);
  * destination. Streaming (non-temporal) stores skip reading each destination
  * line before writing it: they win where memory is slow and can lose where it
  * is fast, and on some hosts which one wins changes within minutes.
- * TSTOR_STORES_AUTO, the default, measures both inside large calls (parts of
- * the call's own work, each ordinary part timed with the streaming part after
- * it, which pays for writing back what it left dirty), keeps one choice for
- * each kind of work and size, which the other store takes over when it was
- * 4% faster on the sums (a part that lost its thread left out), and
- * measures again when the choice is a quarter of a second old (two seconds
- * when one store was more than 25% slower);
+ * TSTOR_STORES_AUTO, the default, keeps one choice for each kind of work and
+ * size. When it is older than two seconds (sixteen when one store was more
+ * than 25% slower), the next six calls of that kind and size are a trial:
+ * three written with the other store, then three with the current one, the
+ * last two of each timed whole. The other store takes over when its faster
+ * call was 4% faster than the current store's.
  * $TSTOR_LOG=debug reports each new choice on stderr. The other two policies
  * always use one kind. $TSTOR_STORES (auto, streaming or ordinary), read
  * once, sets the starting policy.
@@ -243,8 +242,9 @@ TSTOR_EXTERN tstor_store_policy tstor_get_store_policy(void);
 typedef enum tstor_store_work {
   TSTOR_WORK_COPY = 0,      /* untyped and same-dtype copies */
   TSTOR_WORK_FILL = 1,      /* fills */
-  TSTOR_WORK_CONVERT = 2,   /* dtype conversions that can stream */
-  TSTOR_WORK_TRANSPOSE = 3  /* strided copies done in tiles */
+  TSTOR_WORK_CONVERT = 2,   /* dtype conversions that can stream and do not widen */
+  TSTOR_WORK_TRANSPOSE = 3, /* strided copies done in tiles */
+  TSTOR_WORK_WIDEN = 4      /* dtype conversions to a larger element (float32 -> float64) */
 } tstor_store_work;
 
 /* What the next call of one kind of work and size writes with, and what the
@@ -255,7 +255,7 @@ typedef enum tstor_store_work {
 typedef struct tstor_store_choice {
   uint32_t struct_size;
   int streaming;            /* 1: streaming stores; 0: ordinary ones */
-  int measured;             /* 1 once a call has measured both (auto policy) */
+  int measured;             /* 1 once a trial has timed both (auto policy) */
   double streaming_speedup; /* then: ordinary time / streaming time; above 1, streaming won */
   double age_s;             /* seconds since that measurement */
 } tstor_store_choice;
