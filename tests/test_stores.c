@@ -26,7 +26,7 @@ static const tstor_store_work works[] = {TSTOR_WORK_COPY, TSTOR_WORK_FILL, TSTOR
 static const size_t work_bytes[] = {2 * BIG, BIG - 1, BIG / 8 * 8, (size_t)4100 * 4096 * 8,
                                     BIG / 8 * 12};
 /* Calls of each kind that one large_work_is_right makes. */
-static const int work_calls[] = {1, 1, 1, 2, 1};
+static const int work_calls[] = {1, 2, 1, 2, 1};
 /* The calls a trial takes: TSTOR__STORE_SAMPLES counted with each store, and
  * one before each run of them. */
 #define TRIAL_CALLS (2 * (TSTOR__STORE_SAMPLES + 1))
@@ -86,7 +86,7 @@ START_TEST(the_choice_is_refused_bad_arguments) {
 }
 END_TEST
 
-/* A copy, a fill of a 4-byte pattern at an odd offset, float32 -> int32 and
+/* A copy, fills of a 4-byte pattern and of a byte at odd offsets, float32 -> int32 and
  * float32 -> float64 conversions and transposing copies, each large and
  * checked element by element against what the C it stands for gives. */
 static void large_work_is_right(void) {
@@ -111,6 +111,16 @@ static void large_work_is_right(void) {
     if (dst[1 + i] != pattern[i % 4]) ck_abort_msg("fill: byte %zu is %#x", i, dst[1 + i]);
   ck_assert_uint_eq(dst[0], 0xee);
   ck_assert_uint_eq(dst[1 + fill_bytes], 0xee);
+  tstor_storage_release(d);
+
+  /* fill, one byte, an odd count from byte 1 on: a memset's meaning */
+  d = wrap(dst + 1, BIG - 2);
+  dst[BIG - 1] = 0xee;
+  ck_tstor_ok(tstor_storage_fill(d, 0x5a));
+  for (size_t i = 0; i < BIG - 2; i++)
+    if (dst[1 + i] != 0x5a) ck_abort_msg("byte fill: byte %zu is %#x", i, dst[1 + i]);
+  ck_assert_uint_eq(dst[0], 0xee);
+  ck_assert_uint_eq(dst[BIG - 1], 0xee);
   tstor_storage_release(d);
 
   /* float32 -> int32, which streams without SIMD kernels as well (a
