@@ -551,8 +551,8 @@ int tstor_dtype_convert(void *dst, tstor_dtype dst_dtype, const void *src,
    * element size) is split at the same indices on both sides, which is safe. */
   tstor_store_work work = job.dsize > job.ssize ? TSTOR_WORK_WIDEN : TSTOR_WORK_CONVERT;
   if (can_stream && count >= TSTOR__STREAM_MIN_BYTES / job.dsize)
-    tstor__parallel_for_stores(work, count, job.ssize + job.dsize, 64, convert_range, &job,
-                               &job.stream);
+    tstor__parallel_for_stores(work, (unsigned)(src_dtype * TSTOR_DTYPE_END + dst_dtype), count,
+                               job.ssize + job.dsize, 64, convert_range, &job, &job.stream);
   else
     tstor__parallel_for(count, job.ssize + job.dsize, 64, convert_range, &job);
   return 0;

@@ -35,7 +35,7 @@ static void split_copy(char *d, const char *s, size_t nbytes) {
     return;
   }
   copy_job job = {d, s, 0};
-  tstor__parallel_for_stores(TSTOR_WORK_COPY, nbytes, 2, 4096, copy_range, &job, &job.stream);
+  tstor__parallel_for_stores(TSTOR_WORK_COPY, 0, nbytes, 2, 4096, copy_range, &job, &job.stream);
 }
 
 /* Overlapping ranges `gap` bytes apart are copied in steps of `gap` bytes,
@@ -224,5 +224,6 @@ void tstor__host_fill(void *dst, size_t nbytes, const void *pattern, size_t psiz
   if (!job.large)
     fill_range(&job, 0, nbytes);
   else
-    tstor__parallel_for_stores(TSTOR_WORK_FILL, nbytes, 1, 64, fill_range, &job, &job.stream);
+    tstor__parallel_for_stores(TSTOR_WORK_FILL, (unsigned)job.psize, nbytes, 1, 64, fill_range,
+                               &job, &job.stream);
 }

@@ -53,12 +53,13 @@ void tstor__host_copy(void *dst, const void *src, size_t nbytes);
  * set before fn runs, 1 for streaming stores and 0 for ordinary ones. Below
  * TSTOR__STREAM_MIN_BYTES (n * item_bytes) it is 0. Above, the policy decides
  * (tstor_set_store_policy); under the automatic one, the current choice for
- * the work's kind and size, or the store a running trial gives this call,
- * which the call then times (stores.c). Ranges handed to fn stay multiples of
- * `align` items from 0. */
+ * the work's kind and size, or the store a running trial of the same
+ * operation (`what`, any number that tells operations of one kind apart)
+ * gives this call, which the call then times (stores.c). Ranges handed to fn
+ * stay multiples of `align` items from 0. */
 #define TSTOR__WORK_KINDS 5
-void tstor__parallel_for_stores(tstor_store_work work, size_t n, size_t item_bytes, size_t align,
-                                tstor__range_fn fn, void *arg, int *streaming);
+void tstor__parallel_for_stores(tstor_store_work work, unsigned what, size_t n, size_t item_bytes,
+                                size_t align, tstor__range_fn fn, void *arg, int *streaming);
 
 /* The automatic policy's decision at the end of a trial: sample[0] and
  * sample[1] are the ns per byte of the counted calls written with ordinary

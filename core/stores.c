@@ -17,7 +17,14 @@
  * trial writes TRIAL_RUN calls in a row with one store, then as many with
  * the other, and counts all but the first of each run: each counted call
  * pays for the write-back its predecessor left, as every call of a steady
- * stream of them does. That holds for fills too, which read nothing. */
+ * stream of them does. That holds for fills too, which read nothing.
+ *
+ * A trial compares calls of one operation only (their `what`: the dtypes of
+ * a conversion, the shape of a transposing copy), as two conversions of one
+ * kind and size run at speeds up to 1.4x apart; others meanwhile write with
+ * the current choice. A trial is given up once TRIAL_RUN calls in a row were
+ * of other operations (a program that moved on to another), or when it is
+ * older than TRIAL_MAX_NS; the next call then starts one of its own. */
 #include "internal.h"
 #include "parallel.h"
 
@@ -44,11 +51,16 @@
  * brings the caches to that store's steady state. */
 #define COUNTED TSTOR__STORE_SAMPLES
 #define TRIAL_RUN (COUNTED + 1)
+#define TRIAL_MAX_NS (60 * 1000000000LL)
 
 typedef struct choice {
   int streaming;              /* the current choice */
   int step;                   /* the next call's place in a running trial; -1: none */
   int tried;                  /* the store the running trial writes with first */
+  unsigned what;              /* the operation it compares */
+  int others;                 /* calls of other operations since its last call */
+  unsigned trial;             /* counts trials: a call counts only in its own */
+  int64_t trial_ns;           /* when it started */
   int counted[2];             /* samples taken, [ordinary, streaming] */
   double sample[2][COUNTED];  /* ns per byte */
   int64_t measured_ns;        /* CLOCK_MONOTONIC at the last trial's end; 0: never */
@@ -202,17 +214,27 @@ static int stale(const choice *c, int64_t now) {
   return now - c->measured_ns > (decisive ? 8 : 1) * recheck_ns;
 }
 
-/* The store this call writes with, and its place in a trial (-1: none). */
-static int take_store(choice *c, int *step) {
+/* The store this call writes with, and its place in a trial (-1: none) and
+ * which trial that is. */
+static int take_store(choice *c, unsigned what, int *step, unsigned *trial) {
   lock_choices();
-  if (c->step < 0 && stale(c, now_ns())) {
+  int64_t now = now_ns();
+  if (c->step >= 0 && c->what != what && ++c->others >= TRIAL_RUN) c->step = -1; /* given up */
+  if (c->step >= 0 && now - c->trial_ns > TRIAL_MAX_NS) c->step = -1;
+  if (c->step < 0 && stale(c, now)) {
     c->step = 0;
     c->tried = !c->streaming;
+    c->what = what;
+    c->trial++;
+    c->trial_ns = now;
+    c->others = 0;
     c->counted[0] = c->counted[1] = 0;
   }
   int store = c->streaming;
   *step = -1;
-  if (c->step >= 0 && c->step < 2 * TRIAL_RUN) {
+  *trial = c->trial;
+  if (c->step >= 0 && c->step < 2 * TRIAL_RUN && c->what == what) {
+    c->others = 0;
     *step = c->step++;
     store = *step < TRIAL_RUN ? c->tried : !c->tried;
   }
@@ -221,9 +243,10 @@ static int take_store(choice *c, int *step) {
 }
 
 /* Counts a trial call's time; the last one decides. */
-static void count_call(tstor_store_work work, choice *c, int store, double ns_per_byte) {
+static void count_call(tstor_store_work work, choice *c, unsigned trial, int store,
+                       double ns_per_byte) {
   lock_choices();
-  if (c->step < 0 || c->counted[store] >= COUNTED) { /* a trial restarted under it */
+  if (c->step < 0 || c->trial != trial || c->counted[store] >= COUNTED) { /* given up */
     pthread_mutex_unlock(&choices_lock);
     return;
   }
@@ -246,8 +269,8 @@ static void count_call(tstor_store_work work, choice *c, int store, double ns_pe
             speedup);
 }
 
-void tstor__parallel_for_stores(tstor_store_work work, size_t n, size_t item_bytes, size_t align,
-                                tstor__range_fn fn, void *arg, int *streaming) {
+void tstor__parallel_for_stores(tstor_store_work work, unsigned what, size_t n, size_t item_bytes,
+                                size_t align, tstor__range_fn fn, void *arg, int *streaming) {
   size_t bytes = n > SIZE_MAX / (item_bytes ? item_bytes : 1) ? SIZE_MAX : n * item_bytes;
   int p = current_policy();
   if (bytes < TSTOR__STREAM_MIN_BYTES || p != TSTOR_STORES_AUTO) {
@@ -257,9 +280,10 @@ void tstor__parallel_for_stores(tstor_store_work work, size_t n, size_t item_byt
   }
   choice *c = &choices[work][size_class(bytes)];
   int step;
-  *streaming = take_store(c, &step);
+  unsigned trial;
+  *streaming = take_store(c, what, &step, &trial);
   int64_t t = step >= 0 ? now_ns() : 0;
   tstor__parallel_for(n, item_bytes, align, fn, arg);
   if (step >= 0 && step % TRIAL_RUN != 0)
-    count_call(work, c, *streaming, (double)(now_ns() - t) / (double)bytes);
+    count_call(work, c, trial, *streaming, (double)(now_ns() - t) / (double)bytes);
 }

@@ -442,6 +442,25 @@ static void run_items(void *arg, size_t begin, size_t end) {
   if (p->stream) tstor__stream_fence();
 }
 
+/* Tells one transposing copy from another for the store trials (FNV-1a over
+ * the dtypes, sizes and strides): two shapes of one size class can run at
+ * speeds far apart. */
+static unsigned plan_what(const plan *p) {
+  uint32_t h = 2166136261u;
+  int64_t words[2 + 3 * MAXD];
+  int n = 0;
+  words[n++] = p->dd * 64 + p->sd;
+  words[n++] = p->nd;
+  for (int d = 0; d < p->nd; d++) {
+    words[n++] = p->size[d];
+    words[n++] = p->ds[d];
+    words[n++] = p->ss[d];
+  }
+  const unsigned char *b = (const unsigned char *)words;
+  for (size_t i = 0; i < (size_t)n * sizeof words[0]; i++) h = (h ^ b[i]) * 16777619u;
+  return h;
+}
+
 /* Runs a plan on host memory. */
 static void plan_run(plan *p) {
   plan_split(p);
@@ -473,8 +492,8 @@ static void plan_run(plan *p) {
   size_t per_item = (size_t)(p->size[0] < ROW_CHUNK ? p->size[0] : ROW_CHUNK) * (p->des + p->ses);
   if (p->tile) per_item = (size_t)TILE * TILE * (p->des + p->ses);
   if (can_stream)
-    tstor__parallel_for_stores(TSTOR_WORK_TRANSPOSE, (size_t)p->items, per_item, 1, run_items, p,
-                               &p->stream);
+    tstor__parallel_for_stores(TSTOR_WORK_TRANSPOSE, plan_what(p), (size_t)p->items, per_item, 1,
+                               run_items, p, &p->stream);
   else
     tstor__parallel_for((size_t)p->items, per_item, 1, run_items, p);
 }
