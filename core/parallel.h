@@ -64,7 +64,8 @@ void tstor__parallel_for_stores(tstor_store_work work, unsigned what, size_t n, 
 /* The automatic policy's decision at the end of a trial: sample[0] and
  * sample[1] are the ns per byte of the counted calls written with ordinary
  * and with streaming stores. Returns whether to stream from now on, given
- * whether it streamed before; est[] gets the best sample of each. */
+ * whether it streamed before (after a trial: streaming keeps its place by a
+ * smaller margin than it takes it by); est[] gets the best sample of each. */
 #define TSTOR__STORE_SAMPLES 2
 int tstor__stores_decide(int was_streaming, const double sample[2][TSTOR__STORE_SAMPLES],
                          double est[2]);

@@ -43,9 +43,13 @@
 #define RECHECK_NS (2000 * 1000 * 1000LL)
 #define DECISIVE_PCT 25
 
-/* How much faster (percent of time) the other store must be to replace the
- * current choice: within it the two are the same to the measurement. */
-#define SWITCH_MARGIN_PCT 4
+/* How much faster (percent of time) streaming stores must be to take over
+ * from ordinary ones, and to keep their place. Two calls of one operation
+ * vary by up to a tenth on the VM measured, so a trial tells apart larger
+ * differences only; within them ordinary stores, which PyTorch writes with
+ * too, are kept, as they also leave the end of the destination in cache. */
+#define STREAM_WIN_PCT 8
+#define STREAM_KEEP_PCT 2
 
 /* Calls in a row with each store in a trial; the first of each run only
  * brings the caches to that store's steady state. */
@@ -202,8 +206,8 @@ int tstor__stores_decide(int was_streaming, const double sample[2][COUNTED], dou
     for (int k = 1; k < COUNTED; k++)
       if (sample[w][k] < est[w]) est[w] = sample[w][k];
   }
-  int w = was_streaming != 0;
-  return est[!w] * 100 < est[w] * (100 - SWITCH_MARGIN_PCT) ? !w : w;
+  int margin = was_streaming ? STREAM_KEEP_PCT : STREAM_WIN_PCT;
+  return est[0] * 100 > est[1] * (100 + margin);
 }
 
 /* Whether a choice made at `at` with these estimates is due for a trial. */
@@ -256,7 +260,8 @@ static void count_call(tstor_store_work work, choice *c, unsigned trial, int sto
     return;
   }
   int was = c->streaming, first = c->measured_ns == 0;
-  c->streaming = tstor__stores_decide(was, (const double(*)[COUNTED])c->sample, c->est);
+  /* streaming before any trial was a default, not a finding */
+  c->streaming = tstor__stores_decide(was && !first, (const double(*)[COUNTED])c->sample, c->est);
   c->measured_ns = now_ns();
   c->step = -1;
   int now = c->streaming;
