@@ -471,8 +471,8 @@ static void plan_run(plan *p) {
    * 4 KiB apart they once measured slower, 0.8x for the transposed 8192 x
    * 8192 copy; with the tiles in blocks they measured 1.4x faster there as
    * well, as ordinary stores to rows 32 KiB apart share a few sets of each
-   * cache and evict each other's lines before they are whole. The choice is
-   * measured per call anyway. */
+   * cache and evict each other's lines before they are whole. Trials of
+   * whole calls choose anyway (stores.c). */
   int can_stream = p->tile && (size_t)numel * p->des >= TSTOR__STREAM_MIN_BYTES;
   p->stream = can_stream &&
               tstor__store_streaming(TSTOR_WORK_TRANSPOSE, (size_t)numel * (p->des + p->ses));
