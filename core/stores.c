@@ -5,9 +5,9 @@
  * streaming stores were up to 1.3x faster in the slow mode; in the fast one
  * they lost up to 12% on conversions that widen (write more than they read)
  * and won 10-20% on those that narrow (docs/benchmarks.md). So under the
- * automatic policy the calls of each kind of work and size class time
- * themselves, now and then a trial writes a few whole calls with each store,
- * and the faster is kept.
+ * automatic policy, for each kind of work and size class, now and then a
+ * trial writes a few whole calls with each store and times them, and the
+ * faster is kept: ordinary stores unless streaming ones lead by a margin.
  *
  * Whole calls, not parts of one call: parts of 16 MiB took a third of a
  * millisecond, about what waking the pool's threads costs on a VM, and
@@ -210,7 +210,7 @@ int tstor__stores_decide(int was_streaming, const double sample[2][COUNTED], dou
   return est[0] * 100 > est[1] * (100 + margin);
 }
 
-/* Whether a choice made at `at` with these estimates is due for a trial. */
+/* Whether a choice is due for a trial. */
 static int stale(const choice *c, int64_t now) {
   if (c->measured_ns == 0) return 1;
   double o = c->est[0], s = c->est[1];
