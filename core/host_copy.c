@@ -183,9 +183,8 @@ TSTOR__AVX2_CLONES static void fill_bytes_by_words(char *p, size_t nbytes, unsig
 }
 
 /* Ranges start on multiples of 64 bytes from the start of the fill, so each
- * begins with a whole pattern. A fill too large for the caches streams a
- * 4 KiB block of the pattern past them (a pattern of equal bytes is a memset,
- * which does that itself). */
+ * begins with a whole pattern. A fill written with streaming stores copies a
+ * 4 KiB block of the pattern past the caches. */
 static void fill_range(void *arg, size_t begin, size_t end) {
   const fill_job *j = arg;
   char *p = j->dst + begin;
