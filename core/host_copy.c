@@ -175,11 +175,12 @@ TSTOR__AVX2_CLONES static void fill_plain(char *p, size_t nbytes, const unsigned
  * writes ranges this large with `rep stosb`, which on two threads of a
  * 2-vCPU EPYC VM ran at 35-41 GB/s where a loop of 32-byte stores reached
  * 48-51 (and PyTorch's fill_, such a loop, as much). */
-TSTOR__AVX2_CLONES static void fill_bytes_by_words(char *p, size_t nbytes, unsigned char byte) {
-  uint64_t v = 0x0101010101010101ULL * byte;
-  size_t words = nbytes / 8;
-  for (size_t i = 0; i < words; i++) memcpy(p + 8 * i, &v, 8);
-  memset(p + 8 * words, byte, nbytes % 8);
+static void fill_bytes_by_words(char *p, size_t nbytes, unsigned char byte) {
+  unsigned char word[8];
+  memset(word, byte, sizeof word);
+  size_t body = nbytes / 8 * 8;
+  fill_plain(p, body, word, 8);
+  memset(p + body, byte, nbytes - body);
 }
 
 /* Ranges start on multiples of 64 bytes from the start of the fill, so each
