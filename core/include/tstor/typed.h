@@ -219,9 +219,9 @@ TSTOR_EXTERN int tstor_get_num_threads(void);
  * is fast, and on some hosts which one wins changes within minutes.
  * TSTOR_STORES_AUTO, the default, keeps one choice for each kind of work and
  * size. When it is older than two seconds (sixteen when one store was more
- * than 25% slower), the next six calls of that kind and size are a trial:
- * three written with the other store, then three with the current one, the
- * last two of each timed whole. Streaming stores are chosen when their
+ * than 25% slower), the next six calls of one operation of that kind and size
+ * (one pair of dtypes, one shape) are a trial: three written with the other
+ * store, then three with the current one, the last two of each timed whole. Streaming stores are chosen when their
  * faster call was 8% faster than the ordinary stores' (2% to stay chosen):
  * within that the two are the same to the measurement, and ordinary stores
  * leave the end of the destination in cache.
