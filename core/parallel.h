@@ -71,7 +71,7 @@ int tstor__stores_decide(int was_streaming, const double sample[2][TSTOR__STORE_
                          double est[2]);
 
 /* For tests: how old a choice must be before a trial (RECHECK_NS in
- * stores.c; 0 restores it). */
+ * stores.c; 0 restores it), and so how long a trial may last. */
 void tstor__stores_set_recheck(int64_t ns);
 
 /* Whether work of this kind and size that cannot be measured (it runs on one

@@ -24,7 +24,8 @@
  * kind and size run at speeds up to 1.4x apart; others meanwhile write with
  * the current choice. A trial is given up once TRIAL_RUN calls in a row were
  * of other operations (a program that moved on to another), or when it is
- * older than TRIAL_MAX_NS; the next call then starts one of its own. */
+ * older than TRIAL_MAX_RECHECKS times the recheck time (a minute); the next
+ * call then starts one of its own. */
 #include "internal.h"
 #include "parallel.h"
 
@@ -55,7 +56,7 @@
  * brings the caches to that store's steady state. */
 #define COUNTED TSTOR__STORE_SAMPLES
 #define TRIAL_RUN (COUNTED + 1)
-#define TRIAL_MAX_NS (60 * 1000000000LL)
+#define TRIAL_MAX_RECHECKS 30
 
 typedef struct choice {
   int streaming;              /* the current choice */
@@ -224,7 +225,7 @@ static int take_store(choice *c, unsigned what, int *step, unsigned *trial) {
   lock_choices();
   int64_t now = now_ns();
   if (c->step >= 0 && c->what != what && ++c->others >= TRIAL_RUN) c->step = -1; /* given up */
-  if (c->step >= 0 && now - c->trial_ns > TRIAL_MAX_NS) c->step = -1;
+  if (c->step >= 0 && now - c->trial_ns > TRIAL_MAX_RECHECKS * recheck_ns) c->step = -1;
   if (c->step < 0 && stale(c, now)) {
     c->step = 0;
     c->tried = !c->streaming;

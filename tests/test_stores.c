@@ -176,6 +176,9 @@ START_TEST(large_work_is_right_under_every_policy) {
   tstor_set_store_policy(policies[_i]);
   /* under the automatic policy, until every kind's first trial has ended */
   int runs = policies[_i] == TSTOR_STORES_AUTO ? TRIAL_CALLS : 1;
+  /* trials may last a while under a sanitizer: six runs took over a minute
+   * under TSan, the default limit */
+  tstor__stores_set_recheck(60 * 1000000000LL);
   tstor_store_choice c = TSTOR_STORE_CHOICE_INIT;
   for (int r = 0; r < runs; r++) {
     large_work_is_right();
@@ -199,6 +202,7 @@ START_TEST(large_work_is_right_under_every_policy) {
     }
   }
   tstor_set_store_policy(TSTOR_STORES_AUTO);
+  tstor__stores_set_recheck(0);
   tstor_set_num_threads(old);
 }
 END_TEST
@@ -232,7 +236,9 @@ START_TEST(a_stale_choice_is_tried_again) {
   tstor__stores_set_recheck(100 * 1000 * 1000);
   struct timespec past = {0, 900 * 1000 * 1000}; /* past 8 x 0.1 s */
   nanosleep(&past, NULL);
-  for (int k = 0; k < TRIAL_CALLS; k++) copy_checked(d, s, dst, src);
+  copy_checked(d, s, dst, src); /* starts the trial */
+  tstor__stores_set_recheck(60 * 1000000000LL); /* which a slow build must not outlast */
+  for (int k = 1; k < TRIAL_CALLS; k++) copy_checked(d, s, dst, src);
   ck_tstor_ok(tstor_get_store_choice(TSTOR_WORK_COPY, 2 * BIG, &again));
   ck_assert_msg(again.age_s < 0.5, "not tried again: %.3f s old", again.age_s);
   tstor__stores_set_recheck(0);
@@ -266,6 +272,7 @@ static int measured(size_t bytes) {
  * and the next call starts one of its own. */
 START_TEST(a_trial_compares_one_operation) {
   int old = tstor_set_num_threads(2);
+  tstor__stores_set_recheck(60 * 1000000000LL); /* a slow build's trials must not run out */
   size_t n = (size_t)24 << 20; /* 144 MiB read and written: 128 MiB up */
   uint16_t *src = calloc(n, 2);
   float *dst = malloc(n * 4);
@@ -291,6 +298,7 @@ START_TEST(a_trial_compares_one_operation) {
   ck_assert(measured(n * 6));
   free(src);
   free(dst);
+  tstor__stores_set_recheck(0);
   tstor_set_num_threads(old);
 }
 END_TEST
