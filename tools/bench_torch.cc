@@ -137,14 +137,24 @@ void row(const Bench &b, const char *label, long iters, double bytes,
   std::vector<double> t_ours, t_torch, t_libc, r_torch, r_libc;
   std::vector<std::function<void()>> limits = ceiling_sides(b, ceiling, bytes);
   std::vector<double> t_limit(limits.size(), 1e30);
-  ours();
-  torch();
+  // After the pause a vCPU wakes up slowly: a row of short calls, whose
+  // round lasts a millisecond or less, would time that wake-up for whichever
+  // side runs first. Each side first runs untimed calls: an eighth of its
+  // calls in rows of 100 or more, and in any row enough for about 200 us of
+  // the slower of tstor and PyTorch (none when one of their calls takes
+  // longer). Every side of a row runs as many.
+  double longest = 0;
+  auto first = [&](const std::function<void()> &side) {
+    double t = now();
+    side();
+    longest = std::max(longest, now() - t);
+  };
+  first(ours);
+  first(torch);
   if (libc) libc();
   for (auto &l : limits) l();
-  // After the pause a vCPU wakes up slowly: a row of short calls, whose
-  // round lasts about a millisecond, would time that wake-up for whichever
-  // side runs first. Each side first runs an untimed eighth of its calls.
-  const long warm = iters >= 100 ? iters / 8 : 0;
+  long warm = iters >= 100 ? iters / 8 : 0;
+  if (longest < 200e-6) warm = std::max(warm, std::min(iters, long(200e-6 / std::max(longest, 1e-9)) + 1));
   auto timed = [&](const std::function<void()> &side) {
     settle();
     for (long i = 0; i < warm; i++) side();
