@@ -8,6 +8,12 @@
  * automatic policy, for each kind of work and size class, now and then a
  * trial writes a few whole calls with each store and times them, and the
  * faster is kept: ordinary stores unless streaming ones lead by a margin.
+ * A later trial that finds the other store faster changes the choice only
+ * when the trial right after it agrees: the memory's mode can change between
+ * a trial's two runs, a third of a second apart, and one run then looks up to
+ * a third slower than the store it stands for (a conversion's trial found
+ * streaming stores 0.65x ordinary ones where they led in every other
+ * measurement of the day).
  *
  * Whole calls, not parts of one call: parts of 16 MiB took a third of a
  * millisecond, about what waking the pool's threads costs on a VM, and
@@ -70,6 +76,7 @@ typedef struct choice {
   double sample[2][COUNTED];  /* ns per byte */
   int64_t measured_ns;        /* CLOCK_MONOTONIC at the last trial's end; 0: never */
   double est[2];              /* the last trial's ns per byte, the best of each store */
+  int doubt;                  /* the last trial found the other store faster: try again */
 } choice;
 
 /* Choices are kept apart by size as well: a destination that still fits in
@@ -211,9 +218,18 @@ int tstor__stores_decide(int was_streaming, const double sample[2][COUNTED], dou
   return est[0] * 100 > est[1] * (100 + margin);
 }
 
+int tstor__stores_confirm(int was_streaming, int verdict, int *doubt) {
+  if (verdict == was_streaming || *doubt) {
+    *doubt = 0;
+    return verdict;
+  }
+  *doubt = 1;
+  return was_streaming;
+}
+
 /* Whether a choice is due for a trial. */
 static int stale(const choice *c, int64_t now) {
-  if (c->measured_ns == 0) return 1;
+  if (c->measured_ns == 0 || c->doubt) return 1;
   double o = c->est[0], s = c->est[1];
   int decisive = o * 100 > s * (100 + DECISIVE_PCT) || s * 100 > o * (100 + DECISIVE_PCT);
   return now - c->measured_ns > (decisive ? 8 : 1) * recheck_ns;
@@ -262,13 +278,22 @@ static void count_call(tstor_store_work work, choice *c, unsigned trial, int sto
   }
   int was = c->streaming, first = c->measured_ns == 0;
   /* streaming before any trial was a default, not a finding */
-  c->streaming = tstor__stores_decide(was && !first, (const double(*)[COUNTED])c->sample, c->est);
+  int verdict =
+      tstor__stores_decide(was && !first, (const double(*)[COUNTED])c->sample, c->est);
+  c->streaming = first ? verdict : tstor__stores_confirm(was, verdict, &c->doubt);
   c->measured_ns = now_ns();
   c->step = -1;
-  int now = c->streaming;
+  int now = c->streaming, doubt = c->doubt;
   double speedup = c->est[1] > 0 ? c->est[0] / c->est[1] : 0;
   pthread_mutex_unlock(&choices_lock);
-  if (logging() && (was != now || first))
+  if (!logging()) return;
+  if (doubt)
+    fprintf(stderr,
+            "tstor: %s work of %s MiB: a trial found %s stores faster (streaming %.2fx ordinary); "
+            "another trial follows before the choice changes\n",
+            work_names[work], class_names[c - choices[work]], verdict ? "streaming" : "ordinary",
+            speedup);
+  else if (was != now || first)
     fprintf(stderr,
             "tstor: %s work of %s MiB now writes with %s stores (streaming %.2fx ordinary)\n",
             work_names[work], class_names[c - choices[work]], now ? "streaming" : "ordinary",

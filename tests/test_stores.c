@@ -339,6 +339,43 @@ START_TEST(the_decision_takes_each_stores_best_call) {
 }
 END_TEST
 
+/* A later trial's verdict against the current store takes effect only when
+ * the next trial agrees: a change of the memory's mode between a trial's two
+ * runs misjudges one trial, rarely two in a row. */
+START_TEST(a_change_of_store_needs_two_trials_in_a_row) {
+  static const struct {
+    int was, verdict, doubt, now, doubt_after;
+  } cases[] = {
+      {0, 0, 0, 0, 0}, {1, 1, 0, 1, 0}, /* agreement */
+      {0, 1, 0, 0, 1}, {1, 0, 0, 1, 1}, /* a first verdict against: kept, in doubt */
+      {0, 1, 1, 1, 0}, {1, 0, 1, 0, 0}, /* the second in a row: changed */
+      {0, 0, 1, 0, 0}, {1, 1, 1, 1, 0}, /* the doubt not confirmed */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int doubt = cases[i].doubt;
+    ck_assert_msg(tstor__stores_confirm(cases[i].was, cases[i].verdict, &doubt) == cases[i].now,
+                  "case %zu", i);
+    ck_assert_msg(doubt == cases[i].doubt_after, "case %zu: doubt %d", i, doubt);
+  }
+  /* verdicts that alternate, as a mode changing back and forth would give,
+   * never move the choice; two alike in a row do, once */
+  static const int flipping[] = {1, 0, 1, 0, 1, 0}, steady[] = {1, 1, 1, 1};
+  int store = 0, doubt = 0;
+  for (size_t k = 0; k < sizeof flipping / sizeof flipping[0]; k++)
+    store = tstor__stores_confirm(store, flipping[k], &doubt);
+  ck_assert_int_eq(store, 0);
+  int changes = 0;
+  for (size_t k = 0; k < sizeof steady / sizeof steady[0]; k++) {
+    int next = tstor__stores_confirm(store, steady[k], &doubt);
+    changes += next != store;
+    ck_assert_msg(next == (k >= 1), "after %zu steady verdicts: %d", k + 1, next);
+    store = next;
+  }
+  ck_assert_int_eq(changes, 1);
+  ck_assert_int_eq(doubt, 0);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("stores");
   TCase *tc = tcase_create("stores");
@@ -346,6 +383,7 @@ int main(void) {
   tcase_add_test(tc, the_policy_is_set_and_read_back);
   tcase_add_test(tc, the_choice_is_refused_bad_arguments);
   tcase_add_test(tc, the_decision_takes_each_stores_best_call);
+  tcase_add_test(tc, a_change_of_store_needs_two_trials_in_a_row);
   tcase_add_loop_test(tc, large_work_is_right_under_every_policy, 0,
                       (int)(sizeof policies / sizeof policies[0]));
   tcase_add_test(tc, a_stale_choice_is_tried_again);

@@ -221,11 +221,14 @@ TSTOR_EXTERN int tstor_get_num_threads(void);
  * size. When it is older than two seconds (sixteen when one store was more
  * than 25% slower), the next six calls of one operation of that kind and size
  * (one pair of dtypes, one shape) are a trial: three written with the other
- * store, then three with the current one, the last two of each timed whole. Streaming stores are chosen when their
- * faster call was 8% faster than the ordinary stores' (2% to stay chosen):
- * within that the two are the same to the measurement, and ordinary stores
- * leave the end of the destination in cache.
- * $TSTOR_LOG=debug reports each new choice on stderr. The other two policies
+ * store, then three with the current one, the last two of each timed whole.
+ * Streaming stores are chosen when their faster call was 8% faster than the
+ * ordinary stores' (2% to stay chosen): within that the two are the same to
+ * the measurement, and ordinary stores leave the end of the destination in
+ * cache. After the first trial, one that finds the other store faster
+ * changes the choice only when the trial that follows at once agrees, as the
+ * memory's speed can change between a trial's runs.
+ * $TSTOR_LOG=debug reports each new choice, and each doubt, on stderr. The other two policies
  * always use one kind. $TSTOR_STORES (auto, streaming or ordinary), read
  * once, sets the starting policy.
  * Process-wide. Returns the previous policy, or TSTOR_EINVAL for a value that
