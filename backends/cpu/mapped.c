@@ -42,7 +42,7 @@ typedef struct mapping {
   void *addr;     /* NULL for 0 bytes */
   size_t len;
   int fd;              /* kept descriptor, or -1 */
-  pid_t creator;       /* a fork child inherits the record but must not unlink the name */
+  pid_t creator;       /* with owned_name: a fork child inherits the record but must not unlink it */
   char owned_name[64]; /* unlinked when freed; "" for none */
 } mapping;
 
@@ -358,13 +358,17 @@ int cpu_map(void *state, int index, tstor_map_request *req) {
   m->flags = fl;
   m->addr = addr;
   m->len = want;
-  m->creator = getpid();
   m->fd = -1;
   if (fl & TSTOR_MAP_KEEP_FD) {
     m->fd = fd;
     fd = -1;
   }
-  if (unique && (fl & TSTOR_MAP_OWN_NAME)) memcpy(m->owned_name, name, sizeof name);
+  /* Only a name this record unlinks needs its creator: a file's mapping,
+   * the most common, costs no getpid system call. */
+  if (unique && (fl & TSTOR_MAP_OWN_NAME)) {
+    memcpy(m->owned_name, name, sizeof name);
+    m->creator = getpid();
+  }
   req->block.ptr = addr;
   req->block.alloc_ctx = (void *)((uintptr_t)m | MAPPING_TAG);
   req->mapped_nbytes = want;
