@@ -58,8 +58,19 @@ uint64_t sum(const void *p, size_t n) {
 }
 
 // What a bandwidth-bound row's bytes are compared with: the fastest this
-// machine moves as many bytes, measured in the row's own rounds.
-enum class Ceiling { none, copy, fill };
+// machine moves as many bytes, measured in the row's own rounds. A
+// conversion's ceiling reads and writes the conversion's own bytes, as many
+// of each as it does: a widening conversion writes twice what it reads, and
+// writes cost more than reads on the machines measured.
+enum class Ceiling { none, copy, fill, convert };
+
+// The buffers and sizes a conversion reads and writes, for its ceiling.
+struct Shape {
+  const void *src;
+  size_t src_bytes;
+  void *dst;
+  size_t dst_bytes;
+};
 
 struct Bench {
   int rounds;
@@ -88,6 +99,62 @@ void stream_part(char *d, const char *s, size_t n, int fill) {
 }
 #endif
 
+// Reads s_bytes at s and writes d_bytes at d, one a multiple of the other, the
+// bytes copied over and over where d is larger and xor'ed where it is smaller:
+// a conversion's traffic without its arithmetic.
+#if defined(__x86_64__)
+__attribute__((target("avx"))) static inline void put32(char *p, __m256i v, int stream) {
+  if (stream) _mm256_stream_si256(reinterpret_cast<__m256i *>(p), v);
+  else _mm256_storeu_si256(reinterpret_cast<__m256i *>(p), v);
+}
+__attribute__((target("avx"))) static inline __m256i get32(const char *p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p));
+}
+__attribute__((target("avx"))) void shaped_part(char *d, size_t d_bytes, const char *s,
+                                                 size_t s_bytes, int stream) {
+  if (d_bytes >= s_bytes) {
+    size_t m = d_bytes / s_bytes;
+    for (size_t i = 0; i + 32 <= s_bytes; i += 32) {
+      __m256i v = get32(s + i);
+      for (size_t k = 0; k < m; k++) put32(d + i * m + 32 * k, v, stream);
+    }
+  } else {
+    size_t m = s_bytes / d_bytes;
+    for (size_t j = 0; j + 32 <= d_bytes; j += 32) {
+      __m256i v = get32(s + j * m);
+      for (size_t k = 1; k < m; k++) v = _mm256_castps_si256(_mm256_xor_ps(
+                                          _mm256_castsi256_ps(v), _mm256_castsi256_ps(get32(s + j * m + 32 * k))));
+      put32(d + j, v, stream);
+    }
+  }
+  if (stream) _mm_sfence();
+}
+#else
+void shaped_part(char *d, size_t d_bytes, const char *s, size_t s_bytes, int stream) {
+  (void)stream;
+  for (size_t i = 0; i < d_bytes; i++) d[i] = s[i % s_bytes];
+}
+#endif
+
+// The same over the bench's threads, each a contiguous part of both sides.
+void shaped(const Shape &sh, int threads, int stream) {
+  std::vector<std::thread> t;
+  size_t unit = 64 * std::max(sh.src_bytes, sh.dst_bytes) / std::min(sh.src_bytes, sh.dst_bytes);
+  size_t sp = sh.src_bytes / size_t(threads) / unit * unit;
+  size_t dp = sh.dst_bytes >= sh.src_bytes ? sp * (sh.dst_bytes / sh.src_bytes)
+                                           : sp / (sh.src_bytes / sh.dst_bytes);
+  for (int k = 0; k < threads; k++) {
+    size_t s_at = sp * size_t(k), d_at = dp * size_t(k);
+    size_t s_len = k == threads - 1 ? sh.src_bytes - s_at : sp;
+    size_t d_len = k == threads - 1 ? sh.dst_bytes - d_at : dp;
+    t.emplace_back([=] {
+      shaped_part(static_cast<char *>(sh.dst) + d_at, d_len,
+                  static_cast<const char *>(sh.src) + s_at, s_len, stream);
+    });
+  }
+  for (auto &th : t) th.join();
+}
+
 // dst (64-byte aligned, n a multiple of 64 per thread) written with streaming
 // stores: a copy of src, or with fill set, bytes of 7.
 void bare_streaming(void *dst, const void *src, size_t n, int threads, int fill) {
@@ -106,9 +173,23 @@ void bare_streaming(void *dst, const void *src, size_t n, int threads, int fill)
 // and written), memcpy, the bare streaming copy and PyTorch's copy_ of half as
 // many bytes; for a fill (bytes written), memset, the bare streaming fill and
 // PyTorch's fill_.
-std::vector<std::function<void()>> ceiling_sides(const Bench &b, Ceiling kind, double bytes) {
+// For a conversion (`shape`), a loop of ordinary stores (memcpy where the
+// sizes are equal), the same loop with streaming stores, and PyTorch's own
+// conversion (the row's PyTorch side, not run again).
+std::vector<std::function<void()>> ceiling_sides(const Bench &b, Ceiling kind, double bytes,
+                                                 const Shape *shape) {
   std::vector<std::function<void()>> sides;
   if (kind == Ceiling::none) return sides;
+  if (kind == Ceiling::convert) {
+    Shape sh = *shape;
+    int threads = b.threads;
+    if (sh.src_bytes == sh.dst_bytes)
+      sides.push_back([=] { std::memcpy(sh.dst, sh.src, sh.src_bytes); });
+    else
+      sides.push_back([=] { shaped(sh, threads, 0); });
+    sides.push_back([=] { shaped(sh, threads, 1); });
+    return sides;
+  }
   size_t n = size_t(kind == Ceiling::copy ? bytes / 2 : bytes) / 64 * 64;
   if (n > size_t(b.a.numel())) std::abort();
   char *pa = static_cast<char *>(b.a.data_ptr()), *pb = static_cast<char *>(b.b.data_ptr());
@@ -133,9 +214,9 @@ std::vector<std::function<void()>> ceiling_sides(const Bench &b, Ceiling kind, d
 void row(const Bench &b, const char *label, long iters, double bytes,
          const std::function<void()> &ours, const std::function<void()> &torch,
          const std::function<void()> &libc, const char *libc_name,
-         Ceiling ceiling = Ceiling::none) {
+         Ceiling ceiling = Ceiling::none, const Shape *shape = nullptr) {
   std::vector<double> t_ours, t_torch, t_libc, r_torch, r_libc;
-  std::vector<std::function<void()>> limits = ceiling_sides(b, ceiling, bytes);
+  std::vector<std::function<void()>> limits = ceiling_sides(b, ceiling, bytes, shape);
   std::vector<double> t_limit(limits.size(), 1e30);
   // After the pause a vCPU wakes up slowly: a row of short calls, whose
   // round lasts a millisecond or less, would time that wake-up for whichever
@@ -162,10 +243,21 @@ void row(const Bench &b, const char *label, long iters, double bytes,
     for (long i = 0; i < iters; i++) side();
     return (now() - t) / double(iters);
   };
+  // tstor and PyTorch take turns at going first in a round: whichever follows
+  // the previous round's libc and ceiling sides (a 256 MiB read() loop, in the
+  // mapped file's row) runs on a vCPU that work has just left busy.
   for (int r = 0; r < b.rounds; r++) {
-    t_ours.push_back(timed(ours));
-    t_torch.push_back(timed(torch));
-    r_torch.push_back(t_torch.back() / t_ours.back());
+    double to, tp;
+    if (r % 2 == 0) {
+      to = timed(ours);
+      tp = timed(torch);
+    } else {
+      tp = timed(torch);
+      to = timed(ours);
+    }
+    t_ours.push_back(to);
+    t_torch.push_back(tp);
+    r_torch.push_back(tp / to);
     if (libc) {
       t_libc.push_back(timed(libc));
       r_libc.push_back(t_libc.back() / t_ours.back());
@@ -189,8 +281,12 @@ void row(const Bench &b, const char *label, long iters, double bytes,
     libc_cols = buf;
   }
   std::string ceiling_cols = "- | -";
+  if (ceiling == Ceiling::convert) t_limit.push_back(p);
   if (!limits.empty()) {
-    static const char *const names[] = {"libc", "streaming", "PyTorch"};
+    const char *const names[] = {ceiling == Ceiling::convert && shape->src_bytes != shape->dst_bytes
+                                     ? "loop"
+                                     : "libc",
+                                 "streaming", "PyTorch"};
     size_t top = size_t(std::min_element(t_limit.begin(), t_limit.end()) - t_limit.begin());
     char buf[96];
     std::snprintf(buf, sizeof buf, "%s (%s) | %.2f", show(t_limit[top]).c_str(), names[top],
@@ -353,9 +449,10 @@ void run_all(tstor_context *ctx, tstor_device cpu, Bench &b, const char *dir) {
     check(tstor_storage_wrap(ctx, cpu, tsrc.data_ptr(), n * ses, &src), "wrap");
     check(tstor_storage_wrap(ctx, cpu, tdst.data_ptr(), n * des, &dst), "wrap");
     auto libc = c_loop(c, tdst.data_ptr(), tsrc.data_ptr(), n);
+    Shape shape = {tsrc.data_ptr(), n * ses, tdst.data_ptr(), n * des};
     row(b, c.label, 2, double(n * (ses + des)),
         [&] { check(tstor_typed_copy(dst, c.dst, src, c.src), "typed_copy"); },
-        [&] { tdst.copy_(tsrc); }, libc, libc ? "C loop" : "-", Ceiling::copy);
+        [&] { tdst.copy_(tsrc); }, libc, libc ? "C loop" : "-", Ceiling::convert, &shape);
     tstor_storage_release(src);
     tstor_storage_release(dst);
   }
@@ -463,11 +560,13 @@ extern "C" int tstor_bench_torch(tstor_context *ctx, int rounds, int quick, int 
               quick ? " (--quick: sizes / 8)" : "");
   run_all(ctx, cpu, b, dir);
   store_choices();
-  std::printf("\nRatios above 1: tstor takes less time. Rounds alternate tstor, PyTorch, libc and\n"
-              "the ceiling's sides, each after a 30 ms pause for PyTorch's OpenMP threads to stop\n"
-              "spinning. The ceiling of a copy or conversion is the best of memcpy, a bare loop of\n"
-              "streaming stores and PyTorch's copy_ moving as many bytes (read and written), that of\n"
-              "a fill the best of memset, the streaming loop and fill_; tstor / ceiling is tstor's\n"
-              "bandwidth over it.\n");
+  std::printf("\nRatios above 1: tstor takes less time. A round runs tstor and PyTorch (each\n"
+              "first in every other round), libc and the ceiling's sides, each after a 30 ms pause\n"
+              "for PyTorch's OpenMP threads to stop spinning. The ceiling of a copy is the best of\n"
+              "memcpy, a bare loop of streaming stores and PyTorch's copy_ moving as many bytes (read\n"
+              "and written); that of a conversion the best of a bare loop that reads and writes the\n"
+              "conversion's bytes (memcpy where the two are the same size), the loop with streaming\n"
+              "stores and PyTorch's conversion; that of a fill the best of memset, the streaming\n"
+              "loop and fill_. tstor / ceiling is tstor's bandwidth over it.\n");
   return 0;
 }
