@@ -218,12 +218,15 @@ void row(const Bench &b, const char *label, long iters, double bytes,
   std::vector<double> t_ours, t_torch, t_libc, r_torch, r_libc;
   std::vector<std::function<void()>> limits = ceiling_sides(b, ceiling, bytes, shape);
   std::vector<double> t_limit(limits.size(), 1e30);
-  // After the pause a vCPU wakes up slowly: a row of short calls, whose
-  // round lasts a millisecond or less, would time that wake-up for whichever
-  // side runs first. Each side first runs untimed calls: an eighth of its
-  // calls in rows of 100 or more, and in any row enough for about 200 us of
-  // the slower of tstor and PyTorch (none when one of their calls takes
-  // longer). Every side of a row runs as many.
+  // Each side first runs untimed calls, as many for every side of a row.
+  // At least one: ordinary stores leave up to a last-level cache of dirty
+  // lines, written back during whatever runs next, so a side's first call
+  // after another side would pay for that side's lines; after its own call
+  // it pays for its own, as in any steady stream of its calls. And after the
+  // pause a vCPU wakes up slowly: a row of short calls, whose round lasts a
+  // millisecond or less, would time that wake-up for whichever side runs
+  // first. So an eighth of the calls in rows of 100 or more, and in any row
+  // enough for about 200 us of the slower of tstor and PyTorch.
   double longest = 0;
   auto first = [&](const std::function<void()> &side) {
     double t = now();
@@ -234,7 +237,7 @@ void row(const Bench &b, const char *label, long iters, double bytes,
   first(torch);
   if (libc) libc();
   for (auto &l : limits) l();
-  long warm = iters >= 100 ? iters / 8 : 0;
+  long warm = iters >= 100 ? iters / 8 : 1;
   if (longest < 200e-6) warm = std::max(warm, std::min(iters, long(200e-6 / std::max(longest, 1e-9)) + 1));
   auto timed = [&](const std::function<void()> &side) {
     settle();
