@@ -110,6 +110,9 @@ __attribute__((target("avx"))) static inline void put32(char *p, __m256i v, int 
 __attribute__((target("avx"))) static inline __m256i get32(const char *p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p));
 }
+__attribute__((target("avx"))) static inline __m256i xor32(__m256i a, __m256i b) {
+  return _mm256_castps_si256(_mm256_xor_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b)));
+}
 __attribute__((target("avx"))) void shaped_part(char *d, size_t d_bytes, const char *s,
                                                  size_t s_bytes, int stream) {
   if (d_bytes >= s_bytes) {
@@ -122,8 +125,7 @@ __attribute__((target("avx"))) void shaped_part(char *d, size_t d_bytes, const c
     size_t m = s_bytes / d_bytes;
     for (size_t j = 0; j + 32 <= d_bytes; j += 32) {
       __m256i v = get32(s + j * m);
-      for (size_t k = 1; k < m; k++) v = _mm256_castps_si256(_mm256_xor_ps(
-                                          _mm256_castsi256_ps(v), _mm256_castsi256_ps(get32(s + j * m + 32 * k))));
+      for (size_t k = 1; k < m; k++) v = xor32(v, get32(s + j * m + 32 * k));
       put32(d + j, v, stream);
     }
   }

@@ -227,8 +227,8 @@ TSTOR_EXTERN int tstor_get_num_threads(void);
  * the measurement, and ordinary stores leave the end of the destination in
  * cache. After the first trial, one that finds the other store faster
  * changes the choice only when the trial that follows at once agrees, as the
- * memory's speed can change between a trial's runs.
- * $TSTOR_LOG=debug reports each new choice, and each doubt, on stderr. The other two policies
+ * memory's speed can change between a trial's runs. $TSTOR_LOG=debug
+ * reports each new choice, and each doubt, on stderr. The other two policies
  * always use one kind. $TSTOR_STORES (auto, streaming or ordinary), read
  * once, sets the starting policy.
  * Process-wide. Returns the previous policy, or TSTOR_EINVAL for a value that
