@@ -240,7 +240,10 @@ void row(const Bench &b, const char *label, long iters, double bytes,
   if (libc) libc();
   for (auto &l : limits) l();
   long warm = iters >= 100 ? iters / 8 : 1;
-  if (longest < 200e-6) warm = std::max(warm, std::min(iters, long(200e-6 / std::max(longest, 1e-9)) + 1));
+  if (longest < 200e-6) {
+    long for_200us = long(200e-6 / std::max(longest, 1e-9)) + 1;
+    warm = std::max(warm, std::min(iters, for_200us));
+  }
   auto timed = [&](const std::function<void()> &side) {
     settle();
     for (long i = 0; i < warm; i++) side();
