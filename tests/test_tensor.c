@@ -560,11 +560,52 @@ START_TEST(large_transposing_copy) {
 }
 END_TEST
 
+/* The last two dimensions of an nb x r x c tensor of random bytes, swapped
+ * by a copy between tensors `off` elements into their storages: each
+ * element's bytes checked against the source's, and the elements before the
+ * destination's left alone. */
+static void transposed_copy_is_right(tstor_dtype dt, int64_t nb, int64_t r, int64_t c, int64_t off,
+                                     uint64_t seed) {
+  size_t es = tstor_dtype_size(dt), n = (size_t)(nb * r * c), o = (size_t)off;
+  tstor_storage *ss, *ds;
+  ck_tstor_ok(tstor_storage_new(ctx, cpu, (n + o) * es, &ss));
+  ck_tstor_ok(tstor_storage_new(ctx, cpu, (n + o) * es, &ds));
+  unsigned char *sp = tstor_storage_data(ss), *dp = tstor_storage_data(ds);
+  uint64_t x = 0x9e3779b97f4a7c15ULL * seed;
+  for (size_t k = 0; k < (n + o) * es; k++) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    sp[k] = (unsigned char)(x >> 56);
+  }
+  memset(dp, 0, (n + o) * es);
+  int64_t src_sz[] = {nb, r, c}, dst_sz[] = {nb, c, r}, perm[] = {0, 2, 1};
+  tstor_tensor *a, *v, *d;
+  ck_tstor_ok(tstor_tensor_on_storage(ss, dt, off, 3, src_sz, NULL, &a));
+  ck_tstor_ok(tstor_tensor_permute(a, 3, perm, &v));
+  ck_tstor_ok(tstor_tensor_on_storage(ds, dt, off, 3, dst_sz, NULL, &d));
+  ck_tstor_ok(tstor_tensor_copy_(d, v));
+  for (int64_t b = 0; b < nb; b++)
+    for (int64_t j = 0; j < c; j++)
+      for (int64_t i = 0; i < r; i++) {
+        size_t to = ((size_t)((b * c + j) * r + i) + o) * es;
+        size_t from = ((size_t)((b * r + i) * c + j) + o) * es;
+        if (memcmp(dp + to, sp + from, es) != 0)
+          ck_abort_msg("%zu-byte elements, %" PRId64 "x%" PRId64 "x%" PRId64 " at %" PRId64
+                       ": (%" PRId64 ", %" PRId64 ", %" PRId64 ") differs",
+                       es, nb, r, c, off, b, j, i);
+      }
+  for (size_t k = 0; k < o * es; k++) ck_assert_uint_eq(dp[k], 0); /* before the tensor */
+  tstor_tensor_release(d);
+  tstor_tensor_release(v);
+  tstor_tensor_release(a);
+  tstor_storage_release(ss);
+  tstor_storage_release(ds);
+}
+
 /* Transposing copies go in tiles, in blocks of tiles, with an AVX2 kernel
  * for 4-byte elements where the CPU has it: every element size, shapes that
  * end in partial tiles and partial blocks, a batch dimension, and both
  * operands one element off their storage's start (so off any vector
- * alignment), each element's bytes checked against the source's. */
+ * alignment). */
 START_TEST(tiled_copies_every_size_and_edge) {
   static const tstor_dtype dtypes[] = {TSTOR_UINT8, TSTOR_INT16, TSTOR_INT32, TSTOR_INT64,
                                        TSTOR_COMPLEX128};
@@ -572,42 +613,30 @@ START_TEST(tiled_copies_every_size_and_edge) {
   static const int64_t shapes[][3] = {{1, 70, 600}, {1, 1100, 130}, {1, 67, 531}, {3, 90, 100},
                                       {2, 16, 16}, {1, 520, 520}};
   for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; di++)
-    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
-      const int64_t nb = shapes[si][0], r = shapes[si][1], c = shapes[si][2];
-      size_t es = tstor_dtype_size(dtypes[di]), n = (size_t)(nb * r * c);
-      tstor_storage *ss, *ds;
-      ck_tstor_ok(tstor_storage_new(ctx, cpu, (n + 1) * es, &ss));
-      ck_tstor_ok(tstor_storage_new(ctx, cpu, (n + 1) * es, &ds));
-      unsigned char *sp = tstor_storage_data(ss), *dp = tstor_storage_data(ds);
-      uint64_t x = 0x9e3779b97f4a7c15ULL * (di * 16 + si + 1);
-      for (size_t k = 0; k < (n + 1) * es; k++) {
-        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-        sp[k] = (unsigned char)(x >> 56);
-      }
-      memset(dp, 0, (n + 1) * es);
-      int64_t src_sz[] = {nb, r, c}, dst_sz[] = {nb, c, r}, perm[] = {0, 2, 1};
-      tstor_tensor *a, *v, *d;
-      ck_tstor_ok(tstor_tensor_on_storage(ss, dtypes[di], 1, 3, src_sz, NULL, &a));
-      ck_tstor_ok(tstor_tensor_permute(a, 3, perm, &v));
-      ck_tstor_ok(tstor_tensor_on_storage(ds, dtypes[di], 1, 3, dst_sz, NULL, &d));
-      ck_tstor_ok(tstor_tensor_copy_(d, v));
-      for (int64_t b = 0; b < nb; b++)
-        for (int64_t j = 0; j < c; j++)
-          for (int64_t i = 0; i < r; i++) {
-            size_t to = (size_t)(1 + (b * c + j) * r + i) * es;
-            size_t from = (size_t)(1 + (b * r + i) * c + j) * es;
-            if (memcmp(dp + to, sp + from, es) != 0)
-              ck_abort_msg("%zu-byte elements, %" PRId64 "x%" PRId64 "x%" PRId64
-                           ": (%" PRId64 ", %" PRId64 ", %" PRId64 ") differs",
-                           es, nb, r, c, b, j, i);
-          }
-      for (size_t k = 0; k < es; k++) ck_assert_uint_eq(dp[k], 0); /* before the tensor */
-      tstor_tensor_release(d);
-      tstor_tensor_release(v);
-      tstor_tensor_release(a);
-      tstor_storage_release(ss);
-      tstor_storage_release(ds);
-    }
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+      transposed_copy_is_right(dtypes[di], shapes[si][0], shapes[si][1], shapes[si][2], 1,
+                               di * 16 + si + 1);
+}
+END_TEST
+
+/* Large transposing copies of 4-byte elements that stream go in bands of 32
+ * source rows by up to 32 KiB of each: bands that end short (in rows, and in
+ * a row's width where rows are wider than 32 KiB), a band of one row, a batch
+ * dimension, NCHW -> NHWC's shape, fewer than 32 rows (tiles then), aligned
+ * and one element off; and the same with ordinary stores (tiles). */
+START_TEST(banded_copies_every_edge) {
+  /* batch, rows, cols of the source (each 16 MiB or more), and the offset */
+  static const int64_t shapes[][4] = {{1, 1000, 4200, 0},  {1, 1000, 4200, 1}, {3, 700, 2100, 0},
+                                      {1, 40, 110000, 1},  {1, 33, 140000, 0}, {2, 96, 22500, 0},
+                                      {1, 20, 230000, 0}};
+  static const tstor_store_policy stores[] = {TSTOR_STORES_STREAMING, TSTOR_STORES_ORDINARY};
+  for (size_t k = 0; k < sizeof stores / sizeof stores[0]; k++) {
+    tstor_set_store_policy(stores[k]);
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+      transposed_copy_is_right(TSTOR_INT32, shapes[si][0], shapes[si][1], shapes[si][2],
+                               shapes[si][3], k * 16 + si + 1);
+  }
+  tstor_set_store_policy(TSTOR_STORES_AUTO);
 }
 END_TEST
 
@@ -637,6 +666,7 @@ Suite *tensor_suite(void) {
   Suite *s = suite_create("tensor");
   TCase *tc = tcase_create("object");
   tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 60); /* hundreds of megabytes, maybe under a sanitizer (8 s under TSan) */
   tcase_add_test(tc, empty_contiguous);
   tcase_add_test(tc, zero_dim_and_zero_size);
   tcase_add_test(tc, many_dims);
@@ -653,6 +683,7 @@ Suite *tensor_suite(void) {
   tcase_add_test(tc, views_share_and_outlive);
   tcase_add_test(tc, large_transposing_copy);
   tcase_add_test(tc, tiled_copies_every_size_and_edge);
+  tcase_add_test(tc, banded_copies_every_edge);
   suite_add_tcase(s, tc);
   return s;
 }
