@@ -41,22 +41,28 @@
  * blocks made that copy about 1.2x faster on the 2-vCPU EPYC VM. */
 #define SUPER 8
 /* Large transposing copies of 4-byte elements whose destination streams go
- * in bands instead: BAND_ROWS source rows (dim 0) by up to BAND_ROW_BYTES of
- * each, 1 MiB, first read in order, one load a line, then sent out from L2 in
- * tiles of BAND_ROWS x BAND_TILE. Read in order, a band comes in as fast as
- * a plain copy reads; the tiles' reads of 64 rows 256 bytes at a time ran at
+ * in bands instead: BAND_ROWS source rows (dim 0), or twice as many where
+ * they still fit in BAND_BYTES, by up to BAND_ROW_BYTES of each. A band is
+ * first read in order, one load a line, then sent out from L2 in tiles of
+ * its rows by BAND_TILE columns. Read in order, a band comes in as fast as a
+ * plain copy reads; the tiles' reads of 64 rows 256 bytes at a time ran at
  * 0.67 of that, with or without software prefetches, on the 2-vCPU EPYC VM.
- * 32 rows give each destination row 128 bytes a band; 64 rows (256 bytes)
- * no longer fit in L2, and 16 rows' 64 bytes wrote at half speed. On that
- * VM, against a streaming copy of the same bytes in the same run, the
- * transposed 8192 x 8192 float32 copy went from 0.63 to 0.76-0.80 and NCHW
- * to NHWC from 0.66 to 0.80 when its memory was slow, 0.47-0.54 to 0.53-0.57
- * and 0.54 to 0.57-0.66 when fast. With ordinary stores, and for 2- and
- * 8-byte elements (plain loops, ordinary stores), bands were slower than
- * tiles in blocks: 0.85x, 0.84x and 0.78x. */
+ * Each destination row gets a band's rows' 4 bytes in one run: with the
+ * memory in its fast mode, 64 rows' 256 bytes wrote at 0.89 of the speed of
+ * writing in order, 32 rows' 128 bytes at 0.59 and 16 rows' at 0.30; but 64
+ * rows of 32 KiB no longer fit in L2, and 16 KiB of each row is no longer
+ * one run. On that VM, against
+ * a streaming copy of the same bytes in the same run, the transposed 8192 x
+ * 8192 float32 copy (32-row bands) went from 0.63 to 0.75-0.80 and NCHW to
+ * NHWC (64 rows of 12.25 KiB) from 0.66 to 0.80-0.81 when its memory was
+ * slow, and from 0.47-0.48 to 0.53-0.54 and from 0.54 to 0.66-0.67 when
+ * fast. With ordinary stores, and for 2- and 8-byte elements (plain loops,
+ * ordinary stores), bands were slower than tiles in blocks: 0.83-0.85x,
+ * 0.84x and 0.78x. */
 #define BAND_ROWS 32
 #define BAND_ROW_BYTES ((int64_t)32768)
 #define BAND_TILE 32
+#define BAND_BYTES ((int64_t)1 << 20)
 /* Elements converted at a time through the stack when a side is strided. */
 #define GATHER 256
 
@@ -175,8 +181,12 @@ static void plan_split(plan *p, int64_t numel) {
 #if defined(__SSE2__) /* where the 4-byte tiles stream */
     p->band = p->stream && p->des == 4 && p->size[0] >= BAND_ROWS;
 #endif
-    p->step0 = p->band ? BAND_ROWS : TILE;
     p->stept = p->band ? BAND_ROW_BYTES / 4 : TILE;
+    p->step0 = TILE;
+    if (p->band) {
+      int64_t width = p->size[p->tile] < p->stept ? p->size[p->tile] : p->stept;
+      p->step0 = width * 4 * 2 * BAND_ROWS <= BAND_BYTES ? 2 * BAND_ROWS : BAND_ROWS;
+    }
     p->nchunk0 = (p->size[0] + p->step0 - 1) / p->step0;
     p->ntile = (p->size[p->tile] + p->stept - 1) / p->stept;
   } else {

@@ -620,15 +620,17 @@ START_TEST(tiled_copies_every_size_and_edge) {
 END_TEST
 
 /* Large transposing copies of 4-byte elements that stream go in bands of 32
- * source rows by up to 32 KiB of each: bands that end short (in rows, and in
- * a row's width where rows are wider than 32 KiB), a band of one row, a batch
- * dimension, NCHW -> NHWC's shape, fewer than 32 rows (tiles then), aligned
- * and one element off; and the same with ordinary stores (tiles). */
+ * source rows (64 where rows are 16 KiB or narrower) by up to 32 KiB of each:
+ * bands that end short (in rows, and in a row's width where rows are wider
+ * than 32 KiB), a band of one row, a batch dimension, NCHW -> NHWC's shape,
+ * fewer than 32 rows (tiles then), aligned and one element off; and the same
+ * with ordinary stores (tiles). */
 START_TEST(banded_copies_every_edge) {
   /* batch, rows, cols of the source (each 16 MiB or more), and the offset */
-  static const int64_t shapes[][4] = {{1, 1000, 4200, 0},  {1, 1000, 4200, 1}, {3, 700, 2100, 0},
-                                      {1, 40, 110000, 1},  {1, 33, 140000, 0}, {2, 96, 22500, 0},
-                                      {1, 20, 230000, 0}};
+  static const int64_t shapes[][4] = {
+      {1, 1000, 4200, 0}, {1, 1000, 4200, 1}, {3, 700, 2100, 0},   {1, 1100, 4000, 1},
+      {6, 256, 3136, 0},  {1, 40, 110000, 1}, {1, 33, 140000, 0},  {2, 96, 22500, 0},
+      {1, 20, 230000, 0}};
   static const tstor_store_policy stores[] = {TSTOR_STORES_STREAMING, TSTOR_STORES_ORDINARY};
   for (size_t k = 0; k < sizeof stores / sizeof stores[0]; k++) {
     tstor_set_store_policy(stores[k]);
