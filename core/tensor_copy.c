@@ -53,9 +53,9 @@
  * rows of 32 KiB no longer fit in L2, and 16 KiB of each row is no longer
  * one run. On that VM, against
  * a streaming copy of the same bytes in the same run, the transposed 8192 x
- * 8192 float32 copy (32-row bands) went from 0.63 to 0.75-0.80 and NCHW to
- * NHWC (64 rows of 12.25 KiB) from 0.66 to 0.80-0.81 when its memory was
- * slow, and from 0.47-0.48 to 0.53-0.54 and from 0.54 to 0.66-0.67 when
+ * 8192 float32 copy (32-row bands) went from 0.62-0.63 to 0.75-0.82 and NCHW
+ * to NHWC (64 rows of 12.25 KiB) from 0.66-0.68 to 0.80-0.81 when its memory
+ * was slow, and from 0.47-0.48 to 0.53-0.54 and from 0.54 to 0.63-0.66 when
  * fast. With ordinary stores, and for 2- and 8-byte elements (plain loops,
  * ordinary stores), bands were slower than tiles in blocks: 0.83-0.85x,
  * 0.84x and 0.78x. */
