@@ -321,6 +321,93 @@ static void tile_4byte(char *d, int64_t dj, const char *s, int64_t si, int64_t n
 }
 #endif
 
+#if defined(__SSE2__)
+/* A destination row of n 2-byte elements from `from`, 16-byte aligned. */
+static void put_row16(char *d, const uint16_t *from, int64_t n, int stream) {
+  if (!stream) {
+    memcpy(d, from, (size_t)n * 2);
+    return;
+  }
+  int64_t n8 = n & ~(int64_t)7;
+  for (int64_t i = 0; i < n8; i += 8)
+    _mm_stream_si128((__m128i *)(void *)(d + i * 2),
+                     _mm_load_si128((const __m128i *)(const void *)(from + i)));
+  memcpy(d + n8 * 2, from + n8, (size_t)(n - n8) * 2);
+}
+
+/* 2-byte elements: the buffer is transposed 8 x 8 at a time in registers
+ * into a second buffer, whose rows then go out whole, a line after another:
+ * eight rows a block would leave eight lines a quarter written at once. */
+static void tile_2byte(char *d, int64_t dj, const char *s, int64_t si, int64_t ni, int64_t nj,
+                       int stream) {
+  _Alignas(64) uint16_t buf[TILE][TILE], out[TILE][TILE];
+  for (int64_t i = 0; i < ni; i++) memcpy(buf[i], s + i * si, (size_t)nj * 2);
+  int64_t i8 = ni & ~(int64_t)7, j8 = nj & ~(int64_t)7;
+  for (int64_t j = 0; j < j8; j += 8)
+    for (int64_t i = 0; i < i8; i += 8) {
+      __m128i r[8], a[8], b[8];
+      for (int k = 0; k < 8; k++)
+        r[k] = _mm_load_si128((const __m128i *)(const void *)&buf[i + k][j]);
+      /* pairs of rows interleaved, then pairs of pairs, then the halves */
+      for (int k = 0; k < 4; k++) {
+        a[2 * k] = _mm_unpacklo_epi16(r[2 * k], r[2 * k + 1]);
+        a[2 * k + 1] = _mm_unpackhi_epi16(r[2 * k], r[2 * k + 1]);
+      }
+      for (int k = 0; k < 2; k++) {
+        b[4 * k] = _mm_unpacklo_epi32(a[4 * k], a[4 * k + 2]);
+        b[4 * k + 1] = _mm_unpackhi_epi32(a[4 * k], a[4 * k + 2]);
+        b[4 * k + 2] = _mm_unpacklo_epi32(a[4 * k + 1], a[4 * k + 3]);
+        b[4 * k + 3] = _mm_unpackhi_epi32(a[4 * k + 1], a[4 * k + 3]);
+      }
+      for (int k = 0; k < 4; k++) {
+        __m128i *o = (__m128i *)(void *)&out[j + 2 * k][i];
+        _mm_store_si128(o, _mm_unpacklo_epi64(b[k], b[k + 4]));
+        _mm_store_si128(o + TILE / 8, _mm_unpackhi_epi64(b[k], b[k + 4])); /* the next row */
+      }
+    }
+  for (int64_t j = 0; j < nj; j++) {
+    int64_t from = j < j8 ? i8 : 0;
+    for (int64_t i = from; i < ni; i++) out[j][i] = buf[i][j];
+  }
+  stream = stream && ((uintptr_t)d % 16) == 0 && dj % 16 == 0;
+  for (int64_t j = 0; j < nj; j++) put_row16(d + j * dj, out[j], ni, stream);
+}
+
+/* 8-byte elements to a destination that streams, d and dj aligned to 16
+ * bytes: 2 x 2 blocks in registers, four of them a step, so that each
+ * destination row gets 64 bytes, a whole line where the row is aligned,
+ * before the next row. With ordinary stores the plain loop measured faster
+ * (1.13x on the EPYC VM), and the tile goes there instead. */
+static void tile_8byte_stream(char *d, int64_t dj, const char *s, int64_t si, int64_t ni,
+                              int64_t nj) {
+  _Alignas(64) uint64_t buf[TILE][TILE];
+  for (int64_t i = 0; i < ni; i++) memcpy(buf[i], s + i * si, (size_t)nj * 8);
+  int64_t i8 = ni & ~(int64_t)7, j2 = nj & ~(int64_t)1;
+  for (int64_t j = 0; j < j2; j += 2) {
+    uint64_t *d0 = (uint64_t *)(void *)(d + j * dj), *d1 = (uint64_t *)(void *)(d + (j + 1) * dj);
+    for (int64_t i = 0; i < i8; i += 8) {
+      __m128i lo[4], hi[4];
+      for (int q = 0; q < 4; q++) {
+        __m128i x = _mm_load_si128((const __m128i *)(const void *)&buf[i + 2 * q][j]);
+        __m128i y = _mm_load_si128((const __m128i *)(const void *)&buf[i + 2 * q + 1][j]);
+        lo[q] = _mm_unpacklo_epi64(x, y);
+        hi[q] = _mm_unpackhi_epi64(x, y);
+      }
+      for (int q = 0; q < 4; q++) _mm_stream_si128((__m128i *)(void *)(d0 + i + 2 * q), lo[q]);
+      for (int q = 0; q < 4; q++) _mm_stream_si128((__m128i *)(void *)(d1 + i + 2 * q), hi[q]);
+    }
+    for (int64_t i = i8; i < ni; i++) {
+      d0[i] = buf[i][j];
+      d1[i] = buf[i][j + 1];
+    }
+  }
+  for (int64_t j = j2; j < nj; j++) {
+    uint64_t *dp = (uint64_t *)(void *)(d + j * dj);
+    for (int64_t i = 0; i < ni; i++) dp[i] = buf[i][j];
+  }
+}
+#endif
+
 #ifdef TSTOR__CLONES
 /* Rows r[0], r[stride], ... r[7 * stride] of 8 floats transposed into c. */
 __attribute__((target("avx2"))) static inline void transpose8(const float *r, int64_t stride,
@@ -407,7 +494,13 @@ static void tile_same(char *d, int64_t dj, const char *s, int64_t si, int64_t ni
   _Alignas(64) unsigned char raw[TILE * TILE * 8];
   switch (es) {
   case 1: TILE_BUFFERED(uint8_t); break;
-  case 2: TILE_BUFFERED(uint16_t); break;
+  case 2:
+#if defined(__SSE2__)
+    tile_2byte(d, dj, s, si, ni, nj, stream);
+#else
+    TILE_BUFFERED(uint16_t);
+#endif
+    break;
   case 4:
 #ifdef TSTOR__CLONES
     if (tstor__simd(TSTOR__SIMD_AVX2)) {
@@ -422,7 +515,15 @@ static void tile_same(char *d, int64_t dj, const char *s, int64_t si, int64_t ni
     TILE_BUFFERED(uint32_t);
 #endif
     break;
-  case 8: TILE_BUFFERED(uint64_t); break;
+  case 8:
+#if defined(__SSE2__)
+    if (stream && ((uintptr_t)d % 16) == 0 && dj % 16 == 0) {
+      tile_8byte_stream(d, dj, s, si, ni, nj);
+      break;
+    }
+#endif
+    TILE_BUFFERED(uint64_t);
+    break;
   default:
     for (int64_t j = 0; j < nj; j++)
       for (int64_t i = 0; i < ni; i++)

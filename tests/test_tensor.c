@@ -601,11 +601,11 @@ static void transposed_copy_is_right(tstor_dtype dt, int64_t nb, int64_t r, int6
   tstor_storage_release(ds);
 }
 
-/* Transposing copies go in tiles, in blocks of tiles, with an AVX2 kernel
- * for 4-byte elements where the CPU has it: every element size, shapes that
- * end in partial tiles and partial blocks, a batch dimension, and both
- * operands one element off their storage's start (so off any vector
- * alignment). */
+/* Transposing copies go in tiles, in blocks of tiles, with register
+ * transposes for 2-, 4- and 8-byte elements (AVX2 for 4 where the CPU has
+ * it): every element size, shapes that end in partial tiles and partial
+ * blocks, a batch dimension, and both operands one element off their
+ * storage's start (so off any vector alignment). */
 START_TEST(tiled_copies_every_size_and_edge) {
   static const tstor_dtype dtypes[] = {TSTOR_UINT8, TSTOR_INT16, TSTOR_INT32, TSTOR_INT64,
                                        TSTOR_COMPLEX128};
@@ -619,24 +619,31 @@ START_TEST(tiled_copies_every_size_and_edge) {
 }
 END_TEST
 
-/* Large transposing copies of 4-byte elements that stream go in bands of 32
- * source rows (64 where rows are 16 KiB or narrower) by up to 32 KiB of each:
- * bands that end short (in rows, and in a row's width where rows are wider
- * than 32 KiB), a band of one row, a batch dimension, NCHW -> NHWC's shape,
- * fewer than 32 rows (tiles then), aligned and one element off; and the same
- * with ordinary stores (tiles). */
-START_TEST(banded_copies_every_edge) {
-  /* batch, rows, cols of the source (each 16 MiB or more), and the offset */
-  static const int64_t shapes[][4] = {
-      {1, 1000, 4200, 0}, {1, 1000, 4200, 1}, {3, 700, 2100, 0},   {1, 1100, 4000, 1},
-      {6, 256, 3136, 0},  {1, 40, 110000, 1}, {1, 33, 140000, 0},  {2, 96, 22500, 0},
-      {1, 20, 230000, 0}};
+/* Large transposing copies stream. Those of 4-byte elements go in bands of
+ * 32 source rows (64 where rows are 16 KiB or narrower) by up to 32 KiB of
+ * each: bands that end short (in rows, and in a row's width where rows are
+ * wider than 32 KiB), a band of one row, a batch dimension, NCHW -> NHWC's
+ * shape, fewer than 32 rows (tiles then). 2- and 8-byte elements go in tiles
+ * with partial blocks at both edges. Each aligned and one element off; and
+ * all of it again with ordinary stores. */
+START_TEST(large_transposes_every_edge) {
+  /* dtype, batch, rows, cols of the source (each 16 MiB or more), and the offset */
+  static const struct {
+    tstor_dtype dt;
+    int64_t nb, r, c, off;
+  } cases[] = {{TSTOR_INT32, 1, 1000, 4200, 0}, {TSTOR_INT32, 1, 1000, 4200, 1},
+               {TSTOR_INT32, 3, 700, 2100, 0},  {TSTOR_INT32, 1, 1100, 4000, 1},
+               {TSTOR_INT32, 6, 256, 3136, 0},  {TSTOR_INT32, 1, 40, 110000, 1},
+               {TSTOR_INT32, 1, 33, 140000, 0}, {TSTOR_INT32, 2, 96, 22500, 0},
+               {TSTOR_INT32, 1, 20, 230000, 0}, {TSTOR_INT16, 1, 2100, 4100, 0},
+               {TSTOR_INT16, 1, 1030, 8300, 1}, {TSTOR_INT64, 1, 1000, 2100, 0},
+               {TSTOR_INT64, 3, 300, 3001, 1}};
   static const tstor_store_policy stores[] = {TSTOR_STORES_STREAMING, TSTOR_STORES_ORDINARY};
   for (size_t k = 0; k < sizeof stores / sizeof stores[0]; k++) {
     tstor_set_store_policy(stores[k]);
-    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
-      transposed_copy_is_right(TSTOR_INT32, shapes[si][0], shapes[si][1], shapes[si][2],
-                               shapes[si][3], k * 16 + si + 1);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+      transposed_copy_is_right(cases[i].dt, cases[i].nb, cases[i].r, cases[i].c, cases[i].off,
+                               k * 16 + i + 1);
   }
   tstor_set_store_policy(TSTOR_STORES_AUTO);
 }
@@ -685,7 +692,7 @@ Suite *tensor_suite(void) {
   tcase_add_test(tc, views_share_and_outlive);
   tcase_add_test(tc, large_transposing_copy);
   tcase_add_test(tc, tiled_copies_every_size_and_edge);
-  tcase_add_test(tc, banded_copies_every_edge);
+  tcase_add_test(tc, large_transposes_every_edge);
   suite_add_tcase(s, tc);
   return s;
 }
