@@ -7,7 +7,8 @@
  * merged. A plan that ends as one contiguous run is a memcpy or one
  * conversion; a plan whose source is contiguous along another dimension than
  * the destination (a transpose, NCHW -> NHWC) is copied in square tiles that
- * stay in the L1 cache; anything else row by row. Large plans are split over
+ * stay in the L1 cache, or, large and of 4-byte elements that stream, in
+ * bands of rows read in order first (BAND_ROWS); anything else row by row. Large plans are split over
  * the thread pool. Devices that are not host memory use their backend's
  * strided copy when it has one, else the bytes spanned are staged through
  * host memory. */
