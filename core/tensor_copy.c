@@ -8,10 +8,10 @@
  * conversion; a plan whose source is contiguous along another dimension than
  * the destination (a transpose, NCHW -> NHWC) is copied in square tiles that
  * stay in the L1 cache, or, large and of 4-byte elements that stream, in
- * bands of rows read in order first (BAND_ROWS); anything else row by row. Large plans are split over
- * the thread pool. Devices that are not host memory use their backend's
- * strided copy when it has one, else the bytes spanned are staged through
- * host memory. */
+ * bands of rows read in order first (BAND_ROWS); anything else row by row.
+ * Large plans are split over the thread pool. Devices that are not host
+ * memory use their backend's strided copy when it has one, else the bytes
+ * spanned are staged through host memory. */
 #include "tensor_internal.h"
 
 #include <inttypes.h>
@@ -52,18 +52,18 @@
  * memory in its fast mode, 64 rows' 256 bytes wrote at 0.89 of the speed of
  * writing in order, 32 rows' 128 bytes at 0.59 and 16 rows' at 0.30; but 64
  * rows of 32 KiB no longer fit in L2, and 16 KiB of each row is no longer
- * one run. On that VM, against
- * a streaming copy of the same bytes in the same run, the transposed 8192 x
- * 8192 float32 copy (32-row bands) went from 0.62-0.63 to 0.75-0.82 and NCHW
- * to NHWC (64 rows of 12.25 KiB) from 0.66-0.68 to 0.80-0.81 when its memory
- * was slow, and from 0.47-0.48 to 0.53-0.54 and from 0.54 to 0.63-0.66 when
- * fast. With ordinary stores, and for 2- and 8-byte elements (plain loops,
- * ordinary stores), bands were slower than tiles in blocks: 0.83-0.85x,
- * 0.84x and 0.78x. */
+ * one run. On that VM, against a streaming copy of the same bytes in the
+ * same run, the transposed 8192 x 8192 float32 copy (32-row bands) went from
+ * 0.62-0.63 to 0.75-0.82 and NCHW to NHWC (64 rows of 12.25 KiB) from
+ * 0.66-0.68 to 0.80-0.81 when its memory was slow, and from 0.47-0.48 to
+ * 0.53-0.54 and from 0.54 to 0.63-0.66 when fast. With ordinary stores bands
+ * were slower than tiles in blocks (0.83-0.85x), and for 2- and 8-byte
+ * elements no faster (1.00x and 0.97x with their register transposes). */
 #define BAND_ROWS 32
 #define BAND_ROW_BYTES ((int64_t)32768)
 #define BAND_TILE 32
 #define BAND_BYTES ((int64_t)1 << 20)
+_Static_assert(2 * BAND_ROWS <= TILE && BAND_TILE <= TILE, "a band's tiles fit the tile buffers");
 /* Elements converted at a time through the stack when a side is strided. */
 #define GATHER 256
 
