@@ -153,8 +153,9 @@ static int64_t plan_build(plan *p, int ndim, const int64_t *sizes, const int64_t
 }
 
 /* Chooses the work split and the store once pointers and the serial flag
- * are known. */
-static void plan_split(plan *p, int64_t numel) {
+ * are known. Returns whether the plan's store is chosen call by call (a large
+ * transposing copy). */
+static int plan_split(plan *p, int64_t numel) {
   p->tile = 0;
   p->band = 0;
   if (p->same && !p->serial && !p->ordered && p->nd >= 2 && p->ds[0] == (int64_t)p->des &&
@@ -176,7 +177,8 @@ static void plan_split(plan *p, int64_t numel) {
    * cache and evict each other's lines before they are whole. Trials of
    * whole calls choose anyway (stores.c), in the split chosen here for the
    * current choice. */
-  p->stream = p->tile && (size_t)numel * p->des >= TSTOR__STREAM_MIN_BYTES &&
+  int can_stream = p->tile && (size_t)numel * p->des >= TSTOR__STREAM_MIN_BYTES;
+  p->stream = can_stream &&
               tstor__store_streaming(TSTOR_WORK_TRANSPOSE, (size_t)numel * (p->des + p->ses));
   if (p->tile) {
 #if defined(__SSE2__) /* where the 4-byte tiles stream */
@@ -195,6 +197,7 @@ static void plan_split(plan *p, int64_t numel) {
     p->ntile = 1;
   }
   p->items = outer * p->nchunk0 * p->ntile;
+  return can_stream;
 }
 
 /* ------------------------------------------------------------- kernels */
@@ -323,19 +326,6 @@ static void tile_4byte(char *d, int64_t dj, const char *s, int64_t si, int64_t n
 #endif
 
 #if defined(__SSE2__)
-/* A destination row of n 2-byte elements from `from`, 16-byte aligned. */
-static void put_row16(char *d, const uint16_t *from, int64_t n, int stream) {
-  if (!stream) {
-    memcpy(d, from, (size_t)n * 2);
-    return;
-  }
-  int64_t n8 = n & ~(int64_t)7;
-  for (int64_t i = 0; i < n8; i += 8)
-    _mm_stream_si128((__m128i *)(void *)(d + i * 2),
-                     _mm_load_si128((const __m128i *)(const void *)(from + i)));
-  memcpy(d + n8 * 2, from + n8, (size_t)(n - n8) * 2);
-}
-
 /* 2-byte elements: the buffer is transposed 8 x 8 at a time in registers
  * into a second buffer, whose rows then go out whole, a line after another:
  * eight rows a block would leave eight lines a quarter written at once. */
@@ -371,7 +361,12 @@ static void tile_2byte(char *d, int64_t dj, const char *s, int64_t si, int64_t n
     for (int64_t i = from; i < ni; i++) out[j][i] = buf[i][j];
   }
   stream = stream && ((uintptr_t)d % 16) == 0 && dj % 16 == 0;
-  for (int64_t j = 0; j < nj; j++) put_row16(d + j * dj, out[j], ni, stream);
+  for (int64_t j = 0; j < nj; j++) {
+    if (stream)
+      tstor__stream_copy(d + j * dj, out[j], (size_t)ni * 2);
+    else
+      memcpy(d + j * dj, out[j], (size_t)ni * 2);
+  }
 }
 
 /* 8-byte elements to a destination that streams, d and dj aligned to 16
@@ -637,8 +632,7 @@ static unsigned plan_what(const plan *p) {
 static void plan_run(plan *p) {
   int64_t numel = 1;
   for (int d = 0; d < p->nd; d++) numel *= p->size[d];
-  plan_split(p, numel);
-  int can_stream = p->tile && (size_t)numel * p->des >= TSTOR__STREAM_MIN_BYTES;
+  int can_stream = plan_split(p, numel);
   if (!p->serial && p->nd == 1 && p->ds[0] == (int64_t)p->des &&
       p->ss[0] == (int64_t)p->ses) {
     /* one contiguous run: the threaded byte copy or conversion */
