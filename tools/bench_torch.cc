@@ -257,18 +257,22 @@ void row(const Bench &b, const char *label, long iters, double bytes,
     for (long i = 0; i < iters; i++) side();
     return (now() - t) / double(iters);
   };
+  // tstor and another side, one right after the other, tstor first if asked.
+  auto beside = [&](const std::function<void()> &other, bool ours_first, double &to, double &tx) {
+    if (ours_first) {
+      to = timed(ours);
+      tx = timed(other);
+    } else {
+      tx = timed(other);
+      to = timed(ours);
+    }
+  };
   // tstor and PyTorch take turns at going first in a round: whichever follows
   // the previous round's libc and ceiling sides (a 256 MiB read() loop, in the
   // mapped file's row) runs on a vCPU that work has just left busy.
   for (int r = 0; r < b.rounds; r++) {
     double to, tp;
-    if (r % 2 == 0) {
-      to = timed(ours);
-      tp = timed(torch);
-    } else {
-      tp = timed(torch);
-      to = timed(ours);
-    }
+    beside(torch, r % 2 == 0, to, tp);
     t_ours.push_back(to);
     t_torch.push_back(tp);
     r_torch.push_back(tp / to);
@@ -277,14 +281,8 @@ void row(const Bench &b, const char *label, long iters, double bytes,
       r_libc.push_back(t_libc.back() / t_ours.back());
     }
     for (size_t k = 0; k < limits.size(); k++) {
-      double tl, tb;
-      if ((r + int(k)) % 2 == 0) {
-        tb = timed(ours);
-        tl = timed(limits[k]);
-      } else {
-        tl = timed(limits[k]);
-        tb = timed(ours);
-      }
+      double tb, tl;
+      beside(limits[k], (r + int(k)) % 2 == 0, tb, tl);
       t_limit[k] = std::min(t_limit[k], tl);
       o_beside = std::min(o_beside, tb);
     }
