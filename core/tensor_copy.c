@@ -8,7 +8,8 @@
  * conversion; a plan whose source is contiguous along another dimension than
  * the destination (a transpose, NCHW -> NHWC) is copied in square tiles that
  * stay in the L1 cache, or, large and of 4-byte elements that stream, in
- * bands of rows read in order first (BAND_ROWS); anything else row by row.
+ * bands of rows, each fetched while the one before goes out (BAND_ROWS);
+ * anything else row by row.
  * Large plans are split over the thread pool. Devices that are not host
  * memory use their backend's strided copy when it has one, else the bytes
  * spanned are staged through host memory. */
@@ -42,28 +43,36 @@
  * blocks made that copy about 1.2x faster on the 2-vCPU EPYC VM. */
 #define SUPER 8
 /* Large transposing copies of 4-byte elements whose destination streams go
- * in bands instead: BAND_ROWS source rows (dim 0), or twice as many where
- * they still fit in BAND_BYTES, by up to BAND_ROW_BYTES of each. A band is
- * first read in order, one load a line, then sent out from L2 in tiles of
- * its rows by BAND_TILE columns. Read in order, a band comes in as fast as a
- * plain copy reads; the tiles' reads of 64 rows 256 bytes at a time ran at
- * 0.67 of that, with or without software prefetches, on the 2-vCPU EPYC VM.
- * Each destination row gets a band's rows' 4 bytes in one run: with the
- * memory in its fast mode, 64 rows' 256 bytes wrote at 0.89 of the speed of
- * writing in order, 32 rows' 128 bytes at 0.59 and 16 rows' at 0.30; but 64
- * rows of 32 KiB no longer fit in L2, and 16 KiB of each row is no longer
- * one run. On that VM, against a streaming copy of the same bytes in the
- * same run, the transposed 8192 x 8192 float32 copy (32-row bands) went from
- * 0.62-0.63 to 0.75-0.82 and NCHW to NHWC (64 rows of 12.25 KiB) from
- * 0.66-0.68 to 0.80-0.81 when its memory was slow, and from 0.47-0.48 to
- * 0.53-0.54 and from 0.54 to 0.63-0.66 when fast. With ordinary stores bands
- * were slower than tiles in blocks (0.83-0.85x), and for 2- and 8-byte
- * elements no faster (1.00x and 0.97x with their register transposes). */
+ * in bands instead: BAND_ROWS source rows (dim 0) by a part of each, the
+ * rows cut into equal parts of BAND_ROW_BYTES at most, and fewer columns
+ * where the band's destination rows would lie on more than BAND_DST_PAGES
+ * pages of 4 KiB. A band goes out in tiles of its rows by BAND_TILE columns,
+ * each destination row getting the band's 128 bytes in one run, and
+ * meanwhile the band the thread copies next is asked into L2 a line for each
+ * line written, so that reads and writes overlap as in a plain copy; a
+ * thread's first band is read in order before it starts. Two bands of 32
+ * rows by 8 KiB take half of a 1 MiB L2. On the 2-vCPU EPYC VM, against a
+ * streaming copy of the same bytes in the same run, this took the transposed
+ * 8192 x 8192 float32 copy (parts of 4 KiB) from 0.69-0.80 (each band read
+ * in order, then sent out) to 0.79-0.85 when its memory was slow and from
+ * 0.50-0.63 to 0.63-0.80 when fast, and NCHW to NHWC (parts of 6 KiB) from
+ * 0.78-0.85 to 0.84-0.89 (slow). There reading alone took 0.6-0.7 of a
+ * copy's time and writing in order alone as long: without the overlap the
+ * two halves of a transpose cannot reach 0.8 of a copy. The page bound is
+ * that VM's second-level TLB, whose entries cover 4 KiB even where the guest
+ * maps 2 MiB: parts of 8 KiB of the 8192 x 8192 matrix, whose destination
+ * rows are 32 KiB apart, ran 0.95x those of 4 KiB, in 4 KiB pages as in
+ * PyTorch's buffers. Loads of the next band in place of the prefetches
+ * stalled on their misses (0.6x); 64-row bands, whose 256-byte runs write
+ * as fast as writing in order, ran 0.88-0.9x; parts of 12-16 KiB 0.9-1.05x.
+ * With ordinary stores bands were slower than tiles in blocks (0.83-0.85x),
+ * and for 2- and 8-byte elements no faster (1.00x and 0.97x with their
+ * register transposes). */
 #define BAND_ROWS 32
-#define BAND_ROW_BYTES ((int64_t)32768)
+#define BAND_ROW_BYTES ((int64_t)8192)
+#define BAND_DST_PAGES ((int64_t)1024)
 #define BAND_TILE 32
-#define BAND_BYTES ((int64_t)1 << 20)
-_Static_assert(2 * BAND_ROWS <= TILE && BAND_TILE <= TILE, "a band's tiles fit the tile buffers");
+_Static_assert(BAND_ROWS <= TILE && BAND_TILE <= TILE, "a band's tiles fit the tile buffers");
 /* Elements converted at a time through the stack when a side is strided. */
 #define GATHER 256
 
@@ -184,15 +193,21 @@ static int plan_split(plan *p, int64_t numel) {
 #if defined(__SSE2__) /* where the 4-byte tiles stream */
     p->band = p->stream && p->des == 4 && p->size[0] >= BAND_ROWS;
 #endif
-    p->stept = p->band ? BAND_ROW_BYTES / 4 : TILE;
     p->step0 = TILE;
-    if (p->band) {
-      int64_t width = p->size[p->tile] < p->stept ? p->size[p->tile] : p->stept;
-      p->step0 = width * 4 * 2 * BAND_ROWS <= BAND_BYTES ? 2 * BAND_ROWS : BAND_ROWS;
+    p->stept = TILE;
+    if (p->band) { /* the source's rows cut into equal parts */
+      int64_t cols = BAND_ROW_BYTES / 4;
+      int64_t page_share = p->ds[p->tile] < 4096 ? p->ds[p->tile] : 4096;
+      if (cols * page_share > BAND_DST_PAGES * 4096) cols = BAND_DST_PAGES * 4096 / page_share;
+      int64_t parts = (p->size[p->tile] + cols - 1) / cols;
+      p->step0 = BAND_ROWS;
+      p->stept = ((p->size[p->tile] + parts - 1) / parts + 7) / 8 * 8;
     }
     p->nchunk0 = (p->size[0] + p->step0 - 1) / p->step0;
     p->ntile = (p->size[p->tile] + p->stept - 1) / p->stept;
   } else {
+    p->step0 = ROW_CHUNK;
+    p->stept = 1;
     p->nchunk0 = (p->size[0] + ROW_CHUNK - 1) / ROW_CHUNK;
     p->ntile = 1;
   }
@@ -275,12 +290,34 @@ static void row_convert(const plan *p, char *d, int64_t dstep, const char *s, in
     }                                                                          \
   } while (0)
 
+/* The lines of the band a thread copies next, asked into L2 a few at a time
+ * while the current band goes out (run_items). */
+typedef struct ahead {
+  const char *s;
+  int64_t stride, len; /* a row's bytes */
+  int64_t row, rows;
+  int64_t off; /* from the line where the row starts */
+} ahead;
+
+static inline void fetch_ahead(ahead *a, int lines) {
+  for (; lines > 0 && a->row < a->rows; lines--) {
+    uintptr_t r = (uintptr_t)(a->s + a->row * a->stride);
+    int64_t lead = (int64_t)(r & 63);
+    __builtin_prefetch((const void *)(r - (uintptr_t)lead + (uintptr_t)a->off), 0, 2); /* to L2 */
+    a->off += 64;
+    if (a->off >= lead + a->len) {
+      a->row++;
+      a->off = 0;
+    }
+  }
+}
+
 #if defined(__SSE2__)
 /* 4-byte elements: the buffer is transposed 4 x 4 at a time in registers.
  * With `stream`, a destination too large for the caches is written with
  * non-temporal stores, which skip reading each line before writing it. */
 static void tile_4byte(char *d, int64_t dj, const char *s, int64_t si, int64_t ni, int64_t nj,
-                       int stream) {
+                       int stream, ahead *next) {
   _Alignas(64) float buf[TILE][TILE];
   for (int64_t i = 0; i < ni; i++) memcpy(buf[i], s + i * si, (size_t)nj * 4);
   int64_t i4 = ni & ~(int64_t)3, j4 = nj & ~(int64_t)3;
@@ -299,6 +336,7 @@ static void tile_4byte(char *d, int64_t dj, const char *s, int64_t si, int64_t n
         _mm_stream_ps(d1 + i, r1);
         _mm_stream_ps(d2 + i, r2);
         _mm_stream_ps(d3 + i, r3);
+        if (next) fetch_ahead(next, 1);
       }
     } else {
       for (int64_t i = 0; i < i4; i += 4) {
@@ -441,9 +479,9 @@ __attribute__((target("avx2"))) static inline void transpose8(const float *r, in
  * else calls the SSE version. */
 __attribute__((target("avx2"))) static void tile_4byte_avx2(char *d, int64_t dj, const char *s,
                                                              int64_t si, int64_t ni, int64_t nj,
-                                                             int stream) {
+                                                             int stream, ahead *next) {
   if (stream && (((uintptr_t)d % 32) != 0 || dj % 32 != 0)) {
-    tile_4byte(d, dj, s, si, ni, nj, stream);
+    tile_4byte(d, dj, s, si, ni, nj, stream, next);
     return;
   }
   _Alignas(64) float buf[TILE][TILE];
@@ -464,6 +502,7 @@ __attribute__((target("avx2"))) static void tile_4byte_avx2(char *d, int64_t dj,
           _mm256_storeu_ps(o + 8, e[k]);
         }
       }
+      if (next) fetch_ahead(next, 8);
     }
     if (i16 < i8) {
       transpose8(&buf[i16][j], TILE, c);
@@ -472,6 +511,7 @@ __attribute__((target("avx2"))) static void tile_4byte_avx2(char *d, int64_t dj,
         if (stream) _mm256_stream_ps(o, c[k]);
         else _mm256_storeu_ps(o, c[k]);
       }
+      if (next) fetch_ahead(next, 4);
     }
     for (int64_t k = 0; k < 8; k++) {
       float *dp = (float *)(d + (j + k) * dj);
@@ -486,7 +526,7 @@ __attribute__((target("avx2"))) static void tile_4byte_avx2(char *d, int64_t dj,
 #endif
 
 static void tile_same(char *d, int64_t dj, const char *s, int64_t si, int64_t ni, int64_t nj,
-                      size_t es, int stream) {
+                      size_t es, int stream, ahead *next) {
   _Alignas(64) unsigned char raw[TILE * TILE * 8];
   switch (es) {
   case 1: TILE_BUFFERED(uint8_t); break;
@@ -500,14 +540,15 @@ static void tile_same(char *d, int64_t dj, const char *s, int64_t si, int64_t ni
   case 4:
 #ifdef TSTOR__CLONES
     if (tstor__simd(TSTOR__SIMD_AVX2)) {
-      tile_4byte_avx2(d, dj, s, si, ni, nj, stream);
+      tile_4byte_avx2(d, dj, s, si, ni, nj, stream, next);
       break;
     }
 #endif
 #if defined(__SSE2__)
-    tile_4byte(d, dj, s, si, ni, nj, stream);
+    tile_4byte(d, dj, s, si, ni, nj, stream, next);
 #else
     (void)stream;
+    (void)next;
     TILE_BUFFERED(uint32_t);
 #endif
     break;
@@ -555,55 +596,72 @@ static void read_in_order(const char *s, int64_t stride, int64_t n, int64_t len)
   __asm__ volatile("" : : "r"(acc));
 }
 
+/* Where item q of a plan starts in either tensor, and its extent: ni
+ * elements along dim 0 by nj along the tile dimension (1 without tiles). */
+static void item_place(const plan *p, int64_t q, char **d, const char **s, int64_t *ni,
+                       int64_t *nj) {
+  int64_t c0, ct = 0;
+  if (p->band) { /* down the source's rows first */
+    c0 = q % p->nchunk0;
+    ct = q / p->nchunk0 % p->ntile;
+    q /= p->nchunk0 * p->ntile;
+  } else if (p->tile) {
+    tile_at(q % (p->nchunk0 * p->ntile), p->nchunk0, p->ntile, &c0, &ct);
+    q /= p->nchunk0 * p->ntile;
+  } else {
+    c0 = q % p->nchunk0;
+    q /= p->nchunk0;
+  }
+  int64_t doff = 0, soff = 0;
+  for (int dd = 1; dd < p->nd; dd++) {
+    if (dd == p->tile) continue;
+    int64_t idx = q % p->size[dd];
+    q /= p->size[dd];
+    doff += idx * p->ds[dd];
+    soff += idx * p->ss[dd];
+  }
+  int64_t i0 = c0 * p->step0, j0 = ct * p->stept;
+  *ni = p->size[0] - i0 < p->step0 ? p->size[0] - i0 : p->step0;
+  *nj = 1;
+  *d = p->dst + doff + i0 * p->ds[0];
+  *s = p->src + soff + i0 * p->ss[0];
+  if (p->tile) {
+    *nj = p->size[p->tile] - j0 < p->stept ? p->size[p->tile] - j0 : p->stept;
+    *d += j0 * p->ds[p->tile];
+    *s += j0 * p->ss[p->tile];
+  }
+}
+
 /* Runs items [begin, end) of a plan. */
 static void run_items(void *arg, size_t begin, size_t end) {
   const plan *p = arg;
   for (size_t it = begin; it < end; it++) {
-    int64_t q = (int64_t)it;
-    int64_t c0, ct = 0;
-    if (p->band) { /* down the source's rows first */
-      c0 = q % p->nchunk0;
-      ct = q / p->nchunk0 % p->ntile;
-      q /= p->nchunk0 * p->ntile;
-    } else if (p->tile) {
-      tile_at(q % (p->nchunk0 * p->ntile), p->nchunk0, p->ntile, &c0, &ct);
-      q /= p->nchunk0 * p->ntile;
-    } else {
-      c0 = q % p->nchunk0;
-      q /= p->nchunk0;
-    }
-    int64_t doff = 0, soff = 0;
-    for (int dd = 1; dd < p->nd; dd++) {
-      if (dd == p->tile) continue;
-      int64_t idx = q % p->size[dd];
-      q /= p->size[dd];
-      doff += idx * p->ds[dd];
-      soff += idx * p->ss[dd];
-    }
-    if (p->tile) {
-      int64_t i0 = c0 * p->step0, j0 = ct * p->stept;
-      int64_t ni = p->size[0] - i0 < p->step0 ? p->size[0] - i0 : p->step0;
-      int64_t nj = p->size[p->tile] - j0 < p->stept ? p->size[p->tile] - j0 : p->stept;
-      char *d = p->dst + doff + i0 * p->ds[0] + j0 * p->ds[p->tile];
-      const char *s = p->src + soff + i0 * p->ss[0] + j0 * p->ss[p->tile];
-      if (p->band) {
-        read_in_order(s, p->ss[0], ni, nj * (int64_t)p->ses);
-        for (int64_t j = 0; j < nj; j += BAND_TILE)
-          tile_same(d + j * p->ds[p->tile], p->ds[p->tile], s + j * p->ss[p->tile], p->ss[0], ni,
-                    nj - j < BAND_TILE ? nj - j : BAND_TILE, p->des, p->stream);
-      } else {
-        tile_same(d, p->ds[p->tile], s, p->ss[0], ni, nj, p->des, p->stream);
+    char *d;
+    const char *s;
+    int64_t ni, nj;
+    item_place(p, (int64_t)it, &d, &s, &ni, &nj);
+    if (p->band) {
+      /* A range's first band is read in order; every later one was asked
+       * into L2 while the band before it went out. */
+      ahead next = {0};
+      if (it == begin) read_in_order(s, p->ss[0], ni, nj * (int64_t)p->ses);
+      if (it + 1 < end) {
+        char *nd;
+        int64_t nnj;
+        item_place(p, (int64_t)it + 1, &nd, &next.s, &next.rows, &nnj);
+        next.stride = p->ss[0];
+        next.len = nnj * (int64_t)p->ses;
       }
-      continue;
+      for (int64_t j = 0; j < nj; j += BAND_TILE)
+        tile_same(d + j * p->ds[p->tile], p->ds[p->tile], s + j * p->ss[p->tile], p->ss[0], ni,
+                  nj - j < BAND_TILE ? nj - j : BAND_TILE, p->des, p->stream, &next);
+    } else if (p->tile) {
+      tile_same(d, p->ds[p->tile], s, p->ss[0], ni, nj, p->des, p->stream, NULL);
+    } else if (p->same) {
+      row_same(d, p->ds[0], s, p->ss[0], ni, p->des, p->serial);
+    } else {
+      row_convert(p, d, p->ds[0], s, p->ss[0], ni);
     }
-    int64_t i0 = c0 * ROW_CHUNK;
-    int64_t n = p->size[0] - i0 < ROW_CHUNK ? p->size[0] - i0 : ROW_CHUNK;
-    char *d = p->dst + doff + i0 * p->ds[0];
-    const char *s = p->src + soff + i0 * p->ss[0];
-    if (p->same)
-      row_same(d, p->ds[0], s, p->ss[0], n, p->des, p->serial);
-    else
-      row_convert(p, d, p->ds[0], s, p->ss[0], n);
   }
   /* this thread's non-temporal stores are visible before the job ends */
   if (p->stream) tstor__stream_fence();

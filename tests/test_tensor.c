@@ -620,9 +620,10 @@ START_TEST(tiled_copies_every_size_and_edge) {
 END_TEST
 
 /* Large transposing copies stream. Those of 4-byte elements go in bands of
- * 32 source rows (64 where rows are 16 KiB or narrower) by up to 32 KiB of
- * each: bands that end short (in rows, and in a row's width where rows are
- * wider than 32 KiB), a band of one row, a batch dimension, NCHW -> NHWC's
+ * 32 source rows by equal parts of each row, 8 KiB at most, each band asked
+ * into the cache while the one before it goes out: bands that end short in
+ * rows, rows whose last part is narrower than the others, a band of one
+ * row, a batch dimension (the next band in the next matrix), NCHW -> NHWC's
  * shape, fewer than 32 rows (tiles then). 2- and 8-byte elements go in tiles
  * with partial blocks at both edges. Each aligned and one element off; and
  * all of it again with ordinary stores. */
