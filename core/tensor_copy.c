@@ -61,13 +61,14 @@
  * two halves of a transpose cannot reach 0.8 of a copy. The page bound is
  * that VM's second-level TLB, whose entries cover 4 KiB even where the guest
  * maps 2 MiB: parts of 8 KiB of the 8192 x 8192 matrix, whose destination
- * rows are 32 KiB apart, ran 0.95x those of 4 KiB, in 4 KiB pages as in
- * PyTorch's buffers. Loads of the next band in place of the prefetches
+ * rows are 32 KiB apart, ran about 0.95x those of 4 KiB in 4 KiB pages, as
+ * PyTorch's buffers have. Loads of the next band in place of the prefetches
  * stalled on their misses (0.6x); 64-row bands, whose 256-byte runs write
- * as fast as writing in order, ran 0.88-0.9x; parts of 12-16 KiB 0.9-1.05x.
- * With ordinary stores bands were slower than tiles in blocks (0.83-0.85x),
- * and for 2- and 8-byte elements no faster (1.00x and 0.97x with their
- * register transposes). */
+ * as fast as writing in order, ran 0.88-0.9x; parts of 12-16 KiB of the
+ * matrix 0.82-0.98x; NCHW's whole rows 1.0-1.08x in 2 MiB pages but 0.86x
+ * in 4 KiB ones. With ordinary stores bands were slower than tiles in
+ * blocks (0.83-0.85x), and for 2- and 8-byte elements no faster (1.00x and
+ * 0.97x with their register transposes). */
 #define BAND_ROWS 32
 #define BAND_ROW_BYTES ((int64_t)8192)
 #define BAND_DST_PAGES ((int64_t)1024)
