@@ -204,14 +204,13 @@ static int plan_split(plan *p, int64_t numel) {
       p->step0 = BAND_ROWS;
       p->stept = ((p->size[p->tile] + parts - 1) / parts + 7) / 8 * 8;
     }
-    p->nchunk0 = (p->size[0] + p->step0 - 1) / p->step0;
     p->ntile = (p->size[p->tile] + p->stept - 1) / p->stept;
   } else {
     p->step0 = ROW_CHUNK;
     p->stept = 1;
-    p->nchunk0 = (p->size[0] + ROW_CHUNK - 1) / ROW_CHUNK;
     p->ntile = 1;
   }
+  p->nchunk0 = (p->size[0] + p->step0 - 1) / p->step0;
   p->items = outer * p->nchunk0 * p->ntile;
   return can_stream;
 }
