@@ -534,8 +534,8 @@ __attribute__((target("avx2"))) static void tile_4byte_avx2(char *d, int64_t dj,
  * made the transposed 8192 x 8192 copy 0.72-0.80 of a streaming copy where
  * this makes 0.79-0.82 (slow memory), and 0.50-0.56 or 0.61-0.66 where this
  * makes 0.50-0.64 or 0.72-0.77 (fast memory, 4 KiB or 2 MiB pages), on the
- * 2-vCPU EPYC VM. Inline loads alone, tile by tile, recovered about a third
- * of that. */
+ * 2-vCPU EPYC VM. Inline loads alone, tile by tile, recovered most of that
+ * in the slow mode and a third of it in the fast one. */
 __attribute__((target("avx2"))) static void band_4byte_avx2(char *d, int64_t dj, const char *s,
                                                              int64_t si, int64_t nj, ahead *next) {
   _Alignas(64) float buf[BAND_ROWS][BAND_TILE];
