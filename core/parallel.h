@@ -52,12 +52,14 @@ void tstor__host_copy(void *dst, const void *src, size_t nbytes);
  * writes can stream past the caches: *streaming (a field of fn's argument) is
  * set before fn runs, 1 for streaming stores and 0 for ordinary ones. Below
  * TSTOR__STREAM_MIN_BYTES (n * item_bytes) it is 0. Above, the policy decides
- * (tstor_set_store_policy); under the automatic one, the current choice for
- * the work's kind and size, or the store a running trial of the same
- * operation (`what`, any number that tells operations of one kind apart)
- * gives this call, which the call then times (stores.c). Ranges handed to fn
+ * (tstor_set_store_policy); under the automatic one, the current choice of
+ * the operation (`what`, any number that tells operations of one kind apart)
+ * at the work's size, or the store a running trial of it gives this call,
+ * which the call then times (stores.c). Ranges handed to fn
  * stay multiples of `align` items from 0. */
 #define TSTOR__WORK_KINDS 5
+/* The operations of one kind and size whose choices are kept (stores.c). */
+#define TSTOR__STORE_OPERATIONS 8
 void tstor__parallel_for_stores(tstor_store_work work, unsigned what, size_t n, size_t item_bytes,
                                 size_t align, tstor__range_fn fn, void *arg, int *streaming);
 
@@ -82,10 +84,11 @@ int tstor__stores_confirm(int was_streaming, int verdict, int *doubt);
  * stores.c; 0 restores it), and so how long a trial may last. */
 void tstor__stores_set_recheck(int64_t ns);
 
-/* Whether work of this kind and size that cannot be measured (it runs on one
- * thread, or in an order that must be kept) streams: the policy's answer, or
- * under the automatic one the last choice measured for its size. */
-int tstor__store_streaming(tstor_store_work work, size_t nbytes);
+/* Whether a call of operation `what` of this kind and size streams, asked
+ * before the call (to plan it) or for one that cannot be measured (it runs on
+ * one thread, or in an order that must be kept): the policy's answer, or
+ * under the automatic one the operation's current choice. */
+int tstor__store_streaming(tstor_store_work work, unsigned what, size_t nbytes);
 
 /* Copies nbytes of host memory to dst, which must be 16-byte aligned, with
  * non-temporal stores where the machine has them (plain stores elsewhere).

@@ -25,13 +25,17 @@
  * pays for the write-back its predecessor left, as every call of a steady
  * stream of them does. That holds for fills too, which read nothing.
  *
- * A trial compares calls of one operation only (their `what`: the dtypes of
- * a conversion, the shape of a transposing copy), as two conversions of one
- * kind and size run at speeds up to 1.4x apart; others meanwhile write with
- * the current choice. A trial is given up once TRIAL_RUN calls in a row were
- * of other operations (a program that moved on to another), or when it is
- * older than TRIAL_MAX_RECHECKS times the recheck time (a minute); the next
- * call then starts one of its own. */
+ * Each operation (its `what`: the dtypes of a conversion, the shape of a
+ * transposing copy) keeps a choice of its own within its kind of work and
+ * size, and a trial compares calls of that operation only: two conversions
+ * of one kind and size run at speeds up to 1.4x apart, and one choice for
+ * both once kept float64 -> float32's narrow verdict for ordinary stores
+ * (streaming 1.08x faster, under the margin) through float32 -> bfloat16's
+ * rounds, where streaming stores were 1.3-1.5x faster. OPERATIONS choices a
+ * kind and size are kept, the one used longest ago giving way to a new
+ * operation. A trial is given up when it is older than TRIAL_MAX_RECHECKS
+ * times the recheck time (a minute: a program that moved on to other work);
+ * the operation's next call then starts one of its own. */
 #include "internal.h"
 #include "parallel.h"
 
@@ -65,11 +69,12 @@
 #define TRIAL_MAX_RECHECKS 30
 
 typedef struct choice {
+  int taken;                  /* 0: no operation yet, the rest unset */
+  unsigned what;              /* the operation it is for */
+  uint64_t used;              /* use_clock at its last call */
   int streaming;              /* the current choice */
   int step;                   /* the next call's place in a running trial; -1: none */
   int tried;                  /* the store the running trial writes with first */
-  unsigned what;              /* the operation it compares */
-  int others;                 /* calls of other operations since its last call */
   unsigned trial;             /* counts trials: a call counts only in its own */
   int64_t trial_ns;           /* when it started */
   int counted[2];             /* samples taken, [ordinary, streaming] */
@@ -91,11 +96,18 @@ static int size_class(size_t bytes) {
   return c;
 }
 
-#define UNMEASURED {.streaming = 1, .step = -1}
-#define UNMEASURED_KIND {UNMEASURED, UNMEASURED, UNMEASURED, UNMEASURED}
+/* A program's large calls are of a few shapes and dtype pairs (tstor bench's
+ * conversion rows are five of one kind). */
+#define OPERATIONS TSTOR__STORE_OPERATIONS
+
 /* Before anything is measured, large work streams, as it always did. */
-static choice choices[TSTOR__WORK_KINDS][SIZE_CLASSES] = {
-    UNMEASURED_KIND, UNMEASURED_KIND, UNMEASURED_KIND, UNMEASURED_KIND, UNMEASURED_KIND};
+#define UNMEASURED {.taken = 1, .streaming = 1, .step = -1}
+
+static choice choices[TSTOR__WORK_KINDS][SIZE_CLASSES][OPERATIONS];
+/* 1 + the index of the choice each kind and size used last, for
+ * tstor_get_store_choice; 0 before its first call, when the defaults stand. */
+static unsigned char last_used[TSTOR__WORK_KINDS][SIZE_CLASSES];
+static uint64_t use_clock;
 
 /* Held for a few instructions at a time: large calls only, which take a
  * third of a millisecond and more. */
@@ -164,6 +176,34 @@ int tstor_set_store_policy(tstor_store_policy p) {
 
 tstor_store_policy tstor_get_store_policy(void) { return (tstor_store_policy)current_policy(); }
 
+/* Under the lock: the choice of `what` among one kind and size's, or, where
+ * it has none, a new one in place of the choice used longest ago (which
+ * `use` marks as used now; a query leaves the order alone). */
+static choice *choice_for(choice ops[OPERATIONS], unsigned what, int use) {
+  choice *c = NULL, *oldest = &ops[0];
+  for (int k = 0; k < OPERATIONS && !c; k++) {
+    if (ops[k].taken && ops[k].what == what) c = &ops[k];
+    else if (!ops[k].taken || (oldest->taken && ops[k].used < oldest->used)) oldest = &ops[k];
+  }
+  if (!c) {
+    /* a call of the operation it was still counts in no trial of this one */
+    unsigned trial = oldest->trial;
+    *oldest = (choice)UNMEASURED;
+    oldest->what = what;
+    oldest->trial = trial + 1;
+    c = oldest;
+  }
+  if (use) c->used = ++use_clock;
+  return c;
+}
+
+/* Under the lock: a copy of the choice a kind and size used last, or the
+ * defaults before any call. */
+static choice last_choice(int work, int cls) {
+  int k = last_used[work][cls];
+  return k == 0 ? (choice)UNMEASURED : choices[work][cls][k - 1];
+}
+
 int tstor_get_store_choice(tstor_store_work work, size_t nbytes, tstor_store_choice *out) {
   if (!out) return tstor__err(TSTOR_EINVAL, "get_store_choice: NULL out");
   if ((int)work < 0 || (int)work >= TSTOR__WORK_KINDS)
@@ -176,7 +216,7 @@ int tstor_get_store_choice(tstor_store_work work, size_t nbytes, tstor_store_cho
   got.struct_size = (uint32_t)n;
   int p = current_policy();
   lock_choices();
-  choice c = choices[work][size_class(nbytes)];
+  choice c = last_choice(work, size_class(nbytes));
   pthread_mutex_unlock(&choices_lock);
   if (nbytes < TSTOR__STREAM_MIN_BYTES) got.streaming = 0;
   else if (p == TSTOR_STORES_AUTO) got.streaming = c.streaming;
@@ -190,12 +230,12 @@ int tstor_get_store_choice(tstor_store_work work, size_t nbytes, tstor_store_cho
   return 0;
 }
 
-int tstor__store_streaming(tstor_store_work work, size_t nbytes) {
+int tstor__store_streaming(tstor_store_work work, unsigned what, size_t nbytes) {
   int p = current_policy();
   if (nbytes < TSTOR__STREAM_MIN_BYTES) return 0;
   if (p != TSTOR_STORES_AUTO) return p == TSTOR_STORES_STREAMING;
   lock_choices();
-  int s = choices[work][size_class(nbytes)].streaming;
+  int s = choice_for(choices[work][size_class(nbytes)], what, 0)->streaming;
   pthread_mutex_unlock(&choices_lock);
   return s;
 }
@@ -235,36 +275,36 @@ static int stale(const choice *c, int64_t now) {
   return now - c->measured_ns > (decisive ? 8 : 1) * recheck_ns;
 }
 
-/* The store this call writes with, and its place in a trial (-1: none) and
- * which trial that is. */
-static int take_store(choice *c, unsigned what, int *step, unsigned *trial) {
+/* The store a call of `what` writes with, the choice it counts in, its place
+ * in a trial (-1: none) and which trial that is. */
+static int take_store(tstor_store_work work, int cls, unsigned what, choice **out, int *step,
+                      unsigned *trial) {
   lock_choices();
+  choice *c = choice_for(choices[work][cls], what, 1);
+  last_used[work][cls] = (unsigned char)(1 + (c - choices[work][cls]));
   int64_t now = now_ns();
-  if (c->step >= 0 && c->what != what && ++c->others >= TRIAL_RUN) c->step = -1; /* given up */
   if (c->step >= 0 && now - c->trial_ns > TRIAL_MAX_RECHECKS * recheck_ns) c->step = -1;
   if (c->step < 0 && stale(c, now)) {
     c->step = 0;
     c->tried = !c->streaming;
-    c->what = what;
     c->trial++;
     c->trial_ns = now;
-    c->others = 0;
     c->counted[0] = c->counted[1] = 0;
   }
   int store = c->streaming;
   *step = -1;
   *trial = c->trial;
-  if (c->step >= 0 && c->step < 2 * TRIAL_RUN && c->what == what) {
-    c->others = 0;
+  if (c->step >= 0 && c->step < 2 * TRIAL_RUN) {
     *step = c->step++;
     store = *step < TRIAL_RUN ? c->tried : !c->tried;
   }
+  *out = c;
   pthread_mutex_unlock(&choices_lock);
   return store;
 }
 
 /* Counts a trial call's time; the last one decides. */
-static void count_call(tstor_store_work work, choice *c, unsigned trial, int store,
+static void count_call(tstor_store_work work, int cls, choice *c, unsigned trial, int store,
                        double ns_per_byte) {
   lock_choices();
   if (c->step < 0 || c->trial != trial || c->counted[store] >= COUNTED) { /* given up */
@@ -284,20 +324,20 @@ static void count_call(tstor_store_work work, choice *c, unsigned trial, int sto
   c->measured_ns = now_ns();
   c->step = -1;
   int now = c->streaming, doubt = c->doubt;
+  unsigned what = c->what;
   double speedup = c->est[1] > 0 ? c->est[0] / c->est[1] : 0;
   pthread_mutex_unlock(&choices_lock);
   if (!logging()) return;
   if (doubt)
     fprintf(stderr,
-            "tstor: %s work of %s MiB: a trial found %s stores faster (streaming %.2fx ordinary); "
-            "another trial follows before the choice changes\n",
-            work_names[work], class_names[c - choices[work]], verdict ? "streaming" : "ordinary",
-            speedup);
+            "tstor: %s work of %s MiB, operation %#x: a trial found %s stores faster "
+            "(streaming %.2fx ordinary); another trial follows before the choice changes\n",
+            work_names[work], class_names[cls], what, verdict ? "streaming" : "ordinary", speedup);
   else if (was != now || first)
     fprintf(stderr,
-            "tstor: %s work of %s MiB now writes with %s stores (streaming %.2fx ordinary)\n",
-            work_names[work], class_names[c - choices[work]], now ? "streaming" : "ordinary",
-            speedup);
+            "tstor: %s work of %s MiB, operation %#x, now writes with %s stores "
+            "(streaming %.2fx ordinary)\n",
+            work_names[work], class_names[cls], what, now ? "streaming" : "ordinary", speedup);
 }
 
 void tstor__parallel_for_stores(tstor_store_work work, unsigned what, size_t n, size_t item_bytes,
@@ -309,12 +349,12 @@ void tstor__parallel_for_stores(tstor_store_work work, unsigned what, size_t n, 
     tstor__parallel_for(n, item_bytes, align, fn, arg);
     return;
   }
-  choice *c = &choices[work][size_class(bytes)];
-  int step;
+  int cls = size_class(bytes), step;
   unsigned trial;
-  *streaming = take_store(c, what, &step, &trial);
+  choice *c;
+  *streaming = take_store(work, cls, what, &c, &step, &trial);
   int64_t t = step >= 0 ? now_ns() : 0;
   tstor__parallel_for(n, item_bytes, align, fn, arg);
   if (step >= 0 && step % TRIAL_RUN != 0)
-    count_call(work, c, trial, *streaming, (double)(now_ns() - t) / (double)bytes);
+    count_call(work, cls, c, trial, *streaming, (double)(now_ns() - t) / (double)bytes);
 }

@@ -164,6 +164,25 @@ static int64_t plan_build(plan *p, int ndim, const int64_t *sizes, const int64_t
   return numel;
 }
 
+/* Tells one transposing copy from another for the store trials (FNV-1a over
+ * the dtypes, sizes and strides): two shapes of one size class can run at
+ * speeds far apart. */
+static unsigned plan_what(const plan *p) {
+  uint32_t h = 2166136261u;
+  int64_t words[2 + 3 * MAXD];
+  int n = 0;
+  words[n++] = p->dd * 64 + p->sd;
+  words[n++] = p->nd;
+  for (int d = 0; d < p->nd; d++) {
+    words[n++] = p->size[d];
+    words[n++] = p->ds[d];
+    words[n++] = p->ss[d];
+  }
+  const unsigned char *b = (const unsigned char *)words;
+  for (size_t i = 0; i < (size_t)n * sizeof words[0]; i++) h = (h ^ b[i]) * 16777619u;
+  return h;
+}
+
 /* Chooses the work split and the store once pointers and the serial flag
  * are known. Returns whether the plan's store is chosen call by call (a large
  * transposing copy). */
@@ -191,7 +210,8 @@ static int plan_split(plan *p, int64_t numel) {
    * current choice. */
   int can_stream = p->tile && (size_t)numel * p->des >= TSTOR__STREAM_MIN_BYTES;
   p->stream = can_stream &&
-              tstor__store_streaming(TSTOR_WORK_TRANSPOSE, (size_t)numel * (p->des + p->ses));
+              tstor__store_streaming(TSTOR_WORK_TRANSPOSE, plan_what(p),
+                                     (size_t)numel * (p->des + p->ses));
   if (p->tile) {
 #if defined(__SSE2__) /* where the 4-byte tiles stream */
     p->band = p->stream && p->des == 4 && p->size[0] >= BAND_ROWS;
@@ -713,24 +733,6 @@ static void run_items(void *arg, size_t begin, size_t end) {
   if (p->stream) tstor__stream_fence();
 }
 
-/* Tells one transposing copy from another for the store trials (FNV-1a over
- * the dtypes, sizes and strides): two shapes of one size class can run at
- * speeds far apart. */
-static unsigned plan_what(const plan *p) {
-  uint32_t h = 2166136261u;
-  int64_t words[2 + 3 * MAXD];
-  int n = 0;
-  words[n++] = p->dd * 64 + p->sd;
-  words[n++] = p->nd;
-  for (int d = 0; d < p->nd; d++) {
-    words[n++] = p->size[d];
-    words[n++] = p->ds[d];
-    words[n++] = p->ss[d];
-  }
-  const unsigned char *b = (const unsigned char *)words;
-  for (size_t i = 0; i < (size_t)n * sizeof words[0]; i++) h = (h ^ b[i]) * 16777619u;
-  return h;
-}
 
 /* Runs a plan on host memory. */
 static void plan_run(plan *p) {

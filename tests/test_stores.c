@@ -266,11 +266,11 @@ static int measured(size_t bytes) {
   return c.measured;
 }
 
-/* A trial compares calls of one operation: float16 -> float32 and bfloat16
- * -> float32 are both widening conversions of one size class, and a few of
- * the other among a trial's calls leave it running; three in a row end it,
- * and the next call starts one of its own. */
-START_TEST(a_trial_compares_one_operation) {
+/* Each operation keeps a choice of its own: float16 -> float32 and bfloat16
+ * -> float32 are both widening conversions of one size class, and each
+ * operation's calls count in its own trials only, whatever comes between
+ * them; tstor_get_store_choice reports the operation called last. */
+START_TEST(each_operation_keeps_its_own_choice) {
   int old = tstor_set_num_threads(2);
   tstor__stores_set_recheck(60 * 1000000000LL); /* a slow build's trials must not run out */
   size_t n = (size_t)24 << 20; /* 144 MiB read and written: 128 MiB up */
@@ -284,18 +284,59 @@ START_TEST(a_trial_compares_one_operation) {
   src[0] = 0x4000;
   widen(dst, src, n, 0, TRIAL_CALLS - 2);
   ck_assert(!measured(n * 6));
-  widen(dst, src, n, 0, 1);
+  widen(dst, src, n, 0, 1); /* float16's sixth */
   ck_assert(measured(n * 6));
-
-  n /= 2; /* 72 MiB: a class of its own, not measured yet */
-  ck_assert(!measured(n * 6));
-  widen(dst, src, n, 0, 1);
   src[0] = 0x3f80;
-  widen(dst, src, n, 1, 3); /* the third gives that trial up and starts one */
-  widen(dst, src, n, 1, TRIAL_CALLS - 2);
+  widen(dst, src, n, 1, 1); /* bfloat16's third: its own trial goes on */
+  ck_assert(!measured(n * 6));
+  widen(dst, src, n, 1, TRIAL_CALLS - 4);
   ck_assert(!measured(n * 6));
   widen(dst, src, n, 1, 1);
   ck_assert(measured(n * 6));
+  free(src);
+  free(dst);
+  tstor__stores_set_recheck(0);
+  tstor_set_num_threads(old);
+}
+END_TEST
+
+/* TSTOR__STORE_OPERATIONS choices are kept for a kind and size: one more
+ * operation takes the place of the one used longest ago, which starts over
+ * unmeasured when it comes back; the others keep theirs. Widening
+ * conversions from one byte to two, 24 MiB each (the 16-32 MiB class). */
+static void widen_bytes(void *dst, tstor_dtype to, const void *src, tstor_dtype from, size_t n,
+                        int calls) {
+  for (int k = 0; k < calls; k++) ck_tstor_ok(tstor_dtype_convert(dst, to, src, from, n));
+}
+
+START_TEST(an_operation_gives_way_to_newer_ones) {
+  int old = tstor_set_num_threads(2);
+  tstor__stores_set_recheck(60 * 1000000000LL);
+  size_t n = (size_t)8 << 20;
+  void *src = calloc(n, 1), *dst = malloc(n * 2);
+  ck_assert(src && dst);
+  static const tstor_dtype from[] = {TSTOR_UINT8, TSTOR_INT8, TSTOR_BOOL};
+  static const tstor_dtype to[] = {TSTOR_INT16, TSTOR_FLOAT16, TSTOR_BFLOAT16};
+  widen_bytes(dst, to[0], src, from[0], n, TRIAL_CALLS);
+  ck_assert(measured(n * 3));
+  /* the others once each, the first of them through its own whole trial */
+  int others = 0;
+  for (int f = 0; f < 3 && others < TSTOR__STORE_OPERATIONS; f++)
+    for (int t = 0; t < 3 && others < TSTOR__STORE_OPERATIONS; t++) {
+      if (f == 0 && t == 0) continue;
+      widen_bytes(dst, to[t], src, from[f], n, others == 0 ? TRIAL_CALLS : 1);
+      ck_assert_int_eq(measured(n * 3), others == 0);
+      if (others++ == 0) { /* uint8 -> int16 still has its choice */
+        widen_bytes(dst, to[0], src, from[0], n, 1);
+        ck_assert(measured(n * 3));
+        widen_bytes(dst, to[1], src, from[0], n, 1);
+        ck_assert(measured(n * 3));
+      }
+    }
+  ck_assert_int_eq(others, TSTOR__STORE_OPERATIONS);
+  /* uint8 -> int16 was used longest ago: gone */
+  widen_bytes(dst, to[0], src, from[0], n, 1);
+  ck_assert(!measured(n * 3));
   free(src);
   free(dst);
   tstor__stores_set_recheck(0);
@@ -387,7 +428,8 @@ int main(void) {
   tcase_add_loop_test(tc, large_work_is_right_under_every_policy, 0,
                       (int)(sizeof policies / sizeof policies[0]));
   tcase_add_test(tc, a_stale_choice_is_tried_again);
-  tcase_add_test(tc, a_trial_compares_one_operation);
+  tcase_add_test(tc, each_operation_keeps_its_own_choice);
+  tcase_add_test(tc, an_operation_gives_way_to_newer_ones);
   suite_add_tcase(s, tc);
   return tstor_test_run(s);
 }

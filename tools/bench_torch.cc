@@ -325,10 +325,10 @@ void row(const Bench &b, const char *label, long iters, double bytes,
 }
 
 // The store each kind of host work of 128 MiB and up (bytes read and
-// written) writes with at the end of the run.
+// written) writes with at the end of the run: its operation called last.
 void store_choices() {
   static const char *const works[] = {"copy", "fill", "convert", "transpose", "widen"};
-  std::printf("\nStores for 128 MiB and up (policy %s):", tstor_get_store_policy() == TSTOR_STORES_AUTO ? "auto"
+  std::printf("\nStores for 128 MiB and up, each kind's last operation (policy %s):", tstor_get_store_policy() == TSTOR_STORES_AUTO ? "auto"
                                         : tstor_get_store_policy() == TSTOR_STORES_STREAMING ? "streaming"
                                                                                           : "ordinary");
   for (int w = 0; w < int(sizeof works / sizeof works[0]); w++) {

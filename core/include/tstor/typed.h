@@ -217,10 +217,11 @@ TSTOR_EXTERN int tstor_get_num_threads(void);
  * destination. Streaming (non-temporal) stores skip reading each destination
  * line before writing it: they win where memory is slow and can lose where it
  * is fast, and on some hosts which one wins changes within minutes.
- * TSTOR_STORES_AUTO, the default, keeps one choice for each kind of work and
- * size. When it is older than two seconds (sixteen when one store was more
- * than 25% slower), the next six calls of one operation of that kind and size
- * (one pair of dtypes, one shape) are a trial: three written with the other
+ * TSTOR_STORES_AUTO, the default, keeps one choice for each operation (one
+ * pair of dtypes, one shape) of each kind of work and size, for the eight
+ * operations of each kind and size used last. When a choice is older than
+ * two seconds (sixteen when one store was more than 25% slower), the
+ * operation's next six calls are a trial: three written with the other
  * store, then three with the current one, the last two of each timed whole.
  * Streaming stores are chosen when their faster call was 8% faster than the
  * ordinary stores' (2% to stay chosen): within that the two are the same to
@@ -253,9 +254,10 @@ typedef enum tstor_store_work {
 } tstor_store_work;
 
 /* What the next call of one kind of work and size writes with, and what the
- * last measurement for that size found. Choices are kept apart for calls of
- * 16-32 MiB, 32-64, 64-128 and 128 MiB up, a call's size being the bytes it
- * reads and writes (a fill's, the bytes it writes).
+ * last measurement for that size found, for the operation of that kind and
+ * size called last. Choices are kept apart for calls of 16-32 MiB, 32-64,
+ * 64-128 and 128 MiB up, a call's size being the bytes it reads and writes (a
+ * fill's, the bytes it writes).
  * Filled by tstor_get_store_choice (tstor.h's struct_size rule). */
 typedef struct tstor_store_choice {
   uint32_t struct_size;
