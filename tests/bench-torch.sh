@@ -64,5 +64,5 @@ awk -F' [|] ' '
   }
   END { if (bad != "") { print "bad rows:" bad; exit 1 } }' "$out" || fail "see above"
 
-grep -q '^Stores for 128 MiB and up (policy auto): copy ' "$out" || fail "no line of store choices"
+grep -q "^Stores for 128 MiB and up, each kind's last operation (policy auto): copy " "$out" || fail "no line of store choices"
 echo "PASS: 19 rows, each with its sides, ratios and ceiling"
