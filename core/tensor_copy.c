@@ -733,7 +733,6 @@ static void run_items(void *arg, size_t begin, size_t end) {
   if (p->stream) tstor__stream_fence();
 }
 
-
 /* Runs a plan on host memory. */
 static void plan_run(plan *p) {
   int64_t numel = 1;
