@@ -286,6 +286,22 @@ AVX2 static inline void put128(void *p, __m128i v, int nt) {
     _mm_storeu_si128((__m128i *)p, v);
 }
 
+/* The narrowing loops ask for their source FETCH_AHEAD bytes ahead into L2,
+ * a call for each 64-byte line they read. Their conversions take enough
+ * instructions that fewer of their loads are in flight than a copy's: where
+ * this machine's memory was fast, that held them at 0.935-0.94 of a loop
+ * moving the same bytes, and fetching 8 KiB ahead made float32 -> bfloat16
+ * 1.056, float32 -> float16 1.034 and float64 -> float32 0.972; where it was
+ * slow, 0.96-1.00 either way (4 and 12 KiB, or into L1, gained less;
+ * docs/benchmarks.md). */
+#define FETCH_AHEAD 8192
+
+static inline void fetch_ahead(const void *p) {
+  /* Past the end of the source the hint is dropped, never a fault; the
+   * address is made as an integer since no pointer may point there. */
+  _mm_prefetch((const char *)((uintptr_t)p + FETCH_AHEAD), _MM_HINT_T1);
+}
+
 typedef size_t (*hot_fn)(void *dst, const void *src, size_t n, int nt);
 
 AVX2 static size_t hot_f32_f64(void *dst, const void *src, size_t n, int nt) {
@@ -305,6 +321,7 @@ AVX2 static size_t hot_f64_f32(void *dst, const void *src, size_t n, int nt) {
   float *d = dst;
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
+    fetch_ahead(s + i);
     __m128 a = _mm256_cvtpd_ps(_mm256_loadu_pd(s + i));
     __m128 b = _mm256_cvtpd_ps(_mm256_loadu_pd(s + i + 4));
     put256(d + i, _mm256_castps_si256(_mm256_insertf128_ps(_mm256_castps128_ps256(a), b, 1)), nt);
@@ -333,8 +350,10 @@ AVX2 static size_t hot_f32_f16(void *dst, const void *src, size_t n, int nt) {
   const float *s = src;
   uint16_t *d = dst;
   size_t i = 0;
-  for (; i + 16 <= n; i += 16)
+  for (; i + 16 <= n; i += 16) {
+    fetch_ahead(s + i);
     put256(d + i, _mm256_set_m128i(f16_of8(s + i + 8), f16_of8(s + i)), nt);
+  }
   for (; i + 8 <= n; i += 8) put128(d + i, f16_of8(s + i), nt);
   return i;
 }
@@ -361,23 +380,14 @@ AVX2 static inline __m256i bf16_round(__m256 x) {
 }
 
 /* A NaN's lane is all ones in the unordered mask; or'd in, it makes the
- * result 0xffff as the C loop's select does. 32 elements a step.
- * Its rounding takes enough instructions that fewer of its loads are in
- * flight than a copy's: where memory is fast that showed as 0.94 of a copy
- * of the same bytes, and asking for the source 8 KiB ahead into L2 made it
- * 1.06 (no change where memory is slow; docs/benchmarks.md). */
-#define BF16_FETCH_AHEAD 8192
-
+ * result 0xffff as the C loop's select does. 32 elements a step. */
 AVX2 static size_t hot_f32_bf16(void *dst, const void *src, size_t n, int nt) {
   const float *s = src;
   uint16_t *d = dst;
   size_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    /* Past the end of src the hint is dropped, never a fault; the address
-     * is made as an integer since no pointer may point there. */
-    uintptr_t ahead = (uintptr_t)(s + i) + BF16_FETCH_AHEAD;
-    _mm_prefetch((const char *)ahead, _MM_HINT_T1);
-    _mm_prefetch((const char *)(ahead + 64), _MM_HINT_T1);
+    fetch_ahead(s + i);
+    fetch_ahead(s + i + 16);
     __m256i r0 = bf16_round(_mm256_loadu_ps(s + i)), r1 = bf16_round(_mm256_loadu_ps(s + i + 8));
     __m256i r2 = bf16_round(_mm256_loadu_ps(s + i + 16)), r3 = bf16_round(_mm256_loadu_ps(s + i + 24));
     put256(d + i, _mm256_permute4x64_epi64(_mm256_packus_epi32(r0, r1), 0xd8), nt);
