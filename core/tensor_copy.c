@@ -93,6 +93,7 @@ typedef struct plan {
   int tile;   /* 0, or the dimension along which the source is contiguous */
   int stream; /* the destination is too large for the caches: non-temporal stores */
   int band;   /* tile set and the items are bands */
+  unsigned what; /* plan_what where the store is chosen call by call */
   int64_t nchunk0, ntile, items;
   int64_t step0, stept; /* an item's extent along dim 0 and the tile dimension */
 } plan;
@@ -209,9 +210,9 @@ static int plan_split(plan *p, int64_t numel) {
    * whole calls choose anyway (stores.c), in the split chosen here for the
    * current choice. */
   int can_stream = p->tile && (size_t)numel * p->des >= TSTOR__STREAM_MIN_BYTES;
-  p->stream = can_stream &&
-              tstor__store_streaming(TSTOR_WORK_TRANSPOSE, plan_what(p),
-                                     (size_t)numel * (p->des + p->ses));
+  p->what = can_stream ? plan_what(p) : 0;
+  p->stream = can_stream && tstor__store_streaming(TSTOR_WORK_TRANSPOSE, p->what,
+                                                   (size_t)numel * (p->des + p->ses));
   if (p->tile) {
 #if defined(__SSE2__) /* where the 4-byte tiles stream */
     p->band = p->stream && p->des == 4 && p->size[0] >= BAND_ROWS;
@@ -491,6 +492,26 @@ __attribute__((target("avx2"))) static inline void transpose8(const float *r, in
   c[7] = _mm256_permute2f128_ps(b3, b7, 0x31);
 }
 
+/* Rows i to i + 15 of a tile's columns j to j + 7 (b, rows ld floats apart)
+ * to the destination's rows j to j + 7, 64 bytes to each row in turn (why:
+ * tile_4byte_avx2). */
+__attribute__((target("avx2"), always_inline)) static inline void
+put_16x8_avx2(char *d, int64_t dj, const float *b, int64_t ld, int64_t j, int64_t i, int stream) {
+  __m256 c[8], e[8];
+  transpose8(b, ld, c);
+  transpose8(b + 8 * ld, ld, e);
+  for (int k = 0; k < 8; k++) {
+    float *o = (float *)(void *)(d + (j + k) * dj) + i;
+    if (stream) {
+      _mm256_stream_ps(o, c[k]);
+      _mm256_stream_ps(o + 8, e[k]);
+    } else {
+      _mm256_storeu_ps(o, c[k]);
+      _mm256_storeu_ps(o + 8, e[k]);
+    }
+  }
+}
+
 /* The same with AVX2, 8 x 8 elements a register transpose: fewer
  * instructions an element than the 4 x 4 one (1.15x in L2 on the EPYC VM),
  * which counts when the other vCPU is busy. Two blocks at a time, so that
@@ -510,23 +531,12 @@ __attribute__((target("avx2"))) static void tile_4byte_avx2(char *d, int64_t dj,
   for (int64_t i = 0; i < ni; i++) memcpy(buf[i], s + i * si, (size_t)nj * 4);
   int64_t i8 = ni & ~(int64_t)7, i16 = ni & ~(int64_t)15, j8 = nj & ~(int64_t)7;
   for (int64_t j = 0; j < j8; j += 8) {
-    __m256 c[8], e[8];
     for (int64_t i = 0; i < i16; i += 16) {
-      transpose8(&buf[i][j], TILE, c);
-      transpose8(&buf[i + 8][j], TILE, e);
-      for (int k = 0; k < 8; k++) {
-        float *o = (float *)(d + (j + k) * dj) + i;
-        if (stream) {
-          _mm256_stream_ps(o, c[k]);
-          _mm256_stream_ps(o + 8, e[k]);
-        } else {
-          _mm256_storeu_ps(o, c[k]);
-          _mm256_storeu_ps(o + 8, e[k]);
-        }
-      }
+      put_16x8_avx2(d, dj, &buf[i][j], TILE, j, i, stream);
       if (next) fetch_ahead(next, 8);
     }
     if (i16 < i8) {
+      __m256 c[8];
       transpose8(&buf[i16][j], TILE, c);
       for (int k = 0; k < 8; k++) {
         float *o = (float *)(d + (j + k) * dj) + i16;
@@ -566,14 +576,7 @@ __attribute__((target("avx2"))) static void band_4byte_avx2(char *d, int64_t dj,
     }
     for (int jj = 0; jj < BAND_TILE; jj += 8)
       for (int i = 0; i < BAND_ROWS; i += 16) {
-        __m256 c[8], e[8];
-        transpose8(&buf[i][jj], BAND_TILE, c);
-        transpose8(&buf[i + 8][jj], BAND_TILE, e);
-        for (int k = 0; k < 8; k++) {
-          float *o = (float *)(void *)(d + (j + jj + k) * dj) + i;
-          _mm256_stream_ps(o, c[k]);
-          _mm256_stream_ps(o + 8, e[k]);
-        }
+        put_16x8_avx2(d, dj, &buf[i][jj], BAND_TILE, j + jj, i, 1);
         fetch_ahead(next, 8);
       }
   }
@@ -754,7 +757,7 @@ static void plan_run(plan *p) {
   size_t per_item = (size_t)(p->size[0] < ROW_CHUNK ? p->size[0] : ROW_CHUNK) * (p->des + p->ses);
   if (p->tile) per_item = (size_t)(p->step0 * p->stept) * (p->des + p->ses);
   if (can_stream)
-    tstor__parallel_for_stores(TSTOR_WORK_TRANSPOSE, plan_what(p), (size_t)p->items, per_item, 1,
+    tstor__parallel_for_stores(TSTOR_WORK_TRANSPOSE, p->what, (size_t)p->items, per_item, 1,
                                run_items, p, &p->stream);
   else
     tstor__parallel_for((size_t)p->items, per_item, 1, run_items, p);
