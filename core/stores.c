@@ -71,7 +71,7 @@
 typedef struct choice {
   int taken;                  /* 0: no operation yet, the rest unset */
   unsigned what;              /* the operation it is for */
-  uint64_t used;              /* use_clock at its last call */
+  uint64_t used;              /* use_clock at its last call; 0: none yet */
   int streaming;              /* the current choice */
   int step;                   /* the next call's place in a running trial; -1: none */
   int tried;                  /* the store the running trial writes with first */
@@ -104,10 +104,7 @@ static int size_class(size_t bytes) {
 #define UNMEASURED {.taken = 1, .streaming = 1, .step = -1}
 
 static choice choices[TSTOR__WORK_KINDS][SIZE_CLASSES][OPERATIONS];
-/* 1 + the index of the choice each kind and size used last, for
- * tstor_get_store_choice; 0 before its first call, when the defaults stand. */
-static unsigned char last_used[TSTOR__WORK_KINDS][SIZE_CLASSES];
-static uint64_t use_clock;
+static uint64_t use_clock; /* counts calls, for `used` */
 
 /* Held for a few instructions at a time: large calls only, which take a
  * third of a millisecond and more. */
@@ -197,11 +194,13 @@ static choice *choice_for(choice ops[OPERATIONS], unsigned what, int use) {
   return c;
 }
 
-/* Under the lock: a copy of the choice a kind and size used last, or the
- * defaults before any call. */
-static choice last_choice(int work, int cls) {
-  int k = last_used[work][cls];
-  return k == 0 ? (choice)UNMEASURED : choices[work][cls][k - 1];
+/* Under the lock: a copy of the choice of one kind and size's that a call
+ * used last, or the defaults before any call. */
+static choice last_choice(const choice ops[OPERATIONS]) {
+  const choice *last = NULL;
+  for (int k = 0; k < OPERATIONS; k++)
+    if (ops[k].taken && ops[k].used != 0 && (!last || ops[k].used > last->used)) last = &ops[k];
+  return last ? *last : (choice)UNMEASURED;
 }
 
 int tstor_get_store_choice(tstor_store_work work, size_t nbytes, tstor_store_choice *out) {
@@ -216,7 +215,7 @@ int tstor_get_store_choice(tstor_store_work work, size_t nbytes, tstor_store_cho
   got.struct_size = (uint32_t)n;
   int p = current_policy();
   lock_choices();
-  choice c = last_choice(work, size_class(nbytes));
+  choice c = last_choice(choices[work][size_class(nbytes)]);
   pthread_mutex_unlock(&choices_lock);
   if (nbytes < TSTOR__STREAM_MIN_BYTES) got.streaming = 0;
   else if (p == TSTOR_STORES_AUTO) got.streaming = c.streaming;
@@ -281,7 +280,6 @@ static int take_store(tstor_store_work work, int cls, unsigned what, choice **ou
                       unsigned *trial) {
   lock_choices();
   choice *c = choice_for(choices[work][cls], what, 1);
-  last_used[work][cls] = (unsigned char)(1 + (c - choices[work][cls]));
   int64_t now = now_ns();
   if (c->step >= 0 && now - c->trial_ns > TRIAL_MAX_RECHECKS * recheck_ns) c->step = -1;
   if (c->step < 0 && stale(c, now)) {
