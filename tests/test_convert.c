@@ -6,6 +6,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -230,6 +231,44 @@ START_TEST(misaligned_buffers) {
 }
 END_TEST
 
+/* The narrowing loops ask for their source 8 KiB ahead of what they read: a
+ * source that ends where an inaccessible page begins converts without a
+ * fault, right to its last element, for every length near a loop's step. */
+START_TEST(a_source_ending_at_an_unmapped_page) {
+  long page = sysconf(_SC_PAGESIZE);
+  size_t span = 16 * (size_t)page;
+  unsigned char *map = mmap(NULL, span + (size_t)page, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ck_assert(map != MAP_FAILED);
+  ck_assert_int_eq(mprotect(map + span, (size_t)page, PROT_NONE), 0);
+  static const tstor_dtype pairs[][2] = {{TSTOR_FLOAT32, TSTOR_BFLOAT16},
+                                         {TSTOR_FLOAT32, TSTOR_FLOAT16},
+                                         {TSTOR_FLOAT64, TSTOR_FLOAT32}};
+  for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
+    size_t ses = tstor_dtype_size(pairs[p][0]), des = tstor_dtype_size(pairs[p][1]);
+    for (size_t n = 1; n <= 100; n++) {
+      unsigned char *src = map + span - n * ses;
+      for (size_t i = 0; i < n; i++) {
+        double v = (double)i * 0.75 - 20;
+        if (ses == 4) {
+          float f = (float)v;
+          memcpy(src + i * ses, &f, 4);
+        } else {
+          memcpy(src + i * ses, &v, 8);
+        }
+      }
+      unsigned char got[800], want[800];
+      ck_tstor_ok(tstor_dtype_convert(got, pairs[p][1], src, pairs[p][0], n));
+      for (size_t i = 0; i < n; i++) /* one element at a time: no vector loop */
+        ck_tstor_ok(tstor_dtype_convert(want + i * des, pairs[p][1], src + i * ses, pairs[p][0], 1));
+      ck_assert_msg(memcmp(got, want, n * des) == 0, "%s -> %s, %zu elements",
+                    tstor_dtype_name(pairs[p][0]), tstor_dtype_name(pairs[p][1]), n);
+    }
+  }
+  munmap(map, span + (size_t)page);
+}
+END_TEST
+
 START_TEST(out_of_range_floats_are_defined) {
   /* What typed.h promises, spelled out. */
   const double v[] = {300.0, -1.0, 1e10, -1e10, INFINITY, -INFINITY, NAN, 1e30, -0.9};
@@ -317,6 +356,7 @@ int main(void) {
   TCase *rules = tcase_create("rules");
   tcase_add_test(rules, in_place_same_size);
   tcase_add_test(rules, misaligned_buffers);
+  tcase_add_test(rules, a_source_ending_at_an_unmapped_page);
   tcase_add_test(rules, out_of_range_floats_are_defined);
   tcase_add_test(rules, quantized_conversions_are_refused);
   tcase_add_test(rules, bad_arguments);
