@@ -74,8 +74,8 @@
 #define BAND_DST_PAGES ((int64_t)1024)
 #define BAND_TILE 32
 _Static_assert(BAND_ROWS <= TILE && BAND_TILE <= TILE, "a band's tiles fit the tile buffers");
-_Static_assert(BAND_ROWS % 16 == 0 && BAND_TILE % 8 == 0,
-               "band_4byte_avx2 goes 16 rows by 8 columns at a time");
+_Static_assert(BAND_ROWS % 8 == 0 && BAND_TILE % 8 == 0,
+               "band_4byte_avx2 goes 8 columns at a time, 8 x 8 a transpose");
 /* Elements converted at a time through the stack when a side is strided. */
 #define GATHER 256
 
@@ -556,16 +556,39 @@ __attribute__((target("avx2"))) static void tile_4byte_avx2(char *d, int64_t dj,
   }
 }
 
+/* A band's rows of a tile's columns j to j + 7 (b, rows BAND_TILE floats
+ * apart) to the destination's rows j to j + 7, each row's BAND_ROWS * 4
+ * bytes in one run before the next row, and a line of the next band asked
+ * into L2 for each line written, after every four rows. Writing each run as
+ * two 64-byte halves eight rows apart, as put_16x8_avx2 does, with the
+ * fetches after each half, the transposed 8192 x 8192 copy made 0.48-0.65 of
+ * a streaming copy where this makes 0.51-0.70 (fast memory, 4 KiB pages),
+ * 0.71-0.78 where this makes 0.76-0.82 (fast, 2 MiB pages), and the same
+ * within 0.02 in the slow mode, on the 2-vCPU EPYC VM. Writing whole runs with
+ * the fetches after all eight rows lost 0.02 in the slow mode on 2 MiB pages
+ * and gained less in the fast one. */
+__attribute__((target("avx2"), always_inline)) static inline void
+put_band_x8_avx2(char *d, int64_t dj, const float *b, int64_t j, ahead *next) {
+  __m256 c[BAND_ROWS / 8][8];
+  for (int q = 0; q < BAND_ROWS / 8; q++) transpose8(b + 8 * q * BAND_TILE, BAND_TILE, c[q]);
+  for (int k = 0; k < 8; k++) {
+    float *o = (float *)(void *)(d + (j + k) * dj);
+    for (int q = 0; q < BAND_ROWS / 8; q++) _mm256_stream_ps(o + 8 * q, c[q][k]);
+    if (k % 4 == 3) fetch_ahead(next, BAND_ROWS * 4 * 4 / 64);
+  }
+}
+
 /* A band's whole tiles of BAND_ROWS x BAND_TILE elements (run_items), with
- * AVX2 and streaming stores to a destination aligned to 32 bytes: the
- * register transposes and store order of tile_4byte_avx2, in one call for
- * the band, through a 4 KiB buffer that the loads fill directly. A call of
- * tile_same per tile, its 16 KiB buffer filled a row at a time by memcpy,
- * made the transposed 8192 x 8192 copy 0.72-0.80 of a streaming copy where
- * this makes 0.79-0.82 (slow memory), and 0.50-0.56 or 0.61-0.66 where this
- * makes 0.50-0.64 or 0.72-0.77 (fast memory, 4 KiB or 2 MiB pages), on the
- * 2-vCPU EPYC VM. Inline loads alone, tile by tile, recovered most of that
- * in the slow mode and a third of it in the fast one. */
+ * AVX2 and streaming stores to a destination aligned to 32 bytes: the register
+ * transposes of tile_4byte_avx2, each destination row's run written whole
+ * (put_band_x8_avx2), in one call for the band, through a 4 KiB buffer that
+ * the loads fill directly. A call of tile_same per tile, its 16 KiB buffer
+ * filled a row at a time by memcpy, made the transposed 8192 x 8192 copy
+ * 0.72-0.80 of a streaming copy where this made 0.79-0.82 (slow memory), and
+ * 0.50-0.56 or 0.61-0.66 where this made 0.50-0.64 or 0.72-0.77 (fast memory,
+ * 4 KiB or 2 MiB pages), on the 2-vCPU EPYC VM. Inline loads alone, tile by
+ * tile, recovered most of that in the slow mode and a third of it in the fast
+ * one. */
 __attribute__((target("avx2"))) static void band_4byte_avx2(char *d, int64_t dj, const char *s,
                                                              int64_t si, int64_t nj, ahead *next) {
   _Alignas(64) float buf[BAND_ROWS][BAND_TILE];
@@ -574,11 +597,7 @@ __attribute__((target("avx2"))) static void band_4byte_avx2(char *d, int64_t dj,
       const float *r = (const float *)(const void *)(s + i * si) + j;
       for (int k = 0; k < BAND_TILE; k += 8) _mm256_store_ps(&buf[i][k], _mm256_loadu_ps(r + k));
     }
-    for (int jj = 0; jj < BAND_TILE; jj += 8)
-      for (int i = 0; i < BAND_ROWS; i += 16) {
-        put_16x8_avx2(d, dj, &buf[i][jj], BAND_TILE, j + jj, i, 1);
-        fetch_ahead(next, 8);
-      }
+    for (int jj = 0; jj < BAND_TILE; jj += 8) put_band_x8_avx2(d, dj, &buf[0][jj], j + jj, next);
   }
 }
 #endif
