@@ -80,6 +80,14 @@ int tstor__stores_decide(int was_streaming, const double sample[2][TSTOR__STORE_
  * the question clears *doubt. */
 int tstor__stores_confirm(int was_streaming, int verdict, int *doubt);
 
+/* After any trial, once the store is settled (`streaming`, est[] from
+ * tstor__stores_decide): whether the store it keeps won by less than its
+ * margin, the other store faster, with no doubt already pending and no such
+ * second look just taken (*looked). Then it sets *doubt, so that the next
+ * call starts another trial whose verdict takes effect at once, and
+ * *looked; otherwise it clears *looked. */
+int tstor__stores_second_look(int streaming, const double est[2], int *doubt, int *looked);
+
 /* For tests: how old a choice must be before a trial (RECHECK_NS in
  * stores.c; 0 restores it), and so how long a trial may last. */
 void tstor__stores_set_recheck(int64_t ns);

@@ -417,6 +417,56 @@ START_TEST(a_change_of_store_needs_two_trials_in_a_row) {
 }
 END_TEST
 
+/* A trial whose store won by less than its margin, the other store faster,
+ * gets a second look at once, and only one in a row; the second look's
+ * verdict against the store takes effect at once. */
+START_TEST(a_close_call_gets_a_second_look) {
+  static const struct {
+    int streaming;
+    double est[2]; /* ns per byte: ordinary, streaming */
+    int doubt, looked, look, doubt_after, looked_after;
+  } cases[] = {
+      {0, {1.05, 1.00}, 0, 0, 1, 1, 1}, /* streaming faster, under its margin */
+      {1, {0.99, 1.00}, 0, 0, 1, 1, 1}, /* ordinary faster, under its margin */
+      {0, {1.00, 1.05}, 0, 0, 0, 0, 0}, /* the kept store was the faster */
+      {1, {1.10, 1.00}, 0, 0, 0, 0, 0},
+      {0, {1.00, 1.00}, 0, 0, 0, 0, 0}, /* a tie is no close call */
+      {0, {1.05, 1.00}, 0, 1, 0, 0, 0}, /* just looked again: settled */
+      {0, {1.05, 1.00}, 1, 0, 0, 1, 0}, /* a doubt already brings a trial */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int doubt = cases[i].doubt, looked = cases[i].looked;
+    ck_assert_msg(tstor__stores_second_look(cases[i].streaming, cases[i].est, &doubt, &looked) ==
+                      cases[i].look,
+                  "case %zu", i);
+    ck_assert_msg(doubt == cases[i].doubt_after && looked == cases[i].looked_after,
+                  "case %zu: doubt %d, looked %d", i, doubt, looked);
+  }
+  /* A first trial that finds streaming stores 1.05x faster keeps ordinary
+   * ones; the second look finds them 1.3x faster and streams. */
+  const double close[2][TSTOR__STORE_SAMPLES] = {{1.05, 1.06}, {1.00, 1.01}};
+  const double clear[2][TSTOR__STORE_SAMPLES] = {{1.30, 1.32}, {1.00, 1.01}};
+  double est[2];
+  int doubt = 0, looked = 0;
+  int store = tstor__stores_decide(0, close, est);
+  ck_assert_int_eq(store, 0);
+  ck_assert_int_eq(tstor__stores_second_look(store, est, &doubt, &looked), 1);
+  store = tstor__stores_confirm(store, tstor__stores_decide(store, clear, est), &doubt);
+  ck_assert_int_eq(store, 1);
+  ck_assert_int_eq(tstor__stores_second_look(store, est, &doubt, &looked), 0);
+  ck_assert_int_eq(doubt, 0);
+  /* close calls in a row look again every other trial, not at every call */
+  int looks = 0;
+  store = 0;
+  for (int k = 0; k < 6; k++) {
+    store = tstor__stores_confirm(store, tstor__stores_decide(store, close, est), &doubt);
+    ck_assert_int_eq(store, 0);
+    looks += tstor__stores_second_look(store, est, &doubt, &looked);
+  }
+  ck_assert_int_eq(looks, 3);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("stores");
   TCase *tc = tcase_create("stores");
@@ -425,6 +475,7 @@ int main(void) {
   tcase_add_test(tc, the_choice_is_refused_bad_arguments);
   tcase_add_test(tc, the_decision_takes_each_stores_best_call);
   tcase_add_test(tc, a_change_of_store_needs_two_trials_in_a_row);
+  tcase_add_test(tc, a_close_call_gets_a_second_look);
   tcase_add_loop_test(tc, large_work_is_right_under_every_policy, 0,
                       (int)(sizeof policies / sizeof policies[0]));
   tcase_add_test(tc, a_stale_choice_is_tried_again);
