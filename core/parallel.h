@@ -72,12 +72,12 @@ void tstor__parallel_for_stores(tstor_store_work work, unsigned what, size_t n, 
 int tstor__stores_decide(int was_streaming, const double sample[2][TSTOR__STORE_SAMPLES],
                          double est[2]);
 
-/* After a trial other than the first: whether to stream from now on, given
- * whether it streamed and the trial's verdict (tstor__stores_decide). A
- * verdict against the current store changes it only when the trial just
- * before found the same: the first such verdict sets *doubt and keeps the
- * store, and the next call starts another trial; any verdict that settles
- * the question clears *doubt. */
+/* After a trial: whether to stream from now on, given whether it streamed
+ * (before the first trial: the default, streaming) and the trial's verdict
+ * (tstor__stores_decide). A verdict against the current store changes it
+ * only when the trial just before found the same: the first such verdict
+ * sets *doubt and keeps the store, and the next call starts another trial;
+ * any verdict that settles the question clears *doubt. */
 int tstor__stores_confirm(int was_streaming, int verdict, int *doubt);
 
 /* After any trial, once the store is settled (`streaming`, est[] from

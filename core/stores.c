@@ -8,17 +8,20 @@
  * automatic policy, for each kind of work and size class, now and then a
  * trial writes a few whole calls with each store and times them, and the
  * faster is kept: ordinary stores unless streaming ones lead by a margin.
- * A later trial that finds the other store faster changes the choice only
- * when the trial right after it agrees: the memory's mode can change between
- * a trial's two runs, a third of a second apart, and one run then looks up to
- * a third slower than the store it stands for (a conversion's trial found
- * streaming stores 0.65x ordinary ones where they led in every other
- * measurement of the day). A trial whose store won by less than the margin,
- * the other store faster, is followed at once by another, whose verdict
- * takes effect at once (tstor__stores_second_look): in one benchmark run
- * the first trials of three conversions found streaming stores 1.02-1.08x
- * faster, so kept ordinary ones, and the rows ran at 0.85-0.93 of their
- * ceilings until trials 2 and 4 s later changed the choice.
+ * A trial that finds the other store faster (the first: faster than the
+ * default, streaming) changes the choice only when the trial right after it
+ * agrees: the memory's mode can change between a trial's two runs, a third
+ * of a second apart, and one run then looks up to a third slower than the
+ * store it stands for (a conversion's trial found streaming stores 0.65x
+ * ordinary ones where they led in every other measurement of the day; a
+ * first trial found them 0.79x, and with the choice decisive enough to be
+ * kept for 16 s the row ran at 0.83 of its ceiling). A trial whose store
+ * won by less than the margin, the other store faster, is followed at once
+ * by another, whose verdict takes effect at once
+ * (tstor__stores_second_look): in one benchmark run the first trials of
+ * three conversions found streaming stores 1.02-1.08x faster, so kept
+ * ordinary ones, and the rows ran at 0.85-0.93 of their ceilings until
+ * trials 2 and 4 s later changed the choice.
  *
  * Whole calls, not parts of one call: parts of 16 MiB took a third of a
  * millisecond, about what waking the pool's threads costs on a VM, and
@@ -332,10 +335,13 @@ static void count_call(tstor_store_work work, int cls, choice *c, unsigned trial
     return;
   }
   int was = c->streaming, first = c->measured_ns == 0;
-  /* streaming before any trial was a default, not a finding */
+  /* Streaming before any trial was a default, not a finding: ordinary
+   * stores take over from it by the smaller margin. But the first trial is
+   * as likely as any to straddle a change of the memory's mode, so leaving
+   * the default also needs the next trial's agreement. */
   int verdict =
       tstor__stores_decide(was && !first, (const double(*)[COUNTED])c->sample, c->est);
-  c->streaming = first ? verdict : tstor__stores_confirm(was, verdict, &c->doubt);
+  c->streaming = tstor__stores_confirm(was, verdict, &c->doubt);
   int close = tstor__stores_second_look(c->streaming, c->est, &c->doubt, &c->looked);
   c->measured_ns = now_ns();
   c->step = -1;
