@@ -342,7 +342,7 @@ static void count_call(tstor_store_work work, int cls, choice *c, unsigned trial
   int verdict =
       tstor__stores_decide(was && !first, (const double(*)[COUNTED])c->sample, c->est);
   c->streaming = tstor__stores_confirm(was, verdict, &c->doubt);
-  int close = tstor__stores_second_look(c->streaming, c->est, &c->doubt, &c->looked);
+  int close_call = tstor__stores_second_look(c->streaming, c->est, &c->doubt, &c->looked);
   c->measured_ns = now_ns();
   c->step = -1;
   int now = c->streaming, doubt = c->doubt;
@@ -350,7 +350,7 @@ static void count_call(tstor_store_work work, int cls, choice *c, unsigned trial
   double speedup = c->est[1] > 0 ? c->est[0] / c->est[1] : 0;
   pthread_mutex_unlock(&choices_lock);
   if (!logging()) return;
-  if (close)
+  if (close_call)
     fprintf(stderr,
             "tstor: %s work of %s MiB, operation %#x, writes with %s stores, a close call "
             "(streaming %.2fx ordinary); another trial follows at once\n",

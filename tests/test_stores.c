@@ -446,14 +446,14 @@ START_TEST(a_close_call_gets_a_second_look) {
   }
   /* A first trial that finds streaming stores 1.05x faster keeps ordinary
    * ones; the second look finds them 1.3x faster and streams. */
-  const double close[2][TSTOR__STORE_SAMPLES] = {{1.05, 1.06}, {1.00, 1.01}};
-  const double clear[2][TSTOR__STORE_SAMPLES] = {{1.30, 1.32}, {1.00, 1.01}};
+  const double near[2][TSTOR__STORE_SAMPLES] = {{1.05, 1.06}, {1.00, 1.01}};
+  const double apart[2][TSTOR__STORE_SAMPLES] = {{1.30, 1.32}, {1.00, 1.01}};
   double est[2];
   int doubt = 0, looked = 0;
-  int store = tstor__stores_decide(0, close, est);
+  int store = tstor__stores_decide(0, near, est);
   ck_assert_int_eq(store, 0);
   ck_assert_int_eq(tstor__stores_second_look(store, est, &doubt, &looked), 1);
-  store = tstor__stores_confirm(store, tstor__stores_decide(store, clear, est), &doubt);
+  store = tstor__stores_confirm(store, tstor__stores_decide(store, apart, est), &doubt);
   ck_assert_int_eq(store, 1);
   ck_assert_int_eq(tstor__stores_second_look(store, est, &doubt, &looked), 0);
   ck_assert_int_eq(doubt, 0);
@@ -461,7 +461,7 @@ START_TEST(a_close_call_gets_a_second_look) {
   int looks = 0;
   store = 0;
   for (int k = 0; k < 6; k++) {
-    store = tstor__stores_confirm(store, tstor__stores_decide(store, close, est), &doubt);
+    store = tstor__stores_confirm(store, tstor__stores_decide(store, near, est), &doubt);
     ck_assert_int_eq(store, 0);
     looks += tstor__stores_second_look(store, est, &doubt, &looked);
   }
