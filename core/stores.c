@@ -18,10 +18,12 @@
  * kept for 16 s the row ran at 0.83 of its ceiling). A trial whose store
  * won by less than the margin, the other store faster, is followed at once
  * by another, whose verdict takes effect at once
- * (tstor__stores_second_look): in one benchmark run the first trials of
- * three conversions found streaming stores 1.02-1.08x faster, so kept
- * ordinary ones, and the rows ran at 0.85-0.93 of their ceilings until
- * trials 2 and 4 s later changed the choice.
+ * (tstor__stores_second_look): in one benchmark run, trials that found
+ * streaming stores 1.00-1.08x faster kept ordinary ones, and the rows ran
+ * at 0.85-0.93 of their ceilings until trials 2 and 4 s later changed the
+ * choice; with the second look, a 64-128 MiB fill that a confirmed verdict
+ * had moved to ordinary stores at streaming 1.01x streamed again on the
+ * next trial (1.10x).
  *
  * Whole calls, not parts of one call: parts of 16 MiB took a third of a
  * millisecond, about what waking the pool's threads costs on a VM, and

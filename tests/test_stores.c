@@ -444,8 +444,9 @@ START_TEST(a_close_call_gets_a_second_look) {
     ck_assert_msg(doubt == cases[i].doubt_after && looked == cases[i].looked_after,
                   "case %zu: doubt %d, looked %d", i, doubt, looked);
   }
-  /* A first trial that finds streaming stores 1.05x faster keeps ordinary
-   * ones; the second look finds them 1.3x faster and streams. */
+  /* Where ordinary stores are the store, a trial that finds streaming ones
+   * 1.05x faster keeps them; the second look finds streaming 1.3x faster
+   * and streams. */
   const double near[2][TSTOR__STORE_SAMPLES] = {{1.05, 1.06}, {1.00, 1.01}};
   const double apart[2][TSTOR__STORE_SAMPLES] = {{1.30, 1.32}, {1.00, 1.01}};
   double est[2];
