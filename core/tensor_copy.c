@@ -68,7 +68,12 @@
  * matrix 0.82-0.98x; NCHW's whole rows 1.0-1.08x in 2 MiB pages but 0.86x
  * in 4 KiB ones. With ordinary stores bands were slower than tiles in
  * blocks (0.83-0.85x), and for 2- and 8-byte elements no faster (1.00x and
- * 0.97x with their register transposes). */
+ * 0.97x with their register transposes). Parts of 512 bytes to 2 KiB, and
+ * tiles loaded straight from the source rows without band_4byte_avx2's
+ * buffer, each gained up to 0.09 of a copy where the source has 4 KiB pages
+ * and lost up to 0.22 where it has 2 MiB ones, whose rows 32 KiB apart share
+ * few sets of the physically indexed L2; a pointer does not tell its page
+ * size, and these choices lose least on both. */
 #define BAND_ROWS 32
 #define BAND_ROW_BYTES ((int64_t)8192)
 #define BAND_DST_PAGES ((int64_t)1024)
