@@ -72,8 +72,8 @@
  * tiles loaded straight from the source rows without band_4byte_avx2's
  * buffer, each gained up to 0.09 of a copy where the source has 4 KiB pages
  * and lost up to 0.22 where it has 2 MiB ones, whose rows 32 KiB apart share
- * few sets of the physically indexed L2; a pointer does not tell its page
- * size, and these choices lose least on both. */
+ * few sets of the physically indexed L2. A pointer does not tell its page
+ * size; the buffer and parts of 4 KiB lose least on both. */
 #define BAND_ROWS 32
 #define BAND_ROW_BYTES ((int64_t)8192)
 #define BAND_DST_PAGES ((int64_t)1024)
