@@ -52,7 +52,9 @@ int tsr_secret_read(const char *path, uint8_t **secret, size_t *len, char *why,
                     size_t why_size) {
   *secret = NULL;
   *len = 0;
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  /* O_NONBLOCK: opening a FIFO for reading would wait for a writer, and a
+   * device's open may wait too; regular files ignore the flag. */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) {
     snprintf(why, why_size, "secret file %s: %s", path, strerror(errno));
     return -1;
@@ -64,7 +66,11 @@ int tsr_secret_read(const char *path, uint8_t **secret, size_t *len, char *why,
     goto fail;
   }
   if (!S_ISREG(st.st_mode)) {
-    snprintf(why, why_size, "secret file %s: not a regular file", path);
+    snprintf(why, why_size, "secret file %s: not a regular file (%s)", path,
+             S_ISFIFO(st.st_mode)  ? "a FIFO"
+             : S_ISDIR(st.st_mode) ? "a directory"
+             : S_ISSOCK(st.st_mode) ? "a socket"
+                                   : "a device");
     goto fail;
   }
   if (st.st_uid != geteuid()) {
