@@ -2,9 +2,10 @@
 # Installs the Debian 12 packages that building tstor and running its whole
 # test suite need: the toolchain and autotools, inih, Check, and valgrind,
 # lcov and clang for the sanitizer, coverage and fuzzing runs; jansson, libzip
-# and the DLPack header for the checkpoint library; UCX (libucx-dev, and
-# ucx-utils for ucx_perftest) and OpenSSL's libcrypto (libssl-dev) for the
-# remote backend and tstor serve; and PyTorch, libtorch and
+# and the DLPack header for the checkpoint library; OpenSSL's libcrypto
+# (libssl-dev) for the remote backend and tstor serve, and UCX (libucx-dev,
+# and ucx-utils for ucx_perftest) for the tests that attack tstor serve with
+# it and the benchmark that compares with it; and PyTorch, libtorch and
 # numpy, the real clients that tests and benchmarks compare with. As root it
 # runs apt-get directly; otherwise through sudo.
 set -e

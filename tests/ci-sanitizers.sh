@@ -99,12 +99,14 @@ for step in $steps; do
     tsan)
       # shellcheck disable=SC2086
       if build tsan --enable-werror --enable-tsan $flags; then
-        # The remote suites where configure built them (UCX found): their
-        # threads are the killer in test_remote and UCX's own; remotetest.h
-        # turns UCX's mmap hooks off under TSan, which otherwise crash.
+        # The remote suites where configure built them: the server's gate and
+        # session threads, the client's streams and the tests' own threads.
+        # test_remote_attack turns UCX's mmap hooks off under TSan, which
+        # otherwise crash.
         t=$tsan_tests
-        if [ -z "${TSAN_TESTS:-}" ] && grep -q '^#define HAVE_UCX 1' "$out/tsan/config.h"; then
-          t="$t test_remote test_remote_wire"
+        if [ -z "${TSAN_TESTS:-}" ] && grep -q '^#define HAVE_REMOTE 1' "$out/tsan/config.h"; then
+          t="$t test_remote test_remote_wire test_remote_hostile"
+          if grep -q '^#define HAVE_UCX 1' "$out/tsan/config.h"; then t="$t test_remote_attack"; fi
         fi
         check tsan "$t" || failed="$failed tsan"
       else

@@ -5,8 +5,6 @@
 set -u
 tstor=${TSTOR_BIN:-../tools/tstor}
 modules=${TSTOR_BACKEND_DIR:?TSTOR_BACKEND_DIR is set by make check}
-: "${UCX_TLS:=self,tcp}" "${UCX_NET_DEVICES:=lo}"
-export UCX_TLS UCX_NET_DEVICES
 dir=$(mktemp -d "${TMPDIR:-/tmp}/remote-conformance.XXXXXX") || exit 99
 pids=
 cleanup() {

@@ -1,5 +1,6 @@
 /* Helpers for the remote suites: start a `tstor serve` of the build tree on
- * a free loopback port, wait until it listens, stop it. Every server a test
+ * a free loopback port (and any other address a test adds), wait until it
+ * listens, stop it. Every server a test
  * starts it stops; one left behind by a test that failed part-way gets
  * SIGTERM when that test's process exits (PR_SET_PDEATHSIG). */
 #ifndef TSTOR_REMOTETEST_H
@@ -37,16 +38,6 @@ typedef struct test_server {
 #ifndef UNDER_TSAN
 #define UNDER_TSAN 0
 #endif
-
-/* UCX on loopback over tcp, unless the caller's environment chose. Under
- * ThreadSanitizer, UCX's mmap hooks (which patch the process's mmap and
- * munmap to watch registered memory) crash with TSan's own interceptors:
- * they are turned off, for the servers the suite starts too. */
-static inline void remote_test_env(void) {
-  setenv("UCX_TLS", "self,tcp", 0);
-  setenv("UCX_NET_DEVICES", "lo", 0);
-  if (UNDER_TSAN) setenv("UCX_MEM_MMAP_HOOK_MODE", "none", 0);
-}
 
 static inline unsigned free_port(void) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);

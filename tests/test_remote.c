@@ -376,10 +376,11 @@ START_TEST(checkpoint_loads_onto_a_remote_device) {
 }
 END_TEST
 
-/* A device whose memory UCX cannot register (hpu-stub here, cuda alike) is
- * exported too, its bytes staged through the client's window on the server:
- * copies larger than the window, fills, copies between it and the peer's cpu
- * and within one block (overlapping), strided copies and checkpoints. */
+/* A device that is not host memory (hpu-stub here, cuda alike) is exported
+ * too, its bytes staged through a host buffer of the client's session on the
+ * server: copies larger than the buffer, fills, copies between it and the
+ * peer's cpu and within one block (overlapping), strided copies and
+ * checkpoints. */
 START_TEST(staged_devices_are_exported) {
   test_server a;
   ck_assert_int_eq(server_start_with(&a, SERVER_CPU_HPU, secret_path, "staged", NULL, NULL), 0);
@@ -391,7 +392,7 @@ START_TEST(staged_devices_are_exported) {
   ck_assert_str_eq(line, want);
   ck_assert(file_has(a.log, "2 device(s)"));
 
-  /* 40 MiB: three pieces through a 16 MiB window, both ways */
+  /* 40 MiB: three pieces through a 16 MiB buffer, both ways */
   const size_t n = (size_t)40 << 20;
   tstor_storage *h, *back, *staged, *plain;
   ck_tstor_ok(tstor_storage_new(ctx, cpu, n, &h));
@@ -695,7 +696,4 @@ static Suite *remote_suite(void) {
   return s;
 }
 
-int main(void) {
-  remote_test_env();
-  return tstor_test_run(remote_suite());
-}
+int main(void) { return tstor_test_run(remote_suite()); }

@@ -1,50 +1,46 @@
-/* tstor serve: exports the host-memory devices of a context to remote
- * clients (backends/remote/server.h, docs/remote.md). */
+/* tstor serve: exports the devices of a context to remote clients
+ * (backends/remote/server.h, docs/remote.md). */
 #include "config.h"
 
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
 #include "server.h"
+#include "wire.h"
 
 static void usage(FILE *out) {
   fprintf(out,
-          "usage: tstor serve --secret-file FILE [--listen ADDR:PORT] [--config FILE]\n"
-          "                   [--max-client-mb N]\n\n"
-          "Exports the host-memory devices of the context that FILE (or the default\n"
-          "config) opens to tstor-remote.so clients that hold the secret, until SIGINT or\n"
-          "SIGTERM. ADDR is numeric and defaults to 127.0.0.1 (this machine only); PORT\n"
-          "defaults to 13337. --max-client-mb caps what one client may hold (default 4096).\n"
-          "The secret file must be readable by its owner only. UCX traffic is not encrypted.\n");
+          "usage: tstor serve --secret-file FILE [--listen ADDR ...] [--config FILE]\n"
+          "                   [--max-client-mb N] [--handshake-timeout-ms N]\n\n"
+          "Exports the devices of the context that --config (or the default config)\n"
+          "opens to tstor-remote.so clients that hold the secret in --secret-file (a file\n"
+          "readable by its owner only), until SIGINT or SIGTERM. Devices of host memory\n"
+          "are served from it; the others (hpu, cuda) through host memory.\n\n"
+          "  --listen ADDR  HOST:PORT (numeric; default 127.0.0.1:13337, this machine only),\n"
+          "                 [V6]:PORT, or unix:PATH; up to %d of them\n"
+          "  --max-client-mb N         what one client may hold (default 4096)\n"
+          "  --handshake-timeout-ms N  how long a connection may take to authenticate\n"
+          "                            (default 10000)\n\n"
+          "Traffic is not encrypted: across networks you do not control, use a VPN or a\n"
+          "tunnel (docs/remote.md).\n",
+          TSR_MAX_LISTEN);
 }
 
-/* "ADDR:PORT", "[V6]:PORT" or ":PORT"; addr is written into host. */
-static int parse_listen(const char *text, char *host, size_t host_size, unsigned *port) {
-  const char *colon = strrchr(text, ':');
-  if (!colon) return -1;
-  size_t n = (size_t)(colon - text);
-  const char *h = text;
-  if (n >= 2 && text[0] == '[' && colon[-1] == ']') {
-    h = text + 1;
-    n -= 2;
-  }
-  if (n >= host_size) return -1;
-  memcpy(host, h, n);
-  host[n] = '\0';
-  if (n == 0) snprintf(host, host_size, "127.0.0.1");
+/* A number from 1 to max, or -1. */
+static long long positive(const char *v, unsigned long long max) {
   char *end;
-  unsigned long p = strtoul(colon + 1, &end, 10);
-  if (*end || colon[1] == '\0' || p == 0 || p > 65535) return -1;
-  *port = (unsigned)p;
-  return 0;
+  errno = 0;
+  unsigned long long n = strtoull(v, &end, 10);
+  if (*end || !*v || *v == '-' || errno || n == 0 || n > max) return -1;
+  return (long long)n;
 }
 
 int tstor_cmd_serve(int argc, char **argv) {
-  char host[128] = "127.0.0.1";
-  tsr_server_options opt = {.listen_host = host, .port = 13337, .log = stderr,
-                            .max_client_bytes = (uint64_t)4096 << 20};
+  tsr_server_options opt = {.log = stderr, .max_client_bytes = (uint64_t)4096 << 20};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -57,22 +53,35 @@ int tstor_cmd_serve(int argc, char **argv) {
       return EXIT_USAGE;
     }
     if (strcmp(a, "--listen") == 0) {
-      if (parse_listen(v, host, sizeof host, &opt.port) != 0) {
-        fprintf(stderr, "tstor serve: --listen %s: not ADDR:PORT\n", v);
+      tsr_addr addr;
+      char why[256];
+      if (opt.nlisten == TSR_MAX_LISTEN) {
+        fprintf(stderr, "tstor serve: at most %d --listen addresses\n", TSR_MAX_LISTEN);
         return EXIT_USAGE;
       }
+      if (tsr_addr_parse(v, 1, &addr, why, sizeof why) != 0) {
+        fprintf(stderr, "tstor serve: --listen %s\n", why);
+        return EXIT_USAGE;
+      }
+      opt.listen[opt.nlisten++] = v;
     } else if (strcmp(a, "--secret-file") == 0) {
       opt.secret_file = v;
     } else if (strcmp(a, "--config") == 0) {
       opt.config = v;
     } else if (strcmp(a, "--max-client-mb") == 0) {
-      char *end;
-      unsigned long long mb = strtoull(v, &end, 10);
-      if (*end || !*v || mb == 0 || mb > ((uint64_t)1 << 40)) {
+      long long mb = positive(v, (uint64_t)1 << 40);
+      if (mb < 0) {
         fprintf(stderr, "tstor serve: --max-client-mb %s: a number of MiB, 1 or more\n", v);
         return EXIT_USAGE;
       }
       opt.max_client_bytes = (uint64_t)mb << 20;
+    } else if (strcmp(a, "--handshake-timeout-ms") == 0) {
+      long long ms = positive(v, 3600000);
+      if (ms < 0) {
+        fprintf(stderr, "tstor serve: --handshake-timeout-ms %s: 1 to 3600000\n", v);
+        return EXIT_USAGE;
+      }
+      opt.handshake_ms = (unsigned)ms;
     } else {
       fprintf(stderr, "tstor serve: unknown option %s\n\n", a);
       usage(stderr);

@@ -13,7 +13,7 @@ int tstor_cmd_bench(int argc, char **argv);
 int tstor_cmd_conformance(int argc, char **argv);
 int tstor_cmd_inspect(int argc, char **argv); /* cmd_ckpt.c, libtstor-io */
 int tstor_cmd_convert(int argc, char **argv);
-int tstor_cmd_serve(int argc, char **argv); /* cmd_serve.c, where UCX was found */
+int tstor_cmd_serve(int argc, char **argv); /* cmd_serve.c, where the remote backend is built */
 
 /* tstor bench --torch (bench_torch.cc, built where configure found libtorch):
  * prints the side-by-side table with PyTorch; `dir` holds its temporary file.

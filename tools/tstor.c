@@ -19,8 +19,8 @@ static const struct {
     {"conformance", tstor_cmd_conformance, "check a backend module and print a pass/fail table"},
     {"inspect", tstor_cmd_inspect, "list the tensors of a .pt or .safetensors file"},
     {"convert", tstor_cmd_convert, "convert between torch.save (.pt) and safetensors"},
-#if HAVE_UCX
-    {"serve", tstor_cmd_serve, "export this host's devices to tstor-remote.so clients over UCX"},
+#if HAVE_REMOTE
+    {"serve", tstor_cmd_serve, "export this host's devices to tstor-remote.so clients"},
 #endif
 };
 

@@ -20,9 +20,9 @@ const char *tsr_status_text(int status) {
 
 const char *tsr_type_name(int type) {
   switch (type & ~TSR_REPLY) {
-#define TSR__TYPE_NAME(name, value, req, rep) \
-  case value:                                 \
-    return #name;
+#define TSR__TYPE_NAME(NAME, name, value, req, rep) \
+  case value:                                       \
+    return #NAME;
     TSR_MSG_MAP(TSR__TYPE_NAME)
 #undef TSR__TYPE_NAME
   }
@@ -32,8 +32,8 @@ const char *tsr_type_name(int type) {
 /* Body sizes by type; -1: variable, checked field by field. */
 static int body_size(int type, int is_reply) {
   switch (type) {
-#define TSR__SIZE(name, value, req, rep) \
-  case value:                            \
+#define TSR__SIZE(NAME, name, value, req, rep) \
+  case value:                                  \
     return is_reply ? (int)(rep) : (int)(req);
     TSR_MSG_MAP(TSR__SIZE)
 #undef TSR__SIZE
@@ -70,40 +70,53 @@ static void put_bytes(writer *w, const void *p, size_t n) {
   w->len += n;
 }
 
+/* The header, its body length 0 until done() sets it. */
 static writer header(uint8_t *buf, int type, uint32_t id, int32_t status) {
   writer w = {buf, 0};
   put_u32(&w, TSR_MAGIC);
   put_u16(&w, (uint16_t)TSR_PROTO_VERSION);
   put_u16(&w, (uint16_t)type);
+  put_u32(&w, 0);
   put_u32(&w, id);
   put_u32(&w, (uint32_t)status);
   return w;
+}
+
+/* Writes the body length into the header; returns the message's length. */
+static size_t done(writer w) {
+  uint32_t body = (uint32_t)(w.len - TSR_HEADER_SIZE);
+  for (int i = 0; i < 4; i++) w.buf[TSR_LENGTH_OFFSET + i] = (uint8_t)(body >> (8 * i));
+  return w.len;
+}
+
+void tsr_set_id(uint8_t *buf, uint32_t id) {
+  for (int i = 0; i < 4; i++) buf[12 + i] = (uint8_t)(id >> (8 * i));
 }
 
 size_t tsr_encode_hello(uint8_t *buf, uint32_t id, uint32_t abi, const uint8_t *nonce) {
   writer w = header(buf, TSR_HELLO, id, 0);
   put_u32(&w, abi);
   put_bytes(&w, nonce, TSR_NONCE_SIZE);
-  return w.len;
+  return done(w);
 }
 
 size_t tsr_encode_auth(uint8_t *buf, uint32_t id, const uint8_t *mac) {
   writer w = header(buf, TSR_AUTH, id, 0);
   put_bytes(&w, mac, TSR_MAC_SIZE);
-  return w.len;
+  return done(w);
 }
 
 size_t tsr_encode_alloc(uint8_t *buf, uint32_t id, uint32_t device, uint64_t nbytes) {
   writer w = header(buf, TSR_ALLOC, id, 0);
   put_u32(&w, device);
   put_u64(&w, nbytes);
-  return w.len;
+  return done(w);
 }
 
 size_t tsr_encode_free(uint8_t *buf, uint32_t id, uint64_t handle) {
   writer w = header(buf, TSR_FREE, id, 0);
   put_u64(&w, handle);
-  return w.len;
+  return done(w);
 }
 
 size_t tsr_encode_copy(uint8_t *buf, uint32_t id, uint64_t dst, uint64_t dst_off, uint64_t src,
@@ -114,20 +127,16 @@ size_t tsr_encode_copy(uint8_t *buf, uint32_t id, uint64_t dst, uint64_t dst_off
   put_u64(&w, src);
   put_u64(&w, src_off);
   put_u64(&w, nbytes);
-  return w.len;
+  return done(w);
 }
 
-size_t tsr_encode_window(uint8_t *buf, uint32_t id) {
-  return header(buf, TSR_WINDOW, id, 0).len;
-}
-
-size_t tsr_encode_stage(uint8_t *buf, int type, uint32_t id, uint64_t handle, uint64_t offset,
-                        uint64_t nbytes) {
+size_t tsr_encode_transfer(uint8_t *buf, int type, uint32_t id, uint64_t handle, uint64_t offset,
+                           uint64_t nbytes) {
   writer w = header(buf, type, id, 0);
   put_u64(&w, handle);
   put_u64(&w, offset);
   put_u64(&w, nbytes);
-  return w.len;
+  return done(w);
 }
 
 size_t tsr_encode_fill(uint8_t *buf, uint32_t id, uint64_t handle, uint64_t offset,
@@ -140,7 +149,7 @@ size_t tsr_encode_fill(uint8_t *buf, uint32_t id, uint64_t handle, uint64_t offs
   put_u64(&w, nbytes);
   put_u32(&w, pattern_size);
   put_bytes(&w, pat, 16);
-  return w.len;
+  return done(w);
 }
 
 size_t tsr_encode_copy_strided(uint8_t *buf, uint32_t id, uint64_t dst, uint64_t dst_off,
@@ -161,16 +170,16 @@ size_t tsr_encode_copy_strided(uint8_t *buf, uint32_t id, uint64_t dst, uint64_t
     put_u64(&w, (uint64_t)dst_strides[d]);
     put_u64(&w, (uint64_t)src_strides[d]);
   }
-  return w.len;
+  return done(w);
 }
 
 size_t tsr_encode_stats(uint8_t *buf, uint32_t id, uint32_t device) {
   writer w = header(buf, TSR_STATS, id, 0);
   put_u32(&w, device);
-  return w.len;
+  return done(w);
 }
 
-size_t tsr_encode_bye(uint8_t *buf, uint32_t id) { return header(buf, TSR_BYE, id, 0).len; }
+size_t tsr_encode_bye(uint8_t *buf, uint32_t id) { return done(header(buf, TSR_BYE, id, 0)); }
 
 size_t tsr_encode_error(uint8_t *buf, int type, uint32_t id, int status, const char *text) {
   writer w = header(buf, (type & ~TSR_REPLY) | TSR_REPLY, id, status);
@@ -178,18 +187,18 @@ size_t tsr_encode_error(uint8_t *buf, int type, uint32_t id, int status, const c
   if (n > TSR_MAX_TEXT) n = TSR_MAX_TEXT;
   put_u16(&w, (uint16_t)n);
   put_bytes(&w, text, n);
-  return w.len;
+  return done(w);
 }
 
 size_t tsr_encode_empty_reply(uint8_t *buf, int type, uint32_t id) {
-  return header(buf, (type & ~TSR_REPLY) | TSR_REPLY, id, 0).len;
+  return done(header(buf, (type & ~TSR_REPLY) | TSR_REPLY, id, 0));
 }
 
 size_t tsr_encode_challenge(uint8_t *buf, uint32_t id, uint32_t abi, const uint8_t *nonce) {
   writer w = header(buf, TSR_HELLO | TSR_REPLY, id, 0);
   put_u32(&w, abi);
   put_bytes(&w, nonce, TSR_NONCE_SIZE);
-  return w.len;
+  return done(w);
 }
 
 size_t tsr_encode_welcome(uint8_t *buf, uint32_t id, const uint8_t *mac,
@@ -204,29 +213,13 @@ size_t tsr_encode_welcome(uint8_t *buf, uint32_t id, const uint8_t *mac,
     put_bytes(&w, name, sizeof name);
     put_u64(&w, devices[i].capacity);
   }
-  return w.len;
+  return done(w);
 }
 
-/* ALLOC and WINDOW replies: a number, an address and a packed key. */
-static size_t keyed_reply(uint8_t *buf, int type, uint32_t id, uint64_t first, uint64_t raddr,
-                          const void *rkey, uint32_t rkey_len) {
-  writer w = header(buf, type | TSR_REPLY, id, 0);
-  if (rkey_len > TSR_MAX_RKEY) rkey_len = 0; /* the server checks before; never overflow */
-  put_u64(&w, first);
-  put_u64(&w, raddr);
-  put_u32(&w, rkey_len);
-  put_bytes(&w, rkey, rkey_len);
-  return w.len;
-}
-
-size_t tsr_encode_alloc_reply(uint8_t *buf, uint32_t id, uint64_t handle, uint64_t raddr,
-                              const void *rkey, uint32_t rkey_len) {
-  return keyed_reply(buf, TSR_ALLOC, id, handle, raddr, rkey, rkey_len);
-}
-
-size_t tsr_encode_window_reply(uint8_t *buf, uint32_t id, uint64_t nbytes, uint64_t raddr,
-                               const void *rkey, uint32_t rkey_len) {
-  return keyed_reply(buf, TSR_WINDOW, id, nbytes, raddr, rkey, rkey_len);
+size_t tsr_encode_alloc_reply(uint8_t *buf, uint32_t id, uint64_t handle) {
+  writer w = header(buf, TSR_ALLOC | TSR_REPLY, id, 0);
+  put_u64(&w, handle);
+  return done(w);
 }
 
 size_t tsr_encode_stats_reply(uint8_t *buf, uint32_t id, uint64_t held, uint64_t peak,
@@ -237,7 +230,7 @@ size_t tsr_encode_stats_reply(uint8_t *buf, uint32_t id, uint64_t held, uint64_t
   put_u64(&w, allocs);
   put_u64(&w, frees);
   put_u64(&w, server_total);
-  return w.len;
+  return done(w);
 }
 
 /* ------------------------------------------------------------- reader */
@@ -281,15 +274,6 @@ static uint64_t get_u64(reader *r) {
   return v;
 }
 
-/* COPY and COPY_STRIDED begin alike: destination handle and offset, then
- * source handle and offset. */
-static void get_copy_ends(reader *r, tsr_msg *out) {
-  out->handle = get_u64(r);
-  out->offset = get_u64(r);
-  out->src_handle = get_u64(r);
-  out->src_offset = get_u64(r);
-}
-
 static const uint8_t *get_bytes(reader *r, size_t n) {
   if (!can_read(r, n)) return NULL;
   const uint8_t *p = r->buf + r->pos;
@@ -313,58 +297,178 @@ static int fail(char *why, size_t why_size, int status, const char *fmt, ...) {
   return status;
 }
 
-/* The variable bodies, each read field by field. */
-static void read_welcome(reader *r, tsr_msg *m, char *why, size_t why_size, int *rc) {
+/* One decoder per message type, named after TSR_MSG_MAP's second column:
+ * each reads the request's or the reply's body field by field and returns 0
+ * or a TSR_ST_* status with why set; a body cut short is the caller's to
+ * report (the reader is marked bad). */
+typedef struct decoding {
+  reader *r;
+  tsr_msg *m;
+  int is_reply;
+  char *why;
+  size_t why_size;
+} decoding;
+
+static int decode_hello(decoding *d) {
+  d->m->abi = get_u32(d->r);
+  d->m->nonce = get_bytes(d->r, TSR_NONCE_SIZE);
+  return 0;
+}
+
+/* auth: the client's MAC; the welcome: the server's MAC and the devices. */
+static int decode_auth(decoding *d) {
+  reader *r = d->r;
+  tsr_msg *m = d->m;
   m->mac = get_bytes(r, TSR_MAC_SIZE);
+  if (!d->is_reply) return 0;
   m->ndevices = get_u32(r);
-  if (!r->bad && m->ndevices > TSR_MAX_DEVICES) {
-    *rc = fail(why, why_size, TSR_ST_BADMSG, "%u devices, at most %u", m->ndevices,
-               TSR_MAX_DEVICES);
-    return;
-  }
+  if (!r->bad && m->ndevices > TSR_MAX_DEVICES)
+    return fail(d->why, d->why_size, TSR_ST_BADMSG, "%u devices, at most %u", m->ndevices,
+                TSR_MAX_DEVICES);
   for (uint32_t i = 0; i < m->ndevices && !r->bad; i++) {
     const uint8_t *name = get_bytes(r, TSR_DEVICE_NAME_SIZE);
     m->devices[i].capacity = get_u64(r);
     if (!name) break;
     memcpy(m->devices[i].name, name, TSR_DEVICE_NAME_SIZE);
-    if (memchr(name, '\0', TSR_DEVICE_NAME_SIZE) == NULL) {
-      *rc = fail(why, why_size, TSR_ST_BADMSG, "device %u: name not terminated", i);
-      return;
-    }
+    if (memchr(name, '\0', TSR_DEVICE_NAME_SIZE) == NULL)
+      return fail(d->why, d->why_size, TSR_ST_BADMSG, "device %u: name not terminated", i);
   }
+  return 0;
 }
 
-/* ALLOC reply (handle; a key of 0 bytes is a staged block) and WINDOW reply
- * (the window's size; a key is required). */
-static void read_keyed_reply(reader *r, tsr_msg *m, int key_required, char *why, size_t why_size,
-                             int *rc) {
-  uint64_t first = get_u64(r);
-  if (key_required)
-    m->nbytes = first;
-  else
-    m->handle = first;
-  m->raddr = get_u64(r);
-  m->rkey_len = get_u32(r);
-  if (!r->bad && ((key_required && m->rkey_len == 0) || m->rkey_len > TSR_MAX_RKEY)) {
-    *rc = fail(why, why_size, TSR_ST_BADMSG, "key of %u bytes (%d to %u)", m->rkey_len,
-               key_required, TSR_MAX_RKEY);
-    return;
+static int decode_alloc(decoding *d) {
+  if (d->is_reply) {
+    d->m->handle = get_u64(d->r);
+  } else {
+    d->m->device = get_u32(d->r);
+    d->m->nbytes = get_u64(d->r);
   }
-  m->rkey = m->rkey_len ? get_bytes(r, m->rkey_len) : NULL;
+  return 0;
 }
 
-static void read_error(reader *r, tsr_msg *m, char *why, size_t why_size, int *rc) {
+static int decode_free(decoding *d) {
+  if (!d->is_reply) d->m->handle = get_u64(d->r);
+  return 0;
+}
+
+/* COPY and COPY_STRIDED begin alike: destination handle and offset, then
+ * source handle and offset. */
+static void get_copy_ends(reader *r, tsr_msg *m) {
+  m->handle = get_u64(r);
+  m->offset = get_u64(r);
+  m->src_handle = get_u64(r);
+  m->src_offset = get_u64(r);
+}
+
+static int decode_copy(decoding *d) {
+  if (d->is_reply) return 0;
+  get_copy_ends(d->r, d->m);
+  d->m->nbytes = get_u64(d->r);
+  return 0;
+}
+
+static int decode_fill(decoding *d) {
+  if (d->is_reply) return 0;
+  tsr_msg *m = d->m;
+  m->handle = get_u64(d->r);
+  m->offset = get_u64(d->r);
+  m->nbytes = get_u64(d->r);
+  m->pattern_size = get_u32(d->r);
+  const uint8_t *pat = get_bytes(d->r, 16);
+  if (!pat) return 0;
+  memcpy(m->pattern, pat, 16);
+  for (uint32_t i = m->pattern_size; i < 16; i++)
+    if (pat[i] != 0)
+      return fail(d->why, d->why_size, TSR_ST_BADMSG, "FILL: pattern byte %u past its size %u",
+                  i, m->pattern_size);
+  return 0;
+}
+
+static int decode_stats(decoding *d) {
+  tsr_msg *m = d->m;
+  if (!d->is_reply) {
+    m->device = get_u32(d->r);
+    return 0;
+  }
+  m->held = get_u64(d->r);
+  m->peak = get_u64(d->r);
+  m->allocs = get_u64(d->r);
+  m->frees = get_u64(d->r);
+  m->server_total = get_u64(d->r);
+  return 0;
+}
+
+static int decode_bye(decoding *d) {
+  (void)d;
+  return 0;
+}
+
+static int decode_copy_strided(decoding *d) {
+  if (d->is_reply) return 0;
+  reader *r = d->r;
+  tsr_msg *m = d->m;
+  get_copy_ends(r, m);
+  m->element_size = get_u32(r);
+  m->ndim = get_u32(r);
+  if (!r->bad && (m->ndim == 0 || m->ndim > TSR_MAX_DIMS))
+    return fail(d->why, d->why_size, TSR_ST_BADMSG, "COPY_STRIDED: %u dimensions (1 to %u)",
+                m->ndim, TSR_MAX_DIMS);
+  for (uint32_t i = 0; i < m->ndim && !r->bad; i++) {
+    uint64_t v[3] = {get_u64(r), get_u64(r), get_u64(r)};
+    if (!r->bad && (v[0] | v[1] | v[2]) >> 63)
+      return fail(d->why, d->why_size, TSR_ST_BADMSG,
+                  "COPY_STRIDED: dimension %u: a size or stride of 2^63 or more", i);
+    m->sizes[i] = (int64_t)v[0];
+    m->dst_strides[i] = (int64_t)v[1];
+    m->src_strides[i] = (int64_t)v[2];
+  }
+  return 0;
+}
+
+/* WRITE and READ: the bytes that follow are not part of the message. */
+static int decode_transfer(decoding *d) {
+  if (d->is_reply) return 0;
+  d->m->handle = get_u64(d->r);
+  d->m->offset = get_u64(d->r);
+  d->m->nbytes = get_u64(d->r);
+  return 0;
+}
+
+static int decode_write(decoding *d) { return decode_transfer(d); }
+static int decode_read(decoding *d) { return decode_transfer(d); }
+
+static int decode_error(decoding *d) {
+  reader *r = d->r;
   uint16_t n = get_u16(r);
-  if (!r->bad && n > TSR_MAX_TEXT) {
-    *rc = fail(why, why_size, TSR_ST_BADMSG, "error text of %u bytes", (unsigned)n);
-    return;
-  }
+  if (!r->bad && n > TSR_MAX_TEXT)
+    return fail(d->why, d->why_size, TSR_ST_BADMSG, "error text of %u bytes", (unsigned)n);
   const uint8_t *text = get_bytes(r, n);
-  if (!text) return;
-  memcpy(m->text, text, n);
-  m->text[n] = '\0';
+  if (!text) return 0;
+  memcpy(d->m->text, text, n);
+  d->m->text[n] = '\0';
   for (uint16_t i = 0; i < n; i++) /* no control characters reach a log */
-    if ((unsigned char)m->text[i] < 0x20 || m->text[i] == 0x7f) m->text[i] = '?';
+    if ((unsigned char)d->m->text[i] < 0x20 || d->m->text[i] == 0x7f) d->m->text[i] = '?';
+  return 0;
+}
+
+static uint32_t body_length(const uint8_t *header) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; i++) v |= (uint32_t)header[TSR_LENGTH_OFFSET + i] << (8 * i);
+  return v;
+}
+
+int tsr_frame(const uint8_t *header, uint32_t max_body, uint32_t *body_len, char *why,
+              size_t why_size) {
+  reader r = {header, TSR_HEADER_SIZE, 0, 0};
+  uint32_t magic = get_u32(&r);
+  *body_len = body_length(header);
+  if (magic != TSR_MAGIC)
+    return fail(why, why_size, TSR_ST_BADMSG, "bad magic 0x%08x: not a tstor message",
+                (unsigned)magic);
+  if (*body_len > max_body)
+    return fail(why, why_size, TSR_ST_BADMSG, "a body of %u bytes, at most %u here", *body_len,
+                max_body);
+  return 0;
 }
 
 int tsr_decode(const void *buf, size_t len, int is_reply, tsr_msg *out, char *why,
@@ -381,13 +485,18 @@ int tsr_decode(const void *buf, size_t len, int is_reply, tsr_msg *out, char *wh
   out->version = get_u16(&r);
   int type = get_u16(&r);
   out->type = type;
+  uint32_t body = get_u32(&r);
   out->id = get_u32(&r);
   out->status = (int32_t)get_u32(&r);
   if (magic != TSR_MAGIC)
-    return fail(why, why_size, TSR_ST_BADMSG, "bad magic 0x%08x", (unsigned)magic);
+    return fail(why, why_size, TSR_ST_BADMSG, "bad magic 0x%08x: not a tstor message",
+                (unsigned)magic);
   if (out->version != TSR_PROTO_VERSION)
     return fail(why, why_size, TSR_ST_VERSION, "protocol version %u, this side speaks %u",
                 (unsigned)out->version, TSR_PROTO_VERSION);
+  if (body != len - TSR_HEADER_SIZE)
+    return fail(why, why_size, TSR_ST_BADMSG, "the header says %u body bytes, %zu came", body,
+                len - TSR_HEADER_SIZE);
   if (((type & TSR_REPLY) != 0) != (is_reply != 0))
     return fail(why, why_size, TSR_ST_BADMSG, "a %s where a %s was expected",
                 (type & TSR_REPLY) ? "reply" : "request", is_reply ? "reply" : "request");
@@ -400,99 +509,21 @@ int tsr_decode(const void *buf, size_t len, int is_reply, tsr_msg *out, char *wh
   if (!is_reply && out->status != 0)
     return fail(why, why_size, TSR_ST_BADMSG, "a request with status %d", (int)out->status);
 
+  decoding d = {&r, out, is_reply, why, why_size};
   int rc = 0;
   if (is_reply && out->status != 0) {
-    read_error(&r, out, why, why_size, &rc);
+    rc = decode_error(&d);
   } else if (size >= 0 && len - TSR_HEADER_SIZE != (size_t)size) {
     return fail(why, why_size, TSR_ST_BADMSG, "%s%s of %zu bytes, its body is %d",
                 tsr_type_name(base), is_reply ? " reply" : "", len - TSR_HEADER_SIZE, size);
-  } else if (!is_reply) {
-    switch (base) {
-      case TSR_HELLO:
-        out->abi = get_u32(&r);
-        out->nonce = get_bytes(&r, TSR_NONCE_SIZE);
-        break;
-      case TSR_AUTH:
-        out->mac = get_bytes(&r, TSR_MAC_SIZE);
-        break;
-      case TSR_ALLOC:
-        out->device = get_u32(&r);
-        out->nbytes = get_u64(&r);
-        break;
-      case TSR_FREE:
-        out->handle = get_u64(&r);
-        break;
-      case TSR_COPY:
-        get_copy_ends(&r, out);
-        out->nbytes = get_u64(&r);
-        break;
-      case TSR_FILL: {
-        out->handle = get_u64(&r);
-        out->offset = get_u64(&r);
-        out->nbytes = get_u64(&r);
-        out->pattern_size = get_u32(&r);
-        const uint8_t *pat = get_bytes(&r, 16);
-        if (!pat) break;
-        memcpy(out->pattern, pat, 16);
-        for (uint32_t i = out->pattern_size; i < 16; i++)
-          if (pat[i] != 0)
-            return fail(why, why_size, TSR_ST_BADMSG, "FILL: pattern byte %u past its size %u",
-                        i, out->pattern_size);
-        break;
-      }
-      case TSR_STATS:
-        out->device = get_u32(&r);
-        break;
-      case TSR_PUSH:
-      case TSR_PULL:
-        out->handle = get_u64(&r);
-        out->offset = get_u64(&r);
-        out->nbytes = get_u64(&r);
-        break;
-      case TSR_COPY_STRIDED:
-        get_copy_ends(&r, out);
-        out->element_size = get_u32(&r);
-        out->ndim = get_u32(&r);
-        if (!r.bad && (out->ndim == 0 || out->ndim > TSR_MAX_DIMS))
-          return fail(why, why_size, TSR_ST_BADMSG, "COPY_STRIDED: %u dimensions (1 to %u)",
-                      out->ndim, TSR_MAX_DIMS);
-        for (uint32_t d = 0; d < out->ndim && !r.bad; d++) {
-          uint64_t v[3] = {get_u64(&r), get_u64(&r), get_u64(&r)};
-          if (!r.bad && (v[0] | v[1] | v[2]) >> 63)
-            return fail(why, why_size, TSR_ST_BADMSG,
-                        "COPY_STRIDED: dimension %u: a size or stride of 2^63 or more", d);
-          out->sizes[d] = (int64_t)v[0];
-          out->dst_strides[d] = (int64_t)v[1];
-          out->src_strides[d] = (int64_t)v[2];
-        }
-        break;
-      default: /* BYE, WINDOW: no body */
-        break;
-    }
   } else {
     switch (base) {
-      case TSR_HELLO:
-        out->abi = get_u32(&r);
-        out->nonce = get_bytes(&r, TSR_NONCE_SIZE);
-        break;
-      case TSR_AUTH:
-        read_welcome(&r, out, why, why_size, &rc);
-        break;
-      case TSR_ALLOC:
-        read_keyed_reply(&r, out, 0, why, why_size, &rc);
-        break;
-      case TSR_WINDOW:
-        read_keyed_reply(&r, out, 1, why, why_size, &rc);
-        break;
-      case TSR_STATS:
-        out->held = get_u64(&r);
-        out->peak = get_u64(&r);
-        out->allocs = get_u64(&r);
-        out->frees = get_u64(&r);
-        out->server_total = get_u64(&r);
-        break;
-      default: /* FREE, COPY, FILL, BYE, PUSH, PULL: no body */
-        break;
+#define TSR__DECODE(NAME, name, value, req, rep) \
+  case value:                                    \
+    rc = decode_##name(&d);                      \
+    break;
+      TSR_MSG_MAP(TSR__DECODE)
+#undef TSR__DECODE
     }
   }
   if (rc) return rc;

@@ -1,42 +1,39 @@
 /* The wire protocol between tstor-remote.so (the client) and `tstor serve`
  * (the server): one header, shared by both, and by the fuzz target.
  *
- * Model. The control plane is one UCX active message per request and one per
- * reply (AM id TSR_AM_REQUEST client to server, TSR_AM_REPLY back). The data
- * plane carries no messages: the server maps each block with ucp_mem_map and
- * hands the client a packed remote key; the client then reads and writes the
- * block one-sidedly (ucp_get_nbx / ucp_put_nbx). Only storage operations cross
- * the wire: no code, no function pointers, no graphs.
+ * Model. One stream connection (TCP, or a Unix socket on one machine) per
+ * client and server, carrying requests and their replies in order, and the
+ * bytes of copies after the messages that name them: WRITE is followed by its
+ * bytes, READ's reply by the bytes asked for. Every byte the server receives
+ * is read by tstor's own code, through the decoder below, and no byte of the
+ * server's memory is named by an address: blocks are handles into a table of
+ * the client's own, offsets are checked against the block. docs/remote.md
+ * says why this is not UCX's one-sided model (UCX applies a peer's puts
+ * without asking whether it authenticated) and what each side trusts.
  *
- * Encoding. Every message is a 16-byte header followed by a body whose layout
- * the header's type fixes. Every integer is little-endian and of fixed width;
- * strings are fixed-size, NUL-padded fields; the only variable-length fields
- * (a packed key, an error text, the device list) carry their length first and
- * are bounded below. A message is decoded through one bounds-checked cursor
- * (tsr_reader); tsr_decode checks the magic, the version, the type, and that the
- * body is exactly as long as its type says, before any field is used.
+ * Encoding. Every message is a 20-byte header followed by a body whose layout
+ * the header's type fixes. The header: magic "TSRM" (u32), version (u16), type
+ * (u16; replies have bit 7 set), body length (u32), request id (u32, echoed by
+ * the reply), status (i32; 0 in requests, 0 or a TSR_ST_* code in replies).
+ * Every integer is little-endian and of fixed width; strings are fixed-size,
+ * NUL-padded fields; the only variable-length fields (an error text, the
+ * device list, a strided copy's dimensions) carry their count first and are
+ * bounded below. The body length comes before anything a version may change,
+ * so a reader can frame a message of any version; tsr_decode checks the magic,
+ * the version, the type, and that the body is exactly as long as its type
+ * says, before any field is used.
  *
- * Versioning. TSR_PROTO_VERSION is one number, sent in every header; a peer
- * answers a hello of another version with TSR_ST_VERSION and the version it
- * speaks, and nothing else is accepted from that client. New message types and
- * fields mean a new version: there is no optional field on the wire.
- *
- * Staged blocks. A device whose memory UCX cannot register (hpu-stub, cuda)
- * is exported too: its ALLOC reply carries no key (a length of 0), and its
- * bytes pass through the client's window, one block of host memory per
- * client that the server maps once (WINDOW returns its size and key). A write
- * is a put into the window, then PUSH (the server copies the window into the
- * block); a read is PULL (the block into the window), then a get. The window
- * counts against the client's memory cap.
- *
- * Versions. 1: the first. 2: staged blocks (an ALLOC reply's key may be
- * empty; WINDOW, PUSH, PULL).
+ * Versions. TSR_PROTO_VERSION is one number, sent in every header; a peer
+ * answers a message of another version with TSR_ST_VERSION and closes the
+ * connection. New message types and fields mean a new version: there is no
+ * optional field on the wire. 1 and 2 ran over UCX; 3 is the stream protocol.
  *
  * Sessions. hello (client nonce) -> challenge (server nonce); auth (HMAC of
  * both nonces under the shared secret) -> welcome (the server's own HMAC, so
- * the client knows the server holds the secret too, and the device list). Only
- * then are alloc, free, copy, fill and stats accepted. bye ends the session and
- * frees the client's blocks; a connection that drops does the same.
+ * the client knows the server holds the secret too, and the device list).
+ * Nothing else is accepted before; a wrong proof, a message of another type,
+ * version or size closes the connection. bye ends the session and frees the
+ * client's blocks; a connection that drops does the same.
  *
  * Ownership: the encoders write into a caller's buffer of TSR_MAX_MESSAGE
  * bytes; the decoder fills a tsr_msg whose pointers point into the buffer it
@@ -48,59 +45,60 @@
 #include <stdint.h>
 
 #define TSR_MAGIC 0x4d525354u /* "TSRM" little-endian */
-#define TSR_PROTO_VERSION 2u
-#define TSR_AM_REQUEST 17u
-#define TSR_AM_REPLY 18u
+#define TSR_PROTO_VERSION 3u
 
-#define TSR_HEADER_SIZE 16u
+#define TSR_HEADER_SIZE 20u
+#define TSR_LENGTH_OFFSET 8u /* where the body length sits in the header */
 #define TSR_NONCE_SIZE 32u
-#define TSR_MAC_SIZE 32u       /* HMAC-SHA256 */
+#define TSR_MAC_SIZE 32u /* HMAC-SHA256 */
 #define TSR_DEVICE_NAME_SIZE 32u
 #define TSR_MAX_DEVICES 64u
-#define TSR_MAX_RKEY 4096u     /* a packed UCX key; tcp's are ~100 bytes, RDMA's a few hundred */
-#define TSR_MAX_TEXT 240u      /* an error reply's message */
-#define TSR_MAX_DIMS 64u       /* COPY_STRIDED, as backend.h's copy_strided */
-#define TSR_MAX_MESSAGE (TSR_HEADER_SIZE + 8u + TSR_MAX_DEVICES * (TSR_DEVICE_NAME_SIZE + 8u) + TSR_MAC_SIZE + TSR_MAX_RKEY)
+#define TSR_MAX_TEXT 240u /* an error reply's message */
+#define TSR_MAX_DIMS 64u  /* COPY_STRIDED, as backend.h's copy_strided */
+/* The longest body: the welcome with every device. */
+#define TSR_MAX_BODY (TSR_MAC_SIZE + 4u + TSR_MAX_DEVICES * (TSR_DEVICE_NAME_SIZE + 8u))
+#define TSR_MAX_MESSAGE (TSR_HEADER_SIZE + TSR_MAX_BODY)
 
-/* Message types: X(NAME, value, request body bytes, reply body bytes; -1 when
- * variable). A reply has the request's type with TSR_REPLY set; an error reply
- * of any type has a nonzero status and the TEXT body. */
-#define TSR_MSG_MAP(X)                                                                  \
-  X(HELLO, 1, 4 + TSR_NONCE_SIZE, 4 + TSR_NONCE_SIZE) /* abi; nonce -> abi; nonce */    \
-  X(AUTH, 2, TSR_MAC_SIZE, -1)                        /* mac -> mac, devices */         \
-  X(ALLOC, 3, 12, -1)                                 /* device, nbytes -> block, key */ \
-  X(FREE, 4, 8, 0)                                    /* handle */                      \
-  X(COPY, 5, 40, 0)      /* dst handle, dst offset, src handle, src offset, nbytes */   \
-  X(FILL, 6, 44, 0)      /* handle, offset, nbytes, pattern size, pattern[16] */        \
-  X(STATS, 7, 4, 40)     /* device -> held, peak, allocs, frees, server total */        \
-  X(BYE, 8, 0, 0)                                                                       \
-  X(COPY_STRIDED, 9, -1, 0) /* as COPY, element size, ndim, per dim: size, strides */ \
-  X(WINDOW, 10, 0, -1)      /* -> window bytes, address, key */                       \
-  X(PUSH, 11, 24, 0)        /* handle, offset, nbytes: window -> block */             \
-  X(PULL, 12, 24, 0)        /* handle, offset, nbytes: block -> window */
+/* Message types: X(NAME, name, value, request body bytes, reply body bytes;
+ * -1 when variable). A reply has the request's type with TSR_REPLY set; an
+ * error reply of any type has a nonzero status and the TEXT body. */
+#define TSR_MSG_MAP(X)                                                                        \
+  X(HELLO, hello, 1, 4 + TSR_NONCE_SIZE, 4 + TSR_NONCE_SIZE) /* abi; nonce -> abi; nonce */   \
+  X(AUTH, auth, 2, TSR_MAC_SIZE, -1)                         /* mac -> mac, devices */        \
+  X(ALLOC, alloc, 3, 12, 8)                                  /* device, nbytes -> handle */   \
+  X(FREE, free, 4, 8, 0)                                     /* handle */                     \
+  X(COPY, copy, 5, 40, 0) /* dst handle, dst offset, src handle, src offset, nbytes */        \
+  X(FILL, fill, 6, 44, 0) /* handle, offset, nbytes, pattern size, pattern[16] */             \
+  X(STATS, stats, 7, 4, 40) /* device -> held, peak, allocs, frees, server total */           \
+  X(BYE, bye, 8, 0, 0)                                                                        \
+  X(COPY_STRIDED, copy_strided, 9, -1, 0) /* as COPY, element size, ndim, per dim: size,      \
+                                             strides */                                       \
+  X(WRITE, write, 10, 24, 0) /* handle, offset, nbytes; then nbytes bytes */                  \
+  X(READ, read, 11, 24, 0)   /* handle, offset, nbytes -> then nbytes bytes */
 
 enum {
-#define TSR__TYPE(name, value, req, rep) TSR_##name = value,
+#define TSR__TYPE(NAME, name, value, req, rep) TSR_##NAME = value,
   TSR_MSG_MAP(TSR__TYPE)
 #undef TSR__TYPE
   TSR_REPLY = 0x80
 };
 
 /* Statuses in a reply's header: 0 or one of these, each a TSTOR_E* code on
- * the client (tsr_status_to_tstor in client.c). */
-#define TSR_STATUS_MAP(X)                                       \
-  X(OK, 0, "ok")                                                \
-  X(BADMSG, 1, "malformed message")                             \
-  X(VERSION, 2, "protocol version mismatch")                    \
-  X(DENIED, 3, "authentication failed")                         \
-  X(NOSESSION, 4, "not authenticated")                          \
-  X(NODEV, 5, "no such device")                                 \
-  X(NOHANDLE, 6, "no such block")                               \
-  X(RANGE, 7, "offset or length outside the block")             \
-  X(NOMEM, 8, "out of memory")                                  \
+ * the client (status_code in peer.c). */
+#define TSR_STATUS_MAP(X)                                        \
+  X(OK, 0, "ok")                                                 \
+  X(BADMSG, 1, "malformed message")                              \
+  X(VERSION, 2, "protocol version mismatch")                     \
+  X(DENIED, 3, "authentication failed")                          \
+  X(NOSESSION, 4, "not authenticated")                           \
+  X(NODEV, 5, "no such device")                                  \
+  X(NOHANDLE, 6, "no such block")                                \
+  X(RANGE, 7, "offset or length outside the block")              \
+  X(NOMEM, 8, "out of memory")                                   \
   X(QUOTA, 9, "over this client's memory limit (max_client_mb)") \
-  X(INVAL, 10, "invalid argument")                              \
-  X(INTERNAL, 11, "server failure")
+  X(INVAL, 10, "invalid argument")                               \
+  X(INTERNAL, 11, "server failure")                              \
+  X(BUSY, 12, "the server is serving as many clients as it may")
 
 enum {
 #define TSR__ST(name, value, text) TSR_ST_##name = value,
@@ -133,19 +131,16 @@ typedef struct tsr_msg {
   tsr_device_desc devices[TSR_MAX_DEVICES];
   /* ALLOC, STATS */
   uint32_t device;
-  uint64_t nbytes; /* ALLOC, COPY, FILL */
-  /* ALLOC reply (rkey_len 0: a staged block), FREE, FILL, PUSH, PULL; WINDOW
-   * reply: nbytes, raddr, rkey */
-  uint64_t handle, offset, raddr;
-  const uint8_t *rkey;
-  uint32_t rkey_len;
-  /* COPY */
+  /* ALLOC, COPY, FILL, WRITE, READ */
+  uint64_t nbytes;
+  /* ALLOC reply, FREE, COPY and COPY_STRIDED (the destination), FILL, WRITE, READ */
+  uint64_t handle, offset;
+  /* COPY and COPY_STRIDED: the source */
   uint64_t src_handle, src_offset;
   /* FILL */
   uint32_t pattern_size;
   uint8_t pattern[16];
-  /* COPY_STRIDED: handle/offset and src_handle/src_offset as COPY; strides in
-   * bytes; every value below 2^63 */
+  /* COPY_STRIDED: strides in bytes; every value below 2^63 */
   uint32_t element_size, ndim;
   int64_t sizes[TSR_MAX_DIMS], dst_strides[TSR_MAX_DIMS], src_strides[TSR_MAX_DIMS];
   /* STATS reply */
@@ -153,6 +148,12 @@ typedef struct tsr_msg {
   /* error replies */
   char text[TSR_MAX_TEXT + 1];
 } tsr_msg;
+
+/* Frames a message from its first TSR_HEADER_SIZE bytes: checks the magic
+ * and that the body length is at most max_body, and puts it in *body_len.
+ * Returns 0, or TSR_ST_BADMSG with a reason in why. */
+int tsr_frame(const uint8_t *header, uint32_t max_body, uint32_t *body_len, char *why,
+              size_t why_size);
 
 /* Decodes buf[0..len) into *out. Returns 0, or a TSR_ST_* status (BADMSG,
  * VERSION) with a reason in why (NUL-terminated, at most why_size bytes). A
@@ -179,10 +180,10 @@ size_t tsr_encode_copy_strided(uint8_t *buf, uint32_t id, uint64_t dst, uint64_t
                                const int64_t *sizes, const int64_t *dst_strides,
                                const int64_t *src_strides);
 size_t tsr_encode_stats(uint8_t *buf, uint32_t id, uint32_t device);
-size_t tsr_encode_window(uint8_t *buf, uint32_t id);
-/* type: TSR_PUSH or TSR_PULL */
-size_t tsr_encode_stage(uint8_t *buf, int type, uint32_t id, uint64_t handle, uint64_t offset,
-                        uint64_t nbytes);
+/* type: TSR_WRITE (the caller sends nbytes bytes after it) or TSR_READ (the
+ * reply is followed by nbytes bytes). */
+size_t tsr_encode_transfer(uint8_t *buf, int type, uint32_t id, uint64_t handle, uint64_t offset,
+                           uint64_t nbytes);
 size_t tsr_encode_bye(uint8_t *buf, uint32_t id);
 
 /* Replies. */
@@ -191,14 +192,12 @@ size_t tsr_encode_empty_reply(uint8_t *buf, int type, uint32_t id);
 size_t tsr_encode_challenge(uint8_t *buf, uint32_t id, uint32_t abi, const uint8_t *nonce);
 size_t tsr_encode_welcome(uint8_t *buf, uint32_t id, const uint8_t *mac,
                           const tsr_device_desc *devices, uint32_t ndevices);
-/* rkey_len 0: a staged block. */
-size_t tsr_encode_alloc_reply(uint8_t *buf, uint32_t id, uint64_t handle, uint64_t raddr,
-                              const void *rkey, uint32_t rkey_len);
-/* rkey_len 1 to TSR_MAX_RKEY. */
-size_t tsr_encode_window_reply(uint8_t *buf, uint32_t id, uint64_t nbytes, uint64_t raddr,
-                               const void *rkey, uint32_t rkey_len);
+size_t tsr_encode_alloc_reply(uint8_t *buf, uint32_t id, uint64_t handle);
 size_t tsr_encode_stats_reply(uint8_t *buf, uint32_t id, uint64_t held, uint64_t peak,
                               uint64_t allocs, uint64_t frees, uint64_t server_total);
+
+/* Sets a message's request id in place (the header's bytes 12..15). */
+void tsr_set_id(uint8_t *buf, uint32_t id);
 
 /* ----------------------------------------------------------------- auth */
 
@@ -216,7 +215,8 @@ int tsr_random(uint8_t *buf, size_t n);
 
 /* Reads a secret file: refused (-1, reason in why) unless it is a regular file
  * owned by this user and readable by nobody else (no group or other bits), and
- * holds 16 to 4096 bytes (a trailing newline is dropped). *secret is malloc'd,
+ * holds 16 to 4096 bytes (a trailing newline is dropped). Never blocks on the
+ * open: a FIFO or a device is refused, not waited for. *secret is malloc'd,
  * the caller frees it (after wiping it) with tsr_secret_free. */
 int tsr_secret_read(const char *path, uint8_t **secret, size_t *len, char *why, size_t why_size);
 void tsr_secret_free(uint8_t *secret, size_t len);

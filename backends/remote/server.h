@@ -1,12 +1,12 @@
-/* `tstor serve`: exports the host-memory devices of a tstor context to
- * tstor-remote.so clients over UCX (protocol.h). The tstor program links it
+/* `tstor serve`: exports the devices of a tstor context to tstor-remote.so
+ * clients (protocol.h, docs/remote.md). The tstor program links it
  * (tools/cmd_serve.c); it is here beside the client so that the two share one
  * protocol header.
  *
- * One progress thread owns the UCX worker and every client record: it accepts
- * connections, decodes and answers requests, and frees a client's blocks when
- * it says bye or its connection fails. The calling thread only waits for the
- * stop signal. */
+ * Threads: the gate (gate.c) accepts connections and runs every handshake,
+ * under limits that a flood of connections cannot exhaust; each authenticated
+ * client then has a thread of its own (session.c), which owns its blocks; the
+ * calling thread starts both and waits for the stop signal (serve.c). */
 #ifndef TSTOR_REMOTE_SERVER_H
 #define TSTOR_REMOTE_SERVER_H
 
@@ -14,19 +14,26 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#define TSR_MAX_LISTEN 4
+
 typedef struct tsr_server_options {
-  const char *listen_host;   /* numeric address to bind; NULL: "127.0.0.1" */
-  unsigned port;             /* 1..65535 */
+  /* "HOST:PORT" (numeric), "[V6]:PORT" or "unix:PATH", 1 to TSR_MAX_LISTEN
+   * of them; none: "127.0.0.1:13337". */
+  const char *listen[TSR_MAX_LISTEN];
+  int nlisten;
   const char *secret_file;   /* required; see tsr_secret_read */
   const char *config;        /* tstor config of the exported context; NULL: the default rules */
   uint64_t max_client_bytes; /* what one client may hold at once, all devices together */
+  unsigned handshake_ms;     /* how long a connection may take to authenticate; 0: 10000 */
   FILE *log;                 /* one line per client event and refused message; borrowed */
 } tsr_server_options;
 
 /* Serves until SIGINT or SIGTERM (which it blocks in the calling thread and
- * every thread it starts), then frees every client's blocks and everything
- * else. Prints "listening on HOST:PORT" to opt->log once ready. Returns 0
- * after a clean stop, 1 when it cannot start (the reason printed to log). */
+ * every thread it starts; one that comes before the server is ready ends the
+ * process as it would have without a server), then frees every client's
+ * blocks and everything else. Prints "listening on ADDR" to opt->log once per
+ * address when ready. Returns 0 after a clean stop, 1 when it cannot start
+ * (the reason printed to log). */
 int tsr_serve(const tsr_server_options *opt);
 
 #endif

@@ -4,7 +4,7 @@
  * hpu-stub backend runs its queues; the caller returns once a job is queued.
  * A job is one of the client's synchronous operations (a put, a get, a fill, a
  * copy within a peer, a strided copy) with its arguments copied in, so the
- * worker drives the peer's UCX worker exactly as a synchronous call does,
+ * worker sends the peer its requests exactly as a synchronous call does,
  * under the peer's lock. Queued work thus overlaps the caller's own work and
  * other peers' transfers; two streams on one peer share its connection and
  * take turns.

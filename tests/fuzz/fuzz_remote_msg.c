@@ -3,9 +3,10 @@
  *
  * Structure-aware: the first input byte picks how the rest is used.
  *   0..127  raw bytes, decoded as a request and as a reply
- *   128..   a header that passes the magic and version checks, for the type in
- *           the low bits (request or reply by bit 6), with the rest as its
- *           body: the fuzzer reaches each type's field checks at once
+ *   128..   a header that passes the magic, version and length checks, for
+ *           the type in the low bits (request or reply by bit 6), with the
+ *           rest as its body: the fuzzer reaches each type's field checks at
+ *           once
  * Whatever decodes must hold its invariants (lengths within their bounds,
  * strings terminated), and a request that decodes must re-encode to the very
  * same bytes with the encoders the client uses: the decoder accepts exactly
@@ -36,7 +37,6 @@ static void check_decoded(const tsr_msg *m, int is_reply) {
     require(m->sizes[d] >= 0 && m->dst_strides[d] >= 0 && m->src_strides[d] >= 0, "negative");
   for (uint32_t i = 0; i < m->ndevices; i++)
     require(memchr(m->devices[i].name, '\0', TSR_DEVICE_NAME_SIZE) != NULL, "device name");
-  if (m->rkey) require(m->rkey_len >= 1 && m->rkey_len <= TSR_MAX_RKEY, "rkey_len");
 }
 
 /* The encoders' bytes for a decoded request (its id kept). */
@@ -60,11 +60,9 @@ static size_t reencode(const tsr_msg *m) {
       return tsr_encode_stats(again, m->id, m->device);
     case TSR_BYE:
       return tsr_encode_bye(again, m->id);
-    case TSR_WINDOW:
-      return tsr_encode_window(again, m->id);
-    case TSR_PUSH:
-    case TSR_PULL:
-      return tsr_encode_stage(again, m->type, m->id, m->handle, m->offset, m->nbytes);
+    case TSR_WRITE:
+    case TSR_READ:
+      return tsr_encode_transfer(again, m->type, m->id, m->handle, m->offset, m->nbytes);
     case TSR_COPY_STRIDED:
       return tsr_encode_copy_strided(again, m->id, m->handle, m->offset, m->src_handle,
                                      m->src_offset, m->element_size, (int)m->ndim, m->sizes,
@@ -77,6 +75,9 @@ static size_t reencode(const tsr_msg *m) {
 static void decode_both(const uint8_t *data, size_t size) {
   tsr_msg m;
   char why[256];
+  uint32_t body;
+  if (size >= TSR_HEADER_SIZE && tsr_frame(data, TSR_MAX_BODY, &body, why, sizeof why) == 0)
+    require(body <= TSR_MAX_BODY, "framed past the bound");
   if (tsr_decode(data, size, 0, &m, why, sizeof why) == 0) {
     check_decoded(&m, 0);
     size_t n = reencode(&m);
@@ -97,12 +98,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     decode_both(msg, size - 1);
     return 0;
   }
-  /* magic, version, type (bit 6: a reply), id 0, status from the next byte */
+  /* magic, version, type (bit 6: a reply), the body's length, id 0, status
+   * from the next byte */
   int type = (sel & 0x0f) | ((sel & 0x40) ? TSR_REPLY : 0);
   uint32_t status = size > 1 && (sel & 0x20) ? data[1] % 16 : 0;
   size_t body = size - 1;
   uint8_t h[TSR_HEADER_SIZE] = {0x54, 0x53, 0x52, 0x4d, (uint8_t)TSR_PROTO_VERSION, 0,
-                                (uint8_t)type, 0, 0, 0, 0, 0, (uint8_t)status, 0, 0, 0};
+                                (uint8_t)type, 0, (uint8_t)body, (uint8_t)(body >> 8),
+                                0, 0, 0, 0, 0, 0, (uint8_t)status, 0, 0, 0};
   memcpy(msg, h, sizeof h);
   memcpy(msg + TSR_HEADER_SIZE, data + 1, body);
   decode_both(msg, TSR_HEADER_SIZE + body);

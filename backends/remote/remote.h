@@ -1,0 +1,31 @@
+/* The remote backend: tstor-remote.so (the client, client.h) and `tstor
+ * serve` (the server, server.h and server_state.h), which share the protocol
+ * and the transport. docs/remote.md describes the model and the threat model.
+ *
+ * The pieces, one file each. A file calls (or takes the address of) functions
+ * of its own layer and the layers above it only, never of a later one, so no
+ * two files call each other round in a circle (tests/layering.py checks this
+ * in make check):
+ *
+ * layer 1: protocol.c auth.c wire.c failure.c serve_log.c
+ * layer 2: peer.c session.c
+ * layer 3: stream.c gate.c
+ * layer 4: client.c serve.c
+ *
+ *   protocol.c   the messages: one header, an encoder and a decoder per type
+ *                (protocol.h)
+ *   auth.c       the shared secret's file, its HMACs and the nonces
+ *   wire.c       addresses, sockets, and stream I/O whose every wait is
+ *                bounded (wire.h)
+ *   failure.c    client: errors that a stream worker reports later (failure.h)
+ *   peer.c       client: one server's connection, handshake, requests and
+ *                block table (client.h)
+ *   stream.c     client: streams and events (stream.h)
+ *   client.c     client: the device ops, the config keys, the entry point
+ *   serve_log.c  server: its log, one line per event, from any thread
+ *   session.c    server: one authenticated client, its blocks and requests
+ *   gate.c       server: connections before authentication
+ *   serve.c      server: the start, the signals and the stop (server.h) */
+#ifndef TSTOR_REMOTE_H
+#define TSTOR_REMOTE_H
+#endif

@@ -1,0 +1,62 @@
+/* The stream transport under the remote protocol, shared by the client and
+ * the server: addresses, listening and connecting sockets, and whole-message
+ * and whole-payload I/O that waits with a bound.
+ *
+ * Every socket is non-blocking and close-on-exec; waiting is poll()'s, so
+ * every wait has a limit: `idle_ms` is how long one wait for the peer may
+ * last without a byte moving (-1: no limit). A transfer that keeps moving
+ * never times out, one that stalls fails after idle_ms. Nothing here raises
+ * SIGPIPE: a peer that hung up is an error code. */
+#ifndef TSTOR_REMOTE_WIRE_H
+#define TSTOR_REMOTE_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+/* An address to listen on or connect to: "HOST:PORT", "[V6]:PORT", ":PORT"
+ * (the loopback address) or "unix:PATH". */
+typedef struct tsr_addr {
+  struct sockaddr_storage sa;
+  socklen_t len;
+  char text[160]; /* as written, for messages */
+} tsr_addr;
+
+/* Parses text into *out. numeric: the host must be a numeric IPv4 or IPv6
+ * address (the server's rule); otherwise names are resolved (the first
+ * address getaddrinfo gives). 0, or -1 with a reason in why. */
+int tsr_addr_parse(const char *text, int numeric, tsr_addr *out, char *why, size_t why_size);
+
+/* A listening socket on a. A Unix socket's path must not exist, unless it is
+ * a socket nobody listens on (one left by a server that died), which is
+ * replaced; TCP ports are reusable at once after a server that died. Returns
+ * the descriptor, or -1 with a reason. */
+int tsr_listen(const tsr_addr *a, char *why, size_t why_size);
+
+/* Connects to a within idle_ms. Returns the descriptor, or -1 with a reason. */
+int tsr_connect(const tsr_addr *a, int idle_ms, char *why, size_t why_size);
+
+/* Results of the I/O calls: 0, or one of these (errno kept for ERROR). */
+enum { TSR_IO_CLOSED = -1, TSR_IO_TIMEOUT = -2, TSR_IO_ERROR = -3 };
+
+/* "connection closed by the peer", "no progress within 5000 ms", or errno's
+ * text, for a result of the calls below. */
+const char *tsr_io_text(int result, int idle_ms, char *buf, size_t size);
+
+/* Sends every byte of iov[0..iovcnt) (the array is consumed). */
+int tsr_send_all(int fd, struct iovec *iov, int iovcnt, int idle_ms);
+/* Receives exactly n bytes into buf. */
+int tsr_recv_all(int fd, void *buf, size_t n, int idle_ms);
+/* Receives and drops n bytes. */
+int tsr_recv_discard(int fd, uint64_t n, int idle_ms);
+
+/* Reads one message into buf (TSR_MAX_MESSAGE bytes): its header, framed
+ * with tsr_frame against max_body, then its body; *len is the whole length.
+ * first_ms bounds the wait for its first byte (-1: none), idle_ms every
+ * later wait. Returns 0; a TSR_IO_* result; or 1 when the header is not one
+ * to frame (why says so: the stream cannot be read further). */
+int tsr_read_message(int fd, uint8_t *buf, uint32_t max_body, int first_ms, int idle_ms,
+                     size_t *len, char *why, size_t why_size);
+
+#endif
