@@ -24,7 +24,8 @@ typedef struct wire {
 static inline int wire_try_open(wire *w, unsigned port, const char *path) {
   memset(w, 0, sizeof *w);
   if (port) {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     w->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
@@ -139,8 +140,8 @@ static inline int wire_auth(wire *w, const char *secret, tsr_msg *m) {
 }
 
 /* WRITE of n bytes from data: the request, then the bytes; the status. */
-static inline int wire_write(wire *w, uint64_t handle, uint64_t offset, const void *data,
-                             size_t n, tsr_msg *m) {
+static inline int wire_write(wire *w, uint64_t handle, uint64_t offset, const void *data, size_t n,
+                             tsr_msg *m) {
   size_t len = tsr_encode_transfer(w->buf, TSR_WRITE, 3, handle, offset, n);
   if (wire_send(w, w->buf, len) != 0 || wire_send(w, data, n) != 0) return -1;
   int rc = wire_reply(w, m);

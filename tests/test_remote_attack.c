@@ -70,7 +70,8 @@ static void attack(const char *tls, unsigned port, uint64_t victim_addr, attacke
   ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
                             .thread_mode = UCS_THREAD_MODE_SINGLE};
   ck_assert_int_eq(ucp_worker_create(a->ucp, &wp, &a->worker), UCS_OK);
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+  struct sockaddr_in sa = {.sin_family = AF_INET,
+                           .sin_port = htons((uint16_t)port),
                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   ucp_ep_params_t ep = {
       .field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
@@ -93,10 +94,10 @@ static void attack(const char *tls, unsigned port, uint64_t victim_addr, attacke
   uint8_t *mine = malloc(VICTIM_BYTES);
   ck_assert_ptr_nonnull(mine);
   memset(mine, ATTACK_BYTE, VICTIM_BYTES);
-  ucp_mem_map_params_t mp = {.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
-                                           UCP_MEM_MAP_PARAM_FIELD_LENGTH,
-                             .address = mine,
-                             .length = VICTIM_BYTES};
+  ucp_mem_map_params_t mp = {
+      .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+      .address = mine,
+      .length = VICTIM_BYTES};
   ucp_mem_h memh;
   ck_assert_int_eq(ucp_mem_map(a->ucp, &mp, &memh), UCS_OK);
   void *packed;
@@ -112,10 +113,10 @@ static void attack(const char *tls, unsigned port, uint64_t victim_addr, attacke
     attack_count(a, attack_wait(a, ucp_ep_flush_nbx(a->ep, &none)));
     attack_count(a, attack_wait(a, ucp_get_nbx(a->ep, mine, 65536, targets[t], rkey, &none)));
     uint64_t operand = 1, result = 0;
-    ucp_request_param_t amo = {.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE |
-                                               UCP_OP_ATTR_FIELD_REPLY_BUFFER,
-                               .datatype = ucp_dt_make_contig(8),
-                               .reply_buffer = &result};
+    ucp_request_param_t amo = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER,
+        .datatype = ucp_dt_make_contig(8),
+        .reply_buffer = &result};
     attack_count(a, attack_wait(a, ucp_atomic_op_nbx(a->ep, UCP_ATOMIC_OP_ADD, &operand, 1,
                                                      targets[t], rkey, &amo)));
     attack_count(a, attack_wait(a, ucp_atomic_op_nbx(a->ep, UCP_ATOMIC_OP_SWAP, &operand, 1,
@@ -183,13 +184,12 @@ static void ucx_peer_reaches_nothing(const char *tls) {
   attack(tls, srv.port, (uint64_t)(uintptr_t)tstor_storage_data(victim), &a);
 
   int status;
-  ck_assert_msg(waitpid(srv.pid, &status, WNOHANG) == 0,
-                "UCX_TLS=%s: the server died (see %s)", tls ? tls : "(default)", srv.log);
+  ck_assert_msg(waitpid(srv.pid, &status, WNOHANG) == 0, "UCX_TLS=%s: the server died (see %s)",
+                tls ? tls : "(default)", srv.log);
   ck_assert_msg(victim_intact(ctx, victim), "UCX_TLS=%s: the victim's block was written",
                 tls ? tls : "(default)");
-  ck_assert_msg(a.failed || a.refused == a.ops,
-                "UCX_TLS=%s: %u of %u operations went through", tls ? tls : "(default)",
-                a.ops - a.refused, a.ops);
+  ck_assert_msg(a.failed || a.refused == a.ops, "UCX_TLS=%s: %u of %u operations went through",
+                tls ? tls : "(default)", a.ops - a.refused, a.ops);
   /* and the server still serves: a new client, a round trip */
   tstor_context *other = open_victim(srv.port);
   tstor_storage *s;

@@ -81,8 +81,8 @@ static void victim_check(victim *v, const test_server *srv) {
   tsr_msg m;
   for (int d = 0; d < 2; d++) {
     ck_assert_int_eq(wire_read(&v->w, v->handles[d], 0, back, VICTIM_BYTES, &m), 0);
-    ck_assert_msg(memcmp(back, v->pattern, VICTIM_BYTES) == 0, "device %d: the victim's bytes changed",
-                  d);
+    ck_assert_msg(memcmp(back, v->pattern, VICTIM_BYTES) == 0,
+                  "device %d: the victim's bytes changed", d);
   }
   wire fresh;
   open_on(&fresh, srv, 1);
@@ -133,8 +133,7 @@ static void garbage(wire *w, uint64_t *rng) {
       n = tsr_encode_hello(msg, 1, TSTOR_ABI_VERSION, nonce);
       n = tstor_test_rng(rng) % TSR_HEADER_SIZE;
       break;
-    default: /* nothing at all */
-      return;
+    default: /* nothing at all */ return;
   }
   wire_send(w, msg, n);
 }
@@ -167,19 +166,13 @@ END_TEST
 /* A value for a handle, offset or length that is likely to hurt. */
 static uint64_t nasty(uint64_t *rng, const uint64_t *handles, int nhandles) {
   switch (tstor_test_rng(rng) % 8) {
-    case 0:
-      return 0;
-    case 1:
-      return UINT64_MAX - tstor_test_rng(rng) % 4;
-    case 2:
-      return (uint64_t)1 << (tstor_test_rng(rng) % 64);
-    case 3:
-      return VICTIM_BYTES + (tstor_test_rng(rng) % 3) - 1;
+    case 0: return 0;
+    case 1: return UINT64_MAX - tstor_test_rng(rng) % 4;
+    case 2: return (uint64_t)1 << (tstor_test_rng(rng) % 64);
+    case 3: return VICTIM_BYTES + (tstor_test_rng(rng) % 3) - 1;
     case 4:
-    case 5:
-      return handles[tstor_test_rng(rng) % (uint64_t)nhandles];
-    default:
-      return tstor_test_rng(rng) % 8192;
+    case 5: return handles[tstor_test_rng(rng) % (uint64_t)nhandles];
+    default: return tstor_test_rng(rng) % 8192;
   }
 }
 
@@ -190,15 +183,12 @@ static int malicious_request(wire *w, uint64_t *rng, const uint64_t *handles, in
   static uint8_t payload[8192];
   size_t n, write_bytes = 0, read_bytes = 0;
   uint64_t h = nasty(rng, handles, nhandles), o = nasty(rng, handles, nhandles);
-  uint64_t len = tstor_test_rng(rng) % 3 ? tstor_test_rng(rng) % 8192 : nasty(rng, handles, nhandles);
+  uint64_t len =
+      tstor_test_rng(rng) % 3 ? tstor_test_rng(rng) % 8192 : nasty(rng, handles, nhandles);
   uint32_t id = (uint32_t)tstor_test_rng(rng);
   switch (tstor_test_rng(rng) % 10) {
-    case 0:
-      n = tsr_encode_alloc(msg, id, (uint32_t)(tstor_test_rng(rng) % 3), len);
-      break;
-    case 1:
-      n = tsr_encode_free(msg, id, h);
-      break;
+    case 0: n = tsr_encode_alloc(msg, id, (uint32_t)(tstor_test_rng(rng) % 3), len); break;
+    case 1: n = tsr_encode_free(msg, id, h); break;
     case 2:
       n = tsr_encode_copy(msg, id, h, o, nasty(rng, handles, nhandles),
                           nasty(rng, handles, nhandles), len);
@@ -210,9 +200,7 @@ static int malicious_request(wire *w, uint64_t *rng, const uint64_t *handles, in
       n = tsr_encode_fill(msg, id, h, o, len, ps, pat);
       break;
     }
-    case 4:
-      n = tsr_encode_stats(msg, id, (uint32_t)(tstor_test_rng(rng) % 4));
-      break;
+    case 4: n = tsr_encode_stats(msg, id, (uint32_t)(tstor_test_rng(rng) % 4)); break;
     case 5: {
       int ndim = 1 + (int)(tstor_test_rng(rng) % 4);
       int64_t sz[4], ds[4], ss[4];
@@ -251,10 +239,9 @@ static int malicious_request(wire *w, uint64_t *rng, const uint64_t *handles, in
   ck_assert_msg(rc != -2, "no reply within 10 s");
   if (rc) return -1;
   ck_assert_uint_eq(m.id, id);
-  ck_assert_msg((m.type & ~TSR_REPLY) == type || (m.type & ~TSR_REPLY) == 0,
-                "a %s reply to a %s", tsr_type_name(m.type), tsr_type_name(type));
-  if (m.status == 0 && read_bytes)
-    ck_assert_int_eq(wire_recv(w, payload, read_bytes, 10), 0);
+  ck_assert_msg((m.type & ~TSR_REPLY) == type || (m.type & ~TSR_REPLY) == 0, "a %s reply to a %s",
+                tsr_type_name(m.type), tsr_type_name(type));
+  if (m.status == 0 && read_bytes) ck_assert_int_eq(wire_recv(w, payload, read_bytes, 10), 0);
   return 0;
 }
 
@@ -267,8 +254,12 @@ static void malicious_session(int over_unix) {
   tsr_msg m;
   open_on(&w, &srv, over_unix);
   ck_assert_int_eq(wire_auth(&w, SECRET, &m), 0);
-  uint64_t handles[6] = {v.handles[0], v.handles[1], wire_alloc(&w, 0, VICTIM_BYTES),
-                         wire_alloc(&w, 1, VICTIM_BYTES), 1ull << 32 | 2, 2ull << 32 | 1};
+  uint64_t handles[6] = {v.handles[0],
+                         v.handles[1],
+                         wire_alloc(&w, 0, VICTIM_BYTES),
+                         wire_alloc(&w, 1, VICTIM_BYTES),
+                         1ull << 32 | 2,
+                         2ull << 32 | 1};
   uint64_t rng = 0xbad + (uint64_t)over_unix;
   int sessions = 1;
   for (int i = 0; i < 3000; i++) {
@@ -387,8 +378,8 @@ END_TEST
 
 START_TEST(handshakes_that_never_finish_are_dropped) {
   test_server srv;
-  int rc = server_start_with(&srv, SERVER_CPU, secret_path, "deadline", "--handshake-timeout-ms",
-                             "300");
+  int rc =
+      server_start_with(&srv, SERVER_CPU, secret_path, "deadline", "--handshake-timeout-ms", "300");
   ck_assert_msg(rc == 0, "tstor serve did not start; see %s", srv.log);
   uint8_t msg[TSR_MAX_MESSAGE], nonce[TSR_NONCE_SIZE] = {0};
   wire silent, partial, hello_only;
@@ -397,8 +388,8 @@ START_TEST(handshakes_that_never_finish_are_dropped) {
   wire_send(&partial, msg, tsr_encode_hello(msg, 1, TSTOR_ABI_VERSION, nonce) - 10);
   wire_open(&hello_only, srv.port, NULL);
   tsr_msg m;
-  ck_assert_int_eq(wire_call(&hello_only, msg, tsr_encode_hello(msg, 1, TSTOR_ABI_VERSION, nonce),
-                             &m), 0);
+  ck_assert_int_eq(
+      wire_call(&hello_only, msg, tsr_encode_hello(msg, 1, TSTOR_ABI_VERSION, nonce), &m), 0);
   ck_assert(wire_closed(&silent, 60));
   ck_assert(wire_closed(&partial, 60));
   ck_assert(wire_closed(&hello_only, 60));
@@ -484,6 +475,19 @@ START_TEST(a_stop_signal_while_starting_ends_the_server) {
         _exit(127);
       }
       sigprocmask(SIG_SETMASK, &old, NULL);
+      /* REMOTE_TSTOR is libtool's wrapper, a shell script that swallows the
+       * signal while one of its own commands runs: the count starts when it
+       * has exec'd the program itself. */
+      char exe[64], target[512];
+      snprintf(exe, sizeof exe, "/proc/%d/exe", (int)pid);
+      for (int i = 0; i < 20000; i++) {
+        ssize_t n = readlink(exe, target, sizeof target - 1);
+        if (n < 0) break; /* gone already */
+        target[n] = '\0';
+        const char *base = strrchr(target, '/');
+        if (base && (strcmp(base, "/tstor") == 0 || strcmp(base, "/lt-tstor") == 0)) break;
+        usleep(500);
+      }
       usleep((useconds_t)delay_us);
       kill(pid, sig);
       int status = -1;

@@ -29,8 +29,8 @@ static void teardown(void) { unlink(secret_path); }
 
 /* A server with cpu:0 and hpu:0 (staged), a 4 MiB cap per client. */
 static void start_cap4(test_server *srv, const char *tag) {
-  ck_assert_int_eq(
-      server_start_with(srv, SERVER_CPU_HPU, secret_path, tag, "--max-client-mb", "4"), 0);
+  ck_assert_int_eq(server_start_with(srv, SERVER_CPU_HPU, secret_path, tag, "--max-client-mb", "4"),
+                   0);
 }
 
 /* Sets the body length in a crafted header. */
@@ -141,8 +141,7 @@ START_TEST(handshake_refusals_close_the_connection) {
   raw[6] = TSR_HELLO | TSR_REPLY;
   set_length(raw, 36);
   ck_assert_int_eq(first_message(srv.port, raw, n, &m), TSR_ST_NOSESSION);
-  ck_assert_int_eq(first_message(srv.port, raw, tsr_encode_stats(raw, 8, 0), &m),
-                   TSR_ST_NOSESSION);
+  ck_assert_int_eq(first_message(srv.port, raw, tsr_encode_stats(raw, 8, 0), &m), TSR_ST_NOSESSION);
   ck_assert(strstr(m.text, "STATS before authentication") != NULL);
   ck_assert_int_eq(first_message(srv.port, raw, tsr_encode_alloc(raw, 9, 0, 4096), &m),
                    TSR_ST_NOSESSION);
@@ -195,8 +194,7 @@ START_TEST(crafted_requests_get_error_replies) {
 
   ck_assert_int_eq(wire_call(&a, raw, tsr_encode_alloc(raw, 11, 99, 4096), &m), TSR_ST_NODEV);
   ck_assert_int_eq(wire_call(&a, raw, tsr_encode_alloc(raw, 12, 0, 0), &m), TSR_ST_INVAL);
-  ck_assert_int_eq(wire_call(&a, raw, tsr_encode_alloc(raw, 13, 0, UINT64_MAX), &m),
-                   TSR_ST_INVAL);
+  ck_assert_int_eq(wire_call(&a, raw, tsr_encode_alloc(raw, 13, 0, UINT64_MAX), &m), TSR_ST_INVAL);
   ck_assert_int_eq(wire_call(&a, raw, tsr_encode_alloc(raw, 14, 0, 5 << 20), &m), TSR_ST_QUOTA);
   ck_assert_uint_eq(m.id, 14); /* replies answer the request's id */
   uint64_t h = wire_alloc(&a, 0, 4096);
@@ -454,11 +452,10 @@ START_TEST(staged_blocks_move_through_host_memory) {
   ck_assert_int_eq(wire_call(&b, raw, tsr_encode_copy(raw, 61, hs, 0, hs, 10, 4096), &m), 0);
   int64_t sz[2] = {2, 2}, ds[2] = {8, 4}, ss[2] = {4, 8};
   ck_assert_int_eq(
-      wire_call(&b, raw, tsr_encode_copy_strided(raw, 62, hs, 0, hs, 64, 4, 2, sz, ds, ss), &m),
-      0);
-  ck_assert_int_eq(wire_call(&b, raw, tsr_encode_copy_strided(raw, 63, hs, n - 8, hs, 0, 4, 2, sz,
-                                                              ds, ss), &m),
-                   TSR_ST_RANGE);
+      wire_call(&b, raw, tsr_encode_copy_strided(raw, 62, hs, 0, hs, 64, 4, 2, sz, ds, ss), &m), 0);
+  ck_assert_int_eq(
+      wire_call(&b, raw, tsr_encode_copy_strided(raw, 63, hs, n - 8, hs, 0, 4, 2, sz, ds, ss), &m),
+      TSR_ST_RANGE);
   /* 2 MiB held and the 1 MiB buffer: 2 MiB more is over the cap */
   ck_assert_int_eq(wire_call(&b, raw, tsr_encode_alloc(raw, 64, 1, 2 << 20), &m), TSR_ST_QUOTA);
   ck_assert_int_eq(wire_call(&b, raw, tsr_encode_stats(raw, 65, 1), &m), 0);
@@ -487,8 +484,7 @@ typedef struct liar {
 
 /* Answers one connection's requests as the mode says, until it closes. */
 static void liar_serve(liar *l, int fd) {
-  uint8_t in[TSR_MAX_MESSAGE], out[TSR_MAX_MESSAGE], cnonce[TSR_NONCE_SIZE],
-      snonce[TSR_NONCE_SIZE];
+  uint8_t in[TSR_MAX_MESSAGE], out[TSR_MAX_MESSAGE], cnonce[TSR_NONCE_SIZE], snonce[TSR_NONCE_SIZE];
   wire w = {.fd = fd};
   for (;;) {
     if (wire_recv(&w, in, TSR_HEADER_SIZE, 5) != 0) return;

@@ -46,8 +46,8 @@ typedef struct peer {
    * before it is queued); who changes the table holds both. */
   pthread_mutex_t blocks_mu;
   int fd;
-  int failed; /* the connection is gone: every op fails with `failure` */
-  int dropped; /* the peer closed it (in the handshake: worth another try) */
+  int failed;     /* the connection is gone: every op fails with `failure` */
+  int dropped;    /* the peer closed it (in the handshake: worth another try) */
   int connecting; /* in peer_connect, which reports the failure itself */
   char failure[512];
   char refusal[512]; /* the last error reply, as the detail said it */
@@ -55,7 +55,7 @@ typedef struct peer {
   rblock **slots; /* the block table: slot i holds the block at (i + 1) << RBLOCK_SHIFT */
   uint32_t nslots;
   uint32_t *free_slots, nfree;
-  uint32_t live; /* blocks in the table */
+  uint32_t live;    /* blocks in the table */
   int first_device; /* remote:first_device is the peer's device 0 */
   uint32_t ndevices;
   tsr_device_desc devices[TSR_MAX_DEVICES];

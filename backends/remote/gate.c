@@ -45,7 +45,7 @@ enum { WANT_HELLO, WANT_AUTH };
 typedef struct pending {
   int fd; /* -1: a free slot */
   int state;
-  size_t got;                              /* bytes of the message in `in` */
+  size_t got;                                       /* bytes of the message in `in` */
   uint8_t in[TSR_HEADER_SIZE + 4 + TSR_NONCE_SIZE]; /* the largest: hello */
   uint8_t client_nonce[TSR_NONCE_SIZE], server_nonce[TSR_NONCE_SIZE];
   double accepted_ms, active_ms;
@@ -75,8 +75,8 @@ static void note(gate *g, const pending *p, const char *what) {
   if (n <= GATE_NOTES_LOGGED)
     srv_log(g->s, "connection %s: %s", p->name, what);
   else if ((n & (n - 1)) == 0)
-    srv_log(g->s, "connection %s: %s (%lu such events before authentication so far)", p->name,
-            what, n);
+    srv_log(g->s, "connection %s: %s (%lu such events before authentication so far)", p->name, what,
+            n);
 }
 
 static void drop(gate *g, pending *p, const char *why) {
@@ -256,13 +256,13 @@ static void on_readable(gate *g, pending *p) {
     int expected = p->state == WANT_HELLO ? TSR_HELLO : TSR_AUTH;
     tsr_frame(p->in, UINT32_MAX, &body, why, sizeof why);
     if (m.version != TSR_PROTO_VERSION) {
-      snprintf(why, sizeof why, "protocol version %u, this server speaks %u",
-               (unsigned)m.version, TSR_PROTO_VERSION);
+      snprintf(why, sizeof why, "protocol version %u, this server speaks %u", (unsigned)m.version,
+               TSR_PROTO_VERSION);
       return refuse(g, p, &m, TSR_ST_VERSION, why);
     }
     if (m.type != expected) {
       snprintf(why, sizeof why, "%s before authentication (%s expected)",
-               (m.type & TSR_REPLY)    ? "a reply"
+               (m.type & TSR_REPLY)     ? "a reply"
                : tsr_type_known(m.type) ? tsr_type_name(m.type)
                                         : "a message of unknown type",
                tsr_type_name(expected));

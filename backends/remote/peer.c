@@ -68,22 +68,14 @@ int peer_error(peer *p, int device, int code) {
 static int status_code(int status) {
   switch (status) {
     case TSR_ST_NOMEM:
-    case TSR_ST_QUOTA:
-      return TSTOR_ENOMEM;
-    case TSR_ST_NODEV:
-      return TSTOR_ENODEV;
-    case TSR_ST_RANGE:
-      return TSTOR_ERANGE;
-    case TSR_ST_INVAL:
-      return TSTOR_EINVAL;
-    case TSR_ST_DENIED:
-      return TSTOR_EACCES;
-    case TSR_ST_VERSION:
-      return TSTOR_EABI;
-    case TSR_ST_BUSY:
-      return TSTOR_EBUSY;
-    default:
-      return TSTOR_EBACKEND;
+    case TSR_ST_QUOTA: return TSTOR_ENOMEM;
+    case TSR_ST_NODEV: return TSTOR_ENODEV;
+    case TSR_ST_RANGE: return TSTOR_ERANGE;
+    case TSR_ST_INVAL: return TSTOR_EINVAL;
+    case TSR_ST_DENIED: return TSTOR_EACCES;
+    case TSR_ST_VERSION: return TSTOR_EABI;
+    case TSR_ST_BUSY: return TSTOR_EBUSY;
+    default: return TSTOR_EBACKEND;
   }
 }
 
@@ -103,8 +95,8 @@ static int io_failed(peer *p, int device, int rc, const char *what, int waiting_
 
 /* The request in req[0..len), then `payload` bytes; the reply into *out,
  * then `into` bytes when it says yes. */
-static int exchange(peer *p, int device, uint8_t *req, size_t len, const void *payload,
-                    void *into, size_t n, tsr_msg *out) {
+static int exchange(peer *p, int device, uint8_t *req, size_t len, const void *payload, void *into,
+                    size_t n, tsr_msg *out) {
   if (p->failed) return peer_error(p, device, TSTOR_EIO);
   uint32_t id = ++p->next_id;
   tsr_set_id(req, id);
@@ -158,8 +150,8 @@ int peer_transfer(peer *p, int device, int put, void *local, const rblock *b, ui
   for (size_t done = 0; done < n;) {
     size_t piece = n - done < CHUNK ? n - done : CHUNK;
     uint8_t *at = (uint8_t *)local + done;
-    size_t len = tsr_encode_transfer(req, put ? TSR_WRITE : TSR_READ, 0, b->handle,
-                                     offset + done, piece);
+    size_t len =
+        tsr_encode_transfer(req, put ? TSR_WRITE : TSR_READ, 0, b->handle, offset + done, piece);
     int rc = put ? exchange(p, device, req, len, at, NULL, piece, &reply)
                  : exchange(p, device, req, len, NULL, at, piece, &reply);
     if (rc) return rc;

@@ -99,7 +99,8 @@ static void *signal_thread(void *arg) {
     int phase = atomic_load(&g->phase);
     if (phase == PHASE_DONE) return NULL;
     if (phase == PHASE_STARTING) {
-      srv_log(g->s, "%s before the server was ready: exiting", sig == SIGINT ? "SIGINT" : "SIGTERM");
+      srv_log(g->s, "%s before the server was ready: exiting",
+              sig == SIGINT ? "SIGINT" : "SIGTERM");
       signal(sig, SIG_DFL);
       sigset_t one;
       sigemptyset(&one);

@@ -39,7 +39,7 @@ typedef struct server {
   tsr_addr listen_addr[TSR_MAX_LISTEN];
   int listen_fd[TSR_MAX_LISTEN];
   int nlisten;
-  int wake_fd;       /* an eventfd: written once to stop the gate */
+  int wake_fd; /* an eventfd: written once to stop the gate */
   atomic_int stop;
   atomic_uint_fast64_t total_held; /* every client's blocks and buffers */
   pthread_mutex_t mu;              /* guards sessions */

@@ -35,11 +35,11 @@ struct srv_session {
   server *s;
   int fd;
   pthread_t thread;
-  atomic_int finished; /* the thread is done: the reaper may join it */
-  char name[96];       /* "127.0.0.1:41234 #3", for the log */
-  int ending;          /* read no further request: bye, or a stream that cannot be framed */
-  int dead;            /* the connection failed: write nothing more either */
-  const char *end;     /* why the session ended, for the log */
+  atomic_int finished;   /* the thread is done: the reaper may join it */
+  char name[96];         /* "127.0.0.1:41234 #3", for the log */
+  int ending;            /* read no further request: bye, or a stream that cannot be framed */
+  int dead;              /* the connection failed: write nothing more either */
+  const char *end;       /* why the session ended, for the log */
   unsigned long refused; /* requests refused; only the first SRV_REFUSALS_LOGGED are logged */
   srv_block **blocks;    /* slot i holds handle (generation << 32 | i + 1) */
   uint32_t nslots, generation;
@@ -142,8 +142,8 @@ static int block_io(srv_session *c, srv_block *b, uint64_t off, void *host, size
 /* memmove between two blocks' ranges (checked already), whatever their
  * devices. Overlapping ranges of a staged block go through host memory, since
  * a device's copy kernel need not allow overlap. */
-static int block_move(srv_session *c, srv_block *dst, uint64_t doff, srv_block *src,
-                      uint64_t soff, size_t n) {
+static int block_move(srv_session *c, srv_block *dst, uint64_t doff, srv_block *src, uint64_t soff,
+                      size_t n) {
   if (n == 0) return 0;
   if (dst->addr && src->addr) {
     memmove(dst->addr + doff, src->addr + soff, n);
@@ -218,8 +218,8 @@ static void drop_blocks(srv_session *c) {
     c->bounce = NULL;
     c->bounce_size = 0;
   }
-  if (n) srv_log(c->s, "client %s: freed %u block(s), %llu bytes", c->name, n,
-                 (unsigned long long)held);
+  if (n)
+    srv_log(c->s, "client %s: freed %u block(s), %llu bytes", c->name, n, (unsigned long long)held);
 }
 
 /* --------------------------------------------------------------- handlers */
@@ -233,8 +233,7 @@ static void on_auth(srv_session *c, const tsr_msg *m) { on_hello(c, m); }
 static void on_alloc(srv_session *c, const tsr_msg *m) {
   server *s = c->s;
   if (m->device >= s->ndevices)
-    return refuse(c, m, TSR_ST_NODEV, "device %u (the server exports %u)", m->device,
-                  s->ndevices);
+    return refuse(c, m, TSR_ST_NODEV, "device %u (the server exports %u)", m->device, s->ndevices);
   if (m->nbytes == 0 || m->nbytes > SIZE_MAX / 2)
     return refuse(c, m, TSR_ST_INVAL, "%llu bytes", (unsigned long long)m->nbytes);
   if (m->nbytes > s->opt->max_client_bytes - c->held)
@@ -420,12 +419,10 @@ static void on_fill(srv_session *c, const tsr_msg *m) {
 static void on_stats(srv_session *c, const tsr_msg *m) {
   server *s = c->s;
   if (m->device >= s->ndevices)
-    return refuse(c, m, TSR_ST_NODEV, "device %u (the server exports %u)", m->device,
-                  s->ndevices);
+    return refuse(c, m, TSR_ST_NODEV, "device %u (the server exports %u)", m->device, s->ndevices);
   uint32_t d = m->device;
-  reply(c, tsr_encode_stats_reply(c->out, m->id, c->dev_held[d], c->dev_peak[d],
-                                  c->dev_allocs[d], c->dev_frees[d],
-                                  (uint64_t)atomic_load(&s->total_held)));
+  reply(c, tsr_encode_stats_reply(c->out, m->id, c->dev_held[d], c->dev_peak[d], c->dev_allocs[d],
+                                  c->dev_frees[d], (uint64_t)atomic_load(&s->total_held)));
 }
 
 static void on_bye(srv_session *c, const tsr_msg *m) {
@@ -546,8 +543,7 @@ static void handle(srv_session *c, size_t len) {
   }
   switch (m.type) {
 #define TSR__HANDLE(NAME, name, value, req, rep) \
-  case value:                                    \
-    return on_##name(c, &m);
+  case value: return on_##name(c, &m);
     TSR_MSG_MAP(TSR__HANDLE)
 #undef TSR__HANDLE
   }

@@ -178,8 +178,10 @@ int tsr_connect(const tsr_addr *a, int idle_ms, char *why, size_t why_size) {
         close(fd);
         return -1;
       }
-      if (w != 0) err = errno;
-      else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+      if (w != 0)
+        err = errno;
+      else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+        err = errno;
     }
     if (err != 0) {
       snprintf(why, why_size, "cannot connect: %s", strerror(err));
@@ -192,14 +194,9 @@ int tsr_connect(const tsr_addr *a, int idle_ms, char *why, size_t why_size) {
 
 const char *tsr_io_text(int result, int idle_ms, char *buf, size_t size) {
   switch (result) {
-    case TSR_IO_CLOSED:
-      snprintf(buf, size, "connection closed by the peer");
-      break;
-    case TSR_IO_TIMEOUT:
-      snprintf(buf, size, "no progress within %d ms", idle_ms);
-      break;
-    default:
-      snprintf(buf, size, "%s", strerror(errno));
+    case TSR_IO_CLOSED: snprintf(buf, size, "connection closed by the peer"); break;
+    case TSR_IO_TIMEOUT: snprintf(buf, size, "no progress within %d ms", idle_ms); break;
+    default: snprintf(buf, size, "%s", strerror(errno));
   }
   return buf;
 }
