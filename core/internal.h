@@ -1,36 +1,41 @@
 /* Core internals shared between the core's files; never installed. Names carry
- * a double underscore.
+ * a double underscore. docs/internals.md has the whole picture, a line per
+ * file.
  *
  * Layering. A file calls (or takes the address of) functions of its own layer
  * and of the layers above it in this list only, never of a later layer, and
  * no two files call each other round in a circle; tests/layering.py checks
- * both in make check. Logging and fault injection sit at the bottom so that
- * every file may use them; the registry only records what modules register
- * and answers lookups, and never calls up into the loader or the context.
+ * both in make check, over every folder of core/ as one graph, and through
+ * the bodies of the inline functions below. Logging and fault injection sit at
+ * the bottom so that every file may use them; the registry only records what
+ * modules register and answers lookups, and never calls up into the loader or
+ * the context.
  *
- * layer 1: error.c memory.c fault.c log.c version.c default_config.c handles.c
- * layer 2: config.c
- * layer 3: registry.c
- * layer 4: loader.c
- * layer 5: context.c
- * layer 6: parallel.c
- * layer 7: stores.c
- * layer 8: host_copy.c
- * layer 9: device.c storage.c copy.c stream.c mapped.c
- * layer 10: dtype.c convert.c typed_storage.c print.c typed*.c
- * layer 11: tensor*.c
- * layer 12: promote.c shape*.c
+ * layer 1: runtime/error.c runtime/memory.c runtime/fault.c runtime/log.c
+ * layer 1: runtime/version.c runtime/handles.c default_config.c
+ * layer 2: runtime/config.c
+ * layer 3: runtime/registry.c
+ * layer 4: runtime/loader.c
+ * layer 5: runtime/context.c
+ * layer 6: host/parallel.c
+ * layer 7: host/stores.c
+ * layer 8: host/bulk.c host/transpose.c
+ * layer 9: storage/[a-z]*.c
+ * layer 10: typed/[a-z]*.c
+ * layer 11: tensor/[a-z]*.c
+ * layer 12: shape/[a-z]*.c
  *
- * Layer 1 holds the errors, memory hooks, fault injection, logging and the
- * set of open handles; 2 the config parser; 3 the registry of device types,
- * allocators and copy kernels; 4 the loader, which finds modules, runs their
- * init and fini and hands them the registrar; 5 contexts; 6 to 8 the host
- * loops under everything that moves bytes: the thread pool, the choice of
- * streaming or ordinary stores, the large host copies and fills; 9 what users
- * do with devices: storages, copies, streams and events, file mappings; 10
- * typed storage: dtypes, conversions and printing; 11 tensors; 12 shape
- * inference and type promotion over tensors and layouts. libtstor-io (core/io/) is a library
- * of its own over the public API, above all of these. */
+ * The folders: runtime/ (layers 1 to 5) the errors, memory hooks, fault
+ * injection, logging and the set of open handles, the config parser, the
+ * registry of device types, allocators and copy kernels, the loader (which
+ * finds modules, runs their init and fini and hands them the registrar), and
+ * contexts; host/ (6 to 8) the host loops under everything that moves bytes:
+ * the thread pool, the choice of streaming or ordinary stores, bulk copies and
+ * fills, the transposes under tensor copies; storage/ (9) what users do with devices: storages, copies, streams
+ * and events, file mappings; typed/ (10) dtypes, their conversions, typed
+ * storages and printing; tensor/ (11) tensors; shape/ (12) shape
+ * inference and type promotion over tensors and layouts. libtstor-io (core/io/)
+ * is a library of its own over the public API, above all of these. */
 #ifndef TSTOR_INTERNAL_H
 #define TSTOR_INTERNAL_H
 

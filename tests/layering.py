@@ -8,13 +8,22 @@ files of the same directory name it. Naming a function of another file, to
 call it or to take its address, makes the naming file depend on the defining
 one. A cycle between files is reported with the functions that make it.
 
-A directory declares its layers in a comment of any of its .h files, one
-layer a line, lowest first:
+A directory's files are those in its subfolders too, named by their path
+below it ("tensor/view.c"), except the subfolders that declare layers of
+their own (a library apart, such as core/io, is checked as its own
+directory). So core/ is one graph, and a cycle across its folders is caught.
 
-     * layer 1: error.c memory.c fault.c
-     * layer 2: config.c
+A static inline function of a header counts as part of every file that names
+it: what its body names is named by that file too, so that an inline helper
+cannot hide a call up the layers or round a circle.
 
-(glob patterns allowed). A file may then name only functions of its own or of
+A directory declares its layers in a comment of any of its .h files (those
+directly in it), one layer a line, lowest first:
+
+     * layer 1: runtime/error.c runtime/memory.c
+     * layer 2: runtime/config.c
+
+(glob patterns allowed: "tensor/[a-z]*.c"; "/*" cannot stand in a C comment). A file may then name only functions of its own or of
 lower layers, and every .c file must have a layer.
 
 Usage: layering.py DIR...   exits 0 when every directory is clean, 1 otherwise.
@@ -124,6 +133,35 @@ def layers_of(directory):
     return layers
 
 
+def sources(directory):
+    """The .c and .h files of the directory and of its subfolders that keep
+    no layer list of their own, as paths relative to it."""
+    found = []
+    for root, dirs, names in os.walk(directory):
+        if root != directory and layers_of(root):
+            dirs[:] = []
+            continue
+        dirs.sort()
+        rel = os.path.relpath(root, directory)
+        for name in sorted(names):
+            if name.endswith((".c", ".h")):
+                found.append(name if rel == "." else os.path.join(rel, name))
+    return found
+
+
+def inline_bodies(code):
+    """The static inline functions defined in a header: name -> the names
+    their bodies use."""
+    bodies = {}
+    for m in re.finditer(r"\bstatic\s+inline\b[^;{}]*?([A-Za-z_]\w*)\s*\([^;{}]*\)\s*\{", code):
+        depth, i = 1, m.end()
+        while i < len(code) and depth:
+            depth += {"{": 1, "}": -1}.get(code[i], 0)
+            i += 1
+        bodies[m.group(1)] = set(IDENT.findall(code[m.end():i]))
+    return bodies
+
+
 def rank(layers, filename):
     for number, patterns in layers:
         if any(fnmatch.fnmatch(filename, p) for p in patterns):
@@ -132,20 +170,33 @@ def rank(layers, filename):
 
 
 def check(directory):
-    files = sorted(f for f in os.listdir(directory) if f.endswith(".c"))
-    code, defined_in = {}, {}
+    everything = sources(directory)
+    files = [f for f in everything if f.endswith(".c")]
+    code, defined_in, inlines = {}, {}, {}
     problems = []
-    for f in files:
+    for f in everything:
         with open(os.path.join(directory, f), encoding="utf-8") as fh:
-            code[f] = strip(fh.read())
+            text = strip(fh.read())
+        if f.endswith(".h"):
+            inlines.update(inline_bodies(text))
+            continue
+        code[f] = text
         for name in definitions(code[f]):
             if name in defined_in:
                 problems.append("%s and %s both define %s" % (defined_in[name], f, name))
             defined_in[name] = f
-    # uses[a][b]: the names of b's that a names
+    # uses[a][b]: the names of b's that a names, itself or through the
+    # bodies of the inline functions it names (followed to any depth)
     uses = {f: {} for f in files}
     for f in files:
-        for name in set(IDENT.findall(code[f])):
+        named, todo = set(), set(IDENT.findall(code[f]))
+        while todo:
+            name = todo.pop()
+            if name in named:
+                continue
+            named.add(name)
+            todo |= inlines.get(name, set()) - named
+        for name in named:
             owner = defined_in.get(name)
             if owner and owner != f:
                 uses[f].setdefault(owner, set()).add(name)

@@ -1,6 +1,6 @@
 /* Allocation-failure injection: every operation is run again and again with
  * its 1st, 2nd, 3rd, ... acquisition of memory (core bookkeeping, storage
- * bytes), dlopen, mmap or shm made to fail (core/fault.h), until a run sees
+ * bytes), dlopen, mmap or shm made to fail (core/runtime/fault.h), until a run sees
  * no failure. Each failed run must return the code that matches what failed,
  * say why in tstor_last_error(), leave every object as it was (sizes, bytes,
  * reference counts, the context's own references, the device's allocated
@@ -12,7 +12,7 @@
  * To cover a new operation, add a sweep_op to one of the tables below. */
 #include "coretest.h"
 
-#include "fault.h"
+#include "runtime/fault.h"
 #include "internal.h"
 
 #include <dirent.h>
@@ -408,7 +408,7 @@ static void wrap_owned_done(fx *f) {
 }
 
 static int run_stream(fx *f) { return tstor_stream_new(f->ctx, f->fake0, &f->stream); }
-/* 300 streams at once: the table of open handles (core/handles.c) grows
+/* 300 streams at once: the table of open handles (core/runtime/handles.c) grows
  * twice on the way, and a grow that fails must fail that stream alone. */
 #define MANY_STREAMS 300
 static int run_many_streams(fx *f) {

@@ -11,7 +11,7 @@
 #include <tstor/serialize.h>
 #include <tstor/tensor.h>
 
-#include "fault.h"
+#include "runtime/fault.h"
 
 static tstor_context *ctx;
 

@@ -4,7 +4,7 @@
  * no descriptor, mapping, /dev/shm name or file change behind. */
 #include "maptest.h"
 
-#include "fault.h"
+#include "runtime/fault.h"
 
 #include <stdint.h>
 #include <sys/statvfs.h>
@@ -426,7 +426,7 @@ START_TEST(shared_memory_full) {
 }
 END_TEST
 
-/* Every acquisition of from_file failed in turn (core/fault.h): each failure
+/* Every acquisition of from_file failed in turn (core/runtime/fault.h): each failure
  * is reported and cleaned up; the file is created only by a run that works. */
 START_TEST(fault_sweep) {
   const char *path = scratch("sweep.bin");

@@ -10,7 +10,7 @@
 
 #include "shapetest.h"
 
-#include "fault.h"
+#include "runtime/fault.h"
 
 static tstor_context *ctx;
 static tstor_device cpu, meta;

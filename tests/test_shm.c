@@ -4,7 +4,7 @@
  * refusal, which must leave the storage as it was and leak nothing. */
 #include "maptest.h"
 
-#include "fault.h"
+#include "runtime/fault.h"
 
 #include <pthread.h>
 #include <stdint.h>

@@ -6,7 +6,7 @@
  * is tried again, and the decision a trial's times lead to. */
 #include "testutil.h"
 
-#include "parallel.h"
+#include "host/parallel.h"
 
 #include <stdint.h>
 #include <stdlib.h>

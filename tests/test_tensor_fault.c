@@ -1,14 +1,14 @@
 /* Allocation failures in tensor operations: each operation is run again and
  * again with its 1st, 2nd, 3rd, ... allocation (the core's bookkeeping and
  * storage bytes) made to fail, then with that one and every later one, until
- * a run sees no failure (core/fault.h, as test_fault does for storages). A
+ * a run sees no failure (core/runtime/fault.h, as test_fault does for storages). A
  * failed run must return TSTOR_ENOMEM with a detail, hand out nothing, free
  * every core allocation it made and leave its inputs' reference counts as
  * they were. */
 #define _GNU_SOURCE
 #include "tensortest.h"
 
-#include "fault.h"
+#include "runtime/fault.h"
 
 CORETEST_SANITIZER_OPTIONS
 
@@ -219,7 +219,7 @@ START_TEST(every_allocation_can_fail) {
 END_TEST
 
 /* Freed storage and tensor objects wait in per-thread pools for the next
- * create (core/memory.c); while a fault is armed the pools stand aside, so
+ * create (core/runtime/memory.c); while a fault is armed the pools stand aside, so
  * that the sweeps above reach those allocations too. With the pools full,
  * the first core allocation of a new storage, and the second of a new tensor
  * (after its storage), still fail. */

@@ -112,7 +112,7 @@ START_TEST(pool_copies_from_two_threads) {
 END_TEST
 
 /* Each thread keeps its freed storage and tensor objects for its next
- * create (core/memory.c); an exiting thread must give them back. Threads
+ * create (core/runtime/memory.c); an exiting thread must give them back. Threads
  * that each fill their pools and exit leave the C library's count of bytes
  * in use where it was. Sanitizer builds replace malloc (and ASan builds keep
  * no pools), so the count is only compared in a plain build. */

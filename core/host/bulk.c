@@ -2,7 +2,7 @@
  * the streaming stores that write destinations too large for the caches: each
  * large call writes with the stores stores.c chooses for its kind of work. */
 #include "internal.h"
-#include "parallel.h"
+#include "host/parallel.h"
 
 #include <string.h>
 #if defined(__SSE2__)

@@ -12,7 +12,7 @@
  * busy does its job alone. After fork() the child starts a pool of its own;
  * at unload (or exit) the workers are stopped and joined. */
 #include "internal.h"
-#include "parallel.h"
+#include "host/parallel.h"
 
 #include <tstor/typed.h>
 

@@ -47,7 +47,7 @@
  * times the recheck time (a minute: a program that moved on to other work);
  * the operation's next call then starts one of its own. */
 #include "internal.h"
-#include "parallel.h"
+#include "host/parallel.h"
 
 #include <tstor/typed.h>
 

@@ -2,7 +2,7 @@
  * double underscore. A file calls functions of its own layer and the layers
  * above it in this list only (tests/layering.py checks it):
  *
- * layer 1: value.c cursor.c writebuf.c idmap.c host_copy.c atomic_file.c file_read.c
+ * layer 1: value.c cursor.c writebuf.c idmap.c host_bytes.c atomic_file.c file_read.c
  * layer 2: unpickle.c pickle_write.c zip.c zip_write.c source.c
  * layer 3: torch_rules.c
  * layer 4: torch_load.c torch_legacy.c torch_save.c safetensors.c torch7.c
@@ -235,7 +235,7 @@ int tstor__idmap_put(tstor__idmap *m, const void *id, uint32_t value);
 bool tstor__idmap_get(const tstor__idmap *m, const void *id, uint32_t *value);
 void tstor__idmap_free(tstor__idmap *m);
 
-/* The bytes of storage s, readable from the host (host_copy.c): s's own
+/* The bytes of storage s, readable from the host (host_bytes.c): s's own
  * when it is host memory, else a copy on cpu (*tmp, which the caller
  * releases). */
 int tstor__host_bytes(tstor_storage *s, tstor_storage **tmp, const void **p);

@@ -3,7 +3,7 @@
  * knowing in what order it allocates, maps and loads. */
 #include "internal.h"
 
-#include "fault.h"
+#include "runtime/fault.h"
 
 #include <errno.h>
 

@@ -9,7 +9,7 @@
  * Every place that acquires a resource which may run out asks
  * tstor__fault_should_fail(kind) first and, when told to, fails exactly as
  * the real call would (NULL, MAP_FAILED, -1) with errno set. The core asks
- * for its own allocations (core/memory.c) and for dlopen (core/loader.c);
+ * for its own allocations (core/runtime/memory.c) and for dlopen (core/runtime/loader.c);
  * backends, which do not link the core, ask through the registrar's
  * should_fail field (the cpu backend for its state, blocks, mappings and
  * shared memory). Kinds are the TSTOR_FAULT_* bits of tstor/backend.h.
@@ -46,7 +46,7 @@ int tstor__fault_should_fail(int kind);
 extern atomic_uint tstor__fault_kinds;
 extern atomic_long tstor__fault_live_count;
 
-/* For core/memory.c: counts the core's allocations (+1) and frees (-1) while
+/* For core/runtime/memory.c: counts the core's allocations (+1) and frees (-1) while
  * armed. */
 static inline void tstor__fault_note(long delta) {
   if (atomic_load_explicit(&tstor__fault_kinds, memory_order_relaxed))

@@ -5,7 +5,7 @@
  * is freed by then: a mark kept inside the object would have to be read from
  * freed memory, itself undefined behaviour. As with free(), a stale pointer
  * that a new handle has since been given the address of names the new one. */
-#include "fault.h"
+#include "runtime/fault.h"
 #include "internal.h"
 
 #include <pthread.h>

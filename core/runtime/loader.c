@@ -2,7 +2,7 @@
  * call back into. */
 #include "internal.h"
 
-#include "fault.h"
+#include "runtime/fault.h"
 
 #include <dlfcn.h>
 #include <errno.h>

@@ -3,8 +3,8 @@
  * them (fault.h). */
 #include "internal.h"
 
-#include "fault.h"
-#include "pool.h"
+#include "runtime/fault.h"
+#include "runtime/pool.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -17,7 +17,7 @@
 
 #include "internal.h"
 
-#include "fault.h"
+#include "runtime/fault.h"
 
 enum { TSTOR__POOL_STORAGE, TSTOR__POOL_TENSOR, TSTOR__NPOOLS };
 

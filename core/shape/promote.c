@@ -5,7 +5,7 @@
  * exceptions PyTorch (and NumPy before it) makes: uint8 with int8 needs int16,
  * and float16 with bfloat16 needs float32 because neither holds the other. The
  * whole 17 x 17 matrix is checked against torch.promote_types by the tests. */
-#include "shape_internal.h"
+#include "shape/shape_internal.h"
 
 /* The category of a plain (neither quantized nor float8) dtype. */
 enum { CAT_BOOL, CAT_INT, CAT_FLOAT, CAT_COMPLEX };

@@ -3,7 +3,7 @@
  * TensorIterator (its fast set-up for inputs of one dense layout, otherwise its
  * reorder_dimensions), so that the layout tstor computes is the one a PyTorch
  * kernel would write. */
-#include "shape_internal.h"
+#include "shape/shape_internal.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -212,7 +212,7 @@ int tstor__shape_complete(tstor_context *ctx, tstor_device dev, tstor_dtype dtyp
   int rc = 0;
   if (!contiguous || over_numel || __builtin_mul_overflow((uint64_t)numel, esize, &nbytes) ||
       nbytes > INT64_MAX || nbytes > SIZE_MAX)
-    rc = tstor__storage_nbytes(t->ndim, t->sizes, contiguous ? NULL : t->strides, esize, &nbytes);
+    rc = tstor__layout_nbytes(t->ndim, t->sizes, contiguous ? NULL : t->strides, esize, &nbytes);
   /* the strided count stops at a size of 0, and its strides may have wrapped
    * (tstor__mul_wrap) where the element count passes int64 */
   if (rc == 0 && over_numel && !empty) {

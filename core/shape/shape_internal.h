@@ -3,7 +3,7 @@
 #ifndef TSTOR_SHAPE_INTERNAL_H
 #define TSTOR_SHAPE_INTERNAL_H
 
-#include "tensor_internal.h"
+#include "tensor/tensor_internal.h"
 
 #include <tstor/shape.h>
 

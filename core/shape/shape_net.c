@@ -6,7 +6,7 @@
  * tstor_layout_elementwise) and that of PyTorch's Python references
  * (torch/_prims_common compute_elementwise_output_strides), which the meta
  * kernels of relu and where are. */
-#include "shape_internal.h"
+#include "shape/shape_internal.h"
 
 #include <stdio.h>
 #include <string.h>

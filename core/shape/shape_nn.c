@@ -1,7 +1,7 @@
 /* Shape inference for convolutions and 2-d pooling: PyTorch's argument checks
  * (check_shape_forward, pool2d_shape_check) and output sizes
  * (conv_output_size, pooling_output_shape), and its choice of memory format. */
-#include "shape_internal.h"
+#include "shape/shape_internal.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -234,7 +234,7 @@ int tstor_layout_conv(const tstor_layout *input, const tstor_layout *weight,
   }
   /* the output's bytes must fit int64, as PyTorch's empty() checks */
   uint64_t nbytes;
-  if ((rc = tstor__storage_nbytes(r.ndim, r.sizes, NULL, tstor_dtype_size(r.dtype), &nbytes)))
+  if ((rc = tstor__layout_nbytes(r.ndim, r.sizes, NULL, tstor_dtype_size(r.dtype), &nbytes)))
     return rc;
   /* PyTorch's meta kernel: channels-last when the input or the weight suggests
    * it (4 dims), otherwise contiguous */

@@ -1,7 +1,7 @@
 /* Shape inference for matrix products, cat and stack, embedding,
  * index_select and softmax. Their outputs are new contiguous tensors (or, for
  * cat, dense in the inputs' common memory format), as PyTorch's. */
-#include "shape_internal.h"
+#include "shape/shape_internal.h"
 
 #include <string.h>
 
@@ -17,7 +17,7 @@ static int same_dtype(const tstor_layout *a, const tstor_layout *b) {
  * byte count passes int64 (the strides would wrap). */
 static int set_contiguous(tstor_layout *out, tstor_dtype dtype, int ndim, const int64_t *sizes) {
   uint64_t nbytes;
-  int rc = tstor__storage_nbytes(ndim, sizes, NULL, tstor_dtype_size(dtype), &nbytes);
+  int rc = tstor__layout_nbytes(ndim, sizes, NULL, tstor_dtype_size(dtype), &nbytes);
   if (rc) return rc;
   out->dtype = dtype;
   out->ndim = ndim;

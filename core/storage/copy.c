@@ -1,7 +1,7 @@
 /* Moving and filling bytes between devices, through the copy table, and the
  * one loop that stages a move through host memory. */
 #include "internal.h"
-#include "parallel.h"
+#include "host/parallel.h"
 
 #include <stdint.h>
 #include <string.h>

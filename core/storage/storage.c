@@ -1,7 +1,7 @@
 /* The storage object: bytes on a device, a refcount, and who frees them. */
 #include "internal.h"
-#include "parallel.h"
-#include "pool.h"
+#include "host/parallel.h"
+#include "runtime/pool.h"
 
 #include <sched.h>
 #include <stdio.h>

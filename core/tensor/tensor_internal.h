@@ -1,9 +1,10 @@
-/* Internals shared by the tensor files (tensor.c, tensor_view.c,
- * tensor_copy.c, tensor_print.c); never installed. */
+/* Internals shared by the tensor files (tensor/: geometry.c, tensor.c,
+ * view.c, iter.c, tensor_copy.c, data.c, tensor_print.c); never installed. */
 #ifndef TSTOR_TENSOR_INTERNAL_H
 #define TSTOR_TENSOR_INTERNAL_H
 
-#include "typed_internal.h"
+#include "tensor/geometry.h"
+#include "typed/typed_internal.h"
 
 #include <tstor/tensor.h>
 
@@ -54,97 +55,74 @@ static inline void tstor__tensor_complete(tstor_tensor *t, tstor_storage *s, tst
   t->contiguous = contiguous;
 }
 
-/* a * b wrapped as two's complement: the stride products of a layout that
- * shape inference has not yet checked to fit (it is refused by its byte
- * count afterwards), where a signed overflow would be undefined. */
-static inline int64_t tstor__mul_wrap(int64_t a, int64_t b) {
-  return (int64_t)((uint64_t)a * (uint64_t)b);
-}
 
 /* The float dtype of a complex one's parts (complex32's are float16). */
 static inline tstor_dtype tstor__complex_part(tstor_dtype d) {
   return d == TSTOR_COMPLEX32 ? TSTOR_FLOAT16 : d == TSTOR_COMPLEX64 ? TSTOR_FLOAT32 : TSTOR_FLOAT64;
 }
 
-/* The bytes a storage needs for a layout at offset 0, as PyTorch counts them:
- * computeStorageNbytes for strides, computeStorageNbytesContiguous for NULL
- * strides. TSTOR_EOVERFLOW with PyTorch's message past INT64_MAX or SIZE_MAX. */
-int tstor__storage_nbytes(int ndim, const int64_t *sizes, const int64_t *strides, size_t esize,
-                          uint64_t *out);
-
-/* Validates ndim (0..TSTOR_TENSOR_MAX_DIM) and a non-NULL array for it. */
-int tstor__tensor_check_ndim(int ndim, const void *array, const char *what);
-/* Refuses negative sizes with PyTorch's message. */
-int tstor__tensor_check_sizes(int ndim, const int64_t *sizes, const char *what);
-
-/* Wraps a Python-style dimension into [0, ndim) (wrap_scalar: a 0-dim tensor
- * takes dims -1 and 0, as PyTorch's maybe_wrap_dim). TSTOR_ERANGE with
- * PyTorch's message otherwise. */
-int tstor__wrap_dim(int64_t dim, int ndim, int wrap_scalar, int *out);
-
-/* The rules of PyTorch's shapes that tensors and shape inference share, one
- * implementation each, one error code each:
- *   infer_size: sizes with at most one -1 resolved against numel into res.
- *     TSTOR_ESIZE "shape '[4]' is invalid for input of size 6" when they
- *     cannot hold numel; TSTOR_EINVAL for two -1s, a size below -1, or a -1
- *     that a 0 leaves ambiguous.
- *   compute_stride: ATen's computeStride, the strides that view (oldshape,
- *     oldstride) as newshape: 1 found, 0 none exist (a copy is needed), -1
- *     one would pass int64 (where ATen's product wraps).
- *   view_strides: compute_stride as view() refuses: TSTOR_EINVAL "view size
- *     is not compatible with input tensor's size and stride", or
- *     TSTOR_EOVERFLOW naming `what`.
- *   broadcast_into: broadcasts shape (n, s) into (*ndim, out), which holds
- *     the shape so far and has room for the result; TSTOR_ESIZE "The size of
- *     tensor a (3) must match the size of tensor b (2) at non-singleton
- *     dimension 1" (out then holds a partial result). */
-int tstor__infer_size(int ndim, const int64_t *shape, int64_t numel, int64_t *res);
-int tstor__compute_stride(int on, const int64_t *oldshape, const int64_t *oldstride, int nn,
-                          const int64_t *newshape, int64_t *newstride);
-int tstor__view_strides(int on, const int64_t *oldshape, const int64_t *oldstride, int nn,
-                        const int64_t *newshape, int64_t *newstride, const char *what);
-int tstor__broadcast_into(int *ndim, int64_t *out, int n, const int64_t *s);
-
-/* Writes "[a, b, c]" into buf (truncated with "...]" when long). */
-const char *tstor__dims_str(char *buf, size_t size, int n, const int64_t *v);
-
-/* PyTorch's layout predicates on raw arrays. */
-int tstor__compute_contiguous(int ndim, const int64_t *sizes, const int64_t *strides);
-int tstor__non_overlapping_and_dense(int ndim, const int64_t *sizes, const int64_t *strides);
-int tstor__channels_last_contiguous(int ndim, const int64_t *sizes, const int64_t *strides);
-/* TensorIterator's reorder_dimensions: an insertion sort of the dimension
- * indices perm[0..n) where should_swap(ctx, a, b) says >0 when dim a goes
- * after b (further out), <0 when before, 0 when undecided (keep looking).
- * Ambiguous comparisons make this not a plain sort, so dense strides, copy
- * plans and shape inference all share this one loop. */
-static inline void tstor__reorder_dims(int n, int *perm,
-                                       int (*should_swap)(const void *ctx, int a, int b),
-                                       const void *ctx) {
-  for (int i = 1; i < n; i++) {
-    int d1 = i;
-    for (int d0 = i - 1; d0 >= 0; d0--) {
-      int c = should_swap(ctx, perm[d0], perm[d1]);
-      if (c > 0) {
-        int t = perm[d0];
-        perm[d0] = perm[d1];
-        perm[d1] = t;
-        d1 = d0;
-      } else if (c < 0) {
-        break;
-      }
-    }
-  }
-}
-
-/* infer_dense_strides: dense strides that keep the order of t's strides, as
- * empty_like(preserve_format) gives a tensor that is not dense. */
-void tstor__infer_dense_strides(int ndim, const int64_t *sizes, const int64_t *strides,
-                                int64_t *out);
-/* Row-major strides for sizes (size-0 dims count as 1, as PyTorch). */
-void tstor__contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides);
-
 /* Whether the tensor's device holds bytes / is host memory. */
 int tstor__tensor_has_data(const tstor_tensor *t);
 int tstor__tensor_on_host(const tstor_tensor *t);
+
+/* --------------------------------------------------------- copies (iter.c) */
+
+/* TensorIterator's plan for one copy, built from two layouts of the same
+ * sizes: dims innermost first after ordering and merging, strides in bytes. */
+typedef struct tstor__plan {
+  int ndim;
+  int64_t size[TSTOR_TENSOR_MAX_DIM];
+  int64_t dst_strides[TSTOR_TENSOR_MAX_DIM], src_strides[TSTOR_TENSOR_MAX_DIM];
+  char *dst; /* element 0 of each side, in host memory */
+  const char *src;
+  tstor_dtype dst_dtype, src_dtype;
+  size_t dst_esize, src_esize;
+  int same;    /* same dtype: bytes move unchanged */
+  int serial;  /* source and destination overlap: one element after another */
+  int ordered; /* destination elements may share bytes: PyTorch's order, one thread */
+  int tile;    /* 0, or the dimension along which the source is contiguous (a transpose) */
+  int stream;  /* the destination is too large for the caches: non-temporal stores */
+  int band;    /* tile set and the items are bands (host/transpose.h) */
+  unsigned what; /* which transpose, where the store is chosen call by call */
+  int64_t nchunk0, ntile, items;
+  int64_t step0, stept; /* an item's extent along dim 0 and the tile dimension */
+} tstor__plan;
+
+/* Fills p's dims from a layout (dtypes and element sizes set first): dims in
+ * elements, innermost first after ordering, merged where contiguous
+ * together. Returns the element count; 0 leaves p without dims. */
+int64_t tstor__plan_build(tstor__plan *p, int ndim, const int64_t *sizes,
+                          const int64_t *dst_strides, const int64_t *src_strides);
+/* Runs a plan whose dst and src (and serial and ordered) are set, on host
+ * memory: one contiguous run, tiles or bands of a transpose, or rows. */
+void tstor__plan_run(tstor__plan *p);
+/* The bytes a side spans from element 0: [0, span). */
+int64_t tstor__plan_span(const tstor__plan *p, const int64_t *strides, size_t esize);
+/* Whether no two destination elements share a byte (PyTorch's sufficient
+ * non-overlap test; where it fails the copy keeps PyTorch's order). */
+int tstor__plan_dst_distinct(const tstor__plan *p);
+
+/* --------------------------------------------------- transfers (tensor_copy.c) */
+
+/* One side of a transfer: a storage's bytes, or host memory (storage NULL). */
+typedef struct tstor__side {
+  tstor_storage *storage;
+  char *ptr; /* element 0 */
+  const int64_t *strides;
+  tstor_dtype dtype;
+  size_t es;
+} tstor__side;
+
+/* A tensor's side, with other strides (a broadcast source) or its own (NULL). */
+tstor__side tstor__tensor_side(const tstor_tensor *t, const int64_t *strides);
+/* Whether the side's bytes are host memory. */
+int tstor__side_on_host(const tstor__side *x);
+/* Moves n bytes between [lo, lo + n) of a side on a device and host memory. */
+int tstor__side_read(const tstor__side *x, int64_t lo, void *buf, int64_t n);
+int tstor__side_write(const tstor__side *x, int64_t lo, const void *buf, int64_t n);
+/* Copies the elements of `sizes` from src to dst, converting the dtype. The
+ * caller has checked shapes, dtypes and data. */
+int tstor__transfer(const tstor__side *dst, const tstor__side *src, int ndim,
+                    const int64_t *sizes);
 
 #endif /* TSTOR_TENSOR_INTERNAL_H */

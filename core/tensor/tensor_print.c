@@ -4,7 +4,7 @@
  * widest entry), rows wrapped at 80 columns, more than 1000 elements
  * summarised with the first and last 3 entries of every dimension around
  * "...", and the device, dtype and size suffixes PyTorch adds. */
-#include "tensor_internal.h"
+#include "tensor/tensor_internal.h"
 
 #include <inttypes.h>
 #include <math.h>

@@ -1,7 +1,7 @@
 /* Views: new tensors on the same storage with other sizes, strides, offset
  * or dtype. No byte moves (reshape and flatten copy only where PyTorch's do).
  * Each follows ATen's implementation of the same name, refusals included. */
-#include "tensor_internal.h"
+#include "tensor/tensor_internal.h"
 
 #include <inttypes.h>
 #include <string.h>
@@ -26,26 +26,13 @@ static int restride(const tstor_tensor *t, int64_t offset, int ndim, const int64
   return make(t, t->dtype, offset, ndim, sizes, strides, out);
 }
 
-static const char *dims(char *buf, size_t size, int n, const int64_t *v) {
-  return tstor__dims_str(buf, size, n, v);
-}
-
-/* A stride or offset past int64: refused where PyTorch's arithmetic would
- * silently wrap. */
-static int stride_overflow(const char *what) {
-  return tstor__err(TSTOR_EOVERFLOW, "%s: a stride or offset of the view overflows int64", what);
-}
-#define MUL(a, b, out, what) \
-  do {                        \
-    if (__builtin_mul_overflow((a), (b), (out))) return stride_overflow(what); \
-  } while (0)
-
 /* offset + index * stride, for an element that an empty tensor need not hold:
  * its other dimensions do not bound the product. */
-static int moved_offset(int64_t offset, int64_t index, int64_t stride, const char *what, int64_t *out) {
+static int moved_offset(int64_t offset, int64_t index, int64_t stride, const char *what,
+                        int64_t *out) {
   int64_t step;
   if (__builtin_mul_overflow(index, stride, &step) || __builtin_add_overflow(offset, step, out))
-    return stride_overflow(what);
+    return tstor__stride_overflow(what);
   return 0;
 }
 
@@ -60,106 +47,6 @@ int tstor_tensor_as_strided(const tstor_tensor *t, int ndim, const int64_t *size
 }
 
 /* -------------------------------------------------------- view and reshape */
-
-int tstor__infer_size(int ndim, const int64_t *shape, int64_t numel, int64_t *res) {
-  int64_t newsize = 1;
-  int infer = -1, over = 0, zero = 0;
-  char buf[512];
-  for (int d = 0; d < ndim; d++) {
-    if (shape[d] == -1) {
-      if (infer >= 0) return tstor__err(TSTOR_EINVAL, "only one dimension can be inferred");
-      infer = d;
-    } else if (shape[d] >= 0) {
-      over |= __builtin_mul_overflow(newsize, shape[d], &newsize);
-      zero |= shape[d] == 0;
-    } else {
-      return tstor__err(TSTOR_EINVAL, "invalid shape dimension %" PRId64, shape[d]);
-    }
-    res[d] = shape[d];
-  }
-  if (zero) { /* the product is 0, however large the sizes before it */
-    newsize = 0;
-    over = 0;
-  }
-  /* A product past int64 exceeds every numel; with an inferred size it still
-   * divides a numel of 0, which leaves 0 for that size (ATen's product wraps
-   * instead, and its answer then hangs on where it wrapped to). */
-  if (over && infer >= 0 && numel == 0) {
-    res[infer] = 0;
-    return 0;
-  }
-  if (!over && (numel == newsize || (infer >= 0 && newsize > 0 && numel % newsize == 0))) {
-    if (infer >= 0) {
-      if (newsize == 0)
-        return tstor__err(TSTOR_EINVAL,
-                          "cannot reshape tensor of 0 elements into shape %s because the "
-                          "unspecified dimension size -1 can be any value and is ambiguous",
-                          dims(buf, sizeof buf, ndim, shape));
-      res[infer] = numel / newsize;
-    }
-    return 0;
-  }
-  return tstor__err(TSTOR_ESIZE, "shape '%s' is invalid for input of size %" PRId64,
-                    dims(buf, sizeof buf, ndim, shape), numel);
-}
-
-int tstor__compute_stride(int on, const int64_t *oldshape, const int64_t *oldstride, int nn,
-                          const int64_t *newshape, int64_t *newstride) {
-  if (on == 0) {
-    for (int i = 0; i < nn; i++) newstride[i] = 1;
-    return 1;
-  }
-  int empty = 0; /* only whether there are elements matters: a product could overflow before a 0 */
-  for (int i = 0; i < on; i++) empty |= oldshape[i] == 0;
-  if (empty && on == nn && memcmp(oldshape, newshape, (size_t)on * 8) == 0) {
-    memcpy(newstride, oldstride, (size_t)on * 8);
-    return 1;
-  }
-  if (empty) {
-    for (int d = nn - 1; d >= 0; d--) {
-      newstride[d] = 1;
-      if (d < nn - 1 && __builtin_mul_overflow(newshape[d + 1] > 1 ? newshape[d + 1] : 1,
-                                               newstride[d + 1], &newstride[d]))
-        return -1;
-    }
-    return 1;
-  }
-  int view_d = nn - 1, over = 0;
-  int64_t chunk_base_stride = oldstride[on - 1], tensor_numel = 1, view_numel = 1;
-  for (int tensor_d = on - 1; tensor_d >= 0; tensor_d--) {
-    tensor_numel *= oldshape[tensor_d];
-    int64_t contiguous_stride;
-    if (tensor_d == 0 || (oldshape[tensor_d - 1] != 1 &&
-                          (__builtin_mul_overflow(tensor_numel, chunk_base_stride, &contiguous_stride) ||
-                           oldstride[tensor_d - 1] != contiguous_stride))) {
-      while (view_d >= 0 && (view_numel < tensor_numel || newshape[view_d] == 1)) {
-        /* an overflow matters only if the view exists: else a copy is due */
-        over |= __builtin_mul_overflow(view_numel, chunk_base_stride, &newstride[view_d]);
-        view_numel *= newshape[view_d]; /* at most tensor_numel, a product of sizes */
-        view_d--;
-      }
-      if (view_numel != tensor_numel) return 0;
-      if (tensor_d > 0) {
-        chunk_base_stride = oldstride[tensor_d - 1];
-        tensor_numel = 1;
-        view_numel = 1;
-      }
-    }
-  }
-  return view_d != -1 ? 0 : over ? -1 : 1;
-}
-
-int tstor__view_strides(int on, const int64_t *oldshape, const int64_t *oldstride, int nn,
-                        const int64_t *newshape, int64_t *newstride, const char *what) {
-  int found = tstor__compute_stride(on, oldshape, oldstride, nn, newshape, newstride);
-  if (found < 0) return stride_overflow(what);
-  if (!found)
-    return tstor__err(TSTOR_EINVAL,
-                      "view size is not compatible with input tensor's size and stride (at least "
-                      "one dimension spans across two contiguous subspaces). Use .reshape(...) "
-                      "instead.");
-  return 0;
-}
 
 int tstor_tensor_view(const tstor_tensor *t, int ndim, const int64_t *sizes, tstor_tensor **out) {
   int rc = check(t, out, "tensor_view");
@@ -180,10 +67,11 @@ int tstor_tensor_reshape(const tstor_tensor *t, int ndim, const int64_t *sizes,
   int64_t shape[MAXD], st[MAXD];
   if ((rc = tstor__infer_size(ndim, sizes, t->numel, shape))) return rc;
   int found = tstor__compute_stride(t->ndim, t->sizes, t->strides, ndim, shape, st);
-  if (found < 0) return stride_overflow("tensor_reshape");
+  if (found < 0) return tstor__stride_overflow("tensor_reshape");
   if (found) return restride(t, t->offset, ndim, shape, st, out);
   tstor_tensor *c;
-  if ((rc = tstor_tensor_empty(t->storage->ctx, t->storage->device, t->dtype, t->ndim, t->sizes, &c)))
+  if ((rc = tstor_tensor_empty(t->storage->ctx, t->storage->device, t->dtype, t->ndim, t->sizes,
+                               &c)))
     return rc;
   if ((rc = tstor_tensor_copy_(c, t)) == 0) rc = restride(c, c->offset, ndim, shape, NULL, out);
   tstor_tensor_release(c);
@@ -212,9 +100,9 @@ int tstor_tensor_slice(const tstor_tensor *t, int64_t dim, int64_t start, int64_
   memcpy(st, t->strides, (size_t)t->ndim * 8);
   int64_t len = end - start, offset;
   sz[d] = len / step + (len % step != 0);
-  MUL(t->strides[d], step, &st[d], "slice");
-  MUL(start, t->strides[d], &offset, "slice");
-  if (__builtin_add_overflow(offset, t->offset, &offset)) return stride_overflow("slice");
+  if (__builtin_mul_overflow(t->strides[d], step, &st[d])) return tstor__stride_overflow("slice");
+  if (__builtin_mul_overflow(start, t->strides[d], &offset)) return tstor__stride_overflow("slice");
+  if (__builtin_add_overflow(offset, t->offset, &offset)) return tstor__stride_overflow("slice");
   return restride(t, offset, t->ndim, sz, st, out);
 }
 
@@ -222,7 +110,8 @@ int tstor_tensor_narrow(const tstor_tensor *t, int64_t dim, int64_t start, int64
                         tstor_tensor **out) {
   int rc = check(t, out, "tensor_narrow"), d;
   if (rc) return rc;
-  if (t->ndim == 0) return tstor__err(TSTOR_EINVAL, "narrow() cannot be applied to a 0-dim tensor.");
+  if (t->ndim == 0)
+    return tstor__err(TSTOR_EINVAL, "narrow() cannot be applied to a 0-dim tensor.");
   if ((rc = tstor__wrap_dim(dim, t->ndim, 1, &d))) return rc;
   int64_t n = t->sizes[d];
   if (start != n) {
@@ -237,7 +126,8 @@ int tstor_tensor_narrow(const tstor_tensor *t, int64_t dim, int64_t start, int64
   }
   if (length < 0 || start > n - length)
     return tstor__err(TSTOR_ERANGE,
-                      "start (%" PRId64 ") + length (%" PRId64 ") exceeds dimension size (%" PRId64 ").",
+                      "start (%" PRId64 ") + length (%" PRId64 ") exceeds dimension size (%" PRId64
+                      ").",
                       start, length, n);
   return tstor_tensor_slice(t, d, start, start + length, 1, out);
 }
@@ -245,14 +135,16 @@ int tstor_tensor_narrow(const tstor_tensor *t, int64_t dim, int64_t start, int64
 int tstor_tensor_select(const tstor_tensor *t, int64_t dim, int64_t index, tstor_tensor **out) {
   int rc = check(t, out, "tensor_select"), d;
   if (rc) return rc;
-  if (t->ndim == 0) return tstor__err(TSTOR_EINVAL, "select() cannot be applied to a 0-dim tensor.");
+  if (t->ndim == 0)
+    return tstor__err(TSTOR_EINVAL, "select() cannot be applied to a 0-dim tensor.");
   if ((rc = tstor__wrap_dim(dim, t->ndim, 1, &d))) return rc;
   int64_t n = t->sizes[d];
   if (index < -n || index >= n) {
     char buf[512];
     return tstor__err(TSTOR_ERANGE,
-                      "select(): index %" PRId64 " out of range for tensor of size %s at dimension %d",
-                      index, dims(buf, sizeof buf, t->ndim, t->sizes), d);
+                      "select(): index %" PRId64
+                      " out of range for tensor of size %s at dimension %d",
+                      index, tstor__dims_str(buf, sizeof buf, t->ndim, t->sizes), d);
   }
   if (index < 0) index += n;
   int64_t sz[MAXD], st[MAXD];
@@ -294,17 +186,19 @@ int tstor_tensor_t(const tstor_tensor *t, tstor_tensor **out) {
   return tstor_tensor_transpose(t, 0, t->ndim < 2 ? 0 : 1, out);
 }
 
-int tstor_tensor_permute(const tstor_tensor *t, int ndim, const int64_t *order, tstor_tensor **out) {
+int tstor_tensor_permute(const tstor_tensor *t, int ndim, const int64_t *order,
+                         tstor_tensor **out) {
   int rc = check(t, out, "tensor_permute");
   if (rc) return rc;
   if (ndim < 0 || (ndim > 0 && order == NULL))
     return tstor__err(TSTOR_EINVAL, "tensor_permute: NULL or negative dims");
   if (ndim != t->ndim)
-    return tstor__err(TSTOR_EINVAL,
-                      "permute(sparse_coo): number of dimensions in the tensor input does not match "
-                      "the length of the desired ordering of dimensions i.e. input.dim() = %d is not "
-                      "equal to len(dims) = %d",
-                      t->ndim, ndim);
+    return tstor__err(
+        TSTOR_EINVAL,
+        "permute(sparse_coo): number of dimensions in the tensor input does not match "
+        "the length of the desired ordering of dimensions i.e. input.dim() = %d is not "
+        "equal to len(dims) = %d",
+        t->ndim, ndim);
   int64_t sz[MAXD], st[MAXD];
   char seen[MAXD] = {0};
   for (int i = 0; i < ndim; i++) {
@@ -318,8 +212,8 @@ int tstor_tensor_permute(const tstor_tensor *t, int ndim, const int64_t *order, 
   return restride(t, t->offset, ndim, sz, st, out);
 }
 
-int tstor_tensor_movedim(const tstor_tensor *t, int n, const int64_t *source, const int64_t *destination,
-                         tstor_tensor **out) {
+int tstor_tensor_movedim(const tstor_tensor *t, int n, const int64_t *source,
+                         const int64_t *destination, tstor_tensor **out) {
   int rc = check(t, out, "tensor_movedim");
   if (rc) return rc;
   if (n < 0 || (n > 0 && (source == NULL || destination == NULL)))
@@ -341,13 +235,14 @@ int tstor_tensor_movedim(const tstor_tensor *t, int n, const int64_t *source, co
   char buf[512];
   for (int i = 0; i < n; i++) {
     if (used_src[src[i]])
-      return tstor__err(TSTOR_EINVAL, "movedim: repeated dim in `source` (%s)", dims(buf, sizeof buf, n, sv));
+      return tstor__err(TSTOR_EINVAL, "movedim: repeated dim in `source` (%s)",
+                        tstor__dims_str(buf, sizeof buf, n, sv));
     used_src[src[i]] = 1;
   }
   for (int i = 0; i < n; i++) {
     if (used_dst[dst[i]])
       return tstor__err(TSTOR_EINVAL, "movedim: repeated dim in `destination` (%s)",
-                        dims(buf, sizeof buf, n, dv));
+                        tstor__dims_str(buf, sizeof buf, n, dv));
     used_dst[dst[i]] = 1;
   }
   if (nd == 0) return restride(t, t->offset, 0, NULL, NULL, out);
@@ -371,13 +266,15 @@ int tstor_tensor_expand(const tstor_tensor *t, int ndim, const int64_t *sizes, t
   if ((rc = tstor__tensor_check_ndim(ndim, sizes, "tensor_expand"))) return rc;
   char a[512], b[512];
   if (ndim < t->ndim)
-    return tstor__err(TSTOR_EINVAL,
-                      "expand(torch.%s%s%sTensor{%s}, size=%s): the number of sizes provided (%d) must "
-                      "be greater or equal to the number of dimensions in the tensor (%d)",
-                      tstor__tensor_on_host(t) ? "" : tstor_tensor_context(t)->types[t->storage->device.type].name,
-                      tstor__tensor_on_host(t) ? "" : ".",
-                      tstor_dtype_info_of(t->dtype)->scalar_type, dims(a, sizeof a, t->ndim, t->sizes),
-                      dims(b, sizeof b, ndim, sizes), ndim, t->ndim);
+    return tstor__err(
+        TSTOR_EINVAL,
+        "expand(torch.%s%s%sTensor{%s}, size=%s): the number of sizes provided (%d) must "
+        "be greater or equal to the number of dimensions in the tensor (%d)",
+        tstor__tensor_on_host(t) ? ""
+                                 : tstor_tensor_context(t)->types[t->storage->device.type].name,
+        tstor__tensor_on_host(t) ? "" : ".", tstor_dtype_info_of(t->dtype)->scalar_type,
+        tstor__dims_str(a, sizeof a, t->ndim, t->sizes), tstor__dims_str(b, sizeof b, ndim, sizes),
+        ndim, t->ndim);
   int64_t sz[MAXD], st[MAXD];
   for (int i = ndim - 1; i >= 0; i--) {
     int off = ndim - 1 - i, dim = t->ndim - 1 - off;
@@ -386,7 +283,8 @@ int tstor_tensor_expand(const tstor_tensor *t, int ndim, const int64_t *sizes, t
     if (dim >= 0)
       stride = t->strides[dim];
     else if (i + 1 < ndim)
-      MUL(sz[i + 1], st[i + 1], &stride, "expand");
+      if (__builtin_mul_overflow(sz[i + 1], st[i + 1], &stride))
+        return tstor__stride_overflow("expand");
     int64_t target = sizes[i];
     if (target == -1) {
       if (dim < 0)
@@ -399,10 +297,11 @@ int tstor_tensor_expand(const tstor_tensor *t, int ndim, const int64_t *sizes, t
     if (size != target) {
       if (size != 1 || target < 0)
         return tstor__err(TSTOR_EINVAL,
-                          "The expanded size of the tensor (%" PRId64 ") must match the existing size (%" PRId64
+                          "The expanded size of the tensor (%" PRId64
+                          ") must match the existing size (%" PRId64
                           ") at non-singleton dimension %d.  Target sizes: %s.  Tensor sizes: %s",
-                          target, size, i, dims(a, sizeof a, ndim, sizes),
-                          dims(b, sizeof b, t->ndim, t->sizes));
+                          target, size, i, tstor__dims_str(a, sizeof a, ndim, sizes),
+                          tstor__dims_str(b, sizeof b, t->ndim, t->sizes));
       size = target;
       stride = 0;
     }
@@ -438,7 +337,8 @@ int tstor_tensor_squeeze_dim(const tstor_tensor *t, int64_t dim, tstor_tensor **
   int rc = check(t, out, "tensor_squeeze_dim"), d;
   if (rc) return rc;
   if ((rc = tstor__wrap_dim(dim, t->ndim, 1, &d))) return rc;
-  if (t->ndim == 0 || t->sizes[d] != 1) return restride(t, t->offset, t->ndim, t->sizes, t->strides, out);
+  if (t->ndim == 0 || t->sizes[d] != 1)
+    return restride(t, t->offset, t->ndim, t->sizes, t->strides, out);
   int64_t sz[MAXD], st[MAXD];
   for (int i = 0, j = 0; i < t->ndim; i++)
     if (i != d) {
@@ -461,8 +361,8 @@ int tstor_tensor_unsqueeze(const tstor_tensor *t, int64_t dim, tstor_tensor **ou
       sz[i] = 1;
       if (d >= t->ndim)
         st[i] = 1;
-      else
-        MUL(t->sizes[d], t->strides[d], &st[i], "unsqueeze");
+      else if (__builtin_mul_overflow(t->sizes[d], t->strides[d], &st[i]))
+        return tstor__stride_overflow("unsqueeze");
       continue;
     }
     sz[i] = t->sizes[j];
@@ -473,17 +373,20 @@ int tstor_tensor_unsqueeze(const tstor_tensor *t, int64_t dim, tstor_tensor **ou
 
 /* ---------------------------------------------------- flatten, unflatten */
 
-int tstor_tensor_flatten(const tstor_tensor *t, int64_t start_dim, int64_t end_dim, tstor_tensor **out) {
+int tstor_tensor_flatten(const tstor_tensor *t, int64_t start_dim, int64_t end_dim,
+                         tstor_tensor **out) {
   int rc = check(t, out, "tensor_flatten"), s, e;
   if (rc) return rc;
-  if ((rc = tstor__wrap_dim(start_dim, t->ndim, 1, &s)) || (rc = tstor__wrap_dim(end_dim, t->ndim, 1, &e)))
+  if ((rc = tstor__wrap_dim(start_dim, t->ndim, 1, &s)) ||
+      (rc = tstor__wrap_dim(end_dim, t->ndim, 1, &e)))
     return rc;
   if (t->ndim == 0) {
     int64_t one = 1;
     return tstor_tensor_reshape(t, 1, &one, out);
   }
   if (s > e)
-    return tstor__err(TSTOR_EINVAL, "flatten() has invalid args: start_dim cannot come after end_dim");
+    return tstor__err(TSTOR_EINVAL,
+                      "flatten() has invalid args: start_dim cannot come after end_dim");
   if (s == e) return restride(t, t->offset, t->ndim, t->sizes, t->strides, out);
   int64_t shape[MAXD], prod = 1;
   int n = 0;
@@ -499,7 +402,8 @@ int tstor_tensor_unflatten(const tstor_tensor *t, int64_t dim, int nsizes, const
   int rc = check(t, out, "tensor_unflatten"), d;
   if (rc) return rc;
   if ((rc = tstor__wrap_dim(dim, t->ndim, 1, &d))) return rc;
-  if (t->ndim == 0) return tstor__err(TSTOR_ERANGE, "Dimension specified as 0 but tensor has no dimensions");
+  if (t->ndim == 0)
+    return tstor__err(TSTOR_ERANGE, "Dimension specified as 0 but tensor has no dimensions");
   if (nsizes == 0) return tstor__err(TSTOR_EINVAL, "unflatten: sizes must be non-empty");
   if ((rc = tstor__tensor_check_ndim(nsizes, sizes, "tensor_unflatten"))) return rc;
   if (t->ndim - 1 + nsizes > TSTOR_TENSOR_MAX_DIM)
@@ -509,10 +413,11 @@ int tstor_tensor_unflatten(const tstor_tensor *t, int64_t dim, int nsizes, const
   if ((rc = tstor__infer_size(nsizes, sizes, n, inferred))) {
     if (rc == TSTOR_ESIZE) {
       char buf[512];
-      return tstor__err(TSTOR_ESIZE,
-                        "unflatten: Provided sizes %s don't multiply up to the size of dim %d (%" PRId64
-                        ") in the input tensor",
-                        dims(buf, sizeof buf, nsizes, sizes), d, n);
+      return tstor__err(
+          TSTOR_ESIZE,
+          "unflatten: Provided sizes %s don't multiply up to the size of dim %d (%" PRId64
+          ") in the input tensor",
+          tstor__dims_str(buf, sizeof buf, nsizes, sizes), d, n);
     }
     return rc;
   }
@@ -536,7 +441,8 @@ int tstor_tensor_unfold(const tstor_tensor *t, int64_t dim, int64_t size, int64_
                       t->ndim + 1, TSTOR_TENSOR_MAX_DIM);
   int64_t max_size = t->ndim == 0 ? 1 : t->sizes[d];
   if (size > max_size)
-    return tstor__err(TSTOR_EINVAL, "maximum size for tensor at dimension %d is %" PRId64 " but size is %" PRId64,
+    return tstor__err(TSTOR_EINVAL,
+                      "maximum size for tensor at dimension %d is %" PRId64 " but size is %" PRId64,
                       d, max_size, size);
   if (step <= 0) return tstor__err(TSTOR_EINVAL, "step is %" PRId64 " but must be > 0", step);
   int64_t sz[MAXD + 1], st[MAXD + 1];
@@ -545,16 +451,19 @@ int tstor_tensor_unfold(const tstor_tensor *t, int64_t dim, int64_t size, int64_
     st[i] = t->strides[i];
   }
   if (t->ndim > 0) {
-    if (__builtin_sub_overflow(t->sizes[d], size, &sz[d])) return stride_overflow("unfold");
+    if (__builtin_sub_overflow(t->sizes[d], size, &sz[d])) return tstor__stride_overflow("unfold");
     sz[d] = sz[d] / step + 1;
-    MUL(step, t->strides[d], &st[d], "unfold");
+    if (__builtin_mul_overflow(step, t->strides[d], &st[d]))
+      return tstor__stride_overflow("unfold");
   }
   sz[t->ndim] = size;
   st[t->ndim] = t->ndim == 0 ? 1 : t->strides[d];
   if (size < 0) {
     char a[512], b[512];
-    return tstor__err(TSTOR_EOVERFLOW, "Storage size calculation overflowed with sizes=%s and strides=%s",
-                      dims(a, sizeof a, t->ndim + 1, sz), dims(b, sizeof b, t->ndim + 1, st));
+    return tstor__err(TSTOR_EOVERFLOW,
+                      "Storage size calculation overflowed with sizes=%s and strides=%s",
+                      tstor__dims_str(a, sizeof a, t->ndim + 1, sz),
+                      tstor__dims_str(b, sizeof b, t->ndim + 1, st));
   }
   return restride(t, t->offset, t->ndim + 1, sz, st, out);
 }
@@ -565,9 +474,11 @@ int tstor_tensor_diagonal(const tstor_tensor *t, int64_t offset, int64_t dim1, i
   if (rc) return rc;
   if ((rc = tstor__wrap_dim(dim1, t->ndim, 1, &a)) || (rc = tstor__wrap_dim(dim2, t->ndim, 1, &b)))
     return rc;
-  if (a == b) return tstor__err(TSTOR_EINVAL, "diagonal dimensions cannot be identical %" PRId64 ", %" PRId64, dim1,
-                                  dim2);
-  if (t->ndim < 2) return tstor__err(TSTOR_EINVAL, "diagonal: a tensor of %d dimensions has no diagonal", t->ndim);
+  if (a == b)
+    return tstor__err(TSTOR_EINVAL, "diagonal dimensions cannot be identical %" PRId64 ", %" PRId64,
+                      dim1, dim2);
+  if (t->ndim < 2)
+    return tstor__err(TSTOR_EINVAL, "diagonal: a tensor of %d dimensions has no diagonal", t->ndim);
   int64_t n, off = t->offset;
   if (offset >= 0) {
     n = t->sizes[a] < t->sizes[b] - offset ? t->sizes[a] : t->sizes[b] - offset;
@@ -576,7 +487,7 @@ int tstor_tensor_diagonal(const tstor_tensor *t, int64_t offset, int64_t dim1, i
   }
   if (n < 0) n = 0;
   if (n > 0 && (rc = offset >= 0 ? moved_offset(off, offset, t->strides[b], "diagonal", &off)
-                                  : moved_offset(off, -offset, t->strides[a], "diagonal", &off)))
+                                 : moved_offset(off, -offset, t->strides[a], "diagonal", &off)))
     return rc;
   int64_t sz[MAXD], st[MAXD];
   int k = 0;
@@ -586,7 +497,8 @@ int tstor_tensor_diagonal(const tstor_tensor *t, int64_t offset, int64_t dim1, i
       st[k++] = t->strides[i];
     }
   sz[k] = n;
-  if (__builtin_add_overflow(t->strides[a], t->strides[b], &st[k])) return stride_overflow("diagonal");
+  if (__builtin_add_overflow(t->strides[a], t->strides[b], &st[k]))
+    return tstor__stride_overflow("diagonal");
   k++;
   return restride(t, off, k, sz, st, out);
 }
@@ -630,16 +542,18 @@ int tstor_tensor_split(const tstor_tensor *t, int64_t split_size, int64_t dim, i
   if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
   int rc = split_check(t, count, out, "tensor_split"), d;
   if (rc) return rc;
-  if (t->ndim == 0) return tstor__err(TSTOR_EINVAL, "split expects at least a 1-dimensional tensor");
+  if (t->ndim == 0)
+    return tstor__err(TSTOR_EINVAL, "split expects at least a 1-dimensional tensor");
   if (split_size < 0)
-    return tstor__err(TSTOR_EINVAL, "split expects split_size be non-negative, but got split_size=%" PRId64,
+    return tstor__err(TSTOR_EINVAL,
+                      "split expects split_size be non-negative, but got split_size=%" PRId64,
                       split_size);
   if ((rc = tstor__wrap_dim(dim, t->ndim, 1, &d))) return rc;
   int64_t n = t->sizes[d];
   if (split_size == 0 && n != 0)
-    return tstor__err(TSTOR_EINVAL,
-                      "split_size can only be 0 if dimension size is 0, but got dimension size of %" PRId64,
-                      n);
+    return tstor__err(
+        TSTOR_EINVAL,
+        "split_size can only be 0 if dimension size is 0, but got dimension size of %" PRId64, n);
   int64_t num = split_size ? n / split_size + (n % split_size != 0) : 1; /* no n + split_size */
   if (num < 1) num = 1;
   if (num > INT32_MAX / 8)
@@ -658,13 +572,17 @@ int tstor_tensor_split_sizes(const tstor_tensor *t, int n, const int64_t *sizes,
   if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
   int rc = split_check(t, count, out, "tensor_split_sizes"), d;
   if (rc) return rc;
-  if (t->ndim == 0) return tstor__err(TSTOR_EINVAL, "split expects at least a 1-dimensional tensor");
+  if (t->ndim == 0)
+    return tstor__err(TSTOR_EINVAL, "split expects at least a 1-dimensional tensor");
   if ((rc = tstor__wrap_dim(dim, t->ndim, 1, &d))) return rc;
-  if (n < 0 || (n > 0 && sizes == NULL)) return tstor__err(TSTOR_EINVAL, "tensor_split_sizes: NULL sizes");
+  if (n < 0 || (n > 0 && sizes == NULL))
+    return tstor__err(TSTOR_EINVAL, "tensor_split_sizes: NULL sizes");
   int64_t total = 0;
   for (int i = 0; i < n; i++) {
     if (sizes[i] < 0)
-      return tstor__err(TSTOR_EINVAL, "split_with_sizes expects split_sizes have only non-negative entries, but got split_sizes=%" PRId64,
+      return tstor__err(TSTOR_EINVAL,
+                        "split_with_sizes expects split_sizes have only non-negative entries, but "
+                        "got split_sizes=%" PRId64,
                         sizes[i]);
     if (__builtin_add_overflow(total, sizes[i], &total)) total = -1;
   }
@@ -673,16 +591,18 @@ int tstor_tensor_split_sizes(const tstor_tensor *t, int n, const int64_t *sizes,
     return tstor__err(TSTOR_ESIZE,
                       "split_with_sizes expects split_sizes to sum exactly to %" PRId64
                       " (input tensor's size at dimension %" PRId64 "), but got split_sizes=%s",
-                      t->sizes[d], dim, dims(buf, sizeof buf, n, sizes));
+                      t->sizes[d], dim, tstor__dims_str(buf, sizeof buf, n, sizes));
   }
   return split_sizes(t, d, n, sizes, count, out);
 }
 
-int tstor_tensor_chunk(const tstor_tensor *t, int chunks, int64_t dim, int *count, tstor_tensor ***out) {
+int tstor_tensor_chunk(const tstor_tensor *t, int chunks, int64_t dim, int *count,
+                       tstor_tensor ***out) {
   if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
   int rc = split_check(t, count, out, "tensor_chunk"), d;
   if (rc) return rc;
-  if (t->ndim == 0) return tstor__err(TSTOR_EINVAL, "chunk expects at least a 1-dimensional tensor");
+  if (t->ndim == 0)
+    return tstor__err(TSTOR_EINVAL, "chunk expects at least a 1-dimensional tensor");
   if (chunks <= 0)
     return tstor__err(TSTOR_EINVAL, "chunk expects `chunks` to be greater than 0, got: %d", chunks);
   if ((rc = tstor__wrap_dim(dim, t->ndim, 1, &d))) return rc;
@@ -710,7 +630,8 @@ int tstor_tensor_view_dtype(const tstor_tensor *t, tstor_dtype dtype, tstor_tens
   int64_t oes = (int64_t)od->element_size, nes = (int64_t)nd->element_size;
   if (oes == nes) return make(t, dtype, t->offset, t->ndim, t->sizes, t->strides, out);
   if (t->ndim == 0)
-    return tstor__err(TSTOR_EINVAL, "self.dim() cannot be 0 to view %s as %s (different element sizes)",
+    return tstor__err(TSTOR_EINVAL,
+                      "self.dim() cannot be 0 to view %s as %s (different element sizes)",
                       od->scalar_type, nd->scalar_type);
   int last = t->ndim - 1;
   int64_t sz[MAXD], st[MAXD];
@@ -720,32 +641,38 @@ int tstor_tensor_view_dtype(const tstor_tensor *t, tstor_dtype dtype, tstor_tens
   if (oes > nes) {
     int64_t r = oes / nes;
     if (t->strides[last] != 1)
-      return tstor__err(TSTOR_EINVAL,
-                        "self.stride(-1) must be 1 to view %s as %s (different element sizes), but got %" PRId64,
-                        od->scalar_type, nd->scalar_type, t->strides[last]);
-    MUL(t->offset, r, &off, "view");
-    for (int i = 0; i < last; i++) MUL(st[i], r, &st[i], "view");
-    MUL(sz[last], r, &sz[last], "view");
+      return tstor__err(
+          TSTOR_EINVAL,
+          "self.stride(-1) must be 1 to view %s as %s (different element sizes), but got %" PRId64,
+          od->scalar_type, nd->scalar_type, t->strides[last]);
+    if (__builtin_mul_overflow(t->offset, r, &off)) return tstor__stride_overflow("view");
+    for (int i = 0; i < last; i++)
+      if (__builtin_mul_overflow(st[i], r, &st[i])) return tstor__stride_overflow("view");
+    if (__builtin_mul_overflow(sz[last], r, &sz[last])) return tstor__stride_overflow("view");
   } else {
     int64_t r = nes / oes;
     if (t->sizes[last] % r != 0)
       return tstor__err(TSTOR_EINVAL,
-                        "self.size(-1) must be divisible by %" PRId64 " to view %s as %s (different element "
+                        "self.size(-1) must be divisible by %" PRId64
+                        " to view %s as %s (different element "
                         "sizes), but got %" PRId64,
                         r, od->scalar_type, nd->scalar_type, t->sizes[last]);
     if (t->offset % r != 0)
       return tstor__err(TSTOR_EINVAL,
-                        "self.storage_offset() must be divisible by %" PRId64 " to view %s as %s (different "
+                        "self.storage_offset() must be divisible by %" PRId64
+                        " to view %s as %s (different "
                         "element sizes), but got %" PRId64,
                         r, od->scalar_type, nd->scalar_type, t->offset);
     if (t->strides[last] != 1)
-      return tstor__err(TSTOR_EINVAL,
-                        "self.stride(-1) must be 1 to view %s as %s (different element sizes), but got %" PRId64,
-                        od->scalar_type, nd->scalar_type, t->strides[last]);
+      return tstor__err(
+          TSTOR_EINVAL,
+          "self.stride(-1) must be 1 to view %s as %s (different element sizes), but got %" PRId64,
+          od->scalar_type, nd->scalar_type, t->strides[last]);
     for (int i = 0; i < last; i++) {
       if (st[i] % r != 0)
         return tstor__err(TSTOR_EINVAL,
-                          "self.stride(%d) must be divisible by %" PRId64 " to view %s as %s (different "
+                          "self.stride(%d) must be divisible by %" PRId64
+                          " to view %s as %s (different "
                           "element sizes), but got %" PRId64,
                           i, r, od->scalar_type, nd->scalar_type, st[i]);
       st[i] /= r;
@@ -758,8 +685,11 @@ int tstor_tensor_view_dtype(const tstor_tensor *t, tstor_dtype dtype, tstor_tens
 
 static int complex_part(const tstor_tensor *t, int imag, tstor_tensor **out) {
   int64_t st[MAXD], off;
-  for (int i = 0; i < t->ndim; i++) MUL(t->strides[i], 2, &st[i], imag ? "imag" : "real");
-  MUL(t->offset, 2, &off, imag ? "imag" : "real");
+  for (int i = 0; i < t->ndim; i++)
+    if (__builtin_mul_overflow(t->strides[i], 2, &st[i]))
+      return tstor__stride_overflow(imag ? "imag" : "real");
+  if (__builtin_mul_overflow(t->offset, 2, &off))
+    return tstor__stride_overflow(imag ? "imag" : "real");
   return make(t, tstor__complex_part(t->dtype), off + imag, t->ndim, t->sizes, st, out);
 }
 
@@ -795,10 +725,11 @@ int tstor_tensor_view_as_real(const tstor_tensor *t, tstor_tensor **out) {
   int64_t off;
   for (int i = 0; i < t->ndim; i++) {
     sz[i] = t->sizes[i];
-    MUL(t->strides[i], 2, &st[i], "view_as_real");
+    if (__builtin_mul_overflow(t->strides[i], 2, &st[i]))
+      return tstor__stride_overflow("view_as_real");
   }
   sz[t->ndim] = 2;
   st[t->ndim] = 1;
-  MUL(t->offset, 2, &off, "view_as_real");
+  if (__builtin_mul_overflow(t->offset, 2, &off)) return tstor__stride_overflow("view_as_real");
   return make(t, tstor__complex_part(t->dtype), off, t->ndim + 1, sz, st, out);
 }

@@ -14,7 +14,7 @@
  * Every loop is a load (to int64_t, float or double), a store from that value
  * and nothing else, with no branches the vectoriser cannot turn into selects;
  * typed.am compiles this file with the vectoriser on. */
-#include "typed_internal.h"
+#include "typed/typed_internal.h"
 
 #include <tstor/codec.h>
 

@@ -1,6 +1,6 @@
 /* The dtype table: names, sizes and kinds of every storage dtype, and parsing
  * a name back to a dtype. */
-#include "typed_internal.h"
+#include "typed/typed_internal.h"
 
 #include <string.h>
 

@@ -3,7 +3,7 @@
  * Host-memory devices are read and written in place. Other devices go through
  * the copy table in bounded chunks of host memory, or through the device's own
  * convert op when both sides are on the same device and it has one. */
-#include "typed_internal.h"
+#include "typed/typed_internal.h"
 
 #include <string.h>
 

@@ -1,10 +1,10 @@
-/* Internals shared by the typed-storage files (dtype.c, convert.c, parallel.c,
- * typed_storage.c, print.c); never installed. */
+/* Internals shared by the typed-storage files (typed/: dtype.c, convert.c,
+ * typed.c, typed_print.c); never installed. */
 #ifndef TSTOR_TYPED_INTERNAL_H
 #define TSTOR_TYPED_INTERNAL_H
 
 #include "internal.h"
-#include "parallel.h"
+#include "host/parallel.h"
 
 #include <tstor/typed.h>
 

@@ -1,6 +1,6 @@
 /* Printing storages as PyTorch and Torch7 print them, and formatting one
  * element as Python's str() of PyTorch's item would. */
-#include "typed_internal.h"
+#include "typed/typed_internal.h"
 
 #include <inttypes.h>
 #include <math.h>

@@ -6,10 +6,10 @@
  * then written back out as INI text, which must parse to the same config
  * (the round trip catches a parser that accepts what it cannot read back).
  * Inputs without NUL bytes also go through tstor_context_open_string with
- * every dlopen failed by fault injection (core/fault.h), so that the loader's
+ * every dlopen failed by fault injection (core/runtime/fault.h), so that the loader's
  * resolution and error paths run without ever loading whatever library an
  * input names. */
-#include "fault.h"
+#include "runtime/fault.h"
 #include "internal.h"
 
 #include <stdint.h>

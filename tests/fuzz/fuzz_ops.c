@@ -9,13 +9,13 @@
  * known) predicts each call's exact return code, and after each call every
  * live storage's size, flags, base, data pointer and use count are checked;
  * 'check' compares bytes. An 'inject' operation makes one of the next call's
- * allocations fail (core/fault.h): that call must then return TSTOR_ENOMEM
+ * allocations fail (core/runtime/fault.h): that call must then return TSTOR_ENOMEM
  * and change nothing. At the end every handle is released and the cpu
  * allocator must be back to zero bytes.
  *
  * Environment: TSTOR_BACKEND_DIR (the modules) and TSTOR_FUZZ_FAKE (the fake
  * plugin, tests/plugins/.libs/fake.so), as tests/fuzz/run.sh sets them. */
-#include "fault.h"
+#include "runtime/fault.h"
 
 #include <stdint.h>
 #include <stdio.h>

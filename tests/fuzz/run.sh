@@ -40,10 +40,10 @@ if [ ! -f "$build/config.status" ] || [ "$src/configure" -nt "$build/config.stat
     { tail -30 "$build/configure.log"; exit 1; }
 fi
 echo "fuzz: building"
-# The conversion loops' GCC-only vectoriser flags (core/typed.am) are left out:
+# The host loops' GCC-only vectoriser flags (core/Makefile.am) are left out:
 # clang vectorises at -O1 and up without them.
 for dir in core backends/cpu backends/meta; do
-  make -C "$build/$dir" -j"$jobs" libtstor_convert_la_CFLAGS='$(AM_CFLAGS)' \
+  make -C "$build/$dir" -j"$jobs" libtstor_host_la_CFLAGS='$(AM_CFLAGS)' libtstor_convert_la_CFLAGS='$(AM_CFLAGS)' \
     > "$build/make.log" 2>&1 ||
     { tail -40 "$build/make.log"; exit 1; }
 done
