@@ -6,8 +6,10 @@
  * how a backend's error reaches the caller. Its copy_strided moves elements
  * last to first, an order as good as any for the blocks backend.h promises
  * (as a GPU's threads have none), so a block the core should not have handed
- * it shows. convdev_convert_calls and convdev_strided_calls count the calls
- * that did the work, for the tests to read with dlsym. */
+ * it shows, and declines elements of 2 bytes (TSTOR_ENOTSUP, as cuda's
+ * declines quantized or misaligned ones), which the core must then stage.
+ * convdev_convert_calls, convdev_strided_calls and convdev_strided_declines
+ * count the calls, for the tests to read with dlsym. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,8 @@ TSTOR_EXTERN atomic_long convdev_convert_calls;
 atomic_long convdev_convert_calls;
 TSTOR_EXTERN atomic_long convdev_strided_calls;
 atomic_long convdev_strided_calls;
+TSTOR_EXTERN atomic_long convdev_strided_declines;
+atomic_long convdev_strided_declines;
 
 static const tstor_registrar *registrar;
 
@@ -59,6 +63,10 @@ static int cd_convert(void *state, int index, void *dst, int dst_dtype, const vo
 static int cd_copy_strided(void *state, int index, void *dst, const int64_t *dst_strides,
                            const void *src, const int64_t *src_strides, const int64_t *sizes,
                            int ndim, size_t element_size, void *stream) {
+  if (element_size == 2) {
+    atomic_fetch_add(&convdev_strided_declines, 1);
+    return TSTOR_ENOTSUP;
+  }
   int64_t n = 1;
   for (int d = 0; d < ndim; d++) n *= sizes[d];
   for (int64_t i = n - 1; i >= 0; i--) {
