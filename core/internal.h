@@ -1,6 +1,6 @@
 /* Core internals shared between the core's files; never installed. Names carry
  * a double underscore. docs/internals.md has the whole picture, a line per
- * file.
+ * file, and the tests that cover each folder.
  *
  * Layering. A file calls (or takes the address of) functions of its own layer
  * and of the layers above it in this list only, never of a later layer, and

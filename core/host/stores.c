@@ -1,51 +1,31 @@
 /* Which stores large host work writes its destination with: streaming
  * (non-temporal) stores, which skip reading each destination line before
- * writing it, or ordinary ones. Neither wins everywhere. On one 2-vCPU EPYC VM
- * whose memory alternates between a slow and a fast mode within minutes,
- * streaming stores were up to 1.3x faster in the slow mode; in the fast one
- * they lost up to 12% on conversions that widen (write more than they read)
- * and won 10-20% on those that narrow (docs/benchmarks.md). So under the
- * automatic policy, for each kind of work and size class, now and then a
- * trial writes a few whole calls with each store and times them, and the
- * faster is kept: ordinary stores unless streaming ones lead by a margin.
- * A trial that finds the other store faster (the first: faster than the
- * default, streaming) changes the choice only when the trial right after it
- * agrees: the memory's mode can change between a trial's two runs, a third
- * of a second apart, and one run then looks up to a third slower than the
- * store it stands for (a conversion's trial found streaming stores 0.65x
- * ordinary ones where they led in every other measurement of the day; a
- * first trial found them 0.79x, and with the choice decisive enough to be
- * kept for 16 s the row ran at 0.83 of its ceiling). A trial whose store
- * won by less than the margin, the other store faster, is followed at once
- * by another, whose verdict takes effect at once
- * (tstor__stores_second_look): in one benchmark run, trials that found
- * streaming stores 1.00-1.08x faster kept ordinary ones, and the rows ran
- * at 0.85-0.93 of their ceilings until trials 2 and 4 s later changed the
- * choice; with the second look, a 64-128 MiB fill that a confirmed verdict
- * had moved to ordinary stores at streaming 1.01x streamed again on the
- * next trial (1.10x).
+ * writing it, or ordinary ones. Neither wins everywhere: on a VM whose memory
+ * alternates between a slow and a fast mode within minutes, streaming stores
+ * were up to 1.3x faster in the slow mode and lost up to 12% on widening
+ * conversions in the fast one. docs/notes/benchmark-log.md has the
+ * measurements behind each rule below.
  *
- * Whole calls, not parts of one call: parts of 16 MiB took a third of a
- * millisecond, about what waking the pool's threads costs on a VM, and
- * probes of parts read anything from 0.6x to 3x on one machine within a
- * minute. And in a steady state: ordinary stores leave up to a cache's worth
- * of dirty lines behind, written back while whatever comes next runs. So a
- * trial writes TRIAL_RUN calls in a row with one store, then as many with
- * the other, and counts all but the first of each run: each counted call
- * pays for the write-back its predecessor left, as every call of a steady
- * stream of them does. That holds for fills too, which read nothing.
- *
- * Each operation (its `what`: the dtypes of a conversion, the shape of a
- * transposing copy) keeps a choice of its own within its kind of work and
- * size, and a trial compares calls of that operation only: two conversions
- * of one kind and size run at speeds up to 1.4x apart, and one choice for
- * both once kept float64 -> float32's narrow verdict for ordinary stores
- * (streaming 1.08x faster, under the margin) through float32 -> bfloat16's
- * rounds, where streaming stores were 1.3-1.5x faster. OPERATIONS choices a
- * kind and size are kept, the one used longest ago giving way to a new
- * operation. A trial is given up when it is older than TRIAL_MAX_RECHECKS
- * times the recheck time (a minute: a program that moved on to other work);
- * the operation's next call then starts one of its own. */
+ * The rules, under the automatic policy:
+ * - Each operation (its `what`: the dtypes of a conversion, the shape of a
+ *   transposing copy) keeps a choice of its own within its kind of work and
+ *   size class; OPERATIONS choices a kind and size are kept, the one used
+ *   longest ago giving way to a new operation.
+ * - Now and then a trial writes whole calls with each store and times them:
+ *   TRIAL_RUN calls in a row with one store, then as many with the other,
+ *   counting all but the first of each run, so that each counted call pays
+ *   for the write-back its predecessor left, as in a steady stream of calls.
+ *   Parts of one call are too short to time on a VM.
+ * - Streaming stores are kept when they lead by a margin (within it the two
+ *   are the same to the measurement, and ordinary stores leave the end of
+ *   the destination in cache).
+ * - A verdict against the current store changes it only when the next trial
+ *   agrees (the memory's mode can change between a trial's two runs), and a
+ *   store that won by less than its margin, the other faster, gets a second
+ *   trial at once (tstor__stores_second_look).
+ * - A trial older than TRIAL_MAX_RECHECKS times the recheck time (a program
+ *   that moved on to other work) is given up; the operation's next call
+ *   starts one of its own. */
 #include "internal.h"
 #include "host/parallel.h"
 

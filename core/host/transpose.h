@@ -2,8 +2,8 @@
  * tensor copy whose source is contiguous along another dimension than its
  * destination (a transpose, NCHW -> NHWC). They see pointers, byte strides
  * and counts, no tensor. tensor/iter.c plans the copy and hands them its
- * tiles and bands. docs/benchmarks.md ("Transposing copies") has the
- * measurements behind the shapes below. Never installed. */
+ * tiles and bands. docs/notes/benchmark-log.md has the measurements
+ * behind the shapes below, and the variants that lost. Never installed. */
 #ifndef TSTOR_TRANSPOSE_H
 #define TSTOR_TRANSPOSE_H
 

@@ -121,13 +121,9 @@ static int plan_split(tstor__plan *p, int64_t numel) {
   for (int d = 1; d < p->ndim; d++)
     if (d != p->tile) outer *= p->size[d];
   /* Non-temporal stores pay off for large destinations (the NHWC permute's
-   * copy_ 1.6x faster). Where the tile's destination rows are a multiple of
-   * 4 KiB apart they once measured slower, 0.8x for the transposed 8192 x
-   * 8192 copy; with the tiles in blocks they measured 1.4x faster there as
-   * well, as ordinary stores to rows 32 KiB apart share a few sets of each
-   * cache and evict each other's lines before they are whole. Trials of
-   * whole calls choose anyway (stores.c), in the split chosen here for the
-   * current choice. */
+   * copy_ 1.6x faster), transposes in blocks of tiles included; trials of
+   * whole calls choose anyway (host/stores.c), in the split chosen here for
+   * the current choice. */
   int can_stream = p->tile && (size_t)numel * p->dst_esize >= TSTOR__STREAM_MIN_BYTES;
   p->what = can_stream ? plan_what(p) : 0;
   p->stream = can_stream && tstor__store_streaming(TSTOR_WORK_TRANSPOSE, p->what,

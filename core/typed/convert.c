@@ -287,13 +287,11 @@ AVX2 static inline void put128(void *p, __m128i v, int nt) {
 }
 
 /* The narrowing loops ask for their source FETCH_AHEAD bytes ahead into L2,
- * a call for each 64-byte line they read. Their conversions take enough
- * instructions that fewer of their loads are in flight than a copy's: where
- * this machine's memory was fast, that held them at 0.935-0.94 of a loop
- * moving the same bytes, and fetching 8 KiB ahead made float32 -> bfloat16
- * 1.056, float32 -> float16 1.034 and float64 -> float32 0.972; where it was
- * slow, 0.96-1.00 either way (4 and 12 KiB, or into L1, gained less;
- * docs/benchmarks.md). */
+ * a call for each 64-byte line they read: their conversions take enough
+ * instructions that fewer of their loads are in flight than a copy's, and
+ * fetching ahead took float32 -> bfloat16 from 0.94 to 1.06 of a loop moving
+ * the same bytes where memory was fast (docs/notes/benchmark-log.md has the
+ * other distances and pairs). */
 #define FETCH_AHEAD 8192
 
 static inline void fetch_ahead(const void *p) {

@@ -1,8 +1,10 @@
 /* tstor: refcounted tensor storage on any device.
  *
- * This header is the whole user-facing API of the core. It reads top to bottom:
- * export macro, version, errors, contexts, devices, storages, streams and events,
- * statistics. Backend authors read backend.h instead.
+ * This header is the core's user API for untyped storages; typed.h (dtypes,
+ * typed storages), mapped.h (files, shared memory), tensor.h and shape.h build
+ * on it. It reads top to bottom: export macro, version, errors, contexts,
+ * devices, storages, streams and events, pinned host memory, statistics, and
+ * the process-wide settings. Backend authors read backend.h instead.
  *
  * Conventions
  *   - Every function that can fail returns int: 0 on success, a negative TSTOR_E*
@@ -447,6 +449,72 @@ TSTOR_EXTERN int tstor_device_stats(tstor_context *ctx, tstor_device dev, tstor_
 TSTOR_EXTERN int tstor_device_reset_peak(tstor_context *ctx, tstor_device dev);
 /* Returns cached, unused blocks to the device. */
 TSTOR_EXTERN int tstor_device_empty_cache(tstor_context *ctx, tstor_device dev);
+
+/* ---------------------------------------------------- process-wide settings */
+
+/* Threads for large host copies, fills and conversions (a megabyte and up):
+ * n >= 1, or 0 for the default ($TSTOR_NUM_THREADS, else the number of online
+ * CPUs). The calling thread works too; the others belong to a pool started on
+ * first use that sleeps between jobs and is stopped when the library is
+ * unloaded. Returns the previous setting (0 when it was the default). On
+ * x86-64 the common conversions use AVX2 and F16C where the machine has them;
+ * $TSTOR_SIMD=off, read once, keeps to the portable loops (for tests and
+ * comparisons: the results are the same). */
+TSTOR_EXTERN int tstor_set_num_threads(int n);
+/* The number of threads large operations use now (>= 1). */
+TSTOR_EXTERN int tstor_get_num_threads(void);
+
+/* How large host copies, fills and conversions (16 MiB and up) write their
+ * destination. Streaming (non-temporal) stores skip reading each destination
+ * line before writing it: they win where memory is slow and can lose where it
+ * is fast, and on some hosts which one wins changes within minutes.
+ * TSTOR_STORES_AUTO, the default, measures: each operation (a pair of dtypes,
+ * a shape) of each kind of work and size keeps a choice of its own, tried
+ * again every few seconds by timing a few of its own calls with each store,
+ * and streaming stores are chosen only where they are clearly faster. The
+ * choice changes speed, never results. $TSTOR_LOG=debug reports each new
+ * choice on stderr. The other two policies always use one kind. $TSTOR_STORES
+ * (auto, streaming or ordinary), read once, sets the starting policy.
+ * Returns the previous policy, or TSTOR_EINVAL for a value that is none of
+ * these. */
+typedef enum tstor_store_policy {
+  TSTOR_STORES_AUTO = 0,
+  TSTOR_STORES_STREAMING = 1,
+  TSTOR_STORES_ORDINARY = 2
+} tstor_store_policy;
+TSTOR_EXTERN int tstor_set_store_policy(tstor_store_policy policy);
+TSTOR_EXTERN tstor_store_policy tstor_get_store_policy(void);
+
+/* The kinds of large host work whose stores are chosen apart: what streaming
+ * gains differs between them (a fill only writes; a widening conversion
+ * writes more than it reads; a transposing copy writes in tiles). */
+typedef enum tstor_store_work {
+  TSTOR_WORK_COPY = 0,      /* untyped and same-dtype copies */
+  TSTOR_WORK_FILL = 1,      /* fills */
+  TSTOR_WORK_CONVERT = 2,   /* dtype conversions that can stream and do not widen */
+  TSTOR_WORK_TRANSPOSE = 3, /* strided copies done in tiles */
+  TSTOR_WORK_WIDEN = 4      /* dtype conversions to a larger element (float32 -> float64) */
+} tstor_store_work;
+
+/* What the next call of one kind of work and size writes with, and what the
+ * last measurement for that size found, for the operation of that kind and
+ * size called last. Choices are kept apart for calls of 16-32 MiB, 32-64,
+ * 64-128 and 128 MiB up, a call's size being the bytes it reads and writes (a
+ * fill's, the bytes it writes).
+ * Filled by tstor_get_store_choice (tstor.h's struct_size rule). */
+typedef struct tstor_store_choice {
+  uint32_t struct_size;
+  int streaming;            /* 1: streaming stores; 0: ordinary ones */
+  int measured;             /* 1 once a trial has timed both (auto policy) */
+  double streaming_speedup; /* then: ordinary time / streaming time; above 1, streaming won */
+  double age_s;             /* seconds since that measurement */
+} tstor_store_choice;
+#define TSTOR_STORE_CHOICE_INIT {sizeof(tstor_store_choice), 0, 0, 0.0, 0.0}
+
+/* Fills *out for a call of `work` touching `nbytes`. TSTOR_EINVAL for an
+ * unknown work or a NULL out. */
+TSTOR_EXTERN int tstor_get_store_choice(tstor_store_work work, size_t nbytes,
+                                        tstor_store_choice *out);
 
 #ifdef __cplusplus
 }
