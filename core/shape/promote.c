@@ -7,16 +7,14 @@
  * whole 17 x 17 matrix is checked against torch.promote_types by the tests. */
 #include "shape/shape_internal.h"
 
-/* The category of a plain (neither quantized nor float8) dtype. */
-enum { CAT_BOOL, CAT_INT, CAT_FLOAT, CAT_COMPLEX };
-
+/* The category (TSTOR__CAT_*) of a plain (neither quantized nor float8) dtype. */
 static int category(const tstor_dtype_info *d) {
   switch (d->kind) {
-  case TSTOR_KIND_BOOL: return CAT_BOOL;
+  case TSTOR_KIND_BOOL: return TSTOR__CAT_BOOL;
   case TSTOR_KIND_UNSIGNED:
-  case TSTOR_KIND_SIGNED: return CAT_INT;
-  case TSTOR_KIND_COMPLEX: return CAT_COMPLEX;
-  default: return CAT_FLOAT;
+  case TSTOR_KIND_SIGNED: return TSTOR__CAT_INTEGER;
+  case TSTOR_KIND_COMPLEX: return TSTOR__CAT_COMPLEX;
+  default: return TSTOR__CAT_FLOAT;
   }
 }
 
@@ -50,13 +48,13 @@ static int to_complex(tstor_dtype f, tstor_dtype *out) {
 static tstor_dtype promote_same_category(tstor_dtype a, tstor_dtype b, int cat) {
   size_t sa = tstor_dtype_size(a), sb = tstor_dtype_size(b);
   if (a == b) return a;
-  if (cat == CAT_INT) {
+  if (cat == TSTOR__CAT_INTEGER) {
     int ua = a == TSTOR_UINT8, ub = b == TSTOR_UINT8;
     if (ua != ub) {
       tstor_dtype s = ua ? b : a; /* the signed one */
       return s == TSTOR_INT8 ? TSTOR_INT16 : s;
     }
-  } else if (cat == CAT_FLOAT && sa == sb) {
+  } else if (cat == TSTOR__CAT_FLOAT && sa == sb) {
     return TSTOR_FLOAT32; /* float16 with bfloat16 */
   }
   return sa >= sb ? a : b;
@@ -88,8 +86,8 @@ int tstor_promote_types(tstor_dtype a, tstor_dtype b, tstor_dtype *out) {
    * complex needs a complex whose parts hold the float. */
   tstor_dtype hi = ca > cb ? a : b, lo = ca > cb ? b : a;
   int chi = ca > cb ? ca : cb, clo = ca > cb ? cb : ca;
-  if (chi == CAT_COMPLEX && clo == CAT_FLOAT) {
-    tstor_dtype part = promote_same_category(tstor__complex_part(hi), lo, CAT_FLOAT);
+  if (chi == TSTOR__CAT_COMPLEX && clo == TSTOR__CAT_FLOAT) {
+    tstor_dtype part = promote_same_category(tstor__complex_part(hi), lo, TSTOR__CAT_FLOAT);
     return to_complex(part, out);
   }
   *out = hi;
@@ -118,21 +116,22 @@ static int promote_skip_undefined(tstor_dtype a, tstor_dtype b, tstor_dtype *out
 static int combine_categories(tstor_dtype higher, tstor_dtype lower, tstor_dtype *out) {
   int ch = higher == UNDEFINED ? -1 : tstor__dtype_category(higher);
   int cl = lower == UNDEFINED ? -1 : tstor__dtype_category(lower);
-  if (ch == CAT_COMPLEX) {
+  if (ch == TSTOR__CAT_COMPLEX) {
     *out = higher;
     return 0;
   }
-  if (cl == CAT_COMPLEX) {
+  if (cl == TSTOR__CAT_COMPLEX) {
     /* keep the precision of a float; integers take the complex as it is */
-    if (ch == CAT_FLOAT) return to_complex(higher, out);
+    if (ch == TSTOR__CAT_FLOAT) return to_complex(higher, out);
     *out = lower;
     return 0;
   }
-  if (ch == CAT_FLOAT) {
+  if (ch == TSTOR__CAT_FLOAT) {
     *out = higher;
     return 0;
   }
-  if (higher == TSTOR_BOOL || cl == CAT_FLOAT) return promote_skip_undefined(higher, lower, out);
+  if (higher == TSTOR_BOOL || cl == TSTOR__CAT_FLOAT)
+    return promote_skip_undefined(higher, lower, out);
   *out = higher != UNDEFINED ? higher : lower;
   return 0;
 }
@@ -144,9 +143,9 @@ static int number_dtype(tstor_dtype d, tstor_dtype *out) {
     return tstor__err(TSTOR_EINVAL, "result_type: a number's kind must be bool, an integer, "
                       "a float or a complex dtype");
   switch (category(i)) {
-  case CAT_BOOL: *out = TSTOR_BOOL; break;
-  case CAT_INT: *out = TSTOR_INT64; break;
-  case CAT_FLOAT: *out = TSTOR__DEFAULT_FLOAT; break;
+  case TSTOR__CAT_BOOL: *out = TSTOR_BOOL; break;
+  case TSTOR__CAT_INTEGER: *out = TSTOR_INT64; break;
+  case TSTOR__CAT_FLOAT: *out = TSTOR__DEFAULT_FLOAT; break;
   default: *out = TSTOR__DEFAULT_COMPLEX; break;
   }
   return 0;

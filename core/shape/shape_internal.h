@@ -1,5 +1,26 @@
-/* Internals shared by the shape-inference files (promote.c, shape.c,
- * shape_ops.c, shape_nn.c); never installed. */
+/* Internals shared by the shape-inference files; never installed. The files,
+ * each named after the ATen file of native/ it follows, lowest first: a file
+ * calls only files before it in this list (tests/layering.py keeps them
+ * without a circle).
+ *
+ *   promote.c       type promotion and result_type (c10's promoteTypes)
+ *   layout.c        layouts, broadcasting, the shared helpers and the tensor
+ *                   glue (TensorGeometry, ExpandUtils)
+ *   elementwise.c   the output layout of elementwise operations and of where
+ *                   (TensorIterator.cpp, and the Python references' order)
+ *   reduce.c        reductions and softmax (ReduceOps.cpp, SoftMax.cpp)
+ *   linalg.c        mm, bmm, matmul, linear (LinearAlgebra.cpp)
+ *   join.c          cat and stack (TensorShape.cpp)
+ *   index.c         embedding and index_select (Embedding.cpp,
+ *                   TensorAdvancedIndexing.cpp)
+ *   conv.c          convolutions (Convolution.cpp)
+ *   pool.c          2-d and adaptive pooling (Pooling.cpp,
+ *                   AdaptiveAveragePooling.cpp)
+ *   activation.c    activations and dropout (Activation.cpp, Dropout.cpp)
+ *   norm.c          batch, layer and group norm (Normalization.cpp)
+ *
+ * Each op has a layout form (tstor_layout_*), the inference, and a tensor
+ * form (tstor_shape_*), which runs it through tstor__shape_form. */
 #ifndef TSTOR_SHAPE_INTERNAL_H
 #define TSTOR_SHAPE_INTERNAL_H
 
@@ -7,6 +28,7 @@
 
 #include <tstor/shape.h>
 
+#include <stdbool.h>
 #include <string.h>
 
 /* PyTorch's default dtypes (torch.get_default_dtype() and its complex
@@ -17,9 +39,17 @@
 /* The most tensors one elementwise operation, cat or stack takes. */
 #define TSTOR__SHAPE_MAX_OPERANDS 64
 
-/* 0 bool, 1 integer, 2 float, 3 complex; -1 for a non-dtype. Quantized dtypes
- * count as floats (promotion refuses them before this matters). */
+/* ------------------------------------------------------------ promote.c */
+
+/* The promotion categories, lowest first: a dtype of a higher category wins
+ * over any of a lower one. */
+enum { TSTOR__CAT_BOOL, TSTOR__CAT_INTEGER, TSTOR__CAT_FLOAT, TSTOR__CAT_COMPLEX };
+
+/* A dtype's TSTOR__CAT_*; -1 for a non-dtype. Quantized dtypes count as
+ * floats (promotion refuses them before this matters). */
 int tstor__dtype_category(tstor_dtype d);
+
+/* ------------------------------------------------------------- layout.c */
 
 /* Room for a shape in messages (tstor__dims_str truncates past it). */
 #define TSTOR__SHAPE_STR_MAX 256
@@ -44,17 +74,35 @@ static inline void tstor__layout_contiguous(tstor_layout *l) {
   tstor__contiguous_strides(l->ndim, l->sizes, l->strides);
 }
 
+/* c10's get_channels_last_strides_2d (ndim 4) or _3d (ndim 5) for sizes. */
+void tstor__channels_last_strides(int ndim, const int64_t *sizes, int64_t *strides);
 
 /* TSTOR_EINVAL naming `what` unless l is a valid layout (non-NULL, a known
  * dtype, 0 to TSTOR_TENSOR_MAX_DIM dims). */
 int tstor__check_layout(const tstor_layout *l, const char *what);
+/* The same for an optional layout: NULL passes. */
+int tstor__check_optional(const tstor_layout *l, const char *what);
+
+/* Whether d (a known dtype) is quantized. */
+bool tstor__is_quantized(tstor_dtype d);
+
+/* Writes a new contiguous layout of dtype and sizes into out (which sizes may
+ * point into), refused as PyTorch's empty() refuses it when its byte count
+ * passes int64 (the strides would wrap). */
+int tstor__set_contiguous(tstor_layout *out, tstor_dtype dtype, int ndim, const int64_t *sizes);
+
+/* empty_like(preserve_format): a dense input's own strides, otherwise dense
+ * strides in the input's order. */
+void tstor__layout_empty_like(const tstor_layout *in, tstor_layout *out);
 
 /* An options struct's leading size: this version's struct or an older one
  * (fields are only appended; this is the first sized layout). */
 static inline int tstor__params_size(size_t size, size_t current, const char *name) {
   if (size != current)
-    return tstor__err(TSTOR_EINVAL, "%s.size is %zu, expected %zu: initialise it with its INIT "
-                      "macro", name, size, current);
+    return tstor__err(TSTOR_EINVAL,
+                      "%s.size is %zu, expected %zu: initialise it with its INIT "
+                      "macro",
+                      name, size, current);
   return 0;
 }
 
@@ -63,19 +111,37 @@ static inline int tstor__params_size(size_t size, size_t current, const char *na
 int tstor__shape_device(int n, const tstor_tensor *const *tensors, tstor_context **ctx,
                         tstor_device *dev);
 
-/* As tstor__shape_device, and builds a layout from each tensor. */
-int tstor__shape_layouts(int n, const tstor_tensor *const *tensors, tstor_layout *layouts,
-                         tstor_context **ctx, tstor_device *dev);
-
 /* Ends a tensor form whose inference wrote the sizes and strides of t (from
  * tstor__tensor_blank): t, of dtype, on a new storage on dev of exactly the
  * bytes it needs. contiguous: 1 when the inference knows its strides are the
  * contiguous ones, 0 when unknown. On failure t is discarded. */
-int tstor__shape_complete(tstor_context *ctx, tstor_device dev, tstor_dtype dtype,
-                          tstor_tensor *t, int contiguous, tstor_tensor **out);
+int tstor__shape_complete(tstor_context *ctx, tstor_device dev, tstor_dtype dtype, tstor_tensor *t,
+                          int contiguous, tstor_tensor **out);
 
-/* Ends a tensor form: on rc == 0 allocates the output tensor for layout l. */
-int tstor__shape_finish(int rc, tstor_context *ctx, tstor_device dev, const tstor_layout *l,
-                        tstor_tensor **out);
+/* A tensor form's inference: in[i] is the layout of the form's tensor i, NULL
+ * where that tensor is NULL (in[i] is &layouts[i] of one array, so in[0] is
+ * the array of them all when none is NULL: cat's and stack's input); args
+ * the form's other arguments. Writes *out and returns 0, or returns
+ * TSTOR__SHAPE_IS_INPUT where the output is the first tensor itself, or a
+ * negative code. */
+typedef int (*tstor__shape_infer)(const tstor_layout *const *in, const void *args,
+                                  tstor_layout *out);
+#define TSTOR__SHAPE_IS_INPUT 1
+
+/* The glue of every tensor form but the elementwise ones (elementwise.c
+ * reads their operands in place): sets *out to NULL, refuses a NULL out
+ * and a NULL among the first `required` of the n tensors (naming the form,
+ * `name`), checks that they share a device, runs infer on their layouts, and
+ * makes *out a new tensor of the layout it wrote, on that device (or a new
+ * reference to tensors[0] for TSTOR__SHAPE_IS_INPUT). */
+int tstor__shape_form(const char *name, int n, const tstor_tensor *const *tensors, int required,
+                      tstor__shape_infer infer, const void *args, tstor_tensor **out);
+
+/* -------------------------------------------------------- elementwise.c */
+
+/* The strides of the Python references' compute_elementwise_output_strides
+ * for n layouts of one shape (broadcast dimensions with stride 0), as the
+ * meta kernels of relu and where lay out their output. */
+void tstor__refs_strides(int n, const tstor_layout *in, int64_t *strides);
 
 #endif

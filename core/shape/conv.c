@@ -1,6 +1,7 @@
-/* Shape inference for convolutions and 2-d pooling: PyTorch's argument checks
- * (check_shape_forward, pool2d_shape_check) and output sizes
- * (conv_output_size, pooling_output_shape), and its choice of memory format. */
+/* The output layout of convolutions, as ATen's Convolution.cpp checks and
+ * computes it: its argument checks (check_shape_forward), its output sizes
+ * (conv_output_size, and conv_input_size for a transposed convolution) and
+ * its choice of memory format. */
 #include "shape/shape_internal.h"
 
 #include <stdio.h>
@@ -36,7 +37,6 @@ static void squeeze0(tstor_layout *l) {
   l->ndim--;
 }
 
-
 /* ------------------------------------------------------------- convolution */
 
 /* padding="same" and "valid" as explicit padding. "same" is PyTorch's
@@ -58,8 +58,10 @@ static int conv_padding_mode(tstor_layout *in, const tstor_layout *weight,
                       p->transposed ? " with a transposed convolution" : " is unknown");
   if (weight->ndim != in->ndim) {
     char a[TSTOR__SHAPE_STR_MAX], b[TSTOR__SHAPE_STR_MAX];
-    return tstor__err(TSTOR_EINVAL, "Expected %d-dimensional input for %d-dimensional weight%s, but "
-                      "got %d-dimensional input of size %s instead", weight->ndim, weight->ndim,
+    return tstor__err(TSTOR_EINVAL,
+                      "Expected %d-dimensional input for %d-dimensional weight%s, but "
+                      "got %d-dimensional input of size %s instead",
+                      weight->ndim, weight->ndim,
                       tstor__dims_str(a, sizeof a, weight->ndim, weight->sizes), in->ndim,
                       tstor__dims_str(b, sizeof b, in->ndim, in->sizes));
   }
@@ -67,8 +69,8 @@ static int conv_padding_mode(tstor_layout *in, const tstor_layout *weight,
     if (p->stride[i] != 1)
       return tstor__err(TSTOR_EINVAL, "padding='same' is not supported for strided convolutions");
   int asymmetric = 0;
-  tstor_memory_format format = in->ndim == 4 ? tstor_layout_memory_format(in)
-                                             : TSTOR_MEMORY_CONTIGUOUS;
+  tstor_memory_format format =
+      in->ndim == 4 ? tstor_layout_memory_format(in) : TSTOR_MEMORY_CONTIGUOUS;
   for (int i = 0; i < k; i++) {
     if (p->dilation[i] <= 0 || p->dilation[i] > ((int64_t)1 << 30) || weight->sizes[i + 2] < 1)
       return 0; /* left to the checks of the explicit convolution */
@@ -88,7 +90,7 @@ int tstor_layout_conv(const tstor_layout *input, const tstor_layout *weight,
   int rc;
   if ((rc = tstor__check_layout(input, "conv: input")) < 0 ||
       (rc = tstor__check_layout(weight, "conv: weight")) < 0 ||
-      (bias && (rc = tstor__check_layout(bias, "conv: bias")) < 0))
+      (rc = tstor__check_optional(bias, "conv: bias")) < 0)
     return rc;
   if (!p || !out) return tstor__err(TSTOR_EINVAL, "conv: NULL %s", p ? "out" : "params");
   if ((rc = tstor__params_size(p->size, sizeof *p, "tstor_conv_params")) < 0) return rc;
@@ -97,17 +99,22 @@ int tstor_layout_conv(const tstor_layout *input, const tstor_layout *weight,
   const char *name = p->transposed ? (k == 1   ? "conv_transpose1d"
                                       : k == 2 ? "conv_transpose2d"
                                                : "conv_transpose3d")
-                                   : (k == 1 ? "conv1d" : k == 2 ? "conv2d" : "conv3d");
+                                   : (k == 1   ? "conv1d"
+                                      : k == 2 ? "conv2d"
+                                               : "conv3d");
   char a[TSTOR__SHAPE_STR_MAX], b[TSTOR__SHAPE_STR_MAX], c[TSTOR__SHAPE_STR_MAX];
   /* conv2d takes (C, H, W) as a batch of one */
   if (input->ndim != k + 1 && input->ndim != k + 2)
-    return tstor__err(TSTOR_EINVAL, "Expected %dD (unbatched) or %dD (batched) input to %s, but "
-                      "got input of size: %s", k + 1, k + 2, name,
-                      tstor__dims_str(a, sizeof a, input->ndim, input->sizes));
+    return tstor__err(TSTOR_EINVAL,
+                      "Expected %dD (unbatched) or %dD (batched) input to %s, but "
+                      "got input of size: %s",
+                      k + 1, k + 2, name, tstor__dims_str(a, sizeof a, input->ndim, input->sizes));
   int batched = input->ndim == k + 2;
   tstor_layout in;
-  if (batched) tstor__layout_copy(&in, input);
-  else unsqueeze0(input, &in);
+  if (batched)
+    tstor__layout_copy(&in, input);
+  else
+    unsqueeze0(input, &in);
   tstor_conv_params explicit_p;
   if (p->padding_mode != TSTOR_CONV_PADDING_EXPLICIT) {
     if ((rc = conv_padding_mode(&in, weight, p, &explicit_p)) < 0) return rc;
@@ -128,8 +135,10 @@ int tstor_layout_conv(const tstor_layout *input, const tstor_layout *weight,
     const int64_t big = (int64_t)1 << 30;
     if (p->padding[i] > big || p->stride[i] > big || p->dilation[i] > big ||
         (p->transposed && p->output_padding[i] > big))
-      return tstor__err(TSTOR_EOVERFLOW, "%s: stride, padding, dilation and output_padding must "
-                        "be below 2^30", name);
+      return tstor__err(TSTOR_EOVERFLOW,
+                        "%s: stride, padding, dilation and output_padding must "
+                        "be below 2^30",
+                        name);
   }
   for (int d = 0; d < input->ndim; d++)
     if (input->sizes[d] > ((int64_t)1 << 31))
@@ -138,34 +147,41 @@ int tstor_layout_conv(const tstor_layout *input, const tstor_layout *weight,
     if (weight->sizes[d] > ((int64_t)1 << 31))
       return tstor__err(TSTOR_EOVERFLOW, "%s: weight sizes must be below 2^31", name);
   if (weight->ndim != k + 2)
-    return tstor__err(TSTOR_EINVAL, "Expected %d-dimensional input for %d-dimensional weight %s, "
-                      "but got %d-dimensional input of size %s instead", weight->ndim,
-                      weight->ndim, tstor__dims_str(a, sizeof a, weight->ndim, weight->sizes),
-                      in.ndim, tstor__dims_str(b, sizeof b, in.ndim, in.sizes));
+    return tstor__err(TSTOR_EINVAL,
+                      "Expected %d-dimensional input for %d-dimensional weight %s, "
+                      "but got %d-dimensional input of size %s instead",
+                      weight->ndim, weight->ndim,
+                      tstor__dims_str(a, sizeof a, weight->ndim, weight->sizes), in.ndim,
+                      tstor__dims_str(b, sizeof b, in.ndim, in.sizes));
   const int64_t *w = weight->sizes;
   int64_t g = p->groups;
   /* the messages below name the weight (a) and the input (b) */
 #define WSTR tstor__dims_str(a, sizeof a, weight->ndim, w)
 #define ISTR tstor__dims_str(b, sizeof b, in.ndim, in.sizes)
   if (w[0] < g)
-    return tstor__err(TSTOR_EINVAL, "Given groups=%lld, expected weight to be at least %lld at "
-                      "dimension 0, but got weight of size %s instead", (long long)g,
-                      (long long)g, WSTR);
+    return tstor__err(TSTOR_EINVAL,
+                      "Given groups=%lld, expected weight to be at least %lld at "
+                      "dimension 0, but got weight of size %s instead",
+                      (long long)g, (long long)g, WSTR);
   if (w[0] % g != 0)
-    return tstor__err(TSTOR_EINVAL, "Given groups=%lld, expected weight to be divisible by %lld "
-                      "at dimension 0, but got weight of size %s instead", (long long)g,
-                      (long long)g, WSTR);
+    return tstor__err(TSTOR_EINVAL,
+                      "Given groups=%lld, expected weight to be divisible by %lld "
+                      "at dimension 0, but got weight of size %s instead",
+                      (long long)g, (long long)g, WSTR);
   int64_t out_channels;
   if (!p->transposed) {
     if (in.sizes[1] != w[1] * g)
-      return tstor__err(TSTOR_EINVAL, "Given groups=%lld, weight of size %s, expected input%s to "
-                        "have %lld channels, but got %lld channels instead", (long long)g, WSTR, ISTR,
-                        (long long)(w[1] * g), (long long)in.sizes[1]);
+      return tstor__err(TSTOR_EINVAL,
+                        "Given groups=%lld, weight of size %s, expected input%s to "
+                        "have %lld channels, but got %lld channels instead",
+                        (long long)g, WSTR, ISTR, (long long)(w[1] * g), (long long)in.sizes[1]);
     out_channels = w[0];
     if (bias && (bias->ndim != 1 || bias->sizes[0] != w[0]))
-      return tstor__err(TSTOR_EINVAL, "Given weight of size %s, expected bias to be "
-                        "1-dimensional with %lld elements, but got bias of size %s instead", WSTR,
-                        (long long)w[0], tstor__dims_str(c, sizeof c, bias->ndim, bias->sizes));
+      return tstor__err(TSTOR_EINVAL,
+                        "Given weight of size %s, expected bias to be "
+                        "1-dimensional with %lld elements, but got bias of size %s instead",
+                        WSTR, (long long)w[0],
+                        tstor__dims_str(c, sizeof c, bias->ndim, bias->sizes));
     int64_t padded[3], kernel[3];
     int fits = 1;
     for (int i = 0; i < k; i++) {
@@ -175,25 +191,29 @@ int tstor_layout_conv(const tstor_layout *input, const tstor_layout *weight,
     }
     if (!fits) {
       char s1[128], s2[128];
-      return tstor__err(TSTOR_EINVAL, "Calculated padded input size per channel: (%s). Kernel "
+      return tstor__err(TSTOR_EINVAL,
+                        "Calculated padded input size per channel: (%s). Kernel "
                         "size: (%s). Kernel size can't be greater than actual input size",
                         dims_str(s1, sizeof s1, k, padded), dims_str(s2, sizeof s2, k, kernel));
     }
   } else {
     if (in.sizes[1] != w[0])
-      return tstor__err(TSTOR_EINVAL, "Given transposed=1, weight of size %s, expected input%s to "
-                        "have %lld channels, but got %lld channels instead", WSTR, ISTR,
-                        (long long)w[0], (long long)in.sizes[1]);
+      return tstor__err(TSTOR_EINVAL,
+                        "Given transposed=1, weight of size %s, expected input%s to "
+                        "have %lld channels, but got %lld channels instead",
+                        WSTR, ISTR, (long long)w[0], (long long)in.sizes[1]);
     out_channels = w[1] * g;
     if (bias && (bias->ndim != 1 || bias->sizes[0] != out_channels))
-      return tstor__err(TSTOR_EINVAL, "Given transposed=1, weight of size %s, expected bias to be "
-                        "1-dimensional with %lld elements, but got bias of size %s instead", WSTR,
-                        (long long)out_channels,
+      return tstor__err(TSTOR_EINVAL,
+                        "Given transposed=1, weight of size %s, expected bias to be "
+                        "1-dimensional with %lld elements, but got bias of size %s instead",
+                        WSTR, (long long)out_channels,
                         tstor__dims_str(c, sizeof c, bias->ndim, bias->sizes));
     for (int i = 0; i < k; i++)
       if (p->output_padding[i] >= p->stride[i] && p->output_padding[i] >= p->dilation[i]) {
         char s1[128], s2[128], s3[128];
-        return tstor__err(TSTOR_EINVAL, "output padding must be smaller than either stride or "
+        return tstor__err(TSTOR_EINVAL,
+                          "output padding must be smaller than either stride or "
                           "dilation, but got output_padding: (%s) stride: (%s) dilation: (%s)",
                           dims_str(s1, sizeof s1, k, p->output_padding),
                           dims_str(s2, sizeof s2, k, p->stride),
@@ -228,7 +248,8 @@ int tstor_layout_conv(const tstor_layout *input, const tstor_layout *weight,
   }
   if (small) {
     char s1[128], s2[128];
-    return tstor__err(TSTOR_EINVAL, "Given input size per channel: (%s). Calculated output size "
+    return tstor__err(TSTOR_EINVAL,
+                      "Given input size per channel: (%s). Calculated output size "
                       "per channel: (%s). Output size is too small",
                       dims_str(s1, sizeof s1, k, in.sizes + 2), dims_str(s2, sizeof s2, k, outsz));
   }
@@ -251,128 +272,12 @@ int tstor_layout_conv(const tstor_layout *input, const tstor_layout *weight,
   return 0;
 }
 
+static int conv_form(const tstor_layout *const *in, const void *args, tstor_layout *out) {
+  return tstor_layout_conv(in[0], in[1], in[2], args, out);
+}
+
 int tstor_shape_conv(const tstor_tensor *input, const tstor_tensor *weight,
                      const tstor_tensor *bias, const tstor_conv_params *p, tstor_tensor **out) {
-  if (!out) return tstor__err(TSTOR_EINVAL, "shape_conv: out is NULL");
-  *out = NULL;
-  if (!input || !weight) return tstor__err(TSTOR_EINVAL, "shape_conv: NULL tensor");
   const tstor_tensor *ts[3] = {input, weight, bias};
-  tstor_layout l[3], r;
-  tstor_context *ctx = NULL;
-  tstor_device dev = {0, 0};
-  int rc = tstor__shape_layouts(3, ts, l, &ctx, &dev);
-  if (rc == 0) rc = tstor_layout_conv(&l[0], &l[1], bias ? &l[2] : NULL, p, &r);
-  return tstor__shape_finish(rc, ctx, dev, &r, out);
-}
-
-/* ---------------------------------------------------------------- pooling */
-
-/* floor division, as ATen's div_rtn */
-static int64_t div_floor(int64_t x, int64_t y) {
-  int64_t q = x / y, r = x % y;
-  if (r != 0 && ((r < 0) != (y < 0))) q--;
-  return q;
-}
-
-/* ATen's pooling_output_shape, with its checks. */
-static int pool_out(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil, int ceil,
-                    int64_t *out) {
-  if (stride == 0) return tstor__err(TSTOR_EINVAL, "stride should not be zero");
-  if (pad < 0) return tstor__err(TSTOR_EINVAL, "pad must be non-negative, but got pad: %lld",
-                                 (long long)pad);
-  if (pad > k / 2)
-    return tstor__err(TSTOR_EINVAL, "pad should be at most half of kernel size, but got pad=%lld "
-                      "and kernel_size=%lld", (long long)pad, (long long)k);
-  int64_t o = div_floor(in + 2 * pad - dil * (k - 1) - 1 + (ceil ? stride - 1 : 0), stride) + 1;
-  /* in ceil mode the last window must start inside the input or the left
-   * padding, never in the right padding alone */
-  if (ceil && (o - 1) * stride >= in + pad) o--;
-  *out = o;
-  return 0;
-}
-
-static int pool2d(const char *name, int dilated, const tstor_layout *input,
-                  const tstor_pool_params *p, tstor_layout *out) {
-  int rc;
-  if ((rc = tstor__check_layout(input, name)) < 0) return rc;
-  if (!p || !out) return tstor__err(TSTOR_EINVAL, "%s: NULL %s", name, p ? "out" : "params");
-  if ((rc = tstor__params_size(p->size, sizeof *p, "tstor_pool_params")) < 0) return rc;
-  int64_t kh = p->kernel[0], kw = p->kernel[1];
-  int64_t sh = p->stride[0], sw = p->stride[1];
-  int64_t dh = dilated ? p->dilation[0] : 1, dw = dilated ? p->dilation[1] : 1;
-  if (!dilated && (p->dilation[0] != 1 || p->dilation[1] != 1))
-    return tstor__err(TSTOR_EINVAL, "%s: no dilation (leave it {1, 1})", name);
-  if (kh <= 0 || kw <= 0)
-    return tstor__err(TSTOR_EINVAL, "kernel size should be greater than zero, but got kH: %lld "
-                      "kW: %lld", (long long)kh, (long long)kw);
-  if (sh == 0 || sw == 0) return tstor__err(TSTOR_EINVAL, "stride should not be zero");
-  if (sh < 0 || sw < 0)
-    return tstor__err(TSTOR_EINVAL, "stride should be greater than zero, but got dH: %lld dW: "
-                      "%lld", (long long)sh, (long long)sw);
-  if (dh <= 0 || dw <= 0)
-    return tstor__err(TSTOR_EINVAL, "dilation should be greater than zero, but got dilationH: "
-                      "%lld dilationW: %lld", (long long)dh, (long long)dw);
-  int nd = input->ndim;
-  const int64_t *s = input->sizes;
-  int ok = (nd == 3 && s[0] != 0 && s[1] != 0 && s[2] != 0) ||
-           (nd == 4 && s[1] != 0 && s[2] != 0 && s[3] != 0);
-  if (!ok) {
-    char a[TSTOR__SHAPE_STR_MAX];
-    /* avg_pool2d reads dimension -3 first: PyTorch's IndexError */
-    return tstor__err(!dilated && nd < 3 ? TSTOR_ERANGE : TSTOR_EINVAL, "Expected 3D or 4D (batch mode) tensor with optional 0 dim "
-                      "batch size for input, but got:%s", tstor__dims_str(a, sizeof a, nd, s));
-  }
-  const int64_t big = (int64_t)1 << 31;
-  if (kh > big || kw > big || sh > big || sw > big || dh > big || dw > big || s[nd - 2] > big ||
-      s[nd - 1] > big || p->padding[0] > big || p->padding[1] > big)
-    return tstor__err(TSTOR_EOVERFLOW, "%s: kernel, stride, padding, dilation and the input's "
-                      "height and width must be below 2^31", name);
-  int64_t ih = s[nd - 2], iw = s[nd - 1], oh, ow;
-  if ((rc = pool_out(ih, kh, p->padding[0], sh, dh, p->ceil_mode, &oh)) < 0 ||
-      (rc = pool_out(iw, kw, p->padding[1], sw, dw, p->ceil_mode, &ow)) < 0)
-    return rc;
-  if (oh < 1 || ow < 1)
-    return tstor__err(TSTOR_EINVAL, "Given input size: (%lldx%lldx%lld). Calculated output size: "
-                      "(%lldx%lldx%lld). Output size is too small", (long long)s[nd - 3],
-                      (long long)ih, (long long)iw, (long long)s[nd - 3], (long long)oh,
-                      (long long)ow);
-  tstor_layout r;
-  tstor__layout_copy(&r, input);
-  r.sizes[nd - 2] = oh;
-  r.sizes[nd - 1] = ow;
-  tstor_layout_restride(&r, nd == 4 ? tstor_layout_memory_format(input) : TSTOR_MEMORY_CONTIGUOUS);
-  tstor__layout_copy(out, &r);
-  return 0;
-}
-
-int tstor_layout_max_pool2d(const tstor_layout *input, const tstor_pool_params *p,
-                            tstor_layout *out) {
-  return pool2d("max_pool2d", 1, input, p, out);
-}
-
-int tstor_layout_avg_pool2d(const tstor_layout *input, const tstor_pool_params *p,
-                            tstor_layout *out) {
-  return pool2d("avg_pool2d", 0, input, p, out);
-}
-
-static int shape_pool(int max, const tstor_tensor *input, const tstor_pool_params *p,
-                      tstor_tensor **out) {
-  if (!out) return tstor__err(TSTOR_EINVAL, "shape_%s_pool2d: out is NULL", max ? "max" : "avg");
-  *out = NULL;
-  tstor_layout l, r;
-  tstor_context *ctx = NULL;
-  tstor_device dev = {0, 0};
-  int rc = tstor__shape_layouts(1, &input, &l, &ctx, &dev);
-  if (rc == 0) rc = pool2d(max ? "max_pool2d" : "avg_pool2d", max, &l, p, &r);
-  return tstor__shape_finish(rc, ctx, dev, &r, out);
-}
-
-int tstor_shape_max_pool2d(const tstor_tensor *input, const tstor_pool_params *p,
-                           tstor_tensor **out) {
-  return shape_pool(1, input, p, out);
-}
-
-int tstor_shape_avg_pool2d(const tstor_tensor *input, const tstor_pool_params *p,
-                           tstor_tensor **out) {
-  return shape_pool(0, input, p, out);
+  return tstor__shape_form("shape_conv", 3, ts, 2, conv_form, p, out);
 }

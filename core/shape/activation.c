@@ -1,0 +1,100 @@
+/* The output layout of activations, as ATen's Activation.cpp (and the meta
+ * kernels of PyTorch 1.13, tests/vectors/shapes.txt): TensorIterator's
+ * layout through tstor_layout_elementwise, but relu's, whose meta kernel is
+ * a Python reference (where(a <= 0, 0, a)) and orders as the references do;
+ * and of dropout, as Dropout.cpp. */
+#include "shape/shape_internal.h"
+
+#include <string.h>
+
+/* ------------------------------------------------------------ activations */
+
+static const char *const activation_names[] = {"relu",    "relu6", "gelu",      "silu",
+                                               "sigmoid", "tanh",  "hardswish", "hardsigmoid"};
+
+int tstor_layout_activation(tstor_activation act, const tstor_layout *in, tstor_layout *out) {
+  int rc;
+  if ((unsigned)act > TSTOR_ACT_HARDSIGMOID)
+    return tstor__err(TSTOR_EINVAL, "activation: unknown activation %d", (int)act);
+  const char *name = activation_names[act];
+  if ((rc = tstor__check_layout(in, name)) < 0) return rc;
+  if (!out) return tstor__err(TSTOR_EINVAL, "%s: out is NULL", name);
+  if (tstor__is_quantized(in->dtype))
+    return tstor__err(TSTOR_EDTYPE, "%s: quantized %s is not supported", name,
+                      tstor_dtype_name(in->dtype));
+  int cat = tstor__dtype_category(in->dtype);
+  if (cat == TSTOR__CAT_COMPLEX &&
+      (act == TSTOR_ACT_RELU || act == TSTOR_ACT_RELU6 || act == TSTOR_ACT_HARDSWISH))
+    return tstor__err(TSTOR_EDTYPE, "clamp is not supported for complex types");
+  if (cat == TSTOR__CAT_BOOL && act == TSTOR_ACT_RELU)
+    return tstor__err(TSTOR_EDTYPE, "Boolean inputs not supported for relu");
+  if (cat == TSTOR__CAT_BOOL && act == TSTOR_ACT_RELU6)
+    return tstor__err(TSTOR_EDTYPE, "Bool inputs not supported for hardtanh");
+  tstor_elementwise_rule rule = act == TSTOR_ACT_SIGMOID || act == TSTOR_ACT_TANH
+                                    ? TSTOR_ELEMENTWISE_FLOAT
+                                    : TSTOR_ELEMENTWISE_PROMOTE;
+  if (act != TSTOR_ACT_RELU) return tstor_layout_elementwise(rule, 1, in, 0, NULL, out);
+  /* relu's meta kernel is where(le(a, 0), 0, a), whose prim orders the
+   * operands a (the number 0, no tensor), b (the input), then the predicate
+   * (the comparison, with TensorIterator's layout) */
+  tstor_layout ops[2];
+  tstor_dtype zero = TSTOR_INT64;
+  tstor__layout_copy(&ops[0], in);
+  if ((rc = tstor_layout_elementwise(TSTOR_ELEMENTWISE_BOOL, 1, in, 1, &zero, &ops[1])) < 0)
+    return rc;
+  tstor_layout r;
+  tstor__layout_copy(&r, in);
+  tstor__refs_strides(2, ops, r.strides);
+  tstor__layout_copy(out, &r);
+  return 0;
+}
+
+int tstor_layout_dropout(const tstor_layout *in, double p, int training, tstor_layout *out) {
+  int rc;
+  if ((rc = tstor__check_layout(in, "dropout")) < 0) return rc;
+  if (!out) return tstor__err(TSTOR_EINVAL, "dropout: out is NULL");
+  if (!(p >= 0.0 && p <= 1.0))
+    return tstor__err(TSTOR_EINVAL, "dropout probability has to be between 0 and 1, but got %g", p);
+  if (!training) {
+    tstor__layout_copy(out, in);
+    return 0;
+  }
+  /* input * empty_like(input).bernoulli_(1 - p).div_(1 - p): the in-place
+   * division by a float refuses what cannot hold one */
+  int cat = tstor__dtype_category(in->dtype);
+  if (cat < TSTOR__CAT_FLOAT || tstor__is_quantized(in->dtype))
+    return tstor__err(TSTOR_EDTYPE, "result type Float can't be cast to the desired output type %s",
+                      tstor_dtype_info_of(in->dtype)->scalar_type);
+  tstor_layout ops[2];
+  tstor__layout_copy(&ops[0], in);
+  tstor__layout_empty_like(in, &ops[1]);
+  return tstor_layout_elementwise(TSTOR_ELEMENTWISE_PROMOTE, 2, ops, 0, NULL, out);
+}
+
+/* ------------------------------------------------------------ tensor forms */
+
+static int activation_form(const tstor_layout *const *in, const void *args, tstor_layout *out) {
+  return tstor_layout_activation(*(const tstor_activation *)args, in[0], out);
+}
+
+int tstor_shape_activation(tstor_activation act, const tstor_tensor *in, tstor_tensor **out) {
+  return tstor__shape_form("shape_activation", 1, &in, 1, activation_form, &act, out);
+}
+
+/* dropout's p and training. */
+typedef struct {
+  double p;
+  int training;
+} dropout_args;
+
+static int dropout_form(const tstor_layout *const *in, const void *args, tstor_layout *out) {
+  const dropout_args *a = args;
+  int rc = tstor_layout_dropout(in[0], a->p, a->training, out);
+  /* outside training PyTorch returns the input itself */
+  return (rc < 0 || a->training) ? rc : TSTOR__SHAPE_IS_INPUT;
+}
+
+int tstor_shape_dropout(const tstor_tensor *in, double p, int training, tstor_tensor **out) {
+  const dropout_args a = {p, training};
+  return tstor__shape_form("shape_dropout", 1, &in, 1, dropout_form, &a, out);
+}
