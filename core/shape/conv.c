@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
-/* "2 x 3" for error messages. */
-static const char *dims_str(char *buf, size_t size, int n, const int64_t *v) {
+/* "2 x 3", as ATen's messages print spatial sizes. */
+static const char *dims_x_str(char *buf, size_t size, int n, const int64_t *v) {
   size_t at = 0;
   buf[0] = 0;
   for (int i = 0; i < n && at < size; i++) {
@@ -29,33 +29,73 @@ static void unsqueeze0(const tstor_layout *in, tstor_layout *out) {
   memcpy(out->strides + 1, in->strides, sizeof(int64_t) * (size_t)in->ndim);
 }
 
-/* Drops the leading dimension of 1 and recomputes contiguous strides unless
- * the layout is dense in another format (unbatched results are contiguous). */
+/* Drops the leading dimension of 1 (squeeze(0)); the strides of the others
+ * are kept. */
 static void squeeze0(tstor_layout *l) {
   memmove(l->sizes, l->sizes + 1, sizeof(int64_t) * (size_t)(l->ndim - 1));
   memmove(l->strides, l->strides + 1, sizeof(int64_t) * (size_t)(l->ndim - 1));
   l->ndim--;
 }
 
-/* ------------------------------------------------------------- convolution */
+/* ---------------------------------------------------------------- arguments */
 
-/* padding="same" and "valid" as explicit padding. "same" is PyTorch's
+/* The layouts and pointers; the options struct read into *q. */
+static int conv_args(const tstor_layout *input, const tstor_layout *weight,
+                     const tstor_layout *bias, const tstor_conv_params *p, const tstor_layout *out,
+                     tstor_conv_params *q) {
+  int rc;
+  if ((rc = tstor__check_layout(input, "conv: input")) < 0 ||
+      (rc = tstor__check_layout(weight, "conv: weight")) < 0 ||
+      (rc = tstor__check_optional(bias, "conv: bias")) < 0)
+    return rc;
+  if (!p || !out) return tstor__err(TSTOR_EINVAL, "conv: NULL %s", p ? "out" : "params");
+  if ((rc = tstor__params_size(p->size, sizeof *p, "tstor_conv_params")) < 0) return rc;
+  *q = *p;
+  if (q->spatial < 1 || q->spatial > 3)
+    return tstor__err(TSTOR_EINVAL, "conv: %d spatial dimensions (1 .. 3)", q->spatial);
+  return 0;
+}
+
+/* The name of the convolution in messages, as PyTorch's functional. */
+static const char *conv_name(const tstor_conv_params *p) {
+  static const char *const names[2][3] = {
+      {"conv1d", "conv2d", "conv3d"}, {"conv_transpose1d", "conv_transpose2d", "conv_transpose3d"}};
+  return names[p->transposed != 0][p->spatial - 1];
+}
+
+/* ATen's batchify: conv2d takes (C, H, W) as a batch of one. Writes the
+ * batched input into *in. */
+static int batchify(const tstor_layout *input, int k, const char *name, tstor_layout *in) {
+  if (input->ndim != k + 1 && input->ndim != k + 2) {
+    char a[TSTOR__SHAPE_STR_MAX];
+    return tstor__err(TSTOR_EINVAL,
+                      "Expected %dD (unbatched) or %dD (batched) input to %s, but "
+                      "got input of size: %s",
+                      k + 1, k + 2, name, tstor__dims_str(a, sizeof a, input->ndim, input->sizes));
+  }
+  if (input->ndim == k + 2)
+    tstor__layout_copy(in, input);
+  else
+    unsqueeze0(input, in);
+  return 0;
+}
+
+/* padding="same" and "valid" as explicit padding, in *q. "same" is PyTorch's
  * convolution_same: dil (k - 1) of padding in all, half on the left; where
  * the total is odd the input is first padded by one more on the right
  * (constant_pad_nd, which keeps the input's memory format), and `in` becomes
  * that padded input. */
-static int conv_padding_mode(tstor_layout *in, const tstor_layout *weight,
-                             const tstor_conv_params *p, tstor_conv_params *q) {
-  *q = *p;
+static int explicit_padding(tstor_layout *in, const tstor_layout *weight, tstor_conv_params *q) {
+  tstor_conv_padding mode = q->padding_mode;
+  int k = q->spatial;
   q->padding_mode = TSTOR_CONV_PADDING_EXPLICIT;
-  int k = p->spatial;
-  if (p->padding_mode == TSTOR_CONV_PADDING_VALID) {
+  if (mode == TSTOR_CONV_PADDING_VALID) {
     for (int i = 0; i < k; i++) q->padding[i] = 0;
     return 0;
   }
-  if (p->padding_mode != TSTOR_CONV_PADDING_SAME || p->transposed)
-    return tstor__err(TSTOR_EINVAL, "conv: padding mode %d%s", (int)p->padding_mode,
-                      p->transposed ? " with a transposed convolution" : " is unknown");
+  if (mode != TSTOR_CONV_PADDING_SAME || q->transposed)
+    return tstor__err(TSTOR_EINVAL, "conv: padding mode %d%s", (int)mode,
+                      q->transposed ? " with a transposed convolution" : " is unknown");
   if (weight->ndim != in->ndim) {
     char a[TSTOR__SHAPE_STR_MAX], b[TSTOR__SHAPE_STR_MAX];
     return tstor__err(TSTOR_EINVAL,
@@ -66,15 +106,15 @@ static int conv_padding_mode(tstor_layout *in, const tstor_layout *weight,
                       tstor__dims_str(b, sizeof b, in->ndim, in->sizes));
   }
   for (int i = 0; i < k; i++)
-    if (p->stride[i] != 1)
+    if (q->stride[i] != 1)
       return tstor__err(TSTOR_EINVAL, "padding='same' is not supported for strided convolutions");
   int asymmetric = 0;
   tstor_memory_format format =
       in->ndim == 4 ? tstor_layout_memory_format(in) : TSTOR_MEMORY_CONTIGUOUS;
   for (int i = 0; i < k; i++) {
-    if (p->dilation[i] <= 0 || p->dilation[i] > ((int64_t)1 << 30) || weight->sizes[i + 2] < 1)
+    if (q->dilation[i] <= 0 || q->dilation[i] > ((int64_t)1 << 30) || weight->sizes[i + 2] < 1)
       return 0; /* left to the checks of the explicit convolution */
-    int64_t total = p->dilation[i] * (weight->sizes[i + 2] - 1), left = total / 2;
+    int64_t total = q->dilation[i] * (weight->sizes[i + 2] - 1), left = total / 2;
     q->padding[i] = left;
     if (total - left != left) {
       in->sizes[i + 2] += 1;
@@ -85,43 +125,13 @@ static int conv_padding_mode(tstor_layout *in, const tstor_layout *weight,
   return 0;
 }
 
-int tstor_layout_conv(const tstor_layout *input, const tstor_layout *weight,
-                      const tstor_layout *bias, const tstor_conv_params *p, tstor_layout *out) {
-  int rc;
-  if ((rc = tstor__check_layout(input, "conv: input")) < 0 ||
-      (rc = tstor__check_layout(weight, "conv: weight")) < 0 ||
-      (rc = tstor__check_optional(bias, "conv: bias")) < 0)
-    return rc;
-  if (!p || !out) return tstor__err(TSTOR_EINVAL, "conv: NULL %s", p ? "out" : "params");
-  if ((rc = tstor__params_size(p->size, sizeof *p, "tstor_conv_params")) < 0) return rc;
-  int k = p->spatial;
-  if (k < 1 || k > 3) return tstor__err(TSTOR_EINVAL, "conv: %d spatial dimensions (1 .. 3)", k);
-  const char *name = p->transposed ? (k == 1   ? "conv_transpose1d"
-                                      : k == 2 ? "conv_transpose2d"
-                                               : "conv_transpose3d")
-                                   : (k == 1   ? "conv1d"
-                                      : k == 2 ? "conv2d"
-                                               : "conv3d");
-  char a[TSTOR__SHAPE_STR_MAX], b[TSTOR__SHAPE_STR_MAX], c[TSTOR__SHAPE_STR_MAX];
-  /* conv2d takes (C, H, W) as a batch of one */
-  if (input->ndim != k + 1 && input->ndim != k + 2)
-    return tstor__err(TSTOR_EINVAL,
-                      "Expected %dD (unbatched) or %dD (batched) input to %s, but "
-                      "got input of size: %s",
-                      k + 1, k + 2, name, tstor__dims_str(a, sizeof a, input->ndim, input->sizes));
-  int batched = input->ndim == k + 2;
-  tstor_layout in;
-  if (batched)
-    tstor__layout_copy(&in, input);
-  else
-    unsqueeze0(input, &in);
-  tstor_conv_params explicit_p;
-  if (p->padding_mode != TSTOR_CONV_PADDING_EXPLICIT) {
-    if ((rc = conv_padding_mode(&in, weight, p, &explicit_p)) < 0) return rc;
-    p = &explicit_p;
-  }
+/* ------------------------------------------------------ check_shape_forward */
 
-  for (int i = 0; i < k; i++) {
+/* ConvParams' checks: is_padding_neg, is_output_padding_neg,
+ * is_stride_nonpos, and the dilation and groups PyTorch's functional checks,
+ * dimension by dimension. */
+static int check_params(const tstor_conv_params *p) {
+  for (int i = 0; i < p->spatial; i++) {
     if (p->padding[i] < 0) return tstor__err(TSTOR_EINVAL, "negative padding is not supported");
     if (p->transposed && p->output_padding[i] < 0)
       return tstor__err(TSTOR_EINVAL, "negative output_padding is not supported");
@@ -130,141 +140,236 @@ int tstor_layout_conv(const tstor_layout *input, const tstor_layout *weight,
       return tstor__err(TSTOR_EINVAL, "non-positive dilation is not supported");
   }
   if (p->groups <= 0) return tstor__err(TSTOR_EINVAL, "non-positive groups is not supported");
-  /* bounded so that every size below is computed without overflow */
-  for (int i = 0; i < k; i++) {
-    const int64_t big = (int64_t)1 << 30;
+  return 0;
+}
+
+/* tstor's bounds, under which every size below is computed without overflow:
+ * arguments below 2^30, the caller's input and weight sizes up to 2^31. */
+static int check_bounds(const tstor_layout *input, const tstor_layout *weight,
+                        const tstor_conv_params *p, const char *name) {
+  const int64_t big = (int64_t)1 << 30, huge = (int64_t)1 << 31;
+  for (int i = 0; i < p->spatial; i++)
     if (p->padding[i] > big || p->stride[i] > big || p->dilation[i] > big ||
         (p->transposed && p->output_padding[i] > big))
       return tstor__err(TSTOR_EOVERFLOW,
                         "%s: stride, padding, dilation and output_padding must "
                         "be below 2^30",
                         name);
-  }
   for (int d = 0; d < input->ndim; d++)
-    if (input->sizes[d] > ((int64_t)1 << 31))
+    if (input->sizes[d] > huge)
       return tstor__err(TSTOR_EOVERFLOW, "%s: input sizes must be below 2^31", name);
   for (int d = 0; d < weight->ndim; d++)
-    if (weight->sizes[d] > ((int64_t)1 << 31))
+    if (weight->sizes[d] > huge)
       return tstor__err(TSTOR_EOVERFLOW, "%s: weight sizes must be below 2^31", name);
-  if (weight->ndim != k + 2)
+  return 0;
+}
+
+/* The weight's dimensions, and its first size against the groups. */
+static int check_weight(const tstor_layout *in, const tstor_layout *weight,
+                        const tstor_conv_params *p) {
+  char a[TSTOR__SHAPE_STR_MAX], b[TSTOR__SHAPE_STR_MAX];
+  long long g = (long long)p->groups;
+  if (weight->ndim != p->spatial + 2)
     return tstor__err(TSTOR_EINVAL,
                       "Expected %d-dimensional input for %d-dimensional weight %s, "
                       "but got %d-dimensional input of size %s instead",
                       weight->ndim, weight->ndim,
-                      tstor__dims_str(a, sizeof a, weight->ndim, weight->sizes), in.ndim,
-                      tstor__dims_str(b, sizeof b, in.ndim, in.sizes));
-  const int64_t *w = weight->sizes;
-  int64_t g = p->groups;
-  /* the messages below name the weight (a) and the input (b) */
-#define WSTR tstor__dims_str(a, sizeof a, weight->ndim, w)
-#define ISTR tstor__dims_str(b, sizeof b, in.ndim, in.sizes)
-  if (w[0] < g)
+                      tstor__dims_str(a, sizeof a, weight->ndim, weight->sizes), in->ndim,
+                      tstor__dims_str(b, sizeof b, in->ndim, in->sizes));
+  if (weight->sizes[0] < p->groups)
     return tstor__err(TSTOR_EINVAL,
                       "Given groups=%lld, expected weight to be at least %lld at "
                       "dimension 0, but got weight of size %s instead",
-                      (long long)g, (long long)g, WSTR);
-  if (w[0] % g != 0)
+                      g, g, tstor__dims_str(a, sizeof a, weight->ndim, weight->sizes));
+  if (weight->sizes[0] % p->groups != 0)
     return tstor__err(TSTOR_EINVAL,
                       "Given groups=%lld, expected weight to be divisible by %lld "
                       "at dimension 0, but got weight of size %s instead",
-                      (long long)g, (long long)g, WSTR);
-  int64_t out_channels;
-  if (!p->transposed) {
-    if (in.sizes[1] != w[1] * g)
+                      g, g, tstor__dims_str(a, sizeof a, weight->ndim, weight->sizes));
+  return 0;
+}
+
+/* The kernel, dilated, fits the padded input. */
+static int check_kernel_fits(const tstor_layout *in, const int64_t *w, const tstor_conv_params *p) {
+  int64_t padded[3], kernel[3];
+  int fits = 1;
+  for (int i = 0; i < p->spatial; i++) {
+    padded[i] = in->sizes[i + 2] + 2 * p->padding[i];
+    kernel[i] = p->dilation[i] * (w[i + 2] - 1) + 1;
+    if (padded[i] < kernel[i]) fits = 0;
+  }
+  if (fits) return 0;
+  char s1[128], s2[128];
+  return tstor__err(TSTOR_EINVAL,
+                    "Calculated padded input size per channel: (%s). Kernel "
+                    "size: (%s). Kernel size can't be greater than actual input size",
+                    dims_x_str(s1, sizeof s1, p->spatial, padded),
+                    dims_x_str(s2, sizeof s2, p->spatial, kernel));
+}
+
+/* A convolution's channels: the weight (out, C / groups, k...), so the input
+ * has its second size times the groups and the bias one per output channel;
+ * then the kernel must fit the padded input. */
+static int check_forward_channels(const tstor_layout *in, const tstor_layout *weight,
+                                  const tstor_layout *bias, const tstor_conv_params *p) {
+  char a[TSTOR__SHAPE_STR_MAX], b[TSTOR__SHAPE_STR_MAX];
+  const int64_t *w = weight->sizes;
+  int64_t g = p->groups;
+  if (in->sizes[1] != w[1] * g)
+    return tstor__err(TSTOR_EINVAL,
+                      "Given groups=%lld, weight of size %s, expected input%s to "
+                      "have %lld channels, but got %lld channels instead",
+                      (long long)g, tstor__dims_str(a, sizeof a, weight->ndim, w),
+                      tstor__dims_str(b, sizeof b, in->ndim, in->sizes), (long long)(w[1] * g),
+                      (long long)in->sizes[1]);
+  if (bias && (bias->ndim != 1 || bias->sizes[0] != w[0]))
+    return tstor__err(TSTOR_EINVAL,
+                      "Given weight of size %s, expected bias to be "
+                      "1-dimensional with %lld elements, but got bias of size %s instead",
+                      tstor__dims_str(a, sizeof a, weight->ndim, w), (long long)w[0],
+                      tstor__dims_str(b, sizeof b, bias->ndim, bias->sizes));
+  return check_kernel_fits(in, w, p);
+}
+
+/* A transposed convolution's channels: the weight (C, out / groups, k...), so
+ * the input has its first size and the bias its second times the groups; and
+ * each output padding is below the stride or the dilation. */
+static int check_transposed_channels(const tstor_layout *in, const tstor_layout *weight,
+                                     const tstor_layout *bias, const tstor_conv_params *p) {
+  char a[TSTOR__SHAPE_STR_MAX], b[TSTOR__SHAPE_STR_MAX];
+  const int64_t *w = weight->sizes;
+  int64_t out_channels = w[1] * p->groups;
+  if (in->sizes[1] != w[0])
+    return tstor__err(TSTOR_EINVAL,
+                      "Given transposed=1, weight of size %s, expected input%s to "
+                      "have %lld channels, but got %lld channels instead",
+                      tstor__dims_str(a, sizeof a, weight->ndim, w),
+                      tstor__dims_str(b, sizeof b, in->ndim, in->sizes), (long long)w[0],
+                      (long long)in->sizes[1]);
+  if (bias && (bias->ndim != 1 || bias->sizes[0] != out_channels))
+    return tstor__err(TSTOR_EINVAL,
+                      "Given transposed=1, weight of size %s, expected bias to be "
+                      "1-dimensional with %lld elements, but got bias of size %s instead",
+                      tstor__dims_str(a, sizeof a, weight->ndim, w), (long long)out_channels,
+                      tstor__dims_str(b, sizeof b, bias->ndim, bias->sizes));
+  for (int i = 0; i < p->spatial; i++)
+    if (p->output_padding[i] >= p->stride[i] && p->output_padding[i] >= p->dilation[i]) {
+      char s1[128], s2[128], s3[128];
       return tstor__err(TSTOR_EINVAL,
-                        "Given groups=%lld, weight of size %s, expected input%s to "
-                        "have %lld channels, but got %lld channels instead",
-                        (long long)g, WSTR, ISTR, (long long)(w[1] * g), (long long)in.sizes[1]);
-    out_channels = w[0];
-    if (bias && (bias->ndim != 1 || bias->sizes[0] != w[0]))
-      return tstor__err(TSTOR_EINVAL,
-                        "Given weight of size %s, expected bias to be "
-                        "1-dimensional with %lld elements, but got bias of size %s instead",
-                        WSTR, (long long)w[0],
-                        tstor__dims_str(c, sizeof c, bias->ndim, bias->sizes));
-    int64_t padded[3], kernel[3];
-    int fits = 1;
-    for (int i = 0; i < k; i++) {
-      padded[i] = in.sizes[i + 2] + 2 * p->padding[i];
-      kernel[i] = p->dilation[i] * (w[i + 2] - 1) + 1;
-      if (padded[i] < kernel[i]) fits = 0;
+                        "output padding must be smaller than either stride or "
+                        "dilation, but got output_padding: (%s) stride: (%s) dilation: (%s)",
+                        dims_x_str(s1, sizeof s1, p->spatial, p->output_padding),
+                        dims_x_str(s2, sizeof s2, p->spatial, p->stride),
+                        dims_x_str(s3, sizeof s3, p->spatial, p->dilation));
     }
-    if (!fits) {
+  return 0;
+}
+
+/* ATen's check_shape_forward: the arguments, the weight, the channels. input
+ * is the caller's layout, `in` the batched (and padded) one. */
+static int check_shape_forward(const tstor_layout *input, const tstor_layout *in,
+                               const tstor_layout *weight, const tstor_layout *bias,
+                               const tstor_conv_params *p, const char *name) {
+  int rc;
+  if ((rc = check_params(p)) < 0 || (rc = check_bounds(input, weight, p, name)) < 0 ||
+      (rc = check_weight(in, weight, p)) < 0)
+    return rc;
+  if (p->transposed) return check_transposed_channels(in, weight, bias, p);
+  return check_forward_channels(in, weight, bias, p);
+}
+
+/* One dtype for the input, the weight and the bias. */
+static int check_same_type(const tstor_layout *in, const tstor_layout *weight,
+                           const tstor_layout *bias, const char *name) {
+  if (bias && bias->dtype != in->dtype)
+    return tstor__err(TSTOR_EDTYPE, "%s: bias type %s and input type %s should be the same", name,
+                      tstor_dtype_name(bias->dtype), tstor_dtype_name(in->dtype));
+  if (weight->dtype != in->dtype)
+    return tstor__err(TSTOR_EDTYPE, "Input type (%s) and weight type (%s) should be the same",
+                      tstor_dtype_name(in->dtype), tstor_dtype_name(weight->dtype));
+  return 0;
+}
+
+/* --------------------------------------------------------------- the output */
+
+/* ATen's conv_output_size: (N, out, spatial...) of a convolution, each
+ * spatial size (in + 2 pad - dil (k - 1) - 1) / stride + 1. */
+static void conv_output_size(const tstor_layout *in, const int64_t *w, const tstor_conv_params *p,
+                             int64_t *sizes) {
+  sizes[0] = in->sizes[0];
+  sizes[1] = w[0];
+  for (int i = 0; i < p->spatial; i++) {
+    int64_t kernel = p->dilation[i] * (w[i + 2] - 1) + 1;
+    sizes[i + 2] = (in->sizes[i + 2] + 2 * p->padding[i] - kernel) / p->stride[i] + 1;
+  }
+}
+
+/* ATen's conv_input_size: (N, out, spatial...) of a transposed convolution
+ * (the input of the convolution whose gradient it is), out the weight's
+ * second size times the groups, each spatial size (in - 1) stride - 2 pad +
+ * dil (k - 1) + output_padding + 1. */
+static void conv_input_size(const tstor_layout *in, const int64_t *w, const tstor_conv_params *p,
+                            int64_t *sizes) {
+  sizes[0] = in->sizes[0];
+  sizes[1] = w[1] * p->groups;
+  for (int i = 0; i < p->spatial; i++)
+    sizes[i + 2] = (in->sizes[i + 2] - 1) * p->stride[i] - 2 * p->padding[i] +
+                   p->dilation[i] * (w[i + 2] - 1) + p->output_padding[i] + 1;
+}
+
+/* "Output size is too small" where a spatial size is below 1 (but for an
+ * empty input of a convolution); TSTOR_EOVERFLOW where the output's bytes
+ * pass int64, as PyTorch's empty() checks. */
+static int check_output_size(const tstor_layout *in, const tstor_conv_params *p,
+                             const tstor_layout *r) {
+  int k = p->spatial;
+  for (int i = 0; i < k; i++)
+    if (r->sizes[i + 2] < 1 && !(in->sizes[i + 2] == 0 && !p->transposed)) {
       char s1[128], s2[128];
       return tstor__err(TSTOR_EINVAL,
-                        "Calculated padded input size per channel: (%s). Kernel "
-                        "size: (%s). Kernel size can't be greater than actual input size",
-                        dims_str(s1, sizeof s1, k, padded), dims_str(s2, sizeof s2, k, kernel));
+                        "Given input size per channel: (%s). Calculated output size "
+                        "per channel: (%s). Output size is too small",
+                        dims_x_str(s1, sizeof s1, k, in->sizes + 2),
+                        dims_x_str(s2, sizeof s2, k, r->sizes + 2));
     }
-  } else {
-    if (in.sizes[1] != w[0])
-      return tstor__err(TSTOR_EINVAL,
-                        "Given transposed=1, weight of size %s, expected input%s to "
-                        "have %lld channels, but got %lld channels instead",
-                        WSTR, ISTR, (long long)w[0], (long long)in.sizes[1]);
-    out_channels = w[1] * g;
-    if (bias && (bias->ndim != 1 || bias->sizes[0] != out_channels))
-      return tstor__err(TSTOR_EINVAL,
-                        "Given transposed=1, weight of size %s, expected bias to be "
-                        "1-dimensional with %lld elements, but got bias of size %s instead",
-                        WSTR, (long long)out_channels,
-                        tstor__dims_str(c, sizeof c, bias->ndim, bias->sizes));
-    for (int i = 0; i < k; i++)
-      if (p->output_padding[i] >= p->stride[i] && p->output_padding[i] >= p->dilation[i]) {
-        char s1[128], s2[128], s3[128];
-        return tstor__err(TSTOR_EINVAL,
-                          "output padding must be smaller than either stride or "
-                          "dilation, but got output_padding: (%s) stride: (%s) dilation: (%s)",
-                          dims_str(s1, sizeof s1, k, p->output_padding),
-                          dims_str(s2, sizeof s2, k, p->stride),
-                          dims_str(s3, sizeof s3, k, p->dilation));
-      }
-  }
-#undef WSTR
-#undef ISTR
-  if (bias && bias->dtype != in.dtype)
-    return tstor__err(TSTOR_EDTYPE, "%s: bias type %s and input type %s should be the same", name,
-                      tstor_dtype_name(bias->dtype), tstor_dtype_name(in.dtype));
-  if (weight->dtype != in.dtype)
-    return tstor__err(TSTOR_EDTYPE, "Input type (%s) and weight type (%s) should be the same",
-                      tstor_dtype_name(in.dtype), tstor_dtype_name(weight->dtype));
-
-  tstor_layout r;
-  r.dtype = in.dtype;
-  r.ndim = k + 2;
-  r.sizes[0] = in.sizes[0];
-  r.sizes[1] = out_channels;
-  int64_t outsz[3];
-  int small = 0;
-  for (int i = 0; i < k; i++) {
-    int64_t x = in.sizes[i + 2], kk = w[i + 2];
-    if (!p->transposed)
-      outsz[i] = (x + 2 * p->padding[i] - p->dilation[i] * (kk - 1) - 1) / p->stride[i] + 1;
-    else
-      outsz[i] = (x - 1) * p->stride[i] - 2 * p->padding[i] + p->dilation[i] * (kk - 1) +
-                 p->output_padding[i] + 1;
-    if (outsz[i] < 1 && !(x == 0 && !p->transposed)) small = 1;
-    r.sizes[i + 2] = outsz[i];
-  }
-  if (small) {
-    char s1[128], s2[128];
-    return tstor__err(TSTOR_EINVAL,
-                      "Given input size per channel: (%s). Calculated output size "
-                      "per channel: (%s). Output size is too small",
-                      dims_str(s1, sizeof s1, k, in.sizes + 2), dims_str(s2, sizeof s2, k, outsz));
-  }
-  /* the output's bytes must fit int64, as PyTorch's empty() checks */
   uint64_t nbytes;
-  if ((rc = tstor__layout_nbytes(r.ndim, r.sizes, NULL, tstor_dtype_size(r.dtype), &nbytes)))
+  return tstor__layout_nbytes(r->ndim, r->sizes, NULL, tstor_dtype_size(r->dtype), &nbytes);
+}
+
+/* The output's memory format, as PyTorch's meta kernel chooses it:
+ * channels-last where the input or the weight suggests it (4 dims),
+ * otherwise contiguous. */
+static tstor_memory_format conv_memory_format(const tstor_layout *in, const tstor_layout *weight) {
+  if (in->ndim == 4 && (tstor_layout_memory_format(in) == TSTOR_MEMORY_CHANNELS_LAST ||
+                        tstor_layout_memory_format(weight) == TSTOR_MEMORY_CHANNELS_LAST))
+    return TSTOR_MEMORY_CHANNELS_LAST;
+  return TSTOR_MEMORY_CONTIGUOUS;
+}
+
+/* -------------------------------------------------------------- convolution */
+
+int tstor_layout_conv(const tstor_layout *input, const tstor_layout *weight,
+                      const tstor_layout *bias, const tstor_conv_params *p, tstor_layout *out) {
+  tstor_conv_params q;
+  tstor_layout in, r;
+  int rc;
+  if ((rc = conv_args(input, weight, bias, p, out, &q)) < 0) return rc;
+  const char *name = conv_name(&q);
+  if ((rc = batchify(input, q.spatial, name, &in)) < 0) return rc;
+  if (q.padding_mode != TSTOR_CONV_PADDING_EXPLICIT && (rc = explicit_padding(&in, weight, &q)) < 0)
     return rc;
-  /* PyTorch's meta kernel: channels-last when the input or the weight suggests
-   * it (4 dims), otherwise contiguous */
-  tstor_memory_format f = TSTOR_MEMORY_CONTIGUOUS;
-  if (r.ndim == 4 && (tstor_layout_memory_format(&in) == TSTOR_MEMORY_CHANNELS_LAST ||
-                      tstor_layout_memory_format(weight) == TSTOR_MEMORY_CHANNELS_LAST))
-    f = TSTOR_MEMORY_CHANNELS_LAST;
-  tstor_layout_restride(&r, f);
-  if (!batched) {
+  if ((rc = check_shape_forward(input, &in, weight, bias, &q, name)) < 0 ||
+      (rc = check_same_type(&in, weight, bias, name)) < 0)
+    return rc;
+  r.dtype = in.dtype;
+  r.ndim = in.ndim;
+  if (q.transposed)
+    conv_input_size(&in, weight->sizes, &q, r.sizes);
+  else
+    conv_output_size(&in, weight->sizes, &q, r.sizes);
+  if ((rc = check_output_size(&in, &q, &r)) < 0) return rc;
+  tstor_layout_restride(&r, conv_memory_format(&in, weight));
+  if (input->ndim < in.ndim) { /* unbatched: the output too, contiguous */
     squeeze0(&r);
     tstor__layout_contiguous(&r);
   }
