@@ -893,6 +893,53 @@ START_TEST(test_network_ops_beyond_cases) {
 }
 END_TEST
 
+/* shape.h's options structs: every size from the first layout's (the fields
+ * through the last one of the first version) to this header's is accepted,
+ * as fields are only appended; a size past this header's (a newer program's
+ * struct) or short of the first layout is refused, naming the struct and its
+ * INIT macro. */
+START_TEST(test_options_struct_sizes) {
+  tstor_layout in, w, out;
+  int64_t s4[] = {1, 3, 8, 8}, k4[] = {4, 3, 3, 3};
+  ck_tstor_ok(tstor_layout_init(&in, TSTOR_FLOAT32, 4, s4, NULL));
+  ck_tstor_ok(tstor_layout_init(&w, TSTOR_FLOAT32, 4, k4, NULL));
+  tstor_conv_params cp = TSTOR_CONV_PARAMS_INIT(2);
+  tstor_pool_params pp = TSTOR_POOL_PARAMS_INIT(2, 2);
+  const size_t conv_first = offsetof(tstor_conv_params, padding_mode) + sizeof cp.padding_mode;
+  const size_t pool_first = offsetof(tstor_pool_params, ceil_mode) + sizeof pp.ceil_mode;
+  const size_t conv_ok[] = {sizeof cp, conv_first}, pool_ok[] = {sizeof pp, pool_first};
+  for (int i = 0; i < 2; i++) {
+    cp.size = conv_ok[i];
+    ck_tstor_ok(tstor_layout_conv(&in, &w, NULL, &cp, &out));
+    ck_assert_int_eq(out.sizes[2], 6);
+    pp.size = pool_ok[i];
+    ck_tstor_ok(tstor_layout_max_pool2d(&in, &pp, &out));
+    ck_assert_int_eq(out.sizes[2], 4);
+  }
+  const size_t conv_bad[] = {sizeof cp + 8, conv_first - 1, sizeof(size_t)};
+  const size_t pool_bad[] = {sizeof pp + 8, pool_first - 1, sizeof(size_t)};
+  for (int i = 0; i < 3; i++) {
+    cp.size = conv_bad[i];
+    ck_tstor_err(tstor_layout_conv(&in, &w, NULL, &cp, &out), TSTOR_EINVAL);
+    ck_last_error_has("tstor_conv_params.size");
+    ck_last_error_has("TSTOR_CONV_PARAMS_INIT");
+    pp.size = pool_bad[i];
+    ck_tstor_err(tstor_layout_avg_pool2d(&in, &pp, &out), TSTOR_EINVAL);
+    ck_last_error_has("tstor_pool_params.size");
+    ck_last_error_has("TSTOR_POOL_PARAMS_INIT");
+  }
+  /* the tensor forms read them the same way */
+  tstor_tensor *x, *y = NULL;
+  ck_tstor_ok(tstor_layout_empty(ctx, meta, &in, &x));
+  ck_tstor_err(tstor_shape_max_pool2d(x, &pp, &y), TSTOR_EINVAL);
+  ck_assert_ptr_null(y);
+  pp.size = pool_first;
+  ck_tstor_ok(tstor_shape_max_pool2d(x, &pp, &y));
+  tstor_tensor_release(y);
+  tstor_tensor_release(x);
+}
+END_TEST
+
 /* One implementation per PyTorch rule: the tensor layer and shape inference
  * give the same code and words for the same refusal. */
 START_TEST(test_one_code_per_rule) {
@@ -950,6 +997,7 @@ int main(void) {
   tcase_add_test(tc, test_sixty_four_dims);
   tcase_add_test(tc, test_allocation_failures);
   tcase_add_test(tc, test_network_ops_beyond_cases);
+  tcase_add_test(tc, test_options_struct_sizes);
   tcase_add_test(tc, test_one_code_per_rule);
   suite_add_tcase(s, tc);
   int rc = tstor_test_run(s);

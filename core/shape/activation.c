@@ -5,8 +5,6 @@
  * and of dropout, as Dropout.cpp. */
 #include "shape/shape_internal.h"
 
-#include <string.h>
-
 /* ------------------------------------------------------------ activations */
 
 static const char *const activation_names[] = {"relu",    "relu6", "gelu",      "silu",

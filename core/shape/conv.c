@@ -39,6 +39,14 @@ static void squeeze0(tstor_layout *l) {
 
 /* ---------------------------------------------------------------- arguments */
 
+static const tstor_conv_params conv_defaults = TSTOR_CONV_PARAMS_INIT(0);
+static const tstor__params_kind conv_params = {
+    .type = "tstor_conv_params",
+    .init = "TSTOR_CONV_PARAMS_INIT",
+    .first = offsetof(tstor_conv_params, padding_mode) + sizeof(tstor_conv_padding),
+    .current = sizeof(tstor_conv_params),
+    .defaults = &conv_defaults};
+
 /* The layouts and pointers; the options struct read into *q. */
 static int conv_args(const tstor_layout *input, const tstor_layout *weight,
                      const tstor_layout *bias, const tstor_conv_params *p, const tstor_layout *out,
@@ -49,8 +57,7 @@ static int conv_args(const tstor_layout *input, const tstor_layout *weight,
       (rc = tstor__check_optional(bias, "conv: bias")) < 0)
     return rc;
   if (!p || !out) return tstor__err(TSTOR_EINVAL, "conv: NULL %s", p ? "out" : "params");
-  if ((rc = tstor__params_size(p->size, sizeof *p, "tstor_conv_params")) < 0) return rc;
-  *q = *p;
+  if ((rc = tstor__params_read(&conv_params, p, q)) < 0) return rc;
   if (q->spatial < 1 || q->spatial > 3)
     return tstor__err(TSTOR_EINVAL, "conv: %d spatial dimensions (1 .. 3)", q->spatial);
   return 0;

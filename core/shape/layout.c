@@ -6,7 +6,6 @@
  * file. */
 #include "shape/shape_internal.h"
 
-#include <stdio.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------ helpers */
@@ -71,6 +70,17 @@ void tstor__layout_empty_like(const tstor_layout *in, tstor_layout *out) {
   tstor__layout_copy(out, in);
   if (!tstor__non_overlapping_and_dense(in->ndim, in->sizes, in->strides))
     tstor__infer_dense_strides(in->ndim, in->sizes, in->strides, out->strides);
+}
+
+int tstor__params_read(const tstor__params_kind *kind, const void *params, void *out) {
+  size_t size;
+  memcpy(&size, params, sizeof size);
+  if (size < kind->first || size > kind->current)
+    return tstor__err(TSTOR_EINVAL, "%s.size is %zu, expected %zu to %zu: initialise it with %s",
+                      kind->type, size, kind->first, kind->current, kind->init);
+  memcpy(out, kind->defaults, kind->current);
+  memcpy(out, params, size);
+  return 0;
 }
 
 /* ------------------------------------------------------------------ layouts */

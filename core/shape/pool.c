@@ -4,8 +4,6 @@
  * AdaptiveAveragePooling.cpp and AdaptiveMaxPooling2d.cpp. */
 #include "shape/shape_internal.h"
 
-#include <string.h>
-
 /* ---------------------------------------------------------------- pooling */
 
 /* floor division, as ATen's div_rtn */
@@ -34,12 +32,22 @@ static int pool_out(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t 
   return 0;
 }
 
+static const tstor_pool_params pool_defaults = TSTOR_POOL_PARAMS_INIT(0, 0);
+static const tstor__params_kind pool_params = {
+    .type = "tstor_pool_params",
+    .init = "TSTOR_POOL_PARAMS_INIT",
+    .first = offsetof(tstor_pool_params, ceil_mode) + sizeof(int),
+    .current = sizeof(tstor_pool_params),
+    .defaults = &pool_defaults};
+
 static int pool2d(const char *name, int dilated, const tstor_layout *input,
                   const tstor_pool_params *p, tstor_layout *out) {
   int rc;
   if ((rc = tstor__check_layout(input, name)) < 0) return rc;
   if (!p || !out) return tstor__err(TSTOR_EINVAL, "%s: NULL %s", name, p ? "out" : "params");
-  if ((rc = tstor__params_size(p->size, sizeof *p, "tstor_pool_params")) < 0) return rc;
+  tstor_pool_params q;
+  if ((rc = tstor__params_read(&pool_params, p, &q)) < 0) return rc;
+  p = &q;
   int64_t kh = p->kernel[0], kw = p->kernel[1];
   int64_t sh = p->stride[0], sw = p->stride[1];
   int64_t dh = dilated ? p->dilation[0] : 1, dw = dilated ? p->dilation[1] : 1;

@@ -3,8 +3,6 @@
  * dropped (or kept as 1), the dtype of each op's rule, contiguous. */
 #include "shape/shape_internal.h"
 
-#include <string.h>
-
 /* ---------------------------------------------------------------- reductions */
 
 static const char *reduction_name(tstor_reduction op) {

@@ -95,16 +95,21 @@ int tstor__set_contiguous(tstor_layout *out, tstor_dtype dtype, int ndim, const 
  * strides in the input's order. */
 void tstor__layout_empty_like(const tstor_layout *in, tstor_layout *out);
 
-/* An options struct's leading size: this version's struct or an older one
- * (fields are only appended; this is the first sized layout). */
-static inline int tstor__params_size(size_t size, size_t current, const char *name) {
-  if (size != current)
-    return tstor__err(TSTOR_EINVAL,
-                      "%s.size is %zu, expected %zu: initialise it with its INIT "
-                      "macro",
-                      name, size, current);
-  return 0;
-}
+/* An options struct of shape.h (tstor_conv_params, tstor_pool_params): size
+ * first, fields only appended. */
+typedef struct {
+  const char *type, *init; /* "tstor_conv_params", "TSTOR_CONV_PARAMS_INIT" */
+  size_t first;            /* its first layout: the bytes through its last field */
+  size_t current;          /* this header's sizeof */
+  const void *defaults;    /* this header's struct with its INIT's values */
+} tstor__params_kind;
+
+/* Reads the caller's options struct into *out (kind->current bytes): every
+ * size from the first layout's to this header's is accepted, and the fields
+ * past the caller's size take their defaults, so that a program built against
+ * an older header still works. TSTOR_EINVAL for any other size, naming the
+ * struct and its INIT macro. */
+int tstor__params_read(const tstor__params_kind *kind, const void *params, void *out);
 
 /* Checks that the tensors (any may be NULL where allowed) all live on one
  * device; writes the first one's context and device. */

@@ -281,7 +281,9 @@ TSTOR_EXTERN int tstor_shape_stack(int n, const tstor_tensor *const *inputs, int
  * begins with its size, so that fields can be appended without breaking
  * programs built against this header: TSTOR_CONV_PARAMS_INIT sets it, with
  * PyTorch's defaults (stride 1, padding 0, dilation 1, groups 1, not
- * transposed) for `spatial` dimensions. */
+ * transposed) for `spatial` dimensions. Every size from the first layout's
+ * (the fields through padding_mode) to this header's is accepted, the fields
+ * past it taking their INIT values; any other is refused (TSTOR_EINVAL). */
 typedef enum tstor_conv_padding {
   TSTOR_CONV_PADDING_EXPLICIT = 0, /* padding[] as given (PyTorch's ints) */
   TSTOR_CONV_PADDING_SAME = 1,     /* padding="same": the output as large as
@@ -330,7 +332,9 @@ TSTOR_EXTERN int tstor_shape_conv(const tstor_tensor *input, const tstor_tensor 
 
 /* ----------------------------------------------------------------- pooling */
 
-/* 2-d pooling arguments over (H, W), size first as every options struct.
+/* 2-d pooling arguments over (H, W), size first as every options struct
+ * (its first layout: the fields through ceil_mode; sizes as for
+ * tstor_conv_params).
  * Every field is taken as given: PyTorch's default stride (stride=None) is
  * the kernel, which TSTOR_POOL_PARAMS_INIT writes, and a stride of 0 is
  * refused as PyTorch refuses it ("stride should not be zero"). dilation is for
