@@ -165,18 +165,15 @@ int tstor_layout_layer_norm(const tstor_layout *input, int ndims, const int64_t 
     return tstor__err(TSTOR_EINVAL,
                       "Expected normalized_shape to be at least 1-dimensional, i.e., "
                       "containing at least one element, but got normalized_shape = []");
-  if (weight && !same_shape(weight, ndims, normalized_shape))
-    return tstor__err(TSTOR_EINVAL,
-                      "Expected weight to be of same shape as normalized_shape, but "
-                      "got weight of shape %s and normalized_shape = %s",
-                      tstor__dims_str(a, sizeof a, weight->ndim, weight->sizes),
-                      tstor__dims_str(b, sizeof b, ndims, normalized_shape));
-  if (bias && !same_shape(bias, ndims, normalized_shape))
-    return tstor__err(TSTOR_EINVAL,
-                      "Expected bias to be of same shape as normalized_shape, but "
-                      "got bias of shape %s and normalized_shape = %s",
-                      tstor__dims_str(a, sizeof a, bias->ndim, bias->sizes),
-                      tstor__dims_str(b, sizeof b, ndims, normalized_shape));
+  const tstor_layout *ps[2] = {weight, bias};
+  for (int i = 0; i < 2; i++)
+    if (ps[i] && !same_shape(ps[i], ndims, normalized_shape))
+      return tstor__err(TSTOR_EINVAL,
+                        "Expected %s to be of same shape as normalized_shape, but "
+                        "got %s of shape %s and normalized_shape = %s",
+                        i ? "bias" : "weight", i ? "bias" : "weight",
+                        tstor__dims_str(a, sizeof a, ps[i]->ndim, ps[i]->sizes),
+                        tstor__dims_str(b, sizeof b, ndims, normalized_shape));
   if (input->ndim < ndims || memcmp(input->sizes + input->ndim - ndims, normalized_shape,
                                     sizeof(int64_t) * (size_t)ndims)) {
     char c[TSTOR__SHAPE_STR_MAX + 8];

@@ -130,6 +130,20 @@ static int adaptive_args(const char *name, const tstor_layout *in, const int64_t
   return 0;
 }
 
+/* The input's sizes from dimension `first` on (those the kernel reads) are
+ * not 0. */
+static int check_nonzero_sizes(const char *name, const tstor_layout *in, int first) {
+  for (int i = first; i < in->ndim; i++)
+    if (in->sizes[i] == 0) {
+      char a[TSTOR__SHAPE_STR_MAX];
+      return tstor__err(TSTOR_EINVAL,
+                        "%s(): Expected input to have non-zero size for non-batch dimensions, "
+                        "but input has sizes %s with dimension %d being empty",
+                        name, tstor__dims_str(a, sizeof a, in->ndim, in->sizes), i);
+    }
+  return 0;
+}
+
 int tstor_layout_adaptive_avg_pool2d(const tstor_layout *input, const int64_t output_size[2],
                                      tstor_layout *out) {
   int rc;
@@ -156,13 +170,7 @@ int tstor_layout_adaptive_avg_pool2d(const tstor_layout *input, const int64_t ou
     return 0;
   }
   int nd = input->ndim;
-  for (int i = nd - 2; i < nd; i++)
-    if (input->sizes[i] == 0)
-      return tstor__err(TSTOR_EINVAL,
-                        "adaptive_avg_pool2d(): Expected input to have non-zero size "
-                        "for non-batch dimensions, but input has sizes %s with dimension %d being "
-                        "empty",
-                        tstor__dims_str(a, sizeof a, nd, input->sizes), i);
+  if ((rc = check_nonzero_sizes("adaptive_avg_pool2d", input, nd - 2)) < 0) return rc;
   if (nd != 3 && nd != 4)
     return tstor__err(TSTOR_EINVAL, "adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got %s",
                       tstor__dims_str(a, sizeof a, nd, input->sizes));
@@ -186,13 +194,7 @@ int tstor_layout_adaptive_max_pool2d(const tstor_layout *input, const int64_t ou
   if (nd != 3 && nd != 4)
     return tstor__err(TSTOR_EINVAL, "adaptive_max_pool2d(): Expected 3D or 4D tensor, but got: %s",
                       tstor__dims_str(a, sizeof a, nd, input->sizes));
-  for (int i = 1; i < nd; i++)
-    if (input->sizes[i] == 0)
-      return tstor__err(TSTOR_EINVAL,
-                        "adaptive_max_pool2d(): Expected input to have non-zero size "
-                        "for non-batch dimensions, but input has sizes %s with dimension %d being "
-                        "empty",
-                        tstor__dims_str(a, sizeof a, nd, input->sizes), i);
+  if ((rc = check_nonzero_sizes("adaptive_max_pool2d", input, 1)) < 0) return rc;
   tstor_layout r;
   tstor__layout_copy(&r, input);
   r.sizes[nd - 2] = output_size[0];
