@@ -718,6 +718,13 @@ START_TEST(bad_arguments) {
   ck_tstor_err(tstor_torch_load(ctx, "x.pt", NULL, NULL), TSTOR_EINVAL);
   ck_tstor_err(tstor_torch_load(ctx, "/nonexistent/file.pt", NULL, &ck), TSTOR_ENOENT);
   ck_last_error_has("/nonexistent/file.pt");
+  /* a path through a regular file (ENOTDIR): the code a config gets too,
+   * from the one errno map */
+  const char *through = CKDIR "/golden/scalars.pt/model.pt";
+  ck_tstor_err(tstor_checkpoint_load(ctx, through, NULL, &ck), TSTOR_ENOENT);
+  ck_tstor_err(tstor_torch_load(ctx, through, NULL, &ck), TSTOR_ENOENT);
+  tstor_context *none;
+  ck_tstor_err(tstor_context_open(CKDIR "/golden/scalars.pt/tstor.ini", &none), TSTOR_ENOENT);
   tstor_load_options o = {sizeof o + 8, NULL, 0};
   ck_tstor_err(tstor_torch_load(ctx, CKDIR "/golden/scalars.pt", &o, &ck), TSTOR_EINVAL);
   ck_last_error_has("size");

@@ -113,6 +113,45 @@ START_TEST(version_matches_the_header) {
 }
 END_TEST
 
+/* The one errno map: each errno the library meets, and what stays EIO. */
+START_TEST(errno_maps_to_one_code) {
+  static const struct {
+    int err, code;
+  } table[] = {
+      {ENOENT, TSTOR_ENOENT},    {ENOTDIR, TSTOR_ENOENT},   {EACCES, TSTOR_EACCES},
+      {EPERM, TSTOR_EACCES},     {EROFS, TSTOR_EACCES},     {ETXTBSY, TSTOR_EACCES},
+      {EMFILE, TSTOR_EMFILE},    {ENFILE, TSTOR_EMFILE},    {ENOSPC, TSTOR_ENOSPC},
+      {EDQUOT, TSTOR_ENOSPC},    {ENOMEM, TSTOR_ENOMEM},    {ENOBUFS, TSTOR_ENOMEM},
+      {EFBIG, TSTOR_EOVERFLOW},  {EOVERFLOW, TSTOR_EOVERFLOW}, {EEXIST, TSTOR_EEXIST},
+      {EBUSY, TSTOR_EBUSY},      {ERANGE, TSTOR_ERANGE},    {EAGAIN, TSTOR_EAGAIN},
+      {EWOULDBLOCK, TSTOR_EAGAIN}, {ENODEV, TSTOR_ENOTSUP}, {EOPNOTSUPP, TSTOR_ENOTSUP},
+      {ENOTSUP, TSTOR_ENOTSUP},  {EINVAL, TSTOR_EINVAL},    {EISDIR, TSTOR_EINVAL},
+      {ENAMETOOLONG, TSTOR_EINVAL}, {ELOOP, TSTOR_EINVAL},  {ENXIO, TSTOR_EINVAL},
+      {EBADF, TSTOR_EINVAL},     {ENOTSOCK, TSTOR_EINVAL},  {EIO, TSTOR_EIO},
+      {EINTR, TSTOR_EIO},        {EPIPE, TSTOR_EIO},        {ECONNRESET, TSTOR_EIO},
+      {0, TSTOR_EIO},
+  };
+  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+    ck_assert_msg(tstor_errno_code(table[i].err) == table[i].code, "%s: %s, expected %s",
+                  strerror(table[i].err), tstor_err_name(tstor_errno_code(table[i].err)),
+                  tstor_err_name(table[i].code));
+}
+END_TEST
+
+/* A layer adds where a failure happened and keeps the reason. */
+START_TEST(a_prefix_keeps_the_reason) {
+  ck_assert_int_eq(tstor_error_set(TSTOR_ERANGE, "index %d is out of range", 7), TSTOR_ERANGE);
+  ck_assert_int_eq(tstor_error_prefix(TSTOR_ERANGE, "model.pt: tensor '%s'", "fc.weight"),
+                   TSTOR_ERANGE);
+  ck_assert_str_eq(tstor_last_error(), "model.pt: tensor 'fc.weight': index 7 is out of range");
+  char long_prefix[2000];
+  memset(long_prefix, 'p', sizeof long_prefix - 1);
+  long_prefix[sizeof long_prefix - 1] = '\0';
+  tstor_error_prefix(TSTOR_EIO, "%s", long_prefix); /* truncated, never past the buffer */
+  ck_assert_uint_eq(strlen(tstor_last_error()), 1023);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("error");
   TCase *tc = tcase_create("table");
@@ -120,11 +159,13 @@ int main(void) {
   tcase_add_test(tc, codes_are_distinct_negative_and_dense);
   tcase_add_test(tc, success_has_a_name);
   tcase_add_test(tc, unknown_codes_get_a_static_string);
+  tcase_add_test(tc, errno_maps_to_one_code);
   suite_add_tcase(s, tc);
   tc = tcase_create("detail");
   tcase_add_test(tc, last_error_starts_empty);
   tcase_add_test(tc, last_error_names_the_failure);
   tcase_add_test(tc, last_error_is_per_thread);
+  tcase_add_test(tc, a_prefix_keeps_the_reason);
   suite_add_tcase(s, tc);
   tc = tcase_create("version");
   tcase_add_test(tc, version_matches_the_header);

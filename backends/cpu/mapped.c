@@ -71,45 +71,6 @@ static int fail(int code, const char *fmt, ...) {
   return reg ? reg->set_error(code, "%s", buf) : code;
 }
 
-static int code_of_errno(int err) {
-  switch (err) {
-    case ENOENT:
-    case ENOTDIR:
-      return TSTOR_ENOENT;
-    case EACCES:
-    case EPERM:
-    case EROFS:
-    case ETXTBSY:
-      return TSTOR_EACCES;
-    case EMFILE:
-    case ENFILE:
-      return TSTOR_EMFILE;
-    case ENOSPC:
-    case EDQUOT:
-      return TSTOR_ENOSPC;
-    case ENOMEM:
-    case EAGAIN:
-      return TSTOR_ENOMEM;
-    case EFBIG:
-    case EOVERFLOW:
-      return TSTOR_EOVERFLOW;
-    case EEXIST:
-      return TSTOR_EEXIST;
-    case ENODEV:
-    case EOPNOTSUPP:
-      return TSTOR_ENOTSUP;
-    case EINVAL:
-    case EISDIR:
-    case ENAMETOOLONG:
-    case ELOOP:
-    case ENXIO:
-    case EBADF:
-      return TSTOR_EINVAL;
-    default:
-      return TSTOR_EIO;
-  }
-}
-
 /* What the request names, for messages: "'data.bin'", "shared memory '/x'". */
 static void describe(const tstor_map_request *req, char *buf, size_t size) {
   if (req->fd >= 0)
@@ -136,7 +97,7 @@ static int random_bytes(unsigned char *buf, size_t n) {
     if (r > 0) {
       got += (size_t)r;
     } else if (r < 0 && errno != EINTR) {
-      return fail(code_of_errno(errno), "cpu: no random bytes for a shared-memory name: %s",
+      return fail(tstor_errno_code(errno), "cpu: no random bytes for a shared-memory name: %s",
                   strerror(errno));
     }
   }
@@ -162,7 +123,7 @@ static int open_unique(int *fd_out, char name[64]) {
     if (errno != EEXIST) {
       int err = errno;
       name[0] = '\0';
-      return fail(code_of_errno(err), "cpu: cannot create shared memory: %s", strerror(err));
+      return fail(tstor_errno_code(err), "cpu: cannot create shared memory: %s", strerror(err));
     }
   }
   name[0] = '\0';
@@ -201,7 +162,7 @@ static int open_named(const tstor_map_request *req, const char *what, int may_cr
         hint = " (a shared-memory name is one component: /name)";
       else if (err == EISDIR)
         return fail(TSTOR_EINVAL, "cpu: %s is a directory, not a file", what);
-      return fail(code_of_errno(err), "cpu: cannot open %s for %s: %s%s", what,
+      return fail(tstor_errno_code(err), "cpu: cannot open %s for %s: %s%s", what,
                   access == O_RDWR ? "reading and writing" : "reading", strerror(err), hint);
     }
     fd = open_one(req->name, shm, access | O_CREAT | O_EXCL, 0600);
@@ -211,7 +172,7 @@ static int open_named(const tstor_map_request *req, const char *what, int may_cr
       return 0;
     }
     if (errno != EEXIST)
-      return fail(code_of_errno(errno), "cpu: cannot create %s: %s", what, strerror(errno));
+      return fail(tstor_errno_code(errno), "cpu: cannot create %s: %s", what, strerror(errno));
   }
   return fail(TSTOR_EBUSY, "cpu: %s keeps appearing and disappearing", what);
 }
@@ -264,7 +225,7 @@ int cpu_map(void *state, int index, tstor_map_request *req) {
   if (req->fd >= 0) {
     fd = fcntl(req->fd, F_DUPFD_CLOEXEC, 0);
     if (fd < 0) {
-      rc = fail(code_of_errno(errno), "cpu: cannot use %s: %s", what, strerror(errno));
+      rc = fail(tstor_errno_code(errno), "cpu: cannot use %s: %s", what, strerror(errno));
       goto out;
     }
   } else if (unique) {
@@ -283,7 +244,7 @@ int cpu_map(void *state, int index, tstor_map_request *req) {
   }
 
   if (fstat(fd, &st) != 0) {
-    rc = fail(code_of_errno(errno), "cpu: cannot stat %s: %s", what, strerror(errno));
+    rc = fail(tstor_errno_code(errno), "cpu: cannot stat %s: %s", what, strerror(errno));
     goto out;
   }
   if (!S_ISREG(st.st_mode)) {
@@ -331,7 +292,7 @@ int cpu_map(void *state, int index, tstor_map_request *req) {
         if (ftruncate(fd, old_size) != 0) { /* the error below is the one to report */
         }
       }
-      rc = fail(code_of_errno(err), "cpu: cannot reserve %zu bytes for %s: %s", want, what,
+      rc = fail(tstor_errno_code(err), "cpu: cannot reserve %zu bytes for %s: %s", want, what,
                 strerror(err));
       goto out;
     }
@@ -348,8 +309,9 @@ int cpu_map(void *state, int index, tstor_map_request *req) {
       if (err == EACCES && shared)
         rc = fail(TSTOR_EACCES, "cpu: cannot map %s shared: it is not open for writing", what);
       else
-        rc = fail(code_of_errno(err), "cpu: cannot map %zu bytes of %s: %s", want, what,
-                  strerror(err));
+        /* mmap's EAGAIN: too much memory locked */
+        rc = fail(err == EAGAIN ? TSTOR_ENOMEM : tstor_errno_code(err),
+                  "cpu: cannot map %zu bytes of %s: %s", want, what, strerror(err));
       goto out;
     }
   }
@@ -438,7 +400,7 @@ int cpu_shm_sweep(void *state, int *removed) {
       if (removed) *removed = 0;
       return 0;
     }
-    return fail(code_of_errno(errno), "cpu: cannot list " SHM_DIR ": %s", strerror(errno));
+    return fail(tstor_errno_code(errno), "cpu: cannot list " SHM_DIR ": %s", strerror(errno));
   }
   struct dirent *e;
   while ((e = readdir(dir)) != NULL) {

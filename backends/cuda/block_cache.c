@@ -70,15 +70,15 @@ struct tstor__cache {
 
 static void add_allocated(tstor__cache *c, size_t n) {
   c->stats.allocated += n;
-  if (c->stats.allocated > c->stats.peak_allocated) c->stats.peak_allocated = c->stats.allocated;
+  tstor_stats_note_peaks(&c->stats);
 }
 static void add_reserved(tstor__cache *c, size_t n) {
   c->stats.reserved += n;
-  if (c->stats.reserved > c->stats.peak_reserved) c->stats.peak_reserved = c->stats.reserved;
+  tstor_stats_note_peaks(&c->stats);
 }
 static void add_active(tstor__cache *c, size_t n) {
   c->stats.active += n;
-  if (c->stats.active > c->stats.peak_active) c->stats.peak_active = c->stats.active;
+  tstor_stats_note_peaks(&c->stats);
 }
 
 /* --------------------------------------------------------------- sizing */
@@ -628,9 +628,7 @@ void tstor__cache_stats(tstor__cache *c, tstor_stats *out) {
 
 void tstor__cache_reset_peak(tstor__cache *c) {
   pthread_mutex_lock(&c->lock);
-  c->stats.peak_allocated = c->stats.allocated;
-  c->stats.peak_reserved = c->stats.reserved;
-  c->stats.peak_active = c->stats.active;
+  tstor_stats_reset_peaks(&c->stats);
   pthread_mutex_unlock(&c->lock);
 }
 

@@ -52,10 +52,6 @@ size_t tstor__hostcache_round(size_t n) {
   return (n + TSTOR__HOSTCACHE_ROUND_LARGE - 1) & ~(TSTOR__HOSTCACHE_ROUND_LARGE - 1);
 }
 
-static void bump(uint64_t *now, uint64_t *peak, size_t n) {
-  *now += n;
-  if (*now > *peak) *peak = *now;
-}
 
 static hblock *block_at(tstor__hostcache *c, const void *ptr) {
   tstor__treap_node *n = tstor__treap_floor(c->blocks, (uintptr_t)ptr, UINT64_MAX);
@@ -177,7 +173,8 @@ static int grow(tstor__hostcache *c, size_t nbytes, size_t size, hblock **out) {
   b->size = size;
   tstor__treap_init(&b->by_addr, b->addr, 0);
   tstor__treap_insert(&c->blocks, &b->by_addr);
-  bump(&c->stats.reserved, &c->stats.peak_reserved, size);
+  c->stats.reserved += size;
+  tstor_stats_note_peaks(&c->stats);
   *out = b;
   return 0;
 }
@@ -209,8 +206,9 @@ int tstor__hostcache_alloc(tstor__hostcache *c, size_t nbytes, void **ptr, void 
   if (rc == 0) {
     b->state = HB_USED;
     b->requested = nbytes;
-    bump(&c->stats.active, &c->stats.peak_active, b->size);
-    bump(&c->stats.allocated, &c->stats.peak_allocated, nbytes);
+    c->stats.active += b->size;
+    c->stats.allocated += nbytes;
+    tstor_stats_note_peaks(&c->stats);
     c->stats.alloc_count++;
     *ptr = (void *)b->addr;
     *handle = b;
@@ -326,9 +324,7 @@ void tstor__hostcache_stats(tstor__hostcache *c, tstor_stats *out) {
 
 void tstor__hostcache_reset_peak(tstor__hostcache *c) {
   pthread_mutex_lock(&c->lock);
-  c->stats.peak_allocated = c->stats.allocated;
-  c->stats.peak_reserved = c->stats.reserved;
-  c->stats.peak_active = c->stats.active;
+  tstor_stats_reset_peaks(&c->stats);
   pthread_mutex_unlock(&c->lock);
 }
 

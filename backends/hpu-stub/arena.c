@@ -141,12 +141,6 @@ static size_t largest_free(const hpu_arena *a) {
   return best;
 }
 
-static void note_peaks(tstor_stats *s) {
-  if (s->allocated > s->peak_allocated) s->peak_allocated = s->allocated;
-  if (s->active > s->peak_active) s->peak_active = s->active;
-  if (s->reserved > s->peak_reserved) s->peak_reserved = s->reserved;
-}
-
 static int out_of_memory(hpu_stub *stub, int index, size_t nbytes, const char *why) {
   hpu_arena *a = &stub->devices[index].arena;
   a->stats.oom_count++;
@@ -206,7 +200,7 @@ int hpu_allocate(void *state, int index, size_t nbytes, void *stream, tstor_bloc
   a->stats.active += b->size;
   a->stats.reserved += b->size;
   a->stats.alloc_count++;
-  note_peaks(&a->stats);
+  tstor_stats_note_peaks(&a->stats);
   pthread_mutex_unlock(&a->mu);
 
   out->ptr = stub->devices[index].base + b->offset;
@@ -278,9 +272,7 @@ int hpu_reset_peak(void *state, int index) {
   hpu_stub *stub = state;
   hpu_arena *a = &stub->devices[index].arena;
   pthread_mutex_lock(&a->mu);
-  a->stats.peak_allocated = a->stats.allocated;
-  a->stats.peak_active = a->stats.active;
-  a->stats.peak_reserved = a->stats.reserved;
+  tstor_stats_reset_peaks(&a->stats);
   pthread_mutex_unlock(&a->mu);
   return 0;
 }

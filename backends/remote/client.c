@@ -93,7 +93,7 @@ static int remote_allocate(void *state, int index, size_t nbytes, void *stream, 
   b->handle = reply.handle;
   d->stats.allocated += nbytes;
   d->stats.alloc_count++;
-  if (d->stats.allocated > d->stats.peak_allocated) d->stats.peak_allocated = d->stats.allocated;
+  tstor_stats_note_peaks(&d->stats);
   pthread_mutex_unlock(&p->mu);
   out->ptr = (void *)(uintptr_t)rblock_addr(b);
   out->alloc_ctx = b;
@@ -143,7 +143,7 @@ static int remote_reset_peak(void *state, int index) {
   if (index < 0 || index >= r->ndevices) return bad_device(r, index);
   rdevice *d = &r->devices[index];
   pthread_mutex_lock(&d->p->mu);
-  d->stats.peak_allocated = d->stats.allocated;
+  tstor_stats_reset_peaks(&d->stats);
   pthread_mutex_unlock(&d->p->mu);
   return 0;
 }

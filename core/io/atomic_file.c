@@ -26,13 +26,6 @@ static mode_t current_umask(void) {
   return (mode_t)mask;
 }
 
-/* errno as a tstor code, for the file calls here. */
-static int file_code(int e) {
-  return e == ENOENT ? TSTOR_ENOENT : e == EACCES || e == EPERM ? TSTOR_EACCES
-         : e == ENOSPC                                 ? TSTOR_ENOSPC
-                                                       : TSTOR_EIO;
-}
-
 /* The suffix mkstemp fills in; the target is the temporary name without it. */
 #define TEMP_SUFFIX ".tmp.XXXXXX"
 
@@ -46,7 +39,7 @@ static int save_target(const char *path, char **target, struct stat *old) {
   memset(old, 0, sizeof *old);
   *target = NULL;
   if (lstat(path, &st) != 0) {
-    if (errno != ENOENT) return TSTOR__ERR(file_code(errno), "%s: %s", path, strerror(errno));
+    if (errno != ENOENT) return TSTOR__ERR(tstor_errno_code(errno), "%s: %s", path, strerror(errno));
     *target = strdup(path);
     return *target ? 0 : TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
   }
@@ -59,7 +52,7 @@ static int save_target(const char *path, char **target, struct stat *old) {
       int e = errno;
       free(*target);
       *target = NULL;
-      return TSTOR__ERR(file_code(e), "%s: %s", path, strerror(e));
+      return TSTOR__ERR(tstor_errno_code(e), "%s: %s", path, strerror(e));
     }
   }
   if (!S_ISREG(st.st_mode)) {
@@ -93,7 +86,7 @@ int tstor__create_temp(const char *path, char **tmp, FILE **f) {
     int e = errno;
     free(*tmp);
     *tmp = NULL;
-    return TSTOR__ERR(file_code(e), "%s: cannot create a file beside it: %s", path, strerror(e));
+    return TSTOR__ERR(tstor_errno_code(e), "%s: cannot create a file beside it: %s", path, strerror(e));
   }
   if (old.st_mode) {
     /* the replaced file's permissions and, where this process may give it,
@@ -142,7 +135,7 @@ int tstor__commit_file(FILE *f, char *tmp, const char *path, int ok) {
     e = errno;
   }
   if (failed) {
-    rc = TSTOR__ERR(e == ENOSPC ? TSTOR_ENOSPC : TSTOR_EIO, "%s: %s", path, strerror(e));
+    rc = TSTOR__ERR(tstor_errno_code(e), "%s: %s", path, strerror(e));
     ok = 0;
   }
   size_t n = strlen(tmp) - (sizeof TEMP_SUFFIX - 1);
@@ -170,7 +163,7 @@ int tstor__save_atomically(const char *path, tstor__stream_writer write, const v
   int rc = tstor__create_temp(path, &tmp, &f);
   if (rc) return rc;
   rc = write(arg, f);
-  if (!rc && fflush(f) != 0) rc = TSTOR__ERR(errno == ENOSPC ? TSTOR_ENOSPC : TSTOR_EIO, "%s: %s", path, strerror(errno));
+  if (!rc && fflush(f) != 0) rc = TSTOR__ERR(tstor_errno_code(errno), "%s: %s", path, strerror(errno));
   int crc = tstor__commit_file(f, tmp, path, rc == 0);
   return rc ? rc : crc;
 }

@@ -20,7 +20,7 @@ int tstor__file_open(const char *path, int *fd, uint64_t *size) {
   /* O_NONBLOCK: opening a FIFO must not wait for a writer before it is refused */
   int f = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (f < 0)
-    return TSTOR__ERR(errno == ENOENT ? TSTOR_ENOENT : TSTOR_EIO, "%s: %s", path, strerror(errno));
+    return TSTOR__ERR(tstor_errno_code(errno), "%s: %s", path, strerror(errno));
   struct stat st;
   if (fstat(f, &st) != 0) {
     int e = errno;

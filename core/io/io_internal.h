@@ -116,9 +116,7 @@ static inline int tstor__map_location_check(tstor_context *ctx, const char *map_
   tstor_device dev;
   int rc = map_location ? tstor_device_parse(ctx, map_location, &dev) : 0;
   if (rc == 0) return 0;
-  char why[512];
-  snprintf(why, sizeof why, "%s", tstor_last_error());
-  return TSTOR__ERR(rc, "map_location \"%s\" is no device of this context: %s", map_location, why);
+  return tstor_error_prefix(rc, "map_location \"%s\" is no device of this context", map_location);
 }
 
 /* A kind only the unpickler sees: it never reaches a finished tree. */

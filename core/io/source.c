@@ -112,10 +112,7 @@ void tstor__source_close(tstor__source *src) {
 }
 
 int tstor__source_fail(int rc, const char *path) {
-  char msg[900];
-  snprintf(msg, sizeof msg, "%s", tstor_last_error());
-  if (!strstr(msg, path)) TSTOR__ERR(rc, "%s: %s", path, msg);
-  return rc;
+  return strstr(tstor_last_error(), path) ? rc : tstor_error_prefix(rc, "%s", path);
 }
 
 int tstor__source_device(tstor__source *src, const char *location, const char *key, tstor_device *dev) {

@@ -411,11 +411,7 @@ static int read_tensor(t7_reader *r, tstor_dtype dt, const char *type, tstor_val
   v->u.tensor.storage = sv->kind == TSTOR_VALUE_STORAGE ? sv->u.tensor.storage : -1;
   rc = tstor_tensor_on_storage(s, dt, offset1 - 1, (int)ndim, sizes, strides, &v->u.tensor.t);
   tstor_storage_release(empty);
-  if (rc) {
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", tstor_last_error());
-    return FAIL(r, rc, "a %sTensor that does not fit its storage: %s", type, msg);
-  }
+  if (rc) return FAIL(r, rc, "a %sTensor that does not fit its storage: %s", type, tstor_last_error());
   return 0;
 }
 
@@ -905,15 +901,15 @@ static int plan(const tstor_checkpoint *ck, unsigned flags, t7_writer *w) {
   memset(w, 0, sizeof *w);
   w->out.what = "Torch7 file";
   if (!ck || !ck->root) return TSTOR__ERR(TSTOR_EINVAL, "Torch7 save: %s", ck ? "the checkpoint has no root value" : "NULL argument");
-  const unsigned known = TSTOR_TORCH7_ASCII | TSTOR_TORCH7_BIG_ENDIAN | TSTOR_TORCH7_LONG4;
+  const unsigned known = TSTOR_SAVE_TORCH7_ASCII | TSTOR_SAVE_TORCH7_BIG_ENDIAN | TSTOR_SAVE_TORCH7_LONG4;
   if (flags & ~known) return TSTOR__ERR(TSTOR_EINVAL, "Torch7 save: unknown flags 0x%x", flags & ~known);
-  if ((flags & TSTOR_TORCH7_ASCII) && (flags & (TSTOR_TORCH7_BIG_ENDIAN | TSTOR_TORCH7_LONG4)))
+  if ((flags & TSTOR_SAVE_TORCH7_ASCII) && (flags & (TSTOR_SAVE_TORCH7_BIG_ENDIAN | TSTOR_SAVE_TORCH7_LONG4)))
     return TSTOR__ERR(TSTOR_EINVAL, "Torch7 save: byte order and long size are binary mode's");
   int rc = tstor__tree_check(ck->root, UINT64_MAX);
   if (rc) return rc;
-  w->fmt.ascii = flags & TSTOR_TORCH7_ASCII;
-  w->fmt.big_endian = flags & TSTOR_TORCH7_BIG_ENDIAN;
-  w->fmt.long_size = flags & TSTOR_TORCH7_LONG4 ? 4 : 8;
+  w->fmt.ascii = flags & TSTOR_SAVE_TORCH7_ASCII;
+  w->fmt.big_endian = flags & TSTOR_SAVE_TORCH7_BIG_ENDIAN;
+  w->fmt.long_size = flags & TSTOR_SAVE_TORCH7_LONG4 ? 4 : 8;
   w->next = 1;
   rc = put_value(w, ck->root);
   return rc ? rc : tstor__wbuf_error(&w->out);

@@ -338,22 +338,16 @@ int tstor__torch_bind(tstor_context *ctx, tstor_checkpoint *ck) {
       tstor_device meta;
       if ((rc = tstor_device_parse(ctx, "meta", &meta)) ||
           (rc = tstor_tensor_empty_strided(ctx, meta, (tstor_dtype)v->u.tensor.dtype, v->u.tensor.ndim,
-                                           v->u.tensor.sizes, v->u.tensor.strides, &v->u.tensor.t))) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", tstor_last_error());
-        rc = TSTOR__ERR(rc, "a meta tensor (torch._utils._rebuild_meta_tensor_no_storage): %s", msg);
-      }
+                                           v->u.tensor.sizes, v->u.tensor.strides, &v->u.tensor.t)))
+        tstor_error_prefix(rc, "a meta tensor (torch._utils._rebuild_meta_tensor_no_storage)");
       continue;
     }
     const tstor__storage_rec *r = &ck->storages[v->u.tensor.storage];
     rc = tstor_tensor_on_storage(r->s, r->dtype, v->u.tensor.offset, v->u.tensor.ndim, v->u.tensor.sizes,
                                  v->u.tensor.strides, &v->u.tensor.t);
-    if (rc) {
-      char msg[512];
-      snprintf(msg, sizeof msg, "%s", tstor_last_error());
-      rc = TSTOR__ERR(rc, "a tensor on storage '%s' (%lld %s elements) does not fit it: %s", r->key,
-                      (long long)r->numel, tstor_dtype_name(r->dtype), msg);
-    }
+    if (rc)
+      tstor_error_prefix(rc, "a tensor on storage '%s' (%lld %s elements) does not fit it", r->key,
+                         (long long)r->numel, tstor_dtype_name(r->dtype));
   }
   return rc;
 }

@@ -40,7 +40,7 @@ static void le64(uint8_t *p, uint64_t v) {
 
 static int put(tstor__zip_writer *w, const void *p, size_t n) {
   if (n && fwrite(p, 1, n, w->f) != n)
-    return TSTOR__ERR(errno == ENOSPC ? TSTOR_ENOSPC : TSTOR_EIO, "writing the archive: %s",
+    return TSTOR__ERR(tstor_errno_code(errno), "writing the archive: %s",
                       strerror(errno));
   w->off += n;
   return 0;
@@ -171,7 +171,7 @@ int tstor__zipw_finish(tstor__zip_writer *w) {
   le16(d + 20, 0);
   rc = put(w, t, sizeof t);
   if (!rc && fflush(w->f) != 0)
-    rc = TSTOR__ERR(errno == ENOSPC ? TSTOR_ENOSPC : TSTOR_EIO, "writing the archive: %s", strerror(errno));
+    rc = TSTOR__ERR(tstor_errno_code(errno), "writing the archive: %s", strerror(errno));
   return rc;
 }
 

@@ -380,8 +380,7 @@ int tstor__config_load(const char *path, tstor__config **out) {
   if (!f) {
     int e = errno;
     if (fd >= 0) close(fd);
-    return tstor__err(e == ENOENT ? TSTOR_ENOENT : e == EACCES ? TSTOR_EACCES : TSTOR_EIO,
-                      "cannot open config %s: %s", path, strerror(e));
+    return tstor__err(tstor_errno_code(e), "cannot open config %s: %s", path, strerror(e));
   }
   struct stat st;
   if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -58,15 +58,28 @@ size_t tstor__out_struct_size(uint32_t struct_size, size_t first, size_t full, c
   return 0;
 }
 
-void tstor__err_prefix(const char *fmt, ...) {
+/* The detail becomes the formatted prefix, ": ", then what it was. */
+static void prefix_detail(const char *fmt, va_list ap) {
   char inner[TSTOR__ERRBUF];
   memcpy(inner, tstor__last_error, sizeof inner);
-  va_list ap;
-  va_start(ap, fmt);
   int n = vsnprintf(tstor__last_error, sizeof tstor__last_error, fmt, ap);
-  va_end(ap);
   if (n >= 0 && (size_t)n < sizeof tstor__last_error)
     snprintf(tstor__last_error + n, sizeof tstor__last_error - (size_t)n, ": %s", inner);
+}
+
+void tstor__err_prefix(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  prefix_detail(fmt, ap);
+  va_end(ap);
+}
+
+int tstor_error_prefix(int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  prefix_detail(fmt, ap);
+  va_end(ap);
+  return code;
 }
 
 _Noreturn void tstor__misuse(const char *what, const void *p, const char *why) {

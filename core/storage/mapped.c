@@ -116,7 +116,7 @@ static int mapping_info(const tstor_storage *s, tstor_mapping_info *info) {
 
 int tstor_storage_from_file(tstor_context *ctx, const char *filename, unsigned flags, size_t size,
                             size_t elem_size, tstor_storage **out) {
-  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
+  if (out) *out = NULL;
   int rc = tstor__ctx(&ctx);
   if (rc) return rc;
   if (!filename || !out) return tstor__err(TSTOR_EINVAL, "from_file: NULL argument");
@@ -261,23 +261,6 @@ static int shared_fd(const tstor_storage *s, const char *what, int *fd) {
   return 0;
 }
 
-static int errno_code(int err) {
-  switch (err) {
-    case EMFILE:
-    case ENFILE:
-      return TSTOR_EMFILE;
-    case ENOMEM:
-    case ENOBUFS:
-      return TSTOR_ENOMEM;
-    case EBADF:
-    case ENOTSOCK:
-    case EINVAL:
-      return TSTOR_EINVAL;
-    default:
-      return TSTOR_EIO;
-  }
-}
-
 int tstor_storage_export_fd(tstor_storage *s, int *fd) {
   if (!s || !fd) return tstor__err(TSTOR_EINVAL, "export_fd: NULL argument");
   int kept;
@@ -285,14 +268,14 @@ int tstor_storage_export_fd(tstor_storage *s, int *fd) {
   if (rc) return rc;
   int dup = fcntl(kept, F_DUPFD_CLOEXEC, 0);
   if (dup < 0)
-    return tstor__err(errno_code(errno), "export_fd: cannot duplicate the descriptor: %s",
+    return tstor__err(tstor_errno_code(errno), "export_fd: cannot duplicate the descriptor: %s",
                       strerror(errno));
   *fd = dup;
   return 0;
 }
 
 int tstor_storage_import_fd(tstor_context *ctx, int fd, size_t nbytes, tstor_storage **out) {
-  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
+  if (out) *out = NULL;
   int rc = tstor__ctx(&ctx);
   if (rc) return rc;
   if (!out) return tstor__err(TSTOR_EINVAL, "import_fd: NULL out");
@@ -342,7 +325,7 @@ int tstor_storage_send(tstor_storage *s, int sock) {
       int err = errno;
       if (err == EPIPE || err == ECONNRESET || err == ENOTCONN)
         return tstor__err(TSTOR_EIO, "send: the peer has closed the socket");
-      return tstor__err(errno_code(err), "send: %s", strerror(err));
+      return tstor__err(tstor_errno_code(err), "send: %s", strerror(err));
     }
     /* The descriptor went with the first byte; the rest is plain data. */
     sent += (size_t)n;
@@ -355,7 +338,7 @@ int tstor_storage_send(tstor_storage *s, int sock) {
 }
 
 int tstor_storage_recv(tstor_context *ctx, int sock, tstor_storage **out) {
-  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
+  if (out) *out = NULL;
   int rc = tstor__ctx(&ctx);
   if (rc) return rc;
   if (!out) return tstor__err(TSTOR_EINVAL, "recv: NULL out");
@@ -380,7 +363,7 @@ int tstor_storage_recv(tstor_context *ctx, int sock, tstor_storage **out) {
   do {
     n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
   } while (n < 0 && errno == EINTR);
-  if (n < 0) return tstor__err(errno_code(errno), "recv: %s", strerror(errno));
+  if (n < 0) return tstor__err(tstor_errno_code(errno), "recv: %s", strerror(errno));
 
   int fds[RECV_MAX_FDS], nfds = 0;
   for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
@@ -466,7 +449,7 @@ int tstor_storage_export_name(tstor_storage *s, char *name, size_t size) {
 
 int tstor_storage_import_name(tstor_context *ctx, const char *name, size_t nbytes,
                               tstor_storage **out) {
-  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
+  if (out) *out = NULL;
   int rc = tstor__ctx(&ctx);
   if (rc) return rc;
   if (!name || !out) return tstor__err(TSTOR_EINVAL, "import_name: NULL argument");

@@ -43,6 +43,7 @@
 #ifndef TSTOR_TSTOR_H
 #define TSTOR_TSTOR_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -128,6 +129,66 @@ TSTOR_EXTERN int tstor_error_set(int code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+/* Prefixes the calling thread's detail with the formatted text and ": ",
+ * keeping the inner reason ("model.pt: storage 3: ..."), and returns `code`:
+ * for a layer that adds where a failure happened to what a lower one said. */
+TSTOR_EXTERN int tstor_error_prefix(int code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* The TSTOR_E* code for a C errno value, the one map every part of tstor
+ * uses: ENOENT, ENOTDIR -> ENOENT; EACCES, EPERM, EROFS, ETXTBSY -> EACCES;
+ * EMFILE, ENFILE -> EMFILE; ENOSPC, EDQUOT -> ENOSPC; ENOMEM, ENOBUFS ->
+ * ENOMEM; EFBIG, EOVERFLOW -> EOVERFLOW; EEXIST; EBUSY; ERANGE; EAGAIN ->
+ * EAGAIN; ENODEV, EOPNOTSUPP -> ENOTSUP; EINVAL, EISDIR, ENAMETOOLONG, ELOOP,
+ * ENXIO, EBADF, ENOTSOCK -> EINVAL; anything else TSTOR_EIO. Inline, so that
+ * backends and libraries layered on tstor share it without a call into the
+ * core. */
+static inline int tstor_errno_code(int err) {
+  switch (err) {
+    case ENOENT:
+    case ENOTDIR: return TSTOR_ENOENT;
+    case EACCES:
+    case EPERM:
+    case EROFS:
+    case ETXTBSY: return TSTOR_EACCES;
+    case EMFILE:
+    case ENFILE: return TSTOR_EMFILE;
+    case ENOSPC:
+#ifdef EDQUOT
+    case EDQUOT:
+#endif
+      return TSTOR_ENOSPC;
+    case ENOMEM:
+    case ENOBUFS: return TSTOR_ENOMEM;
+    case EFBIG:
+    case EOVERFLOW: return TSTOR_EOVERFLOW;
+    case EEXIST: return TSTOR_EEXIST;
+    case EBUSY: return TSTOR_EBUSY;
+    case ERANGE: return TSTOR_ERANGE;
+    case EAGAIN:
+#if defined(EWOULDBLOCK) && EWOULDBLOCK != EAGAIN
+    case EWOULDBLOCK:
+#endif
+      return TSTOR_EAGAIN;
+    case ENODEV:
+    case EOPNOTSUPP:
+#if defined(ENOTSUP) && ENOTSUP != EOPNOTSUPP
+    case ENOTSUP:
+#endif
+      return TSTOR_ENOTSUP;
+    case EINVAL:
+    case EISDIR:
+    case ENAMETOOLONG:
+    case ELOOP:
+    case ENXIO:
+    case EBADF:
+    case ENOTSOCK: return TSTOR_EINVAL;
+    default: return TSTOR_EIO;
+  }
+}
 
 /* ---------------------------------------------------------------- context */
 
@@ -440,6 +501,22 @@ static inline void tstor_stats_copy(tstor_stats *dst, const tstor_stats *src) {
   if (TSTOR_STATS_HAS(dst, name)) dst->name = src->name;
   TSTOR_STATS_FIELDS(TSTOR__STATS_COPY)
 #undef TSTOR__STATS_COPY
+}
+
+/* The rule "a peak follows its current value", written once for the
+ * allocators that keep their counters in a tstor_stats: after a change,
+ * tstor_stats_note_peaks raises each peak (allocated, reserved, active) to its
+ * current value; tstor_stats_reset_peaks sets each peak to it (an
+ * allocator's reset_peak). */
+static inline void tstor_stats_note_peaks(tstor_stats *s) {
+  if (s->allocated > s->peak_allocated) s->peak_allocated = s->allocated;
+  if (s->reserved > s->peak_reserved) s->peak_reserved = s->reserved;
+  if (s->active > s->peak_active) s->peak_active = s->active;
+}
+static inline void tstor_stats_reset_peaks(tstor_stats *s) {
+  s->peak_allocated = s->allocated;
+  s->peak_reserved = s->reserved;
+  s->peak_active = s->active;
 }
 
 /* Fills *out (struct_size as the conventions say) with the allocator's
