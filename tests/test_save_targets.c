@@ -47,7 +47,7 @@ static const struct {
     {CKDIR "/golden/dtype_float16_2x3.pt", TSTOR_FORMAT_SAFETENSORS, 0},
     {CKDIR "/golden/share_dict_int32.pt", TSTOR_FORMAT_SAFETENSORS, TSTOR_SAVE_COPY_SHARED},
     {T7DIR "/floattensor.t7", TSTOR_FORMAT_TORCH7, 0},
-    {T7DIR "/gmodule_with_linear_identity.t7", TSTOR_FORMAT_TORCH7, TSTOR_TORCH7_ASCII},
+    {T7DIR "/gmodule_with_linear_identity.t7", TSTOR_FORMAT_TORCH7, TSTOR_SAVE_TORCH7_ASCII},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 

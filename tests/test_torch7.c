@@ -290,10 +290,10 @@ static void same_listing(const char *file, const char *what, const char *got, co
 /* ------------------------------------------------------- the manifests */
 
 static unsigned flags_of(const char *format) {
-  if (strcmp(format, "ascii") == 0) return TSTOR_TORCH7_ASCII;
+  if (strcmp(format, "ascii") == 0) return TSTOR_SAVE_TORCH7_ASCII;
   unsigned f = 0;
-  if (strstr(format, "-be-")) f |= TSTOR_TORCH7_BIG_ENDIAN;
-  if (strstr(format, "long4")) f |= TSTOR_TORCH7_LONG4;
+  if (strstr(format, "-be-")) f |= TSTOR_SAVE_TORCH7_BIG_ENDIAN;
+  if (strstr(format, "long4")) f |= TSTOR_SAVE_TORCH7_LONG4;
   return f;
 }
 
@@ -531,8 +531,8 @@ START_TEST(built_trees_every_format) {
   ck_tstor_ok(tstor_value_new_bytes(ck, "\xff\x00\xfe", 3, &bytes));
   ck_tstor_ok(tstor_value_dict_set(root, str(ck, "raw"), bytes));
   ck_tstor_ok(tstor_checkpoint_set_root(ck, root));
-  static const unsigned formats[] = {0, TSTOR_TORCH7_BIG_ENDIAN, TSTOR_TORCH7_LONG4,
-                                     TSTOR_TORCH7_BIG_ENDIAN | TSTOR_TORCH7_LONG4, TSTOR_TORCH7_ASCII};
+  static const unsigned formats[] = {0, TSTOR_SAVE_TORCH7_BIG_ENDIAN, TSTOR_SAVE_TORCH7_LONG4,
+                                     TSTOR_SAVE_TORCH7_BIG_ENDIAN | TSTOR_SAVE_TORCH7_LONG4, TSTOR_SAVE_TORCH7_ASCII};
   char path[128];
   snprintf(path, sizeof path, "/tmp/tstor-t7-built-%d.t7", (int)getpid());
   for (size_t f = 0; f < sizeof formats / sizeof formats[0]; f++) {
@@ -574,7 +574,7 @@ START_TEST(built_trees_every_format) {
   }
   /* what Torch7 cannot hold is refused, and no file is left */
   unlink(path);
-  ck_tstor_err(tstor_torch7_save(ck, path, TEST_SAVE_OPTS(TSTOR_TORCH7_ASCII | TSTOR_TORCH7_LONG4)), TSTOR_EINVAL);
+  ck_tstor_err(tstor_torch7_save(ck, path, TEST_SAVE_OPTS(TSTOR_SAVE_TORCH7_ASCII | TSTOR_SAVE_TORCH7_LONG4)), TSTOR_EINVAL);
   ck_tstor_err(tstor_torch7_save(ck, path, TEST_SAVE_OPTS(1u << 9)), TSTOR_EINVAL);
   ck_tstor_ok(tstor_value_dict_set(root, str(ck, "big"), integer(ck, ((int64_t)1 << 53) + 1)));
   ck_tstor_err(tstor_torch7_save(ck, path, NULL), TSTOR_ERANGE);
@@ -594,7 +594,7 @@ START_TEST(built_trees_every_format) {
   ck_tstor_ok(tstor_value_new_tensor(ck, lt, &lv));
   ck_tstor_ok(tstor_value_dict_set(root, str(ck, "big"), lv));
   ck_tstor_ok(tstor_torch7_save(ck, path, NULL));
-  ck_tstor_err(tstor_torch7_save(ck, path, TEST_SAVE_OPTS(TSTOR_TORCH7_LONG4)), TSTOR_ERANGE);
+  ck_tstor_err(tstor_torch7_save(ck, path, TEST_SAVE_OPTS(TSTOR_SAVE_TORCH7_LONG4)), TSTOR_ERANGE);
   ck_last_error_has("does not fit the 4-byte longs");
   unlink(path);
   tstor_tensor_release(lt);

@@ -68,12 +68,20 @@ typedef enum tstor_value_kind {
   TSTOR_VALUE_OBJECT = 11  /* a Torch7 class instance (nn.Linear...): class name, version, state dict */
 } tstor_value_kind;
 
-/* ------------------------------------------------------------- loading */
+/* -------------------------------------------------- loading a checkpoint */
 
-/* The flags of tstor_load_options, every loader's. */
+/* The flags of tstor_load_options, every loader's, in bit order. */
 typedef enum tstor_load_flag {
   /* Read the storages into memory: the default, as torch.load does. */
   TSTOR_LOAD_READ = 1 << 0,
+  /* The _load_buffer calls only: cpu storages point into the caller's bytes
+   * instead of copies of them (tstor_torch_load_buffer says how). */
+  TSTOR_LOAD_BORROW_BUFFER = 1 << 1,
+  /* Check the CRC of every record of a torch.save file, not only of the
+   * compressed ones. Off by default, as in PyTorch's reader: it costs a pass
+   * over all the bytes (about 1 GB/s), and a mapped load would have to read
+   * what it otherwise leaves on disk until used. */
+  TSTOR_LOAD_VERIFY_CRC = 1 << 2,
   /* Map the file instead, as torch.load(mmap=True): cpu storages whose records
    * are stored uncompressed and aligned become copy-on-write views of the
    * file, so a load costs almost nothing until the weights are used. The
@@ -84,11 +92,6 @@ typedef enum tstor_load_flag {
    * kills the server with SIGBUS when it next reads them. Not with
    * TSTOR_LOAD_READ. */
   TSTOR_LOAD_MMAP = 1 << 3,
-  /* Check the CRC of every record of a torch.save file, not only of the
-   * compressed ones. Off by default, as in PyTorch's reader: it costs a pass
-   * over all the bytes (about 1 GB/s), and a mapped load would have to read
-   * what it otherwise leaves on disk until used. */
-  TSTOR_LOAD_VERIFY_CRC = 1 << 2,
   /* Map the file shared instead of copy-on-write (torch.load(mmap=True) under
    * torch.serialization.set_default_mmap_options(mmap.MAP_SHARED)): a write
    * to a mapped storage reaches the file and every process that maps it. The
@@ -98,10 +101,7 @@ typedef enum tstor_load_flag {
    * wrote none) is read as big-endian, as torch.serialization.
    * set_default_load_endianness(LoadEndianness.BIG) asks; without it,
    * little-endian. A file with the record is read as it says either way. */
-  TSTOR_LOAD_ASSUME_BIG_ENDIAN = 1 << 5,
-  /* The _load_buffer calls only: cpu storages point into the caller's bytes
-   * instead of copies of them (tstor_torch_load_buffer says how). */
-  TSTOR_LOAD_BORROW_BUFFER = 1 << 1
+  TSTOR_LOAD_ASSUME_BIG_ENDIAN = 1 << 5
 } tstor_load_flag;
 
 typedef struct tstor_load_options {
@@ -115,26 +115,40 @@ typedef struct tstor_load_options {
  * o.map_location = "cpu";`. */
 #define TSTOR_LOAD_OPTIONS_INIT {.size = sizeof(tstor_load_options)}
 
-/* Loads the torch.save file at `path`: the zip format of PyTorch 1.6 and
- * later, or the legacy format before it (told by its magic number, as
- * torch.load tells it). opts may be NULL (defaults). Regular files only. Every storage is
- * read into memory of its own (records on several threads at once), and the
- * file is closed on return; with TSTOR_LOAD_MMAP, cpu storages are mapped
- * where they can be (see there). Stored records' CRCs are checked with
- * TSTOR_LOAD_VERIFY_CRC only. Tensors that shared a storage in the file
- * share one tstor storage. *out is a new checkpoint the caller frees with
- * tstor_checkpoint_free. */
-TSTOR_EXTERN int tstor_torch_load(tstor_context *ctx, const char *path,
-                                  const tstor_load_options *opts, tstor_checkpoint **out);
+/* The checkpoint formats a file may be in, told by its first bytes. */
+typedef enum tstor_file_format {
+  TSTOR_FORMAT_UNKNOWN = 0,
+  TSTOR_FORMAT_TORCH,        /* torch.save's zip format (PyTorch 1.6 and later) */
+  TSTOR_FORMAT_TORCH_LEGACY, /* torch.save before 1.6, or _use_new_zipfile_serialization=False */
+  TSTOR_FORMAT_SAFETENSORS,
+  TSTOR_FORMAT_TORCH7        /* Lua Torch's torch.save / torch.File, binary or ascii */
+} tstor_file_format;
 
-/* The same from `size` bytes at `data`, which the caller keeps: storages are
- * read (copied), never mapped, unless TSTOR_LOAD_BORROW_BUFFER is given, in
- * which case cpu storages point into `data`, which must outlive them. `data`
- * is never written: the records of a big-endian file are copied to be
- * byteswapped, borrowed or not. */
-TSTOR_EXTERN int tstor_torch_load_buffer(tstor_context *ctx, const void *data, size_t size,
-                                         const tstor_load_options *opts,
-                                         tstor_checkpoint **out);
+/* "torch", "torch-legacy", "safetensors", "torch7" or "unknown". */
+TSTOR_EXTERN const char *tstor_file_format_name(tstor_file_format format);
+/* The format of the `size` bytes at head, a file's start (16 bytes or more
+ * tell every format apart; fewer may leave it UNKNOWN). Never fails. */
+TSTOR_EXTERN tstor_file_format tstor_file_format_detect(const void *head, size_t size);
+/* The same for the file at `path`, read without blocking: a FIFO, a device
+ * or a directory is refused with TSTOR_EINVAL before anything waits on it;
+ * TSTOR_ENOENT, TSTOR_EIO as open(2) fails. */
+TSTOR_EXTERN int tstor_file_format_of(const char *path, tstor_file_format *out);
+
+/* Loads the checkpoint at `path` in whatever format its bytes say:
+ * tstor_torch_load (both of torch.save's formats), tstor_safetensors_load or
+ * tstor_torch7_load, with the same options and ownership; anything else is
+ * refused with TSTOR_EINVAL naming the formats tried. */
+TSTOR_EXTERN int tstor_checkpoint_load(tstor_context *ctx, const char *path,
+                                       const tstor_load_options *opts, tstor_checkpoint **out);
+/* The same from the file open on fd, which stays the caller's: a regular file
+ * is read from its start with pread (its offset is left alone), a pipe or
+ * socket to its end. TSTOR_LOAD_MMAP is refused (TSTOR_EINVAL): a mapping is
+ * made from a path. */
+TSTOR_EXTERN int tstor_checkpoint_load_fd(tstor_context *ctx, int fd, const tstor_load_options *opts,
+                                          tstor_checkpoint **out);
+/* The same from `size` bytes at data, as the formats' _load_buffer calls. */
+TSTOR_EXTERN int tstor_checkpoint_load_buffer(tstor_context *ctx, const void *data, size_t size,
+                                              const tstor_load_options *opts, tstor_checkpoint **out);
 
 /* Frees the checkpoint and every value in it, and drops its references on
  * tensors and storages (which live on where the caller retained them). NULL is
@@ -157,6 +171,12 @@ TSTOR_EXTERN int tstor_checkpoint_storage(const tstor_checkpoint *ck, size_t i,
  * no string), whatever map_location loaded it onto; borrowed. NULL for i out
  * of range. */
 TSTOR_EXTERN const char *tstor_checkpoint_storage_location(const tstor_checkpoint *ck, size_t i);
+
+/* The string -> string dict of a safetensors file's __metadata__, or NULL;
+ * borrowed. set_metadata makes `dict` (a value of ck, or NULL) the metadata
+ * tstor_safetensors_save writes. */
+TSTOR_EXTERN const tstor_value *tstor_checkpoint_metadata(const tstor_checkpoint *ck);
+TSTOR_EXTERN int tstor_checkpoint_set_metadata(tstor_checkpoint *ck, tstor_value *dict);
 
 /* ------------------------------------------------------------- values */
 
@@ -206,6 +226,54 @@ TSTOR_EXTERN int tstor_value_requires_grad(const tstor_value *v);
  * bytes in the file. */
 TSTOR_EXTERN long tstor_value_storage_index(const tstor_value *v);
 
+/* --------------------------------------------------- saving a checkpoint */
+
+/* How every saver writes `path`: into a temporary file beside it, synced to
+ * disk, then renamed over it, the folder synced after, so that neither a
+ * failure nor a crash leaves an empty or partial file under the name. A
+ * symbolic link at `path` is written through (its target replaced, the link
+ * kept); an existing file keeps its permissions and, where the process may
+ * set it, its owner; a path that is not a regular file (a FIFO, a device, a
+ * directory) is refused with TSTOR_EINVAL, and so is a link whose target
+ * cannot be resolved.
+ *
+ * Every saver takes a tstor_save_options (NULL: the defaults). Each format
+ * reads the flags it has and refuses any other with TSTOR_EINVAL. */
+typedef enum tstor_save_flag {
+  /* safetensors: tensors that share a storage are written as copies, each
+   * its own bytes, instead of being refused (the format has no sharing). */
+  TSTOR_SAVE_COPY_SHARED = 1 << 0,
+  /* Torch7: torch.save(f, x, 'ascii') */
+  TSTOR_SAVE_TORCH7_ASCII = 1 << 1,
+  /* Torch7: binary, DiskFile:bigEndianEncoding() */
+  TSTOR_SAVE_TORCH7_BIG_ENDIAN = 1 << 2,
+  /* Torch7: binary, 4-byte longs (DiskFile:longSize(4)) */
+  TSTOR_SAVE_TORCH7_LONG4 = 1 << 3
+} tstor_save_flag;
+
+typedef struct tstor_save_options {
+  size_t size;    /* sizeof(tstor_save_options): fields are only appended */
+  unsigned flags; /* TSTOR_SAVE_*, as the format takes them */
+} tstor_save_options;
+/* The defaults, size filled in: `tstor_save_options o = TSTOR_SAVE_OPTIONS_INIT;
+ * o.flags = TSTOR_SAVE_TORCH7_ASCII;`. */
+#define TSTOR_SAVE_OPTIONS_INIT {.size = sizeof(tstor_save_options)}
+
+/* torch.save's file-like targets, for every format: a save to an open stream
+ * (written at its position, left open and unflushed: PyTorch's
+ * torch.save(obj, f) for an open file), or to memory (*data from malloc, the
+ * caller frees it; PyTorch's torch.save into a BytesIO). `format` is
+ * TSTOR_FORMAT_TORCH, TSTOR_FORMAT_SAFETENSORS or TSTOR_FORMAT_TORCH7, opts'
+ * flags the format's own (TSTOR_SAVE_COPY_SHARED, TSTOR_SAVE_TORCH7_*; none for torch);
+ * the legacy format is not written (TSTOR_ENOTSUP). tstor_checkpoint_save is
+ * the same to a path, as the format's own save writes it. */
+TSTOR_EXTERN int tstor_checkpoint_save(const tstor_checkpoint *ck, const char *path, tstor_file_format format,
+                                       const tstor_save_options *opts);
+TSTOR_EXTERN int tstor_checkpoint_save_stream(const tstor_checkpoint *ck, FILE *f, tstor_file_format format,
+                                              const tstor_save_options *opts);
+TSTOR_EXTERN int tstor_checkpoint_save_buffer(const tstor_checkpoint *ck, tstor_file_format format,
+                                              const tstor_save_options *opts, void **data, size_t *size);
+
 /* ------------------------------------------------------- building trees */
 
 /* A new, empty checkpoint to build a tree in for saving. *out is freed with
@@ -246,38 +314,28 @@ TSTOR_EXTERN int tstor_value_dict_set(tstor_value *dict, tstor_value *key, tstor
 /* Sets the root that tstor_checkpoint_root returns (a value of ck). */
 TSTOR_EXTERN int tstor_checkpoint_set_root(tstor_checkpoint *ck, tstor_value *root);
 
-/* ------------------------------------------------------------- saving */
+/* ------------------------------------------------------------ torch.save */
 
-/* How both savers write `path`: into a temporary file beside it, synced to
- * disk, then renamed over it, the folder synced after, so that neither a
- * failure nor a crash leaves an empty or partial file under the name. A
- * symbolic link at `path` is written through (its target replaced, the link
- * kept); an existing file keeps its permissions and, where the process may
- * set it, its owner; a path that is not a regular file (a FIFO, a device, a
- * directory) is refused with TSTOR_EINVAL, and so is a link whose target
- * cannot be resolved.
- *
- * Every saver takes a tstor_save_options (NULL: the defaults). Each format
- * reads the flags it has and refuses any other with TSTOR_EINVAL. */
-typedef enum tstor_save_flag {
-  /* safetensors: tensors that share a storage are written as copies, each
-   * its own bytes, instead of being refused (the format has no sharing). */
-  TSTOR_SAVE_COPY_SHARED = 1 << 0,
-  /* Torch7: torch.save(f, x, 'ascii') */
-  TSTOR_TORCH7_ASCII = 1 << 1,
-  /* Torch7: binary, DiskFile:bigEndianEncoding() */
-  TSTOR_TORCH7_BIG_ENDIAN = 1 << 2,
-  /* Torch7: binary, 4-byte longs (DiskFile:longSize(4)) */
-  TSTOR_TORCH7_LONG4 = 1 << 3
-} tstor_save_flag;
+/* Loads the torch.save file at `path`: the zip format of PyTorch 1.6 and
+ * later, or the legacy format before it (told by its magic number, as
+ * torch.load tells it). opts may be NULL (defaults). Regular files only. Every storage is
+ * read into memory of its own (records on several threads at once), and the
+ * file is closed on return; with TSTOR_LOAD_MMAP, cpu storages are mapped
+ * where they can be (see there). Stored records' CRCs are checked with
+ * TSTOR_LOAD_VERIFY_CRC only. Tensors that shared a storage in the file
+ * share one tstor storage. *out is a new checkpoint the caller frees with
+ * tstor_checkpoint_free. */
+TSTOR_EXTERN int tstor_torch_load(tstor_context *ctx, const char *path,
+                                  const tstor_load_options *opts, tstor_checkpoint **out);
 
-typedef struct tstor_save_options {
-  size_t size;    /* sizeof(tstor_save_options): fields are only appended */
-  unsigned flags; /* TSTOR_SAVE_* and TSTOR_TORCH7_*, as the format takes them */
-} tstor_save_options;
-/* The defaults, size filled in: `tstor_save_options o = TSTOR_SAVE_OPTIONS_INIT;
- * o.flags = TSTOR_TORCH7_ASCII;`. */
-#define TSTOR_SAVE_OPTIONS_INIT {.size = sizeof(tstor_save_options)}
+/* The same from `size` bytes at `data`, which the caller keeps: storages are
+ * read (copied), never mapped, unless TSTOR_LOAD_BORROW_BUFFER is given, in
+ * which case cpu storages point into `data`, which must outlive them. `data`
+ * is never written: the records of a big-endian file are copied to be
+ * byteswapped, borrowed or not. */
+TSTOR_EXTERN int tstor_torch_load_buffer(tstor_context *ctx, const void *data, size_t size,
+                                         const tstor_load_options *opts,
+                                         tstor_checkpoint **out);
 
 /* Writes ck's root as torch.save would, in its zip format (PyTorch 1.13 reads
  * it with torch.load, weights_only=True unless the tree holds floats, which
@@ -310,12 +368,6 @@ TSTOR_EXTERN int tstor_safetensors_load(tstor_context *ctx, const char *path,
 TSTOR_EXTERN int tstor_safetensors_load_buffer(tstor_context *ctx, const void *data, size_t size,
                                                const tstor_load_options *opts,
                                                tstor_checkpoint **out);
-
-/* The string -> string dict of a safetensors file's __metadata__, or NULL;
- * borrowed. set_metadata makes `dict` (a value of ck, or NULL) the metadata
- * tstor_safetensors_save writes. */
-TSTOR_EXTERN const tstor_value *tstor_checkpoint_metadata(const tstor_checkpoint *ck);
-TSTOR_EXTERN int tstor_checkpoint_set_metadata(tstor_checkpoint *ck, tstor_value *dict);
 
 /* Writes ck's root, a dict of string -> tensor, as the reference writer
  * does: tensors sorted by dtype alignment (largest first) then name, the
@@ -357,68 +409,16 @@ TSTOR_EXTERN int tstor_torch7_load_buffer(tstor_context *ctx, const void *data, 
                                           const tstor_load_options *opts, tstor_checkpoint **out);
 
 /* Writes ck's root as Torch7's torch.save does (binary, little-endian,
- * 8-byte longs unless opts' TSTOR_TORCH7_* flags say otherwise), so that Lua Torch loads it: the
+ * 8-byte longs unless opts' TSTOR_SAVE_TORCH7_* flags say otherwise), so that Lua Torch loads it: the
  * mapping above, the other way; a list or tuple becomes a table with keys 1
  * to n; a 0-dim tensor one element of one dimension and an empty tensor
  * Torch7's empty one; an OrderedDict's attributes are dropped. An object,
  * tensor or storage met twice is written once and referred to. Refused with
  * TSTOR_ENOTSUP: dtypes Torch7 has no type for (bool, bfloat16, complex...);
  * TSTOR_ERANGE: an int beyond 2^53, a long beyond 4 bytes with
- * TSTOR_TORCH7_LONG4. Written as the section on saving says. */
+ * TSTOR_SAVE_TORCH7_LONG4. Written as the section on saving says. */
 TSTOR_EXTERN int tstor_torch7_save(const tstor_checkpoint *ck, const char *path,
                                    const tstor_save_options *opts);
-
-/* ---------------------------------------------------------- any format */
-
-/* The checkpoint formats a file may be in, told by its first bytes. */
-typedef enum tstor_file_format {
-  TSTOR_FORMAT_UNKNOWN = 0,
-  TSTOR_FORMAT_TORCH,        /* torch.save's zip format (PyTorch 1.6 and later) */
-  TSTOR_FORMAT_TORCH_LEGACY, /* torch.save before 1.6, or _use_new_zipfile_serialization=False */
-  TSTOR_FORMAT_SAFETENSORS,
-  TSTOR_FORMAT_TORCH7        /* Lua Torch's torch.save / torch.File, binary or ascii */
-} tstor_file_format;
-
-/* "torch", "torch-legacy", "safetensors", "torch7" or "unknown". */
-TSTOR_EXTERN const char *tstor_file_format_name(tstor_file_format format);
-/* The format of the `size` bytes at head, a file's start (16 bytes or more
- * tell every format apart; fewer may leave it UNKNOWN). Never fails. */
-TSTOR_EXTERN tstor_file_format tstor_file_format_detect(const void *head, size_t size);
-/* The same for the file at `path`, read without blocking: a FIFO, a device
- * or a directory is refused with TSTOR_EINVAL before anything waits on it;
- * TSTOR_ENOENT, TSTOR_EIO as open(2) fails. */
-TSTOR_EXTERN int tstor_file_format_of(const char *path, tstor_file_format *out);
-
-/* Loads the checkpoint at `path` in whatever format its bytes say:
- * tstor_torch_load (both of torch.save's formats), tstor_safetensors_load or
- * tstor_torch7_load, with the same options and ownership; anything else is
- * refused with TSTOR_EINVAL naming the formats tried. */
-TSTOR_EXTERN int tstor_checkpoint_load(tstor_context *ctx, const char *path,
-                                       const tstor_load_options *opts, tstor_checkpoint **out);
-/* The same from the file open on fd, which stays the caller's: a regular file
- * is read from its start with pread (its offset is left alone), a pipe or
- * socket to its end. TSTOR_LOAD_MMAP is refused (TSTOR_EINVAL): a mapping is
- * made from a path. */
-TSTOR_EXTERN int tstor_checkpoint_load_fd(tstor_context *ctx, int fd, const tstor_load_options *opts,
-                                          tstor_checkpoint **out);
-/* The same from `size` bytes at data, as the formats' _load_buffer calls. */
-TSTOR_EXTERN int tstor_checkpoint_load_buffer(tstor_context *ctx, const void *data, size_t size,
-                                              const tstor_load_options *opts, tstor_checkpoint **out);
-
-/* torch.save's file-like targets, for every format: a save to an open stream
- * (written at its position, left open and unflushed: PyTorch's
- * torch.save(obj, f) for an open file), or to memory (*data from malloc, the
- * caller frees it; PyTorch's torch.save into a BytesIO). `format` is
- * TSTOR_FORMAT_TORCH, TSTOR_FORMAT_SAFETENSORS or TSTOR_FORMAT_TORCH7, opts'
- * flags the format's own (TSTOR_SAVE_COPY_SHARED, TSTOR_TORCH7_*; none for torch);
- * the legacy format is not written (TSTOR_ENOTSUP). tstor_checkpoint_save is
- * the same to a path, as the format's own save writes it. */
-TSTOR_EXTERN int tstor_checkpoint_save(const tstor_checkpoint *ck, const char *path, tstor_file_format format,
-                                       const tstor_save_options *opts);
-TSTOR_EXTERN int tstor_checkpoint_save_stream(const tstor_checkpoint *ck, FILE *f, tstor_file_format format,
-                                              const tstor_save_options *opts);
-TSTOR_EXTERN int tstor_checkpoint_save_buffer(const tstor_checkpoint *ck, tstor_file_format format,
-                                              const tstor_save_options *opts, void **data, size_t *size);
 
 #ifdef __cplusplus
 }
