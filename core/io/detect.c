@@ -172,7 +172,7 @@ int tstor_checkpoint_save(const tstor_checkpoint *ck, const char *path, tstor_fi
 
 int tstor_checkpoint_save_buffer(const tstor_checkpoint *ck, tstor_file_format format,
                                  const tstor_save_options *opts, void **data, size_t *size) {
-  if (data) *data = NULL; /* a failed call leaves it NULL (tstor.h) */
+  if (data) *data = NULL;
   if (!data || !size) return TSTOR__ERR(TSTOR_EINVAL, "tstor_checkpoint_save_buffer: NULL argument");
   *data = NULL;
   *size = 0;

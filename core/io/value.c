@@ -89,7 +89,7 @@ size_t tstor_checkpoint_storage_count(const tstor_checkpoint *ck) { return ck ? 
 
 int tstor_checkpoint_storage(const tstor_checkpoint *ck, size_t i, const char **key,
                              tstor_storage **storage) {
-  if (storage) *storage = NULL; /* a failed call leaves it NULL (tstor.h) */
+  if (storage) *storage = NULL;
   if (!ck || i >= ck->nstorages)
     return TSTOR__ERR(TSTOR_ERANGE, "checkpoint storage %zu: the checkpoint has %zu", i,
                       ck ? ck->nstorages : 0);
@@ -471,7 +471,7 @@ long tstor_value_storage_index(const tstor_value *v) {
 /* ------------------------------------------------------------ builders */
 
 int tstor_value_new(tstor_checkpoint *ck, tstor_value_kind kind, tstor_value **out) {
-  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
+  if (out) *out = NULL;
   if (!ck || !out) return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_new: NULL argument");
   *out = NULL;
   if (kind != TSTOR_VALUE_NONE && kind != TSTOR_VALUE_TUPLE && kind != TSTOR_VALUE_LIST &&
@@ -489,19 +489,19 @@ static int new_scalar(tstor_checkpoint *ck, int kind, tstor_value **out) {
 }
 
 int tstor_value_new_bool(tstor_checkpoint *ck, int b, tstor_value **out) {
-  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
+  if (out) *out = NULL;
   int rc = new_scalar(ck, TSTOR_VALUE_BOOL, out);
   if (!rc) (*out)->u.i = b != 0;
   return rc;
 }
 int tstor_value_new_int(tstor_checkpoint *ck, int64_t i, tstor_value **out) {
-  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
+  if (out) *out = NULL;
   int rc = new_scalar(ck, TSTOR_VALUE_INT, out);
   if (!rc) (*out)->u.i = i;
   return rc;
 }
 int tstor_value_new_float(tstor_checkpoint *ck, double d, tstor_value **out) {
-  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
+  if (out) *out = NULL;
   int rc = new_scalar(ck, TSTOR_VALUE_FLOAT, out);
   if (!rc) (*out)->u.f = d;
   return rc;
@@ -564,7 +564,7 @@ int tstor_value_new_tensor(tstor_checkpoint *ck, tstor_tensor *t, tstor_value **
   return 0;
 }
 int tstor_value_new_storage(tstor_checkpoint *ck, tstor_storage *s, tstor_dtype dtype, tstor_value **out) {
-  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
+  if (out) *out = NULL;
   if (!ck || !s || !out) return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_new_storage: NULL argument");
   *out = NULL;
   const tstor_dtype_info *info = tstor_dtype_info_of(dtype);

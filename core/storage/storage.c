@@ -83,7 +83,7 @@ int tstor__storage_new_with(tstor_context *ctx, tstor_device dev, tstor__allocat
 }
 
 int tstor_storage_new(tstor_context *ctx, tstor_device dev, size_t nbytes, tstor_storage **out) {
-  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
+  if (out) *out = NULL;
   int rc = tstor__ctx(&ctx);
   if (TSTOR__UNLIKELY(rc)) return rc;
   if (TSTOR__UNLIKELY(!out)) return tstor__err(TSTOR_EINVAL, "storage_new: NULL out");
@@ -119,13 +119,13 @@ static int wrap(tstor_context *ctx, tstor_device dev, void *data, size_t nbytes,
 
 int tstor_storage_wrap(tstor_context *ctx, tstor_device dev, void *data, size_t nbytes,
                        tstor_storage **out) {
-  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
+  if (out) *out = NULL;
   return wrap(ctx, dev, data, nbytes, NULL, NULL, out);
 }
 
 int tstor_storage_wrap_owned(tstor_context *ctx, tstor_device dev, void *data, size_t nbytes,
                              tstor_deleter deleter, void *deleter_ctx, tstor_storage **out) {
-  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
+  if (out) *out = NULL;
   if (!deleter) return tstor__err(TSTOR_EINVAL, "storage_wrap_owned: NULL deleter");
   return wrap(ctx, dev, data, nbytes, deleter, deleter_ctx, out);
 }
@@ -149,7 +149,7 @@ void tstor__swap_lock(tstor_storage *s) {
 void tstor__swap_unlock(tstor_storage *s) { tstor__unlock_spin(&s->swap_lock); }
 
 int tstor_storage_view(tstor_storage *base, size_t offset, size_t nbytes, tstor_storage **out) {
-  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
+  if (out) *out = NULL;
   if (!base || !out) return tstor__err(TSTOR_EINVAL, "storage_view: NULL argument");
   if (offset > base->nbytes || nbytes > base->nbytes - offset)
     return tstor__err(TSTOR_ERANGE,
@@ -228,7 +228,7 @@ tstor_storage *tstor_storage_base(const tstor_storage *s) { return s ? s->base :
 size_t tstor_storage_offset(const tstor_storage *s) { return s ? s->offset : 0; }
 
 int tstor_storage_data_checked(const tstor_storage *s, void **out) {
-  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
+  if (out) *out = NULL;
   if (!s || !out) return tstor__err(TSTOR_EINVAL, "storage_data_checked: NULL argument");
   if (s->flags & TSTOR_FLAG_NO_DATA)
     return tstor__err(TSTOR_ENODATA, "a %s storage has no data",
@@ -338,13 +338,13 @@ static int new_copy(const tstor_storage *s, tstor_device dev, tstor_storage **ou
 }
 
 int tstor_storage_clone(const tstor_storage *s, tstor_storage **out) {
-  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
+  if (out) *out = NULL;
   if (!s || !out) return tstor__err(TSTOR_EINVAL, "storage_clone: NULL argument");
   return new_copy(s, s->device, out);
 }
 
 int tstor_storage_to(tstor_storage *s, tstor_device dev, tstor_storage **out) {
-  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
+  if (out) *out = NULL;
   if (!s || !out) return tstor__err(TSTOR_EINVAL, "storage_to: NULL argument");
   int rc = tstor__check_device(s->ctx, dev);
   if (rc) return rc;
@@ -356,14 +356,14 @@ int tstor_storage_to(tstor_storage *s, tstor_device dev, tstor_storage **out) {
 }
 
 int tstor_storage_new_like(const tstor_storage *s, size_t nbytes, tstor_storage **out) {
-  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
+  if (out) *out = NULL;
   if (!s || !out) return tstor__err(TSTOR_EINVAL, "storage_new_like: NULL argument");
   return tstor__storage_new_with(s->ctx, s->device, s->ctx->types[s->device.type].allocator,
                                  nbytes, NULL, out);
 }
 
 int tstor_storage_pin(tstor_storage *s, tstor_storage **out) {
-  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
+  if (out) *out = NULL;
   if (!s || !out) return tstor__err(TSTOR_EINVAL, "storage_pin: NULL argument");
   if (s->flags & TSTOR_FLAG_PINNED) {
     *out = tstor_storage_retain(s);

@@ -539,7 +539,7 @@ static int split_check(const tstor_tensor *t, int *count, tstor_tensor ***out, c
 
 int tstor_tensor_split(const tstor_tensor *t, int64_t split_size, int64_t dim, int *count,
                        tstor_tensor ***out) {
-  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
+  if (out) *out = NULL;
   int rc = split_check(t, count, out, "tensor_split"), d;
   if (rc) return rc;
   if (t->ndim == 0)
@@ -569,7 +569,7 @@ int tstor_tensor_split(const tstor_tensor *t, int64_t split_size, int64_t dim, i
 
 int tstor_tensor_split_sizes(const tstor_tensor *t, int n, const int64_t *sizes, int64_t dim,
                              int *count, tstor_tensor ***out) {
-  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
+  if (out) *out = NULL;
   int rc = split_check(t, count, out, "tensor_split_sizes"), d;
   if (rc) return rc;
   if (t->ndim == 0)
@@ -598,7 +598,7 @@ int tstor_tensor_split_sizes(const tstor_tensor *t, int n, const int64_t *sizes,
 
 int tstor_tensor_chunk(const tstor_tensor *t, int chunks, int64_t dim, int *count,
                        tstor_tensor ***out) {
-  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
+  if (out) *out = NULL;
   int rc = split_check(t, count, out, "tensor_chunk"), d;
   if (rc) return rc;
   if (t->ndim == 0)

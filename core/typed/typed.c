@@ -85,7 +85,7 @@ static int write_bytes(tstor_storage *s, size_t offset, const void *host, size_t
 
 int tstor_typed_new(tstor_context *ctx, tstor_device dev, tstor_dtype dtype, size_t count,
                     tstor_storage **out) {
-  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
+  if (out) *out = NULL;
   if (out == NULL) return tstor__err(TSTOR_EINVAL, "typed_new: NULL out");
   const tstor_dtype_info *d = tstor__dtype(dtype, "typed_new");
   if (d == NULL) return TSTOR_EINVAL;
@@ -115,7 +115,7 @@ int tstor_typed_resize(tstor_storage *s, tstor_dtype dtype, size_t count) {
 
 int tstor_typed_view(tstor_storage *base, tstor_dtype dtype, size_t offset, size_t count,
                      tstor_storage **out) {
-  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
+  if (out) *out = NULL;
   const tstor_dtype_info *d;
   size_t n;
   if (out == NULL) return tstor__err(TSTOR_EINVAL, "typed_view: NULL out");
@@ -253,7 +253,7 @@ static int read_converted(const tstor_storage *s, const tstor_dtype_info *d, voi
 int tstor_typed_from_array(tstor_context *ctx, tstor_device dev, tstor_dtype dtype,
                            const void *values, tstor_dtype values_dtype, size_t count,
                            tstor_storage **out) {
-  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
+  if (out) *out = NULL;
   if (out == NULL) return tstor__err(TSTOR_EINVAL, "typed_from_array: NULL out");
   int rc = tstor_dtype_can_convert(dtype, values_dtype);
   if (rc) return rc;
@@ -359,7 +359,7 @@ int tstor_typed_copy(tstor_storage *dst, tstor_dtype dst_dtype, const tstor_stor
 
 int tstor_typed_convert(const tstor_storage *s, tstor_dtype dtype, tstor_dtype new_dtype,
                         tstor_storage **out) {
-  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
+  if (out) *out = NULL;
   const tstor_dtype_info *d;
   size_t n;
   if (out == NULL) return tstor__err(TSTOR_EINVAL, "typed_convert: NULL out");
@@ -410,7 +410,7 @@ static size_t swap_unit(const tstor_dtype_info *d) {
 int tstor_typed_from_buffer(tstor_context *ctx, tstor_device dev, tstor_dtype dtype,
                             const void *buffer, size_t nbytes, tstor_byte_order order,
                             tstor_storage **out) {
-  if (out) *out = NULL; /* a failed call leaves it NULL (tstor.h) */
+  if (out) *out = NULL;
   if (out == NULL) return tstor__err(TSTOR_EINVAL, "typed_from_buffer: NULL out");
   const tstor_dtype_info *d = tstor__dtype(dtype, "typed_from_buffer");
   if (d == NULL) return TSTOR_EINVAL;
