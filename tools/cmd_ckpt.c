@@ -16,10 +16,6 @@
 
 #include "commands.h"
 
-/* Exit status for a file that cannot be read or written (usage errors are
- * EXIT_USAGE, as elsewhere). */
-enum { EXIT_BADFILE = 1 };
-
 /* A file's text made safe for a terminal: control characters (C0, DEL and
  * C1, which a name could use to move the cursor and hide what is printed)
  * as \xNN, and the backslash as \\. A new string, freed by the caller (NULL
@@ -71,7 +67,7 @@ static int load_any(tstor_context *ctx, const char *path, int shapes_only, tstor
     char *e = escaped(tstor_last_error());
     fprintf(stderr, "tstor: %s (%s)\n", e ? e : "?", tstor_err_name(rc));
     free(e);
-    return EXIT_BADFILE;
+    return EXIT_FAILED;
   }
   *format = tstor_file_format_name(f);
   return 0;
@@ -224,15 +220,6 @@ static const char *saved_on(const tstor_checkpoint *ck, const tstor_value *v, co
   return loc && *loc ? loc : "?";
 }
 
-/* A double as Python's repr writes it: the fewest digits that read back the
- * same (0.1, not 0.10000000000000001). */
-static void shortest(double d, char *buf, size_t size) {
-  for (int digits = 1; digits <= 17; digits++) {
-    snprintf(buf, size, "%.*g", digits, d);
-    if (strtod(buf, NULL) == d || d != d) return;
-  }
-}
-
 /* A value that is not a tensor, as one line of text (a string cut at 80
  * characters), into buf. */
 static void value_text(const tstor_value *v, char *buf, size_t size) {
@@ -240,7 +227,11 @@ static void value_text(const tstor_value *v, char *buf, size_t size) {
     case TSTOR_VALUE_NONE: snprintf(buf, size, "None"); break;
     case TSTOR_VALUE_BOOL: snprintf(buf, size, "%s", tstor_value_bool(v) ? "True" : "False"); break;
     case TSTOR_VALUE_INT: snprintf(buf, size, "%lld", (long long)tstor_value_int(v)); break;
-    case TSTOR_VALUE_FLOAT: shortest(tstor_value_float(v), buf, size); break;
+    case TSTOR_VALUE_FLOAT: { /* as Python's repr: 1.0, 0.1, 1e-05 */
+      double d = tstor_value_float(v);
+      tstor_dtype_format(TSTOR_FLOAT64, &d, buf, size, NULL);
+      break;
+    }
     case TSTOR_VALUE_STRING: {
       size_t n;
       const char *t = tstor_value_string(v, &n);
@@ -533,7 +524,7 @@ static int reshape(tstor_checkpoint *ck, const char *select, int flatten) {
     const tstor_value *v = find_named(tstor_checkpoint_root(ck), select, 0);
     if (!v) {
       fprintf(stderr, "tstor convert: no value named '%s' (tstor inspect lists the names)\n", select);
-      return EXIT_BADFILE;
+      return EXIT_FAILED;
     }
     tstor_checkpoint_set_root(ck, (tstor_value *)v);
   }
@@ -603,14 +594,15 @@ int tstor_cmd_convert(int argc, char **argv) {
   int rc = open_and_load(config, in, 0, &ctx, &ck, &format);
   if (rc) return rc;
   if ((rc = reshape(ck, select, flatten))) return close_loaded(ctx, ck, rc);
-  tstor_save_options copies = TSTOR_SAVE_OPTIONS_INIT;
-  copies.flags = flags;
-  int err = ends_with(out, ".safetensors") ? tstor_safetensors_save(ck, out, &copies)
-            : ends_with(out, ".t7")         ? tstor_torch7_save(ck, out, NULL)
-                                            : tstor_torch_save(ck, out, NULL);
+  tstor_file_format to = ends_with(out, ".safetensors") ? TSTOR_FORMAT_SAFETENSORS
+                        : ends_with(out, ".t7")         ? TSTOR_FORMAT_TORCH7
+                                                        : TSTOR_FORMAT_TORCH;
+  tstor_save_options opts = TSTOR_SAVE_OPTIONS_INIT;
+  if (to == TSTOR_FORMAT_SAFETENSORS) opts.flags = flags; /* the one format that takes them */
+  int err = tstor_checkpoint_save(ck, out, to, &opts);
   if (err) {
     fprintf(stderr, "tstor convert: %s: %s (%s)\n", out, tstor_last_error(), tstor_err_name(err));
-    rc = EXIT_BADFILE;
+    rc = EXIT_FAILED;
   }
   return close_loaded(ctx, ck, rc);
 }

@@ -5,7 +5,8 @@
 
 #include <tstor/tstor.h>
 
-/* Exit statuses, as sysexits.h uses them. */
+/* Exit statuses: 1 for a failure, 2 for bad usage, as most Unix tools (not
+ * sysexits.h's, which start at 64). */
 enum { EXIT_USAGE = 2, EXIT_FAILED = 1 };
 
 int tstor_cmd_info(int argc, char **argv);
@@ -24,8 +25,8 @@ extern "C"
     int
     tstor_bench_torch(tstor_context *ctx, int rounds, int quick, int threads, const char *dir);
 
-/* Opens the context named by --config (or the default rules), printing the
- * error on failure. Returns 0 or an exit status. */
+/* open.c: opens the context named by --config (or the default rules),
+ * printing the error on failure. Returns 0 or an exit status. */
 int tstor_open_for_command(const char *config, tstor_context **out);
 
 #endif

@@ -17,8 +17,8 @@ static const struct {
     {"info", tstor_cmd_info, "show the version, config, backends, devices and copy table"},
     {"bench", tstor_cmd_bench, "measure storage operations against libc, side by side"},
     {"conformance", tstor_cmd_conformance, "check a backend module and print a pass/fail table"},
-    {"inspect", tstor_cmd_inspect, "list the tensors of a .pt or .safetensors file"},
-    {"convert", tstor_cmd_convert, "convert between torch.save (.pt) and safetensors"},
+    {"inspect", tstor_cmd_inspect, "list the tensors of a checkpoint (.pt, .safetensors, .t7)"},
+    {"convert", tstor_cmd_convert, "convert a checkpoint between torch.save, safetensors and Torch7"},
 #if HAVE_REMOTE
     {"serve", tstor_cmd_serve, "export this host's devices to tstor-remote.so clients"},
 #endif
@@ -46,15 +46,6 @@ static void use_build_tree_modules(void) {
   const char *tools = TSTOR_ABS_BUILDDIR "/tools/";
   if (strncmp(exe, tools, strlen(tools)) == 0)
     setenv("TSTOR_BACKEND_DIR", TSTOR_ABS_BUILDDIR "/modules", 0);
-}
-
-int tstor_open_for_command(const char *config, tstor_context **out) {
-  int rc = tstor_context_open(config, out);
-  if (rc == 0) return 0;
-  fprintf(stderr, "tstor: cannot open %s: %s\n  %s\n",
-          config ? config : getenv("TSTOR_CONFIG") ? getenv("TSTOR_CONFIG") : "the default config",
-          tstor_strerror(rc), tstor_last_error());
-  return EXIT_FAILED;
 }
 
 int main(int argc, char **argv) {
