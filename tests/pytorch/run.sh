@@ -1,6 +1,6 @@
 #!/bin/sh
 # hpu-stub through `tstor conformance`, then the same device under PyTorch:
-# pytorch/test_device.py and pytorch/test_torch_suite.py (PyTorch's own
+# pytorch/test_privateuse1.py and pytorch/test_torch_suite.py (PyTorch's own
 # device-generic tests, translated) with Debian's Python and its torch against
 # the freshly built libtstor-torch.so (TSTOR_TORCH_LIB, set by make check) and
 # the build tree's backends. A backend that passes conformance must also work
@@ -20,6 +20,6 @@ fi
 "$tstor" conformance "$modules/tstor-hpu-stub.so" --name hpu || {
   echo "FAIL: hpu-stub does not pass tstor conformance"; exit 1; }
 rc=0
-"$PY" "${srcdir:-.}/pytorch/test_device.py" -v || rc=1
+"$PY" "${srcdir:-.}/pytorch/test_privateuse1.py" -v || rc=1
 "$PY" "${srcdir:-.}/pytorch/test_torch_suite.py" -v || rc=1
 exit $rc

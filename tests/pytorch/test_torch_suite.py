@@ -2,7 +2,7 @@
 """PyTorch's own device-generic tests, translated to run on tstor's hpu-stub
 device as PyTorch 1.13's PrivateUse1 device, "privateuseone".
 
-Run by pytorch/run.sh after test_device.py (TSTOR_TORCH_LIB names
+Run by pytorch/run.sh after test_privateuse1.py (TSTOR_TORCH_LIB names
 libtstor-torch.so, TSTOR_BACKEND_DIR the backends). Each test method
 translates one test of PyTorch's test suite, named in its docstring (file,
 class and test), with what was changed and why. The sources are PyTorch's
@@ -22,7 +22,7 @@ How PyTorch's harness is translated:
   value; here `self.same` moves both to the cpu and compares with
   torch.testing.assert_close (exact dtype, NaNs equal), PyTorch's own
   comparison.
-- As in test_device.py, tstor's bytes on both devices must be back where
+- As in test_privateuse1.py, tstor's bytes on both devices must be back where
   they were after every case. hpu-stub's memory faults on host access, so a
   passing case shows PyTorch reached the device's bytes only through tstor.
 

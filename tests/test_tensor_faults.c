@@ -1,7 +1,7 @@
 /* Allocation failures in tensor operations: each operation is run again and
  * again with its 1st, 2nd, 3rd, ... allocation (the core's bookkeeping and
  * storage bytes) made to fail, then with that one and every later one, until
- * a run sees no failure (core/runtime/fault.h, as test_fault does for storages). A
+ * a run sees no failure (core/runtime/fault.h, as test_faults does for storages). A
  * failed run must return TSTOR_ENOMEM with a detail, hand out nothing, free
  * every core allocation it made and leave its inputs' reference counts as
  * they were. */
