@@ -3,7 +3,13 @@
  * soon as a job is queued. A stream's timeline (timeline.c) counts queued and
  * finished jobs, so an event is just (timeline, sequence number): recording it
  * is reading the queued count, querying it is comparing with the finished
- * count. The jobs themselves are kernels.c's. */
+ * count. The jobs themselves are kernels.c's.
+ *
+ * backends/remote/stream.c is a deliberate twin of this engine (a worker
+ * thread per stream, timelines, events as (timeline, count)), with failures
+ * that stop a stream added: hpu-stub stays a self-contained template that
+ * authors copy whole, so the two are kept apart rather than shared through
+ * the kit. A fix to one belongs in the other. */
 #include "hpu_stub.h"
 
 #include <stdlib.h>

@@ -1,6 +1,11 @@
 /* Streams and events of the remote devices (stream.h). A stream's timeline
  * counts its queued and finished jobs under one lock, and keeps the first
- * failure; an event is (timeline, count). */
+ * failure; an event is (timeline, count).
+ *
+ * A deliberate twin of backends/hpu-stub/stream.c's engine, with failures
+ * that stop a stream added: hpu-stub stays a self-contained template for
+ * authors, so the two are kept apart rather than shared. A fix to one
+ * belongs in the other. */
 #include "stream.h"
 
 #include <pthread.h>
