@@ -74,9 +74,8 @@ int tstor__err(int code, const char *fmt, ...) TSTOR__PRINTF(2, 3);
 size_t tstor__out_struct_size(uint32_t struct_size, size_t first, size_t full, const char *call,
                               const char *type);
 int tstor__verr(int code, const char *fmt, va_list ap);
-/* Clears the detail (for calls that succeed after an earlier failure). */
-/* The per-thread detail (error.c). Clearing it is on every allocation, so
- * it is inline. */
+/* The per-thread detail (error.c), and clearing it (for calls that succeed
+ * after an earlier failure): on every allocation, so inline. */
 extern _Thread_local char tstor__last_error[TSTOR__ERRBUF];
 static inline void tstor__err_clear(void) { tstor__last_error[0] = '\0'; }
 /* Prefixes the current detail with "prefix: " (keeps the inner reason). */
@@ -129,6 +128,10 @@ typedef struct tstor__config {
  * the detail and *out NULL. `name` and `dir` are copied. */
 int tstor__config_parse(const char *text, size_t len, const char *name, const char *dir,
                         tstor__config **out);
+/* The length of NUL-terminated config text, read no further than one byte
+ * past the bound tstor__config_parse refuses: a text of gigabytes costs no
+ * more than one of a megabyte. */
+size_t tstor__config_text_len(const char *text);
 /* Reads the file at path and parses it. */
 int tstor__config_load(const char *path, tstor__config **out);
 void tstor__config_free(tstor__config *cfg);

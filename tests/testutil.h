@@ -22,11 +22,11 @@
 #define UNDER_ASAN 0
 #endif
 
-/* Asserts that a tstor call succeeded, printing the error and its detail when not. */
 /* Saver options with the given flags, for the checkpoint suites (a compound
  * literal, so <tstor/serialize.h> need only come before the use). */
 #define TEST_SAVE_OPTS(f) (&(tstor_save_options){.size = sizeof(tstor_save_options), .flags = (f)})
 
+/* Asserts that a tstor call succeeded, printing the error and its detail when not. */
 #define ck_tstor_ok(expr)                                                              \
   do {                                                                                 \
     int ck_rc_ = (expr);                                                               \

@@ -193,158 +193,182 @@ static void unlink_name(const char *name, int shm) {
     unlink(name);
 }
 
+/* One map request on its way: what cpu_map's steps found so far, and what
+ * its exit must undo when a later step fails. */
+typedef struct map_job {
+  tstor_map_request *req;
+  uint32_t flags;
+  int shared, shm, unique, whole;
+  char what[300]; /* the request in words, for messages */
+  int fd;         /* ours, closed at the end unless a record keeps it */
+  int created;    /* a name we made, removed if the request fails */
+  char name[64];  /* the unique shared-memory name, when made */
+  int grown;      /* the file grew from old_size, shrunk back on failure */
+  off_t old_size;
+  size_t want; /* bytes to map */
+  void *addr;
+} map_job;
+
+/* The flags agree with each other and with the request's fd and name. */
+static int check_request(map_job *j) {
+  tstor_map_request *req = j->req;
+  const uint32_t fl = j->flags;
+  if ((j->unique && (!j->shm || !j->shared || j->whole || req->fd >= 0)) ||
+      (!j->unique && (fl & (TSTOR_MAP_UNLINK | TSTOR_MAP_OWN_NAME))) ||
+      (!j->unique && req->fd < 0 && !req->name))
+    return fail(TSTOR_EINVAL, "cpu: inconsistent map request (flags 0x%x)", (unsigned)fl);
+  if (j->want > (size_t)PTRDIFF_MAX)
+    return fail(TSTOR_EOVERFLOW, "cpu: %zu bytes cannot be mapped (at most %td)", j->want,
+                PTRDIFF_MAX);
+  return 0;
+}
+
+/* j->fd: the caller's descriptor duplicated, a new unique shared-memory
+ * object, or the named file or object opened (created where asked). */
+static int open_object(map_job *j) {
+  tstor_map_request *req = j->req;
+  if (req->fd >= 0) {
+    j->fd = fcntl(req->fd, F_DUPFD_CLOEXEC, 0);
+    if (j->fd < 0)
+      return fail(tstor_errno_code(errno), "cpu: cannot use %s: %s", j->what, strerror(errno));
+    return 0;
+  }
+  if (j->unique) {
+    int rc = open_unique(&j->fd, j->name);
+    if (rc) return rc;
+    j->created = 1;
+    /* The earliest moment: from here on the object lives exactly as long as
+     * its descriptor and mappings, whatever happens to this process. */
+    if (j->flags & TSTOR_MAP_UNLINK) {
+      shm_unlink(j->name);
+      j->created = 0;
+    }
+    return 0;
+  }
+  return open_named(req, j->what, j->shared && (j->flags & TSTOR_MAP_CREATE) && !j->whole, &j->fd,
+                    &j->created);
+}
+
+/* A regular file; and a shared-memory name opened, not created (anyone could
+ * have made it), only when this user made it for this user alone. */
+static int check_object(map_job *j, const struct stat *st) {
+  if (!S_ISREG(st->st_mode))
+    return fail(TSTOR_EINVAL, "cpu: %s is %s, not a file that can be mapped", j->what,
+                type_of(st->st_mode));
+  if (!j->shm || j->unique || j->req->fd >= 0 || j->created) return 0;
+  if (st->st_uid != geteuid())
+    return fail(TSTOR_EACCES, "cpu: %s belongs to uid %ld, not to this user (%ld): refusing it",
+                j->what, (long)st->st_uid, (long)geteuid());
+  if (st->st_mode & 077)
+    return fail(TSTOR_EACCES,
+                "cpu: %s has mode 0%03o, open to other users: refusing it (tstor makes 0600)",
+                j->what, (unsigned)(st->st_mode & 0777));
+  return 0;
+}
+
+/* j->want against the object's size: the whole of it, or a part that fits,
+ * or, for a shared mapping that creates, the object grown to it. */
+static int size_object(map_job *j, const struct stat *st) {
+  size_t have = (size_t)st->st_size;
+  if (j->whole) {
+    if (have == 0) return fail(TSTOR_ESIZE, "cpu: %s is empty: give a size to map", j->what);
+    j->want = have;
+    return 0;
+  }
+  if (j->want <= have) return 0;
+  if (!j->shared || !(j->flags & (TSTOR_MAP_CREATE | TSTOR_MAP_UNIQUE)))
+    return fail(TSTOR_ESIZE, "cpu: %s holds %zu bytes, %zu asked (%s)", j->what, have, j->want,
+                j->shared ? "an import never grows what it maps"
+                          : "a private mapping never grows the file");
+  /* Reserve the space now: a full disk or /dev/shm is an error here, not a
+   * SIGBUS at the first write to a hole later. */
+  j->old_size = st->st_size;
+  int err = posix_fallocate(j->fd, 0, (off_t)j->want);
+  if (err) {
+    struct stat now;
+    if (fstat(j->fd, &now) == 0 && now.st_size != j->old_size) {
+      if (ftruncate(j->fd, j->old_size) != 0) { /* the error below is the one to report */
+      }
+    }
+    return fail(tstor_errno_code(err), "cpu: cannot reserve %zu bytes for %s: %s", j->want,
+                j->what, strerror(err));
+  }
+  j->grown = 1;
+  return 0;
+}
+
+static int map_object(map_job *j) {
+  if (j->want == 0) return 0;
+  void *addr = should_fail(TSTOR_FAULT_MMAP) ? MAP_FAILED
+                                             : mmap(NULL, j->want, PROT_READ | PROT_WRITE,
+                                                    j->shared ? MAP_SHARED : MAP_PRIVATE, j->fd, 0);
+  if (addr != MAP_FAILED) {
+    j->addr = addr;
+    return 0;
+  }
+  int err = errno;
+  if (err == EACCES && j->shared)
+    return fail(TSTOR_EACCES, "cpu: cannot map %s shared: it is not open for writing", j->what);
+  /* mmap's EAGAIN: too much memory locked */
+  return fail(err == EAGAIN ? TSTOR_ENOMEM : tstor_errno_code(err),
+              "cpu: cannot map %zu bytes of %s: %s", j->want, j->what, strerror(err));
+}
+
 int cpu_map(void *state, int index, tstor_map_request *req) {
   (void)state;
   (void)index;
   if (!req || req->struct_size < offsetof(tstor_map_request, created_name) + 64)
     return fail(TSTOR_EABI, "cpu: map request from an older core lacks its outputs");
-  const uint32_t fl = req->flags;
-  const int shared = (fl & TSTOR_MAP_SHARED) != 0, shm = (fl & TSTOR_MAP_SHM) != 0;
-  const int unique = (fl & TSTOR_MAP_UNIQUE) != 0, whole = (fl & TSTOR_MAP_WHOLE) != 0;
-  if ((unique && (!shm || !shared || whole || req->fd >= 0)) ||
-      (!unique && (fl & (TSTOR_MAP_UNLINK | TSTOR_MAP_OWN_NAME))) ||
-      (!unique && req->fd < 0 && !req->name))
-    return fail(TSTOR_EINVAL, "cpu: inconsistent map request (flags 0x%x)", (unsigned)fl);
-  size_t want = whole ? 0 : req->nbytes;
-  if (want > (size_t)PTRDIFF_MAX)
-    return fail(TSTOR_EOVERFLOW, "cpu: %zu bytes cannot be mapped (at most %td)", want,
-                PTRDIFF_MAX);
-
-  char what[300];
-  describe(req, what, sizeof what);
+  map_job j = {.req = req, .flags = req->flags, .fd = -1};
+  j.shared = (j.flags & TSTOR_MAP_SHARED) != 0;
+  j.shm = (j.flags & TSTOR_MAP_SHM) != 0;
+  j.unique = (j.flags & TSTOR_MAP_UNIQUE) != 0;
+  j.whole = (j.flags & TSTOR_MAP_WHOLE) != 0;
+  j.want = j.whole ? 0 : req->nbytes;
+  int rc = check_request(&j);
+  if (rc) return rc;
+  describe(req, j.what, sizeof j.what);
   mapping *m = should_fail(TSTOR_FAULT_MALLOC) ? NULL : calloc(1, sizeof *m);
   if (!m) return fail(TSTOR_ENOMEM, "cpu: out of memory for a mapping record");
 
-  int rc = 0, fd = -1, created = 0;
-  char name[64] = "";
-  off_t old_size = 0;
-  int grown = 0;
-  void *addr = NULL;
   struct stat st;
-
-  if (req->fd >= 0) {
-    fd = fcntl(req->fd, F_DUPFD_CLOEXEC, 0);
-    if (fd < 0) {
-      rc = fail(tstor_errno_code(errno), "cpu: cannot use %s: %s", what, strerror(errno));
-      goto out;
-    }
-  } else if (unique) {
-    rc = open_unique(&fd, name);
-    if (rc) goto out;
-    created = 1;
-    /* The earliest moment: from here on the object lives exactly as long as
-     * its descriptor and mappings, whatever happens to this process. */
-    if (fl & TSTOR_MAP_UNLINK) {
-      shm_unlink(name);
-      created = 0;
-    }
-  } else {
-    rc = open_named(req, what, shared && (fl & TSTOR_MAP_CREATE) && !whole, &fd, &created);
-    if (rc) goto out;
-  }
-
-  if (fstat(fd, &st) != 0) {
-    rc = fail(tstor_errno_code(errno), "cpu: cannot stat %s: %s", what, strerror(errno));
+  if ((rc = open_object(&j))) goto out;
+  if (fstat(j.fd, &st) != 0) {
+    rc = fail(tstor_errno_code(errno), "cpu: cannot stat %s: %s", j.what, strerror(errno));
     goto out;
   }
-  if (!S_ISREG(st.st_mode)) {
-    rc = fail(TSTOR_EINVAL, "cpu: %s is %s, not a file that can be mapped", what,
-              type_of(st.st_mode));
+  if ((rc = check_object(&j, &st)) || (rc = size_object(&j, &st)) || (rc = map_object(&j)))
     goto out;
-  }
-  /* A shared-memory name opened, not created: anyone could have made it. We
-   * map only what this user made for this user alone. */
-  if (shm && !unique && req->fd < 0 && !created) {
-    if (st.st_uid != geteuid()) {
-      rc = fail(TSTOR_EACCES, "cpu: %s belongs to uid %ld, not to this user (%ld): refusing it",
-                what, (long)st.st_uid, (long)geteuid());
-      goto out;
-    }
-    if (st.st_mode & 077) {
-      rc = fail(TSTOR_EACCES,
-                "cpu: %s has mode 0%03o, open to other users: refusing it (tstor makes 0600)", what,
-                (unsigned)(st.st_mode & 0777));
-      goto out;
-    }
-  }
-
-  size_t have = (size_t)st.st_size;
-  if (whole) {
-    if (have == 0) {
-      rc = fail(TSTOR_ESIZE, "cpu: %s is empty: give a size to map", what);
-      goto out;
-    }
-    want = have;
-  } else if (want > have) {
-    if (!shared || !(fl & (TSTOR_MAP_CREATE | TSTOR_MAP_UNIQUE))) {
-      rc = fail(
-          TSTOR_ESIZE, "cpu: %s holds %zu bytes, %zu asked (%s)", what, have, want,
-          shared ? "an import never grows what it maps" : "a private mapping never grows the file");
-      goto out;
-    }
-    /* Reserve the space now: a full disk or /dev/shm is an error here, not a
-     * SIGBUS at the first write to a hole later. */
-    old_size = st.st_size;
-    int err = posix_fallocate(fd, 0, (off_t)want);
-    if (err) {
-      struct stat now;
-      if (fstat(fd, &now) == 0 && now.st_size != old_size) {
-        if (ftruncate(fd, old_size) != 0) { /* the error below is the one to report */
-        }
-      }
-      rc = fail(tstor_errno_code(err), "cpu: cannot reserve %zu bytes for %s: %s", want, what,
-                strerror(err));
-      goto out;
-    }
-    grown = 1;
-  }
-
-  if (want > 0) {
-    addr = should_fail(TSTOR_FAULT_MMAP)
-               ? MAP_FAILED
-               : mmap(NULL, want, PROT_READ | PROT_WRITE, shared ? MAP_SHARED : MAP_PRIVATE, fd, 0);
-    if (addr == MAP_FAILED) {
-      int err = errno;
-      addr = NULL;
-      if (err == EACCES && shared)
-        rc = fail(TSTOR_EACCES, "cpu: cannot map %s shared: it is not open for writing", what);
-      else
-        /* mmap's EAGAIN: too much memory locked */
-        rc = fail(err == EAGAIN ? TSTOR_ENOMEM : tstor_errno_code(err),
-                  "cpu: cannot map %zu bytes of %s: %s", want, what, strerror(err));
-      goto out;
-    }
-  }
 
   m->magic = MAPPING_MAGIC;
-  m->flags = fl;
-  m->addr = addr;
-  m->len = want;
+  m->flags = j.flags;
+  m->addr = j.addr;
+  m->len = j.want;
   m->fd = -1;
-  if (fl & TSTOR_MAP_KEEP_FD) {
-    m->fd = fd;
-    fd = -1;
+  if (j.flags & TSTOR_MAP_KEEP_FD) {
+    m->fd = j.fd;
+    j.fd = -1;
   }
   /* Only a name this record unlinks needs its creator: a file's mapping,
    * the most common, costs no getpid system call. */
-  if (unique && (fl & TSTOR_MAP_OWN_NAME)) {
-    memcpy(m->owned_name, name, sizeof name);
+  if (j.unique && (j.flags & TSTOR_MAP_OWN_NAME)) {
+    memcpy(m->owned_name, j.name, sizeof j.name);
     m->creator = getpid();
   }
-  req->block.ptr = addr;
+  req->block.ptr = j.addr;
   req->block.alloc_ctx = (void *)((uintptr_t)m | MAPPING_TAG);
-  req->mapped_nbytes = want;
-  memcpy(req->created_name, name, sizeof name);
+  req->mapped_nbytes = j.want;
+  memcpy(req->created_name, j.name, sizeof j.name);
   m = NULL;
-  created = 0; /* the name stays: it is the caller's (or the record's) now */
-  grown = 0;
+  j.created = 0; /* the name stays: it is the caller's (or the record's) now */
+  j.grown = 0;
 
 out:
-  if (addr && rc) munmap(addr, want);
-  if (grown && rc && !created && ftruncate(fd, old_size) != 0) { /* best effort */
+  if (j.addr && rc) munmap(j.addr, j.want);
+  if (j.grown && rc && !j.created && ftruncate(j.fd, j.old_size) != 0) { /* best effort */
   }
-  if (created) unlink_name(name[0] ? name : req->name, shm);
-  if (fd >= 0) close(fd);
+  if (j.created) unlink_name(j.name[0] ? j.name : req->name, j.shm);
+  if (j.fd >= 0) close(j.fd);
   free(m);
   return rc;
 }

@@ -501,12 +501,11 @@ static void remote_free_all(remote *r) {
   free(r);
 }
 
-static int remote_init(const tstor_registrar *reg, tstor_module *m, void **module_state,
-                       char *msg, size_t msg_size) {
-  if (!TSTOR_REGISTRAR_HAS(reg, set_error) || !TSTOR_REGISTRAR_HAS(reg, config_error)) {
-    snprintf(msg, msg_size, "the core's registrar is older than this module needs");
-    return TSTOR_EABI;
-  }
+/* The module's state from its config keys and secret file; *out NULL on
+ * failure, with msg or the config error said. */
+static int remote_new(const tstor_registrar *reg, tstor_module *m, char *msg, size_t msg_size,
+                      remote **out) {
+  *out = NULL;
   long long timeout_ms;
   int rc = reg->config_int(m, "timeout_ms", 5000, 10, 3600000, &timeout_ms);
   if (rc) return rc;
@@ -521,7 +520,9 @@ static int remote_init(const tstor_registrar *reg, tstor_module *m, void **modul
     return TSTOR_ECONFIG;
   }
   remote *r = calloc(1, sizeof *r);
-  if (!r) {
+  if (r) r->streams = rstreams_new(reg, r);
+  if (!r || !r->streams) {
+    free(r);
     snprintf(msg, msg_size, "out of host memory");
     return TSTOR_ENOMEM;
   }
@@ -529,24 +530,54 @@ static int remote_init(const tstor_registrar *reg, tstor_module *m, void **modul
   r->m = m;
   r->timeout_ms = timeout_ms;
   r->pid = getpid();
-  r->streams = rstreams_new(reg, r);
-  if (!r->streams) {
-    free(r);
-    snprintf(msg, msg_size, "out of host memory");
-    return TSTOR_ENOMEM;
-  }
   char why[512];
   if (tsr_secret_read(secret_file, &r->secret, &r->secret_len, why, sizeof why) != 0) {
-    rstreams_free(r->streams);
-    free(r);
+    remote_free_all(r);
     return reg->config_error(m, "secret_file", "%s", why);
   }
-  /* Each peer in order; the ones that fail are reported and left out. */
-  char list[4096];
-  if (strlen(peers) >= sizeof list) {
-    remote_free_all(r);
-    return reg->config_error(m, "peers", "longer than %zu characters", sizeof list - 1);
+  *out = r;
+  return 0;
+}
+
+/* Connects to peer p and gives its devices the next remote:N numbers. A
+ * peer that cannot be reached or refuses stays, failed, with its reason
+ * appended to msg at *used; returns its code then. */
+static int add_peer(remote *r, peer *p, char *msg, size_t msg_size, size_t *used) {
+  int rc = peer_connect(p);
+  if (rc == 0 && r->ndevices + (int)p->ndevices > (int)(sizeof r->devices / sizeof r->devices[0])) {
+    snprintf(p->failure, sizeof p->failure, "too many devices in all");
+    rc = TSTOR_ERANGE;
   }
+  if (rc != 0) {
+    char detail[sizeof p->failure];
+    snprintf(detail, sizeof detail, "%s", p->failure[0] ? p->failure : "refused");
+    r->reg->log(r->m, TSTOR_LOG_WARN, "peer %s left out: %s", p->name, detail);
+    if (*used < msg_size)
+      *used += (size_t)snprintf(msg + *used, msg_size - *used, "%speer %s: %s",
+                                *used ? "; " : "", p->name, detail);
+    if (!p->failed) peer_fail(p, "%s", detail);
+    return rc;
+  }
+  p->first_device = r->ndevices;
+  for (uint32_t i = 0; i < p->ndevices; i++) {
+    rdevice *d = &r->devices[r->ndevices++];
+    d->p = p;
+    d->index = i;
+    d->stats.struct_size = sizeof d->stats;
+    r->reg->log(r->m, TSTOR_LOG_INFO, "remote:%d -> %s %s", p->first_device + (int)i, p->name,
+                p->devices[i].name);
+  }
+  return 0;
+}
+
+/* Each peer of the config's list in order; the ones that fail are reported
+ * and left out. 0 when at least one device came of it. */
+static int add_peers(remote *r, char *msg, size_t msg_size) {
+  const tstor_registrar *reg = r->reg;
+  const char *peers = reg->config_get(r->m, "peers");
+  char list[4096];
+  if (strlen(peers) >= sizeof list)
+    return reg->config_error(r->m, "peers", "longer than %zu characters", sizeof list - 1);
   snprintf(list, sizeof list, "%s", peers);
   size_t used = 0;
   int first_rc = 0;
@@ -557,53 +588,39 @@ static int remote_init(const tstor_registrar *reg, tstor_module *m, void **modul
     char *end = tok + strlen(tok);
     while (end > tok && (end[-1] == ' ' || end[-1] == '\t')) *--end = '\0';
     if (!*tok) continue;
-    if (r->npeers == MAX_PEERS) {
-      remote_free_all(r);
-      return reg->config_error(m, "peers", "more than %d peers", MAX_PEERS);
-    }
+    if (r->npeers == MAX_PEERS)
+      return reg->config_error(r->m, "peers", "more than %d peers", MAX_PEERS);
     peer *p = peer_new(r, tok);
     if (!p) {
-      remote_free_all(r);
       snprintf(msg, msg_size, "out of host memory");
       return TSTOR_ENOMEM;
     }
     r->peers[r->npeers++] = p;
-    int prc = peer_connect(p);
-    if (prc == 0 && r->ndevices + (int)p->ndevices > (int)(sizeof r->devices / sizeof r->devices[0])) {
-      snprintf(p->failure, sizeof p->failure, "too many devices in all");
-      prc = TSTOR_ERANGE;
-    }
-    if (prc != 0) {
-      char detail[sizeof p->failure];
-      snprintf(detail, sizeof detail, "%s", p->failure[0] ? p->failure : "refused");
-      reg->log(m, TSTOR_LOG_WARN, "peer %s left out: %s", p->name, detail);
-      if (!first_rc) first_rc = prc;
-      if (used < msg_size)
-        used += (size_t)snprintf(msg + used, msg_size - used, "%speer %s: %s", used ? "; " : "",
-                                 p->name, detail);
-      if (!p->failed) peer_fail(p, "%s", detail);
-      continue;
-    }
-    p->first_device = r->ndevices;
-    for (uint32_t i = 0; i < p->ndevices; i++) {
-      rdevice *d = &r->devices[r->ndevices++];
-      d->p = p;
-      d->index = i;
-      d->stats.struct_size = sizeof d->stats;
-      reg->log(m, TSTOR_LOG_INFO, "remote:%d -> %s %s", p->first_device + (int)i, p->name,
-               p->devices[i].name);
-    }
+    int rc = add_peer(r, p, msg, msg_size, &used);
+    if (rc && !first_rc) first_rc = rc;
   }
-  if (r->ndevices == 0) {
-    remote_free_all(r);
-    if (first_rc == 0) {
-      snprintf(msg, msg_size, "the peers export no devices");
-      return TSTOR_EDECLINED;
-    }
-    return first_rc == TSTOR_ECONFIG ? TSTOR_ECONFIG : first_rc;
+  if (r->ndevices > 0) {
+    msg[0] = '\0';
+    return 0;
   }
-  msg[0] = '\0';
-  if ((rc = reg->register_device_type(m, &remote_device_ops, r)) != 0 ||
+  if (first_rc == 0) {
+    snprintf(msg, msg_size, "the peers export no devices");
+    return TSTOR_EDECLINED;
+  }
+  return first_rc;
+}
+
+static int remote_init(const tstor_registrar *reg, tstor_module *m, void **module_state,
+                       char *msg, size_t msg_size) {
+  if (!TSTOR_REGISTRAR_HAS(reg, set_error) || !TSTOR_REGISTRAR_HAS(reg, config_error)) {
+    snprintf(msg, msg_size, "the core's registrar is older than this module needs");
+    return TSTOR_EABI;
+  }
+  remote *r;
+  int rc = remote_new(reg, m, msg, msg_size, &r);
+  if (rc) return rc;
+  if ((rc = add_peers(r, msg, msg_size)) != 0 ||
+      (rc = reg->register_device_type(m, &remote_device_ops, r)) != 0 ||
       (rc = reg->register_copy(m, "cpu", "remote", remote_copy_to_device, r)) != 0 ||
       (rc = reg->register_copy(m, "remote", "cpu", remote_copy_to_host, r)) != 0 ||
       (rc = reg->register_copy(m, "remote", "remote", remote_copy_on_device, r)) != 0) {
