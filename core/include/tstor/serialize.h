@@ -113,7 +113,7 @@ typedef struct tstor_load_options {
 } tstor_load_options;
 /* The defaults, size filled in: `tstor_load_options o = TSTOR_LOAD_OPTIONS_INIT;
  * o.map_location = "cpu";`. */
-#define TSTOR_LOAD_OPTIONS_INIT {.size = sizeof(tstor_load_options)}
+#define TSTOR_LOAD_OPTIONS_INIT {.size = sizeof(tstor_load_options), .map_location = NULL, .flags = 0}
 
 /* The checkpoint formats a file may be in, told by its first bytes. */
 typedef enum tstor_file_format {
@@ -257,7 +257,7 @@ typedef struct tstor_save_options {
 } tstor_save_options;
 /* The defaults, size filled in: `tstor_save_options o = TSTOR_SAVE_OPTIONS_INIT;
  * o.flags = TSTOR_SAVE_TORCH7_ASCII;`. */
-#define TSTOR_SAVE_OPTIONS_INIT {.size = sizeof(tstor_save_options)}
+#define TSTOR_SAVE_OPTIONS_INIT {.size = sizeof(tstor_save_options), .flags = 0}
 
 /* torch.save's file-like targets, for every format: a save to an open stream
  * (written at its position, left open and unflushed: PyTorch's
