@@ -497,19 +497,59 @@ static int find_cpu_backend(const char *library, int *is_cpu) {
   return 0;
 }
 
-int tstor_cmd_conformance(int argc, char **argv) {
-  conf_options opt;
-  memset(&opt, 0, sizeof opt);
-  opt.large_bytes = (size_t)64 << 20;
-  opt.min_align = 16;
-  opt.threads = 4;
-  int selected[64] = {0}, any_selected = 0, fork_sections = 1;
-  const char *library = NULL, *name = NULL;
-  long v;
+/* What the command line selects besides the options the sections read. */
+typedef struct {
+  int selected[64], any_selected, fork_sections;
+  const char *library, *name;
+} conf_choice;
 
+/* One --OPTION VALUE pair: -1 when taken, else the command's exit status. */
+static int take_option(const char *a, const char *val, conf_options *opt, conf_choice *c) {
+  long v;
+  if (strcmp(a, "--section") == 0) {
+    if (select_sections(val, c->selected)) return EXIT_USAGE;
+    c->any_selected = 1;
+  } else if (strcmp(a, "--name") == 0) {
+    c->name = val;
+  } else if (strcmp(a, "--set") == 0 || strcmp(a, "--no-hardware") == 0) {
+    int hw = strcmp(a, "--no-hardware") == 0;
+    int *n = hw ? &opt->nno_hw_keys : &opt->nkeys;
+    const char **list = hw ? opt->no_hw_keys : opt->keys;
+    if (!strchr(val, '=') || val[0] == '=' || strchr(val, '\n')) {
+      fprintf(stderr, "tstor conformance: %s %s: expected KEY=VALUE\n", a, val);
+      return EXIT_USAGE;
+    }
+    if (*n == CONF_MAX_KEYS) {
+      fprintf(stderr, "tstor conformance: more than %d %s options\n", CONF_MAX_KEYS, a);
+      return EXIT_USAGE;
+    }
+    list[(*n)++] = val;
+  } else if (strcmp(a, "--large-mb") == 0) {
+    if (parse_long(a, val, 1, 1 << 20, &v)) return EXIT_USAGE;
+    opt->large_bytes = (size_t)v << 20;
+  } else if (strcmp(a, "--align") == 0) {
+    if (parse_long(a, val, 1, 1 << 16, &v) || (v & (v - 1))) {
+      fprintf(stderr, "tstor conformance: --align takes a power of two\n");
+      return EXIT_USAGE;
+    }
+    opt->min_align = (size_t)v;
+  } else if (strcmp(a, "--threads") == 0) {
+    if (parse_long(a, val, 1, 256, &v)) return EXIT_USAGE;
+    opt->threads = (int)v;
+  } else if (strcmp(a, "--timeout") == 0) {
+    if (parse_long(a, val, 1, 86400, &v)) return EXIT_USAGE;
+    timeout_s = (int)v;
+  } else {
+    fprintf(stderr, "tstor conformance: unknown option '%s' (try --help)\n", a);
+    return EXIT_USAGE;
+  }
+  return -1;
+}
+
+/* -1 to go on, else the command's exit status. */
+static int parse_args(int argc, char **argv, conf_options *opt, conf_choice *c) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    const char *val = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       usage(stdout);
       return 0;
@@ -518,66 +558,42 @@ int tstor_cmd_conformance(int argc, char **argv) {
         printf("%-9s %s\n", conf_sections[k].name, conf_sections[k].summary);
       return 0;
     } else if (strcmp(a, "--no-fork") == 0) {
-      fork_sections = 0;
+      c->fork_sections = 0;
     } else if (strcmp(a, "--strict") == 0) {
-      strict = opt.strict = 1;
+      strict = opt->strict = 1;
     } else if (a[0] == '-' && a[1] == '-') {
-      if (!val) {
+      if (i + 1 == argc) {
         fprintf(stderr, "tstor conformance: %s needs a value\n", a);
         return EXIT_USAGE;
       }
-      i++;
-      if (strcmp(a, "--section") == 0) {
-        if (select_sections(val, selected)) return EXIT_USAGE;
-        any_selected = 1;
-      } else if (strcmp(a, "--name") == 0) {
-        name = val;
-      } else if (strcmp(a, "--set") == 0 || strcmp(a, "--no-hardware") == 0) {
-        int hw = strcmp(a, "--no-hardware") == 0;
-        int *n = hw ? &opt.nno_hw_keys : &opt.nkeys;
-        const char **list = hw ? opt.no_hw_keys : opt.keys;
-        if (!strchr(val, '=') || val[0] == '=' || strchr(val, '\n')) {
-          fprintf(stderr, "tstor conformance: %s %s: expected KEY=VALUE\n", a, val);
-          return EXIT_USAGE;
-        }
-        if (*n == CONF_MAX_KEYS) {
-          fprintf(stderr, "tstor conformance: more than %d %s options\n", CONF_MAX_KEYS, a);
-          return EXIT_USAGE;
-        }
-        list[(*n)++] = val;
-      } else if (strcmp(a, "--large-mb") == 0) {
-        if (parse_long(a, val, 1, 1 << 20, &v)) return EXIT_USAGE;
-        opt.large_bytes = (size_t)v << 20;
-      } else if (strcmp(a, "--align") == 0) {
-        if (parse_long(a, val, 1, 1 << 16, &v) || (v & (v - 1))) {
-          fprintf(stderr, "tstor conformance: --align takes a power of two\n");
-          return EXIT_USAGE;
-        }
-        opt.min_align = (size_t)v;
-      } else if (strcmp(a, "--threads") == 0) {
-        if (parse_long(a, val, 1, 256, &v)) return EXIT_USAGE;
-        opt.threads = (int)v;
-      } else if (strcmp(a, "--timeout") == 0) {
-        if (parse_long(a, val, 1, 86400, &v)) return EXIT_USAGE;
-        timeout_s = (int)v;
-      } else {
-        fprintf(stderr, "tstor conformance: unknown option '%s' (try --help)\n", a);
-        return EXIT_USAGE;
-      }
-    } else if (!library) {
-      library = a;
+      int rc = take_option(a, argv[++i], opt, c);
+      if (rc >= 0) return rc;
+    } else if (!c->library) {
+      c->library = a;
     } else {
       fprintf(stderr, "tstor conformance: one module at a time ('%s' is extra)\n", a);
       return EXIT_USAGE;
     }
   }
-  if (!library) {
+  if (!c->library) {
     usage(stderr);
     return EXIT_USAGE;
   }
+  return -1;
+}
+
+int tstor_cmd_conformance(int argc, char **argv) {
+  conf_options opt;
+  memset(&opt, 0, sizeof opt);
+  opt.large_bytes = (size_t)64 << 20;
+  opt.min_align = 16;
+  opt.threads = 4;
+  conf_choice c = {.fork_sections = 1};
+  int rc = parse_args(argc, argv, &opt, &c);
+  if (rc >= 0) return rc;
   char path[PATH_MAX];
-  if (!realpath(library, path)) {
-    fprintf(stderr, "tstor conformance: %s: %s\n", library, strerror(errno));
+  if (!realpath(c.library, path)) {
+    fprintf(stderr, "tstor conformance: %s: %s\n", c.library, strerror(errno));
     return EXIT_USAGE;
   }
   opt.library = path;
@@ -585,7 +601,7 @@ int tstor_cmd_conformance(int argc, char **argv) {
   if (find_cpu_backend(path, &is_cpu)) return EXIT_FAILED;
   opt.add_cpu = !is_cpu;
   char *derived = default_name(path);
-  opt.name = name ? name : derived;
+  opt.name = c.name ? c.name : derived;
   if (opt.add_cpu && strcmp(opt.name, "cpu") == 0) opt.name = "under-test";
   if (!opt.name[0] || strpbrk(opt.name, "[]\n")) {
     fprintf(stderr, "tstor conformance: --name %s: not a section name\n", opt.name);
@@ -596,13 +612,13 @@ int tstor_cmd_conformance(int argc, char **argv) {
   printf("tstor conformance %s: %s as [backend %s]%s\n\n", tstor_version_string(), path,
          opt.name, opt.add_cpu ? ", beside the cpu backend" : "");
   for (int i = 0; i < conf_nsections; i++) {
-    if (any_selected && !selected[i]) continue;
-    if (fork_sections)
+    if (c.any_selected && !c.selected[i]) continue;
+    if (c.fork_sections)
       run_forked(&opt, &conf_sections[i]);
     else
       run_in_process(&opt, &conf_sections[i]);
   }
-  int rc = print_table();
+  rc = print_table();
   free_results();
   free(derived);
   return rc;

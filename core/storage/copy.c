@@ -149,14 +149,11 @@ int tstor__stage(tstor_context *ctx, const tstor__stage_side *dst,
   size_t sbytes = (whole ? count : chunk) * ses;
   char *sbuf = NULL, *dbuf = NULL;
   int rc = 0;
-  if (src && !src_here && !direct_read && (sbuf = tstor__malloc(sbytes)) == NULL) rc = 1;
-  if (!rc && !dst_here && fn != NULL && (dbuf = tstor__malloc(chunk * des)) == NULL) rc = 1;
-  if (rc) {
-    size_t wanted = sbuf ? chunk * des : sbytes;
-    tstor__free(sbuf);
-    return tstor__err(TSTOR_ENOMEM, "no host memory for a %zu-byte staging buffer", wanted);
-  }
-  if (whole) rc = side_read(ctx, sbuf, src, 0, count);
+  if (src && !src_here && !direct_read && (sbuf = tstor__malloc(sbytes)) == NULL)
+    rc = tstor__err(TSTOR_ENOMEM, "no host memory for a %zu-byte staging buffer", sbytes);
+  else if (!dst_here && fn != NULL && (dbuf = tstor__malloc(chunk * des)) == NULL)
+    rc = tstor__err(TSTOR_ENOMEM, "no host memory for a %zu-byte staging buffer", chunk * des);
+  if (rc == 0 && whole) rc = side_read(ctx, sbuf, src, 0, count);
   size_t nchunks = (count + chunk - 1) / chunk;
   for (size_t c = 0; c < nchunks && rc == 0; c++) {
     size_t i = (backward ? nchunks - 1 - c : c) * chunk;

@@ -303,6 +303,39 @@ static int host_copy(const tstor_tensor *t, tstor_tensor **out) {
   return tstor_tensor_to(t, h, t->dtype, out);
 }
 
+/* The values of t, which has data and elements, nested in brackets as
+ * PyTorch prints them; failures to allocate mark b as failed. */
+static int print_values(const tstor_tensor *t, sbuf *b, int indent) {
+  tstor_tensor *h;
+  int rc = host_copy(t, &h);
+  if (rc) return rc;
+  tstor_dtype_kind kind = tstor_dtype_info_of(t->dtype)->kind;
+  shown s = {0};
+  s.t = h;
+  s.kind = kind == TSTOR_KIND_BOOL      ? K_BOOL
+           : kind == TSTOR_KIND_FLOAT   ? K_FLOAT
+           : kind == TSTOR_KIND_COMPLEX ? K_COMPLEX
+                                        : K_INT;
+  s.summarize = t->numel > THRESHOLD;
+  gather(&s, 0, tstor_tensor_data(h));
+  if (!s.failed) {
+    printer pr = {&s, {0}, {0}, 0, b};
+    if (s.kind == K_COMPLEX) {
+      formatter_init(&pr.f1, K_FLOAT, s.re, NULL, s.n);
+      formatter_init(&pr.f2, K_FLOAT, s.im, NULL, s.n);
+    } else {
+      formatter_init(&pr.f1, s.kind, s.re, s.iv, s.n);
+    }
+    tensor_str(&pr, 0, indent);
+  }
+  tstor__free(s.re);
+  tstor__free(s.im);
+  tstor__free(s.iv);
+  tstor_tensor_release(h);
+  if (s.failed) b->failed = 1;
+  return 0;
+}
+
 int tstor_tensor_to_string(const tstor_tensor *t, char **out) {
   if (out == NULL) return tstor__err(TSTOR_EINVAL, "tensor_to_string: NULL out");
   *out = NULL;
@@ -335,51 +368,20 @@ int tstor_tensor_to_string(const tstor_tensor *t, char **out) {
     sb_add(&b, "[]");
   } else {
     if (!default_dtype) snprintf(suffixes[ns++], 160, "dtype=torch.%s", d->name);
-    tstor_tensor *h;
-    if ((rc = host_copy(t, &h))) {
-      tstor__free(b.p);
-      return rc;
-    }
-    shown s = {0};
-    s.t = h;
-    s.kind = d->kind == TSTOR_KIND_BOOL ? K_BOOL
-             : d->kind == TSTOR_KIND_FLOAT ? K_FLOAT
-             : d->kind == TSTOR_KIND_COMPLEX ? K_COMPLEX
-                                            : K_INT;
-    s.summarize = t->numel > THRESHOLD;
-    gather(&s, 0, tstor_tensor_data(h));
-    if (!s.failed) {
-      printer pr = {&s, {0}, {0}, 0, &b};
-      if (s.kind == K_COMPLEX) {
-        formatter_init(&pr.f1, K_FLOAT, s.re, NULL, s.n);
-        formatter_init(&pr.f2, K_FLOAT, s.im, NULL, s.n);
-      } else {
-        formatter_init(&pr.f1, s.kind, s.re, s.iv, s.n);
-      }
-      tensor_str(&pr, 0, indent);
-    }
-    tstor__free(s.re);
-    tstor__free(s.im);
-    tstor__free(s.iv);
-    tstor_tensor_release(h);
-    if (s.failed) b.failed = 1;
+    rc = print_values(t, &b, indent);
   }
-  add_suffixes(&b, suffixes, ns, indent);
-  if (b.failed) {
-    tstor__free(b.p);
-    return tstor__err(TSTOR_ENOMEM, "no memory to print a tensor of %" PRId64 " elements", t->numel);
-  }
+  if (!rc) add_suffixes(&b, suffixes, ns, indent);
+  if (!rc && b.failed)
+    rc = tstor__err(TSTOR_ENOMEM, "no memory to print a tensor of %" PRId64 " elements", t->numel);
   /* the caller frees with free(): a plain malloc, outside the core's
    * accounting of its own allocations */
-  char *copy = malloc(b.len + 1);
-  if (copy == NULL) {
-    tstor__free(b.p);
-    return tstor__err(TSTOR_ENOMEM, "no memory for a %zu-byte string", b.len + 1);
-  }
-  memcpy(copy, b.p, b.len + 1);
+  char *copy = rc ? NULL : malloc(b.len + 1);
+  if (!rc && copy == NULL)
+    rc = tstor__err(TSTOR_ENOMEM, "no memory for a %zu-byte string", b.len + 1);
+  if (copy) memcpy(copy, b.p, b.len + 1);
   tstor__free(b.p);
   *out = copy;
-  return 0;
+  return rc;
 }
 
 int tstor_tensor_print(FILE *f, const tstor_tensor *t) {
