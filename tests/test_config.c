@@ -1,7 +1,7 @@
 /* Config files: every malformed input is TSTOR_ECONFIG with the file and line
  * in the detail, and leaves nothing open or loaded; keys a backend asks for are
  * its own and the rest are reported; environment overrides win over the file. */
-#define _GNU_SOURCE 1 /* memfd_create */
+#define _GNU_SOURCE 1 /* MAP_ANONYMOUS, MAP_NORESERVE */
 #include "coretest.h"
 
 #include <fcntl.h>
@@ -315,42 +315,27 @@ START_TEST(text_over_one_mib_is_refused) {
   ctx = (tstor_context *)0x1;
   ck_tstor_err(tstor_context_open_string(text, "big.ini", &ctx), TSTOR_ECONFIG);
   ck_assert_ptr_null(ctx);
-  ck_last_error_has("big.ini: config text too large (1048577 bytes; at most 1048576)");
+  ck_last_error_has("big.ini: config text too large (more than 1048576 bytes)");
   free(text);
 }
 END_TEST
 
-/* 2^31 + 1 blank lines overflowed the reader's int line counter (UBSan) and
- * took minutes. The text is one 1 MiB memfd of newlines mapped 2048 times in
- * a row, then a page holding the terminating NUL: 2 GiB of address space and
- * 1 MiB of memory. */
-START_TEST(text_of_two_billion_lines_is_refused_at_once) {
-  const size_t chunk = (size_t)1 << 20, copies = 2048;
-  long page = sysconf(_SC_PAGESIZE);
-  int fd = memfd_create("tstor-lines", MFD_CLOEXEC);
-  ck_assert_int_ge(fd, 0);
-  ck_assert_int_eq(ftruncate(fd, (off_t)chunk), 0);
-  char *one = mmap(NULL, chunk, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ck_assert_ptr_ne(one, MAP_FAILED);
-  memset(one, '\n', chunk);
-  munmap(one, chunk);
-  size_t total = copies * chunk + (size_t)page;
+/* 2^31 + 1 blank lines overflowed the reader's int line counter (UBSan), and
+ * measuring the text took seconds on a loaded machine. The text is read no
+ * further than one byte past the 1 MiB bound: here 2 MiB of newlines, then
+ * 2 GiB of address space that cannot be read, which would kill the test at the
+ * first byte the reader touched there. */
+START_TEST(text_of_gigabytes_is_refused_unread) {
+  const size_t readable = (size_t)2 << 20, total = ((size_t)2 << 30) + readable;
   char *text = mmap(NULL, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   ck_assert_ptr_ne(text, MAP_FAILED);
-  for (size_t i = 0; i < copies; i++)
-    ck_assert_ptr_ne(mmap(text + i * chunk, chunk, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0),
-                     MAP_FAILED);
-  /* The last page: one more newline (2^31 + 1 lines) and the NUL. */
-  ck_assert_ptr_ne(mmap(text + copies * chunk, (size_t)page, PROT_READ | PROT_WRITE,
-                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0),
-                   MAP_FAILED);
-  text[copies * chunk] = '\n';
+  ck_assert_int_eq(mprotect(text, readable, PROT_READ | PROT_WRITE), 0);
+  memset(text, '\n', readable);
   tstor_context *ctx = (tstor_context *)0x1;
   ck_tstor_err(tstor_context_open_string(text, "lines.ini", &ctx), TSTOR_ECONFIG);
   ck_assert_ptr_null(ctx);
-  ck_last_error_has("lines.ini: config text too large (2147483649 bytes");
+  ck_last_error_has("lines.ini: config text too large (more than 1048576 bytes)");
   munmap(text, total);
-  close(fd);
 }
 END_TEST
 
@@ -695,7 +680,7 @@ int main(void) {
   tcase_add_test(tc, text_errors_name_their_line);
   tcase_add_test(tc, text_lines_of_200_and_more_characters);
   tcase_add_test(tc, text_over_one_mib_is_refused);
-  tcase_add_test(tc, text_of_two_billion_lines_is_refused_at_once);
+  tcase_add_test(tc, text_of_gigabytes_is_refused_unread);
   tcase_add_test(tc, unknown_backend_key_after_init);
   tcase_add_test(tc, backend_typed_values_are_checked);
   tcase_add_test(tc, backend_config_error_names_the_line);

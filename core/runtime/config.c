@@ -322,6 +322,10 @@ void tstor__config_free(tstor__config *cfg) {
   tstor__free(cfg);
 }
 
+size_t tstor__config_text_len(const char *text) {
+  return strnlen(text, (size_t)TSTOR__MAX_CONFIG + 1);
+}
+
 int tstor__config_parse(const char *text, size_t len, const char *name, const char *dir,
                         tstor__config **out) {
   *out = NULL;
@@ -329,8 +333,8 @@ int tstor__config_parse(const char *text, size_t len, const char *name, const ch
    * numbers, ours and inih's, which are ints: text of 2^31 lines would
    * overflow both. */
   if (len > TSTOR__MAX_CONFIG)
-    return tstor__err(TSTOR_ECONFIG, "%s: config text too large (%zu bytes; at most %d)", name,
-                      len, TSTOR__MAX_CONFIG);
+    return tstor__err(TSTOR_ECONFIG, "%s: config text too large (more than %d bytes)", name,
+                      TSTOR__MAX_CONFIG);
   tstor__config *cfg = tstor__calloc(1, sizeof *cfg);
   if (!cfg) return tstor__err(TSTOR_ENOMEM, "%s: out of memory", name);
   cfg->log_level = TSTOR_LOG_WARN;
@@ -372,52 +376,63 @@ int tstor__config_parse(const char *text, size_t len, const char *name, const ch
   return 0;
 }
 
-int tstor__config_load(const char *path, tstor__config **out) {
-  *out = NULL;
+/* The whole of the config file at path, NUL-terminated, in *text. */
+static int read_config_file(const char *path, char **text, size_t *size) {
+  *text = NULL;
   /* Non-blocking, so that a FIFO is refused below instead of waited on. */
   int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
-  if (!f) {
+  if (fd < 0) {
     int e = errno;
-    if (fd >= 0) close(fd);
     return tstor__err(tstor_errno_code(e), "cannot open config %s: %s", path, strerror(e));
   }
+  int rc = 0;
   struct stat st;
-  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-    fclose(f);
-    return tstor__err(TSTOR_ECONFIG, "config %s is not a regular file", path);
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    rc = tstor__err(TSTOR_ECONFIG, "config %s is not a regular file", path);
+  } else if (st.st_size > TSTOR__MAX_CONFIG) {
+    rc = tstor__err(TSTOR_ECONFIG, "config %s is too large (%lld bytes; at most %d)", path,
+                    (long long)st.st_size, TSTOR__MAX_CONFIG);
+  } else if (!(*text = tstor__malloc((size_t)st.st_size + 1))) {
+    rc = tstor__err(TSTOR_ENOMEM, "config %s: out of memory", path);
+  } else {
+    *size = (size_t)st.st_size;
+    size_t got = 0;
+    while (got < *size) {
+      ssize_t n = read(fd, *text + got, *size - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += (size_t)n;
+    }
+    if (got != *size) {
+      tstor__free(*text);
+      *text = NULL;
+      rc = tstor__err(TSTOR_EIO, "cannot read config %s", path);
+    } else {
+      (*text)[got] = '\0';
+    }
   }
-  if (st.st_size > TSTOR__MAX_CONFIG) {
-    fclose(f);
-    return tstor__err(TSTOR_ECONFIG, "config %s is too large (%lld bytes; at most %d)", path,
-                      (long long)st.st_size, TSTOR__MAX_CONFIG);
-  }
-  size_t size = (size_t)st.st_size;
-  char *text = tstor__malloc(size + 1);
-  if (!text) {
-    fclose(f);
-    return tstor__err(TSTOR_ENOMEM, "config %s: out of memory", path);
-  }
-  size_t got = fread(text, 1, size, f);
-  int read_error = ferror(f);
-  fclose(f);
-  if (read_error || got != size) {
-    tstor__free(text);
-    return tstor__err(TSTOR_EIO, "cannot read config %s", path);
-  }
-  text[size] = '\0';
+  close(fd);
+  return rc;
+}
 
+int tstor__config_load(const char *path, tstor__config **out) {
+  *out = NULL;
+  char *text;
+  size_t size = 0;
+  int rc = read_config_file(path, &text, &size);
+  if (rc) return rc;
+  /* The folder that relative library paths in the file are taken from. */
   char *dir = tstor__strdup(path);
   if (!dir) {
-    tstor__free(text);
-    return tstor__err(TSTOR_ENOMEM, "config %s: out of memory", path);
+    rc = tstor__err(TSTOR_ENOMEM, "config %s: out of memory", path);
+  } else {
+    char *slash = strrchr(dir, '/');
+    if (slash)
+      slash[slash == dir ? 1 : 0] = '\0';
+    else
+      strcpy(dir, ".");
+    rc = tstor__config_parse(text, size, path, dir, out);
   }
-  char *slash = strrchr(dir, '/');
-  if (slash)
-    slash[slash == dir ? 1 : 0] = '\0';
-  else
-    strcpy(dir, ".");
-  int rc = tstor__config_parse(text, size, path, dir, out);
   tstor__free(dir);
   tstor__free(text);
   return rc;
