@@ -855,6 +855,26 @@ START_TEST(test_network_ops_beyond_cases) {
   cp.padding_mode = (tstor_conv_padding)7;
   cp.transposed = 0;
   ck_tstor_err(tstor_layout_conv(&in, &w, NULL, &cp, &out), TSTOR_EINVAL);
+  /* padding='same' checks the sizes it computes from before it computes:
+   * dilation 2^30 over a kernel of 2^40 would overflow the padding. The
+   * padding the caller left is not read in that mode. */
+  int64_t khuge[] = {4, 3, 3, (int64_t)1 << 40};
+  ck_tstor_ok(tstor_layout_init(&w, TSTOR_FLOAT32, 4, khuge, NULL));
+  cp = (tstor_conv_params)TSTOR_CONV_PARAMS_INIT(2);
+  cp.padding_mode = TSTOR_CONV_PADDING_SAME;
+  cp.dilation[1] = (int64_t)1 << 30;
+  cp.padding[0] = -5;
+  ck_tstor_err(tstor_layout_conv(&in, &w, NULL, &cp, &out), TSTOR_EOVERFLOW);
+  ck_last_error_has("weight sizes must be below 2^31");
+  int64_t sbig[] = {1, 3, 8, (int64_t)1 << 40};
+  ck_tstor_ok(tstor_layout_init(&in, TSTOR_FLOAT32, 4, sbig, NULL));
+  ck_tstor_ok(tstor_layout_init(&w, TSTOR_FLOAT32, 4, k4, NULL));
+  cp.dilation[1] = 2;
+  ck_tstor_err(tstor_layout_conv(&in, &w, NULL, &cp, &out), TSTOR_EOVERFLOW);
+  ck_last_error_has("input sizes must be below 2^31");
+  ck_tstor_ok(tstor_layout_init(&in, TSTOR_FLOAT32, 4, s4, NULL));
+  ck_tstor_ok(tstor_layout_conv(&in, &w, NULL, &cp, &out));
+  ck_assert_int_eq(out.sizes[3], 8); /* 'same': dilation 2 pads 2 each side */
   tstor_pool_params pp = TSTOR_POOL_PARAMS_INIT(2, 2);
   ck_assert_int_eq(pp.stride[0], 2); /* PyTorch's default stride: the kernel */
   pp.size = sizeof pp + 8;

@@ -87,12 +87,34 @@ static int batchify(const tstor_layout *input, int k, const char *name, tstor_la
   return 0;
 }
 
+/* tstor's bounds, under which every size below is computed without overflow:
+ * arguments below 2^30, the caller's input and weight sizes up to 2^31. */
+static int check_bounds(const tstor_layout *input, const tstor_layout *weight,
+                        const tstor_conv_params *p, const char *name) {
+  const int64_t big = (int64_t)1 << 30, huge = (int64_t)1 << 31;
+  for (int i = 0; i < p->spatial; i++)
+    if (p->padding[i] > big || p->stride[i] > big || p->dilation[i] > big ||
+        (p->transposed && p->output_padding[i] > big))
+      return tstor__err(TSTOR_EOVERFLOW,
+                        "%s: stride, padding, dilation and output_padding must "
+                        "be below 2^30",
+                        name);
+  for (int d = 0; d < input->ndim; d++)
+    if (input->sizes[d] > huge)
+      return tstor__err(TSTOR_EOVERFLOW, "%s: input sizes must be below 2^31", name);
+  for (int d = 0; d < weight->ndim; d++)
+    if (weight->sizes[d] > huge)
+      return tstor__err(TSTOR_EOVERFLOW, "%s: weight sizes must be below 2^31", name);
+  return 0;
+}
+
 /* padding="same" and "valid" as explicit padding, in *q. "same" is PyTorch's
  * convolution_same: dil (k - 1) of padding in all, half on the left; where
  * the total is odd the input is first padded by one more on the right
  * (constant_pad_nd, which keeps the input's memory format), and `in` becomes
  * that padded input. */
-static int explicit_padding(tstor_layout *in, const tstor_layout *weight, tstor_conv_params *q) {
+static int explicit_padding(tstor_layout *in, const tstor_layout *weight, tstor_conv_params *q,
+                            const char *name) {
   tstor_conv_padding mode = q->padding_mode;
   int k = q->spatial;
   q->padding_mode = TSTOR_CONV_PADDING_EXPLICIT;
@@ -115,11 +137,16 @@ static int explicit_padding(tstor_layout *in, const tstor_layout *weight, tstor_
   for (int i = 0; i < k; i++)
     if (q->stride[i] != 1)
       return tstor__err(TSTOR_EINVAL, "padding='same' is not supported for strided convolutions");
+  /* The padding is ours to compute, and only from sizes within the bounds:
+   * whatever the caller left in it is not read. */
+  for (int i = 0; i < k; i++) q->padding[i] = 0;
+  int rc = check_bounds(in, weight, q, name);
+  if (rc < 0) return rc;
   int asymmetric = 0;
   tstor_memory_format format =
       in->ndim == 4 ? tstor_layout_memory_format(in) : TSTOR_MEMORY_CONTIGUOUS;
   for (int i = 0; i < k; i++) {
-    if (q->dilation[i] <= 0 || q->dilation[i] > ((int64_t)1 << 30) || weight->sizes[i + 2] < 1)
+    if (q->dilation[i] <= 0 || weight->sizes[i + 2] < 1)
       return 0; /* left to the checks of the explicit convolution */
     int64_t total = q->dilation[i] * (weight->sizes[i + 2] - 1), left = total / 2;
     q->padding[i] = left;
@@ -147,27 +174,6 @@ static int check_params(const tstor_conv_params *p) {
       return tstor__err(TSTOR_EINVAL, "non-positive dilation is not supported");
   }
   if (p->groups <= 0) return tstor__err(TSTOR_EINVAL, "non-positive groups is not supported");
-  return 0;
-}
-
-/* tstor's bounds, under which every size below is computed without overflow:
- * arguments below 2^30, the caller's input and weight sizes up to 2^31. */
-static int check_bounds(const tstor_layout *input, const tstor_layout *weight,
-                        const tstor_conv_params *p, const char *name) {
-  const int64_t big = (int64_t)1 << 30, huge = (int64_t)1 << 31;
-  for (int i = 0; i < p->spatial; i++)
-    if (p->padding[i] > big || p->stride[i] > big || p->dilation[i] > big ||
-        (p->transposed && p->output_padding[i] > big))
-      return tstor__err(TSTOR_EOVERFLOW,
-                        "%s: stride, padding, dilation and output_padding must "
-                        "be below 2^30",
-                        name);
-  for (int d = 0; d < input->ndim; d++)
-    if (input->sizes[d] > huge)
-      return tstor__err(TSTOR_EOVERFLOW, "%s: input sizes must be below 2^31", name);
-  for (int d = 0; d < weight->ndim; d++)
-    if (weight->sizes[d] > huge)
-      return tstor__err(TSTOR_EOVERFLOW, "%s: weight sizes must be below 2^31", name);
   return 0;
 }
 
@@ -363,7 +369,7 @@ int tstor_layout_conv(const tstor_layout *input, const tstor_layout *weight,
   if ((rc = conv_args(input, weight, bias, p, out, &q)) < 0) return rc;
   const char *name = conv_name(&q);
   if ((rc = batchify(input, q.spatial, name, &in)) < 0) return rc;
-  if (q.padding_mode != TSTOR_CONV_PADDING_EXPLICIT && (rc = explicit_padding(&in, weight, &q)) < 0)
+  if (q.padding_mode != TSTOR_CONV_PADDING_EXPLICIT && (rc = explicit_padding(&in, weight, &q, name)) < 0)
     return rc;
   if ((rc = check_shape_forward(input, &in, weight, bias, &q, name)) < 0 ||
       (rc = check_same_type(&in, weight, bias, name)) < 0)
