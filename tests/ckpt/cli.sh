@@ -48,7 +48,7 @@ $tstor inspect --json "$dir/golden/checkpoint_nested.pt" > "$out/n.json" || fail
 python3 - "$out/n.json" <<'PY' || fail "JSON values"
 import json, sys
 v = {x["name"]: x for x in json.load(open(sys.argv[1]))["values"]}
-assert v["epoch"] == {"name": "epoch", "kind": "int", "value": 3}, v["epoch"]
+assert v["epoch"] == {"name": "epoch", "exact": "['epoch']", "kind": "int", "value": 3}, v["epoch"]
 assert v["lr[1]"]["value"] == 0.01 and v["name"]["value"] == "linear" and v["done"]["value"] is False
 PY
 
@@ -130,6 +130,90 @@ $tstor inspect "$out/flat.safetensors" | grep -q '^history\[1\].w  *float32  *\[
 $tstor convert --select nothing.here "$dir/golden/checkpoint_nested.pt" "$out/x.pt" 2> "$out/err"; st=$?
 [ $st -eq 1 ] && grep -q "no value named 'nothing.here'" "$out/err" || fail "--select of a missing name: $st"
 [ ! -e "$out/x.pt" ] || fail "a refused --select left a file"
+
+# names that collide when dotted ({"a.b": x, "a": {"b": y}}; "x[0]" against
+# x's item 0): listed by their exact names, refused by --flatten naming both
+# (it kept 2 of the 4 tensors and exited 0), each reachable by --select
+python3 "$dir/craft_pt.py" collide "$out/collide.pt" || fail "writing collide.pt"
+$tstor inspect "$out/collide.pt" > "$out/collide.txt" || fail "inspect collide.pt: exit $?"
+for name in "\['a.b'\]" "\['a'\]\['b'\]" "\['x\[0\]'\]" "\['x'\]\[0\]"; do
+  grep -q "^$name  *float32  *\[2\]" "$out/collide.txt" || fail "exact name $name: $(cat "$out/collide.txt")"
+done
+$tstor convert --flatten "$out/collide.pt" "$out/collide.safetensors" 2> "$out/err"; st=$?
+[ $st -eq 1 ] || fail "--flatten of colliding names: exit $st"
+grep -q "two values are named 'a.b'" "$out/err" && grep -qF "['a']['b']" "$out/err" ||
+  fail "--flatten names both: $(cat "$out/err")"
+[ ! -e "$out/collide.safetensors" ] || fail "a refused --flatten left a file"
+$tstor convert --select a.b "$out/collide.pt" "$out/x.pt" 2> "$out/err"; st=$?
+[ $st -eq 1 ] && grep -q "names more than one value" "$out/err" || fail "--select of a shared name: $st"
+for pick in "['a.b']:0.0" "['a']['b']:10.0" "['x[0]']:20.0" "['x'][0]:30.0"; do
+  $tstor convert --select "${pick%:*}" --flatten "$out/collide.pt" "$out/one.safetensors" ||
+    fail "--select ${pick%:*}: exit $?"
+  python3 - "$out/one.safetensors" "${pick##*:}" <<'PY' || fail "--select ${pick%:*} took the wrong tensor"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = {k: v for k, v in json.loads(raw[8:8 + n]).items() if k != "__metadata__"}
+assert list(h) == ["$"], h
+start = 8 + n + h["$"]["data_offsets"][0]
+first = struct.unpack("<f", raw[start:start + 4])[0]
+assert first == float(sys.argv[2]), (first, sys.argv[2])
+PY
+done
+$tstor convert --flatten --select a "$out/collide.pt" "$out/sub.safetensors" || fail "--flatten under --select a"
+
+# every message that quotes the file is escaped: safetensors refuses two
+# names that share a storage, and quotes them
+python3 "$dir/craft_pt.py" control "$out/control.pt" || fail "writing control.pt"
+$tstor convert "$out/control.pt" "$out/control.safetensors" 2> "$out/err"; st=$?
+[ $st -eq 1 ] || fail "control.pt into safetensors: exit $st"
+grep -q "share a storage" "$out/err" || fail "control.pt message: $(cat "$out/err")"
+if LC_ALL=C grep -q "$(printf '[\001-\010\013-\037\177]')" "$out/err"; then
+  fail "a control character reached a convert message: $(od -c "$out/err" | head)"
+fi
+grep -qF 'evil\x1b[2K\x0dname' "$out/err" || fail "the name escaped: $(cat "$out/err")"
+
+# a 500 KB file naming one tensor 60000 times under 200 keys of 1000
+# characters (24 GB of names spelled out; inspect needed 3 GB and printed
+# nothing in 30 s): listed up to the names' budget, which it says
+python3 "$dir/craft_pt.py" amplify "$out/amplify.pt" || fail "writing amplify.pt"
+timeout 120 $tstor inspect --json "$out/amplify.pt" > "$out/amp.json" 2> "$out/err"; st=$?
+[ $st -eq 0 ] || fail "inspect amplify.pt: exit $st (124: it ran for minutes)"
+grep -q "listed [0-9]* values and stopped: their names would pass 67108864 bytes" "$out/err" ||
+  fail "the cut is not said: $(cat "$out/err")"
+python3 - "$out/amp.json" <<'PY' || fail "amplify.pt's listing"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["complete"] is False
+assert 0 < len(d["tensors"]) < 200, len(d["tensors"])
+assert all(t["name"].count(".") == 199 and t["name"].endswith("[%d]" % i) for i, t in enumerate(d["tensors"]))
+PY
+# and the same bound against a legitimate large tree: 120000 tensors nested
+# eight deep in a 7 MB file, listed whole
+python3 "$dir/craft_pt.py" model "$out/model.pt" || fail "writing model.pt"
+$tstor inspect --json "$out/model.pt" > "$out/model.json" 2> "$out/err" || fail "inspect model.pt: exit $?"
+[ ! -s "$out/err" ] || fail "inspect model.pt complained: $(cat "$out/err")"
+python3 - "$out/model.json" <<'PY' || fail "model.pt's listing"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["complete"] is True and len(d["tensors"]) == 120000, len(d["tensors"])
+last = "model.encoder.modules[999].modules[19].modules[0].attention.output.gradBias"
+assert d["tensors"][-1]["name"] == last, d["tensors"][-1]["name"]
+PY
+rm -f "$out/model.pt" "$out/model.json"
+timeout 120 $tstor convert --flatten "$out/amplify.pt" "$out/amp.safetensors" 2> "$out/err"; st=$?
+[ $st -eq 1 ] && grep -q "names of the file's values pass" "$out/err" || fail "--flatten past the budget: $st"
+if /usr/bin/python3 -c 'import torch' 2> /dev/null; then
+  /usr/bin/python3 - "$out" <<'PY' || fail "PyTorch reads the crafted files"
+import sys, torch
+d = torch.load(sys.argv[1] + "/collide.pt", weights_only=True)
+assert d["a.b"].tolist() == [0, 1] and d["a"]["b"].tolist() == [10, 11] and d["x"][0].tolist() == [30, 31]
+a = torch.load(sys.argv[1] + "/amplify.pt", weights_only=True)
+for _ in range(200):
+    (a,) = a.values()
+assert len(a) == 60000 and a[0] is a[-1]
+PY
+fi
 
 # Torch7: listed, and converted to .pt and back
 t7=${srcdir:-.}/t7/torch7-written
