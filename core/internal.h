@@ -31,11 +31,11 @@
  * finds modules, runs their init and fini and hands them the registrar), and
  * contexts; host/ (6 to 8) the host loops under everything that moves bytes:
  * the thread pool, the choice of streaming or ordinary stores, bulk copies and
- * fills, the transposes under tensor copies; storage/ (9) what users do with devices: storages, copies, streams
- * and events, file mappings; typed/ (10) dtypes, their conversions, typed
- * storages and printing; tensor/ (11) tensors; shape/ (12) shape
- * inference and type promotion over tensors and layouts. libtstor-io (core/io/)
- * is a library of its own over the public API, above all of these. */
+ * fills, the transposes under tensor copies; storage/ (9) what users do with devices: storages,
+ * copies, streams and events, file mappings; typed/ (10) dtypes, their conversions, typed storages
+ * and printing; tensor/ (11) tensors; shape/ (12) shape inference and type promotion over tensors
+ * and layouts. libtstor-io (core/io/) is a library of its own over the public API, above all of
+ * these. */
 #ifndef TSTOR_INTERNAL_H
 #define TSTOR_INTERNAL_H
 

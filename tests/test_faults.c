@@ -32,16 +32,16 @@ CORETEST_SANITIZER_OPTIONS
 typedef struct fx {
   tstor_context *ctx;
   tstor_device cpu, meta, fake0, fake1;
-  tstor_storage *a, *b;  /* inputs, made by setup */
-  tstor_storage *out;    /* the operation's result */
+  tstor_storage *a, *b; /* inputs, made by setup */
+  tstor_storage *out;   /* the operation's result */
   tstor_context *ctx_out;
   tstor_stream *stream;
   tstor_event *event;
-  void *mem;             /* wrap: caller-owned bytes */
-  int deleted;           /* wrap_owned: deleter calls */
-  char path[256];        /* mapped: a scratch file, removed after each run */
-  char name[64];         /* mapped: a shared-memory name */
-  int sock[2];           /* mapped: a socket pair (0, 0 when none) */
+  void *mem;                 /* wrap: caller-owned bytes */
+  int deleted;               /* wrap_owned: deleter calls */
+  char path[256];            /* mapped: a scratch file, removed after each run */
+  char name[64];             /* mapped: a shared-memory name */
+  int sock[2];               /* mapped: a socket pair (0, 0 when none) */
   unsigned char before[256]; /* bytes of a (or b) before the operation */
   size_t nbytes_before;
   void *data_before;
@@ -101,8 +101,8 @@ static void write_pattern(fx *f, tstor_storage *s, unsigned seed) {
   size_t n = tstor_storage_nbytes(s);
   tstor_storage *host = NULL;
   ck_tstor_ok(tstor_storage_new(f->ctx, f->cpu, n, &host));
-  for (size_t i = 0; i < n; i++) ((unsigned char *)tstor_storage_data(host))[i] =
-      (unsigned char)(i * 7 + seed);
+  for (size_t i = 0; i < n; i++)
+    ((unsigned char *)tstor_storage_data(host))[i] = (unsigned char)(i * 7 + seed);
   ck_tstor_ok(tstor_storage_copy(s, host));
   tstor_storage_release(host);
 }
@@ -206,8 +206,8 @@ static int sweep_once(tstor_context *ctx, const sweep_op *op, unsigned long nth,
                                    persist ? " and later" : "", kind);
 
   if (failed == 0 || (rc == 0 && (kind & op->absorbs))) {
-    ck_assert_msg(rc == 0, "%s: failed with nothing injected: %s: %s", where,
-                  tstor_err_name(rc), tstor_last_error());
+    ck_assert_msg(rc == 0, "%s: failed with nothing injected: %s: %s", where, tstor_err_name(rc),
+                  tstor_last_error());
     if (op->done) op->done(&f);
   } else {
     ck_assert_msg(code_matches(rc, kind), "%s: returned %s (%s)", where, tstor_err_name(rc),
@@ -218,8 +218,8 @@ static int sweep_once(tstor_context *ctx, const sweep_op *op, unsigned long nth,
     ck_assert_msg(f.out == NULL && f.stream == NULL && f.event == NULL,
                   "%s: a failed call handed out an object", where);
     if (ctx) {
-      ck_assert_msg(atomic_load(&ctx->refs) == ctx_refs, "%s: context references %ld -> %ld",
-                    where, ctx_refs, (long)atomic_load(&ctx->refs));
+      ck_assert_msg(atomic_load(&ctx->refs) == ctx_refs, "%s: context references %ld -> %ld", where,
+                    ctx_refs, (long)atomic_load(&ctx->refs));
       ck_assert_msg(cpu_allocated(&f) == allocated, "%s: cpu bytes %llu -> %llu", where,
                     (unsigned long long)allocated, (unsigned long long)cpu_allocated(&f));
     }
@@ -286,12 +286,12 @@ static int run_open_default(fx *f) {
 }
 
 static const sweep_op open_ops[] = {
-    {"open_string cpu+meta+fake", TSTOR_FAULT_ALL, NULL, run_open_string, ctx_not_loaded,
-     ctx_works, 0},
+    {"open_string cpu+meta+fake", TSTOR_FAULT_ALL, NULL, run_open_string, ctx_not_loaded, ctx_works,
+     0},
     {"open file good.ini", TSTOR_FAULT_ALL, NULL, run_open_file, ctx_not_loaded, ctx_works, 0},
     /* hpu and cuda are optional: any fault of theirs leaves the rest working */
-    {"open embedded default", TSTOR_FAULT_ALL, NULL, run_open_default, ctx_not_loaded,
-     ctx_works, TSTOR_FAULT_ALL},
+    {"open embedded default", TSTOR_FAULT_ALL, NULL, run_open_default, ctx_not_loaded, ctx_works,
+     TSTOR_FAULT_ALL},
 };
 
 START_TEST(context_open) {
@@ -432,8 +432,8 @@ static const sweep_op storage_ops[] = {
     {"resize cpu grow", MEM, setup_cpu_a, run_resize_grow, a_unchanged, resize_grow_done, 0},
     {"resize cpu shrink", MEM, setup_cpu_a, run_resize_shrink, a_unchanged, NULL, 0},
     {"resize fake grow", MEM, setup_fake_a, run_resize_grow, a_unchanged, resize_grow_done, 0},
-    {"copy fake:0 -> fake:1 (staged)", MEM, setup_fake_ab, run_copy_staged, b_unchanged,
-     copy_done, 0},
+    {"copy fake:0 -> fake:1 (staged)", MEM, setup_fake_ab, run_copy_staged, b_unchanged, copy_done,
+     0},
     {"clone cpu", MEM, setup_cpu_a, run_clone, a_unchanged, out_equals_a, 0},
     {"clone fake", MEM, setup_fake_a, run_clone, a_unchanged, out_equals_a, 0},
     {"to cpu from fake", MEM, setup_fake_a, run_to_cpu, a_unchanged, out_equals_a, 0},
@@ -462,8 +462,7 @@ END_TEST
 
 static void setup_typed_fake(fx *f) {
   const float v[50] = {1.5f, -2.25f, 3.0f, 1e20f, -0.0f};
-  ck_tstor_ok(tstor_typed_from_array(f->ctx, f->fake0, TSTOR_FLOAT32, v, TSTOR_FLOAT32, 50,
-                                     &f->a));
+  ck_tstor_ok(tstor_typed_from_array(f->ctx, f->fake0, TSTOR_FLOAT32, v, TSTOR_FLOAT32, 50, &f->a));
   ck_tstor_ok(tstor_typed_new(f->ctx, f->fake1, TSTOR_FLOAT64, 50, &f->b));
   write_pattern(f, f->b, 11);
   snapshot(f, f->a);
@@ -487,9 +486,7 @@ static void b_unchanged_by_bytes(fx *f) {
 static int run_typed_new(fx *f) {
   return tstor_typed_new(f->ctx, f->fake0, TSTOR_BFLOAT16, 33, &f->out);
 }
-static int run_typed_view(fx *f) {
-  return tstor_typed_view(f->a, TSTOR_FLOAT32, 5, 10, &f->out);
-}
+static int run_typed_view(fx *f) { return tstor_typed_view(f->a, TSTOR_FLOAT32, 5, 10, &f->out); }
 static int run_typed_resize(fx *f) { return tstor_typed_resize(f->a, TSTOR_FLOAT32, 4000); }
 static int run_typed_from_array(fx *f) {
   const int32_t v[40] = {1, -2, 3, 1 << 30};
@@ -497,8 +494,8 @@ static int run_typed_from_array(fx *f) {
 }
 static int run_typed_from_buffer(fx *f) {
   const unsigned char buf[64] = {0, 0, 0, 1, 0, 0, 0, 2};
-  return tstor_typed_from_buffer(f->ctx, f->fake1, TSTOR_INT32, buf, sizeof buf,
-                                 TSTOR_ORDER_BIG, &f->out);
+  return tstor_typed_from_buffer(f->ctx, f->fake1, TSTOR_INT32, buf, sizeof buf, TSTOR_ORDER_BIG,
+                                 &f->out);
 }
 static int run_typed_to_array(fx *f) {
   double out[50];
@@ -530,10 +527,9 @@ static const sweep_op typed_ops[] = {
     {"typed_new fake bfloat16", MEM, NULL, run_typed_new, NULL, out_exists, 0},
     {"typed_view", MEM, setup_typed_fake, run_typed_view, a_unchanged, out_exists, 0},
     {"typed_resize", MEM, setup_typed_fake, run_typed_resize, a_unchanged, NULL, 0},
-    {"typed_from_array int32 -> fake float16", MEM, NULL, run_typed_from_array, NULL,
-     out_exists, 0},
-    {"typed_from_buffer big-endian fake", MEM, NULL, run_typed_from_buffer, NULL, out_exists,
+    {"typed_from_array int32 -> fake float16", MEM, NULL, run_typed_from_array, NULL, out_exists,
      0},
+    {"typed_from_buffer big-endian fake", MEM, NULL, run_typed_from_buffer, NULL, out_exists, 0},
     {"typed_to_array fake", MEM, setup_typed_fake, run_typed_to_array, a_unchanged, NULL, 0},
     {"typed_fill fake", MEM, setup_typed_fake, run_typed_fill, a_unchanged, NULL, 0},
     {"typed_byteswap fake", MEM, setup_typed_fake, run_typed_byteswap, a_unchanged, NULL, 0},
@@ -557,8 +553,8 @@ END_TEST
 static void scratch_path(fx *f) {
   const char *dir = getenv("TMPDIR");
   static int serial;
-  snprintf(f->path, sizeof f->path, "%s/tstor-fault-%ld-%d", dir ? dir : "/tmp",
-           (long)getpid(), serial++);
+  snprintf(f->path, sizeof f->path, "%s/tstor-fault-%ld-%d", dir ? dir : "/tmp", (long)getpid(),
+           serial++);
   unlink(f->path);
 }
 
@@ -591,7 +587,8 @@ static void shm_not_created(fx *f) {
 static void out_maps_200(fx *f) {
   ck_assert_ptr_nonnull(f->out);
   ck_assert_uint_eq(tstor_storage_nbytes(f->out), 200);
-  ck_assert_int_eq(((unsigned char *)tstor_storage_data(f->out))[199], (unsigned char)(199 * 7 + 1));
+  ck_assert_int_eq(((unsigned char *)tstor_storage_data(f->out))[199],
+                   (unsigned char)(199 * 7 + 1));
 }
 
 static int run_from_file_private(fx *f) {
@@ -628,7 +625,9 @@ static void now_shared(fx *f) {
 
 static int run_share_memory(fx *f) { return tstor_storage_share_memory(f->a); }
 
-static int run_export_name(fx *f) { return tstor_storage_export_name(f->a, f->name, sizeof f->name); }
+static int run_export_name(fx *f) {
+  return tstor_storage_export_name(f->a, f->name, sizeof f->name);
+}
 
 static void setup_shared_a(fx *f) {
   setup_cpu_a(f);
@@ -673,12 +672,10 @@ static const sweep_op mapped_ops[] = {
      shm_not_created, out_exists, 0},
     {"share_memory", TSTOR_FAULT_ALL, setup_cpu_a, run_share_memory, not_shared, now_shared, 0},
     {"export_name", TSTOR_FAULT_ALL, setup_cpu_a, run_export_name, not_shared, now_shared, 0},
-    {"export_fd + import_fd", TSTOR_FAULT_ALL, setup_shared_a, run_export_import_fd,
-     a_unchanged, out_equals_a, 0},
-    {"import_name", TSTOR_FAULT_ALL, setup_named_a, run_import_name, a_unchanged, out_equals_a,
-     0},
-    {"send + recv", TSTOR_FAULT_ALL, setup_socket_a, run_send_recv, a_unchanged, out_equals_a,
-     0},
+    {"export_fd + import_fd", TSTOR_FAULT_ALL, setup_shared_a, run_export_import_fd, a_unchanged,
+     out_equals_a, 0},
+    {"import_name", TSTOR_FAULT_ALL, setup_named_a, run_import_name, a_unchanged, out_equals_a, 0},
+    {"send + recv", TSTOR_FAULT_ALL, setup_socket_a, run_send_recv, a_unchanged, out_equals_a, 0},
 };
 
 START_TEST(mapped_operations) {

@@ -17,19 +17,25 @@
 
 static int failures = 0;
 
-#define SAME(field)                                                             \
-  do {                                                                          \
-    if (std::memcmp(&cxx.field, &c.field, sizeof cxx.field) != 0) {             \
-      std::fprintf(stderr, "%s: C++ and C initialise %s differently\n", __func__, \
-                   #field);                                                     \
-      failures++;                                                               \
-    }                                                                           \
+#define SAME(field)                                                                        \
+  do {                                                                                     \
+    if (std::memcmp(&cxx.field, &c.field, sizeof cxx.field) != 0) {                        \
+      std::fprintf(stderr, "%s: C++ and C initialise %s differently\n", __func__, #field); \
+      failures++;                                                                          \
+    }                                                                                      \
   } while (0)
 
 static void conv(const tstor_conv_params &c) {
   tstor_conv_params cxx = TSTOR_CONV_PARAMS_INIT(3);
-  SAME(size); SAME(spatial); SAME(transposed); SAME(stride); SAME(padding); SAME(dilation);
-  SAME(output_padding); SAME(groups); SAME(padding_mode);
+  SAME(size);
+  SAME(spatial);
+  SAME(transposed);
+  SAME(stride);
+  SAME(padding);
+  SAME(dilation);
+  SAME(output_padding);
+  SAME(groups);
+  SAME(padding_mode);
   if (cxx.size != sizeof cxx || cxx.spatial != 3 || cxx.stride[2] != 1 || cxx.groups != 1) {
     std::fprintf(stderr, "conv: not PyTorch's defaults\n");
     failures++;
@@ -38,7 +44,12 @@ static void conv(const tstor_conv_params &c) {
 
 static void pool(const tstor_pool_params &c) {
   tstor_pool_params cxx = TSTOR_POOL_PARAMS_INIT(2, 5);
-  SAME(size); SAME(kernel); SAME(stride); SAME(padding); SAME(dilation); SAME(ceil_mode);
+  SAME(size);
+  SAME(kernel);
+  SAME(stride);
+  SAME(padding);
+  SAME(dilation);
+  SAME(ceil_mode);
   if (cxx.kernel[1] != 5 || cxx.stride[0] != 2 || cxx.dilation[1] != 1) {
     std::fprintf(stderr, "pool: the stride is not the kernel\n");
     failures++;
@@ -51,17 +62,24 @@ static void others(const tstor_store_choice &choice, const tstor_load_options &l
   {
     const tstor_store_choice &c = choice;
     tstor_store_choice cxx = TSTOR_STORE_CHOICE_INIT;
-    SAME(struct_size); SAME(streaming); SAME(measured); SAME(streaming_speedup); SAME(age_s);
+    SAME(struct_size);
+    SAME(streaming);
+    SAME(measured);
+    SAME(streaming_speedup);
+    SAME(age_s);
   }
   {
     const tstor_load_options &c = load;
     tstor_load_options cxx = TSTOR_LOAD_OPTIONS_INIT;
-    SAME(size); SAME(map_location); SAME(flags);
+    SAME(size);
+    SAME(map_location);
+    SAME(flags);
   }
   {
     const tstor_save_options &c = save;
     tstor_save_options cxx = TSTOR_SAVE_OPTIONS_INIT;
-    SAME(size); SAME(flags);
+    SAME(size);
+    SAME(flags);
   }
   {
     const tstor_stats &c = stats;
@@ -74,7 +92,12 @@ static void others(const tstor_store_choice &choice, const tstor_load_options &l
   {
     const tstor_backend_info &c = info;
     tstor_backend_info cxx = TSTOR_BACKEND_INFO_INIT;
-    SAME(struct_size); SAME(name); SAME(library); SAME(state); SAME(message); SAME(optional);
+    SAME(struct_size);
+    SAME(name);
+    SAME(library);
+    SAME(state);
+    SAME(message);
+    SAME(optional);
   }
 }
 

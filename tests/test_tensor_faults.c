@@ -17,11 +17,11 @@ CORETEST_SANITIZER_OPTIONS
 typedef struct fx {
   tstor_context *ctx;
   tstor_device cpu, fake;
-  tstor_tensor *a, *b;   /* inputs */
-  tstor_tensor *out;     /* a result */
-  tstor_tensor **list;   /* a result of split/chunk */
+  tstor_tensor *a, *b; /* inputs */
+  tstor_tensor *out;   /* a result */
+  tstor_tensor **list; /* a result of split/chunk */
   int count;
-  char *str;             /* a result of to_string */
+  char *str; /* a result of to_string */
 } fx;
 
 static tstor_tensor *make(fx *f, tstor_device dev, tstor_dtype dt, int nd, const int64_t *sz) {
@@ -51,8 +51,12 @@ static void setup_fake(fx *f) {
 
 static const int64_t S3[] = {6, 5, 4};
 
-static int run_empty(fx *f) { return tstor_tensor_empty(f->ctx, f->fake, TSTOR_FLOAT16, 3, S3, &f->out); }
-static int run_zeros(fx *f) { return tstor_tensor_zeros(f->ctx, f->fake, TSTOR_INT32, 3, S3, &f->out); }
+static int run_empty(fx *f) {
+  return tstor_tensor_empty(f->ctx, f->fake, TSTOR_FLOAT16, 3, S3, &f->out);
+}
+static int run_zeros(fx *f) {
+  return tstor_tensor_zeros(f->ctx, f->fake, TSTOR_INT32, 3, S3, &f->out);
+}
 static int run_from_array(fx *f) {
   float v[120] = {1, 2, 3};
   return tstor_tensor_from_array(f->ctx, f->fake, TSTOR_FLOAT32, 3, S3, v, &f->out);
@@ -188,8 +192,8 @@ static int once(const op *o, unsigned long nth, int persist) {
     ck_assert_msg(rc == TSTOR_ENOMEM, "%s, acquisition %lu%s: returned %s (%s)", o->name, nth,
                   persist ? " and later" : "", tstor_err_name(rc), tstor_last_error());
     ck_assert_msg(tstor_last_error()[0] != '\0', "%s: no error detail", o->name);
-    ck_assert_msg(live == 0, "%s, acquisition %lu: %ld core allocation(s) not freed", o->name,
-                  nth, live);
+    ck_assert_msg(live == 0, "%s, acquisition %lu: %ld core allocation(s) not freed", o->name, nth,
+                  live);
     ck_assert_msg(f.out == NULL && f.list == NULL && f.count == 0 && f.str == NULL,
                   "%s: a failed call handed out something", o->name);
     if (f.a) {
@@ -226,7 +230,8 @@ END_TEST
 START_TEST(pooled_objects_still_fail) {
   tstor_device fake = coretest_dev(ctx, "fake:0");
   tstor_tensor *t[4];
-  for (int i = 0; i < 4; i++) ck_tstor_ok(tstor_tensor_empty(ctx, fake, TSTOR_FLOAT32, 3, S3, &t[i]));
+  for (int i = 0; i < 4; i++)
+    ck_tstor_ok(tstor_tensor_empty(ctx, fake, TSTOR_FLOAT32, 3, S3, &t[i]));
   for (int i = 0; i < 4; i++) tstor_tensor_release(t[i]);
 
   tstor_storage *s = NULL;
@@ -248,7 +253,8 @@ START_TEST(pooled_objects_still_fail) {
   ck_assert_int_eq(tstor__fault_live(), 0);
 
   /* Disarmed, the pools serve again and nothing was lost from them. */
-  for (int i = 0; i < 4; i++) ck_tstor_ok(tstor_tensor_empty(ctx, fake, TSTOR_FLOAT32, 3, S3, &t[i]));
+  for (int i = 0; i < 4; i++)
+    ck_tstor_ok(tstor_tensor_empty(ctx, fake, TSTOR_FLOAT32, 3, S3, &t[i]));
   for (int i = 0; i < 4; i++) tstor_tensor_release(t[i]);
 }
 END_TEST

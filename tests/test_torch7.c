@@ -532,7 +532,8 @@ START_TEST(built_trees_every_format) {
   ck_tstor_ok(tstor_value_dict_set(root, str(ck, "raw"), bytes));
   ck_tstor_ok(tstor_checkpoint_set_root(ck, root));
   static const unsigned formats[] = {0, TSTOR_SAVE_TORCH7_BIG_ENDIAN, TSTOR_SAVE_TORCH7_LONG4,
-                                     TSTOR_SAVE_TORCH7_BIG_ENDIAN | TSTOR_SAVE_TORCH7_LONG4, TSTOR_SAVE_TORCH7_ASCII};
+                                     TSTOR_SAVE_TORCH7_BIG_ENDIAN | TSTOR_SAVE_TORCH7_LONG4,
+                                     TSTOR_SAVE_TORCH7_ASCII};
   char path[128];
   snprintf(path, sizeof path, "/tmp/tstor-t7-built-%d.t7", (int)getpid());
   for (size_t f = 0; f < sizeof formats / sizeof formats[0]; f++) {
@@ -574,7 +575,9 @@ START_TEST(built_trees_every_format) {
   }
   /* what Torch7 cannot hold is refused, and no file is left */
   unlink(path);
-  ck_tstor_err(tstor_torch7_save(ck, path, TEST_SAVE_OPTS(TSTOR_SAVE_TORCH7_ASCII | TSTOR_SAVE_TORCH7_LONG4)), TSTOR_EINVAL);
+  ck_tstor_err(tstor_torch7_save(ck, path,
+                                 TEST_SAVE_OPTS(TSTOR_SAVE_TORCH7_ASCII | TSTOR_SAVE_TORCH7_LONG4)),
+               TSTOR_EINVAL);
   ck_tstor_err(tstor_torch7_save(ck, path, TEST_SAVE_OPTS(1u << 9)), TSTOR_EINVAL);
   ck_tstor_ok(tstor_value_dict_set(root, str(ck, "big"), integer(ck, ((int64_t)1 << 53) + 1)));
   ck_tstor_err(tstor_torch7_save(ck, path, NULL), TSTOR_ERANGE);

@@ -137,19 +137,20 @@ typedef struct {
 } bench_args;
 
 static void print_help(void) {
-  printf("usage: tstor bench [--config FILE] [--rounds N] [--quick]\n"
-         "       tstor bench --torch [--threads N] [--dir DIR] [--rounds N] [--quick]\n\n"
-         "Measures storage create+release on cpu (64 B, 4 KiB, 1 MiB) against\n"
-         "posix_memalign+free, a 256 MiB copy against memcpy, a 256 MiB fill against\n"
-         "memset, and a 1 TiB meta storage. Prints each side and the ratio.\n\n"
-         "--torch: tstor, PyTorch (libtorch) and libc side by side, N threads each\n"
-         "(default 2): 256 MiB copy and fills, a 64 MiB allocate+fill+release loop,\n"
-         "create+release 1 MiB against c10's allocator, the float32 conversions, and a\n"
-         "256 MiB file in DIR (default /tmp) mapped and summed.%s\n",
+  printf(
+      "usage: tstor bench [--config FILE] [--rounds N] [--quick]\n"
+      "       tstor bench --torch [--threads N] [--dir DIR] [--rounds N] [--quick]\n\n"
+      "Measures storage create+release on cpu (64 B, 4 KiB, 1 MiB) against\n"
+      "posix_memalign+free, a 256 MiB copy against memcpy, a 256 MiB fill against\n"
+      "memset, and a 1 TiB meta storage. Prints each side and the ratio.\n\n"
+      "--torch: tstor, PyTorch (libtorch) and libc side by side, N threads each\n"
+      "(default 2): 256 MiB copy and fills, a 64 MiB allocate+fill+release loop,\n"
+      "create+release 1 MiB against c10's allocator, the float32 conversions, and a\n"
+      "256 MiB file in DIR (default /tmp) mapped and summed.%s\n",
 #ifdef TSTOR_BENCH_TORCH
-         ""
+      ""
 #else
-         " Not in this build: libtorch\nwas not found by configure."
+      " Not in this build: libtorch\nwas not found by configure."
 #endif
   );
 }

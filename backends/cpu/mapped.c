@@ -290,8 +290,8 @@ static int size_object(map_job *j, const struct stat *st) {
       if (ftruncate(j->fd, j->old_size) != 0) { /* the error below is the one to report */
       }
     }
-    return fail(tstor_errno_code(err), "cpu: cannot reserve %zu bytes for %s: %s", j->want,
-                j->what, strerror(err));
+    return fail(tstor_errno_code(err), "cpu: cannot reserve %zu bytes for %s: %s", j->want, j->what,
+                strerror(err));
   }
   j->grown = 1;
   return 0;

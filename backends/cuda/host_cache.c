@@ -52,7 +52,6 @@ size_t tstor__hostcache_round(size_t n) {
   return (n + TSTOR__HOSTCACHE_ROUND_LARGE - 1) & ~(TSTOR__HOSTCACHE_ROUND_LARGE - 1);
 }
 
-
 static hblock *block_at(tstor__hostcache *c, const void *ptr) {
   tstor__treap_node *n = tstor__treap_floor(c->blocks, (uintptr_t)ptr, UINT64_MAX);
   if (!n) return NULL;

@@ -553,8 +553,8 @@ static int add_peer(remote *r, peer *p, char *msg, size_t msg_size, size_t *used
     snprintf(detail, sizeof detail, "%s", p->failure[0] ? p->failure : "refused");
     r->reg->log(r->m, TSTOR_LOG_WARN, "peer %s left out: %s", p->name, detail);
     if (*used < msg_size)
-      *used += (size_t)snprintf(msg + *used, msg_size - *used, "%speer %s: %s",
-                                *used ? "; " : "", p->name, detail);
+      *used += (size_t)snprintf(msg + *used, msg_size - *used, "%speer %s: %s", *used ? "; " : "",
+                                p->name, detail);
     if (!p->failed) peer_fail(p, "%s", detail);
     return rc;
   }
@@ -610,8 +610,8 @@ static int add_peers(remote *r, char *msg, size_t msg_size) {
   return first_rc;
 }
 
-static int remote_init(const tstor_registrar *reg, tstor_module *m, void **module_state,
-                       char *msg, size_t msg_size) {
+static int remote_init(const tstor_registrar *reg, tstor_module *m, void **module_state, char *msg,
+                       size_t msg_size) {
   if (!TSTOR_REGISTRAR_HAS(reg, set_error) || !TSTOR_REGISTRAR_HAS(reg, config_error)) {
     snprintf(msg, msg_size, "the core's registrar is older than this module needs");
     return TSTOR_EABI;

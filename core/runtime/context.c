@@ -91,7 +91,8 @@ int tstor_context_open(const char *path, tstor_context **out) {
   }
   tstor__config *cfg;
   int rc = path ? tstor__config_load(path, &cfg)
-                : tstor__config_parse(tstor__default_config, tstor__config_text_len(tstor__default_config),
+                : tstor__config_parse(tstor__default_config,
+                                      tstor__config_text_len(tstor__default_config),
                                       "embedded default", NULL, &cfg);
   if (rc) return rc;
   return open_with_config(cfg, out);
@@ -102,7 +103,8 @@ int tstor_context_open_string(const char *ini_text, const char *name, tstor_cont
   *out = NULL;
   if (!ini_text) return tstor__err(TSTOR_EINVAL, "context_open_string: NULL text");
   tstor__config *cfg;
-  int rc = tstor__config_parse(ini_text, tstor__config_text_len(ini_text), name ? name : "<string>", NULL, &cfg);
+  int rc = tstor__config_parse(ini_text, tstor__config_text_len(ini_text), name ? name : "<string>",
+                               NULL, &cfg);
   if (rc) return rc;
   return open_with_config(cfg, out);
 }

@@ -369,7 +369,8 @@ int tstor_layout_conv(const tstor_layout *input, const tstor_layout *weight,
   if ((rc = conv_args(input, weight, bias, p, out, &q)) < 0) return rc;
   const char *name = conv_name(&q);
   if ((rc = batchify(input, q.spatial, name, &in)) < 0) return rc;
-  if (q.padding_mode != TSTOR_CONV_PADDING_EXPLICIT && (rc = explicit_padding(&in, weight, &q, name)) < 0)
+  if (q.padding_mode != TSTOR_CONV_PADDING_EXPLICIT &&
+      (rc = explicit_padding(&in, weight, &q, name)) < 0)
     return rc;
   if ((rc = check_shape_forward(input, &in, weight, bias, &q, name)) < 0 ||
       (rc = check_same_type(&in, weight, bias, name)) < 0)

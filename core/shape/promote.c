@@ -10,11 +10,11 @@
 /* The category (TSTOR__CAT_*) of a plain (neither quantized nor float8) dtype. */
 static int category(const tstor_dtype_info *d) {
   switch (d->kind) {
-  case TSTOR_KIND_BOOL: return TSTOR__CAT_BOOL;
-  case TSTOR_KIND_UNSIGNED:
-  case TSTOR_KIND_SIGNED: return TSTOR__CAT_INTEGER;
-  case TSTOR_KIND_COMPLEX: return TSTOR__CAT_COMPLEX;
-  default: return TSTOR__CAT_FLOAT;
+    case TSTOR_KIND_BOOL: return TSTOR__CAT_BOOL;
+    case TSTOR_KIND_UNSIGNED:
+    case TSTOR_KIND_SIGNED: return TSTOR__CAT_INTEGER;
+    case TSTOR_KIND_COMPLEX: return TSTOR__CAT_COMPLEX;
+    default: return TSTOR__CAT_FLOAT;
   }
 }
 
@@ -143,10 +143,10 @@ static int number_dtype(tstor_dtype d, tstor_dtype *out) {
     return tstor__err(TSTOR_EINVAL, "result_type: a number's kind must be bool, an integer, "
                       "a float or a complex dtype");
   switch (category(i)) {
-  case TSTOR__CAT_BOOL: *out = TSTOR_BOOL; break;
-  case TSTOR__CAT_INTEGER: *out = TSTOR_INT64; break;
-  case TSTOR__CAT_FLOAT: *out = TSTOR__DEFAULT_FLOAT; break;
-  default: *out = TSTOR__DEFAULT_COMPLEX; break;
+    case TSTOR__CAT_BOOL: *out = TSTOR_BOOL; break;
+    case TSTOR__CAT_INTEGER: *out = TSTOR_INT64; break;
+    case TSTOR__CAT_FLOAT: *out = TSTOR__DEFAULT_FLOAT; break;
+    default: *out = TSTOR__DEFAULT_COMPLEX; break;
   }
   return 0;
 }

@@ -113,7 +113,8 @@ typedef struct tstor_load_options {
 } tstor_load_options;
 /* The defaults, size filled in: `tstor_load_options o = TSTOR_LOAD_OPTIONS_INIT;
  * o.map_location = "cpu";`. */
-#define TSTOR_LOAD_OPTIONS_INIT {.size = sizeof(tstor_load_options), .map_location = NULL, .flags = 0}
+#define TSTOR_LOAD_OPTIONS_INIT \
+  { .size = sizeof(tstor_load_options), .map_location = NULL, .flags = 0 }
 
 /* The checkpoint formats a file may be in, told by its first bytes. */
 typedef enum tstor_file_format {
@@ -121,7 +122,7 @@ typedef enum tstor_file_format {
   TSTOR_FORMAT_TORCH,        /* torch.save's zip format (PyTorch 1.6 and later) */
   TSTOR_FORMAT_TORCH_LEGACY, /* torch.save before 1.6, or _use_new_zipfile_serialization=False */
   TSTOR_FORMAT_SAFETENSORS,
-  TSTOR_FORMAT_TORCH7        /* Lua Torch's torch.save / torch.File, binary or ascii */
+  TSTOR_FORMAT_TORCH7,       /* Lua Torch's torch.save / torch.File, binary or ascii */
 } tstor_file_format;
 
 /* "torch", "torch-legacy", "safetensors", "torch7" or "unknown". */
@@ -144,11 +145,12 @@ TSTOR_EXTERN int tstor_checkpoint_load(tstor_context *ctx, const char *path,
  * is read from its start with pread (its offset is left alone), a pipe or
  * socket to its end. TSTOR_LOAD_MMAP is refused (TSTOR_EINVAL): a mapping is
  * made from a path. */
-TSTOR_EXTERN int tstor_checkpoint_load_fd(tstor_context *ctx, int fd, const tstor_load_options *opts,
-                                          tstor_checkpoint **out);
+TSTOR_EXTERN int tstor_checkpoint_load_fd(tstor_context *ctx, int fd,
+                                          const tstor_load_options *opts, tstor_checkpoint **out);
 /* The same from `size` bytes at data, as the formats' _load_buffer calls. */
 TSTOR_EXTERN int tstor_checkpoint_load_buffer(tstor_context *ctx, const void *data, size_t size,
-                                              const tstor_load_options *opts, tstor_checkpoint **out);
+                                              const tstor_load_options *opts,
+                                              tstor_checkpoint **out);
 
 /* Frees the checkpoint and every value in it, and drops its references on
  * tensors and storages (which live on where the caller retained them). NULL is
@@ -257,7 +259,8 @@ typedef struct tstor_save_options {
 } tstor_save_options;
 /* The defaults, size filled in: `tstor_save_options o = TSTOR_SAVE_OPTIONS_INIT;
  * o.flags = TSTOR_SAVE_TORCH7_ASCII;`. */
-#define TSTOR_SAVE_OPTIONS_INIT {.size = sizeof(tstor_save_options), .flags = 0}
+#define TSTOR_SAVE_OPTIONS_INIT \
+  { .size = sizeof(tstor_save_options), .flags = 0 }
 
 /* torch.save's file-like targets, for every format: a save to an open stream
  * (written at its position, left open and unflushed: PyTorch's
@@ -267,12 +270,14 @@ typedef struct tstor_save_options {
  * flags the format's own (TSTOR_SAVE_COPY_SHARED, TSTOR_SAVE_TORCH7_*; none for torch);
  * the legacy format is not written (TSTOR_ENOTSUP). tstor_checkpoint_save is
  * the same to a path, as the format's own save writes it. */
-TSTOR_EXTERN int tstor_checkpoint_save(const tstor_checkpoint *ck, const char *path, tstor_file_format format,
-                                       const tstor_save_options *opts);
-TSTOR_EXTERN int tstor_checkpoint_save_stream(const tstor_checkpoint *ck, FILE *f, tstor_file_format format,
+TSTOR_EXTERN int tstor_checkpoint_save(const tstor_checkpoint *ck, const char *path,
+                                       tstor_file_format format, const tstor_save_options *opts);
+TSTOR_EXTERN int tstor_checkpoint_save_stream(const tstor_checkpoint *ck, FILE *f,
+                                              tstor_file_format format,
                                               const tstor_save_options *opts);
 TSTOR_EXTERN int tstor_checkpoint_save_buffer(const tstor_checkpoint *ck, tstor_file_format format,
-                                              const tstor_save_options *opts, void **data, size_t *size);
+                                              const tstor_save_options *opts, void **data,
+                                              size_t *size);
 
 /* ------------------------------------------------------- building trees */
 
@@ -334,8 +339,7 @@ TSTOR_EXTERN int tstor_torch_load(tstor_context *ctx, const char *path,
  * is never written: the records of a big-endian file are copied to be
  * byteswapped, borrowed or not. */
 TSTOR_EXTERN int tstor_torch_load_buffer(tstor_context *ctx, const void *data, size_t size,
-                                         const tstor_load_options *opts,
-                                         tstor_checkpoint **out);
+                                         const tstor_load_options *opts, tstor_checkpoint **out);
 
 /* Writes ck's root as torch.save would, in its zip format (PyTorch 1.13 reads
  * it with torch.load, weights_only=True unless the tree holds floats, which
@@ -409,12 +413,11 @@ TSTOR_EXTERN int tstor_torch7_load_buffer(tstor_context *ctx, const void *data, 
                                           const tstor_load_options *opts, tstor_checkpoint **out);
 
 /* Writes ck's root as Torch7's torch.save does (binary, little-endian,
- * 8-byte longs unless opts' TSTOR_SAVE_TORCH7_* flags say otherwise), so that Lua Torch loads it: the
- * mapping above, the other way; a list or tuple becomes a table with keys 1
- * to n; a 0-dim tensor one element of one dimension and an empty tensor
- * Torch7's empty one; an OrderedDict's attributes are dropped. An object,
- * tensor or storage met twice is written once and referred to. Refused with
- * TSTOR_ENOTSUP: dtypes Torch7 has no type for (bool, bfloat16, complex...);
+ * 8-byte longs unless opts' TSTOR_SAVE_TORCH7_* flags say otherwise), so that Lua Torch loads it:
+ * the mapping above, the other way; a list or tuple becomes a table with keys 1 to n; a 0-dim
+ * tensor one element of one dimension and an empty tensor Torch7's empty one; an OrderedDict's
+ * attributes are dropped. An object, tensor or storage met twice is written once and referred to.
+ * Refused with TSTOR_ENOTSUP: dtypes Torch7 has no type for (bool, bfloat16, complex...);
  * TSTOR_ERANGE: an int beyond 2^53, a long beyond 4 bytes with
  * TSTOR_SAVE_TORCH7_LONG4. Written as the section on saving says. */
 TSTOR_EXTERN int tstor_torch7_save(const tstor_checkpoint *ck, const char *path,

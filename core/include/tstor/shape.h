@@ -303,10 +303,12 @@ typedef struct tstor_conv_params {
   int64_t groups;            /* > 0, divides both channel counts */
   tstor_conv_padding padding_mode; /* not with transposed */
 } tstor_conv_params;
-#define TSTOR_CONV_PARAMS_INIT(k)                                                          \
-  {.size = sizeof(tstor_conv_params), .spatial = (k), .transposed = 0, .stride = {1, 1, 1},  \
-   .padding = {0, 0, 0}, .dilation = {1, 1, 1}, .output_padding = {0, 0, 0}, .groups = 1,   \
-   .padding_mode = TSTOR_CONV_PADDING_EXPLICIT}
+#define TSTOR_CONV_PARAMS_INIT(k)                                                            \
+  {                                                                                          \
+    .size = sizeof(tstor_conv_params), .spatial = (k), .transposed = 0, .stride = {1, 1, 1}, \
+    .padding = {0, 0, 0}, .dilation = {1, 1, 1}, .output_padding = {0, 0, 0}, .groups = 1,   \
+    .padding_mode = TSTOR_CONV_PADDING_EXPLICIT                                              \
+  }
 
 /* The output of a convolution: input (N, C, spatial...) or unbatched (C,
  * spatial...); weight (out, C / groups, k...) or, transposed, (C, out / groups,
@@ -349,9 +351,11 @@ typedef struct tstor_pool_params {
   int ceil_mode;       /* round the output size up; a last window that would
                           start in the right padding is dropped */
 } tstor_pool_params;
-#define TSTOR_POOL_PARAMS_INIT(kh, kw)                                                      \
-  {.size = sizeof(tstor_pool_params), .kernel = {(kh), (kw)}, .stride = {(kh), (kw)},      \
-   .padding = {0, 0}, .dilation = {1, 1}, .ceil_mode = 0}
+#define TSTOR_POOL_PARAMS_INIT(kh, kw)                                                 \
+  {                                                                                    \
+    .size = sizeof(tstor_pool_params), .kernel = {(kh), (kw)}, .stride = {(kh), (kw)}, \
+    .padding = {0, 0}, .dilation = {1, 1}, .ceil_mode = 0                              \
+  }
 
 /* max_pool2d / avg_pool2d over input (N, C, H, W) or (C, H, W): each output
  * size is PyTorch's pooling_output_shape; the memory format (channels-last or

@@ -249,9 +249,11 @@ typedef struct tstor_backend_info {
   /* Fields appended later are marked "since 0.N". */
 } tstor_backend_info;
 
-#define TSTOR_BACKEND_INFO_INIT                                                                \
-  {.struct_size = sizeof(tstor_backend_info), .name = NULL, .library = NULL,                    \
-   .state = TSTOR_BACKEND_LOADED, .message = NULL, .optional = 0}
+#define TSTOR_BACKEND_INFO_INIT                                               \
+  {                                                                           \
+    .struct_size = sizeof(tstor_backend_info), .name = NULL, .library = NULL, \
+    .state = TSTOR_BACKEND_LOADED, .message = NULL, .optional = 0             \
+  }
 #define TSTOR_BACKEND_INFO_HAS(info, field) \
   TSTOR_SIZE_COVERS(tstor_backend_info, (info)->struct_size, field)
 
@@ -495,7 +497,8 @@ typedef struct tstor_stats {
 } tstor_stats;
 
 #define TSTOR__STATS_ZERO(name, comment) , .name = 0
-#define TSTOR_STATS_INIT {.struct_size = sizeof(tstor_stats) TSTOR_STATS_FIELDS(TSTOR__STATS_ZERO)}
+#define TSTOR_STATS_INIT \
+  { .struct_size = sizeof(tstor_stats) TSTOR_STATS_FIELDS(TSTOR__STATS_ZERO) }
 #define TSTOR_STATS_HAS(st, field) TSTOR_SIZE_COVERS(tstor_stats, (st)->struct_size, field)
 
 /* Copies into dst the counters of src that dst->struct_size covers (an
@@ -591,9 +594,11 @@ typedef struct tstor_store_choice {
   double streaming_speedup; /* then: ordinary time / streaming time; above 1, streaming won */
   double age_s;             /* seconds since that measurement */
 } tstor_store_choice;
-#define TSTOR_STORE_CHOICE_INIT                                                          \
-  {.struct_size = sizeof(tstor_store_choice), .streaming = 0, .measured = 0,              \
-   .streaming_speedup = 0.0, .age_s = 0.0}
+#define TSTOR_STORE_CHOICE_INIT                                               \
+  {                                                                           \
+    .struct_size = sizeof(tstor_store_choice), .streaming = 0, .measured = 0, \
+    .streaming_speedup = 0.0, .age_s = 0.0                                    \
+  }
 
 /* Fills *out for a call of `work` touching `nbytes`. TSTOR_EINVAL for an
  * unknown work or a NULL out. */
