@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: a -Werror build with every Check suite, the same under
+# The whole test suite: the format of changed lines, the Python references
+# (tests/pyref), a -Werror build with every Check suite, the same under
 # AddressSanitizer + UndefinedBehaviorSanitizer and ThreadSanitizer, the
 # hpu-stub backend built out of tree against an installed tstor, bounded fuzz
 # runs and differential runs against PyTorch on the day's inputs, and make
@@ -20,6 +21,9 @@ mkdir -p "$out"
 
 step() { printf '\n==== %s\n' "$*"; }
 
+step "format of the lines changed since .clang-format"
+sh "$top/tests/format-check.sh" || [ $? -eq 77 ]
+
 step "clean copy of the sources in $out/src"
 rm -rf "$out/src"
 mkdir -p "$out/src"
@@ -35,6 +39,16 @@ else
 fi
 top="$out/src"
 cd "$top"
+
+step "Python references (tests/pyref: torch 2.x, safetensors, numpy 2.x, gguf...)"
+# Installed once outside the clone and reused; where they cannot be installed
+# the suites that need them skip and say so.
+if TSTOR_PYREF_PYTHON=$(sh "$top/tests/pyref/install.sh"); then
+  export TSTOR_PYREF_PYTHON
+  "$TSTOR_PYREF_PYTHON" -c 'import torch; print("torch", torch.__version__)'
+else
+  echo "no Python references: the torch 2.x checks will skip"
+fi
 
 step "autogen"
 ./autogen.sh > "$out/autogen.log" 2>&1 || { cat "$out/autogen.log"; exit 1; }
