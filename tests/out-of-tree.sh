@@ -71,6 +71,9 @@ cp "$example" "$work/toy/"
   cc -std=c11 -Wall -Wextra -Werror -shared -fPIC -fvisibility=hidden \
     $(pkg-config --cflags tstor) minimal-backend.c -o tstor-toy.so)
 
+echo "every config the docs show loads with the installed tstor"
+bash "$src/tests/doc-configs.sh" "$prefix" "$work/toy/tstor-toy.so"
+
 echo "checking both with the installed tstor conformance"
 "$tstor" conformance "$work/hpu-stub/tstor-hpu-stub.so" --no-hardware devices=0
 "$tstor" conformance "$work/toy/tstor-toy.so" --name toy --no-hardware devices=0 --align 64

@@ -116,22 +116,42 @@ START_TEST(backend_reports) {
 }
 END_TEST
 
+/* A relative library from text without backend_dir: found in the folder the
+ * backends are installed in, if this build was installed, else refused with
+ * the folders tried; never taken from the working directory, even with the
+ * module sitting there. */
+static void opens_from_the_installed_folder_only(const char *ini) {
+  tstor_context *ctx = (tstor_context *)0x1;
+  int rc = tstor_context_open_string(ini, "cwd.ini", &ctx);
+  if (rc == 0) {
+    tstor_backend_info info = TSTOR_BACKEND_INFO_INIT;
+    ck_tstor_ok(tstor_backend_get(ctx, 0, &info));
+    ck_assert_msg(strncmp(info.library, TSTOR_TEST_PKGLIBDIR "/", strlen(TSTOR_TEST_PKGLIBDIR) + 1) == 0,
+                  "loaded %s", info.library);
+    tstor_context_close(ctx);
+    return;
+  }
+  ck_assert_int_eq(rc, TSTOR_ELOAD);
+  ck_assert_ptr_null(ctx);
+  ck_last_error_has("(tried: " TSTOR_TEST_PKGLIBDIR "/");
+  ck_last_error_has("name the folder with backend_dir in [tstor] or $TSTOR_BACKEND_DIR");
+}
+
 START_TEST(relative_library_never_from_working_directory) {
-  /* From text, relative paths resolve against backend_dir only: even with the
-   * module sitting in the working directory, it is not found there. */
   char cwd[4096];
   ck_assert_ptr_nonnull(getcwd(cwd, sizeof cwd));
   const char *modules = coretest_fmt("%s", tstor_test_backend_dir());
   coretest_setenv("TSTOR_BACKEND_DIR", NULL);
   ck_assert_int_eq(chdir(modules), 0);
+  opens_from_the_installed_folder_only("[tstor]\n[backend cpu]\nlibrary = tstor-cpu.so\n");
+  opens_from_the_installed_folder_only("[tstor]\n[backend cpu]\nlibrary = ./tstor-cpu.so\n");
+  /* backend_dir set: the installed folder is not searched */
   tstor_context *ctx = (tstor_context *)0x1;
-  ck_tstor_err(tstor_context_open_string("[tstor]\n[backend cpu]\nlibrary = tstor-cpu.so\n",
-                                         "cwd.ini", &ctx),
-               TSTOR_ELOAD);
-  ck_assert_ptr_null(ctx);
   ck_tstor_err(tstor_context_open_string(
-                   "[tstor]\n[backend cpu]\nlibrary = ./tstor-cpu.so\n", "cwd.ini", &ctx),
+                   "[tstor]\nbackend_dir = /nonexistent\n[backend cpu]\nlibrary = tstor-cpu.so\n",
+                   "cwd.ini", &ctx),
                TSTOR_ELOAD);
+  ck_last_error_has("(tried: /nonexistent/tstor-cpu.so); name the folder");
   ck_assert_int_eq(chdir(cwd), 0);
   coretest_setenv("TSTOR_BACKEND_DIR", modules);
 }

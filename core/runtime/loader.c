@@ -150,8 +150,9 @@ static int check_trusted(const char *path) {
 }
 
 /* Resolves a section's library to a path: absolute as given; relative against
- * $TSTOR_BACKEND_DIR, backend_dir, then the config file's folder; never the
- * working directory. */
+ * $TSTOR_BACKEND_DIR, backend_dir, then the config file's folder and, where
+ * the config sets no backend_dir, the folder the backends are installed in;
+ * never the working directory. */
 static int resolve_library(tstor_context *ctx, const tstor__section *sec, char **out) {
   const tstor__config *cfg = ctx->config;
   const char *lib = sec->library;
@@ -167,14 +168,17 @@ static int resolve_library(tstor_context *ctx, const tstor__section *sec, char *
     return *out ? 0 : tstor__err(TSTOR_ENOMEM, "out of memory");
   }
   char tried[TSTOR__ERRBUF / 2] = "";
-  const char *lists[3] = {secure_getenv("TSTOR_BACKEND_DIR"), cfg->backend_dir, cfg->dir};
-  for (int i = 0; i < 3; i++) {
+  const char *lists[4] = {secure_getenv("TSTOR_BACKEND_DIR"), cfg->backend_dir, cfg->dir,
+                          cfg->backend_dir ? NULL : TSTOR_PKGLIBDIR};
+  for (int i = 0; i < 4; i++) {
     if (!lists[i] || !*lists[i]) continue;
     int rc = search_dirs(cfg, lists[i], lib, tried, sizeof tried, out);
     if (rc || *out) return rc;
   }
-  return tstor__err(TSTOR_ELOAD, "library %s not found (tried: %s)", lib,
-                    tried[0] ? tried : "no backend_dir and no config folder");
+  return tstor__err(TSTOR_ELOAD,
+                    "library %s not found (tried: %s); name the folder with backend_dir in "
+                    "[tstor] or $TSTOR_BACKEND_DIR",
+                    lib, tried);
 }
 
 /* The loader lock: held around every init and fini, so that no two of them
