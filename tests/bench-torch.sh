@@ -14,6 +14,10 @@ if [ "${TSTOR_BENCH_TORCH:-}" != yes ]; then
   echo "SKIP: tstor bench --torch is not built here (no libtorch, or a sanitizer build)"
   exit 77
 fi
+if [ ! -f "${top_builddir:-..}/tools/.libs/bench-torch.so" ]; then
+  echo "SKIP: tstor bench --torch's module is built by 'make bench', not yet run here"
+  exit 77
+fi
 out=$(mktemp "${TMPDIR:-/tmp}/tstor-bench-torch.XXXXXX") || exit 99
 trap 'rm -f "$out"' EXIT
 fail() { echo "FAIL: $*"; cat "$out"; exit 1; }

@@ -57,6 +57,7 @@ step "build and check (-Werror)"
 mkdir -p "$out/main"
 (cd "$out/main" && "$top/configure" --enable-werror --prefix="$out/prefix" > configure.log &&
   make -j"$jobs" > make.log 2>&1 || { tail -50 make.log; exit 1; }
+  make -j"$jobs" bench > make-bench.log 2>&1 || { tail -50 make-bench.log; exit 1; }
   make -j"$jobs" check || { cat tests/test-suite.log; exit 1; })
 
 step "sanitizers"

@@ -117,7 +117,7 @@ static int run_bench_torch(tstor_context *ctx, int rounds, int quick, int thread
   if (!path) path = TSTOR_PKGLIBDIR "/bench-torch.so";
   void *module = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!module) {
-    fprintf(stderr, "tstor bench: --torch needs %s: %s\n", path, dlerror());
+    fprintf(stderr, "tstor bench: --torch needs %s (built by make bench): %s\n", path, dlerror());
     return EXIT_FAILED;
   }
   int (*bench_torch)(tstor_context *, int, int, int, const char *);
