@@ -42,6 +42,13 @@ info=$("$tstor" info) || { echo "installed tstor info failed"; exit 1; }
 echo "$info" | grep -qx "config: $prefix/etc/tstor/tstor.ini" ||
   { echo "installed tstor info did not read $prefix/etc/tstor/tstor.ini:"; echo "$info"; exit 1; }
 
+echo "the manual pages and the guides are installed"
+for f in share/man/man1/tstor.1 share/man/man5/tstor.ini.5 share/man/man3/tstor.3 \
+  share/doc/tstor/README.md share/doc/tstor/cuda.md; do
+  test -f "$prefix/$f" || { echo "not installed: $prefix/$f"; exit 1; }
+done
+MANPATH="$prefix/share/man" man -w tstor.ini > /dev/null || { echo "man cannot find tstor.ini(5)"; exit 1; }
+
 echo "the author's kit is installed where the guide says"
 template=$(pkg-config --variable=templatedir tstor)
 guide=$(pkg-config --variable=guide tstor)
