@@ -59,6 +59,14 @@ if [ $status -ne 0 ]; then
   echo "FAIL: conformance --strict on tstor-remote.so: exit status $status"
   for n in 1 2; do echo "--- serve$n.log"; tail -50 "$dir/serve$n.log"; done
 fi
+# a wrong secret is said as such, not as the code's "permission denied"
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$dir/wrong"
+printf '[backend cpu]\nlibrary = tstor-cpu.so\n[backend remote]\nlibrary = tstor-remote.so\npeers = 127.0.0.1:%s\nsecret_file = %s\n' \
+  "$port_1" "$dir/wrong" >"$dir/wrong.ini"
+TSTOR_CONFIG="$dir/wrong.ini" "$tstor" info >"$dir/wrong.out" 2>&1 && { echo "FAIL: a wrong secret was let in"; status=1; }
+if grep -qi 'permission denied' "$dir/wrong.out" || ! grep -q 'authentication failed: wrong secret' "$dir/wrong.out"; then
+  echo "FAIL: the wrong secret's message:"; cat "$dir/wrong.out"; status=1
+fi
 # a clean stop: SIGTERM, exit status 0, every block freed
 for pid in $pids; do kill -TERM "$pid"; done
 for pid in $pids; do

@@ -158,7 +158,11 @@ int tstor_cmd_convert(int argc, char **argv) {
     if (to == TSTOR_FORMAT_SAFETENSORS) opts.flags = flags; /* the one format that takes them */
     int err = tstor_checkpoint_save(f.ck, out, to, &opts);
     if (err) {
-      tool_complain("tstor convert: %s: %s (%s)", out, tstor_last_error(), tstor_err_name(err));
+      /* most of the savers' messages name the file already */
+      const char *why = tstor_last_error();
+      int named = strncmp(why, out, strlen(out)) == 0 && why[strlen(out)] == ':';
+      tool_complain("tstor convert: %s%s%s (%s)", named ? "" : out, named ? "" : ": ", why,
+                    tstor_err_name(err));
       rc = EXIT_FAILED;
     }
   }

@@ -13,11 +13,13 @@
 int tstor_open_for_command(const char *config, tstor_context **out) {
   int rc = tstor_context_open(config, out);
   if (rc == 0) return 0;
-  fprintf(stderr, "tstor: cannot open %s: %s\n  %s\n",
-          config                   ? config
-          : getenv("TSTOR_CONFIG") ? getenv("TSTOR_CONFIG")
-                                   : "the default config",
-          tstor_strerror(rc), tstor_last_error());
+  /* The library's message names the file, the line and the reason; the code
+   * alone ("permission denied" for a wrong remote secret) would mislead. */
+  const char *from = config                 ? config
+                     : getenv("TSTOR_CONFIG") ? getenv("TSTOR_CONFIG")
+                                              : "the default config";
+  tool_complain("tstor: no context from %s:", from);
+  tool_complain("  %s (%s)", tstor_last_error(), tstor_err_name(rc));
   return EXIT_FAILED;
 }
 

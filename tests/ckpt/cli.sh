@@ -109,6 +109,11 @@ grep -qF 'csi\x9b2Kx' "$out/evil.txt" || fail "CSI escaped"
 grep -qF 'back\\slash' "$out/evil.txt" || fail "backslash doubled"
 grep -qF 'note\x07: bell\x07' "$out/evil.txt" || fail "metadata escaped"
 
+# a failed save names its file once
+$tstor convert "$dir/golden/checkpoint_nested.pt" "$out/none/x.pt" 2> "$out/err"; st=$?
+[ $st -eq 1 ] || fail "convert into a missing folder: exit $st"
+[ "$(grep -o "$out/none/x.pt" "$out/err" | wc -l)" -eq 1 ] || fail "the file named twice: $(cat "$out/err")"
+
 # sharing refused into safetensors, then copied
 $tstor convert "$dir/golden/share_dict_float32.pt" "$out/s.safetensors" 2> "$out/err"; st=$?
 [ $st -eq 1 ] || fail "shared into safetensors: exit $st"
