@@ -289,6 +289,17 @@ int tstor_storage_import_fd(tstor_context *ctx, int fd, size_t nbytes, tstor_sto
   return map_new(ctx, type, &req, TSTOR_FLAG_SHARED, NULL, "import_fd", out);
 }
 
+/* A message of the header alone, with room for descriptors in control. */
+static void header_message(struct msghdr *msg, struct iovec *iov, wire_header *h, char *control,
+                           size_t control_size) {
+  *iov = (struct iovec){h, sizeof *h};
+  memset(msg, 0, sizeof *msg);
+  msg->msg_iov = iov;
+  msg->msg_iovlen = 1;
+  msg->msg_control = control;
+  msg->msg_controllen = control_size;
+}
+
 int tstor_storage_send(tstor_storage *s, int sock) {
   if (!s) return tstor__err(TSTOR_EINVAL, "send: NULL storage");
   int kept;
@@ -304,13 +315,9 @@ int tstor_storage_send(tstor_storage *s, int sock) {
     char buf[CMSG_SPACE(sizeof(int))];
   } control;
   memset(&control, 0, sizeof control);
-  struct iovec iov = {&h, sizeof h};
+  struct iovec iov;
   struct msghdr msg;
-  memset(&msg, 0, sizeof msg);
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control.buf;
-  msg.msg_controllen = sizeof control.buf;
+  header_message(&msg, &iov, &h, control.buf, sizeof control.buf);
   struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
@@ -352,13 +359,9 @@ int tstor_storage_recv(tstor_context *ctx, int sock, tstor_storage **out) {
     struct cmsghdr align;
     char buf[CMSG_SPACE(RECV_MAX_FDS * sizeof(int))];
   } control;
-  struct iovec iov = {&h, sizeof h};
+  struct iovec iov;
   struct msghdr msg;
-  memset(&msg, 0, sizeof msg);
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control.buf;
-  msg.msg_controllen = sizeof control.buf;
+  header_message(&msg, &iov, &h, control.buf, sizeof control.buf);
   ssize_t n;
   do {
     n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
