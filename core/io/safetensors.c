@@ -114,18 +114,21 @@ static int parse_entry(const char *name, json_t *info, st_entry *e) {
   return 0;
 }
 
-static int make_storage(tstor__source *src, const st_entry *e, uint64_t data_start, tstor_storage **out) {
+static int make_storage(tstor__io_source *src, const st_entry *e, uint64_t data_start,
+                        tstor_storage **out) {
   tstor_device dev;
-  int rc = tstor__source_device(src, "cpu", e->name, &dev);
+  int rc = tstor__io_source_device(src, "cpu", e->name, &dev);
   if (rc) return rc;
   size_t n = (size_t)(e->end - e->begin);
-  if (tstor__source_device_has(src, dev, TSTOR_DEVICE_NO_DATA)) return tstor_storage_new(src->ctx, dev, n, out);
+  if (tstor__io_source_device_has(src, dev, TSTOR_DEVICE_NO_DATA))
+    return tstor_storage_new(src->ctx, dev, n, out);
   tstor_storage *host;
   bool queued;
   /* a cpu storage is read with the others before the load returns */
-  bool on_cpu = tstor__source_device_has(src, dev, TSTOR_DEVICE_HOST) && dev.index == 0;
-  rc = tstor__source_host(src, data_start + e->begin, n, tstor_dtype_size(e->dtype),
-                          TSTOR__SOURCE_VIEW | (on_cpu ? TSTOR__SOURCE_QUEUE : 0), e->name, &host, &queued);
+  bool on_cpu = tstor__io_source_device_has(src, dev, TSTOR_DEVICE_HOST) && dev.index == 0;
+  rc = tstor__io_source_host(src, data_start + e->begin, n, tstor_dtype_size(e->dtype),
+                             TSTOR__SOURCE_VIEW | (on_cpu ? TSTOR__SOURCE_QUEUE : 0), e->name,
+                             &host, &queued);
   if (rc) return rc;
   if (queued) {
     *out = host;
@@ -164,9 +167,10 @@ static int check_json_text(const char *s, size_t n) {
 }
 
 /* The header at hdr, n bytes, then every tensor. */
-static int parse_and_load(tstor__source *src, const char *hdr, uint64_t n, tstor_checkpoint **out) {
+static int parse_and_load(tstor__io_source *src, const char *hdr, uint64_t n,
+                          tstor_checkpoint **out) {
   uint64_t size = src->size;
-  if (!tstor__utf8_valid(hdr, (size_t)n)) return BAD("the header is not UTF-8");
+  if (!tstor__io_utf8_valid(hdr, (size_t)n)) return BAD("the header is not UTF-8");
   int rc = check_json_text(hdr, (size_t)n);
   if (rc) return rc;
   json_error_t jerr;
@@ -194,7 +198,7 @@ static int parse_and_load(tstor__source *src, const char *hdr, uint64_t n, tstor
         rc = BAD("__metadata__ is not an object of strings");
         goto out;
       }
-      tstor_value *md = tstor__value_alloc(ck, TSTOR_VALUE_DICT);
+      tstor_value *md = tstor__io_value_alloc(ck, TSTOR_VALUE_DICT);
       if (!md) {
         rc = TSTOR_ENOMEM;
         goto out;
@@ -209,7 +213,7 @@ static int parse_and_load(tstor__source *src, const char *hdr, uint64_t n, tstor
         tstor_value *kv, *vv;
         if ((rc = tstor_value_new_string(ck, mk, strlen(mk), &kv)) ||
             (rc = tstor_value_new_string(ck, json_string_value(mv), json_string_length(mv), &vv)) ||
-            (rc = tstor__dict_set(md, kv, vv)))
+            (rc = tstor__io_dict_set(md, kv, vv)))
           goto out;
       }
       ck->metadata = md;
@@ -234,7 +238,7 @@ static int parse_and_load(tstor__source *src, const char *hdr, uint64_t n, tstor
              (unsigned long long)data_len);
     goto out;
   }
-  tstor_value *dict = tstor__value_alloc(ck, TSTOR_VALUE_DICT);
+  tstor_value *dict = tstor__io_value_alloc(ck, TSTOR_VALUE_DICT);
   if (!dict) {
     rc = TSTOR_ENOMEM;
     goto out;
@@ -245,20 +249,21 @@ static int parse_and_load(tstor__source *src, const char *hdr, uint64_t n, tstor
     tstor_value *name, *tv;
     long idx;
     if ((rc = tstor_value_new_string(ck, e->name, strlen(e->name), &name))) goto out;
-    if ((rc = tstor__storage_add(ck, e->name, strlen(e->name), e->dtype,
-                                 (int64_t)((e->end - e->begin) / tstor_dtype_size(e->dtype)), "cpu", 3, &idx)))
+    if ((rc = tstor__io_record_add(ck, e->name, strlen(e->name), e->dtype,
+                                   (int64_t)((e->end - e->begin) / tstor_dtype_size(e->dtype)),
+                                   "cpu", 3, &idx)))
       goto out;
     if ((rc = make_storage(src, e, 8 + n, &ck->storages[idx].s))) goto out;
-    if (!(tv = tstor__value_alloc(ck, TSTOR_VALUE_TENSOR))) {
+    if (!(tv = tstor__io_value_alloc(ck, TSTOR_VALUE_TENSOR))) {
       rc = TSTOR_ENOMEM;
       goto out;
     }
     tv->u.tensor.storage = idx;
     if ((rc = tstor_tensor_on_storage(ck->storages[idx].s, e->dtype, 0, e->ndim, e->sizes, NULL, &tv->u.tensor.t)))
       goto out;
-    if ((rc = tstor__dict_set(dict, name, tv))) goto out;
+    if ((rc = tstor__io_dict_set(dict, name, tv))) goto out;
   }
-  rc = tstor__source_run(src);
+  rc = tstor__io_source_run(src);
 out:
   json_decref(root);
   tstor__io_free(es);
@@ -269,7 +274,7 @@ out:
 
 /* The header's bytes: in the input when it is in memory, else read into
  * *copy (freed by the caller). */
-static int read_header(tstor__source *src, uint64_t n, const char **hdr, char **copy) {
+static int read_header(tstor__io_source *src, uint64_t n, const char **hdr, char **copy) {
   *copy = NULL;
   if (src->bytes) {
     *hdr = (const char *)src->bytes + 8;
@@ -278,14 +283,14 @@ static int read_header(tstor__source *src, uint64_t n, const char **hdr, char **
   if (!(*copy = tstor__io_malloc(n ? (size_t)n : 1)))
     return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for a %llu-byte header", (unsigned long long)n);
   *hdr = *copy;
-  return tstor__source_read(src, *copy, (size_t)n, 8, "header");
+  return tstor__io_source_read(src, *copy, (size_t)n, 8, "header");
 }
 
-static int st_load(tstor__source *src, tstor_checkpoint **out) {
+static int st_load(tstor__io_source *src, tstor_checkpoint **out) {
   uint64_t size = src->size;
   if (size < 8) return BAD("%llu bytes: too short for the header length", (unsigned long long)size);
   uint8_t word[8];
-  int rc = tstor__source_read(src, word, 8, 0, "header length");
+  int rc = tstor__io_source_read(src, word, 8, 0, "header length");
   if (rc) return rc;
   uint64_t n = 0;
   for (int i = 7; i >= 0; i--) n = n << 8 | word[i];
@@ -304,21 +309,22 @@ static int st_load(tstor__source *src, tstor_checkpoint **out) {
   return rc;
 }
 
-int tstor__safetensors_load_source(tstor__source *src, const char *name, tstor_checkpoint **out) {
+int tstor__io_safetensors_load_source(tstor__io_source *src, const char *name,
+                                      tstor_checkpoint **out) {
   (void)name; /* the messages say "safetensors:" and where */
   return st_load(src, out);
 }
 
 int tstor_safetensors_load(tstor_context *ctx, const char *path, const tstor_load_options *opts,
                            tstor_checkpoint **out) {
-  return tstor__load_path(ctx, path, opts, out, "tstor_safetensors_load", "a safetensors file",
-                          tstor__safetensors_load_source);
+  return tstor__io_load_path(ctx, path, opts, out, "tstor_safetensors_load", "a safetensors file",
+                             tstor__io_safetensors_load_source);
 }
 
 int tstor_safetensors_load_buffer(tstor_context *ctx, const void *data, size_t size,
                                   const tstor_load_options *opts, tstor_checkpoint **out) {
-  return tstor__load_buffer(ctx, data, size, opts, out, "tstor_safetensors_load_buffer",
-                            tstor__safetensors_load_source);
+  return tstor__io_load_buffer(ctx, data, size, opts, out, "tstor_safetensors_load_buffer",
+                               tstor__io_safetensors_load_source);
 }
 
 /* --------------------------------------------------------------- writing */
@@ -339,7 +345,7 @@ static int cmp_out(const void *a, const void *b) {
   return (x->name_len > y->name_len) - (x->name_len < y->name_len);
 }
 
-static int write_tensor(tstor__zip_writer *w, const tstor_tensor *t) {
+static int write_tensor(tstor__io_zip_writer *w, const tstor_tensor *t) {
   /* the elements in row-major order, on the host */
   tstor_context *ctx = tstor_tensor_context(t);
   tstor_device cpu;
@@ -358,7 +364,7 @@ static int write_tensor(tstor__zip_writer *w, const tstor_tensor *t) {
   }
   if (rc) return rc;
   int64_t nb = tstor_tensor_nbytes(host);
-  if (nb > 0) rc = tstor__zipw_data(w, tstor_tensor_data(host), (size_t)nb);
+  if (nb > 0) rc = tstor__io_zipw_data(w, tstor_tensor_data(host), (size_t)nb);
   tstor_tensor_release(host);
   return rc;
 }
@@ -473,19 +479,19 @@ out:
 static int write_plan(const void *arg, FILE *f) {
   const st_plan *p = arg;
   size_t hlen = strlen(p->text), padded = (hlen + 7) / 8 * 8;
-  tstor__zip_writer w; /* its put() is a plain counted fwrite */
+  tstor__io_zip_writer w; /* its put() is a plain counted fwrite */
   memset(&w, 0, sizeof w);
   w.f = f;
   uint8_t len8[8];
   for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)padded >> (8 * i));
-  int rc = tstor__zipw_data(&w, len8, 8);
-  if (!rc) rc = tstor__zipw_data(&w, p->text, hlen);
-  if (!rc) rc = tstor__zipw_data(&w, "        ", padded - hlen);
+  int rc = tstor__io_zipw_data(&w, len8, 8);
+  if (!rc) rc = tstor__io_zipw_data(&w, p->text, hlen);
+  if (!rc) rc = tstor__io_zipw_data(&w, "        ", padded - hlen);
   for (size_t i = 0; i < p->n && !rc; i++) rc = write_tensor(&w, p->o[i].v->u.tensor.t);
   return rc;
 }
 
-int tstor__safetensors_save_stream(const tstor_checkpoint *ck, FILE *f, unsigned flags) {
+int tstor__io_safetensors_save_stream(const tstor_checkpoint *ck, FILE *f, unsigned flags) {
   st_plan p;
   int rc = f ? plan(ck, flags, &p) : TSTOR__ERR(TSTOR_EINVAL, "safetensors save: NULL stream");
   if (!f) return rc;
@@ -497,11 +503,11 @@ int tstor__safetensors_save_stream(const tstor_checkpoint *ck, FILE *f, unsigned
 int tstor_safetensors_save(const tstor_checkpoint *ck, const char *path, const tstor_save_options *opts) {
   if (!ck || !path) return TSTOR__ERR(TSTOR_EINVAL, "tstor_safetensors_save: NULL argument");
   unsigned flags;
-  int rc = tstor__save_flags(opts, &flags);
+  int rc = tstor__io_save_flags(opts, &flags);
   if (rc) return rc;
   st_plan p;
   rc = plan(ck, flags, &p);
-  if (!rc) rc = tstor__save_atomically(path, write_plan, &p);
+  if (!rc) rc = tstor__io_save_atomically(path, write_plan, &p);
   plan_free(&p);
   return rc;
 }

@@ -82,9 +82,9 @@ static void c_locale_init(void) { c_locale = newlocale(LC_NUMERIC_MASK, "C", (lo
 /* ================================================================ reading */
 
 typedef struct t7_reader {
-  tstor__source *src;
+  tstor__io_source *src;
   tstor_checkpoint *ck;
-  tstor__cursor cur;
+  tstor__io_cursor cur;
   t7_format fmt;
   bool views;         /* storages may be views of the input (a mapped load) */
   tstor_value **objs; /* by reference index - 1 */
@@ -94,25 +94,25 @@ typedef struct t7_reader {
   tstor_value *none;
 } t7_reader;
 
-#define FAIL(r, code, ...) tstor__cur_fail(&(r)->cur, (code), __VA_ARGS__)
+#define FAIL(r, code, ...) tstor__io_cur_fail(&(r)->cur, (code), __VA_ARGS__)
 
 static bool is_space(uint8_t c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
 
 /* After an ascii array of n > 0 elements, THDiskFile reads one '\n' if it
  * comes next. */
 static void end_array(t7_reader *r, size_t n) {
-  tstor__cursor *c = &r->cur;
-  if (r->fmt.ascii && n && tstor__cur_can_read(c, 1) && c->data[c->off] == '\n') c->off++;
+  tstor__io_cursor *c = &r->cur;
+  if (r->fmt.ascii && n && tstor__io_cur_can_read(c, 1) && c->data[c->off] == '\n') c->off++;
 }
 
 /* The next ascii number's text, as fscanf finds it: blanks skipped, then
  * the longest run of characters a number can hold. */
 static int ascii_token(t7_reader *r, const char *what, char *buf, size_t size) {
-  tstor__cursor *c = &r->cur;
-  while (tstor__cur_can_read(c, 1) && is_space(c->data[c->off])) c->off++;
+  tstor__io_cursor *c = &r->cur;
+  while (tstor__io_cur_can_read(c, 1) && is_space(c->data[c->off])) c->off++;
   size_t n = 0;
-  while (tstor__cur_can_read(c, n + 1) && !is_space(c->data[c->off + n])) n++;
-  if (!n) return tstor__cur_short(c, "the file ends before %s", what);
+  while (tstor__io_cur_can_read(c, n + 1) && !is_space(c->data[c->off + n])) n++;
+  if (!n) return tstor__io_cur_short(c, "the file ends before %s", what);
   if (n >= size) return FAIL(r, TSTOR_EINVAL, "%s: a number of %zu characters", what, n);
   memcpy(buf, c->data + c->off, n);
   buf[n] = '\0';
@@ -123,7 +123,7 @@ static int ascii_token(t7_reader *r, const char *what, char *buf, size_t size) {
 /* An integer field of `width` bytes in binary (a long is long_size), a
  * decimal number within [lo, hi] in ascii. */
 static int read_integer(t7_reader *r, size_t width, int64_t lo, int64_t hi, const char *what, int64_t *out) {
-  tstor__cursor *c = &r->cur;
+  tstor__io_cursor *c = &r->cur;
   c->item = c->off;
   if (r->fmt.ascii) {
     char buf[64], *end;
@@ -137,9 +137,10 @@ static int read_integer(t7_reader *r, size_t width, int64_t lo, int64_t hi, cons
     return 0;
   }
   uint64_t u;
-  if (!tstor__cur_can_read(c, width))
-    return tstor__cur_short(c, "the file ends inside %s (%zu bytes, %zu left)", what, width, tstor__cur_left(c));
-  int rc = tstor__cur_uint(c, width, r->fmt.big_endian, &u);
+  if (!tstor__io_cur_can_read(c, width))
+    return tstor__io_cur_short(c, "the file ends inside %s (%zu bytes, %zu left)", what, width,
+                               tstor__io_cur_left(c));
+  int rc = tstor__io_cur_uint(c, width, r->fmt.big_endian, &u);
   if (rc) return rc;
   if (width < 8 && (u >> (8 * width - 1) & 1)) u |= ~(uint64_t)0 << (8 * width); /* sign-extended */
   memcpy(out, &u, sizeof *out);
@@ -171,16 +172,17 @@ static int parse_double(t7_reader *r, const char *what, double *out) {
 }
 
 static int read_double(t7_reader *r, const char *what, double *out) {
-  tstor__cursor *c = &r->cur;
+  tstor__io_cursor *c = &r->cur;
   c->item = c->off;
   int rc;
   if (r->fmt.ascii) {
     rc = parse_double(r, what, out);
   } else {
     uint64_t u;
-    if (!tstor__cur_can_read(c, 8))
-      rc = tstor__cur_short(c, "the file ends inside %s (8 bytes, %zu left)", what, tstor__cur_left(c));
-    else if (!(rc = tstor__cur_uint(c, 8, r->fmt.big_endian, &u)))
+    if (!tstor__io_cur_can_read(c, 8))
+      rc = tstor__io_cur_short(c, "the file ends inside %s (8 bytes, %zu left)", what,
+                               tstor__io_cur_left(c));
+    else if (!(rc = tstor__io_cur_uint(c, 8, r->fmt.big_endian, &u)))
       memcpy(out, &u, 8);
   }
   end_array(r, 1);
@@ -189,10 +191,11 @@ static int read_double(t7_reader *r, const char *what, double *out) {
 
 /* n raw bytes (a string's, or a Byte/Char storage's), borrowed. */
 static int read_raw(t7_reader *r, size_t n, const char *what, const uint8_t **p) {
-  tstor__cursor *c = &r->cur;
-  if (!tstor__cur_can_read(c, n))
-    return tstor__cur_short(c, "%s of %zu bytes, past the end of the file (%zu left)", what, n, tstor__cur_left(c));
-  int rc = tstor__cur_bytes(c, n, p);
+  tstor__io_cursor *c = &r->cur;
+  if (!tstor__io_cur_can_read(c, n))
+    return tstor__io_cur_short(c, "%s of %zu bytes, past the end of the file (%zu left)", what, n,
+                               tstor__io_cur_left(c));
+  int rc = tstor__io_cur_bytes(c, n, p);
   end_array(r, n);
   return rc;
 }
@@ -202,10 +205,10 @@ static int read_raw(t7_reader *r, size_t n, const char *what, const uint8_t **p)
 static int number_value(t7_reader *r, double d, tstor_value **out) {
   tstor_value *v;
   if (d >= -EXACT_INT && d <= EXACT_INT && d == floor(d) && !(d == 0 && signbit(d))) {
-    if (!(v = tstor__value_alloc(r->ck, TSTOR_VALUE_INT))) return TSTOR_ENOMEM;
+    if (!(v = tstor__io_value_alloc(r->ck, TSTOR_VALUE_INT))) return TSTOR_ENOMEM;
     v->u.i = (int64_t)d;
   } else {
-    if (!(v = tstor__value_alloc(r->ck, TSTOR_VALUE_FLOAT))) return TSTOR_ENOMEM;
+    if (!(v = tstor__io_value_alloc(r->ck, TSTOR_VALUE_FLOAT))) return TSTOR_ENOMEM;
     v->u.f = d;
   }
   *out = v;
@@ -225,7 +228,8 @@ static int string_value(t7_reader *r, tstor_value **out) {
   size_t n;
   int rc = read_string(r, "a string", &p, &n);
   if (rc) return rc;
-  if (tstor__utf8_valid((const char *)p, n)) return tstor_value_new_string(r->ck, (const char *)p, n, out);
+  if (tstor__io_utf8_valid((const char *)p, n))
+    return tstor_value_new_string(r->ck, (const char *)p, n, out);
   return tstor_value_new_bytes(r->ck, p, n, out);
 }
 
@@ -237,9 +241,10 @@ static int read_table(t7_reader *r, tstor_value *d) {
   int rc = read_int(r, "a table's size", 0, &count);
   if (rc) return rc;
   size_t pair = r->fmt.ascii ? 4 : 8;
-  if ((uint64_t)count > tstor__cur_left(&r->cur) / pair)
-    return tstor__cur_short(&r->cur, "a table of %lld entries, more than the %zu bytes left can hold", (long long)count,
-                            tstor__cur_left(&r->cur));
+  if ((uint64_t)count > tstor__io_cur_left(&r->cur) / pair)
+    return tstor__io_cur_short(&r->cur,
+                               "a table of %lld entries, more than the %zu bytes left can hold",
+                               (long long)count, tstor__io_cur_left(&r->cur));
   d->lua = 1;
   for (int64_t i = 0; i < count; i++) {
     tstor_value *k, *v;
@@ -251,7 +256,7 @@ static int read_table(t7_reader *r, tstor_value *d) {
                   k->kind == TSTOR_VALUE_NONE ? "key" : "value");
     if (k->kind == TSTOR_VALUE_FLOAT && isnan(k->u.f)) return FAIL(r, TSTOR_EINVAL, "a table key that is NaN");
     bool existed;
-    if ((rc = tstor__dict_put(d, k, v, false, &existed))) return rc;
+    if ((rc = tstor__io_dict_put(d, k, v, false, &existed))) return rc;
     if (existed) return FAIL(r, TSTOR_EINVAL, "a table with the same key twice");
   }
   return 0;
@@ -280,7 +285,8 @@ static int binary_elements(t7_reader *r, tstor_dtype dt, size_t count, tstor_sto
   bool as_is = fs == es && (!r->fmt.big_endian || es == 1);
   if (as_is) {
     bool queued;
-    rc = tstor__source_host(r->src, off, count * es, es, r->views ? TSTOR__SOURCE_VIEW : 0, "a storage", host, &queued);
+    rc = tstor__io_source_host(r->src, off, count * es, es, r->views ? TSTOR__SOURCE_VIEW : 0,
+                               "a storage", host, &queued);
     return rc;
   }
   tstor_device cpu;
@@ -340,19 +346,20 @@ static int read_storage(t7_reader *r, tstor_dtype dt, const char *type, tstor_va
   int rc = read_long(r, "a storage's size", 0, &count);
   if (rc) return rc;
   size_t least = r->fmt.ascii ? 1 : (dt == TSTOR_INT64 ? r->fmt.long_size : tstor_dtype_size(dt));
-  if ((uint64_t)count > tstor__cur_left(&r->cur) / least)
-    return tstor__cur_short(&r->cur, "a %sStorage of %lld elements, more than the %zu bytes left hold", type,
-                            (long long)count, tstor__cur_left(&r->cur));
+  if ((uint64_t)count > tstor__io_cur_left(&r->cur) / least)
+    return tstor__io_cur_short(&r->cur,
+                               "a %sStorage of %lld elements, more than the %zu bytes left hold",
+                               type, (long long)count, tstor__io_cur_left(&r->cur));
   char key[32];
   snprintf(key, sizeof key, "%zu", r->nobjs);
   long idx;
-  if ((rc = tstor__storage_add(r->ck, key, strlen(key), dt, count, "cpu", 3, &idx))) return rc;
+  if ((rc = tstor__io_record_add(r->ck, key, strlen(key), dt, count, "cpu", 3, &idx))) return rc;
   tstor_storage *host = NULL;
   rc = r->fmt.ascii ? ascii_elements(r, dt, (size_t)count, &host) : binary_elements(r, dt, (size_t)count, &host);
   tstor_device dev;
-  tstor__storage_rec *rec = &r->ck->storages[idx];
-  if (!rc) rc = tstor__source_device(r->src, "cpu", rec->key, &dev);
-  if (!rc && tstor__source_device_has(r->src, dev, TSTOR_DEVICE_NO_DATA))
+  tstor__io_record *rec = &r->ck->storages[idx];
+  if (!rc) rc = tstor__io_source_device(r->src, "cpu", rec->key, &dev);
+  if (!rc && tstor__io_source_device_has(r->src, dev, TSTOR_DEVICE_NO_DATA))
     rc = tstor_storage_new(r->src->ctx, dev, tstor_storage_nbytes(host), &rec->s);
   else if (!rc)
     rc = tstor_storage_to(host, dev, &rec->s);
@@ -402,7 +409,7 @@ static int read_tensor(t7_reader *r, tstor_dtype dt, const char *type, tstor_val
   if (!s) {
     if (numel) return FAIL(r, TSTOR_EINVAL, "a %sTensor of elements without a storage", type);
     tstor_device dev;
-    if ((rc = tstor__source_device(r->src, "cpu", "an empty tensor", &dev)) ||
+    if ((rc = tstor__io_source_device(r->src, "cpu", "an empty tensor", &dev)) ||
         (rc = tstor_storage_new(r->src->ctx, dev, 0, &empty)))
       return rc;
     s = empty;
@@ -516,7 +523,7 @@ static int read_indexed(t7_reader *r, int64_t tag, tstor_value **out) {
   if (!busy) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for objects");
   r->busy = busy;
   /* its kind is known once read: a dict until then (a table's is final) */
-  tstor_value *v = tstor__value_alloc(r->ck, TSTOR_VALUE_DICT);
+  tstor_value *v = tstor__io_value_alloc(r->ck, TSTOR_VALUE_DICT);
   if (!v) return TSTOR_ENOMEM;
   size_t me = r->nobjs++;
   r->objs[me] = v;
@@ -549,7 +556,8 @@ static int read_object(t7_reader *r, tstor_value **out) {
         rc = FAIL(r, TSTOR_EINVAL, "a boolean of %lld (Torch7 writes 0 or 1)", (long long)b);
         break;
       }
-      if (!(*out = tstor__value_alloc(r->ck, TSTOR_VALUE_BOOL))) rc = TSTOR_ENOMEM;
+      if (!(*out = tstor__io_value_alloc(r->ck, TSTOR_VALUE_BOOL)))
+        rc = TSTOR_ENOMEM;
       else (*out)->u.i = b;
       break;
     case T7_FUNCTION:
@@ -567,24 +575,25 @@ static int read_object(t7_reader *r, tstor_value **out) {
 
 /* One reading of the whole input in format fmt; on failure *reached says
  * how far it got. */
-static int read_as(tstor__source *src, const uint8_t *bytes, size_t len, bool views, t7_format fmt,
-                   tstor_checkpoint **out, size_t *reached) {
+static int read_as(tstor__io_source *src, const uint8_t *bytes, size_t len, bool views,
+                   t7_format fmt, tstor_checkpoint **out, size_t *reached) {
   t7_reader r;
   memset(&r, 0, sizeof r);
   r.src = src;
   r.fmt = fmt;
   r.views = views;
-  r.cur = tstor__cursor_over(bytes, len, "Torch7 file");
+  r.cur = tstor__io_cursor_over(bytes, len, "Torch7 file");
   int rc = tstor_checkpoint_new(&r.ck);
-  if (!rc && !(r.none = tstor__value_alloc(r.ck, TSTOR_VALUE_NONE))) rc = TSTOR_ENOMEM;
+  if (!rc && !(r.none = tstor__io_value_alloc(r.ck, TSTOR_VALUE_NONE))) rc = TSTOR_ENOMEM;
   if (!rc) rc = read_object(&r, &r.ck->root);
   if (!rc && fmt.ascii)
-    while (tstor__cur_can_read(&r.cur, 1) && is_space(r.cur.data[r.cur.off])) r.cur.off++;
-  if (!rc && !tstor__cur_at_end(&r.cur)) {
+    while (tstor__io_cur_can_read(&r.cur, 1) && is_space(r.cur.data[r.cur.off])) r.cur.off++;
+  if (!rc && !tstor__io_cur_at_end(&r.cur)) {
     r.cur.item = r.cur.off;
-    rc = FAIL(&r, TSTOR_EINVAL, "%zu bytes after the object (a Torch7 file holds one)", tstor__cur_left(&r.cur));
+    rc = FAIL(&r, TSTOR_EINVAL, "%zu bytes after the object (a Torch7 file holds one)",
+              tstor__io_cur_left(&r.cur));
   }
-  if (!rc) rc = tstor__tree_check(r.ck->root, TSTOR__EXPANDED_MAX);
+  if (!rc) rc = tstor__io_tree_check(r.ck->root, TSTOR__EXPANDED_MAX);
   *reached = r.cur.off;
   tstor__io_free(r.objs);
   tstor__io_free(r.busy);
@@ -596,7 +605,8 @@ static int read_as(tstor__source *src, const uint8_t *bytes, size_t len, bool vi
   return 0;
 }
 
-static int t7_load(tstor__source *src, const uint8_t *bytes, size_t len, bool views, tstor_checkpoint **out) {
+static int t7_load(tstor__io_source *src, const uint8_t *bytes, size_t len, bool views,
+                   tstor_checkpoint **out) {
   if (!len) return TSTOR__ERR(TSTOR_EINVAL, "Torch7 file: empty");
   t7_format fmt = {bytes[0] >= '0' && bytes[0] <= '9', false, 8};
   if (!fmt.ascii) {
@@ -619,7 +629,7 @@ static int t7_load(tstor__source *src, const uint8_t *bytes, size_t len, bool vi
   return reached8 >= reached4 ? rc : rc4;
 }
 
-int tstor__torch7_load_source(tstor__source *src, const char *name, tstor_checkpoint **out) {
+int tstor__io_torch7_load_source(tstor__io_source *src, const char *name, tstor_checkpoint **out) {
   (void)name; /* the messages say "Torch7 file" and where */
   if (src->bytes) return t7_load(src, src->bytes, (size_t)src->size, src->whole != NULL, out);
   /* objects and storages lie interleaved: a file read with pread is parsed
@@ -634,20 +644,22 @@ int tstor__torch7_load_source(tstor__source *src, const char *name, tstor_checkp
 }
 
 int tstor_torch7_load(tstor_context *ctx, const char *path, const tstor_load_options *opts, tstor_checkpoint **out) {
-  return tstor__load_path(ctx, path, opts, out, "tstor_torch7_load", "a Torch7 file", tstor__torch7_load_source);
+  return tstor__io_load_path(ctx, path, opts, out, "tstor_torch7_load", "a Torch7 file",
+                             tstor__io_torch7_load_source);
 }
 
 int tstor_torch7_load_buffer(tstor_context *ctx, const void *data, size_t size, const tstor_load_options *opts,
                              tstor_checkpoint **out) {
-  return tstor__load_buffer(ctx, data, size, opts, out, "tstor_torch7_load_buffer", tstor__torch7_load_source);
+  return tstor__io_load_buffer(ctx, data, size, opts, out, "tstor_torch7_load_buffer",
+                               tstor__io_torch7_load_source);
 }
 
 /* ================================================================ writing */
 
 typedef struct t7_writer {
-  tstor__wbuf out;
+  tstor__io_wbuf out;
   t7_format fmt;
-  tstor__idmap refs; /* objects written (values, tensors, storages) -> their index */
+  tstor__io_idmap refs; /* objects written (values, tensors, storages) -> their index */
   uint32_t next;     /* the index the next new object takes */
 } t7_writer;
 
@@ -655,37 +667,42 @@ typedef struct t7_writer {
 static void put_number_text(t7_writer *w, const char *fmt, double d) {
   pthread_once(&c_locale_once, c_locale_init);
   if (!c_locale) {
-    tstor__wbuf_fail(&w->out, TSTOR_ENOMEM, "no C locale to write numbers in");
+    tstor__io_wbuf_fail(&w->out, TSTOR_ENOMEM, "no C locale to write numbers in");
     return;
   }
   locale_t old = uselocale(c_locale);
-  tstor__wbuf_printf(&w->out, fmt, d);
+  tstor__io_wbuf_printf(&w->out, fmt, d);
   uselocale(old);
 }
 
 static void put_int(t7_writer *w, int64_t v) {
-  if (w->fmt.ascii) tstor__wbuf_printf(&w->out, "%lld\n", (long long)v);
-  else tstor__wbuf_uint(&w->out, (uint64_t)v, 4, w->fmt.big_endian);
+  if (w->fmt.ascii)
+    tstor__io_wbuf_printf(&w->out, "%lld\n", (long long)v);
+  else
+    tstor__io_wbuf_uint(&w->out, (uint64_t)v, 4, w->fmt.big_endian);
 }
 
 /* A long element of an array (its separator the caller's in ascii). */
 static void put_long_elem(t7_writer *w, int64_t v) {
   if (w->fmt.long_size == 4 && (v < INT32_MIN || v > INT32_MAX)) {
-    tstor__wbuf_fail(&w->out, TSTOR_ERANGE, "%lld does not fit the 4-byte longs asked for", (long long)v);
+    tstor__io_wbuf_fail(&w->out, TSTOR_ERANGE, "%lld does not fit the 4-byte longs asked for",
+                        (long long)v);
     return;
   }
-  if (w->fmt.ascii) tstor__wbuf_printf(&w->out, "%lld", (long long)v);
-  else tstor__wbuf_uint(&w->out, (uint64_t)v, w->fmt.long_size, w->fmt.big_endian);
+  if (w->fmt.ascii)
+    tstor__io_wbuf_printf(&w->out, "%lld", (long long)v);
+  else
+    tstor__io_wbuf_uint(&w->out, (uint64_t)v, w->fmt.long_size, w->fmt.big_endian);
 }
 
 /* n longs as one array write: in ascii, space-separated with one '\n'
  * after, nothing at all for none. */
 static void put_longs(t7_writer *w, const int64_t *v, size_t n) {
   for (size_t i = 0; i < n; i++) {
-    if (w->fmt.ascii && i) tstor__wbuf_byte(&w->out, ' ');
+    if (w->fmt.ascii && i) tstor__io_wbuf_byte(&w->out, ' ');
     put_long_elem(w, v[i]);
   }
-  if (w->fmt.ascii && n) tstor__wbuf_byte(&w->out, '\n');
+  if (w->fmt.ascii && n) tstor__io_wbuf_byte(&w->out, '\n');
 }
 
 static void put_double(t7_writer *w, double d) {
@@ -695,17 +712,18 @@ static void put_double(t7_writer *w, double d) {
   }
   uint64_t u;
   memcpy(&u, &d, 8);
-  tstor__wbuf_uint(&w->out, u, 8, w->fmt.big_endian);
+  tstor__io_wbuf_uint(&w->out, u, 8, w->fmt.big_endian);
 }
 
 static void put_raw(t7_writer *w, const void *p, size_t n) {
-  tstor__wbuf_append(&w->out, p, n);
-  if (w->fmt.ascii && n) tstor__wbuf_byte(&w->out, '\n');
+  tstor__io_wbuf_append(&w->out, p, n);
+  if (w->fmt.ascii && n) tstor__io_wbuf_byte(&w->out, '\n');
 }
 
 static void put_string(t7_writer *w, const char *s, size_t n) {
   if (n > INT32_MAX) {
-    tstor__wbuf_fail(&w->out, TSTOR_EOVERFLOW, "a string of %zu bytes (Torch7's lengths are ints)", n);
+    tstor__io_wbuf_fail(&w->out, TSTOR_EOVERFLOW,
+                        "a string of %zu bytes (Torch7's lengths are ints)", n);
     return;
   }
   put_int(w, (int64_t)n);
@@ -717,12 +735,12 @@ static void put_string(t7_writer *w, const char *s, size_t n) {
 static bool put_indexed(t7_writer *w, int tag, const void *id) {
   uint32_t idx;
   put_int(w, tag);
-  if (tstor__idmap_get(&w->refs, id, &idx)) {
+  if (tstor__io_idmap_get(&w->refs, id, &idx)) {
     put_int(w, idx);
     return true;
   }
-  int rc = tstor__idmap_put(&w->refs, id, w->next);
-  if (rc) tstor__wbuf_fail(&w->out, rc, "Torch7 writer: out of memory");
+  int rc = tstor__io_idmap_put(&w->refs, id, w->next);
+  if (rc) tstor__io_wbuf_fail(&w->out, rc, "Torch7 writer: out of memory");
   put_int(w, w->next++);
   return false;
 }
@@ -758,7 +776,7 @@ static void put_ascii_elem(t7_writer *w, tstor_dtype dt, const uint8_t *p) {
       break;
     default:
       tstor_dtype_convert(&i, TSTOR_INT64, p, dt, 1);
-      tstor__wbuf_printf(&w->out, "%lld", (long long)i);
+      tstor__io_wbuf_printf(&w->out, "%lld", (long long)i);
   }
 }
 
@@ -773,20 +791,20 @@ static int put_storage(t7_writer *w, tstor_storage *s, tstor_dtype dt) {
   put_class(w, "1", cls);
   size_t es = tstor_dtype_size(dt), n = tstor_storage_nbytes(s) / es;
   put_long_elem(w, (int64_t)n);
-  if (w->fmt.ascii) tstor__wbuf_byte(&w->out, '\n');
+  if (w->fmt.ascii) tstor__io_wbuf_byte(&w->out, '\n');
   tstor_storage *copy = NULL;
   const void *data = NULL;
-  int rc = n ? tstor__host_bytes(s, &copy, &data) : 0;
+  int rc = n ? tstor__io_host_bytes(s, &copy, &data) : 0;
   if (rc) return rc;
   const uint8_t *p = data;
   if (w->fmt.ascii && es == 1) {
     put_raw(w, p, n);
   } else if (w->fmt.ascii) {
     for (size_t i = 0; i < n; i++) {
-      if (i) tstor__wbuf_byte(&w->out, ' ');
+      if (i) tstor__io_wbuf_byte(&w->out, ' ');
       put_ascii_elem(w, dt, p + i * es);
     }
-    if (n) tstor__wbuf_byte(&w->out, '\n');
+    if (n) tstor__io_wbuf_byte(&w->out, '\n');
   } else if (dt == TSTOR_INT64) {
     for (size_t i = 0; i < n; i++) {
       int64_t v;
@@ -794,12 +812,12 @@ static int put_storage(t7_writer *w, tstor_storage *s, tstor_dtype dt) {
       put_long_elem(w, v);
     }
   } else if (!w->fmt.big_endian || es == 1) {
-    tstor__wbuf_append(&w->out, p, n * es);
+    tstor__io_wbuf_append(&w->out, p, n * es);
   } else {
     for (size_t i = 0; i < n; i++) {
       uint64_t u = 0;
       for (size_t b = 0; b < es; b++) u |= (uint64_t)p[i * es + b] << (8 * b);
-      tstor__wbuf_uint(&w->out, u, es, true);
+      tstor__io_wbuf_uint(&w->out, u, es, true);
     }
   }
   tstor_storage_release(copy);
@@ -905,19 +923,19 @@ static int plan(const tstor_checkpoint *ck, unsigned flags, t7_writer *w) {
   if (flags & ~known) return TSTOR__ERR(TSTOR_EINVAL, "Torch7 save: unknown flags 0x%x", flags & ~known);
   if ((flags & TSTOR_SAVE_TORCH7_ASCII) && (flags & (TSTOR_SAVE_TORCH7_BIG_ENDIAN | TSTOR_SAVE_TORCH7_LONG4)))
     return TSTOR__ERR(TSTOR_EINVAL, "Torch7 save: byte order and long size are binary mode's");
-  int rc = tstor__tree_check(ck->root, UINT64_MAX);
+  int rc = tstor__io_tree_check(ck->root, UINT64_MAX);
   if (rc) return rc;
   w->fmt.ascii = flags & TSTOR_SAVE_TORCH7_ASCII;
   w->fmt.big_endian = flags & TSTOR_SAVE_TORCH7_BIG_ENDIAN;
   w->fmt.long_size = flags & TSTOR_SAVE_TORCH7_LONG4 ? 4 : 8;
   w->next = 1;
   rc = put_value(w, ck->root);
-  return rc ? rc : tstor__wbuf_error(&w->out);
+  return rc ? rc : tstor__io_wbuf_error(&w->out);
 }
 
 static void plan_free(t7_writer *w) {
-  tstor__wbuf_free(&w->out);
-  tstor__idmap_free(&w->refs);
+  tstor__io_wbuf_free(&w->out);
+  tstor__io_idmap_free(&w->refs);
 }
 
 static int write_plan(const void *arg, FILE *f) {
@@ -927,7 +945,7 @@ static int write_plan(const void *arg, FILE *f) {
   return 0;
 }
 
-int tstor__torch7_save_stream(const tstor_checkpoint *ck, FILE *f, unsigned flags) {
+int tstor__io_torch7_save_stream(const tstor_checkpoint *ck, FILE *f, unsigned flags) {
   t7_writer w;
   int rc = plan(ck, flags, &w);
   if (!rc) rc = f ? write_plan(&w, f) : TSTOR__ERR(TSTOR_EINVAL, "Torch7 save: NULL stream");
@@ -938,11 +956,11 @@ int tstor__torch7_save_stream(const tstor_checkpoint *ck, FILE *f, unsigned flag
 int tstor_torch7_save(const tstor_checkpoint *ck, const char *path, const tstor_save_options *opts) {
   if (!ck || !path) return TSTOR__ERR(TSTOR_EINVAL, "tstor_torch7_save: NULL argument");
   unsigned flags;
-  int rc = tstor__save_flags(opts, &flags);
+  int rc = tstor__io_save_flags(opts, &flags);
   if (rc) return rc;
   t7_writer w;
   rc = plan(ck, flags, &w);
-  if (!rc) rc = tstor__save_atomically(path, write_plan, &w);
+  if (!rc) rc = tstor__io_save_atomically(path, write_plan, &w);
   plan_free(&w);
   return rc;
 }

@@ -9,34 +9,34 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct tstor__wbuf {
+typedef struct tstor__io_wbuf {
   uint8_t *data;    /* owned; NULL until the first append */
   size_t len, cap;
   int err;          /* the first error (its message set when it happened), or 0 */
   const char *what; /* names what is built, in the out-of-memory message */
-  char message[256]; /* err's message, set again by tstor__wbuf_error: whatever
+  char message[256]; /* err's message, set again by tstor__io_wbuf_error: whatever
                         failed since (a file write, say) must not hide it */
-} tstor__wbuf;
+} tstor__io_wbuf;
 
 #define TSTOR__WBUF_INIT(name) {.what = (name)}
 
-void tstor__wbuf_append(tstor__wbuf *b, const void *p, size_t n);
-void tstor__wbuf_byte(tstor__wbuf *b, uint8_t c);
+void tstor__io_wbuf_append(tstor__io_wbuf *b, const void *p, size_t n);
+void tstor__io_wbuf_byte(tstor__io_wbuf *b, uint8_t c);
 /* v as width bytes (1 to 8), least significant first unless big_endian. */
-void tstor__wbuf_uint(tstor__wbuf *b, uint64_t v, size_t width, bool big_endian);
-void tstor__wbuf_printf(tstor__wbuf *b, const char *fmt, ...)
+void tstor__io_wbuf_uint(tstor__io_wbuf *b, uint64_t v, size_t width, bool big_endian);
+void tstor__io_wbuf_printf(tstor__io_wbuf *b, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
 /* Records code and its message as the buffer's error, unless it has one. */
-void tstor__wbuf_fail(tstor__wbuf *b, int code, const char *fmt, ...)
+void tstor__io_wbuf_fail(tstor__io_wbuf *b, int code, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
 /* The first error, or 0; its message is set again so that it is the last. */
-int tstor__wbuf_error(const tstor__wbuf *b);
-void tstor__wbuf_free(tstor__wbuf *b);
+int tstor__io_wbuf_error(const tstor__io_wbuf *b);
+void tstor__io_wbuf_free(tstor__io_wbuf *b);
 
 #endif

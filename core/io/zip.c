@@ -9,7 +9,7 @@
  * count, size and offset is checked against the archive before it is used;
  * torch_load.c finds every entry here by its raw name and cross-checks what
  * libzip says about it. On failure the caller still frees the index
- * (tstor__zip_index_free). */
+ * (tstor__io_zip_index_free). */
 #include "io_internal.h"
 
 #include <stdlib.h>
@@ -50,22 +50,23 @@ static int zip64_extra(const uint8_t *extra, size_t len, uint64_t *size, uint64_
 }
 
 static int by_header_offset(const void *a, const void *b) {
-  const tstor__zip_entry *x = *(const tstor__zip_entry *const *)a, *y = *(const tstor__zip_entry *const *)b;
+  const tstor__io_zip_entry *x = *(const tstor__io_zip_entry *const *)a,
+                            *y = *(const tstor__io_zip_entry *const *)b;
   return x->header_offset < y->header_offset ? -1 : x->header_offset > y->header_offset;
 }
 
 /* Refuses entries whose bytes (local header to the end of the data) share a
  * byte: two records over the same bytes would load as storages that alias
  * each other, where torch.load gives independent ones. */
-static int no_overlap(const tstor__zip_index *ix) {
+static int no_overlap(const tstor__io_zip_index *ix) {
   if (ix->n < 2) return 0;
-  const tstor__zip_entry **order = tstor__io_malloc(ix->n * sizeof *order);
+  const tstor__io_zip_entry **order = tstor__io_malloc(ix->n * sizeof *order);
   if (!order) return TSTOR__ERR(TSTOR_ENOMEM, "zip: out of memory for %zu entries", ix->n);
   for (size_t i = 0; i < ix->n; i++) order[i] = &ix->entries[i];
   qsort(order, ix->n, sizeof *order, by_header_offset);
   int rc = 0;
   for (size_t i = 1; i < ix->n && !rc; i++) {
-    const tstor__zip_entry *a = order[i - 1], *b = order[i];
+    const tstor__io_zip_entry *a = order[i - 1], *b = order[i];
     if (b->header_offset < a->data_offset + a->comp_size)
       rc = BAD("entries '%.*s' and '%.*s' overlap in the archive", (int)a->name_len, a->name,
                (int)b->name_len, b->name);
@@ -80,13 +81,14 @@ static int name_cmp(const char *a, size_t alen, const char *b, size_t blen) {
 }
 
 static int by_name(const void *a, const void *b) {
-  const tstor__zip_entry *x = *(const tstor__zip_entry *const *)a, *y = *(const tstor__zip_entry *const *)b;
+  const tstor__io_zip_entry *x = *(const tstor__io_zip_entry *const *)a,
+                            *y = *(const tstor__io_zip_entry *const *)b;
   return name_cmp(x->name, x->name_len, y->name, y->name_len);
 }
 
 /* Lookups by name go by binary search: one scan per storage made loading
  * 50,000 tensors quadratic. */
-static int sort_by_name(tstor__zip_index *ix) {
+static int sort_by_name(tstor__io_zip_index *ix) {
   ix->by_name = tstor__io_malloc((ix->n ? ix->n : 1) * sizeof *ix->by_name);
   if (!ix->by_name) return TSTOR__ERR(TSTOR_ENOMEM, "zip: out of memory for %zu entries", ix->n);
   for (size_t i = 0; i < ix->n; i++) ix->by_name[i] = &ix->entries[i];
@@ -113,7 +115,7 @@ static int fetch(const zip_src *s, uint64_t off, size_t len, uint8_t *into, cons
     return 0;
   }
   *out = into;
-  return tstor__pread_full(s->fd, into, len, off, "zip directory");
+  return tstor__io_pread_full(s->fd, into, len, off, "zip directory");
 }
 
 /* The end of the archive, where the end of central directory record and the
@@ -121,7 +123,7 @@ static int fetch(const zip_src *s, uint64_t off, size_t len, uint8_t *into, cons
  * of up to 65535 and the 20-byte locator. */
 #define TAIL_MAX (22u + 65535u + 20u)
 
-static int index_read(const zip_src *s, tstor__zip_index *out) {
+static int index_read(const zip_src *s, tstor__io_zip_index *out) {
   const uint64_t size = s->size;
   uint8_t *tail_buf = NULL, *name_buf = NULL, e64_buf[56], lh_buf[30];
   const uint8_t *tail, *e64p, *lh, *lname;
@@ -196,7 +198,7 @@ static int index_read(const zip_src *s, tstor__zip_index *out) {
     if (end - p < 46 || u32(p) != 0x02014b50) goto bad_cd;
     size_t nlen = u16(p + 28), xlen = u16(p + 30), clen = u16(p + 32);
     if ((size_t)(end - p) - 46 < nlen + xlen + clen) goto bad_cd;
-    tstor__zip_entry *e = &out->entries[i];
+    tstor__io_zip_entry *e = &out->entries[i];
     uint16_t flags = u16(p + 8);
     e->method = u16(p + 10);
     e->crc = u32(p + 16);
@@ -249,17 +251,17 @@ out:
   return rc;
 }
 
-int tstor__zip_index_read(const uint8_t *data, size_t size, tstor__zip_index *out) {
+int tstor__io_zip_index_read(const uint8_t *data, size_t size, tstor__io_zip_index *out) {
   zip_src s = {data, -1, size};
   return index_read(&s, out);
 }
 
-int tstor__zip_index_read_fd(int fd, uint64_t size, tstor__zip_index *out) {
+int tstor__io_zip_index_read_fd(int fd, uint64_t size, tstor__io_zip_index *out) {
   zip_src s = {NULL, fd, size};
   return index_read(&s, out);
 }
 
-void tstor__zip_index_free(tstor__zip_index *ix) {
+void tstor__io_zip_index_free(tstor__io_zip_index *ix) {
   tstor__io_free(ix->entries);
   tstor__io_free(ix->by_name);
   tstor__io_free(ix->directory);
@@ -269,11 +271,11 @@ void tstor__zip_index_free(tstor__zip_index *ix) {
   ix->n = 0;
 }
 
-const tstor__zip_entry *tstor__zip_find(const tstor__zip_index *ix, const char *name) {
+const tstor__io_zip_entry *tstor__io_zip_find(const tstor__io_zip_index *ix, const char *name) {
   size_t len = strlen(name), lo = 0, hi = ix->by_name ? ix->n : 0;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
-    const tstor__zip_entry *e = ix->by_name[mid];
+    const tstor__io_zip_entry *e = ix->by_name[mid];
     if (name_cmp(e->name, e->name_len, name, len) < 0) lo = mid + 1;
     else hi = mid;
   }

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <zlib.h>
 
-uint32_t tstor__crc32(uint32_t crc, const void *data, size_t len) {
+uint32_t tstor__io_crc32(uint32_t crc, const void *data, size_t len) {
   const unsigned char *p = data;
   /* zlib's crc32 takes a uInt length: feed it in pieces */
   while (len) {
@@ -38,7 +38,7 @@ static void le64(uint8_t *p, uint64_t v) {
   le32(p + 4, (uint32_t)(v >> 32));
 }
 
-static int put(tstor__zip_writer *w, const void *p, size_t n) {
+static int put(tstor__io_zip_writer *w, const void *p, size_t n) {
   if (n && fwrite(p, 1, n, w->f) != n)
     return TSTOR__ERR(tstor_errno_code(errno), "writing the archive: %s",
                       strerror(errno));
@@ -46,14 +46,14 @@ static int put(tstor__zip_writer *w, const void *p, size_t n) {
   return 0;
 }
 
-int tstor__zipw_begin(tstor__zip_writer *w, const char *name, uint64_t size, uint32_t crc) {
-  tstor__zipw_entry *grown = tstor__io_grow(w->e, &w->cap, w->n, sizeof *grown, 16,
-                                            "out of memory for the archive's directory");
+int tstor__io_zipw_begin(tstor__io_zip_writer *w, const char *name, uint64_t size, uint32_t crc) {
+  tstor__io_zipw_entry *grown = tstor__io_grow(w->e, &w->cap, w->n, sizeof *grown, 16,
+                                               "out of memory for the archive's directory");
   if (!grown) return TSTOR_ENOMEM;
   w->e = grown;
   size_t nlen = strlen(name);
   if (nlen > 0xFFFF) return TSTOR__ERR(TSTOR_EINVAL, "record name of %zu bytes", nlen);
-  tstor__zipw_entry *e = &w->e[w->n];
+  tstor__io_zipw_entry *e = &w->e[w->n];
   e->name = tstor__io_strdup(name);
   if (!e->name) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
   e->offset = w->off;
@@ -96,13 +96,13 @@ int tstor__zipw_begin(tstor__zip_writer *w, const char *name, uint64_t size, uin
   return rc;
 }
 
-int tstor__zipw_data(tstor__zip_writer *w, const void *p, size_t n) { return put(w, p, n); }
+int tstor__io_zipw_data(tstor__io_zip_writer *w, const void *p, size_t n) { return put(w, p, n); }
 
-int tstor__zipw_finish(tstor__zip_writer *w) {
+int tstor__io_zipw_finish(tstor__io_zip_writer *w) {
   uint64_t cd_start = w->off;
   int rc = 0;
   for (size_t i = 0; i < w->n && !rc; i++) {
-    const tstor__zipw_entry *e = &w->e[i];
+    const tstor__io_zipw_entry *e = &w->e[i];
     size_t nlen = strlen(e->name);
     int big_size = e->size >= 0xFFFFFFFFu, big_off = e->offset >= 0xFFFFFFFFu;
     uint16_t x64 = (uint16_t)((big_size ? 16 : 0) + (big_off ? 8 : 0));
@@ -175,7 +175,7 @@ int tstor__zipw_finish(tstor__zip_writer *w) {
   return rc;
 }
 
-void tstor__zipw_free(tstor__zip_writer *w) {
+void tstor__io_zipw_free(tstor__io_zip_writer *w) {
   for (size_t i = 0; i < w->n; i++) tstor__io_free(w->e[i].name);
   tstor__io_free(w->e);
   memset(w, 0, sizeof *w);
