@@ -41,6 +41,16 @@ int tstor__io_cur_bytes(tstor__io_cursor *c, size_t n, const uint8_t **p) {
   return 0;
 }
 
+int tstor__io_cur_sub(tstor__io_cursor *c, size_t n, tstor__io_cursor *sub) {
+  const uint8_t *p;
+  uint64_t at = c->base + c->off;
+  int rc = tstor__io_cur_bytes(c, n, &p);
+  if (rc) return rc;
+  *sub = tstor__io_cursor_over(p, n, c->what);
+  sub->base = at;
+  return 0;
+}
+
 int tstor__io_cur_uint(tstor__io_cursor *c, size_t width, bool big_endian, uint64_t *out) {
   const uint8_t *p;
   int rc = tstor__io_cur_bytes(c, width, &p);

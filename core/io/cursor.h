@@ -60,6 +60,9 @@ int tstor__io_cur_short(tstor__io_cursor *c, const char *fmt, ...)
     ;
 /* *p gets the next n bytes (borrowed from the input), which are stepped over. */
 int tstor__io_cur_bytes(tstor__io_cursor *c, size_t n, const uint8_t **p);
+/* The next n bytes as a cursor of their own (*sub: the same input, offsets
+ * in messages still the file's, its item at its start), stepped over. */
+int tstor__io_cur_sub(tstor__io_cursor *c, size_t n, tstor__io_cursor *sub);
 /* An unsigned integer of width bytes (1 to 8), little- or big-endian. */
 int tstor__io_cur_uint(tstor__io_cursor *c, size_t width, bool big_endian, uint64_t *out);
 /* The bytes up to the next '\n' (*p, *n, the newline not counted), stepped

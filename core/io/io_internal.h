@@ -285,8 +285,9 @@ typedef struct tstor__io_zip_index {
 } tstor__io_zip_index;
 
 /* Reads the central directory of the zip archive of `size` bytes at `data`
- * (zip64 included) and each entry's local header. Every offset is checked
- * against the archive. */
+ * (zip64 included) and each entry's local header, every record through a
+ * cursor (zip_format.h has their layouts). Every offset is checked against
+ * the archive; a failure names the offset of the record at fault. */
 int tstor__io_zip_index_read(const uint8_t *data, size_t size, tstor__io_zip_index *out);
 /* The same from the open file fd of `size` bytes, read with pread: only the
  * directory and the local headers are read. A file that ends early (changed
