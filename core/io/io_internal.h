@@ -294,6 +294,9 @@ int tstor__io_zip_index_read(const uint8_t *data, size_t size, tstor__io_zip_ind
  * while it was read) is TSTOR_EIO. */
 int tstor__io_zip_index_read_fd(int fd, uint64_t size, tstor__io_zip_index *out);
 void tstor__io_zip_index_free(tstor__io_zip_index *ix);
+/* The zip format's CRC-32 of len bytes at data, continuing from crc (0 to
+ * begin), for the reader's checks and the writer's entries. */
+uint32_t tstor__io_crc32(uint32_t crc, const void *data, size_t len);
 const tstor__io_zip_entry *tstor__io_zip_find(const tstor__io_zip_index *ix, const char *name);
 
 /* ----------------------------------------------------- file_read.c */
@@ -412,8 +415,6 @@ int tstor__io_torch_load_source(tstor__io_source *src, const char *name, tstor_c
 int tstor__io_safetensors_load_source(tstor__io_source *src, const char *name,
                                       tstor_checkpoint **out);
 int tstor__io_torch7_load_source(tstor__io_source *src, const char *name, tstor_checkpoint **out);
-
-uint32_t tstor__io_crc32(uint32_t crc, const void *data, size_t len);
 
 /* Writes a zip archive of stored entries with 64-byte aligned data
  * (zip_write.c): begin an entry (its size and CRC known up front), write

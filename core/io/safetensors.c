@@ -38,16 +38,6 @@ static int rank_of(tstor_dtype dt) {
   return -1;
 }
 
-const tstor_value *tstor_checkpoint_metadata(const tstor_checkpoint *ck) { return ck ? ck->metadata : NULL; }
-
-int tstor_checkpoint_set_metadata(tstor_checkpoint *ck, tstor_value *dict) {
-  if (!ck) return TSTOR__ERR(TSTOR_EINVAL, "tstor_checkpoint_set_metadata: ck is NULL");
-  if (dict && dict->kind != TSTOR_VALUE_DICT)
-    return TSTOR__ERR(TSTOR_EINVAL, "safetensors metadata must be a dict of strings");
-  ck->metadata = dict;
-  return 0;
-}
-
 /* --------------------------------------------------------------- reading */
 
 typedef struct st_entry {

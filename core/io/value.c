@@ -85,6 +85,18 @@ int tstor_checkpoint_set_root(tstor_checkpoint *ck, tstor_value *root) {
   return 0;
 }
 
+const tstor_value *tstor_checkpoint_metadata(const tstor_checkpoint *ck) {
+  return ck ? ck->metadata : NULL;
+}
+
+int tstor_checkpoint_set_metadata(tstor_checkpoint *ck, tstor_value *dict) {
+  if (!ck) return TSTOR__ERR(TSTOR_EINVAL, "tstor_checkpoint_set_metadata: ck is NULL");
+  if (dict && dict->kind != TSTOR_VALUE_DICT)
+    return TSTOR__ERR(TSTOR_EINVAL, "safetensors metadata must be a dict of strings");
+  ck->metadata = dict;
+  return 0;
+}
+
 size_t tstor_checkpoint_storage_count(const tstor_checkpoint *ck) { return ck ? ck->nstorages : 0; }
 
 int tstor_checkpoint_storage(const tstor_checkpoint *ck, size_t i, const char **key,

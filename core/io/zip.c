@@ -1,5 +1,5 @@
 /* Where each entry's bytes lie in a zip archive, in memory or in a file, and
- * what each entry is called.
+ * what each entry is called; and the CRC-32 its entries carry.
  *
  * libzip inflates and checks archives for us (torch_load.c), but it exposes
  * no entry's data offset, which reading or mapping a storage straight from
@@ -16,6 +16,19 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
+
+uint32_t tstor__io_crc32(uint32_t crc, const void *data, size_t len) {
+  const unsigned char *p = data;
+  /* zlib's crc32 takes a uInt length: feed it in pieces */
+  while (len) {
+    uInt n = len > (1u << 30) ? (1u << 30) : (uInt)len;
+    crc = (uint32_t)crc32(crc, p, n);
+    p += n;
+    len -= n;
+  }
+  return crc;
+}
 
 /* The layouts of zip_format.h, for the reader and the writer. */
 #define WIDTH(name, bytes) bytes,

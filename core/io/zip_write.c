@@ -11,19 +11,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
-
-uint32_t tstor__io_crc32(uint32_t crc, const void *data, size_t len) {
-  const unsigned char *p = data;
-  /* zlib's crc32 takes a uInt length: feed it in pieces */
-  while (len) {
-    uInt n = len > (1u << 30) ? (1u << 30) : (uInt)len;
-    crc = (uint32_t)crc32(crc, p, n);
-    p += n;
-    len -= n;
-  }
-  return crc;
-}
 
 static void le16(uint8_t *p, uint16_t v) {
   p[0] = (uint8_t)v;
