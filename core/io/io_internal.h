@@ -417,8 +417,10 @@ int tstor__io_safetensors_load_source(tstor__io_source *src, const char *name,
 int tstor__io_torch7_load_source(tstor__io_source *src, const char *name, tstor_checkpoint **out);
 
 /* Writes a zip archive of stored entries with 64-byte aligned data
- * (zip_write.c): begin an entry (its size and CRC known up front), write
- * exactly `size` bytes of data, and finish with the central directory. */
+ * (zip_write.c) through a file writer (writebuf.h): begin an entry (its size
+ * and CRC known up front), write exactly `size` bytes of data
+ * (tstor__io_fw_append on w->out), and finish with the central directory,
+ * which returns the first error of them all. */
 typedef struct tstor__io_zipw_entry {
   char *name;
   uint64_t offset, size;
@@ -426,14 +428,13 @@ typedef struct tstor__io_zipw_entry {
 } tstor__io_zipw_entry;
 
 typedef struct tstor__io_zip_writer {
-  FILE *f;
-  uint64_t off;
+  tstor__io_fwriter out;
   tstor__io_zipw_entry *e;
   size_t n, cap;
 } tstor__io_zip_writer;
 
-int tstor__io_zipw_begin(tstor__io_zip_writer *w, const char *name, uint64_t size, uint32_t crc);
-int tstor__io_zipw_data(tstor__io_zip_writer *w, const void *p, size_t n);
+void tstor__io_zipw_init(tstor__io_zip_writer *w, FILE *f);
+void tstor__io_zipw_begin(tstor__io_zip_writer *w, const char *name, uint64_t size, uint32_t crc);
 int tstor__io_zipw_finish(tstor__io_zip_writer *w);
 void tstor__io_zipw_free(tstor__io_zip_writer *w);
 

@@ -36,8 +36,7 @@ void tstor__io_pickle_int(tstor__io_pickler *pk, int64_t v) {
   } else {
     /* LONG1: the fewest little-endian two's-complement bytes, as Python writes */
     uint8_t b[8];
-    uint64_t u = (uint64_t)v;
-    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(u >> (8 * i));
+    tstor__io_put_uint(b, (uint64_t)v, 8, false);
     size_t n = 8;
     while (n > 1 && ((b[n - 1] == 0x00 && !(b[n - 2] & 0x80)) || (b[n - 1] == 0xFF && (b[n - 2] & 0x80)))) n--;
     tstor__io_wbuf_byte(&pk->out, TSTOR__OP_LONG1);
@@ -83,7 +82,7 @@ static void memo_op(tstor__io_pickler *pk, uint8_t one_byte, uint8_t four_bytes,
 }
 
 void tstor__io_pickle_memo_put(tstor__io_pickler *pk, const void *id) {
-  if (pk->out.err) return;
+  if (pk->out.err.code) return;
   int rc = tstor__io_idmap_put(&pk->memo, id, pk->next_memo);
   if (rc) {
     tstor__io_wbuf_fail(&pk->out, rc, "%s: out of memory for the pickle's memo", pk->out.what);

@@ -335,28 +335,34 @@ static int cmp_out(const void *a, const void *b) {
   return (x->name_len > y->name_len) - (x->name_len < y->name_len);
 }
 
-static int write_tensor(tstor__io_zip_writer *w, const tstor_tensor *t) {
-  /* the elements in row-major order, on the host */
+/* Tensor t's elements in row-major order on the host: t itself, or a copy
+ * (*host, a new reference either way). */
+static int host_contiguous(const tstor_tensor *t, tstor_tensor **host) {
   tstor_context *ctx = tstor_tensor_context(t);
-  tstor_device cpu;
-  int rc = tstor_device_parse(ctx, "cpu", &cpu);
-  if (rc) return rc;
-  tstor_tensor *host = NULL;
   int on_host = (tstor_device_type_flags(ctx, tstor_tensor_device(t).type) & TSTOR_DEVICE_HOST) ||
                 tstor_storage_is_pinned(tstor_tensor_storage(t));
-  if (on_host && tstor_tensor_is_contiguous(t)) host = tstor_tensor_retain((tstor_tensor *)t);
-  else if (on_host) rc = tstor_tensor_contiguous(t, &host);
-  else {
-    tstor_tensor *moved = NULL;
-    rc = tstor_tensor_to(t, cpu, tstor_tensor_dtype(t), &moved);
-    if (!rc) rc = tstor_tensor_contiguous(moved, &host);
-    tstor_tensor_release(moved);
+  if (on_host && tstor_tensor_is_contiguous(t)) {
+    *host = tstor_tensor_retain((tstor_tensor *)t);
+    return 0;
   }
-  if (rc) return rc;
-  int64_t nb = tstor_tensor_nbytes(host);
-  if (nb > 0) rc = tstor__io_zipw_data(w, tstor_tensor_data(host), (size_t)nb);
-  tstor_tensor_release(host);
+  if (on_host) return tstor_tensor_contiguous(t, host);
+  tstor_device cpu;
+  tstor_tensor *moved = NULL;
+  int rc = tstor_device_parse(ctx, "cpu", &cpu);
+  if (!rc) rc = tstor_tensor_to(t, cpu, tstor_tensor_dtype(t), &moved);
+  if (!rc) rc = tstor_tensor_contiguous(moved, host);
+  tstor_tensor_release(moved);
   return rc;
+}
+
+static void write_tensor(tstor__io_fwriter *w, const tstor_tensor *t) {
+  tstor_tensor *host = NULL;
+  int rc = host_contiguous(t, &host);
+  if (rc)
+    tstor__io_fw_fail(w, rc, "%s", tstor_last_error());
+  else
+    tstor__io_fw_append(w, tstor_tensor_data(host), (size_t)tstor_tensor_nbytes(host));
+  tstor_tensor_release(host);
 }
 
 /* What a save writes, worked out before anything is written: the tensors in
@@ -469,16 +475,12 @@ out:
 static int write_plan(const void *arg, FILE *f) {
   const st_plan *p = arg;
   size_t hlen = strlen(p->text), padded = (hlen + 7) / 8 * 8;
-  tstor__io_zip_writer w; /* its put() is a plain counted fwrite */
-  memset(&w, 0, sizeof w);
-  w.f = f;
-  uint8_t len8[8];
-  for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)padded >> (8 * i));
-  int rc = tstor__io_zipw_data(&w, len8, 8);
-  if (!rc) rc = tstor__io_zipw_data(&w, p->text, hlen);
-  if (!rc) rc = tstor__io_zipw_data(&w, "        ", padded - hlen);
-  for (size_t i = 0; i < p->n && !rc; i++) rc = write_tensor(&w, p->o[i].v->u.tensor.t);
-  return rc;
+  tstor__io_fwriter w = TSTOR__FWRITER_INIT(f, "the safetensors file");
+  tstor__io_fw_uint(&w, padded, 8);
+  tstor__io_fw_append(&w, p->text, hlen);
+  tstor__io_fw_append(&w, "        ", padded - hlen);
+  for (size_t i = 0; i < p->n && tstor__io_fw_ok(&w); i++) write_tensor(&w, p->o[i].v->u.tensor.t);
+  return tstor__io_fw_finish(&w);
 }
 
 int tstor__io_safetensors_save_stream(const tstor_checkpoint *ck, FILE *f, unsigned flags) {

@@ -940,9 +940,9 @@ static void plan_free(t7_writer *w) {
 
 static int write_plan(const void *arg, FILE *f) {
   const t7_writer *w = arg;
-  if (w->out.len && fwrite(w->out.data, 1, w->out.len, f) != w->out.len)
-    return TSTOR__ERR(TSTOR_EIO, "Torch7 save: a write failed: %s", strerror(errno));
-  return 0;
+  tstor__io_fwriter out = TSTOR__FWRITER_INIT(f, "the Torch7 file");
+  tstor__io_fw_append(&out, w->out.data, w->out.len);
+  return tstor__io_fw_finish(&out);
 }
 
 int tstor__io_torch7_save_stream(const tstor_checkpoint *ck, FILE *f, unsigned flags) {

@@ -230,11 +230,11 @@ static int pickle_value(saver *sv, const tstor_value *v) {
 
 /* --------------------------------------------------------------- records */
 
-static int write_record(tstor__io_zip_writer *w, const char *tail, const void *p, size_t n) {
+static void write_record(tstor__io_zip_writer *w, const char *tail, const void *p, size_t n) {
   char name[96];
   snprintf(name, sizeof name, ARCHIVE "/%s", tail);
-  int rc = tstor__io_zipw_begin(w, name, n, tstor__io_crc32(0, p, n));
-  return rc ? rc : tstor__io_zipw_data(w, p, n);
+  tstor__io_zipw_begin(w, name, n, tstor__io_crc32(0, p, n));
+  tstor__io_fw_append(&w->out, p, n);
 }
 
 /* The pickle of ck, and the storages its records are to hold, worked out
@@ -261,21 +261,24 @@ static void plan_free(saver *sv) {
 static int write_plan(const void *arg, FILE *f) {
   const saver *sv = arg;
   tstor__io_zip_writer w;
-  memset(&w, 0, sizeof w);
-  w.f = f;
-  int rc = write_record(&w, "data.pkl", sv->pk.out.data, sv->pk.out.len);
-  for (size_t i = 0; i < sv->nst && !rc; i++) {
+  tstor__io_zipw_init(&w, f);
+  write_record(&w, "data.pkl", sv->pk.out.data, sv->pk.out.len);
+  for (size_t i = 0; i < sv->nst && tstor__io_fw_ok(&w.out); i++) {
     tstor_storage *s = sv->st[i].s, *copy = NULL;
     const void *p = NULL;
     size_t n = tstor_storage_nbytes(s);
     char tail[40];
     snprintf(tail, sizeof tail, "data/%zu", i);
-    if (!(rc = tstor__io_host_bytes(s, &copy, &p))) rc = write_record(&w, tail, n ? p : "", n);
+    int rc = tstor__io_host_bytes(s, &copy, &p);
+    if (rc)
+      tstor__io_fw_fail(&w.out, rc, "%s", tstor_last_error());
+    else
+      write_record(&w, tail, n ? p : "", n);
     tstor_storage_release(copy);
   }
-  if (!rc) rc = write_record(&w, "version", "3\n", 2);
-  if (!rc) rc = write_record(&w, "byteorder", "little", 6);
-  if (!rc) rc = tstor__io_zipw_finish(&w);
+  write_record(&w, "version", "3\n", 2);
+  write_record(&w, "byteorder", "little", 6);
+  int rc = tstor__io_zipw_finish(&w);
   tstor__io_zipw_free(&w);
   return rc;
 }
