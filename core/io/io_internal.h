@@ -123,7 +123,7 @@ static inline int tstor__io_map_location_check(tstor_context *ctx, const char *m
 
 /* A kind only the unpickler sees: it never reaches a finished tree. */
 enum {
-  TSTOR__VALUE_GLOBAL = 100 /* a permitted callable or class (u.i: which) */
+  TSTOR__VALUE_GLOBAL = 100 /* a permitted callable or class (u.global) */
 };
 
 /* The callables the unpickler knows: every one of them only builds data. */
@@ -133,8 +133,8 @@ enum {
   TSTOR__G_REBUILD_TENSOR,
   TSTOR__G_REBUILD_PARAMETER,
   TSTOR__G_REBUILD_META,
-  TSTOR__G_STORAGE_CLASS, /* a torch.XStorage class: u.tensor.ndim holds the dtype */
-  TSTOR__G_DTYPE          /* torch.float32...: u.tensor.ndim holds the dtype */
+  TSTOR__G_STORAGE_CLASS, /* a torch.XStorage class, of u.global.dtype */
+  TSTOR__G_DTYPE          /* torch.float32...: u.global.dtype */
 };
 
 struct tstor_value {
@@ -173,6 +173,10 @@ struct tstor_value {
       int ndim;
       int64_t *sizes, *strides;
     } tensor;
+    struct {
+      int which; /* TSTOR__G_* */
+      int dtype; /* a storage class's or a dtype's; -1 for the others */
+    } global;    /* a TSTOR__VALUE_GLOBAL, built by tstor__io_value_global */
   } u;
 };
 
@@ -201,6 +205,10 @@ struct tstor_checkpoint {
 
 /* A new value of `kind` in ck's arena (zeroed), or NULL with TSTOR_ENOMEM set. */
 tstor_value *tstor__io_value_alloc(tstor_checkpoint *ck, int kind);
+/* A global the unpickler's rules permit (TSTOR__VALUE_GLOBAL): `which` of
+ * the TSTOR__G_* callables and classes, and the dtype a storage class or a
+ * dtype stands for (-1 for the others). NULL with TSTOR_ENOMEM set. */
+tstor_value *tstor__io_value_global(tstor_checkpoint *ck, int which, int dtype);
 int tstor__io_seq_push(tstor_value *seq, tstor_value *item);
 int tstor__io_dict_set(tstor_value *dict, tstor_value *key, tstor_value *value);
 /* dict[key] = value unless key is there (*existed then true; replaced only

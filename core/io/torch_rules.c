@@ -11,6 +11,12 @@
 
 /* ------------------------------------------------------------- globals */
 
+/* A global of the rules' own, in the checkpoint being read. */
+static int new_global(tstor__io_unpickler *up, int which, int dtype, tstor_value **out) {
+  *out = tstor__io_value_global(tstor__io_unpickler_checkpoint(up), which, dtype);
+  return *out ? 0 : TSTOR_ENOMEM;
+}
+
 /* The permitted globals, as "module.name": what torch.save writes for a
  * state_dict. Everything else is refused by name, as torch.load(weights_only=
  * True) refuses it. */
@@ -26,15 +32,10 @@ static int find_class(tstor__io_unpickler *up, const char *module, size_t mlen, 
       {"torch._utils", "_rebuild_parameter", TSTOR__G_REBUILD_PARAMETER},
       {"torch._utils", "_rebuild_meta_tensor_no_storage", TSTOR__G_REBUILD_META},
   };
-  tstor_value *g = NULL;
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
     if (strlen(known[i].module) == mlen && memcmp(known[i].module, module, mlen) == 0 &&
-        strlen(known[i].name) == nlen && memcmp(known[i].name, name, nlen) == 0) {
-      if (!(g = tstor__io_unpickler_value(up, TSTOR__VALUE_GLOBAL))) return TSTOR_ENOMEM;
-      g->u.i = known[i].which;
-      *out = g;
-      return 0;
-    }
+        strlen(known[i].name) == nlen && memcmp(known[i].name, name, nlen) == 0)
+      return new_global(up, known[i].which, -1, out);
   /* torch.FloatStorage and the other typed storage classes */
   char buf[64];
   if (mlen == 5 && memcmp(module, "torch", 5) == 0 && nlen > 7 && nlen < sizeof buf &&
@@ -42,13 +43,8 @@ static int find_class(tstor__io_unpickler *up, const char *module, size_t mlen, 
     memcpy(buf, name, nlen);
     buf[nlen] = '\0';
     tstor_dtype dt;
-    if (tstor_dtype_parse(buf, &dt) == 0) {
-      if (!(g = tstor__io_unpickler_value(up, TSTOR__VALUE_GLOBAL))) return TSTOR_ENOMEM;
-      g->u.i = TSTOR__G_STORAGE_CLASS;
-      g->u.tensor.ndim = (int)dt; /* u.i and u.tensor.ndim do not overlap */
-      *out = g;
-      return 0;
-    }
+    if (tstor_dtype_parse(buf, &dt) == 0)
+      return new_global(up, TSTOR__G_STORAGE_CLASS, (int)dt, out);
   }
   /* torch.float32 and the other dtypes, by the names torch has for them */
   if (mlen == 5 && memcmp(module, "torch", 5) == 0)
@@ -56,13 +52,8 @@ static int find_class(tstor__io_unpickler *up, const char *module, size_t mlen, 
       const tstor_dtype_info *info = tstor_dtype_info_of((tstor_dtype)d);
       const char *names[2] = {info ? info->name : NULL, info ? info->alias : NULL};
       for (int k = 0; k < 2; k++)
-        if (names[k] && strlen(names[k]) == nlen && memcmp(names[k], name, nlen) == 0) {
-          if (!(g = tstor__io_unpickler_value(up, TSTOR__VALUE_GLOBAL))) return TSTOR_ENOMEM;
-          g->u.i = TSTOR__G_DTYPE;
-          g->u.tensor.ndim = d;
-          *out = g;
-          return 0;
-        }
+        if (names[k] && strlen(names[k]) == nlen && memcmp(names[k], name, nlen) == 0)
+          return new_global(up, TSTOR__G_DTYPE, d, out);
     }
   return FAIL(up, TSTOR_EACCES,
               "global '%.*s.%.*s' is refused: only torch.save's weights are read "
@@ -97,14 +88,14 @@ static int key_ok(tstor__io_unpickler *up, const tstor_value *key) {
 static int storage_named(tstor__io_unpickler *up, tstor_value *cls, tstor_value *key,
                          tstor_value *location, tstor_value *count, long *idx) {
   tstor_checkpoint *ck = tstor__io_unpickler_checkpoint(up);
-  if (cls->kind != TSTOR__VALUE_GLOBAL || cls->u.i != TSTOR__G_STORAGE_CLASS)
+  if (cls->kind != TSTOR__VALUE_GLOBAL || cls->u.global.which != TSTOR__G_STORAGE_CLASS)
     return FAIL(up, TSTOR_EINVAL, "a storage's class must be a torch.*Storage");
   int rc = key_ok(up, key);
   if (rc) return rc;
   if ((*idx = tstor__io_record_find(ck, key->u.str.s, key->u.str.len)) >= 0) return 0;
   if (count->kind != TSTOR_VALUE_INT || count->u.i < 0)
     return FAIL(up, TSTOR_EINVAL, "a storage's size must be a non-negative int");
-  tstor_dtype dt = (tstor_dtype)cls->u.tensor.ndim;
+  tstor_dtype dt = (tstor_dtype)cls->u.global.dtype;
   int64_t numel = count->u.i;
   if ((uint64_t)numel > (uint64_t)INT64_MAX / tstor_dtype_size(dt))
     return FAIL(up, TSTOR_EOVERFLOW, "storage '%s' of %lld %s elements: the byte size overflows", key->u.str.s,
@@ -275,13 +266,13 @@ static int rebuild_parameter(tstor__io_unpickler *up, tstor_value **args, size_t
 static int rebuild_meta(tstor__io_unpickler *up, tstor_value **args, size_t nargs,
                         tstor_value **out) {
   if (nargs != 4) return FAIL(up, TSTOR_EINVAL, "_rebuild_meta_tensor_no_storage takes 4 arguments, not %zu", nargs);
-  if (args[0]->kind != TSTOR__VALUE_GLOBAL || args[0]->u.i != TSTOR__G_DTYPE)
+  if (args[0]->kind != TSTOR__VALUE_GLOBAL || args[0]->u.global.which != TSTOR__G_DTYPE)
     return FAIL(up, TSTOR_EINVAL, "a meta tensor's first argument must be a torch dtype");
   if (args[3]->kind != TSTOR_VALUE_BOOL) return FAIL(up, TSTOR_EINVAL, "a tensor's requires_grad must be a bool");
   tstor_value *t = NULL;
   int rc = layout_of(up, args[1], args[2], &t);
   if (rc) return rc;
-  t->u.tensor.dtype = args[0]->u.tensor.ndim;
+  t->u.tensor.dtype = args[0]->u.global.dtype;
   t->u.tensor.storage = -1;
   t->requires_grad = (unsigned char)args[3]->u.i;
   *out = t;
@@ -291,14 +282,15 @@ static int rebuild_meta(tstor__io_unpickler *up, tstor_value **args, size_t narg
 static int reduce(tstor__io_unpickler *up, tstor_value *fn, tstor_value *args, tstor_value **out) {
   size_t n = args->u.seq.n;
   tstor_value **a = args->u.seq.items;
-  switch (fn->u.i) {
+  switch (fn->u.global.which) {
     case TSTOR__G_ORDEREDDICT:
       if (n != 0) return FAIL(up, TSTOR_EINVAL, "OrderedDict is rebuilt from (), not %zu arguments", n);
       if (!(*out = tstor__io_unpickler_value(up, TSTOR_VALUE_DICT))) return TSTOR_ENOMEM;
       (*out)->ordered = 1;
       return 0;
     case TSTOR__G_REBUILD_TENSOR_V2:
-    case TSTOR__G_REBUILD_TENSOR: return rebuild_tensor(up, a, n, fn->u.i == TSTOR__G_REBUILD_TENSOR_V2, out);
+    case TSTOR__G_REBUILD_TENSOR:
+      return rebuild_tensor(up, a, n, fn->u.global.which == TSTOR__G_REBUILD_TENSOR_V2, out);
     case TSTOR__G_REBUILD_PARAMETER: return rebuild_parameter(up, a, n, out);
     case TSTOR__G_REBUILD_META: return rebuild_meta(up, a, n, out);
     case TSTOR__G_DTYPE: return FAIL(up, TSTOR_EACCES, "a dtype cannot be called");

@@ -32,6 +32,15 @@ tstor_value *tstor__io_value_alloc(tstor_checkpoint *ck, int kind) {
   return v;
 }
 
+tstor_value *tstor__io_value_global(tstor_checkpoint *ck, int which, int dtype) {
+  tstor_value *v = tstor__io_value_alloc(ck, TSTOR__VALUE_GLOBAL);
+  if (v) {
+    v->u.global.which = which;
+    v->u.global.dtype = dtype;
+  }
+  return v;
+}
+
 static void value_free(tstor_value *v) {
   switch (v->kind) {
     case TSTOR_VALUE_STRING:
