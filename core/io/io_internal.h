@@ -7,7 +7,7 @@
  * layer 1: value.c cursor.c writebuf.c idmap.c host_bytes.c atomic_file.c file_read.c
  * layer 2: unpickle.c pickle_write.c zip.c zip_write.c source.c
  * layer 3: torch_rules.c
- * layer 4: torch_load.c torch_legacy.c torch_save.c safetensors.c torch7.c
+ * layer 4: torch_load.c torch_legacy.c torch_save.c safetensors.c torch7_load.c torch7_save.c
  * layer 5: detect.c dlpack.c
  *
  * 1 holds the value arena and the byte-level pieces every format uses (the

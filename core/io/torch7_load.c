@@ -1,93 +1,27 @@
-/* Torch7's serialization (Lua Torch's torch.save / torch.File writeObject and
- * readObject), read and written, binary or ascii, either byte order, 4- or
- * 8-byte longs. torch7's File.lua, generic/Storage.c, generic/Tensor.c and
- * THDiskFile.c are the reference; tests/t7/gen_t7.py's docstring lays the
- * format out field by field.
- *
- * A file holds one object: a type tag, then its payload. Tables, torch
- * objects and functions carry a reference index; an index seen before is a
- * reference to that object, so an object written twice is read once and
- * shared. Nothing in the file says binary or ascii, the byte order or the
- * long size: the reader tells them from the first tag (a digit in ascii; a
- * tag of 0 to 8 in one byte order and not the other) and tries 8-byte longs,
- * then 4-byte ones, keeping the one that reads the whole file.
- *
- * The mapping onto tstor values (serialize.h says it too): nil None, a
- * boolean bool, a number int where it is an integer of at most 2^53 (not
- * -0), else float; a string str where it is UTF-8, else bytes; a table a
- * dict (Lua's keys: true is not 1, a table may be a key); torch.<T>Storage a
- * storage value, torch.<T>Tensor a tensor on it (storageOffset made 0-based;
- * an empty tensor, nDimension 0, has shape [0]); any other class an object
- * value with its name, version and fields. Functions (LuaJIT bytecode),
- * classes with their own write function (tds.Hash, tds.Vec, torch.Cuda*)
- * and a table that contains itself are refused by name. Nothing is run. */
+/* Torch7's reader (torch7.h says what the format is and how its values map
+ * onto tstor's). Nothing in the file says binary or ascii, the byte order or
+ * the long size: the reader tells them from the first tag (a digit in ascii;
+ * a tag of 0 to 8 in one byte order and not the other) and tries 8-byte
+ * longs, then 4-byte ones, keeping the one that reads the whole file.
+ * Functions (LuaJIT bytecode), classes with their own write function
+ * (tds.Hash, tds.Vec, torch.Cuda*) and a table that contains itself are
+ * refused by name. Nothing is run. */
 #include "io_internal.h"
+#include "torch7.h"
 
 #include <errno.h>
-#include <locale.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-
-
-enum {
-  T7_NIL = 0,
-  T7_NUMBER = 1,
-  T7_STRING = 2,
-  T7_TABLE = 3,
-  T7_TORCH = 4,
-  T7_BOOLEAN = 5,
-  T7_FUNCTION = 6,
-  T7_LEGACY_RECUR_FUNCTION = 7,
-  T7_RECUR_FUNCTION = 8
-};
-
-/* X(name, dtype): Torch7's element types, and the dtype each reads as. */
-#define T7_TYPES(X)       \
-  X(Byte, TSTOR_UINT8)    \
-  X(Char, TSTOR_INT8)     \
-  X(Short, TSTOR_INT16)   \
-  X(Int, TSTOR_INT32)     \
-  X(Long, TSTOR_INT64)    \
-  X(Float, TSTOR_FLOAT32) \
-  X(Double, TSTOR_FLOAT64) \
-  X(Half, TSTOR_FLOAT16)
-
-static const struct {
-  const char *name;
-  tstor_dtype dtype;
-} t7_types[] = {
-#define T7_TYPE_ENTRY(name, dtype) {#name, dtype},
-    T7_TYPES(T7_TYPE_ENTRY)
-#undef T7_TYPE_ENTRY
-};
-#define NTYPES (sizeof t7_types / sizeof t7_types[0])
-
-/* Integers a double holds exactly: a number within reads as an int. */
-#define EXACT_INT ((double)((int64_t)1 << 53))
-
-typedef struct t7_format {
-  bool ascii, big_endian;
-  unsigned long_size; /* 4 or 8, binary only */
-} t7_format;
-
-/* ascii numbers are read and written in the C locale, whatever the
- * program's: Torch7's "%.17g" never has a decimal comma. */
-static locale_t c_locale;
-static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
-static void c_locale_init(void) { c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0); }
-
-/* ================================================================ reading */
 
 typedef struct t7_reader {
   tstor__io_source *src;
   tstor_checkpoint *ck;
   tstor__io_cursor cur;
-  t7_format fmt;
-  bool views;         /* storages may be views of the input (a mapped load) */
-  tstor_value **objs; /* by reference index - 1 */
+  tstor__io_t7_format fmt;
+  bool views;          /* storages may be views of the input (a mapped load) */
+  tstor_value **objs;  /* by reference index - 1 */
   unsigned char *busy; /* 1 while that object is being read */
   size_t nobjs, capobjs;
   int depth;
@@ -96,7 +30,9 @@ typedef struct t7_reader {
 
 #define FAIL(r, code, ...) tstor__io_cur_fail(&(r)->cur, (code), __VA_ARGS__)
 
-static bool is_space(uint8_t c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
+static bool is_space(uint8_t c) {
+  return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
 
 /* After an ascii array of n > 0 elements, THDiskFile reads one '\n' if it
  * comes next. */
@@ -122,7 +58,8 @@ static int ascii_token(t7_reader *r, const char *what, char *buf, size_t size) {
 
 /* An integer field of `width` bytes in binary (a long is long_size), a
  * decimal number within [lo, hi] in ascii. */
-static int read_integer(t7_reader *r, size_t width, int64_t lo, int64_t hi, const char *what, int64_t *out) {
+static int read_integer(t7_reader *r, size_t width, int64_t lo, int64_t hi, const char *what,
+                        int64_t *out) {
   tstor__io_cursor *c = &r->cur;
   c->item = c->off;
   if (r->fmt.ascii) {
@@ -131,7 +68,8 @@ static int read_integer(t7_reader *r, size_t width, int64_t lo, int64_t hi, cons
     if (rc) return rc;
     errno = 0;
     long long v = strtoll(buf, &end, 10);
-    if (*end || end == buf || errno) return FAIL(r, TSTOR_EINVAL, "%s: '%s' is not an integer", what, buf);
+    if (*end || end == buf || errno)
+      return FAIL(r, TSTOR_EINVAL, "%s: '%s' is not an integer", what, buf);
     if (v < lo || v > hi) return FAIL(r, TSTOR_ERANGE, "%s: %lld is out of range", what, v);
     *out = v;
     return 0;
@@ -144,7 +82,8 @@ static int read_integer(t7_reader *r, size_t width, int64_t lo, int64_t hi, cons
   if (rc) return rc;
   if (width < 8 && (u >> (8 * width - 1) & 1)) u |= ~(uint64_t)0 << (8 * width); /* sign-extended */
   memcpy(out, &u, sizeof *out);
-  if (*out < lo || *out > hi) return FAIL(r, TSTOR_ERANGE, "%s: %lld is out of range", what, (long long)*out);
+  if (*out < lo || *out > hi)
+    return FAIL(r, TSTOR_ERANGE, "%s: %lld is out of range", what, (long long)*out);
   return 0;
 }
 
@@ -164,9 +103,9 @@ static int parse_double(t7_reader *r, const char *what, double *out) {
   char buf[64], *end;
   int rc = ascii_token(r, what, buf, sizeof buf);
   if (rc) return rc;
-  pthread_once(&c_locale_once, c_locale_init);
-  if (!c_locale) return FAIL(r, TSTOR_ENOMEM, "no C locale to read numbers in");
-  *out = strtod_l(buf, &end, c_locale);
+  locale_t c = tstor__io_t7_c_locale();
+  if (!c) return FAIL(r, TSTOR_ENOMEM, "no C locale to read numbers in");
+  *out = strtod_l(buf, &end, c);
   if (*end || end == buf) return FAIL(r, TSTOR_EINVAL, "%s: '%s' is not a number", what, buf);
   return 0;
 }
@@ -204,7 +143,7 @@ static int read_raw(t7_reader *r, size_t n, const char *what, const uint8_t **p)
 
 static int number_value(t7_reader *r, double d, tstor_value **out) {
   tstor_value *v;
-  if (d >= -EXACT_INT && d <= EXACT_INT && d == floor(d) && !(d == 0 && signbit(d))) {
+  if (d >= -T7_EXACT_INT && d <= T7_EXACT_INT && d == floor(d) && !(d == 0 && signbit(d))) {
     if (!(v = tstor__io_value_alloc(r->ck, TSTOR_VALUE_INT))) return TSTOR_ENOMEM;
     v->u.i = (int64_t)d;
   } else {
@@ -254,7 +193,8 @@ static int read_table(t7_reader *r, tstor_value *d) {
     if (k->kind == TSTOR_VALUE_NONE || v->kind == TSTOR_VALUE_NONE)
       return FAIL(r, TSTOR_EINVAL, "a table entry with a nil %s (Lua's tables hold none)",
                   k->kind == TSTOR_VALUE_NONE ? "key" : "value");
-    if (k->kind == TSTOR_VALUE_FLOAT && isnan(k->u.f)) return FAIL(r, TSTOR_EINVAL, "a table key that is NaN");
+    if (k->kind == TSTOR_VALUE_FLOAT && isnan(k->u.f))
+      return FAIL(r, TSTOR_EINVAL, "a table key that is NaN");
     bool existed;
     if ((rc = tstor__io_dict_put(d, k, v, false, &existed))) return rc;
     if (existed) return FAIL(r, TSTOR_EINVAL, "a table with the same key twice");
@@ -262,13 +202,16 @@ static int read_table(t7_reader *r, tstor_value *d) {
   return 0;
 }
 
-static const char *type_of_class(const char *cls, size_t n, const char *suffix, tstor_dtype *dtype) {
+static const char *type_of_class(const char *cls, size_t n, const char *suffix,
+                                 tstor_dtype *dtype) {
   size_t sl = strlen(suffix);
-  if (n < 6 + sl || memcmp(cls, "torch.", 6) != 0 || memcmp(cls + n - sl, suffix, sl) != 0) return NULL;
-  for (size_t i = 0; i < NTYPES; i++)
-    if (strlen(t7_types[i].name) == n - 6 - sl && memcmp(cls + 6, t7_types[i].name, n - 6 - sl) == 0) {
-      *dtype = t7_types[i].dtype;
-      return t7_types[i].name;
+  if (n < 6 + sl || memcmp(cls, "torch.", 6) != 0 || memcmp(cls + n - sl, suffix, sl) != 0)
+    return NULL;
+  for (size_t i = 0; i < T7_NTYPES; i++)
+    if (strlen(tstor__io_t7_types[i].name) == n - 6 - sl &&
+        memcmp(cls + 6, tstor__io_t7_types[i].name, n - 6 - sl) == 0) {
+      *dtype = tstor__io_t7_types[i].dtype;
+      return tstor__io_t7_types[i].name;
     }
   return NULL;
 }
@@ -290,7 +233,8 @@ static int binary_elements(t7_reader *r, tstor_dtype dt, size_t count, tstor_sto
     return rc;
   }
   tstor_device cpu;
-  if ((rc = tstor_device_parse(r->src->ctx, "cpu", &cpu)) || (rc = tstor_storage_new(r->src->ctx, cpu, count * es, host)))
+  if ((rc = tstor_device_parse(r->src->ctx, "cpu", &cpu)) ||
+      (rc = tstor_storage_new(r->src->ctx, cpu, count * es, host)))
     return rc;
   uint8_t *dst = tstor_storage_data(*host);
   if (!count) return 0; /* an empty storage has no data to copy into */
@@ -300,7 +244,8 @@ static int binary_elements(t7_reader *r, tstor_dtype dt, size_t count, tstor_sto
   }
   for (size_t i = 0; i < count; i++) { /* 4-byte longs, widened */
     uint32_t u = 0;
-    for (size_t b = 0; b < 4; b++) u |= (uint32_t)p[4 * i + (r->fmt.big_endian ? 3 - b : b)] << (8 * b);
+    for (size_t b = 0; b < 4; b++)
+      u |= (uint32_t)p[4 * i + (r->fmt.big_endian ? 3 - b : b)] << (8 * b);
     int64_t v = (int32_t)u;
     memcpy(dst + 8 * i, &v, 8);
   }
@@ -355,7 +300,8 @@ static int read_storage(t7_reader *r, tstor_dtype dt, const char *type, tstor_va
   long idx;
   if ((rc = tstor__io_record_add(r->ck, key, strlen(key), dt, count, "cpu", 3, &idx))) return rc;
   tstor_storage *host = NULL;
-  rc = r->fmt.ascii ? ascii_elements(r, dt, (size_t)count, &host) : binary_elements(r, dt, (size_t)count, &host);
+  rc = r->fmt.ascii ? ascii_elements(r, dt, (size_t)count, &host)
+                    : binary_elements(r, dt, (size_t)count, &host);
   tstor_device dev;
   tstor__io_record *rec = &r->ck->storages[idx];
   if (!rc) rc = tstor__io_source_device(r->src, "cpu", rec->key, &dev);
@@ -379,12 +325,12 @@ static int read_tensor(t7_reader *r, tstor_dtype dt, const char *type, tstor_val
   int rc = read_int(r, "a tensor's nDimension", 0, &ndim);
   if (rc) return rc;
   if (ndim > TSTOR_TENSOR_MAX_DIM)
-    return FAIL(r, TSTOR_EINVAL, "a %sTensor of %lld dimensions (at most %d)", type, (long long)ndim,
-                TSTOR_TENSOR_MAX_DIM);
+    return FAIL(r, TSTOR_EINVAL, "a %sTensor of %lld dimensions (at most %d)", type,
+                (long long)ndim, TSTOR_TENSOR_MAX_DIM);
   for (int k = 0; k < 2; k++) {
     for (int64_t i = 0; i < ndim && !rc; i++)
-      rc = read_integer(r, r->fmt.long_size, 0, INT64_MAX, k ? "a tensor's stride" : "a tensor's size",
-                        k ? &strides[i] : &sizes[i]);
+      rc = read_integer(r, r->fmt.long_size, 0, INT64_MAX,
+                        k ? "a tensor's stride" : "a tensor's size", k ? &strides[i] : &sizes[i]);
     end_array(r, (size_t)ndim);
     if (rc) return rc;
   }
@@ -396,8 +342,10 @@ static int read_tensor(t7_reader *r, tstor_dtype dt, const char *type, tstor_val
   tstor_dtype sdt = TSTOR_UINT8;
   tstor_storage *s = sv->kind == TSTOR_VALUE_STORAGE ? tstor_value_storage(sv, &sdt) : NULL;
   if (sv->kind != TSTOR_VALUE_NONE && (sv->kind != TSTOR_VALUE_STORAGE || sdt != dt))
-    return FAIL(r, TSTOR_EINVAL, "a %sTensor's storage is a %s, not a %sStorage or nil", type,
-                sv->kind == TSTOR_VALUE_STORAGE ? tstor_dtype_name(sdt) : tstor_value_kind_name(sv->kind), type);
+    return FAIL(
+        r, TSTOR_EINVAL, "a %sTensor's storage is a %s, not a %sStorage or nil", type,
+        sv->kind == TSTOR_VALUE_STORAGE ? tstor_dtype_name(sdt) : tstor_value_kind_name(sv->kind),
+        type);
   if (!ndim) { /* Torch7's empty tensor (maybe on a storage, at an offset): shape [0] */
     ndim = 1;
     sizes[0] = 0;
@@ -418,7 +366,8 @@ static int read_tensor(t7_reader *r, tstor_dtype dt, const char *type, tstor_val
   v->u.tensor.storage = sv->kind == TSTOR_VALUE_STORAGE ? sv->u.tensor.storage : -1;
   rc = tstor_tensor_on_storage(s, dt, offset1 - 1, (int)ndim, sizes, strides, &v->u.tensor.t);
   tstor_storage_release(empty);
-  if (rc) return FAIL(r, rc, "a %sTensor that does not fit its storage: %s", type, tstor_last_error());
+  if (rc)
+    return FAIL(r, rc, "a %sTensor that does not fit its storage: %s", type, tstor_last_error());
   return 0;
 }
 
@@ -428,7 +377,8 @@ static bool class_name_ok(const uint8_t *s, size_t n) {
     uint8_t c = s[i];
     bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
     bool part_start = i == 0 || s[i - 1] == '.';
-    if (!(alpha || (!part_start && c >= '0' && c <= '9') || (c == '.' && !part_start && i + 1 < n))) return false;
+    if (!(alpha || (!part_start && c >= '0' && c <= '9') || (c == '.' && !part_start && i + 1 < n)))
+      return false;
   }
   return true;
 }
@@ -446,9 +396,9 @@ static int read_torch(t7_reader *r, tstor_value *v) {
     memcpy(version, p + 2, n - 2);
     version[n - 2] = '\0';
     char *end;
-    pthread_once(&c_locale_once, c_locale_init);
-    (void)strtod_l(version, &end, c_locale);
-    versioned = c_locale && end != version && !*end;
+    locale_t c = tstor__io_t7_c_locale();
+    if (c) (void)strtod_l(version, &end, c);
+    versioned = c && end != version && !*end;
   }
   if (versioned) {
     if ((rc = read_string(r, "a class name", &name, &nlen))) return rc;
@@ -457,7 +407,8 @@ static int read_torch(t7_reader *r, tstor_value *v) {
     nlen = n;
   }
   if (!class_name_ok(name, nlen) || nlen > 200)
-    return FAIL(r, TSTOR_EINVAL, "a class name that is not one: '%.*s'", (int)(nlen > 60 ? 60 : nlen), name);
+    return FAIL(r, TSTOR_EINVAL, "a class name that is not one: '%.*s'",
+                (int)(nlen > 60 ? 60 : nlen), name);
   char cls[201];
   memcpy(cls, name, nlen);
   cls[nlen] = '\0';
@@ -466,15 +417,20 @@ static int read_torch(t7_reader *r, tstor_value *v) {
   if ((type = type_of_class(cls, nlen, "Storage", &dt))) return read_storage(r, dt, type, v);
   if ((type = type_of_class(cls, nlen, "Tensor", &dt))) return read_tensor(r, dt, type, v);
   if (strncmp(cls, "torch.", 6) == 0 || strncmp(cls, "tds.", 4) == 0)
-    return FAIL(r, TSTOR_ENOTSUP, "class %s is refused: it writes a payload of its own (its own write "
-                "function), which a reader cannot tell apart from data", cls);
+    return FAIL(r, TSTOR_ENOTSUP,
+                "class %s is refused: it writes a payload of its own (its own write "
+                "function), which a reader cannot tell apart from data",
+                cls);
   /* a Lua class: its fields, copied into a new table */
   size_t at = r->cur.off;
   int64_t tag;
   if ((rc = read_int(r, "a class's payload", 0, &tag))) return rc;
   r->cur.off = at;
-  if (tag != T7_TABLE) return FAIL(r, TSTOR_ENOTSUP, "class %s is refused: its payload is not a table of its "
-                                   "fields (it has a write function of its own)", cls);
+  if (tag != T7_TABLE)
+    return FAIL(r, TSTOR_ENOTSUP,
+                "class %s is refused: its payload is not a table of its "
+                "fields (it has a write function of its own)",
+                cls);
   tstor_value *state;
   size_t before = r->nobjs;
   if ((rc = read_object(r, &state))) return rc;
@@ -486,7 +442,8 @@ static int read_torch(t7_reader *r, tstor_value *v) {
   v->u.obj.state = state;
   v->u.obj.cls = tstor__io_strdup(cls);
   v->u.obj.version = versioned ? tstor__io_strdup(version) : NULL;
-  if (!v->u.obj.cls || (versioned && !v->u.obj.version)) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for a class name");
+  if (!v->u.obj.cls || (versioned && !v->u.obj.version))
+    return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for a class name");
   return 0;
 }
 
@@ -501,22 +458,26 @@ static int read_indexed(t7_reader *r, int64_t tag, tstor_value **out) {
   if ((uint64_t)idx <= r->nobjs) {
     tstor_value *v = r->objs[idx - 1];
     if (r->busy[idx - 1])
-      return FAIL(r, TSTOR_EINVAL, "object %lld refers to itself while it is read: a table or object that "
-                  "contains itself is refused", (long long)idx);
+      return FAIL(r, TSTOR_EINVAL,
+                  "object %lld refers to itself while it is read: a table or object that "
+                  "contains itself is refused",
+                  (long long)idx);
     bool is_table = v->kind == TSTOR_VALUE_DICT;
     if ((tag == T7_TABLE) != is_table)
       return FAIL(r, TSTOR_EINVAL, "reference %lld: a %s tag for a %s", (long long)idx,
-                  tag == T7_TABLE ? "table" : "torch object",
-                  tstor_value_kind_name(v->kind));
+                  tag == T7_TABLE ? "table" : "torch object", tstor_value_kind_name(v->kind));
     *out = v;
     return 0;
   }
   if ((uint64_t)idx != r->nobjs + 1)
-    return FAIL(r, TSTOR_EINVAL, "reference index %lld: %zu objects so far, and a new one takes the next index",
+    return FAIL(r, TSTOR_EINVAL,
+                "reference index %lld: %zu objects so far, and a new one takes the next index",
                 (long long)idx, r->nobjs);
   if (tag == T7_LEGACY_RECUR_FUNCTION || tag == T7_RECUR_FUNCTION)
-    return FAIL(r, TSTOR_EACCES, "a Lua function (LuaJIT bytecode) is refused: nothing a file holds is run");
-  tstor_value **objs = tstor__io_grow(r->objs, &r->capobjs, r->nobjs, sizeof *objs, 64, "out of memory for objects");
+    return FAIL(r, TSTOR_EACCES,
+                "a Lua function (LuaJIT bytecode) is refused: nothing a file holds is run");
+  tstor_value **objs =
+      tstor__io_grow(r->objs, &r->capobjs, r->nobjs, sizeof *objs, 64, "out of memory for objects");
   if (!objs) return TSTOR_ENOMEM;
   r->objs = objs;
   unsigned char *busy = tstor__io_realloc(r->busy, r->capobjs);
@@ -558,10 +519,12 @@ static int read_object(t7_reader *r, tstor_value **out) {
       }
       if (!(*out = tstor__io_value_alloc(r->ck, TSTOR_VALUE_BOOL)))
         rc = TSTOR_ENOMEM;
-      else (*out)->u.i = b;
+      else
+        (*out)->u.i = b;
       break;
     case T7_FUNCTION:
-      rc = FAIL(r, TSTOR_EACCES, "a Lua function (LuaJIT bytecode) is refused: nothing a file holds is run");
+      rc = FAIL(r, TSTOR_EACCES,
+                "a Lua function (LuaJIT bytecode) is refused: nothing a file holds is run");
       break;
     case T7_TABLE:
     case T7_TORCH:
@@ -576,7 +539,7 @@ static int read_object(t7_reader *r, tstor_value **out) {
 /* One reading of the whole input in format fmt; on failure *reached says
  * how far it got. */
 static int read_as(tstor__io_source *src, const uint8_t *bytes, size_t len, bool views,
-                   t7_format fmt, tstor_checkpoint **out, size_t *reached) {
+                   tstor__io_t7_format fmt, tstor_checkpoint **out, size_t *reached) {
   t7_reader r;
   memset(&r, 0, sizeof r);
   r.src = src;
@@ -608,9 +571,10 @@ static int read_as(tstor__io_source *src, const uint8_t *bytes, size_t len, bool
 static int t7_load(tstor__io_source *src, const uint8_t *bytes, size_t len, bool views,
                    tstor_checkpoint **out) {
   if (!len) return TSTOR__ERR(TSTOR_EINVAL, "Torch7 file: empty");
-  t7_format fmt = {bytes[0] >= '0' && bytes[0] <= '9', false, 8};
+  tstor__io_t7_format fmt = {bytes[0] >= '0' && bytes[0] <= '9', false, 8};
   if (!fmt.ascii) {
-    if (len < 4) return TSTOR__ERR(TSTOR_EINVAL, "Torch7 file: %zu bytes, too short for a type tag", len);
+    if (len < 4)
+      return TSTOR__ERR(TSTOR_EINVAL, "Torch7 file: %zu bytes, too short for a type tag", len);
     fmt.big_endian = bytes[0] == 0 && bytes[3] <= T7_RECUR_FUNCTION;
   }
   size_t reached8 = 0, reached4 = 0;
@@ -635,332 +599,25 @@ int tstor__io_torch7_load_source(tstor__io_source *src, const char *name, tstor_
   /* objects and storages lie interleaved: a file read with pread is parsed
    * from a private read-only mapping, and its storages copied out of it */
   if (!src->size) return TSTOR__ERR(TSTOR_EINVAL, "Torch7 file: empty");
-  if (src->size > SIZE_MAX) return TSTOR__ERR(TSTOR_EOVERFLOW, "a Torch7 file of %llu bytes", (unsigned long long)src->size);
+  if (src->size > SIZE_MAX)
+    return TSTOR__ERR(TSTOR_EOVERFLOW, "a Torch7 file of %llu bytes",
+                      (unsigned long long)src->size);
   void *map = mmap(NULL, (size_t)src->size, PROT_READ, MAP_PRIVATE, src->fd, 0);
-  if (map == MAP_FAILED) return TSTOR__ERR(TSTOR_EIO, "Torch7 file: cannot map it: %s", strerror(errno));
+  if (map == MAP_FAILED)
+    return TSTOR__ERR(TSTOR_EIO, "Torch7 file: cannot map it: %s", strerror(errno));
   int rc = t7_load(src, map, (size_t)src->size, false, out);
   munmap(map, (size_t)src->size);
   return rc;
 }
 
-int tstor_torch7_load(tstor_context *ctx, const char *path, const tstor_load_options *opts, tstor_checkpoint **out) {
+int tstor_torch7_load(tstor_context *ctx, const char *path, const tstor_load_options *opts,
+                      tstor_checkpoint **out) {
   return tstor__io_load_path(ctx, path, opts, out, "tstor_torch7_load", "a Torch7 file",
                              tstor__io_torch7_load_source);
 }
 
-int tstor_torch7_load_buffer(tstor_context *ctx, const void *data, size_t size, const tstor_load_options *opts,
-                             tstor_checkpoint **out) {
+int tstor_torch7_load_buffer(tstor_context *ctx, const void *data, size_t size,
+                             const tstor_load_options *opts, tstor_checkpoint **out) {
   return tstor__io_load_buffer(ctx, data, size, opts, out, "tstor_torch7_load_buffer",
                                tstor__io_torch7_load_source);
-}
-
-/* ================================================================ writing */
-
-typedef struct t7_writer {
-  tstor__io_wbuf out;
-  t7_format fmt;
-  tstor__io_idmap refs; /* objects written (values, tensors, storages) -> their index */
-  uint32_t next;     /* the index the next new object takes */
-} t7_writer;
-
-/* printf in the C locale, whatever the program's. */
-static void put_number_text(t7_writer *w, const char *fmt, double d) {
-  pthread_once(&c_locale_once, c_locale_init);
-  if (!c_locale) {
-    tstor__io_wbuf_fail(&w->out, TSTOR_ENOMEM, "no C locale to write numbers in");
-    return;
-  }
-  locale_t old = uselocale(c_locale);
-  tstor__io_wbuf_printf(&w->out, fmt, d);
-  uselocale(old);
-}
-
-static void put_int(t7_writer *w, int64_t v) {
-  if (w->fmt.ascii)
-    tstor__io_wbuf_printf(&w->out, "%lld\n", (long long)v);
-  else
-    tstor__io_wbuf_uint(&w->out, (uint64_t)v, 4, w->fmt.big_endian);
-}
-
-/* A long element of an array (its separator the caller's in ascii). */
-static void put_long_elem(t7_writer *w, int64_t v) {
-  if (w->fmt.long_size == 4 && (v < INT32_MIN || v > INT32_MAX)) {
-    tstor__io_wbuf_fail(&w->out, TSTOR_ERANGE, "%lld does not fit the 4-byte longs asked for",
-                        (long long)v);
-    return;
-  }
-  if (w->fmt.ascii)
-    tstor__io_wbuf_printf(&w->out, "%lld", (long long)v);
-  else
-    tstor__io_wbuf_uint(&w->out, (uint64_t)v, w->fmt.long_size, w->fmt.big_endian);
-}
-
-/* n longs as one array write: in ascii, space-separated with one '\n'
- * after, nothing at all for none. */
-static void put_longs(t7_writer *w, const int64_t *v, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    if (w->fmt.ascii && i) tstor__io_wbuf_byte(&w->out, ' ');
-    put_long_elem(w, v[i]);
-  }
-  if (w->fmt.ascii && n) tstor__io_wbuf_byte(&w->out, '\n');
-}
-
-static void put_double(t7_writer *w, double d) {
-  if (w->fmt.ascii) {
-    put_number_text(w, "%.17g\n", d);
-    return;
-  }
-  uint64_t u;
-  memcpy(&u, &d, 8);
-  tstor__io_wbuf_uint(&w->out, u, 8, w->fmt.big_endian);
-}
-
-static void put_raw(t7_writer *w, const void *p, size_t n) {
-  tstor__io_wbuf_append(&w->out, p, n);
-  if (w->fmt.ascii && n) tstor__io_wbuf_byte(&w->out, '\n');
-}
-
-static void put_string(t7_writer *w, const char *s, size_t n) {
-  if (n > INT32_MAX) {
-    tstor__io_wbuf_fail(&w->out, TSTOR_EOVERFLOW,
-                        "a string of %zu bytes (Torch7's lengths are ints)", n);
-    return;
-  }
-  put_int(w, (int64_t)n);
-  put_raw(w, s, n);
-}
-
-/* The tag and index of an indexed object: true when it was written before
- * (a reference, which ends it here). */
-static bool put_indexed(t7_writer *w, int tag, const void *id) {
-  uint32_t idx;
-  put_int(w, tag);
-  if (tstor__io_idmap_get(&w->refs, id, &idx)) {
-    put_int(w, idx);
-    return true;
-  }
-  int rc = tstor__io_idmap_put(&w->refs, id, w->next);
-  if (rc) tstor__io_wbuf_fail(&w->out, rc, "Torch7 writer: out of memory");
-  put_int(w, w->next++);
-  return false;
-}
-
-static const char *t7_type_of(tstor_dtype dt) {
-  for (size_t i = 0; i < NTYPES; i++)
-    if (t7_types[i].dtype == dt) return t7_types[i].name;
-  return NULL;
-}
-
-static void put_class(t7_writer *w, const char *version, const char *cls) {
-  if (version) {
-    char v[80];
-    snprintf(v, sizeof v, "V %s", version);
-    put_string(w, v, strlen(v));
-  }
-  put_string(w, cls, strlen(cls));
-}
-
-/* One element of an ascii storage, printed as THDiskFile prints its type. */
-static void put_ascii_elem(t7_writer *w, tstor_dtype dt, const uint8_t *p) {
-  double d;
-  int64_t i;
-  switch (dt) {
-    case TSTOR_FLOAT32:
-    case TSTOR_FLOAT16:
-      tstor_dtype_convert(&d, TSTOR_FLOAT64, p, dt, 1);
-      put_number_text(w, "%.9g", d);
-      break;
-    case TSTOR_FLOAT64:
-      memcpy(&d, p, 8);
-      put_number_text(w, "%.17g", d);
-      break;
-    default:
-      tstor_dtype_convert(&i, TSTOR_INT64, p, dt, 1);
-      tstor__io_wbuf_printf(&w->out, "%lld", (long long)i);
-  }
-}
-
-static int put_storage(t7_writer *w, tstor_storage *s, tstor_dtype dt) {
-  const char *type = t7_type_of(dt);
-  if (!type) return TSTOR__ERR(TSTOR_ENOTSUP, "a %s storage: Torch7 has no type for it", tstor_dtype_name(dt));
-  if (tstor_storage_flags(s) & TSTOR_FLAG_NO_DATA)
-    return TSTOR__ERR(TSTOR_ENODATA, "a storage with no data (on the meta device) cannot be written");
-  if (put_indexed(w, T7_TORCH, s)) return 0;
-  char cls[40];
-  snprintf(cls, sizeof cls, "torch.%sStorage", type);
-  put_class(w, "1", cls);
-  size_t es = tstor_dtype_size(dt), n = tstor_storage_nbytes(s) / es;
-  put_long_elem(w, (int64_t)n);
-  if (w->fmt.ascii) tstor__io_wbuf_byte(&w->out, '\n');
-  tstor_storage *copy = NULL;
-  const void *data = NULL;
-  int rc = n ? tstor__io_host_bytes(s, &copy, &data) : 0;
-  if (rc) return rc;
-  const uint8_t *p = data;
-  if (w->fmt.ascii && es == 1) {
-    put_raw(w, p, n);
-  } else if (w->fmt.ascii) {
-    for (size_t i = 0; i < n; i++) {
-      if (i) tstor__io_wbuf_byte(&w->out, ' ');
-      put_ascii_elem(w, dt, p + i * es);
-    }
-    if (n) tstor__io_wbuf_byte(&w->out, '\n');
-  } else if (dt == TSTOR_INT64) {
-    for (size_t i = 0; i < n; i++) {
-      int64_t v;
-      memcpy(&v, p + 8 * i, 8);
-      put_long_elem(w, v);
-    }
-  } else if (!w->fmt.big_endian || es == 1) {
-    tstor__io_wbuf_append(&w->out, p, n * es);
-  } else {
-    for (size_t i = 0; i < n; i++) {
-      uint64_t u = 0;
-      for (size_t b = 0; b < es; b++) u |= (uint64_t)p[i * es + b] << (8 * b);
-      tstor__io_wbuf_uint(&w->out, u, es, true);
-    }
-  }
-  tstor_storage_release(copy);
-  return 0;
-}
-
-/* torch.<T>Tensor. Torch7 has no 0-dim tensor and no empty one with a
- * shape: a scalar is written as one element of one dimension, an empty
- * tensor as Torch7's own (nDimension 0; no storage unless its storage holds
- * bytes). */
-static int put_tensor(t7_writer *w, const tstor_tensor *t) {
-  tstor_dtype dt = tstor_tensor_dtype(t);
-  const char *type = t7_type_of(dt);
-  if (!type) return TSTOR__ERR(TSTOR_ENOTSUP, "a %s tensor: Torch7 has no type for it", tstor_dtype_name(dt));
-  if (put_indexed(w, T7_TORCH, t)) return 0;
-  char cls[40];
-  snprintf(cls, sizeof cls, "torch.%sTensor", type);
-  put_class(w, "1", cls);
-  int nd = tstor_tensor_dim(t);
-  const int64_t one = 1;
-  if (tstor_tensor_numel(t) == 0) { /* nDimension 0, on its storage where that holds anything */
-    tstor_storage *s = tstor_tensor_storage(t);
-    int64_t offset1 = tstor_storage_nbytes(s) ? tstor_tensor_storage_offset(t) + 1 : 1;
-    put_int(w, 0);
-    put_longs(w, NULL, 0);
-    put_longs(w, NULL, 0);
-    put_longs(w, &offset1, 1);
-    if (!tstor_storage_nbytes(s)) {
-      put_int(w, T7_NIL);
-      return 0;
-    }
-    return put_storage(w, s, dt);
-  }
-  put_int(w, nd ? nd : 1);
-  put_longs(w, nd ? tstor_tensor_sizes(t) : &one, nd ? (size_t)nd : 1);
-  put_longs(w, nd ? tstor_tensor_strides(t) : &one, nd ? (size_t)nd : 1);
-  int64_t offset1 = tstor_tensor_storage_offset(t) + 1;
-  put_longs(w, &offset1, 1);
-  return put_storage(w, tstor_tensor_storage(t), dt);
-}
-
-static int put_value(t7_writer *w, const tstor_value *v);
-
-static int put_table(t7_writer *w, const tstor_value *v) {
-  if (put_indexed(w, T7_TABLE, v)) return 0;
-  size_t n = v->u.seq.n;
-  if (n > INT32_MAX) return TSTOR__ERR(TSTOR_EOVERFLOW, "a table of %zu entries", n);
-  put_int(w, (int64_t)n);
-  int rc = 0;
-  for (size_t i = 0; i < n && !rc; i++) {
-    if (v->kind == TSTOR_VALUE_DICT) {
-      rc = put_value(w, v->u.seq.keys[i]);
-    } else { /* a list or tuple is Lua's array: keys 1 to n */
-      put_int(w, T7_NUMBER);
-      put_double(w, (double)(i + 1));
-    }
-    if (!rc) rc = put_value(w, v->u.seq.items[i]);
-  }
-  return rc;
-}
-
-static int put_value(t7_writer *w, const tstor_value *v) {
-  switch (v->kind) {
-    case TSTOR_VALUE_NONE: put_int(w, T7_NIL); return 0;
-    case TSTOR_VALUE_BOOL:
-      put_int(w, T7_BOOLEAN);
-      put_int(w, v->u.i != 0);
-      return 0;
-    case TSTOR_VALUE_INT:
-      if (v->u.i < -(int64_t)EXACT_INT || v->u.i > (int64_t)EXACT_INT)
-        return TSTOR__ERR(TSTOR_ERANGE, "the int %lld: a Lua number (a double) cannot hold it exactly", (long long)v->u.i);
-      put_int(w, T7_NUMBER);
-      put_double(w, (double)v->u.i);
-      return 0;
-    case TSTOR_VALUE_FLOAT:
-      put_int(w, T7_NUMBER);
-      put_double(w, v->u.f);
-      return 0;
-    case TSTOR_VALUE_STRING:
-    case TSTOR_VALUE_BYTES:
-      put_int(w, T7_STRING);
-      put_string(w, v->u.str.s, v->u.str.len);
-      return 0;
-    case TSTOR_VALUE_TUPLE:
-    case TSTOR_VALUE_LIST:
-    case TSTOR_VALUE_DICT: return put_table(w, v);
-    case TSTOR_VALUE_TENSOR: return put_tensor(w, v->u.tensor.t);
-    case TSTOR_VALUE_STORAGE: return put_storage(w, v->u.tensor.s, (tstor_dtype)v->u.tensor.dtype);
-    case TSTOR_VALUE_OBJECT:
-      if (put_indexed(w, T7_TORCH, v)) return 0;
-      put_class(w, v->u.obj.version, v->u.obj.cls);
-      return put_table(w, v->u.obj.state);
-    default: return TSTOR__ERR(TSTOR_EINVAL, "a value of unknown kind %d", v->kind);
-  }
-}
-
-/* The whole file, in w's buffer, before anything is written. */
-static int plan(const tstor_checkpoint *ck, unsigned flags, t7_writer *w) {
-  memset(w, 0, sizeof *w);
-  w->out.what = "Torch7 file";
-  if (!ck || !ck->root) return TSTOR__ERR(TSTOR_EINVAL, "Torch7 save: %s", ck ? "the checkpoint has no root value" : "NULL argument");
-  const unsigned known = TSTOR_SAVE_TORCH7_ASCII | TSTOR_SAVE_TORCH7_BIG_ENDIAN | TSTOR_SAVE_TORCH7_LONG4;
-  if (flags & ~known) return TSTOR__ERR(TSTOR_EINVAL, "Torch7 save: unknown flags 0x%x", flags & ~known);
-  if ((flags & TSTOR_SAVE_TORCH7_ASCII) && (flags & (TSTOR_SAVE_TORCH7_BIG_ENDIAN | TSTOR_SAVE_TORCH7_LONG4)))
-    return TSTOR__ERR(TSTOR_EINVAL, "Torch7 save: byte order and long size are binary mode's");
-  int rc = tstor__io_tree_check(ck->root, UINT64_MAX);
-  if (rc) return rc;
-  w->fmt.ascii = flags & TSTOR_SAVE_TORCH7_ASCII;
-  w->fmt.big_endian = flags & TSTOR_SAVE_TORCH7_BIG_ENDIAN;
-  w->fmt.long_size = flags & TSTOR_SAVE_TORCH7_LONG4 ? 4 : 8;
-  w->next = 1;
-  rc = put_value(w, ck->root);
-  return rc ? rc : tstor__io_wbuf_error(&w->out);
-}
-
-static void plan_free(t7_writer *w) {
-  tstor__io_wbuf_free(&w->out);
-  tstor__io_idmap_free(&w->refs);
-}
-
-static int write_plan(const void *arg, FILE *f) {
-  const t7_writer *w = arg;
-  tstor__io_fwriter out = TSTOR__FWRITER_INIT(f, "the Torch7 file");
-  tstor__io_fw_append(&out, w->out.data, w->out.len);
-  return tstor__io_fw_finish(&out);
-}
-
-int tstor__io_torch7_save_stream(const tstor_checkpoint *ck, FILE *f, unsigned flags) {
-  t7_writer w;
-  int rc = plan(ck, flags, &w);
-  if (!rc) rc = f ? write_plan(&w, f) : TSTOR__ERR(TSTOR_EINVAL, "Torch7 save: NULL stream");
-  plan_free(&w);
-  return rc;
-}
-
-int tstor_torch7_save(const tstor_checkpoint *ck, const char *path, const tstor_save_options *opts) {
-  if (!ck || !path) return TSTOR__ERR(TSTOR_EINVAL, "tstor_torch7_save: NULL argument");
-  unsigned flags;
-  int rc = tstor__io_save_flags(opts, &flags);
-  if (rc) return rc;
-  t7_writer w;
-  rc = plan(ck, flags, &w);
-  if (!rc) rc = tstor__io_save_atomically(path, write_plan, &w);
-  plan_free(&w);
-  return rc;
 }
