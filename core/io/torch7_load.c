@@ -385,33 +385,44 @@ static bool class_name_ok(const uint8_t *s, size_t n) {
 
 /* A torch object: "V <version>" (absent in files from before versions), the
  * class name, then the class's payload. */
-static int read_torch(t7_reader *r, tstor_value *v) {
+/* A torch object's class: its version ("V 1") where one is written, into
+ * version (else *versioned false), then its name, into cls (at most 200
+ * bytes, *nlen of them), both NUL-terminated. */
+static int read_class(t7_reader *r, char version[64], bool *versioned, char cls[201],
+                      size_t *nlen) {
   const uint8_t *p, *name;
-  size_t n, nlen;
+  size_t n;
   int rc = read_string(r, "a class's version", &p, &n);
   if (rc) return rc;
-  char version[64];
-  bool versioned = false;
-  if (n > 2 && n < sizeof version + 2 && p[0] == 'V' && p[1] == ' ') {
+  *versioned = false;
+  if (n > 2 && n < 64 + 2 && p[0] == 'V' && p[1] == ' ') {
     memcpy(version, p + 2, n - 2);
     version[n - 2] = '\0';
     char *end;
     locale_t c = tstor__io_t7_c_locale();
     if (c) (void)strtod_l(version, &end, c);
-    versioned = c && end != version && !*end;
+    *versioned = c && end != version && !*end;
   }
-  if (versioned) {
-    if ((rc = read_string(r, "a class name", &name, &nlen))) return rc;
+  if (*versioned) {
+    if ((rc = read_string(r, "a class name", &name, nlen))) return rc;
   } else { /* the first string was the class name itself (File.lua's legacy reading) */
     name = p;
-    nlen = n;
+    *nlen = n;
   }
-  if (!class_name_ok(name, nlen) || nlen > 200)
+  if (!class_name_ok(name, *nlen) || *nlen > 200)
     return FAIL(r, TSTOR_EINVAL, "a class name that is not one: '%.*s'",
-                (int)(nlen > 60 ? 60 : nlen), name);
-  char cls[201];
-  memcpy(cls, name, nlen);
-  cls[nlen] = '\0';
+                (int)(*nlen > 60 ? 60 : *nlen), name);
+  memcpy(cls, name, *nlen);
+  cls[*nlen] = '\0';
+  return 0;
+}
+
+static int read_torch(t7_reader *r, tstor_value *v) {
+  char version[64], cls[201];
+  bool versioned;
+  size_t nlen;
+  int rc = read_class(r, version, &versioned, cls, &nlen);
+  if (rc) return rc;
   tstor_dtype dt;
   const char *type;
   if ((type = type_of_class(cls, nlen, "Storage", &dt))) return read_storage(r, dt, type, v);

@@ -191,81 +191,99 @@ static int finish_storage(loader *ld, tstor__io_record *r, tstor_storage *host,
   return 0;
 }
 
+/* The record of storage r (*name, freed by the caller; *e, *idx), checked
+ * against libzip, and holding at least nbytes. */
+static int storage_record(loader *ld, const tstor__io_record *r, uint64_t nbytes, char **name,
+                          const tstor__io_zip_entry **e, zip_int64_t *idx) {
+  char tail[64 + 8];
+  *name = NULL;
+  if (strlen(r->key) > 64)
+    return TSTOR__ERR(TSTOR_EINVAL, "storage key '%.64s...' is too long", r->key);
+  snprintf(tail, sizeof tail, "data/%s", r->key);
+  if (!(*name = record_name(ld, tail))) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
+  if (!(*e = entry_named(ld, *name, idx)))
+    return TSTOR__ERR(TSTOR_EINVAL, "storage '%s' has no record '%s' in the archive", r->key,
+                      *name);
+  int rc = cross_check(ld, *idx, *e);
+  if (rc) return rc;
+  /* A longer record is read in part, as torch.load does; a shorter one is
+   * refused (torch.load would read past it). */
+  if ((*e)->size < nbytes)
+    return TSTOR__ERR(
+        TSTOR_ERANGE,
+        "record '%s' holds %llu bytes, but storage '%s' is %lld %s elements (%llu bytes)", *name,
+        (unsigned long long)(*e)->size, r->key, (long long)r->numel, tstor_dtype_name(r->dtype),
+        (unsigned long long)nbytes);
+  if (nbytes > SIZE_MAX)
+    return TSTOR__ERR(TSTOR_EOVERFLOW, "storage '%s' of %llu bytes cannot be addressed", r->key,
+                      (unsigned long long)nbytes);
+  return 0;
+}
+
+/* A stored record's nbytes on the host (*host): a view of the file's mapping
+ * or read with pread, never through libzip, which would copy it once more;
+ * a cpu storage read from the file is only queued (*queued). Bytes to be
+ * swapped are never a view: the swap would write to the caller's borrowed
+ * buffer (const, maybe read-only, maybe loaded again). */
+static int stored_host(loader *ld, const tstor__io_record *r, tstor_device dev,
+                       const tstor__io_zip_entry *e, uint64_t nbytes, tstor_storage **host,
+                       bool *queued) {
+  size_t esize = tstor_dtype_size(r->dtype);
+  int swap = ld->big_endian && esize > 1;
+  unsigned how =
+      (swap ? 0 : TSTOR__SOURCE_VIEW) |
+      (tstor__io_source_device_has(ld->src, dev, TSTOR_DEVICE_HOST) ? TSTOR__SOURCE_QUEUE : 0);
+  return tstor__io_source_host(ld->src, e->data_offset, (size_t)nbytes, esize, how, r->key, host,
+                               queued);
+}
+
+/* A compressed record's first nbytes, inflated by libzip (which checks the
+ * CRC) into a cpu storage *host. */
+static int inflated_host(loader *ld, zip_int64_t idx, const char *name, uint64_t nbytes,
+                         uint64_t size, tstor_storage **host) {
+  tstor_device cpu;
+  int rc = tstor_device_parse(ld->src->ctx, "cpu", &cpu);
+  if (!rc) rc = tstor_storage_new(ld->src->ctx, cpu, (size_t)nbytes, host);
+  if (!rc) rc = read_entry(ld, idx, name, tstor_storage_data(*host), nbytes, size);
+  return rc;
+}
+
 /* Loads storage `r`: a view of the mapped archive (TSTOR_LOAD_MMAP), or read.
  * A cpu storage read from the file is only queued on the source, and *queued
  * set to its entry; the caller runs them all and then finishes each
  * (finish_storage). */
 static int load_storage(loader *ld, tstor__io_record *r, const tstor__io_zip_entry **queued) {
-  int rc;
   *queued = NULL;
-  size_t esize = tstor_dtype_size(r->dtype);
-  uint64_t nbytes = (uint64_t)r->numel * esize; /* checked against overflow by the unpickler */
+  uint64_t nbytes = (uint64_t)r->numel * tstor_dtype_size(r->dtype); /* checked by the unpickler */
   tstor_device dev;
-  if ((rc = tstor__io_source_device(ld->src, r->location, r->key, &dev))) return rc;
-  char tail[64 + 8];
-  if (strlen(r->key) > 64) return TSTOR__ERR(TSTOR_EINVAL, "storage key '%.64s...' is too long", r->key);
-  snprintf(tail, sizeof tail, "data/%s", r->key);
-  char *name = record_name(ld, tail);
-  if (!name) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
-  zip_int64_t idx;
-  const tstor__io_zip_entry *e = entry_named(ld, name, &idx);
+  int rc = tstor__io_source_device(ld->src, r->location, r->key, &dev);
+  if (rc) return rc;
+  char *name = NULL;
+  const tstor__io_zip_entry *e = NULL;
+  zip_int64_t idx = -1;
   tstor_storage *host = NULL;
-  if (!e) {
-    rc = TSTOR__ERR(TSTOR_EINVAL, "storage '%s' has no record '%s' in the archive", r->key, name);
-    goto out;
-  }
-  if ((rc = cross_check(ld, idx, e))) goto out;
-  uint64_t size = e->size;
-  /* A longer record is read in part, as torch.load does; a shorter one is
-   * refused (torch.load would read past it). */
-  if (size < nbytes) {
-    rc = TSTOR__ERR(TSTOR_ERANGE, "record '%s' holds %llu bytes, but storage '%s' is %lld %s elements (%llu bytes)",
-                    name, (unsigned long long)size, r->key, (long long)r->numel,
-                    tstor_dtype_name(r->dtype), (unsigned long long)nbytes);
-    goto out;
-  }
-  if (nbytes > SIZE_MAX) {
-    rc = TSTOR__ERR(TSTOR_EOVERFLOW, "storage '%s' of %llu bytes cannot be addressed", r->key,
-                    (unsigned long long)nbytes);
-    goto out;
-  }
+  bool q = false;
+  if ((rc = storage_record(ld, r, nbytes, &name, &e, &idx))) goto out;
   if (tstor__io_source_device_has(ld->src, dev, TSTOR_DEVICE_NO_DATA)) {
     rc = tstor_storage_new(ld->src->ctx, dev, (size_t)nbytes, &r->s);
     goto out;
   }
-  /* A stored record is mapped (a view of the file's mapping) or read with
-   * pread, never through libzip, which would copy it once more. Like
-   * PyTorch's reader, those paths check the CRC only when asked
-   * (TSTOR_LOAD_VERIFY_CRC: it costs a pass over the bytes at about 1 GB/s);
-   * compressed records go through libzip, which always checks it. */
+  /* Like PyTorch's reader, the paths of stored records check the CRC only
+   * when asked (TSTOR_LOAD_VERIFY_CRC: it costs a pass over the bytes at
+   * about 1 GB/s); compressed records go through libzip, which always
+   * checks it. */
   int stored = e->method == 0;
-  if (stored) {
-    /* Bytes to be swapped are never a view: the swap would write to the
-     * caller's borrowed buffer (const, maybe read-only, maybe loaded again).
-     * A cpu storage read from the file is read with the others. */
-    int swap = ld->big_endian && esize > 1;
-    unsigned how =
-        (swap ? 0 : TSTOR__SOURCE_VIEW) |
-        (tstor__io_source_device_has(ld->src, dev, TSTOR_DEVICE_HOST) ? TSTOR__SOURCE_QUEUE : 0);
-    bool q;
-    if ((rc = tstor__io_source_host(ld->src, e->data_offset, (size_t)nbytes, esize, how, r->key,
-                                    &host, &q)))
-      goto out;
-    if (q) {
-      r->s = host;
-      host = NULL;
-      *queued = e;
-      goto out;
-    }
-  } else {
-    tstor_device cpu;
-    if ((rc = tstor_device_parse(ld->src->ctx, "cpu", &cpu)) ||
-        (rc = tstor_storage_new(ld->src->ctx, cpu, (size_t)nbytes, &host)) ||
-        (rc = read_entry(ld, idx, name, tstor_storage_data(host), nbytes, size)))
-      goto out;
+  rc = stored ? stored_host(ld, r, dev, e, nbytes, &host, &q)
+              : inflated_host(ld, idx, name, nbytes, e->size, &host);
+  if (rc) goto out;
+  if (q) { /* a cpu storage read with the others, finished after */
+    r->s = host;
+    host = NULL;
+    *queued = e;
+    goto out;
   }
-  if ((rc = finish_storage(ld, r, host, e, stored && (ld->src->flags & TSTOR_LOAD_VERIFY_CRC)))) goto out;
-  rc = tstor_storage_to(host, dev, &r->s);
+  rc = finish_storage(ld, r, host, e, stored && (ld->src->flags & TSTOR_LOAD_VERIFY_CRC));
+  if (!rc) rc = tstor_storage_to(host, dev, &r->s);
 out:
   tstor_storage_release(host);
   tstor__io_free(name);
