@@ -75,28 +75,19 @@
   X(END_CD_OFFSET, 4)     \
   X(END_COMMENT_LEN, 2)
 
+/* Each record's enum: its fields, then how many (_N) and its bytes (_LEN). */
 #define TSTOR__ZIP_FIELD(name, bytes) ZIP_##name,
 #define TSTOR__ZIP_BYTES(name, bytes) +(bytes)
-enum {
-  TSTOR__ZIP_LOCAL(TSTOR__ZIP_FIELD) ZIP_LOCAL_N,
-  ZIP_LOCAL_LEN = 0 TSTOR__ZIP_LOCAL(TSTOR__ZIP_BYTES)
-};
-enum {
-  TSTOR__ZIP_CENTRAL(TSTOR__ZIP_FIELD) ZIP_CENTRAL_N,
-  ZIP_CENTRAL_LEN = 0 TSTOR__ZIP_CENTRAL(TSTOR__ZIP_BYTES)
-};
-enum {
-  TSTOR__ZIP_END64(TSTOR__ZIP_FIELD) ZIP_END64_N,
-  ZIP_END64_LEN = 0 TSTOR__ZIP_END64(TSTOR__ZIP_BYTES)
-};
-enum {
-  TSTOR__ZIP_LOCATOR(TSTOR__ZIP_FIELD) ZIP_LOCATOR_N,
-  ZIP_LOCATOR_LEN = 0 TSTOR__ZIP_LOCATOR(TSTOR__ZIP_BYTES)
-};
-enum {
-  TSTOR__ZIP_END(TSTOR__ZIP_FIELD) ZIP_END_N,
-  ZIP_END_LEN = 0 TSTOR__ZIP_END(TSTOR__ZIP_BYTES)
-};
+#define TSTOR__ZIP_RECORD(REC)                             \
+  enum {                                                   \
+    TSTOR__ZIP_##REC(TSTOR__ZIP_FIELD) ZIP_##REC##_N,      \
+    ZIP_##REC##_LEN = 0 TSTOR__ZIP_##REC(TSTOR__ZIP_BYTES) \
+  }
+TSTOR__ZIP_RECORD(LOCAL);
+TSTOR__ZIP_RECORD(CENTRAL);
+TSTOR__ZIP_RECORD(END64);
+TSTOR__ZIP_RECORD(LOCATOR);
+TSTOR__ZIP_RECORD(END);
 
 /* Each record's signature, its first field. */
 enum {
