@@ -22,8 +22,8 @@ static inline void tstor__io_put_uint(uint8_t *p, uint64_t v, size_t width, bool
 /* A builder's first error, kept with its message: whatever failed since (a
  * file write, say) must not hide it, so the check at the end sets it again. */
 typedef struct tstor__io_sticky {
-  int code; /* 0 while nothing failed */
-  char message[256];
+  int code;           /* 0 while nothing failed */
+  char message[1024]; /* the core's whole message: a failure kept from a device copy is long */
 } tstor__io_sticky;
 
 /* ------------------------------------------------------- in memory */
