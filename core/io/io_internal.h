@@ -11,10 +11,11 @@
  * layer 5: detect.c dlpack.c
  *
  * 1 holds the value arena and the byte-level pieces every format uses (the
- * reading cursor, the writing buffer, files); 2 the pickle machine and writer,
- * zip archives and the source that turns a file's bytes into storages; 3
- * torch.save's rules for the machine; 4 one reader or writer per format; 5
- * what works across formats. */
+ * reading cursor, the sticky writers to memory and to a file, files read and
+ * replaced); 2 the pickle machine and writer, zip archives (zip_format.h's
+ * records, read and written) and the source that turns a file's bytes into
+ * storages; 3 torch.save's rules for the machine; 4 one reader or writer per
+ * format; 5 what works across formats. */
 #ifndef TSTOR_IO_INTERNAL_H
 #define TSTOR_IO_INTERNAL_H
 
