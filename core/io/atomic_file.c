@@ -66,7 +66,7 @@ static int save_target(const char *path, char **target, struct stat *old) {
   return 0;
 }
 
-int tstor__create_temp(const char *path, char **tmp, FILE **f) {
+int tstor__io_create_temp(const char *path, char **tmp, FILE **f) {
   *f = NULL;
   *tmp = NULL;
   char *target;
@@ -125,7 +125,7 @@ static int sync_folder(const char *file) {
   return rc;
 }
 
-int tstor__commit_file(FILE *f, char *tmp, const char *path, int ok) {
+int tstor__io_commit_file(FILE *f, char *tmp, const char *path, int ok) {
   int rc = 0;
   /* the bytes on disk before the name: a crash after the rename must not
    * leave an empty or partial file under the final name */
@@ -157,13 +157,13 @@ int tstor__commit_file(FILE *f, char *tmp, const char *path, int ok) {
   return rc;
 }
 
-int tstor__save_atomically(const char *path, tstor__stream_writer write, const void *arg) {
+int tstor__io_save_atomically(const char *path, tstor__io_stream_writer write, const void *arg) {
   char *tmp = NULL;
   FILE *f = NULL;
-  int rc = tstor__create_temp(path, &tmp, &f);
+  int rc = tstor__io_create_temp(path, &tmp, &f);
   if (rc) return rc;
   rc = write(arg, f);
   if (!rc && fflush(f) != 0) rc = TSTOR__ERR(tstor_errno_code(errno), "%s: %s", path, strerror(errno));
-  int crc = tstor__commit_file(f, tmp, path, rc == 0);
+  int crc = tstor__io_commit_file(f, tmp, path, rc == 0);
   return rc ? rc : crc;
 }

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct tstor__cursor {
+typedef struct tstor__io_cursor {
   const uint8_t *data; /* the input, borrowed */
   size_t len;          /* its bytes */
   size_t off;          /* the next byte to read */
@@ -21,44 +21,52 @@ typedef struct tstor__cursor {
   const char *what;    /* names the input in messages ("data.pkl", a path) */
   bool ran_out;        /* a read was refused for want of bytes: a reader given
                           a prefix of its input may retry with more */
-} tstor__cursor;
+} tstor__io_cursor;
 
-static inline tstor__cursor tstor__cursor_over(const void *data, size_t len, const char *what) {
-  tstor__cursor c = {(const uint8_t *)data, len, 0, 0, 0, what, false};
+static inline tstor__io_cursor tstor__io_cursor_over(const void *data, size_t len,
+                                                     const char *what) {
+  tstor__io_cursor c = {(const uint8_t *)data, len, 0, 0, 0, what, false};
   return c;
 }
 
-static inline size_t tstor__cur_left(const tstor__cursor *c) { return c->len - c->off; }
-static inline bool tstor__cur_can_read(const tstor__cursor *c, size_t n) { return n <= c->len - c->off; }
-static inline bool tstor__cur_at_end(const tstor__cursor *c) { return c->off >= c->len; }
+static inline size_t tstor__io_cur_left(const tstor__io_cursor *c) { return c->len - c->off; }
+static inline bool tstor__io_cur_can_read(const tstor__io_cursor *c, size_t n) {
+  return n <= c->len - c->off;
+}
+static inline bool tstor__io_cur_at_end(const tstor__io_cursor *c) { return c->off >= c->len; }
 /* The file offset of the item being read. */
-static inline uint64_t tstor__cur_item_at(const tstor__cursor *c) { return c->base + c->item; }
+static inline uint64_t tstor__io_cur_item_at(const tstor__io_cursor *c) {
+  return c->base + c->item;
+}
 
 /* The error every refused read of this input gives: "WHAT offset N: MSG",
  * N the item's offset. Returns code. */
-int tstor__cur_fail(const tstor__cursor *c, int code, const char *fmt, ...)
+int tstor__io_cur_fail(const tstor__io_cursor *c, int code, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
 
-int tstor__cur_vfail(const tstor__cursor *c, int code, const char *fmt, va_list ap);
+int tstor__io_cur_vfail(const tstor__io_cursor *c, int code, const char *fmt, va_list ap);
 
 /* TSTOR_EINVAL unless n more bytes are there ("it ends inside ..."); both
- * this and tstor__cur_short set ran_out. */
-int tstor__cur_need(tstor__cursor *c, size_t n);
+ * this and tstor__io_cur_short set ran_out. */
+int tstor__io_cur_need(tstor__io_cursor *c, size_t n);
 /* The failure of a reader that wanted more than the input holds. */
-int tstor__cur_short(tstor__cursor *c, const char *fmt, ...)
+int tstor__io_cur_short(tstor__io_cursor *c, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
 /* *p gets the next n bytes (borrowed from the input), which are stepped over. */
-int tstor__cur_bytes(tstor__cursor *c, size_t n, const uint8_t **p);
+int tstor__io_cur_bytes(tstor__io_cursor *c, size_t n, const uint8_t **p);
+/* The next n bytes as a cursor of their own (*sub: the same input, offsets
+ * in messages still the file's, its item at its start), stepped over. */
+int tstor__io_cur_sub(tstor__io_cursor *c, size_t n, tstor__io_cursor *sub);
 /* An unsigned integer of width bytes (1 to 8), little- or big-endian. */
-int tstor__cur_uint(tstor__cursor *c, size_t width, bool big_endian, uint64_t *out);
+int tstor__io_cur_uint(tstor__io_cursor *c, size_t width, bool big_endian, uint64_t *out);
 /* The bytes up to the next '\n' (*p, *n, the newline not counted), stepped
  * over with the newline; TSTOR_EINVAL naming `item` when there is none. */
-int tstor__cur_line(tstor__cursor *c, const char *item, const uint8_t **p, size_t *n);
+int tstor__io_cur_line(tstor__io_cursor *c, const char *item, const uint8_t **p, size_t *n);
 
 #endif

@@ -49,7 +49,7 @@ tstor_file_format tstor_file_format_detect(const void *head, size_t size) {
   if (!p) return TSTOR_FORMAT_UNKNOWN;
   if (size >= 4 && p[0] == 'P' && p[1] == 'K' && ((p[2] == 3 && p[3] == 4) || (p[2] == 5 && p[3] == 6)))
     return TSTOR_FORMAT_TORCH;
-  if (tstor__torch_legacy_magic(p, size, NULL)) return TSTOR_FORMAT_TORCH_LEGACY;
+  if (tstor__io_torch_legacy_magic(p, size, NULL)) return TSTOR_FORMAT_TORCH_LEGACY;
   if (torch7(p, size)) return TSTOR_FORMAT_TORCH7;
   if (safetensors(p, size)) return TSTOR_FORMAT_SAFETENSORS;
   return TSTOR_FORMAT_UNKNOWN;
@@ -60,7 +60,7 @@ int tstor_file_format_of(const char *path, tstor_file_format *out) {
   *out = TSTOR_FORMAT_UNKNOWN;
   int fd;
   uint64_t size;
-  int rc = tstor__file_open(path, &fd, &size);
+  int rc = tstor__io_file_open(path, &fd, &size);
   if (rc) return rc;
   uint8_t head[64];
   ssize_t n = pread(fd, head, sizeof head, 0);
@@ -71,18 +71,20 @@ int tstor_file_format_of(const char *path, tstor_file_format *out) {
 }
 
 /* The format of an open source, from its first bytes. */
-static tstor_file_format format_of(const tstor__source *src) {
+static tstor_file_format format_of(const tstor__io_source *src) {
   uint8_t head[64];
   size_t n = src->size < sizeof head ? (size_t)src->size : sizeof head;
-  return tstor__source_read(src, head, n, 0, "the file's head") ? TSTOR_FORMAT_UNKNOWN : tstor_file_format_detect(head, n);
+  return tstor__io_source_read(src, head, n, 0, "the file's head")
+             ? TSTOR_FORMAT_UNKNOWN
+             : tstor_file_format_detect(head, n);
 }
 
-static int load_any(tstor__source *src, const char *name, tstor_checkpoint **out) {
+static int load_any(tstor__io_source *src, const char *name, tstor_checkpoint **out) {
   switch (format_of(src)) {
     case TSTOR_FORMAT_TORCH:
-    case TSTOR_FORMAT_TORCH_LEGACY: return tstor__torch_load_source(src, name, out);
-    case TSTOR_FORMAT_SAFETENSORS: return tstor__safetensors_load_source(src, name, out);
-    case TSTOR_FORMAT_TORCH7: return tstor__torch7_load_source(src, name, out);
+    case TSTOR_FORMAT_TORCH_LEGACY: return tstor__io_torch_load_source(src, name, out);
+    case TSTOR_FORMAT_SAFETENSORS: return tstor__io_safetensors_load_source(src, name, out);
+    case TSTOR_FORMAT_TORCH7: return tstor__io_torch7_load_source(src, name, out);
     default:
       return TSTOR__ERR(TSTOR_EINVAL,
                         "%s: not a checkpoint tstor knows (torch.save's zip or legacy format, safetensors, Torch7)",
@@ -95,26 +97,28 @@ static int load_any(tstor__source *src, const char *name, tstor_checkpoint **out
  * waits on it). */
 int tstor_checkpoint_load(tstor_context *ctx, const char *path, const tstor_load_options *opts,
                           tstor_checkpoint **out) {
-  return tstor__load_path(ctx, path, opts, out, "tstor_checkpoint_load", "a checkpoint", load_any);
+  return tstor__io_load_path(ctx, path, opts, out, "tstor_checkpoint_load", "a checkpoint",
+                             load_any);
 }
 
 int tstor_checkpoint_load_fd(tstor_context *ctx, int fd, const tstor_load_options *opts, tstor_checkpoint **out) {
-  tstor__source src;
+  tstor__io_source src;
   uint8_t *owned = NULL;
   char name[32];
   snprintf(name, sizeof name, "fd %d", fd);
-  int rc = tstor__source_begin(&src, ctx, opts, out, "tstor_checkpoint_load_fd");
-  if (!rc) rc = tstor__source_open_fd(&src, fd, &owned);
+  int rc = tstor__io_source_begin(&src, ctx, opts, out, "tstor_checkpoint_load_fd");
+  if (!rc) rc = tstor__io_source_open_fd(&src, fd, &owned);
   if (!rc) rc = load_any(&src, name, out);
-  if (rc) tstor__source_fail(rc, name);
-  tstor__source_close(&src);
+  if (rc) tstor__io_source_fail(rc, name);
+  tstor__io_source_close(&src);
   tstor__io_free(owned);
   return rc;
 }
 
 int tstor_checkpoint_load_buffer(tstor_context *ctx, const void *data, size_t size, const tstor_load_options *opts,
                                  tstor_checkpoint **out) {
-  return tstor__load_buffer(ctx, data, size, opts, out, "tstor_checkpoint_load_buffer", load_any);
+  return tstor__io_load_buffer(ctx, data, size, opts, out, "tstor_checkpoint_load_buffer",
+                               load_any);
 }
 
 /* ---------------------------------------------------------------- saving */
@@ -135,16 +139,16 @@ static int writable(tstor_file_format format, unsigned flags) {
 static int save_stream(const tstor_checkpoint *ck, FILE *f, tstor_file_format format, unsigned flags) {
   int rc = writable(format, flags);
   if (rc) return rc;
-  if (format == TSTOR_FORMAT_TORCH) return tstor__torch_save_stream(ck, f);
-  if (format == TSTOR_FORMAT_SAFETENSORS) return tstor__safetensors_save_stream(ck, f, flags);
-  return tstor__torch7_save_stream(ck, f, flags);
+  if (format == TSTOR_FORMAT_TORCH) return tstor__io_torch_save_stream(ck, f);
+  if (format == TSTOR_FORMAT_SAFETENSORS) return tstor__io_safetensors_save_stream(ck, f, flags);
+  return tstor__io_torch7_save_stream(ck, f, flags);
 }
 
 int tstor_checkpoint_save_stream(const tstor_checkpoint *ck, FILE *f, tstor_file_format format,
                                  const tstor_save_options *opts) {
   if (!ck || !f) return TSTOR__ERR(TSTOR_EINVAL, "tstor_checkpoint_save_stream: NULL argument");
   unsigned flags;
-  int rc = tstor__save_flags(opts, &flags);
+  int rc = tstor__io_save_flags(opts, &flags);
   return rc ? rc : save_stream(ck, f, format, flags);
 }
 
@@ -163,11 +167,11 @@ int tstor_checkpoint_save(const tstor_checkpoint *ck, const char *path, tstor_fi
                           const tstor_save_options *opts) {
   if (!ck || !path) return TSTOR__ERR(TSTOR_EINVAL, "tstor_checkpoint_save: NULL argument");
   unsigned flags;
-  int rc = tstor__save_flags(opts, &flags);
+  int rc = tstor__io_save_flags(opts, &flags);
   if (rc == 0) rc = writable(format, flags);
   if (rc) return rc;
   save_args a = {ck, format, flags};
-  return tstor__save_atomically(path, save_to, &a);
+  return tstor__io_save_atomically(path, save_to, &a);
 }
 
 int tstor_checkpoint_save_buffer(const tstor_checkpoint *ck, tstor_file_format format,
@@ -178,7 +182,7 @@ int tstor_checkpoint_save_buffer(const tstor_checkpoint *ck, tstor_file_format f
   *size = 0;
   if (!ck) return TSTOR__ERR(TSTOR_EINVAL, "tstor_checkpoint_save_buffer: NULL argument");
   unsigned flags;
-  int rc = tstor__save_flags(opts, &flags);
+  int rc = tstor__io_save_flags(opts, &flags);
   if (rc == 0) rc = writable(format, flags);
   if (rc) return rc;
   char *buf = NULL;

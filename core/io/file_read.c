@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int tstor__file_open(const char *path, int *fd, uint64_t *size) {
+int tstor__io_file_open(const char *path, int *fd, uint64_t *size) {
   *fd = -1;
   /* O_NONBLOCK: opening a FIFO must not wait for a writer before it is refused */
   int f = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -54,33 +54,34 @@ static int read_failure(int err, const char *what) {
                     err < 0 ? "the file ends early (was it changed while it was read?)" : strerror(err));
 }
 
-int tstor__pread_full(int fd, void *dst, size_t len, uint64_t off, const char *what) {
+int tstor__io_pread_full(int fd, void *dst, size_t len, uint64_t off, const char *what) {
   int err = pread_all(fd, dst, len, off);
   return err ? read_failure(err, what) : 0;
 }
 
 /* ------------------------------------------------------------ batches */
 
-int tstor__read_batch_add(tstor__read_batch *b, void *dst, uint64_t off, size_t len, const char *what) {
+int tstor__io_read_batch_add(tstor__io_read_batch *b, void *dst, uint64_t off, size_t len,
+                             const char *what) {
   for (size_t done = 0; done < len; done += TSTOR__READ_PIECE) {
-    tstor__read_piece *grown =
-        tstor__io_grow(b->pieces, &b->cap, b->n, sizeof *b->pieces, 16, "out of memory for a read list");
+    tstor__io_read_piece *grown = tstor__io_grow(b->pieces, &b->cap, b->n, sizeof *b->pieces, 16,
+                                                 "out of memory for a read list");
     if (!grown) return TSTOR_ENOMEM;
     b->pieces = grown;
     size_t n = len - done < TSTOR__READ_PIECE ? len - done : TSTOR__READ_PIECE;
-    b->pieces[b->n++] = (tstor__read_piece){(char *)dst + done, off + done, n, what};
+    b->pieces[b->n++] = (tstor__io_read_piece){(char *)dst + done, off + done, n, what};
     b->bytes += n;
   }
   return 0;
 }
 
-void tstor__read_batch_free(tstor__read_batch *b) {
+void tstor__io_read_batch_free(tstor__io_read_batch *b) {
   tstor__io_free(b->pieces);
   memset(b, 0, sizeof *b);
 }
 
 typedef struct batch_run {
-  const tstor__read_batch *b;
+  const tstor__io_read_batch *b;
   int fd;
   pthread_mutex_t lock;
   size_t next;      /* the next piece to take */
@@ -95,7 +96,7 @@ static void *run_pieces(void *arg) {
     size_t i = r->err ? r->b->n : r->next++;
     pthread_mutex_unlock(&r->lock);
     if (i >= r->b->n) return NULL;
-    const tstor__read_piece *p = &r->b->pieces[i];
+    const tstor__io_read_piece *p = &r->b->pieces[i];
     int err = pread_all(r->fd, p->dst, p->len, p->off);
     if (err) {
       pthread_mutex_lock(&r->lock);
@@ -111,7 +112,7 @@ static void *run_pieces(void *arg) {
 /* Threads beyond the caller: one per core up to the library's thread count,
  * and none for less than a few pieces' worth, which one thread reads faster
  * than others can be started. */
-static int helpers_for(const tstor__read_batch *b) {
+static int helpers_for(const tstor__io_read_batch *b) {
   int threads = tstor_get_num_threads();
   if (threads > TSTOR__READ_THREADS_MAX) threads = TSTOR__READ_THREADS_MAX;
   uint64_t by_size = b->bytes / (2 * (uint64_t)TSTOR__READ_PIECE);
@@ -120,7 +121,7 @@ static int helpers_for(const tstor__read_batch *b) {
   return threads > 1 ? threads - 1 : 0;
 }
 
-int tstor__read_batch_run(const tstor__read_batch *b, int fd) {
+int tstor__io_read_batch_run(const tstor__io_read_batch *b, int fd) {
   batch_run r = {b, fd, PTHREAD_MUTEX_INITIALIZER, 0, 0, 0};
   pthread_t ids[TSTOR__READ_THREADS_MAX];
   int started = 0, want = helpers_for(b);

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-int tstor__host_bytes(tstor_storage *s, tstor_storage **tmp, const void **p) {
+int tstor__io_host_bytes(tstor_storage *s, tstor_storage **tmp, const void **p) {
   *tmp = NULL;
   tstor_context *ctx = tstor_storage_context(s);
   if ((tstor_device_type_flags(ctx, tstor_storage_device(s).type) & TSTOR_DEVICE_HOST) ||

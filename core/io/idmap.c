@@ -9,7 +9,7 @@ static size_t slot_of(const void *p, size_t mask) {
   return (size_t)(((uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull) >> 17) & mask;
 }
 
-static int grow(tstor__idmap *m) {
+static int grow(tstor__io_idmap *m) {
   size_t cap = m->cap ? m->cap * 2 : 64;
   const void **k = tstor__io_calloc(cap, sizeof *k);
   uint32_t *v = tstor__io_calloc(cap, sizeof *v);
@@ -33,7 +33,7 @@ static int grow(tstor__idmap *m) {
   return 0;
 }
 
-int tstor__idmap_put(tstor__idmap *m, const void *id, uint32_t value) {
+int tstor__io_idmap_put(tstor__io_idmap *m, const void *id, uint32_t value) {
   if ((m->n + 1) * 2 > m->cap) {
     int rc = grow(m);
     if (rc) return rc;
@@ -46,7 +46,7 @@ int tstor__idmap_put(tstor__idmap *m, const void *id, uint32_t value) {
   return 0;
 }
 
-bool tstor__idmap_get(const tstor__idmap *m, const void *id, uint32_t *value) {
+bool tstor__io_idmap_get(const tstor__io_idmap *m, const void *id, uint32_t *value) {
   if (!m->cap) return false;
   for (size_t i = slot_of(id, m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
     if (!m->keys[i]) return false;
@@ -57,7 +57,7 @@ bool tstor__idmap_get(const tstor__idmap *m, const void *id, uint32_t *value) {
   }
 }
 
-void tstor__idmap_free(tstor__idmap *m) {
+void tstor__io_idmap_free(tstor__io_idmap *m) {
   tstor__io_free(m->keys);
   tstor__io_free(m->vals);
   memset(m, 0, sizeof *m);

@@ -1,18 +1,21 @@
-/* libtstor-io internals, shared by its files; never installed. Names carry a
- * double underscore. A file calls functions of its own layer and the layers
- * above it in this list only (tests/layering.py checks it):
+/* libtstor-io internals, shared by its files; never installed. Functions,
+ * objects and types are named tstor__io_*, apart from the core's tstor__
+ * internals (the test build links both into one program). A file calls
+ * functions of its own layer and the layers above it in this list only
+ * (tests/layering.py checks it):
  *
  * layer 1: value.c cursor.c writebuf.c idmap.c host_bytes.c atomic_file.c file_read.c
  * layer 2: unpickle.c pickle_write.c zip.c zip_write.c source.c
  * layer 3: torch_rules.c
- * layer 4: torch_load.c torch_legacy.c torch_save.c safetensors.c torch7.c
+ * layer 4: torch_load.c torch_legacy.c torch_save.c safetensors.c torch7_load.c torch7_save.c
  * layer 5: detect.c dlpack.c
  *
  * 1 holds the value arena and the byte-level pieces every format uses (the
- * reading cursor, the writing buffer, files); 2 the pickle machine and writer,
- * zip archives and the source that turns a file's bytes into storages; 3
- * torch.save's rules for the machine; 4 one reader or writer per format; 5
- * what works across formats. */
+ * reading cursor, the sticky writers to memory and to a file, files read and
+ * replaced); 2 the pickle machine and writer, zip archives (zip_format.h's
+ * records, read and written) and the source that turns a file's bytes into
+ * storages; 3 torch.save's rules for the machine; 4 one reader or writer per
+ * format; 5 what works across formats. */
 #ifndef TSTOR_IO_INTERNAL_H
 #define TSTOR_IO_INTERNAL_H
 
@@ -36,8 +39,9 @@
  * core's own objects) they are the core's tstor__malloc family, which fault.h
  * counts and fails, so that the allocation-failure sweeps walk libtstor-io's
  * error paths as they walk the core's. Memory another library allocates or
- * frees stays libc's: realpath's (atomic_file.c), open_memstream's (a save to
- * memory) and json_dumps' (the safetensors header). */
+ * frees stays libc's: realpath's (atomic_file.c) and open_memstream's (a save
+ * to memory). jansson's follows ours (safetensors.c sets its allocator in the
+ * test build), so the sweeps reach the safetensors header's failures too. */
 #ifdef TSTOR_IO_CORE_ALLOC
 void *tstor__malloc(size_t n);
 void *tstor__calloc(size_t count, size_t n);
@@ -84,7 +88,7 @@ static inline void *tstor__io_grow(void *items, size_t *cap, size_t n, size_t el
 
 /* The flags of a saver's options (0 for NULL); TSTOR_EINVAL for a size that
  * is not this version's struct or an older one. */
-static inline int tstor__save_flags(const tstor_save_options *opts, unsigned *flags) {
+static inline int tstor__io_save_flags(const tstor_save_options *opts, unsigned *flags) {
   *flags = 0;
   if (!opts) return 0;
   if (opts->size < sizeof(size_t) || opts->size > sizeof *opts)
@@ -96,7 +100,7 @@ static inline int tstor__save_flags(const tstor_save_options *opts, unsigned *fl
 
 /* TSTOR_EINVAL unless opts->size covers at least the size field and no more
  * than this version's struct (both loaders' check). */
-static inline int tstor__load_options_check(const tstor_load_options *opts) {
+static inline int tstor__io_load_options_check(const tstor_load_options *opts) {
   if (opts->size < sizeof(size_t) || opts->size > sizeof *opts)
     return TSTOR__ERR(TSTOR_EINVAL, "tstor_load_options.size %zu: expected %zu", opts->size,
                       sizeof *opts);
@@ -112,7 +116,7 @@ static inline int tstor__load_options_check(const tstor_load_options *opts) {
 
 /* A map_location the context has no device for is the caller's argument at
  * fault, whatever the file holds: said so before anything is read. */
-static inline int tstor__map_location_check(tstor_context *ctx, const char *map_location) {
+static inline int tstor__io_map_location_check(tstor_context *ctx, const char *map_location) {
   tstor_device dev;
   int rc = map_location ? tstor_device_parse(ctx, map_location, &dev) : 0;
   if (rc == 0) return 0;
@@ -121,7 +125,7 @@ static inline int tstor__map_location_check(tstor_context *ctx, const char *map_
 
 /* A kind only the unpickler sees: it never reaches a finished tree. */
 enum {
-  TSTOR__VALUE_GLOBAL = 100 /* a permitted callable or class (u.i: which) */
+  TSTOR__VALUE_GLOBAL = 100 /* a permitted callable or class (u.global) */
 };
 
 /* The callables the unpickler knows: every one of them only builds data. */
@@ -131,8 +135,8 @@ enum {
   TSTOR__G_REBUILD_TENSOR,
   TSTOR__G_REBUILD_PARAMETER,
   TSTOR__G_REBUILD_META,
-  TSTOR__G_STORAGE_CLASS, /* a torch.XStorage class: u.tensor.ndim holds the dtype */
-  TSTOR__G_DTYPE          /* torch.float32...: u.tensor.ndim holds the dtype */
+  TSTOR__G_STORAGE_CLASS, /* a torch.XStorage class, of u.global.dtype */
+  TSTOR__G_DTYPE          /* torch.float32...: u.global.dtype */
 };
 
 struct tstor_value {
@@ -171,10 +175,14 @@ struct tstor_value {
       int ndim;
       int64_t *sizes, *strides;
     } tensor;
+    struct {
+      int which; /* TSTOR__G_* */
+      int dtype; /* a storage class's or a dtype's; -1 for the others */
+    } global;    /* a TSTOR__VALUE_GLOBAL, built by tstor__io_value_global */
   } u;
 };
 
-typedef struct tstor__storage_rec {
+typedef struct tstor__io_record {
   char *key;             /* record name under data/ */
   tstor_dtype dtype;
   int64_t numel;         /* elements */
@@ -182,13 +190,13 @@ typedef struct tstor__storage_rec {
   tstor_storage *s;      /* loaded storage, or NULL */
   long view_of;          /* a legacy view: the index of its root storage; else -1 */
   int64_t view_offset;   /* a view's first element in its root */
-} tstor__storage_rec;
+} tstor__io_record;
 
 struct tstor_checkpoint {
   tstor_value **values; /* every value of the arena */
   size_t nvalues, capvalues;
   tstor_value *root;
-  tstor__storage_rec *storages;
+  tstor__io_record *storages;
   size_t nstorages, capstorages;
   uint32_t *storage_slots; /* index + 1 of the storage with each key, by hash */
   size_t storage_slots_cap;
@@ -198,52 +206,57 @@ struct tstor_checkpoint {
 /* ---------------------------------------------------------------- values */
 
 /* A new value of `kind` in ck's arena (zeroed), or NULL with TSTOR_ENOMEM set. */
-tstor_value *tstor__value_alloc(tstor_checkpoint *ck, int kind);
-int tstor__seq_push(tstor_value *seq, tstor_value *item);
-int tstor__dict_set(tstor_value *dict, tstor_value *key, tstor_value *value);
+tstor_value *tstor__io_value_alloc(tstor_checkpoint *ck, int kind);
+/* A global the unpickler's rules permit (TSTOR__VALUE_GLOBAL): `which` of
+ * the TSTOR__G_* callables and classes, and the dtype a storage class or a
+ * dtype stands for (-1 for the others). NULL with TSTOR_ENOMEM set. */
+tstor_value *tstor__io_value_global(tstor_checkpoint *ck, int which, int dtype);
+int tstor__io_seq_push(tstor_value *seq, tstor_value *item);
+int tstor__io_dict_set(tstor_value *dict, tstor_value *key, tstor_value *value);
 /* dict[key] = value unless key is there (*existed then true; replaced only
  * with `replace`). */
-int tstor__dict_put(tstor_value *dict, tstor_value *key, tstor_value *value, bool replace, bool *existed);
+int tstor__io_dict_put(tstor_value *dict, tstor_value *key, tstor_value *value, bool replace,
+                       bool *existed);
 /* Adds a storage record; *index gets its position. Takes ownership of nothing:
  * key and location are copied. */
-int tstor__storage_add(tstor_checkpoint *ck, const char *key, size_t keylen, tstor_dtype dtype,
-                       int64_t numel, const char *location, size_t loclen, long *index);
+int tstor__io_record_add(tstor_checkpoint *ck, const char *key, size_t keylen, tstor_dtype dtype,
+                         int64_t numel, const char *location, size_t loclen, long *index);
 /* -1 when absent. */
-long tstor__storage_find(const tstor_checkpoint *ck, const char *key, size_t keylen);
+long tstor__io_record_find(const tstor_checkpoint *ck, const char *key, size_t keylen);
 /* Checks a finished tree: no cycle, at most TSTOR_CHECKPOINT_MAX_DEPTH deep,
  * no unpickler-only kinds, and at most `max_expanded` values when shared
  * subtrees are counted each time they appear. */
-int tstor__tree_check(tstor_value *root, uint64_t max_expanded);
+int tstor__io_tree_check(tstor_value *root, uint64_t max_expanded);
 /* A 64-bit hash keyed per process (splitmix64's finaliser over x and a random
  * key), for tables whose keys a file chooses. */
-uint64_t tstor__hash_u64(uint64_t x);
+uint64_t tstor__io_hash_u64(uint64_t x);
 /* 1 when s holds valid UTF-8 (surrogates allowed, as Python's surrogatepass). */
-int tstor__utf8_valid(const char *s, size_t len);
+int tstor__io_utf8_valid(const char *s, size_t len);
 
 /* ----------------------------------------------------------------- idmap */
 
 /* Identities (pointers) to numbers, for writers that write an object once
  * and refer to it after (idmap.c). Zeroed is empty. */
-typedef struct tstor__idmap {
+typedef struct tstor__io_idmap {
   const void **keys;
   uint32_t *vals;
   size_t cap, n;
-} tstor__idmap;
-int tstor__idmap_put(tstor__idmap *m, const void *id, uint32_t value);
-bool tstor__idmap_get(const tstor__idmap *m, const void *id, uint32_t *value);
-void tstor__idmap_free(tstor__idmap *m);
+} tstor__io_idmap;
+int tstor__io_idmap_put(tstor__io_idmap *m, const void *id, uint32_t value);
+bool tstor__io_idmap_get(const tstor__io_idmap *m, const void *id, uint32_t *value);
+void tstor__io_idmap_free(tstor__io_idmap *m);
 
 /* The bytes of storage s, readable from the host (host_bytes.c): s's own
  * when it is host memory, else a copy on cpu (*tmp, which the caller
  * releases). */
-int tstor__host_bytes(tstor_storage *s, tstor_storage **tmp, const void **p);
+int tstor__io_host_bytes(tstor_storage *s, tstor_storage **tmp, const void **p);
 
 /* ---------------------------------------------------------------- pickle */
 
 #include "pickle.h"
 
 /* Values a tree may expand to, shared subtrees counted each time they appear
- * (tstor__tree_check's bound for a loaded tree). */
+ * (tstor__io_tree_check's bound for a loaded tree). */
 #define TSTOR__EXPANDED_MAX ((uint64_t)1 << 24)
 /* The bound on a pickle's bytes, whatever the file's size: a state_dict's
  * is kilobytes. */
@@ -252,18 +265,17 @@ int tstor__host_bytes(tstor_storage *s, tstor_storage **tmp, const void **p);
 /* torch.save's rules (torch_rules.c), for its zip and its legacy format:
  * the weights_only globals, storages by persistent id; the tensors' storages
  * are listed in ck->storages, not loaded. */
-extern const tstor__pickle_rules tstor__torch_rules;
-extern const tstor__pickle_rules tstor__torch_legacy_rules;
+extern const tstor__io_pickle_rules tstor__io_torch_rules;
+extern const tstor__io_pickle_rules tstor__io_torch_legacy_rules;
 /* Once every root storage is loaded: the legacy format's views of them, and
  * every tensor of the tree on its storage (meta tensors on ctx's meta
  * device); TSTOR_ERANGE and the like naming the storage a tensor overruns. */
-int tstor__torch_bind(tstor_context *ctx, tstor_checkpoint *ck);
-
+int tstor__io_torch_bind(tstor_context *ctx, tstor_checkpoint *ck);
 
 /* ------------------------------------------------------------------- zip */
 
 /* Where an entry's bytes lie in an archive that is in memory (mapped). */
-typedef struct tstor__zip_entry {
+typedef struct tstor__io_zip_entry {
   const char *name; /* points into the archive: NOT NUL-terminated */
   size_t name_len;
   uint64_t header_offset; /* of its local header, where its bytes in the archive begin */
@@ -272,65 +284,70 @@ typedef struct tstor__zip_entry {
   uint64_t comp_size;
   uint16_t method;      /* 0 stored, 8 deflated */
   uint32_t crc;
-} tstor__zip_entry;
+} tstor__io_zip_entry;
 
-typedef struct tstor__zip_index {
-  tstor__zip_entry *entries;
+typedef struct tstor__io_zip_index {
+  tstor__io_zip_entry *entries;
   size_t n;
-  const tstor__zip_entry **by_name; /* the entries sorted by name, for lookups */
+  const tstor__io_zip_entry **by_name; /* the entries sorted by name, for lookups */
   uint8_t *directory;               /* read from a file: the central directory the
                                        names point into; else NULL */
-} tstor__zip_index;
+} tstor__io_zip_index;
 
 /* Reads the central directory of the zip archive of `size` bytes at `data`
- * (zip64 included) and each entry's local header. Every offset is checked
- * against the archive. */
-int tstor__zip_index_read(const uint8_t *data, size_t size, tstor__zip_index *out);
+ * (zip64 included) and each entry's local header, every record through a
+ * cursor (zip_format.h has their layouts). Every offset is checked against
+ * the archive; a failure names the offset of the record at fault. */
+int tstor__io_zip_index_read(const uint8_t *data, size_t size, tstor__io_zip_index *out);
 /* The same from the open file fd of `size` bytes, read with pread: only the
  * directory and the local headers are read. A file that ends early (changed
  * while it was read) is TSTOR_EIO. */
-int tstor__zip_index_read_fd(int fd, uint64_t size, tstor__zip_index *out);
-void tstor__zip_index_free(tstor__zip_index *ix);
-const tstor__zip_entry *tstor__zip_find(const tstor__zip_index *ix, const char *name);
+int tstor__io_zip_index_read_fd(int fd, uint64_t size, tstor__io_zip_index *out);
+void tstor__io_zip_index_free(tstor__io_zip_index *ix);
+/* The zip format's CRC-32 of len bytes at data, continuing from crc (0 to
+ * begin), for the reader's checks and the writer's entries. */
+uint32_t tstor__io_crc32(uint32_t crc, const void *data, size_t len);
+const tstor__io_zip_entry *tstor__io_zip_find(const tstor__io_zip_index *ix, const char *name);
 
 /* ----------------------------------------------------- file_read.c */
 
 /* Opens `path` for reading: regular files only (a FIFO or device is refused
  * at once, without waiting for a writer). *fd gets the descriptor, closed by
  * the caller; *size the file's size. */
-int tstor__file_open(const char *path, int *fd, uint64_t *size);
+int tstor__io_file_open(const char *path, int *fd, uint64_t *size);
 
 /* Reads len bytes at off; TSTOR_EIO naming `what` on an error or a file that
  * ends early. */
-int tstor__pread_full(int fd, void *dst, size_t len, uint64_t off, const char *what);
+int tstor__io_pread_full(int fd, void *dst, size_t len, uint64_t off, const char *what);
 
 /* Reads to make at once, split in pieces that threads share. `what` (borrowed,
  * alive until the batch is run) names a piece's record in an error. */
 #define TSTOR__READ_PIECE ((size_t)4 << 20)
 #define TSTOR__READ_THREADS_MAX 8
-typedef struct tstor__read_piece {
+typedef struct tstor__io_read_piece {
   void *dst;
   uint64_t off;
   size_t len;
   const char *what;
-} tstor__read_piece;
-typedef struct tstor__read_batch {
-  tstor__read_piece *pieces;
+} tstor__io_read_piece;
+typedef struct tstor__io_read_batch {
+  tstor__io_read_piece *pieces;
   size_t n, cap;
   uint64_t bytes;
-} tstor__read_batch;
-int tstor__read_batch_add(tstor__read_batch *b, void *dst, uint64_t off, size_t len, const char *what);
+} tstor__io_read_batch;
+int tstor__io_read_batch_add(tstor__io_read_batch *b, void *dst, uint64_t off, size_t len,
+                             const char *what);
 /* Runs every read of the batch from fd, on up to TSTOR__READ_THREADS_MAX
  * threads (tstor_get_num_threads()); the first failure is the result. */
-int tstor__read_batch_run(const tstor__read_batch *b, int fd);
-void tstor__read_batch_free(tstor__read_batch *b);
+int tstor__io_read_batch_run(const tstor__io_read_batch *b, int fd);
+void tstor__io_read_batch_free(tstor__io_read_batch *b);
 
 /* ----------------------------------------------------------- source.c */
 
 /* The input a checkpoint is read from, which every format's reader shares:
  * an open file read with pread, a whole file mapped (TSTOR_LOAD_MMAP), or the
  * caller's buffer (borrowed with TSTOR_LOAD_BORROW_BUFFER). */
-typedef struct tstor__source {
+typedef struct tstor__io_source {
   tstor_context *ctx;
   const char *map_location; /* the caller's, or NULL */
   unsigned flags;           /* TSTOR_LOAD_* */
@@ -338,109 +355,115 @@ typedef struct tstor__source {
   uint64_t size;            /* the input's bytes */
   const uint8_t *bytes;     /* the whole input in memory (a mapping or the caller's), or NULL */
   tstor_storage *whole;     /* a cpu storage over `bytes` that storages may view, or NULL */
-  tstor__read_batch reads;  /* reads queued into cpu storages, run together */
-} tstor__source;
+  tstor__io_read_batch reads; /* reads queued into cpu storages, run together */
+} tstor__io_source;
 
 /* A load's first step: *out NULL, the options checked, the context (ctx, or
  * the default), the map_location one of its devices. `who` names the call. */
-int tstor__source_begin(tstor__source *src, tstor_context *ctx, const tstor_load_options *opts,
-                        tstor_checkpoint **out, const char *who);
+int tstor__io_source_begin(tstor__io_source *src, tstor_context *ctx,
+                           const tstor_load_options *opts, tstor_checkpoint **out, const char *who);
 /* The file at path, opened; mapped whole with TSTOR_LOAD_MMAP (an empty
  * file then is "not <format>"). */
-int tstor__source_open_file(tstor__source *src, const char *path, const char *format);
-int tstor__source_open_buffer(tstor__source *src, const void *data, size_t size, const char *who);
+int tstor__io_source_open_file(tstor__io_source *src, const char *path, const char *format);
+int tstor__io_source_open_buffer(tstor__io_source *src, const void *data, size_t size,
+                                 const char *who);
 /* The file open on fd, which stays the caller's: a regular file is read with
  * pread from its start (the descriptor's offset is left alone); a pipe or
  * socket is read to its end into *owned, which the caller frees after the
  * load. TSTOR_LOAD_MMAP is refused: a mapping is made from a path. */
-int tstor__source_open_fd(tstor__source *src, int fd, uint8_t **owned);
-void tstor__source_close(tstor__source *src);
+int tstor__io_source_open_fd(tstor__io_source *src, int fd, uint8_t **owned);
+void tstor__io_source_close(tstor__io_source *src);
 /* rc, with the error's message prefixed by path where it does not name it. */
-int tstor__source_fail(int rc, const char *path);
+int tstor__io_source_fail(int rc, const char *path);
 /* The device storage `key` goes to: the map_location, else the file's
  * `location` ("" is refused: no location was written). */
-int tstor__source_device(tstor__source *src, const char *location, const char *key, tstor_device *dev);
+int tstor__io_source_device(tstor__io_source *src, const char *location, const char *key,
+                            tstor_device *dev);
 /* Whether the type of dev has any of `flags` (TSTOR_DEVICE_HOST: its bytes
  * can be read into directly; TSTOR_DEVICE_NO_DATA: none to read). */
-bool tstor__source_device_has(const tstor__source *src, tstor_device dev, unsigned flags);
+bool tstor__io_source_device_has(const tstor__io_source *src, tstor_device dev, unsigned flags);
 /* len bytes at off of the input, into dst; TSTOR_EINVAL naming `what` past
  * its end, TSTOR_EIO when the file ends early. */
-int tstor__source_read(const tstor__source *src, void *dst, size_t len, uint64_t off, const char *what);
+int tstor__io_source_read(const tstor__io_source *src, void *dst, size_t len, uint64_t off,
+                          const char *what);
 /* The input's bytes [off, off + nbytes) as a cpu storage *host: with
  * TSTOR__SOURCE_VIEW a view of the mapping or borrowed buffer when off is
  * aligned to `align`; else a storage of its own, read now, or with
- * TSTOR__SOURCE_QUEUE from a file queued (*queued true; tstor__source_run
+ * TSTOR__SOURCE_QUEUE from a file queued (*queued true; tstor__io_source_run
  * reads them all). */
 enum { TSTOR__SOURCE_VIEW = 1 << 0, TSTOR__SOURCE_QUEUE = 1 << 1 };
-int tstor__source_host(tstor__source *src, uint64_t off, size_t nbytes, size_t align, unsigned how, const char *what,
-                       tstor_storage **host, bool *queued);
-int tstor__source_run(tstor__source *src);
+int tstor__io_source_host(tstor__io_source *src, uint64_t off, size_t nbytes, size_t align,
+                          unsigned how, const char *what, tstor_storage **host, bool *queued);
+int tstor__io_source_run(tstor__io_source *src);
 
 /* A format's loader over an open source; `name` names the input in
  * messages. The public loads are one of these two around one. */
-typedef int (*tstor__source_loader)(tstor__source *src, const char *name, tstor_checkpoint **out);
+typedef int (*tstor__io_source_loader)(tstor__io_source *src, const char *name,
+                                       tstor_checkpoint **out);
 /* Checks the arguments (`who` names the call), opens the file at path (read,
  * or mapped as opts say; `format` names it in "an empty file is not ..."),
  * loads it, and prefixes a failure's message with the path. */
-int tstor__load_path(tstor_context *ctx, const char *path, const tstor_load_options *opts, tstor_checkpoint **out,
-                     const char *who, const char *format, tstor__source_loader load);
-int tstor__load_buffer(tstor_context *ctx, const void *data, size_t size, const tstor_load_options *opts,
-                       tstor_checkpoint **out, const char *who, tstor__source_loader load);
+int tstor__io_load_path(tstor_context *ctx, const char *path, const tstor_load_options *opts,
+                        tstor_checkpoint **out, const char *who, const char *format,
+                        tstor__io_source_loader load);
+int tstor__io_load_buffer(tstor_context *ctx, const void *data, size_t size,
+                          const tstor_load_options *opts, tstor_checkpoint **out, const char *who,
+                          tstor__io_source_loader load);
 
 /* ----------------------------------------------------- torch_legacy.c */
 
 /* 1 when the n bytes at p open with the legacy format's magic number pickle
  * (PROTO 2 to 5, maybe a FRAME, LONG1 of the 10-byte magic), and *end (when
  * not NULL and the pickle's STOP follows) gets the offset past it, else 0. */
-bool tstor__torch_legacy_magic(const uint8_t *p, size_t n, size_t *end);
+bool tstor__io_torch_legacy_magic(const uint8_t *p, size_t n, size_t *end);
 /* Loads torch.save's legacy format from an open source. */
-int tstor__torch_legacy_load(tstor__source *src, tstor_checkpoint **out);
+int tstor__io_torch_legacy_load(tstor__io_source *src, tstor_checkpoint **out);
 
 /* Each format's loader over an open source (the public calls are these
  * after opening one); `name` names the input in messages. */
-int tstor__torch_load_source(tstor__source *src, const char *name, tstor_checkpoint **out);
-int tstor__safetensors_load_source(tstor__source *src, const char *name, tstor_checkpoint **out);
-int tstor__torch7_load_source(tstor__source *src, const char *name, tstor_checkpoint **out);
-
-uint32_t tstor__crc32(uint32_t crc, const void *data, size_t len);
+int tstor__io_torch_load_source(tstor__io_source *src, const char *name, tstor_checkpoint **out);
+int tstor__io_safetensors_load_source(tstor__io_source *src, const char *name,
+                                      tstor_checkpoint **out);
+int tstor__io_torch7_load_source(tstor__io_source *src, const char *name, tstor_checkpoint **out);
 
 /* Writes a zip archive of stored entries with 64-byte aligned data
- * (zip_write.c): begin an entry (its size and CRC known up front), write
- * exactly `size` bytes of data, and finish with the central directory. */
-typedef struct tstor__zipw_entry {
+ * (zip_write.c) through a file writer (writebuf.h): begin an entry (its size
+ * and CRC known up front), write exactly `size` bytes of data
+ * (tstor__io_fw_append on w->out), and finish with the central directory,
+ * which returns the first error of them all. */
+typedef struct tstor__io_zipw_entry {
   char *name;
   uint64_t offset, size;
   uint32_t crc;
-} tstor__zipw_entry;
+} tstor__io_zipw_entry;
 
-typedef struct tstor__zip_writer {
-  FILE *f;
-  uint64_t off;
-  tstor__zipw_entry *e;
+typedef struct tstor__io_zip_writer {
+  tstor__io_fwriter out;
+  tstor__io_zipw_entry *e;
   size_t n, cap;
-} tstor__zip_writer;
+} tstor__io_zip_writer;
 
-int tstor__zipw_begin(tstor__zip_writer *w, const char *name, uint64_t size, uint32_t crc);
-int tstor__zipw_data(tstor__zip_writer *w, const void *p, size_t n);
-int tstor__zipw_finish(tstor__zip_writer *w);
-void tstor__zipw_free(tstor__zip_writer *w);
+void tstor__io_zipw_init(tstor__io_zip_writer *w, FILE *f);
+void tstor__io_zipw_begin(tstor__io_zip_writer *w, const char *name, uint64_t size, uint32_t crc);
+int tstor__io_zipw_finish(tstor__io_zip_writer *w);
+void tstor__io_zipw_free(tstor__io_zip_writer *w);
 
 /* atomic_file.c: opens a temporary file beside the file a save to `path`
  * replaces (path, or a symbolic link's target; refused when not a regular
- * file) for writing (*tmp gets its name, to free); tstor__commit_file syncs
+ * file) for writing (*tmp gets its name, to free); tstor__io_commit_file syncs
  * and closes it and renames it over that file, or with ok 0 removes it. */
-int tstor__create_temp(const char *path, char **tmp, FILE **f);
-int tstor__commit_file(FILE *f, char *tmp, const char *path, int ok);
+int tstor__io_create_temp(const char *path, char **tmp, FILE **f);
+int tstor__io_commit_file(FILE *f, char *tmp, const char *path, int ok);
 /* A save to `path` that way: write(arg, f) into the temporary file, then the
  * commit (or, when write fails, its removal). Every saver's path form. */
-typedef int (*tstor__stream_writer)(const void *arg, FILE *f);
-int tstor__save_atomically(const char *path, tstor__stream_writer write, const void *arg);
+typedef int (*tstor__io_stream_writer)(const void *arg, FILE *f);
+int tstor__io_save_atomically(const char *path, tstor__io_stream_writer write, const void *arg);
 
 /* Each format's saver to an open stream, at its position, left open (the
- * path forms are these through tstor__save_atomically). flags as the
+ * path forms are these through tstor__io_save_atomically). flags as the
  * format's public save takes them. */
-int tstor__torch_save_stream(const tstor_checkpoint *ck, FILE *f);
-int tstor__safetensors_save_stream(const tstor_checkpoint *ck, FILE *f, unsigned flags);
-int tstor__torch7_save_stream(const tstor_checkpoint *ck, FILE *f, unsigned flags);
+int tstor__io_torch_save_stream(const tstor_checkpoint *ck, FILE *f);
+int tstor__io_safetensors_save_stream(const tstor_checkpoint *ck, FILE *f, unsigned flags);
+int tstor__io_torch7_save_stream(const tstor_checkpoint *ck, FILE *f, unsigned flags);
 
 #endif

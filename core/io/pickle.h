@@ -65,23 +65,23 @@ enum {
 
 /* ------------------------------------------------------------ reading */
 
-typedef struct tstor__unpickler tstor__unpickler;
+typedef struct tstor__io_unpickler tstor__io_unpickler;
 
 /* What a format allows. Each hook returns 0 or a code with the error set
- * (through tstor__unpickler_fail, which names the offset). A NULL hook
+ * (through tstor__io_unpickler_fail, which names the offset). A NULL hook
  * refuses the opcodes that need it. `state` is the caller's, passed back. */
-typedef struct tstor__pickle_rules {
+typedef struct tstor__io_pickle_rules {
   /* GLOBAL and STACK_GLOBAL: *out becomes what module.name stands for. */
-  int (*find_class)(tstor__unpickler *up, const char *module, size_t mlen, const char *name, size_t nlen,
-                    tstor_value **out);
+  int (*find_class)(tstor__io_unpickler *up, const char *module, size_t mlen, const char *name,
+                    size_t nlen, tstor_value **out);
   /* BINPERSID: *out becomes what the persistent id `pid` refers to. */
-  int (*persistent_load)(tstor__unpickler *up, tstor_value *pid, tstor_value **out);
+  int (*persistent_load)(tstor__io_unpickler *up, tstor_value *pid, tstor_value **out);
   /* REDUCE: fn (from find_class) applied to the tuple args. */
-  int (*reduce)(tstor__unpickler *up, tstor_value *fn, tstor_value *args, tstor_value **out);
+  int (*reduce)(tstor__io_unpickler *up, tstor_value *fn, tstor_value *args, tstor_value **out);
   /* BUILD: inst's state set from `state`. */
-  int (*build)(tstor__unpickler *up, tstor_value *inst, tstor_value *state);
+  int (*build)(tstor__io_unpickler *up, tstor_value *inst, tstor_value *state);
   void *state;
-} tstor__pickle_rules;
+} tstor__io_pickle_rules;
 
 /* Runs the machine over the pickle at the cursor, which is left just past its
  * STOP (several pickles may follow one another, as in torch.save's legacy
@@ -90,15 +90,16 @@ typedef struct tstor__pickle_rules {
  * the message names cur->what and the opcode's offset; ck keeps what was
  * allocated (tstor_checkpoint_free frees it). rules may be NULL: no globals
  * and no persistent ids. */
-int tstor__unpickle(tstor_checkpoint *ck, tstor__cursor *cur, const tstor__pickle_rules *rules,
-                    size_t max_values, tstor_value **result);
+int tstor__io_unpickle(tstor_checkpoint *ck, tstor__io_cursor *cur,
+                       const tstor__io_pickle_rules *rules, size_t max_values,
+                       tstor_value **result);
 
 /* For the rules: a new value in the checkpoint being read; the rules' state;
  * the checkpoint; a failure naming the current opcode's offset. */
-tstor_value *tstor__unpickler_value(tstor__unpickler *up, int kind);
-void *tstor__unpickler_state(const tstor__unpickler *up);
-tstor_checkpoint *tstor__unpickler_checkpoint(const tstor__unpickler *up);
-int tstor__unpickler_fail(const tstor__unpickler *up, int code, const char *fmt, ...)
+tstor_value *tstor__io_unpickler_value(tstor__io_unpickler *up, int kind);
+void *tstor__io_unpickler_state(const tstor__io_unpickler *up);
+tstor_checkpoint *tstor__io_unpickler_checkpoint(const tstor__io_unpickler *up);
+int tstor__io_unpickler_fail(const tstor__io_unpickler *up, int code, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
@@ -111,27 +112,28 @@ int tstor__unpickler_fail(const tstor__unpickler *up, int code, const char *fmt,
  * tuples of up to three by TUPLEn, containers in batches of 1000, a memo entry
  * for everything that can be shared). Each call appends; errors are kept in
  * the buffer. */
-typedef struct tstor__pickler {
-  tstor__wbuf out;
-  tstor__idmap memo; /* identity (a pointer) -> memo index */
+typedef struct tstor__io_pickler {
+  tstor__io_wbuf out;
+  tstor__io_idmap memo; /* identity (a pointer) -> memo index */
   uint32_t next_memo;
-} tstor__pickler;
+} tstor__io_pickler;
 
-void tstor__pickler_init(tstor__pickler *pk, const char *what);
-void tstor__pickler_free(tstor__pickler *pk);
-void tstor__pickle_op(tstor__pickler *pk, uint8_t opcode);
-void tstor__pickle_int(tstor__pickler *pk, int64_t v);
-void tstor__pickle_float(tstor__pickler *pk, double v);
-void tstor__pickle_str(tstor__pickler *pk, const char *s, size_t len);
+void tstor__io_pickler_init(tstor__io_pickler *pk, const char *what);
+void tstor__io_pickler_free(tstor__io_pickler *pk);
+void tstor__io_pickle_op(tstor__io_pickler *pk, uint8_t opcode);
+void tstor__io_pickle_int(tstor__io_pickler *pk, int64_t v);
+void tstor__io_pickle_float(tstor__io_pickler *pk, double v);
+void tstor__io_pickle_str(tstor__io_pickler *pk, const char *s, size_t len);
 /* TUPLE1..3 for up to three items pushed since no MARK, else TUPLE after a
- * MARK the caller pushed (tstor__pickle_tuple_begin gives it when needed). */
-void tstor__pickle_tuple_begin(tstor__pickler *pk, size_t n);
-void tstor__pickle_tuple_end(tstor__pickler *pk, size_t n);
+ * MARK the caller pushed (tstor__io_pickle_tuple_begin gives it when needed). */
+void tstor__io_pickle_tuple_begin(tstor__io_pickler *pk, size_t n);
+void tstor__io_pickle_tuple_end(tstor__io_pickler *pk, size_t n);
 /* "module\nname\n" as GLOBAL, memoized under the identity `id`. */
-void tstor__pickle_global(tstor__pickler *pk, const void *id, const char *module, const char *name);
+void tstor__io_pickle_global(tstor__io_pickler *pk, const void *id, const char *module,
+                             const char *name);
 /* A memo entry for the value on top of the stack, under the identity `id`;
- * tstor__pickle_memo_get pushes it again (false when id has none). */
-void tstor__pickle_memo_put(tstor__pickler *pk, const void *id);
-bool tstor__pickle_memo_get(tstor__pickler *pk, const void *id);
+ * tstor__io_pickle_memo_get pushes it again (false when id has none). */
+void tstor__io_pickle_memo_put(tstor__io_pickler *pk, const void *id);
+bool tstor__io_pickle_memo_get(tstor__io_pickler *pk, const void *id);
 
 #endif

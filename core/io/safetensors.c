@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -36,16 +37,6 @@ static int rank_of(tstor_dtype dt) {
   for (size_t i = 0; i < NST; i++)
     if (st_dtypes[i].dtype == (int)dt) return (int)i;
   return -1;
-}
-
-const tstor_value *tstor_checkpoint_metadata(const tstor_checkpoint *ck) { return ck ? ck->metadata : NULL; }
-
-int tstor_checkpoint_set_metadata(tstor_checkpoint *ck, tstor_value *dict) {
-  if (!ck) return TSTOR__ERR(TSTOR_EINVAL, "tstor_checkpoint_set_metadata: ck is NULL");
-  if (dict && dict->kind != TSTOR_VALUE_DICT)
-    return TSTOR__ERR(TSTOR_EINVAL, "safetensors metadata must be a dict of strings");
-  ck->metadata = dict;
-  return 0;
 }
 
 /* --------------------------------------------------------------- reading */
@@ -114,18 +105,21 @@ static int parse_entry(const char *name, json_t *info, st_entry *e) {
   return 0;
 }
 
-static int make_storage(tstor__source *src, const st_entry *e, uint64_t data_start, tstor_storage **out) {
+static int make_storage(tstor__io_source *src, const st_entry *e, uint64_t data_start,
+                        tstor_storage **out) {
   tstor_device dev;
-  int rc = tstor__source_device(src, "cpu", e->name, &dev);
+  int rc = tstor__io_source_device(src, "cpu", e->name, &dev);
   if (rc) return rc;
   size_t n = (size_t)(e->end - e->begin);
-  if (tstor__source_device_has(src, dev, TSTOR_DEVICE_NO_DATA)) return tstor_storage_new(src->ctx, dev, n, out);
+  if (tstor__io_source_device_has(src, dev, TSTOR_DEVICE_NO_DATA))
+    return tstor_storage_new(src->ctx, dev, n, out);
   tstor_storage *host;
   bool queued;
   /* a cpu storage is read with the others before the load returns */
-  bool on_cpu = tstor__source_device_has(src, dev, TSTOR_DEVICE_HOST) && dev.index == 0;
-  rc = tstor__source_host(src, data_start + e->begin, n, tstor_dtype_size(e->dtype),
-                          TSTOR__SOURCE_VIEW | (on_cpu ? TSTOR__SOURCE_QUEUE : 0), e->name, &host, &queued);
+  bool on_cpu = tstor__io_source_device_has(src, dev, TSTOR_DEVICE_HOST) && dev.index == 0;
+  rc = tstor__io_source_host(src, data_start + e->begin, n, tstor_dtype_size(e->dtype),
+                             TSTOR__SOURCE_VIEW | (on_cpu ? TSTOR__SOURCE_QUEUE : 0), e->name,
+                             &host, &queued);
   if (rc) return rc;
   if (queued) {
     *out = host;
@@ -163,113 +157,165 @@ static int check_json_text(const char *s, size_t n) {
   return 0;
 }
 
-/* The header at hdr, n bytes, then every tensor. */
-static int parse_and_load(tstor__source *src, const char *hdr, uint64_t n, tstor_checkpoint **out) {
-  uint64_t size = src->size;
-  if (!tstor__utf8_valid(hdr, (size_t)n)) return BAD("the header is not UTF-8");
+/* jansson allocates with libc, except in the test build, where its
+ * allocations are the core's, as libtstor-io's own are (io_internal.h): the
+ * allocation-failure sweeps then fail jansson's allocations too. Its parser
+ * reports some failed allocations as syntax errors, so the test build's
+ * allocator also notes that one failed. */
+#ifdef TSTOR_IO_CORE_ALLOC
+static _Thread_local bool json_alloc_failed;
+static void *json_malloc(size_t n) {
+  void *p = tstor__malloc(n);
+  if (!p) json_alloc_failed = true;
+  return p;
+}
+static void json_alloc_init(void) { json_set_alloc_funcs(json_malloc, tstor__free); }
+#endif
+
+/* Called before jansson is: its allocator set, no failure noted yet. */
+static void json_begin(void) {
+#ifdef TSTOR_IO_CORE_ALLOC
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, json_alloc_init);
+  json_alloc_failed = false;
+#endif
+}
+
+/* Whether json_loadb failed for want of memory: an allocation noted as
+ * failed, the code says so, or there is no message at all (its lexer could
+ * not start, which only memory stops). */
+static bool json_out_of_memory(const json_error_t *e) {
+#ifdef TSTOR_IO_CORE_ALLOC
+  if (json_alloc_failed) return true;
+#endif
+#if JANSSON_VERSION_HEX >= 0x020b00
+  if (json_error_code(e) == json_error_out_of_memory) return true;
+#endif
+  return e->text[0] == '\0';
+}
+
+/* *root gets the header at hdr, n bytes, parsed: a JSON object. */
+static int parse_header(const char *hdr, uint64_t n, json_t **root) {
+  if (!tstor__io_utf8_valid(hdr, (size_t)n)) return BAD("the header is not UTF-8");
   int rc = check_json_text(hdr, (size_t)n);
   if (rc) return rc;
   json_error_t jerr;
-  json_t *root = json_loadb(hdr, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
-  if (!root) return BAD("header JSON, line %d column %d: %s", jerr.line, jerr.column, jerr.text);
+  json_begin();
+  *root = json_loadb(hdr, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
+  if (!*root && json_out_of_memory(&jerr))
+    return TSTOR__ERR(TSTOR_ENOMEM, "safetensors: out of memory for the header's JSON");
+  if (!*root) return BAD("header JSON, line %d column %d: %s", jerr.line, jerr.column, jerr.text);
+  if (!json_is_object(*root)) return BAD("the header is not a JSON object");
+  return 0;
+}
+
+/* The __metadata__ object of strings, as ck's metadata dict. */
+static int read_metadata(tstor_checkpoint *ck, json_t *val) {
+  if (!json_is_object(val)) return BAD("__metadata__ is not an object of strings");
+  tstor_value *md = tstor__io_value_alloc(ck, TSTOR_VALUE_DICT);
+  if (!md) return TSTOR_ENOMEM;
+  const char *mk;
+  json_t *mv;
+  json_object_foreach(val, mk, mv) {
+    if (!json_is_string(mv)) return BAD("__metadata__ entry '%s' is not a string", mk);
+    tstor_value *kv, *vv;
+    int rc = tstor_value_new_string(ck, mk, strlen(mk), &kv);
+    if (!rc) rc = tstor_value_new_string(ck, json_string_value(mv), json_string_length(mv), &vv);
+    if (!rc) rc = tstor__io_dict_set(md, kv, vv);
+    if (rc) return rc;
+  }
+  ck->metadata = md;
+  return 0;
+}
+
+/* The header's entries: the metadata into ck, the tensors' into es (*ne of
+ * them), sorted by where their bytes begin. */
+static int read_entries(tstor_checkpoint *ck, json_t *root, st_entry *es, size_t *ne) {
+  const char *key;
+  json_t *val;
+  *ne = 0;
+  json_object_foreach(root, key, val) {
+    int rc = 0;
+    if (strcmp(key, "__metadata__") != 0)
+      rc = parse_entry(key, val, &es[(*ne)++]);
+    else if (!json_is_null(val))
+      rc = read_metadata(ck, val); /* null: an Option in the reference */
+    if (rc) return rc;
+  }
+  qsort(es, *ne, sizeof *es, cmp_begin);
+  return 0;
+}
+
+/* The ranges, in offset order, must tile the data section exactly. */
+static int check_tiling(const st_entry *es, size_t ne, uint64_t data_len) {
+  uint64_t at = 0;
+  for (size_t i = 0; i < ne; i++) {
+    if (es[i].begin != at)
+      return BAD("tensor '%s' starts at %llu, where %s", es[i].name,
+                 (unsigned long long)es[i].begin,
+                 es[i].begin < at ? "an earlier tensor's bytes still are (overlap)"
+                                  : "a gap would be left");
+    at = es[i].end;
+  }
+  if (at != data_len)
+    return BAD("the tensors cover %llu bytes, but %llu follow the header", (unsigned long long)at,
+               (unsigned long long)data_len);
+  return 0;
+}
+
+/* Entry e's storage record, its storage and a tensor on it, in dict. */
+static int add_tensor(tstor__io_source *src, tstor_checkpoint *ck, tstor_value *dict,
+                      const st_entry *e, uint64_t data_start) {
+  tstor_value *name, *tv;
+  long idx;
+  int64_t numel = (int64_t)((e->end - e->begin) / tstor_dtype_size(e->dtype));
+  int rc = tstor_value_new_string(ck, e->name, strlen(e->name), &name);
+  if (!rc) rc = tstor__io_record_add(ck, e->name, strlen(e->name), e->dtype, numel, "cpu", 3, &idx);
+  if (!rc) rc = make_storage(src, e, data_start, &ck->storages[idx].s);
+  if (rc) return rc;
+  if (!(tv = tstor__io_value_alloc(ck, TSTOR_VALUE_TENSOR))) return TSTOR_ENOMEM;
+  tv->u.tensor.storage = idx;
+  rc = tstor_tensor_on_storage(ck->storages[idx].s, e->dtype, 0, e->ndim, e->sizes, NULL,
+                               &tv->u.tensor.t);
+  return rc ? rc : tstor__io_dict_set(dict, name, tv);
+}
+
+/* The header at hdr, n bytes, then every tensor. */
+static int parse_and_load(tstor__io_source *src, const char *hdr, uint64_t n,
+                          tstor_checkpoint **out) {
+  json_t *root = NULL;
   tstor_checkpoint *ck = NULL;
   st_entry *es = NULL;
-  if (!json_is_object(root)) {
-    rc = BAD("the header is not a JSON object");
-    goto out;
-  }
+  size_t ne = 0;
+  int rc = parse_header(hdr, n, &root);
+  if (rc) goto out;
   size_t count = json_object_size(root);
   es = tstor__io_calloc(count ? count : 1, sizeof *es);
   if (!es || (rc = tstor_checkpoint_new(&ck))) {
     if (!rc) rc = TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
     goto out;
   }
-  size_t ne = 0;
-  const char *key;
-  json_t *val;
-  json_object_foreach(root, key, val) {
-    if (strcmp(key, "__metadata__") == 0) {
-      if (json_is_null(val)) continue; /* an Option in the reference: none */
-      if (!json_is_object(val)) {
-        rc = BAD("__metadata__ is not an object of strings");
-        goto out;
-      }
-      tstor_value *md = tstor__value_alloc(ck, TSTOR_VALUE_DICT);
-      if (!md) {
-        rc = TSTOR_ENOMEM;
-        goto out;
-      }
-      const char *mk;
-      json_t *mv;
-      json_object_foreach(val, mk, mv) {
-        if (!json_is_string(mv)) {
-          rc = BAD("__metadata__ entry '%s' is not a string", mk);
-          goto out;
-        }
-        tstor_value *kv, *vv;
-        if ((rc = tstor_value_new_string(ck, mk, strlen(mk), &kv)) ||
-            (rc = tstor_value_new_string(ck, json_string_value(mv), json_string_length(mv), &vv)) ||
-            (rc = tstor__dict_set(md, kv, vv)))
-          goto out;
-      }
-      ck->metadata = md;
-      continue;
-    }
-    if ((rc = parse_entry(key, val, &es[ne]))) goto out;
-    ne++;
-  }
-  /* the ranges, in offset order, must tile the data section exactly */
-  qsort(es, ne, sizeof *es, cmp_begin);
-  uint64_t at = 0, data_len = size - 8 - n;
-  for (size_t i = 0; i < ne; i++) {
-    if (es[i].begin != at) {
-      rc = BAD("tensor '%s' starts at %llu, where %s", es[i].name, (unsigned long long)es[i].begin,
-               es[i].begin < at ? "an earlier tensor's bytes still are (overlap)" : "a gap would be left");
-      goto out;
-    }
-    at = es[i].end;
-  }
-  if (at != data_len) {
-    rc = BAD("the tensors cover %llu bytes, but %llu follow the header", (unsigned long long)at,
-             (unsigned long long)data_len);
+  if ((rc = read_entries(ck, root, es, &ne)) || (rc = check_tiling(es, ne, src->size - 8 - n)))
     goto out;
-  }
-  tstor_value *dict = tstor__value_alloc(ck, TSTOR_VALUE_DICT);
-  if (!dict) {
+  if (!(ck->root = tstor__io_value_alloc(ck, TSTOR_VALUE_DICT))) {
     rc = TSTOR_ENOMEM;
     goto out;
   }
-  ck->root = dict;
-  for (size_t i = 0; i < ne; i++) {
-    const st_entry *e = &es[i];
-    tstor_value *name, *tv;
-    long idx;
-    if ((rc = tstor_value_new_string(ck, e->name, strlen(e->name), &name))) goto out;
-    if ((rc = tstor__storage_add(ck, e->name, strlen(e->name), e->dtype,
-                                 (int64_t)((e->end - e->begin) / tstor_dtype_size(e->dtype)), "cpu", 3, &idx)))
-      goto out;
-    if ((rc = make_storage(src, e, 8 + n, &ck->storages[idx].s))) goto out;
-    if (!(tv = tstor__value_alloc(ck, TSTOR_VALUE_TENSOR))) {
-      rc = TSTOR_ENOMEM;
-      goto out;
-    }
-    tv->u.tensor.storage = idx;
-    if ((rc = tstor_tensor_on_storage(ck->storages[idx].s, e->dtype, 0, e->ndim, e->sizes, NULL, &tv->u.tensor.t)))
-      goto out;
-    if ((rc = tstor__dict_set(dict, name, tv))) goto out;
-  }
-  rc = tstor__source_run(src);
+  for (size_t i = 0; i < ne && !rc; i++) rc = add_tensor(src, ck, ck->root, &es[i], 8 + n);
+  if (!rc) rc = tstor__io_source_run(src);
 out:
   json_decref(root);
   tstor__io_free(es);
-  if (rc) tstor_checkpoint_free(ck);
-  else *out = ck;
+  if (rc)
+    tstor_checkpoint_free(ck);
+  else
+    *out = ck;
   return rc;
 }
 
 /* The header's bytes: in the input when it is in memory, else read into
  * *copy (freed by the caller). */
-static int read_header(tstor__source *src, uint64_t n, const char **hdr, char **copy) {
+static int read_header(tstor__io_source *src, uint64_t n, const char **hdr, char **copy) {
   *copy = NULL;
   if (src->bytes) {
     *hdr = (const char *)src->bytes + 8;
@@ -278,14 +324,14 @@ static int read_header(tstor__source *src, uint64_t n, const char **hdr, char **
   if (!(*copy = tstor__io_malloc(n ? (size_t)n : 1)))
     return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for a %llu-byte header", (unsigned long long)n);
   *hdr = *copy;
-  return tstor__source_read(src, *copy, (size_t)n, 8, "header");
+  return tstor__io_source_read(src, *copy, (size_t)n, 8, "header");
 }
 
-static int st_load(tstor__source *src, tstor_checkpoint **out) {
+static int st_load(tstor__io_source *src, tstor_checkpoint **out) {
   uint64_t size = src->size;
   if (size < 8) return BAD("%llu bytes: too short for the header length", (unsigned long long)size);
   uint8_t word[8];
-  int rc = tstor__source_read(src, word, 8, 0, "header length");
+  int rc = tstor__io_source_read(src, word, 8, 0, "header length");
   if (rc) return rc;
   uint64_t n = 0;
   for (int i = 7; i >= 0; i--) n = n << 8 | word[i];
@@ -304,21 +350,22 @@ static int st_load(tstor__source *src, tstor_checkpoint **out) {
   return rc;
 }
 
-int tstor__safetensors_load_source(tstor__source *src, const char *name, tstor_checkpoint **out) {
+int tstor__io_safetensors_load_source(tstor__io_source *src, const char *name,
+                                      tstor_checkpoint **out) {
   (void)name; /* the messages say "safetensors:" and where */
   return st_load(src, out);
 }
 
 int tstor_safetensors_load(tstor_context *ctx, const char *path, const tstor_load_options *opts,
                            tstor_checkpoint **out) {
-  return tstor__load_path(ctx, path, opts, out, "tstor_safetensors_load", "a safetensors file",
-                          tstor__safetensors_load_source);
+  return tstor__io_load_path(ctx, path, opts, out, "tstor_safetensors_load", "a safetensors file",
+                             tstor__io_safetensors_load_source);
 }
 
 int tstor_safetensors_load_buffer(tstor_context *ctx, const void *data, size_t size,
                                   const tstor_load_options *opts, tstor_checkpoint **out) {
-  return tstor__load_buffer(ctx, data, size, opts, out, "tstor_safetensors_load_buffer",
-                            tstor__safetensors_load_source);
+  return tstor__io_load_buffer(ctx, data, size, opts, out, "tstor_safetensors_load_buffer",
+                               tstor__io_safetensors_load_source);
 }
 
 /* --------------------------------------------------------------- writing */
@@ -339,28 +386,34 @@ static int cmp_out(const void *a, const void *b) {
   return (x->name_len > y->name_len) - (x->name_len < y->name_len);
 }
 
-static int write_tensor(tstor__zip_writer *w, const tstor_tensor *t) {
-  /* the elements in row-major order, on the host */
+/* Tensor t's elements in row-major order on the host: t itself, or a copy
+ * (*host, a new reference either way). */
+static int host_contiguous(const tstor_tensor *t, tstor_tensor **host) {
   tstor_context *ctx = tstor_tensor_context(t);
-  tstor_device cpu;
-  int rc = tstor_device_parse(ctx, "cpu", &cpu);
-  if (rc) return rc;
-  tstor_tensor *host = NULL;
   int on_host = (tstor_device_type_flags(ctx, tstor_tensor_device(t).type) & TSTOR_DEVICE_HOST) ||
                 tstor_storage_is_pinned(tstor_tensor_storage(t));
-  if (on_host && tstor_tensor_is_contiguous(t)) host = tstor_tensor_retain((tstor_tensor *)t);
-  else if (on_host) rc = tstor_tensor_contiguous(t, &host);
-  else {
-    tstor_tensor *moved = NULL;
-    rc = tstor_tensor_to(t, cpu, tstor_tensor_dtype(t), &moved);
-    if (!rc) rc = tstor_tensor_contiguous(moved, &host);
-    tstor_tensor_release(moved);
+  if (on_host && tstor_tensor_is_contiguous(t)) {
+    *host = tstor_tensor_retain((tstor_tensor *)t);
+    return 0;
   }
-  if (rc) return rc;
-  int64_t nb = tstor_tensor_nbytes(host);
-  if (nb > 0) rc = tstor__zipw_data(w, tstor_tensor_data(host), (size_t)nb);
-  tstor_tensor_release(host);
+  if (on_host) return tstor_tensor_contiguous(t, host);
+  tstor_device cpu;
+  tstor_tensor *moved = NULL;
+  int rc = tstor_device_parse(ctx, "cpu", &cpu);
+  if (!rc) rc = tstor_tensor_to(t, cpu, tstor_tensor_dtype(t), &moved);
+  if (!rc) rc = tstor_tensor_contiguous(moved, host);
+  tstor_tensor_release(moved);
   return rc;
+}
+
+static void write_tensor(tstor__io_fwriter *w, const tstor_tensor *t) {
+  tstor_tensor *host = NULL;
+  int rc = host_contiguous(t, &host);
+  if (rc)
+    tstor__io_fw_fail(w, rc, "%s", tstor_last_error());
+  else
+    tstor__io_fw_append(w, tstor_tensor_data(host), (size_t)tstor_tensor_nbytes(host));
+  tstor_tensor_release(host);
 }
 
 /* What a save writes, worked out before anything is written: the tensors in
@@ -373,119 +426,153 @@ typedef struct st_plan {
 
 static void plan_free(st_plan *p) {
   tstor__io_free(p->o);
-  free(p->text); /* json_dumps' */
+  if (p->text) {
+    json_free_t json_free; /* json_dumps' text goes back to jansson's allocator */
+    json_get_alloc_funcs(NULL, &json_free);
+    json_free(p->text);
+  }
 }
 
+/* Whether UTF-8 text s (tstor's strings may hold surrogates, as Python's
+ * surrogatepass) is text JSON can carry: the format's strings, and
+ * jansson's, have no surrogates. In valid UTF-8, 0xED then 0xA0 or more
+ * starts one. */
+static bool json_can_carry(const char *s, size_t n) {
+  for (size_t i = 0; i + 1 < n; i++)
+    if ((uint8_t)s[i] == 0xED && (uint8_t)s[i + 1] >= 0xA0) return false;
+  return true;
+}
+
+/* Root entry i, a tensor to write, checked. */
+static int plan_entry(const tstor_value *root, size_t i, st_out *o) {
+  const tstor_value *k = root->u.seq.keys[i], *v = root->u.seq.items[i];
+  if (k->kind != TSTOR_VALUE_STRING || v->kind != TSTOR_VALUE_TENSOR)
+    return TSTOR__ERR(TSTOR_EINVAL,
+                      "safetensors holds only string -> tensor; entry %zu is %s -> %s", i,
+                      tstor_value_kind_name((tstor_value_kind)k->kind),
+                      tstor_value_kind_name((tstor_value_kind)v->kind));
+  if (strlen(k->u.str.s) != k->u.str.len || strcmp(k->u.str.s, "__metadata__") == 0 ||
+      !json_can_carry(k->u.str.s, k->u.str.len))
+    return TSTOR__ERR(TSTOR_EINVAL, "safetensors: '%s' cannot be a tensor name", k->u.str.s);
+  tstor_dtype dt = tstor_tensor_dtype(v->u.tensor.t);
+  *o = (st_out){k->u.str.s, k->u.str.len, v, rank_of(dt)};
+  if (o->rank < 0)
+    return TSTOR__ERR(TSTOR_ENOTSUP, "safetensors has no dtype for tensor '%s' (%s)", k->u.str.s,
+                      tstor_dtype_name(dt));
+  if (tstor_storage_flags(tstor_tensor_storage(v->u.tensor.t)) & TSTOR_FLAG_NO_DATA)
+    return TSTOR__ERR(TSTOR_ENODATA, "safetensors: tensor '%s' has no data (meta)", k->u.str.s);
+  return 0;
+}
+
+/* Tensors that share a storage, which the format cannot express. */
+static int no_shared(const st_out *o, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; j < i; j++)
+      if (tstor_tensor_storage(o[i].v->u.tensor.t) == tstor_tensor_storage(o[j].v->u.tensor.t))
+        return TSTOR__ERR(TSTOR_EINVAL,
+                          "safetensors: tensors '%s' and '%s' share a storage, which the format "
+                          "cannot express; save copies (TSTOR_SAVE_COPY_SHARED, tstor convert "
+                          "--copy) or drop one",
+                          o[j].name, o[i].name);
+  return 0;
+}
+
+/* Every jansson call that builds the header fails only for want of memory:
+ * what JSON cannot carry was refused before. */
+static int header_nomem(void) {
+  return TSTOR__ERR(TSTOR_ENOMEM, "safetensors: out of memory for the header");
+}
+
+/* __metadata__, ck's metadata strings, into the header. Each new JSON value
+ * goes into its parent at once, which owns it from then on (jansson frees
+ * it when that fails). */
+static int metadata_json(const tstor_value *md, json_t *hdr) {
+  json_t *obj = json_object();
+  if (json_object_set_new(hdr, "__metadata__", obj)) return header_nomem();
+  for (size_t i = 0; i < md->u.seq.n; i++) {
+    const tstor_value *k = md->u.seq.keys[i], *v = md->u.seq.items[i];
+    if (k->kind != TSTOR_VALUE_STRING || v->kind != TSTOR_VALUE_STRING)
+      return TSTOR__ERR(TSTOR_EINVAL, "safetensors metadata holds strings only");
+    if (!json_can_carry(k->u.str.s, k->u.str.len) || !json_can_carry(v->u.str.s, v->u.str.len))
+      return TSTOR__ERR(TSTOR_EINVAL,
+                        "safetensors metadata '%s': a surrogate, which JSON cannot carry",
+                        k->u.str.s);
+    if (json_object_set_new(obj, k->u.str.s, json_stringn(v->u.str.s, v->u.str.len)))
+      return header_nomem();
+  }
+  return 0;
+}
+
+/* Tensor o's entry in the header, its bytes at *at, which moves past them. */
+static int tensor_json(const st_out *o, uint64_t *at, json_t *hdr) {
+  const tstor_tensor *t = o->v->u.tensor.t;
+  uint64_t nb = (uint64_t)tstor_tensor_numel(t) * tstor_dtype_size(tstor_tensor_dtype(t));
+  json_t *info = json_object();
+  if (json_object_set_new(hdr, o->name, info) ||
+      json_object_set_new(info, "dtype", json_string(st_dtypes[o->rank].name)))
+    return header_nomem();
+  json_t *shape = json_array();
+  if (json_object_set_new(info, "shape", shape)) return header_nomem();
+  for (int d = 0; d < tstor_tensor_dim(t); d++)
+    if (json_array_append_new(shape, json_integer(tstor_tensor_sizes(t)[d]))) return header_nomem();
+  json_t *offs = json_array();
+  if (json_object_set_new(info, "data_offsets", offs) ||
+      json_array_append_new(offs, json_integer((json_int_t)*at)) ||
+      json_array_append_new(offs, json_integer((json_int_t)(*at + nb))))
+    return header_nomem();
+  *at += nb;
+  return 0;
+}
+
+/* The header, __metadata__ first, then the tensors in writing order, as
+ * compact JSON (p->text). */
+static int header_text(const tstor_checkpoint *ck, st_plan *p) {
+  json_begin();
+  json_t *hdr = json_object();
+  int rc = hdr ? 0 : header_nomem();
+  if (!rc && ck->metadata) rc = metadata_json(ck->metadata, hdr);
+  uint64_t at = 0;
+  for (size_t i = 0; i < p->n && !rc; i++) rc = tensor_json(&p->o[i], &at, hdr);
+  if (!rc && !(p->text = json_dumps(hdr, JSON_COMPACT))) rc = header_nomem();
+  json_decref(hdr);
+  return rc;
+}
+
+/* What a save of ck writes, before anything is written: the tensors in
+ * writing order (largest alignment first) and the header's JSON. */
 static int plan(const tstor_checkpoint *ck, unsigned flags, st_plan *p) {
   memset(p, 0, sizeof *p);
   if (!ck) return TSTOR__ERR(TSTOR_EINVAL, "safetensors save: NULL argument");
   if (flags & ~(unsigned)TSTOR_SAVE_COPY_SHARED)
-    return TSTOR__ERR(TSTOR_EINVAL, "safetensors save: unknown flags 0x%x", flags & ~(unsigned)TSTOR_SAVE_COPY_SHARED);
+    return TSTOR__ERR(TSTOR_EINVAL, "safetensors save: unknown flags 0x%x",
+                      flags & ~(unsigned)TSTOR_SAVE_COPY_SHARED);
   const tstor_value *root = ck->root;
   if (!root || root->kind != TSTOR_VALUE_DICT)
     return TSTOR__ERR(TSTOR_EINVAL, "safetensors holds a dict of name -> tensor; the root is a %s",
                       root ? tstor_value_kind_name((tstor_value_kind)root->kind) : "missing value");
-  size_t n = root->u.seq.n;
-  st_out *o = tstor__io_calloc(n ? n : 1, sizeof *o);
-  if (!o) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
-  p->o = o;
-  p->n = n;
+  p->n = root->u.seq.n;
+  if (!(p->o = tstor__io_calloc(p->n ? p->n : 1, sizeof *p->o)))
+    return TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
   int rc = 0;
-  for (size_t i = 0; i < n; i++) {
-    const tstor_value *k = root->u.seq.keys[i], *v = root->u.seq.items[i];
-    if (k->kind != TSTOR_VALUE_STRING || v->kind != TSTOR_VALUE_TENSOR) {
-      rc = TSTOR__ERR(TSTOR_EINVAL, "safetensors holds only string -> tensor; entry %zu is %s -> %s", i,
-                      tstor_value_kind_name((tstor_value_kind)k->kind),
-                      tstor_value_kind_name((tstor_value_kind)v->kind));
-      goto out;
-    }
-    if (strlen(k->u.str.s) != k->u.str.len || strcmp(k->u.str.s, "__metadata__") == 0) {
-      rc = TSTOR__ERR(TSTOR_EINVAL, "safetensors: '%s' cannot be a tensor name", k->u.str.s);
-      goto out;
-    }
-    o[i] = (st_out){k->u.str.s, k->u.str.len, v, rank_of(tstor_tensor_dtype(v->u.tensor.t))};
-    if (o[i].rank < 0) {
-      rc = TSTOR__ERR(TSTOR_ENOTSUP, "safetensors has no dtype for tensor '%s' (%s)", k->u.str.s,
-                      tstor_dtype_name(tstor_tensor_dtype(v->u.tensor.t)));
-      goto out;
-    }
-    if (tstor_storage_flags(tstor_tensor_storage(v->u.tensor.t)) & TSTOR_FLAG_NO_DATA) {
-      rc = TSTOR__ERR(TSTOR_ENODATA, "safetensors: tensor '%s' has no data (meta)", k->u.str.s);
-      goto out;
-    }
-  }
-  if (!(flags & TSTOR_SAVE_COPY_SHARED))
-    for (size_t i = 0; i < n; i++)
-      for (size_t j = 0; j < i; j++)
-        if (tstor_tensor_storage(o[i].v->u.tensor.t) == tstor_tensor_storage(o[j].v->u.tensor.t)) {
-          rc = TSTOR__ERR(TSTOR_EINVAL,
-                          "safetensors: tensors '%s' and '%s' share a storage, which the format cannot "
-                          "express; save copies (TSTOR_SAVE_COPY_SHARED, tstor convert --copy) or drop one",
-                          o[j].name, o[i].name);
-          goto out;
-        }
-  qsort(o, n, sizeof *o, cmp_out);
-  /* the header: __metadata__ first, then the tensors in writing order */
-  json_t *hdr = json_object();
-  if (!hdr) {
-    rc = TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
-    goto out;
-  }
-  if (ck->metadata) {
-    json_t *md = json_object();
-    json_object_set_new(hdr, "__metadata__", md);
-    for (size_t i = 0; i < ck->metadata->u.seq.n; i++) {
-      const tstor_value *k = ck->metadata->u.seq.keys[i], *v = ck->metadata->u.seq.items[i];
-      if (k->kind != TSTOR_VALUE_STRING || v->kind != TSTOR_VALUE_STRING) {
-        rc = TSTOR__ERR(TSTOR_EINVAL, "safetensors metadata holds strings only");
-        break;
-      }
-      json_object_set_new(md, k->u.str.s, json_stringn(v->u.str.s, v->u.str.len));
-    }
-  }
-  uint64_t at = 0;
-  for (size_t i = 0; i < n && !rc; i++) {
-    const tstor_tensor *t = o[i].v->u.tensor.t;
-    json_t *info = json_object(), *shape = json_array(), *offs = json_array();
-    json_object_set_new(info, "dtype", json_string(st_dtypes[o[i].rank].name));
-    for (int d = 0; d < tstor_tensor_dim(t); d++) json_array_append_new(shape, json_integer(tstor_tensor_sizes(t)[d]));
-    json_object_set_new(info, "shape", shape);
-    uint64_t nb = (uint64_t)tstor_tensor_numel(t) * tstor_dtype_size(tstor_tensor_dtype(t));
-    json_array_append_new(offs, json_integer((json_int_t)at));
-    json_array_append_new(offs, json_integer((json_int_t)(at + nb)));
-    json_object_set_new(info, "data_offsets", offs);
-    at += nb;
-    if (json_object_set_new(hdr, o[i].name, info) != 0)
-      rc = TSTOR__ERR(TSTOR_ENOMEM, "out of memory for the header");
-  }
-  char *text = rc ? NULL : json_dumps(hdr, JSON_COMPACT);
-  json_decref(hdr);
-  if (rc) goto out;
-  if (!text) {
-    rc = TSTOR__ERR(TSTOR_ENOMEM, "out of memory for the header");
-    goto out;
-  }
-  p->text = text;
-out:
-  return rc;
+  for (size_t i = 0; i < p->n && !rc; i++) rc = plan_entry(root, i, &p->o[i]);
+  if (!rc && !(flags & TSTOR_SAVE_COPY_SHARED)) rc = no_shared(p->o, p->n);
+  if (rc) return rc;
+  qsort(p->o, p->n, sizeof *p->o, cmp_out);
+  return header_text(ck, p);
 }
 
 static int write_plan(const void *arg, FILE *f) {
   const st_plan *p = arg;
   size_t hlen = strlen(p->text), padded = (hlen + 7) / 8 * 8;
-  tstor__zip_writer w; /* its put() is a plain counted fwrite */
-  memset(&w, 0, sizeof w);
-  w.f = f;
-  uint8_t len8[8];
-  for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)padded >> (8 * i));
-  int rc = tstor__zipw_data(&w, len8, 8);
-  if (!rc) rc = tstor__zipw_data(&w, p->text, hlen);
-  if (!rc) rc = tstor__zipw_data(&w, "        ", padded - hlen);
-  for (size_t i = 0; i < p->n && !rc; i++) rc = write_tensor(&w, p->o[i].v->u.tensor.t);
-  return rc;
+  tstor__io_fwriter w = TSTOR__FWRITER_INIT(f, "the safetensors file");
+  tstor__io_fw_uint(&w, padded, 8);
+  tstor__io_fw_append(&w, p->text, hlen);
+  tstor__io_fw_append(&w, "        ", padded - hlen);
+  for (size_t i = 0; i < p->n && tstor__io_fw_ok(&w); i++) write_tensor(&w, p->o[i].v->u.tensor.t);
+  return tstor__io_fw_finish(&w);
 }
 
-int tstor__safetensors_save_stream(const tstor_checkpoint *ck, FILE *f, unsigned flags) {
+int tstor__io_safetensors_save_stream(const tstor_checkpoint *ck, FILE *f, unsigned flags) {
   st_plan p;
   int rc = f ? plan(ck, flags, &p) : TSTOR__ERR(TSTOR_EINVAL, "safetensors save: NULL stream");
   if (!f) return rc;
@@ -497,11 +584,11 @@ int tstor__safetensors_save_stream(const tstor_checkpoint *ck, FILE *f, unsigned
 int tstor_safetensors_save(const tstor_checkpoint *ck, const char *path, const tstor_save_options *opts) {
   if (!ck || !path) return TSTOR__ERR(TSTOR_EINVAL, "tstor_safetensors_save: NULL argument");
   unsigned flags;
-  int rc = tstor__save_flags(opts, &flags);
+  int rc = tstor__io_save_flags(opts, &flags);
   if (rc) return rc;
   st_plan p;
   rc = plan(ck, flags, &p);
-  if (!rc) rc = tstor__save_atomically(path, write_plan, &p);
+  if (!rc) rc = tstor__io_save_atomically(path, write_plan, &p);
   plan_free(&p);
   return rc;
 }

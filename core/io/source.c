@@ -13,26 +13,27 @@
 
 #include <tstor/mapped.h>
 
-int tstor__source_begin(tstor__source *src, tstor_context *ctx, const tstor_load_options *opts,
-                        tstor_checkpoint **out, const char *who) {
+int tstor__io_source_begin(tstor__io_source *src, tstor_context *ctx,
+                           const tstor_load_options *opts, tstor_checkpoint **out,
+                           const char *who) {
   memset(src, 0, sizeof *src);
   src->fd = -1;
   if (!out) return TSTOR__ERR(TSTOR_EINVAL, "%s: out is NULL", who);
   *out = NULL;
   if (opts) {
-    int rc = tstor__load_options_check(opts);
+    int rc = tstor__io_load_options_check(opts);
     if (rc) return rc;
     src->map_location = opts->map_location;
     src->flags = opts->flags;
     if (src->flags & TSTOR_LOAD_MMAP_SHARED) src->flags |= TSTOR_LOAD_MMAP;
   }
   int rc = ctx ? (src->ctx = ctx, 0) : tstor_context_default(&src->ctx);
-  return rc ? rc : tstor__map_location_check(src->ctx, src->map_location);
+  return rc ? rc : tstor__io_map_location_check(src->ctx, src->map_location);
 }
 
-int tstor__source_open_file(tstor__source *src, const char *path, const char *format) {
+int tstor__io_source_open_file(tstor__io_source *src, const char *path, const char *format) {
   /* opened first either way: a FIFO or a device is refused before a mapping */
-  int rc = tstor__file_open(path, &src->fd, &src->size);
+  int rc = tstor__io_file_open(path, &src->fd, &src->size);
   if (rc || !(src->flags & TSTOR_LOAD_MMAP)) return rc;
   /* the whole file, mapped: records are read from the mapping alone, and
    * storages are views of it */
@@ -47,7 +48,7 @@ int tstor__source_open_file(tstor__source *src, const char *path, const char *fo
   return 0;
 }
 
-int tstor__source_open_fd(tstor__source *src, int fd, uint8_t **owned) {
+int tstor__io_source_open_fd(tstor__io_source *src, int fd, uint8_t **owned) {
   *owned = NULL;
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0) return TSTOR__ERR(TSTOR_EINVAL, "fd %d: %s", fd, strerror(fd < 0 ? EBADF : errno));
@@ -93,7 +94,8 @@ int tstor__source_open_fd(tstor__source *src, int fd, uint8_t **owned) {
   return 0;
 }
 
-int tstor__source_open_buffer(tstor__source *src, const void *data, size_t size, const char *who) {
+int tstor__io_source_open_buffer(tstor__io_source *src, const void *data, size_t size,
+                                 const char *who) {
   if (!data && size) return TSTOR__ERR(TSTOR_EINVAL, "%s: data is NULL", who);
   src->bytes = data;
   src->size = size;
@@ -103,19 +105,20 @@ int tstor__source_open_buffer(tstor__source *src, const void *data, size_t size,
   return rc ? rc : tstor_storage_wrap(src->ctx, cpu, (void *)data, size, &src->whole);
 }
 
-void tstor__source_close(tstor__source *src) {
+void tstor__io_source_close(tstor__io_source *src) {
   if (src->fd >= 0) close(src->fd);
   src->fd = -1;
-  tstor__read_batch_free(&src->reads);
+  tstor__io_read_batch_free(&src->reads);
   tstor_storage_release(src->whole);
   src->whole = NULL;
 }
 
-int tstor__source_fail(int rc, const char *path) {
+int tstor__io_source_fail(int rc, const char *path) {
   return strstr(tstor_last_error(), path) ? rc : tstor_error_prefix(rc, "%s", path);
 }
 
-int tstor__source_device(tstor__source *src, const char *location, const char *key, tstor_device *dev) {
+int tstor__io_source_device(tstor__io_source *src, const char *location, const char *key,
+                            tstor_device *dev) {
   const char *where = src->map_location ? src->map_location : location;
   if (!where[0])
     return TSTOR__ERR(TSTOR_EINVAL, "storage '%s' names no location (a string); load with a map_location", key);
@@ -127,22 +130,23 @@ int tstor__source_device(tstor__source *src, const char *location, const char *k
                     key, where, why);
 }
 
-bool tstor__source_device_has(const tstor__source *src, tstor_device dev, unsigned flags) {
+bool tstor__io_source_device_has(const tstor__io_source *src, tstor_device dev, unsigned flags) {
   return (tstor_device_type_flags(src->ctx, dev.type) & flags) != 0;
 }
 
-int tstor__source_read(const tstor__source *src, void *dst, size_t len, uint64_t off, const char *what) {
+int tstor__io_source_read(const tstor__io_source *src, void *dst, size_t len, uint64_t off,
+                          const char *what) {
   if (off > src->size || len > src->size - off)
     return TSTOR__ERR(TSTOR_EINVAL, "'%s' lies past the end of the input (%llu bytes at %llu of %llu)", what,
                       (unsigned long long)len, (unsigned long long)off, (unsigned long long)src->size);
   if (!len) return 0;
-  if (src->fd >= 0) return tstor__pread_full(src->fd, dst, len, off, what);
+  if (src->fd >= 0) return tstor__io_pread_full(src->fd, dst, len, off, what);
   memcpy(dst, src->bytes + off, len);
   return 0;
 }
 
-int tstor__source_host(tstor__source *src, uint64_t off, size_t nbytes, size_t align, unsigned how, const char *what,
-                       tstor_storage **host, bool *queued) {
+int tstor__io_source_host(tstor__io_source *src, uint64_t off, size_t nbytes, size_t align,
+                          unsigned how, const char *what, tstor_storage **host, bool *queued) {
   *host = NULL;
   *queued = false;
   if (off > src->size || nbytes > src->size - off)
@@ -156,10 +160,10 @@ int tstor__source_host(tstor__source *src, uint64_t off, size_t nbytes, size_t a
   if (rc || !nbytes) return rc;
   void *dst = tstor_storage_data(*host);
   if (src->fd >= 0 && (how & TSTOR__SOURCE_QUEUE)) {
-    rc = tstor__read_batch_add(&src->reads, dst, off, nbytes, what);
+    rc = tstor__io_read_batch_add(&src->reads, dst, off, nbytes, what);
     *queued = rc == 0;
   } else {
-    rc = tstor__source_read(src, dst, nbytes, off, what);
+    rc = tstor__io_source_read(src, dst, nbytes, off, what);
   }
   if (rc) {
     tstor_storage_release(*host);
@@ -168,26 +172,30 @@ int tstor__source_host(tstor__source *src, uint64_t off, size_t nbytes, size_t a
   return rc;
 }
 
-int tstor__source_run(tstor__source *src) { return src->reads.n ? tstor__read_batch_run(&src->reads, src->fd) : 0; }
+int tstor__io_source_run(tstor__io_source *src) {
+  return src->reads.n ? tstor__io_read_batch_run(&src->reads, src->fd) : 0;
+}
 
-int tstor__load_path(tstor_context *ctx, const char *path, const tstor_load_options *opts, tstor_checkpoint **out,
-                     const char *who, const char *format, tstor__source_loader load) {
-  tstor__source src;
-  int rc = tstor__source_begin(&src, ctx, opts, out, who);
+int tstor__io_load_path(tstor_context *ctx, const char *path, const tstor_load_options *opts,
+                        tstor_checkpoint **out, const char *who, const char *format,
+                        tstor__io_source_loader load) {
+  tstor__io_source src;
+  int rc = tstor__io_source_begin(&src, ctx, opts, out, who);
   if (!rc && !path) rc = TSTOR__ERR(TSTOR_EINVAL, "%s: path is NULL", who);
-  if (!rc) rc = tstor__source_open_file(&src, path, format);
+  if (!rc) rc = tstor__io_source_open_file(&src, path, format);
   if (!rc) rc = load(&src, path, out);
-  if (rc && path) tstor__source_fail(rc, path);
-  tstor__source_close(&src);
+  if (rc && path) tstor__io_source_fail(rc, path);
+  tstor__io_source_close(&src);
   return rc;
 }
 
-int tstor__load_buffer(tstor_context *ctx, const void *data, size_t size, const tstor_load_options *opts,
-                       tstor_checkpoint **out, const char *who, tstor__source_loader load) {
-  tstor__source src;
-  int rc = tstor__source_begin(&src, ctx, opts, out, who);
-  if (!rc) rc = tstor__source_open_buffer(&src, data, size, who);
+int tstor__io_load_buffer(tstor_context *ctx, const void *data, size_t size,
+                          const tstor_load_options *opts, tstor_checkpoint **out, const char *who,
+                          tstor__io_source_loader load) {
+  tstor__io_source src;
+  int rc = tstor__io_source_begin(&src, ctx, opts, out, who);
+  if (!rc) rc = tstor__io_source_open_buffer(&src, data, size, who);
   if (!rc) rc = load(&src, "buffer", out);
-  tstor__source_close(&src);
+  tstor__io_source_close(&src);
   return rc;
 }

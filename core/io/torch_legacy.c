@@ -23,7 +23,7 @@
 #define PROTOCOL_VERSION 1001
 #define FIRST_READ ((size_t)64 << 10) /* the pickles of a state_dict fit in this, mostly */
 
-bool tstor__torch_legacy_magic(const uint8_t *p, size_t n, size_t *end) {
+bool tstor__io_torch_legacy_magic(const uint8_t *p, size_t n, size_t *end) {
   static const uint8_t magic[] = {TSTOR__OP_LONG1, 10, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
   if (end) *end = 0;
   if (n < 2 || p[0] != TSTOR__OP_PROTO || p[1] < 2 || p[1] > 5) return false;
@@ -36,7 +36,7 @@ bool tstor__torch_legacy_magic(const uint8_t *p, size_t n, size_t *end) {
 }
 
 typedef struct legacy {
-  tstor__source *src;
+  tstor__io_source *src;
   tstor_checkpoint *ck;
   const tstor_value *keys; /* the list of keys whose bytes follow the pickles */
   uint64_t data_start;     /* where the first of them begins */
@@ -44,28 +44,33 @@ typedef struct legacy {
 
 /* The five pickles, from the first `len` bytes of the input at p. With
  * cur->ran_out set on failure, they need more than `len` bytes. */
-static int read_pickles(legacy *lg, tstor__cursor *cur) {
+static int read_pickles(legacy *lg, tstor__io_cursor *cur) {
   size_t end = 0;
   size_t max_values = lg->src->size < SIZE_MAX - 16 ? (size_t)lg->src->size + 16 : SIZE_MAX;
-  if (!tstor__torch_legacy_magic(cur->data, cur->len, &end))
-    return tstor__cur_fail(cur, TSTOR_EINVAL,
-                           "not torch.save's legacy format: no magic number pickle (0x1950a86a20f9469cfc6c) "
-                           "as torch.save writes it");
-  if (!end) return tstor__cur_fail(cur, TSTOR_EINVAL, "the magic number pickle does not end with STOP");
+  if (!tstor__io_torch_legacy_magic(cur->data, cur->len, &end))
+    return tstor__io_cur_fail(
+        cur, TSTOR_EINVAL,
+        "not torch.save's legacy format: no magic number pickle (0x1950a86a20f9469cfc6c) "
+        "as torch.save writes it");
+  if (!end)
+    return tstor__io_cur_fail(cur, TSTOR_EINVAL, "the magic number pickle does not end with STOP");
   cur->off = end;
   tstor_value *version = NULL, *info = NULL, *keys = NULL;
-  int rc = tstor__unpickle(lg->ck, cur, NULL, max_values, &version);
+  int rc = tstor__io_unpickle(lg->ck, cur, NULL, max_values, &version);
   if (rc) return rc;
   if (version->kind != TSTOR_VALUE_INT || version->u.i != PROTOCOL_VERSION)
-    return tstor__cur_fail(cur, TSTOR_EINVAL, "protocol version %s%lld, not %d (torch.load: Invalid protocol version)",
-                           version->kind == TSTOR_VALUE_INT ? "" : "of a non-int, ",
-                           (long long)(version->kind == TSTOR_VALUE_INT ? version->u.i : 0), PROTOCOL_VERSION);
-  if ((rc = tstor__unpickle(lg->ck, cur, NULL, max_values, &info))) return rc;
-  if ((rc = tstor__unpickle(lg->ck, cur, &tstor__torch_legacy_rules, max_values, &lg->ck->root))) return rc;
-  if ((rc = tstor__unpickle(lg->ck, cur, NULL, max_values, &keys))) return rc;
+    return tstor__io_cur_fail(
+        cur, TSTOR_EINVAL, "protocol version %s%lld, not %d (torch.load: Invalid protocol version)",
+        version->kind == TSTOR_VALUE_INT ? "" : "of a non-int, ",
+        (long long)(version->kind == TSTOR_VALUE_INT ? version->u.i : 0), PROTOCOL_VERSION);
+  if ((rc = tstor__io_unpickle(lg->ck, cur, NULL, max_values, &info))) return rc;
+  if ((rc = tstor__io_unpickle(lg->ck, cur, &tstor__io_torch_legacy_rules, max_values,
+                               &lg->ck->root)))
+    return rc;
+  if ((rc = tstor__io_unpickle(lg->ck, cur, NULL, max_values, &keys))) return rc;
   if (keys->kind != TSTOR_VALUE_LIST && keys->kind != TSTOR_VALUE_TUPLE)
-    return tstor__cur_fail(cur, TSTOR_EINVAL, "the storage keys are a %s, not a list",
-                           tstor_value_kind_name((tstor_value_kind)keys->kind));
+    return tstor__io_cur_fail(cur, TSTOR_EINVAL, "the storage keys are a %s, not a list",
+                              tstor_value_kind_name((tstor_value_kind)keys->kind));
   lg->keys = keys;
   lg->data_start = cur->base + cur->off;
   return 0;
@@ -75,7 +80,7 @@ static int read_pickles(legacy *lg, tstor__cursor *cur) {
  * longer each time the pickles run past it: what a small file costs stays
  * bounded by its size, and a large one is not read whole for its pickles. */
 static int parse(legacy *lg) {
-  tstor__source *src = lg->src;
+  tstor__io_source *src = lg->src;
   uint64_t limit = src->size < TSTOR__PICKLE_MAX ? src->size : TSTOR__PICKLE_MAX;
   size_t want = src->bytes || limit < FIRST_READ ? (size_t)limit : FIRST_READ;
   uint8_t *buf = NULL;
@@ -92,10 +97,10 @@ static int parse(legacy *lg) {
         break;
       }
       buf = grown;
-      if ((rc = tstor__source_read(src, buf, want, 0, "the pickles"))) break;
+      if ((rc = tstor__io_source_read(src, buf, want, 0, "the pickles"))) break;
       p = buf;
     }
-    tstor__cursor cur = tstor__cursor_over(p, want, "torch.save legacy file");
+    tstor__io_cursor cur = tstor__io_cursor_over(p, want, "torch.save legacy file");
     rc = read_pickles(lg, &cur);
     if (!rc || !cur.ran_out || want == limit) {
       if (rc && cur.ran_out && limit < src->size)
@@ -110,11 +115,12 @@ static int parse(legacy *lg) {
 
 /* The record of `key`, which the list of keys gives: a root storage the tree
  * named, and not given twice. */
-static int listed_storage(legacy *lg, const tstor_value *key, unsigned char *seen, tstor__storage_rec **out) {
+static int listed_storage(legacy *lg, const tstor_value *key, unsigned char *seen,
+                          tstor__io_record **out) {
   if (key->kind != TSTOR_VALUE_STRING)
     return TSTOR__ERR(TSTOR_EINVAL, "the list of storage keys holds a %s",
                       tstor_value_kind_name((tstor_value_kind)key->kind));
-  long idx = tstor__storage_find(lg->ck, key->u.str.s, key->u.str.len);
+  long idx = tstor__io_record_find(lg->ck, key->u.str.s, key->u.str.len);
   if (idx < 0 || lg->ck->storages[idx].view_of >= 0)
     return TSTOR__ERR(TSTOR_EINVAL, "the list of storage keys names '%.64s', which is no storage of the tree", key->u.str.s);
   if (seen[idx]) return TSTOR__ERR(TSTOR_EINVAL, "the list of storage keys names '%.64s' twice", key->u.str.s);
@@ -137,7 +143,7 @@ static int storage_sizes(const tstor_checkpoint *ck, uint64_t **out) {
   for (size_t i = 0; i < ck->nvalues; i++) {
     const tstor_value *v = ck->values[i];
     if (v->kind != TSTOR_VALUE_TENSOR || v->u.tensor.storage < 0) continue;
-    const tstor__storage_rec *r = &ck->storages[v->u.tensor.storage];
+    const tstor__io_record *r = &ck->storages[v->u.tensor.storage];
     if (r->view_of >= 0) continue; /* a view's tensors grow the view, not its root */
     uint64_t reach = 1, es = tstor_dtype_size(r->dtype);
     bool empty = false, over = false;
@@ -161,11 +167,11 @@ static int storage_sizes(const tstor_checkpoint *ck, uint64_t **out) {
 
 /* Storage r of `grown` bytes (storage_sizes), whose count and bytes begin at
  * *at, which is moved past them. */
-static int load_storage(legacy *lg, tstor__storage_rec *r, uint64_t grown, uint64_t *at) {
-  tstor__source *src = lg->src;
+static int load_storage(legacy *lg, tstor__io_record *r, uint64_t grown, uint64_t *at) {
+  tstor__io_source *src = lg->src;
   size_t es = tstor_dtype_size(r->dtype);
   uint8_t word[8];
-  int rc = tstor__source_read(src, word, 8, *at, r->key);
+  int rc = tstor__io_source_read(src, word, 8, *at, r->key);
   if (rc) return rc;
   uint64_t count = 0;
   for (int i = 7; i >= 0; i--) count = count << 8 | word[i];
@@ -182,12 +188,16 @@ static int load_storage(legacy *lg, tstor__storage_rec *r, uint64_t grown, uint6
   uint64_t off = *at;
   *at += nbytes;
   tstor_device dev;
-  if ((rc = tstor__source_device(src, r->location, r->key, &dev))) return rc;
-  if (tstor__source_device_has(src, dev, TSTOR_DEVICE_NO_DATA)) return tstor_storage_new(src->ctx, dev, (size_t)nbytes, &r->s);
+  if ((rc = tstor__io_source_device(src, r->location, r->key, &dev))) return rc;
+  if (tstor__io_source_device_has(src, dev, TSTOR_DEVICE_NO_DATA))
+    return tstor_storage_new(src->ctx, dev, (size_t)nbytes, &r->s);
   tstor_storage *host;
   bool queued;
-  unsigned how = TSTOR__SOURCE_VIEW | (tstor__source_device_has(src, dev, TSTOR_DEVICE_HOST) ? TSTOR__SOURCE_QUEUE : 0);
-  if ((rc = tstor__source_host(src, off, (size_t)nbytes, es, how, r->key, &host, &queued))) return rc;
+  unsigned how =
+      TSTOR__SOURCE_VIEW |
+      (tstor__io_source_device_has(src, dev, TSTOR_DEVICE_HOST) ? TSTOR__SOURCE_QUEUE : 0);
+  if ((rc = tstor__io_source_host(src, off, (size_t)nbytes, es, how, r->key, &host, &queued)))
+    return rc;
   if (queued) {
     r->s = host;
     return 0;
@@ -209,7 +219,7 @@ static int load_storages(legacy *lg) {
   }
   uint64_t at = lg->data_start;
   for (size_t i = 0; i < lg->keys->u.seq.n && !rc; i++) {
-    tstor__storage_rec *r = NULL;
+    tstor__io_record *r = NULL;
     if (!(rc = listed_storage(lg, lg->keys->u.seq.items[i], seen, &r)))
       rc = load_storage(lg, r, grown[r - ck->storages], &at);
   }
@@ -219,15 +229,15 @@ static int load_storages(legacy *lg) {
       rc = TSTOR__ERR(TSTOR_EINVAL, "storage '%s' is named by the tree, but the list of storages whose bytes "
                       "follow does not give it", ck->storages[i].key);
   tstor__io_free(seen);
-  return rc ? rc : tstor__source_run(lg->src);
+  return rc ? rc : tstor__io_source_run(lg->src);
 }
 
-int tstor__torch_legacy_load(tstor__source *src, tstor_checkpoint **out) {
+int tstor__io_torch_legacy_load(tstor__io_source *src, tstor_checkpoint **out) {
   legacy lg = {src, NULL, NULL, 0};
   int rc = parse(&lg);
-  if (!rc) rc = tstor__tree_check(lg.ck->root, TSTOR__EXPANDED_MAX);
+  if (!rc) rc = tstor__io_tree_check(lg.ck->root, TSTOR__EXPANDED_MAX);
   if (!rc) rc = load_storages(&lg);
-  if (!rc) rc = tstor__torch_bind(src->ctx, lg.ck);
+  if (!rc) rc = tstor__io_torch_bind(src->ctx, lg.ck);
   if (rc) {
     tstor_checkpoint_free(lg.ck);
     return rc;

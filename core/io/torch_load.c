@@ -17,9 +17,9 @@
 #define PICKLE_PER_FILE_BYTE 16 /* data.pkl no larger than this many times the file */
 
 typedef struct loader {
-  tstor__source *src;  /* the archive's bytes */
+  tstor__io_source *src; /* the archive's bytes */
   zip_t *z;
-  tstor__zip_index ix; /* entries' data offsets in the archive */
+  tstor__io_zip_index ix; /* entries' data offsets in the archive */
   char *prefix;        /* the archive's folder: "archive", or the file's stem */
   int big_endian;
 } loader;
@@ -34,15 +34,15 @@ static int zip_failure(zip_error_t *e, const char *what) {
  * order); NULL when absent. Never a name from libzip: it replaces an entry's
  * name with the one in an Info-ZIP Unicode Path extra field, so that a file
  * could name one record for torch.load and another for libzip. */
-static const tstor__zip_entry *entry_named(loader *ld, const char *name, zip_int64_t *idx) {
-  const tstor__zip_entry *e = tstor__zip_find(&ld->ix, name);
+static const tstor__io_zip_entry *entry_named(loader *ld, const char *name, zip_int64_t *idx) {
+  const tstor__io_zip_entry *e = tstor__io_zip_find(&ld->ix, name);
   *idx = e ? (zip_int64_t)(e - ld->ix.entries) : -1;
   return e;
 }
 
 /* What libzip says of entry idx must be what the directory says: one archive,
  * read two ways, or neither is trusted. */
-static int cross_check(loader *ld, zip_int64_t idx, const tstor__zip_entry *e) {
+static int cross_check(loader *ld, zip_int64_t idx, const tstor__io_zip_entry *e) {
   zip_stat_t st;
   if (zip_stat_index(ld->z, (zip_uint64_t)idx, ZIP_FL_UNCHANGED, &st) != 0)
     return TSTOR__ERR(TSTOR_EINVAL, "record '%.*s': %s", (int)e->name_len, e->name, zip_strerror(ld->z));
@@ -94,7 +94,7 @@ static int find_prefix(loader *ld) {
   static const char tail[] = "/data.pkl";
   const size_t tlen = sizeof tail - 1;
   for (size_t i = 0; i < ld->ix.n; i++) {
-    const tstor__zip_entry *e = &ld->ix.entries[i];
+    const tstor__io_zip_entry *e = &ld->ix.entries[i];
     const char *slash = memchr(e->name, '/', e->name_len);
     if (!slash || slash == e->name || (size_t)(e->name + e->name_len - slash) != tlen ||
         memcmp(slash, tail, tlen) != 0)
@@ -130,7 +130,7 @@ static int read_small_record(loader *ld, const char *tail, uint64_t max, uint8_t
   if (!name) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
   int rc = 0;
   zip_int64_t idx;
-  const tstor__zip_entry *e = entry_named(ld, name, &idx);
+  const tstor__io_zip_entry *e = entry_named(ld, name, &idx);
   if (!e) {
     if (required) rc = TSTOR__ERR(TSTOR_EINVAL, "the archive has no record '%s'", name);
     goto out;
@@ -160,26 +160,27 @@ out:
 
 /* The CRC of a stored record whose first `have` bytes (at p) are in memory:
  * the rest of a record longer than its storage comes from the archive. */
-static int stored_crc(loader *ld, const tstor__zip_entry *e, const void *p, size_t have, uint32_t *crc) {
-  *crc = tstor__crc32(0, p, have);
+static int stored_crc(loader *ld, const tstor__io_zip_entry *e, const void *p, size_t have,
+                      uint32_t *crc) {
+  *crc = tstor__io_crc32(0, p, have);
   char buf[65536];
   for (uint64_t at = have; at < e->size;) {
     size_t n = e->size - at < sizeof buf ? (size_t)(e->size - at) : sizeof buf;
     const void *chunk = buf;
     if (ld->src->bytes) chunk = ld->src->bytes + e->data_offset + at;
     else {
-      int rc = tstor__source_read(ld->src, buf, n, e->data_offset + at, "record tail");
+      int rc = tstor__io_source_read(ld->src, buf, n, e->data_offset + at, "record tail");
       if (rc) return rc;
     }
-    *crc = tstor__crc32(*crc, chunk, n);
+    *crc = tstor__io_crc32(*crc, chunk, n);
     at += n;
   }
   return 0;
 }
 
 /* The checks and swaps a storage's bytes need once they are all in. */
-static int finish_storage(loader *ld, tstor__storage_rec *r, tstor_storage *host, const tstor__zip_entry *e,
-                          int check_crc) {
+static int finish_storage(loader *ld, tstor__io_record *r, tstor_storage *host,
+                          const tstor__io_zip_entry *e, int check_crc) {
   uint32_t crc = 0;
   int rc = check_crc ? stored_crc(ld, e, tstor_storage_data(host), tstor_storage_nbytes(host), &crc) : 0;
   if (rc) return rc;
@@ -190,78 +191,99 @@ static int finish_storage(loader *ld, tstor__storage_rec *r, tstor_storage *host
   return 0;
 }
 
+/* The record of storage r (*name, freed by the caller; *e, *idx), checked
+ * against libzip, and holding at least nbytes. */
+static int storage_record(loader *ld, const tstor__io_record *r, uint64_t nbytes, char **name,
+                          const tstor__io_zip_entry **e, zip_int64_t *idx) {
+  char tail[64 + 8];
+  *name = NULL;
+  if (strlen(r->key) > 64)
+    return TSTOR__ERR(TSTOR_EINVAL, "storage key '%.64s...' is too long", r->key);
+  snprintf(tail, sizeof tail, "data/%s", r->key);
+  if (!(*name = record_name(ld, tail))) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
+  if (!(*e = entry_named(ld, *name, idx)))
+    return TSTOR__ERR(TSTOR_EINVAL, "storage '%s' has no record '%s' in the archive", r->key,
+                      *name);
+  int rc = cross_check(ld, *idx, *e);
+  if (rc) return rc;
+  /* A longer record is read in part, as torch.load does; a shorter one is
+   * refused (torch.load would read past it). */
+  if ((*e)->size < nbytes)
+    return TSTOR__ERR(
+        TSTOR_ERANGE,
+        "record '%s' holds %llu bytes, but storage '%s' is %lld %s elements (%llu bytes)", *name,
+        (unsigned long long)(*e)->size, r->key, (long long)r->numel, tstor_dtype_name(r->dtype),
+        (unsigned long long)nbytes);
+  if (nbytes > SIZE_MAX)
+    return TSTOR__ERR(TSTOR_EOVERFLOW, "storage '%s' of %llu bytes cannot be addressed", r->key,
+                      (unsigned long long)nbytes);
+  return 0;
+}
+
+/* A stored record's nbytes on the host (*host): a view of the file's mapping
+ * or read with pread, never through libzip, which would copy it once more;
+ * a cpu storage read from the file is only queued (*queued). Bytes to be
+ * swapped are never a view: the swap would write to the caller's borrowed
+ * buffer (const, maybe read-only, maybe loaded again). */
+static int stored_host(loader *ld, const tstor__io_record *r, tstor_device dev,
+                       const tstor__io_zip_entry *e, uint64_t nbytes, tstor_storage **host,
+                       bool *queued) {
+  size_t esize = tstor_dtype_size(r->dtype);
+  int swap = ld->big_endian && esize > 1;
+  unsigned how =
+      (swap ? 0 : TSTOR__SOURCE_VIEW) |
+      (tstor__io_source_device_has(ld->src, dev, TSTOR_DEVICE_HOST) ? TSTOR__SOURCE_QUEUE : 0);
+  return tstor__io_source_host(ld->src, e->data_offset, (size_t)nbytes, esize, how, r->key, host,
+                               queued);
+}
+
+/* A compressed record's first nbytes, inflated by libzip (which checks the
+ * CRC) into a cpu storage *host. */
+static int inflated_host(loader *ld, zip_int64_t idx, const char *name, uint64_t nbytes,
+                         uint64_t size, tstor_storage **host) {
+  tstor_device cpu;
+  int rc = tstor_device_parse(ld->src->ctx, "cpu", &cpu);
+  if (!rc) rc = tstor_storage_new(ld->src->ctx, cpu, (size_t)nbytes, host);
+  if (!rc) rc = read_entry(ld, idx, name, tstor_storage_data(*host), nbytes, size);
+  return rc;
+}
+
 /* Loads storage `r`: a view of the mapped archive (TSTOR_LOAD_MMAP), or read.
  * A cpu storage read from the file is only queued on the source, and *queued
  * set to its entry; the caller runs them all and then finishes each
  * (finish_storage). */
-static int load_storage(loader *ld, tstor__storage_rec *r, const tstor__zip_entry **queued) {
-  int rc;
+static int load_storage(loader *ld, tstor__io_record *r, const tstor__io_zip_entry **queued) {
   *queued = NULL;
-  size_t esize = tstor_dtype_size(r->dtype);
-  uint64_t nbytes = (uint64_t)r->numel * esize; /* checked against overflow by the unpickler */
+  uint64_t nbytes = (uint64_t)r->numel * tstor_dtype_size(r->dtype); /* checked by the unpickler */
   tstor_device dev;
-  if ((rc = tstor__source_device(ld->src, r->location, r->key, &dev))) return rc;
-  char tail[64 + 8];
-  if (strlen(r->key) > 64) return TSTOR__ERR(TSTOR_EINVAL, "storage key '%.64s...' is too long", r->key);
-  snprintf(tail, sizeof tail, "data/%s", r->key);
-  char *name = record_name(ld, tail);
-  if (!name) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
-  zip_int64_t idx;
-  const tstor__zip_entry *e = entry_named(ld, name, &idx);
+  int rc = tstor__io_source_device(ld->src, r->location, r->key, &dev);
+  if (rc) return rc;
+  char *name = NULL;
+  const tstor__io_zip_entry *e = NULL;
+  zip_int64_t idx = -1;
   tstor_storage *host = NULL;
-  if (!e) {
-    rc = TSTOR__ERR(TSTOR_EINVAL, "storage '%s' has no record '%s' in the archive", r->key, name);
-    goto out;
-  }
-  if ((rc = cross_check(ld, idx, e))) goto out;
-  uint64_t size = e->size;
-  /* A longer record is read in part, as torch.load does; a shorter one is
-   * refused (torch.load would read past it). */
-  if (size < nbytes) {
-    rc = TSTOR__ERR(TSTOR_ERANGE, "record '%s' holds %llu bytes, but storage '%s' is %lld %s elements (%llu bytes)",
-                    name, (unsigned long long)size, r->key, (long long)r->numel,
-                    tstor_dtype_name(r->dtype), (unsigned long long)nbytes);
-    goto out;
-  }
-  if (nbytes > SIZE_MAX) {
-    rc = TSTOR__ERR(TSTOR_EOVERFLOW, "storage '%s' of %llu bytes cannot be addressed", r->key,
-                    (unsigned long long)nbytes);
-    goto out;
-  }
-  if (tstor__source_device_has(ld->src, dev, TSTOR_DEVICE_NO_DATA)) {
+  bool q = false;
+  if ((rc = storage_record(ld, r, nbytes, &name, &e, &idx))) goto out;
+  if (tstor__io_source_device_has(ld->src, dev, TSTOR_DEVICE_NO_DATA)) {
     rc = tstor_storage_new(ld->src->ctx, dev, (size_t)nbytes, &r->s);
     goto out;
   }
-  /* A stored record is mapped (a view of the file's mapping) or read with
-   * pread, never through libzip, which would copy it once more. Like
-   * PyTorch's reader, those paths check the CRC only when asked
-   * (TSTOR_LOAD_VERIFY_CRC: it costs a pass over the bytes at about 1 GB/s);
-   * compressed records go through libzip, which always checks it. */
+  /* Like PyTorch's reader, the paths of stored records check the CRC only
+   * when asked (TSTOR_LOAD_VERIFY_CRC: it costs a pass over the bytes at
+   * about 1 GB/s); compressed records go through libzip, which always
+   * checks it. */
   int stored = e->method == 0;
-  if (stored) {
-    /* Bytes to be swapped are never a view: the swap would write to the
-     * caller's borrowed buffer (const, maybe read-only, maybe loaded again).
-     * A cpu storage read from the file is read with the others. */
-    int swap = ld->big_endian && esize > 1;
-    unsigned how = (swap ? 0 : TSTOR__SOURCE_VIEW) |
-                   (tstor__source_device_has(ld->src, dev, TSTOR_DEVICE_HOST) ? TSTOR__SOURCE_QUEUE : 0);
-    bool q;
-    if ((rc = tstor__source_host(ld->src, e->data_offset, (size_t)nbytes, esize, how, r->key, &host, &q))) goto out;
-    if (q) {
-      r->s = host;
-      host = NULL;
-      *queued = e;
-      goto out;
-    }
-  } else {
-    tstor_device cpu;
-    if ((rc = tstor_device_parse(ld->src->ctx, "cpu", &cpu)) ||
-        (rc = tstor_storage_new(ld->src->ctx, cpu, (size_t)nbytes, &host)) ||
-        (rc = read_entry(ld, idx, name, tstor_storage_data(host), nbytes, size)))
-      goto out;
+  rc = stored ? stored_host(ld, r, dev, e, nbytes, &host, &q)
+              : inflated_host(ld, idx, name, nbytes, e->size, &host);
+  if (rc) goto out;
+  if (q) { /* a cpu storage read with the others, finished after */
+    r->s = host;
+    host = NULL;
+    *queued = e;
+    goto out;
   }
-  if ((rc = finish_storage(ld, r, host, e, stored && (ld->src->flags & TSTOR_LOAD_VERIFY_CRC)))) goto out;
-  rc = tstor_storage_to(host, dev, &r->s);
+  rc = finish_storage(ld, r, host, e, stored && (ld->src->flags & TSTOR_LOAD_VERIFY_CRC));
+  if (!rc) rc = tstor_storage_to(host, dev, &r->s);
 out:
   tstor_storage_release(host);
   tstor__io_free(name);
@@ -271,12 +293,13 @@ out:
 /* Every storage: the queued reads run together, then each is finished. */
 static int load_storages(loader *ld, tstor_checkpoint *ck) {
   int rc = 0;
-  const tstor__zip_entry **queued = tstor__io_calloc(ck->nstorages ? ck->nstorages : 1, sizeof *queued);
+  const tstor__io_zip_entry **queued =
+      tstor__io_calloc(ck->nstorages ? ck->nstorages : 1, sizeof *queued);
   if (!queued) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for %zu storages", ck->nstorages);
   for (size_t i = 0; i < ck->nstorages && !rc; i++) rc = load_storage(ld, &ck->storages[i], &queued[i]);
-  if (!rc) rc = tstor__source_run(ld->src);
+  if (!rc) rc = tstor__io_source_run(ld->src);
   for (size_t i = 0; i < ck->nstorages && !rc; i++) {
-    tstor__storage_rec *r = &ck->storages[i];
+    tstor__io_record *r = &ck->storages[i];
     if (queued[i]) rc = finish_storage(ld, r, r->s, queued[i], ld->src->flags & TSTOR_LOAD_VERIFY_CRC);
   }
   tstor__io_free(queued);
@@ -321,8 +344,8 @@ static int load(loader *ld, tstor_checkpoint **out) {
   /* without a byteorder record: little-endian, unless the caller says the
    * file came from a big-endian machine (PyTorch's set_default_load_endianness) */
   ld->big_endian = (ld->src->flags & TSTOR_LOAD_ASSUME_BIG_ENDIAN) != 0;
-  rc = ld->src->bytes ? tstor__zip_index_read(ld->src->bytes, (size_t)ld->src->size, &ld->ix)
-                      : tstor__zip_index_read_fd(ld->src->fd, ld->src->size, &ld->ix);
+  rc = ld->src->bytes ? tstor__io_zip_index_read(ld->src->bytes, (size_t)ld->src->size, &ld->ix)
+                      : tstor__io_zip_index_read_fd(ld->src->fd, ld->src->size, &ld->ix);
   if (rc) goto fail;
   if ((zip_uint64_t)zip_get_num_entries(ld->z, 0) != ld->ix.n) {
     rc = TSTOR__ERR(TSTOR_EINVAL, "libzip finds %lld entries, the central directory %zu",
@@ -349,13 +372,13 @@ static int load(loader *ld, tstor_checkpoint **out) {
   uint64_t pkl_max = input > TSTOR__PICKLE_MAX / PICKLE_PER_FILE_BYTE ? TSTOR__PICKLE_MAX : input * PICKLE_PER_FILE_BYTE;
   if ((rc = read_small_record(ld, "data.pkl", pkl_max, &pkl, &pkl_len, 1))) goto fail;
   if ((rc = tstor_checkpoint_new(&ck))) goto fail;
-  tstor__cursor cur = tstor__cursor_over(pkl, pkl_len, "data.pkl");
-  if ((rc = tstor__unpickle(ck, &cur, &tstor__torch_rules, (size_t)(input < SIZE_MAX - 16 ? input + 16 : SIZE_MAX),
-                            &ck->root)))
+  tstor__io_cursor cur = tstor__io_cursor_over(pkl, pkl_len, "data.pkl");
+  if ((rc = tstor__io_unpickle(ck, &cur, &tstor__io_torch_rules,
+                               (size_t)(input < SIZE_MAX - 16 ? input + 16 : SIZE_MAX), &ck->root)))
     goto fail;
-  if ((rc = tstor__tree_check(ck->root, TSTOR__EXPANDED_MAX))) goto fail;
+  if ((rc = tstor__io_tree_check(ck->root, TSTOR__EXPANDED_MAX))) goto fail;
   if ((rc = load_storages(ld, ck))) goto fail;
-  if ((rc = tstor__torch_bind(ld->src->ctx, ck))) goto fail;
+  if ((rc = tstor__io_torch_bind(ld->src->ctx, ck))) goto fail;
   tstor__io_free(pkl);
   tstor__io_free(order);
   *out = ck;
@@ -406,20 +429,21 @@ static int zip_over_fd(loader *ld, const char *path) {
 
 static void loader_close(loader *ld) {
   if (ld->z) zip_discard(ld->z);
-  tstor__zip_index_free(&ld->ix);
+  tstor__io_zip_index_free(&ld->ix);
   tstor__io_free(ld->prefix);
 }
 
 /* torch.load reads both of torch.save's formats, and so do we: the legacy
  * one is told by its magic number, anything else is read as a zip. */
-static bool is_legacy(const tstor__source *src) {
+static bool is_legacy(const tstor__io_source *src) {
   uint8_t head[32];
   size_t n = src->size < sizeof head ? (size_t)src->size : sizeof head;
-  return tstor__source_read(src, head, n, 0, "the file's head") == 0 && tstor__torch_legacy_magic(head, n, NULL);
+  return tstor__io_source_read(src, head, n, 0, "the file's head") == 0 &&
+         tstor__io_torch_legacy_magic(head, n, NULL);
 }
 
-int tstor__torch_load_source(tstor__source *src, const char *name, tstor_checkpoint **out) {
-  if (is_legacy(src)) return tstor__torch_legacy_load(src, out);
+int tstor__io_torch_load_source(tstor__io_source *src, const char *name, tstor_checkpoint **out) {
+  if (is_legacy(src)) return tstor__io_torch_legacy_load(src, out);
   loader ld;
   memset(&ld, 0, sizeof ld);
   ld.src = src;
@@ -431,10 +455,12 @@ int tstor__torch_load_source(tstor__source *src, const char *name, tstor_checkpo
 
 int tstor_torch_load(tstor_context *ctx, const char *path, const tstor_load_options *opts,
                      tstor_checkpoint **out) {
-  return tstor__load_path(ctx, path, opts, out, "tstor_torch_load", "a torch.save file", tstor__torch_load_source);
+  return tstor__io_load_path(ctx, path, opts, out, "tstor_torch_load", "a torch.save file",
+                             tstor__io_torch_load_source);
 }
 
 int tstor_torch_load_buffer(tstor_context *ctx, const void *data, size_t size,
                             const tstor_load_options *opts, tstor_checkpoint **out) {
-  return tstor__load_buffer(ctx, data, size, opts, out, "tstor_torch_load_buffer", tstor__torch_load_source);
+  return tstor__io_load_buffer(ctx, data, size, opts, out, "tstor_torch_load_buffer",
+                               tstor__io_torch_load_source);
 }

@@ -7,15 +7,21 @@
 
 #include <string.h>
 
-#define FAIL(up, code, ...) tstor__unpickler_fail((up), (code), __VA_ARGS__)
+#define FAIL(up, code, ...) tstor__io_unpickler_fail((up), (code), __VA_ARGS__)
 
 /* ------------------------------------------------------------- globals */
+
+/* A global of the rules' own, in the checkpoint being read. */
+static int new_global(tstor__io_unpickler *up, int which, int dtype, tstor_value **out) {
+  *out = tstor__io_value_global(tstor__io_unpickler_checkpoint(up), which, dtype);
+  return *out ? 0 : TSTOR_ENOMEM;
+}
 
 /* The permitted globals, as "module.name": what torch.save writes for a
  * state_dict. Everything else is refused by name, as torch.load(weights_only=
  * True) refuses it. */
-static int find_class(tstor__unpickler *up, const char *module, size_t mlen, const char *name, size_t nlen,
-                      tstor_value **out) {
+static int find_class(tstor__io_unpickler *up, const char *module, size_t mlen, const char *name,
+                      size_t nlen, tstor_value **out) {
   static const struct {
     const char *module, *name;
     int which;
@@ -26,15 +32,10 @@ static int find_class(tstor__unpickler *up, const char *module, size_t mlen, con
       {"torch._utils", "_rebuild_parameter", TSTOR__G_REBUILD_PARAMETER},
       {"torch._utils", "_rebuild_meta_tensor_no_storage", TSTOR__G_REBUILD_META},
   };
-  tstor_value *g = NULL;
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
     if (strlen(known[i].module) == mlen && memcmp(known[i].module, module, mlen) == 0 &&
-        strlen(known[i].name) == nlen && memcmp(known[i].name, name, nlen) == 0) {
-      if (!(g = tstor__unpickler_value(up, TSTOR__VALUE_GLOBAL))) return TSTOR_ENOMEM;
-      g->u.i = known[i].which;
-      *out = g;
-      return 0;
-    }
+        strlen(known[i].name) == nlen && memcmp(known[i].name, name, nlen) == 0)
+      return new_global(up, known[i].which, -1, out);
   /* torch.FloatStorage and the other typed storage classes */
   char buf[64];
   if (mlen == 5 && memcmp(module, "torch", 5) == 0 && nlen > 7 && nlen < sizeof buf &&
@@ -42,13 +43,8 @@ static int find_class(tstor__unpickler *up, const char *module, size_t mlen, con
     memcpy(buf, name, nlen);
     buf[nlen] = '\0';
     tstor_dtype dt;
-    if (tstor_dtype_parse(buf, &dt) == 0) {
-      if (!(g = tstor__unpickler_value(up, TSTOR__VALUE_GLOBAL))) return TSTOR_ENOMEM;
-      g->u.i = TSTOR__G_STORAGE_CLASS;
-      g->u.tensor.ndim = (int)dt; /* u.i and u.tensor.ndim do not overlap */
-      *out = g;
-      return 0;
-    }
+    if (tstor_dtype_parse(buf, &dt) == 0)
+      return new_global(up, TSTOR__G_STORAGE_CLASS, (int)dt, out);
   }
   /* torch.float32 and the other dtypes, by the names torch has for them */
   if (mlen == 5 && memcmp(module, "torch", 5) == 0)
@@ -56,13 +52,8 @@ static int find_class(tstor__unpickler *up, const char *module, size_t mlen, con
       const tstor_dtype_info *info = tstor_dtype_info_of((tstor_dtype)d);
       const char *names[2] = {info ? info->name : NULL, info ? info->alias : NULL};
       for (int k = 0; k < 2; k++)
-        if (names[k] && strlen(names[k]) == nlen && memcmp(names[k], name, nlen) == 0) {
-          if (!(g = tstor__unpickler_value(up, TSTOR__VALUE_GLOBAL))) return TSTOR_ENOMEM;
-          g->u.i = TSTOR__G_DTYPE;
-          g->u.tensor.ndim = d;
-          *out = g;
-          return 0;
-        }
+        if (names[k] && strlen(names[k]) == nlen && memcmp(names[k], name, nlen) == 0)
+          return new_global(up, TSTOR__G_DTYPE, d, out);
     }
   return FAIL(up, TSTOR_EACCES,
               "global '%.*s.%.*s' is refused: only torch.save's weights are read "
@@ -81,7 +72,7 @@ static int is_str(const tstor_value *v, const char *s) {
 
 /* A storage key the file names, checked once: torch.save's zip format makes
  * it a record name (data/KEY), so no path may hide in it. */
-static int key_ok(tstor__unpickler *up, const tstor_value *key) {
+static int key_ok(tstor__io_unpickler *up, const tstor_value *key) {
   if (key->kind != TSTOR_VALUE_STRING) return FAIL(up, TSTOR_EINVAL, "a storage's key must be a string");
   if (!key->u.str.len || memchr(key->u.str.s, '/', key->u.str.len) || memchr(key->u.str.s, '\0', key->u.str.len) ||
       is_str(key, ".") || is_str(key, ".."))
@@ -94,17 +85,17 @@ static int key_ok(tstor__unpickler *up, const tstor_value *key) {
  * as in torch.load, the first persistent id that names a key gives its
  * dtype, size and location, and later ones only find it (torch.load reads
  * nothing else of them). *idx gets its index in ck->storages. */
-static int storage_named(tstor__unpickler *up, tstor_value *cls, tstor_value *key, tstor_value *location,
-                         tstor_value *count, long *idx) {
-  tstor_checkpoint *ck = tstor__unpickler_checkpoint(up);
-  if (cls->kind != TSTOR__VALUE_GLOBAL || cls->u.i != TSTOR__G_STORAGE_CLASS)
+static int storage_named(tstor__io_unpickler *up, tstor_value *cls, tstor_value *key,
+                         tstor_value *location, tstor_value *count, long *idx) {
+  tstor_checkpoint *ck = tstor__io_unpickler_checkpoint(up);
+  if (cls->kind != TSTOR__VALUE_GLOBAL || cls->u.global.which != TSTOR__G_STORAGE_CLASS)
     return FAIL(up, TSTOR_EINVAL, "a storage's class must be a torch.*Storage");
   int rc = key_ok(up, key);
   if (rc) return rc;
-  if ((*idx = tstor__storage_find(ck, key->u.str.s, key->u.str.len)) >= 0) return 0;
+  if ((*idx = tstor__io_record_find(ck, key->u.str.s, key->u.str.len)) >= 0) return 0;
   if (count->kind != TSTOR_VALUE_INT || count->u.i < 0)
     return FAIL(up, TSTOR_EINVAL, "a storage's size must be a non-negative int");
-  tstor_dtype dt = (tstor_dtype)cls->u.tensor.ndim;
+  tstor_dtype dt = (tstor_dtype)cls->u.global.dtype;
   int64_t numel = count->u.i;
   if ((uint64_t)numel > (uint64_t)INT64_MAX / tstor_dtype_size(dt))
     return FAIL(up, TSTOR_EOVERFLOW, "storage '%s' of %lld %s elements: the byte size overflows", key->u.str.s,
@@ -112,22 +103,22 @@ static int storage_named(tstor__unpickler *up, tstor_value *cls, tstor_value *ke
   /* A location that is no string is kept as "": torch.load ignores it under
    * a map_location, and the loader refuses it without one. */
   int named = location->kind == TSTOR_VALUE_STRING;
-  return tstor__storage_add(ck, key->u.str.s, key->u.str.len, dt, numel, named ? location->u.str.s : "",
-                            named ? location->u.str.len : 0, idx);
+  return tstor__io_record_add(ck, key->u.str.s, key->u.str.len, dt, numel,
+                              named ? location->u.str.s : "", named ? location->u.str.len : 0, idx);
 }
 
-static int storage_value(tstor__unpickler *up, long idx, tstor_value **out) {
-  tstor_value *s = tstor__unpickler_value(up, TSTOR_VALUE_STORAGE);
+static int storage_value(tstor__io_unpickler *up, long idx, tstor_value **out) {
+  tstor_value *s = tstor__io_unpickler_value(up, TSTOR_VALUE_STORAGE);
   if (!s) return TSTOR_ENOMEM;
   s->u.tensor.storage = idx;
-  s->u.tensor.dtype = (int)tstor__unpickler_checkpoint(up)->storages[idx].dtype;
+  s->u.tensor.dtype = (int)tstor__io_unpickler_checkpoint(up)->storages[idx].dtype;
   *out = s;
   return 0;
 }
 
 /* ('storage', storage_class, key, location, numel): torch.save's reference to
  * the record data/KEY. */
-static int persistent_load(tstor__unpickler *up, tstor_value *pid, tstor_value **out) {
+static int persistent_load(tstor__io_unpickler *up, tstor_value *pid, tstor_value **out) {
   if (pid->kind != TSTOR_VALUE_TUPLE || pid->u.seq.n != 5)
     return FAIL(up, TSTOR_EINVAL, "a persistent id must be the 5-tuple ('storage', class, key, location, numel)");
   tstor_value **f = pid->u.seq.items;
@@ -142,7 +133,7 @@ static int persistent_load(tstor__unpickler *up, tstor_value *pid, tstor_value *
  * keyed by the root's key; view_metadata, None since PyTorch 0.4, else
  * (view_key, offset, size) in elements, names a part of the root that its
  * tensors view. */
-static int persistent_load_legacy(tstor__unpickler *up, tstor_value *pid, tstor_value **out) {
+static int persistent_load_legacy(tstor__io_unpickler *up, tstor_value *pid, tstor_value **out) {
   if (pid->kind != TSTOR_VALUE_TUPLE || pid->u.seq.n < 1 || !is_str(pid->u.seq.items[0], "storage"))
     return FAIL(up, TSTOR_EACCES, "only persistent ids of storages are allowed");
   if (pid->u.seq.n != 6)
@@ -153,22 +144,22 @@ static int persistent_load_legacy(tstor__unpickler *up, tstor_value *pid, tstor_
   int rc = storage_named(up, f[1], f[2], f[3], f[4], &root);
   if (rc || f[5]->kind == TSTOR_VALUE_NONE) return rc ? rc : storage_value(up, root, out);
   tstor_value *vm = f[5];
-  tstor_checkpoint *ck = tstor__unpickler_checkpoint(up);
+  tstor_checkpoint *ck = tstor__io_unpickler_checkpoint(up);
   if (vm->kind != TSTOR_VALUE_TUPLE || vm->u.seq.n != 3 || vm->u.seq.items[1]->kind != TSTOR_VALUE_INT ||
       vm->u.seq.items[2]->kind != TSTOR_VALUE_INT || vm->u.seq.items[1]->u.i < 0 || vm->u.seq.items[2]->u.i < 0)
     return FAIL(up, TSTOR_EINVAL, "a storage's view_metadata must be None or (key, offset, size), both non-negative");
   tstor_value *vkey = vm->u.seq.items[0];
   if ((rc = key_ok(up, vkey))) return rc;
-  long view = tstor__storage_find(ck, vkey->u.str.s, vkey->u.str.len);
+  long view = tstor__io_record_find(ck, vkey->u.str.s, vkey->u.str.len);
   if (view < 0) {
-    const tstor__storage_rec *r = &ck->storages[root];
+    const tstor__io_record *r = &ck->storages[root];
     if (r->view_of >= 0) return FAIL(up, TSTOR_EINVAL, "storage '%s' is a view, and views have no views", r->key);
     int64_t off = vm->u.seq.items[1]->u.i, n = vm->u.seq.items[2]->u.i;
     if (off > r->numel || n > r->numel - off)
       return FAIL(up, TSTOR_ERANGE, "view '%s' of %lld elements at %lld lies past storage '%s' of %lld",
                   vkey->u.str.s, (long long)n, (long long)off, r->key, (long long)r->numel);
-    if ((rc = tstor__storage_add(ck, vkey->u.str.s, vkey->u.str.len, r->dtype, n, r->location, strlen(r->location),
-                                 &view)))
+    if ((rc = tstor__io_record_add(ck, vkey->u.str.s, vkey->u.str.len, r->dtype, n, r->location,
+                                   strlen(r->location), &view)))
       return rc;
     ck->storages[view].view_of = root;
     ck->storages[view].view_offset = off;
@@ -178,7 +169,8 @@ static int persistent_load_legacy(tstor__unpickler *up, tstor_value *pid, tstor_
 
 /* ------------------------------------------------------------- REDUCE */
 
-static int int_tuple(tstor__unpickler *up, const tstor_value *t, const char *what, int64_t *out, int *n) {
+static int int_tuple(tstor__io_unpickler *up, const tstor_value *t, const char *what, int64_t *out,
+                     int *n) {
   if (t->kind != TSTOR_VALUE_TUPLE) return FAIL(up, TSTOR_EINVAL, "a tensor's %s must be a tuple of ints", what);
   if (t->u.seq.n > TSTOR_TENSOR_MAX_DIM)
     return FAIL(up, TSTOR_EINVAL, "a tensor of %zu dimensions (at most %d)", t->u.seq.n, TSTOR_TENSOR_MAX_DIM);
@@ -193,8 +185,8 @@ static int int_tuple(tstor__unpickler *up, const tstor_value *t, const char *wha
 }
 
 /* A tensor value with room for ndim sizes and strides. */
-static tstor_value *new_tensor(tstor__unpickler *up, size_t ndim) {
-  tstor_value *t = tstor__unpickler_value(up, TSTOR_VALUE_TENSOR);
+static tstor_value *new_tensor(tstor__io_unpickler *up, size_t ndim) {
+  tstor_value *t = tstor__io_unpickler_value(up, TSTOR_VALUE_TENSOR);
   if (!t) return NULL;
   if (!(t->u.tensor.sizes = tstor__io_malloc((2 * ndim + 1) * sizeof(int64_t)))) {
     TSTOR__ERR(TSTOR_ENOMEM, "pickle: out of memory for a tensor of %zu dimensions", ndim);
@@ -206,7 +198,8 @@ static tstor_value *new_tensor(tstor__unpickler *up, size_t ndim) {
 
 /* Sizes and strides from two tuples whose lengths are checked equal and
  * bounded before either is copied: the tensor holds exactly that many. */
-static int layout_of(tstor__unpickler *up, const tstor_value *sizes, const tstor_value *strides, tstor_value **out) {
+static int layout_of(tstor__io_unpickler *up, const tstor_value *sizes, const tstor_value *strides,
+                     tstor_value **out) {
   for (int k = 0; k < 2; k++)
     if ((k ? strides : sizes)->kind != TSTOR_VALUE_TUPLE)
       return FAIL(up, TSTOR_EINVAL, "a tensor's %s must be a tuple of ints", k ? "stride" : "size");
@@ -224,7 +217,8 @@ static int layout_of(tstor__unpickler *up, const tstor_value *sizes, const tstor
   return 0;
 }
 
-static int rebuild_tensor(tstor__unpickler *up, tstor_value **args, size_t nargs, int v2, tstor_value **out) {
+static int rebuild_tensor(tstor__io_unpickler *up, tstor_value **args, size_t nargs, int v2,
+                          tstor_value **out) {
   if (v2 ? (nargs != 6 && nargs != 7) : nargs != 4)
     return FAIL(up, TSTOR_EINVAL, "%s takes %s arguments, not %zu", v2 ? "_rebuild_tensor_v2" : "_rebuild_tensor",
                 v2 ? "6 or 7" : "4", nargs);
@@ -248,7 +242,8 @@ static int rebuild_tensor(tstor__unpickler *up, tstor_value **args, size_t nargs
   return 0;
 }
 
-static int rebuild_parameter(tstor__unpickler *up, tstor_value **args, size_t nargs, tstor_value **out) {
+static int rebuild_parameter(tstor__io_unpickler *up, tstor_value **args, size_t nargs,
+                             tstor_value **out) {
   if (nargs != 3) return FAIL(up, TSTOR_EINVAL, "_rebuild_parameter takes 3 arguments, not %zu", nargs);
   const tstor_value *src = args[0];
   if (src->kind != TSTOR_VALUE_TENSOR || args[1]->kind != TSTOR_VALUE_BOOL || args[2]->kind != TSTOR_VALUE_DICT)
@@ -268,32 +263,34 @@ static int rebuild_parameter(tstor__unpickler *up, tstor_value **args, size_t na
 
 /* _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad): a
  * tensor on the meta device, which has no bytes in the file. */
-static int rebuild_meta(tstor__unpickler *up, tstor_value **args, size_t nargs, tstor_value **out) {
+static int rebuild_meta(tstor__io_unpickler *up, tstor_value **args, size_t nargs,
+                        tstor_value **out) {
   if (nargs != 4) return FAIL(up, TSTOR_EINVAL, "_rebuild_meta_tensor_no_storage takes 4 arguments, not %zu", nargs);
-  if (args[0]->kind != TSTOR__VALUE_GLOBAL || args[0]->u.i != TSTOR__G_DTYPE)
+  if (args[0]->kind != TSTOR__VALUE_GLOBAL || args[0]->u.global.which != TSTOR__G_DTYPE)
     return FAIL(up, TSTOR_EINVAL, "a meta tensor's first argument must be a torch dtype");
   if (args[3]->kind != TSTOR_VALUE_BOOL) return FAIL(up, TSTOR_EINVAL, "a tensor's requires_grad must be a bool");
   tstor_value *t = NULL;
   int rc = layout_of(up, args[1], args[2], &t);
   if (rc) return rc;
-  t->u.tensor.dtype = args[0]->u.tensor.ndim;
+  t->u.tensor.dtype = args[0]->u.global.dtype;
   t->u.tensor.storage = -1;
   t->requires_grad = (unsigned char)args[3]->u.i;
   *out = t;
   return 0;
 }
 
-static int reduce(tstor__unpickler *up, tstor_value *fn, tstor_value *args, tstor_value **out) {
+static int reduce(tstor__io_unpickler *up, tstor_value *fn, tstor_value *args, tstor_value **out) {
   size_t n = args->u.seq.n;
   tstor_value **a = args->u.seq.items;
-  switch (fn->u.i) {
+  switch (fn->u.global.which) {
     case TSTOR__G_ORDEREDDICT:
       if (n != 0) return FAIL(up, TSTOR_EINVAL, "OrderedDict is rebuilt from (), not %zu arguments", n);
-      if (!(*out = tstor__unpickler_value(up, TSTOR_VALUE_DICT))) return TSTOR_ENOMEM;
+      if (!(*out = tstor__io_unpickler_value(up, TSTOR_VALUE_DICT))) return TSTOR_ENOMEM;
       (*out)->ordered = 1;
       return 0;
     case TSTOR__G_REBUILD_TENSOR_V2:
-    case TSTOR__G_REBUILD_TENSOR: return rebuild_tensor(up, a, n, fn->u.i == TSTOR__G_REBUILD_TENSOR_V2, out);
+    case TSTOR__G_REBUILD_TENSOR:
+      return rebuild_tensor(up, a, n, fn->u.global.which == TSTOR__G_REBUILD_TENSOR_V2, out);
     case TSTOR__G_REBUILD_PARAMETER: return rebuild_parameter(up, a, n, out);
     case TSTOR__G_REBUILD_META: return rebuild_meta(up, a, n, out);
     case TSTOR__G_DTYPE: return FAIL(up, TSTOR_EACCES, "a dtype cannot be called");
@@ -303,7 +300,7 @@ static int reduce(tstor__unpickler *up, tstor_value *fn, tstor_value *args, tsto
 
 /* BUILD sets an OrderedDict's attributes (a state_dict's _metadata), and
  * nothing else. */
-static int build(tstor__unpickler *up, tstor_value *inst, tstor_value *state) {
+static int build(tstor__io_unpickler *up, tstor_value *inst, tstor_value *state) {
   if (inst->kind != TSTOR_VALUE_DICT || state->kind != TSTOR_VALUE_DICT)
     return FAIL(up, TSTOR_EINVAL, "BUILD is only allowed to set an OrderedDict's attributes from a dict");
   if (!inst->u.seq.attrs) {
@@ -312,20 +309,22 @@ static int build(tstor__unpickler *up, tstor_value *inst, tstor_value *state) {
   }
   int rc = 0;
   for (size_t i = 0; i < state->u.seq.n && !rc; i++)
-    rc = tstor__dict_set(inst->u.seq.attrs, state->u.seq.keys[i], state->u.seq.items[i]);
+    rc = tstor__io_dict_set(inst->u.seq.attrs, state->u.seq.keys[i], state->u.seq.items[i]);
   return rc;
 }
 
-const tstor__pickle_rules tstor__torch_rules = {find_class, persistent_load, reduce, build, NULL};
-const tstor__pickle_rules tstor__torch_legacy_rules = {find_class, persistent_load_legacy, reduce, build, NULL};
+const tstor__io_pickle_rules tstor__io_torch_rules = {find_class, persistent_load, reduce, build,
+                                                      NULL};
+const tstor__io_pickle_rules tstor__io_torch_legacy_rules = {find_class, persistent_load_legacy,
+                                                             reduce, build, NULL};
 
 /* -------------------------------------------------------------- binding */
 
-int tstor__torch_bind(tstor_context *ctx, tstor_checkpoint *ck) {
+int tstor__io_torch_bind(tstor_context *ctx, tstor_checkpoint *ck) {
   int rc = 0;
   /* the views of the legacy format, once their roots are loaded */
   for (size_t i = 0; i < ck->nstorages && !rc; i++) {
-    tstor__storage_rec *r = &ck->storages[i];
+    tstor__io_record *r = &ck->storages[i];
     if (r->view_of < 0 || r->s) continue;
     size_t es = tstor_dtype_size(r->dtype);
     rc = tstor_storage_view(ck->storages[r->view_of].s, (size_t)r->view_offset * es, (size_t)r->numel * es, &r->s);
@@ -342,7 +341,7 @@ int tstor__torch_bind(tstor_context *ctx, tstor_checkpoint *ck) {
         tstor_error_prefix(rc, "a meta tensor (torch._utils._rebuild_meta_tensor_no_storage)");
       continue;
     }
-    const tstor__storage_rec *r = &ck->storages[v->u.tensor.storage];
+    const tstor__io_record *r = &ck->storages[v->u.tensor.storage];
     rc = tstor_tensor_on_storage(r->s, r->dtype, v->u.tensor.offset, v->u.tensor.ndim, v->u.tensor.sizes,
                                  v->u.tensor.strides, &v->u.tensor.t);
     if (rc)

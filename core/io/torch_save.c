@@ -14,7 +14,7 @@
 /* ------------------------------------------------------------ the pickle */
 
 typedef struct saver {
-  tstor__pickler pk;
+  tstor__io_pickler pk;
   /* storages, in first-appearance order */
   struct {
     tstor_storage *s;
@@ -64,10 +64,10 @@ static int location_of(tstor_storage *s, char *buf, size_t size) {
 }
 
 /* The one tuple of ints a tensor's size or stride is. */
-static void pickle_ints(tstor__pickler *pk, const int64_t *v, int n) {
-  tstor__pickle_tuple_begin(pk, (size_t)n);
-  for (int i = 0; i < n; i++) tstor__pickle_int(pk, v[i]);
-  tstor__pickle_tuple_end(pk, (size_t)n);
+static void pickle_ints(tstor__io_pickler *pk, const int64_t *v, int n) {
+  tstor__io_pickle_tuple_begin(pk, (size_t)n);
+  for (int i = 0; i < n; i++) tstor__io_pickle_int(pk, v[i]);
+  tstor__io_pickle_tuple_end(pk, (size_t)n);
 }
 
 static const tstor_dtype_info *savable(tstor_dtype dt) {
@@ -83,7 +83,7 @@ static const tstor_dtype_info *savable(tstor_dtype dt) {
 /* ('storage', cls, key, location, numel) as a persistent id: storage s as
  * dtype dt elements, as torch.save pickles a storage, alone or in a tensor. */
 static int pickle_storage(saver *sv, tstor_storage *s, tstor_dtype dt) {
-  tstor__pickler *pk = &sv->pk;
+  tstor__io_pickler *pk = &sv->pk;
   const tstor_dtype_info *info = savable(dt);
   if (!info) return TSTOR_ENOTSUP;
   size_t key = 0;
@@ -97,33 +97,33 @@ static int pickle_storage(saver *sv, tstor_storage *s, tstor_dtype dt) {
   size_t nbytes = tstor_storage_nbytes(s);
   if (nbytes % info->element_size)
     return TSTOR__ERR(TSTOR_ESIZE, "a %s storage of %zu bytes holds no whole number of elements", info->name, nbytes);
-  tstor__pickle_op(pk, TSTOR__OP_MARK);
-  tstor__pickle_str(pk, "storage", 7);
-  tstor__pickle_global(pk, &g_storage[dt], "torch", cls);
-  tstor__pickle_str(pk, keybuf, strlen(keybuf));
-  tstor__pickle_str(pk, loc, strlen(loc));
-  tstor__pickle_int(pk, (int64_t)(nbytes / info->element_size));
-  tstor__pickle_op(pk, TSTOR__OP_TUPLE);
-  tstor__pickle_op(pk, TSTOR__OP_BINPERSID);
+  tstor__io_pickle_op(pk, TSTOR__OP_MARK);
+  tstor__io_pickle_str(pk, "storage", 7);
+  tstor__io_pickle_global(pk, &g_storage[dt], "torch", cls);
+  tstor__io_pickle_str(pk, keybuf, strlen(keybuf));
+  tstor__io_pickle_str(pk, loc, strlen(loc));
+  tstor__io_pickle_int(pk, (int64_t)(nbytes / info->element_size));
+  tstor__io_pickle_op(pk, TSTOR__OP_TUPLE);
+  tstor__io_pickle_op(pk, TSTOR__OP_BINPERSID);
   return 0;
 }
 
 /* A tensor on the meta device, as torch.save pickles one:
  * _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad). */
 static int pickle_meta_tensor(saver *sv, const tstor_value *v) {
-  tstor__pickler *pk = &sv->pk;
+  tstor__io_pickler *pk = &sv->pk;
   const tstor_tensor *t = v->u.tensor.t;
   tstor_dtype dt = tstor_tensor_dtype(t);
   const tstor_dtype_info *info = tstor_dtype_info_of(dt);
   if (!info) return TSTOR__ERR(TSTOR_EINVAL, "a tensor of unknown dtype %d", (int)dt);
-  tstor__pickle_global(pk, &g_rebuild_meta, "torch._utils", "_rebuild_meta_tensor_no_storage");
-  tstor__pickle_op(pk, TSTOR__OP_MARK);
-  tstor__pickle_global(pk, &g_dtype[dt], "torch", info->name);
+  tstor__io_pickle_global(pk, &g_rebuild_meta, "torch._utils", "_rebuild_meta_tensor_no_storage");
+  tstor__io_pickle_op(pk, TSTOR__OP_MARK);
+  tstor__io_pickle_global(pk, &g_dtype[dt], "torch", info->name);
   pickle_ints(pk, tstor_tensor_sizes(t), tstor_tensor_dim(t));
   pickle_ints(pk, tstor_tensor_strides(t), tstor_tensor_dim(t));
-  tstor__pickle_op(pk, v->requires_grad ? TSTOR__OP_NEWTRUE : TSTOR__OP_NEWFALSE);
-  tstor__pickle_op(pk, TSTOR__OP_TUPLE);
-  tstor__pickle_op(pk, TSTOR__OP_REDUCE);
+  tstor__io_pickle_op(pk, v->requires_grad ? TSTOR__OP_NEWTRUE : TSTOR__OP_NEWFALSE);
+  tstor__io_pickle_op(pk, TSTOR__OP_TUPLE);
+  tstor__io_pickle_op(pk, TSTOR__OP_REDUCE);
   return 0;
 }
 
@@ -136,22 +136,22 @@ static bool on_meta(const tstor_tensor *t) {
 /* _rebuild_tensor_v2(('storage', cls, key, location, numel), offset, size,
  * stride, requires_grad, OrderedDict()), as torch.save pickles a tensor. */
 static int pickle_tensor(saver *sv, const tstor_value *v) {
-  tstor__pickler *pk = &sv->pk;
+  tstor__io_pickler *pk = &sv->pk;
   const tstor_tensor *t = v->u.tensor.t;
   if (on_meta(t)) return pickle_meta_tensor(sv, v);
-  tstor__pickle_global(pk, &g_rebuild, "torch._utils", "_rebuild_tensor_v2");
-  tstor__pickle_op(pk, TSTOR__OP_MARK);
+  tstor__io_pickle_global(pk, &g_rebuild, "torch._utils", "_rebuild_tensor_v2");
+  tstor__io_pickle_op(pk, TSTOR__OP_MARK);
   int rc = pickle_storage(sv, tstor_tensor_storage(t), tstor_tensor_dtype(t));
   if (rc) return rc;
-  tstor__pickle_int(pk, tstor_tensor_storage_offset(t));
+  tstor__io_pickle_int(pk, tstor_tensor_storage_offset(t));
   pickle_ints(pk, tstor_tensor_sizes(t), tstor_tensor_dim(t));
   pickle_ints(pk, tstor_tensor_strides(t), tstor_tensor_dim(t));
-  tstor__pickle_op(pk, v->requires_grad ? TSTOR__OP_NEWTRUE : TSTOR__OP_NEWFALSE);
-  tstor__pickle_global(pk, &g_odict, "collections", "OrderedDict");
-  tstor__pickle_op(pk, TSTOR__OP_EMPTY_TUPLE);
-  tstor__pickle_op(pk, TSTOR__OP_REDUCE);
-  tstor__pickle_op(pk, TSTOR__OP_TUPLE);
-  tstor__pickle_op(pk, TSTOR__OP_REDUCE);
+  tstor__io_pickle_op(pk, v->requires_grad ? TSTOR__OP_NEWTRUE : TSTOR__OP_NEWFALSE);
+  tstor__io_pickle_global(pk, &g_odict, "collections", "OrderedDict");
+  tstor__io_pickle_op(pk, TSTOR__OP_EMPTY_TUPLE);
+  tstor__io_pickle_op(pk, TSTOR__OP_REDUCE);
+  tstor__io_pickle_op(pk, TSTOR__OP_TUPLE);
+  tstor__io_pickle_op(pk, TSTOR__OP_REDUCE);
   return 0;
 }
 
@@ -163,55 +163,57 @@ static int pickle_items(saver *sv, const tstor_value *v, int dict) {
   size_t n = v->u.seq.n;
   for (size_t start = 0; start < n && !rc; start += 1000) {
     size_t end = n - start > 1000 ? start + 1000 : n;
-    tstor__pickle_op(&sv->pk, TSTOR__OP_MARK);
+    tstor__io_pickle_op(&sv->pk, TSTOR__OP_MARK);
     for (size_t i = start; i < end && !rc; i++) {
       if (dict) rc = pickle_value(sv, v->u.seq.keys[i]);
       if (!rc) rc = pickle_value(sv, v->u.seq.items[i]);
     }
-    tstor__pickle_op(&sv->pk, dict ? TSTOR__OP_SETITEMS : TSTOR__OP_APPENDS);
+    tstor__io_pickle_op(&sv->pk, dict ? TSTOR__OP_SETITEMS : TSTOR__OP_APPENDS);
   }
   return rc;
 }
 
 /* Returns the errors the tree's contents cause; the buffer keeps its own. */
 static int pickle_value(saver *sv, const tstor_value *v) {
-  tstor__pickler *pk = &sv->pk;
-  if (tstor__pickle_memo_get(pk, v)) return 0;
+  tstor__io_pickler *pk = &sv->pk;
+  if (tstor__io_pickle_memo_get(pk, v)) return 0;
   int rc = 0;
   switch (v->kind) {
-    case TSTOR_VALUE_NONE: tstor__pickle_op(pk, TSTOR__OP_NONE); return 0;
-    case TSTOR_VALUE_BOOL: tstor__pickle_op(pk, v->u.i ? TSTOR__OP_NEWTRUE : TSTOR__OP_NEWFALSE); return 0;
-    case TSTOR_VALUE_INT: tstor__pickle_int(pk, v->u.i); return 0;
-    case TSTOR_VALUE_FLOAT: tstor__pickle_float(pk, v->u.f); return 0;
-    case TSTOR_VALUE_STRING: tstor__pickle_str(pk, v->u.str.s, v->u.str.len); break;
+    case TSTOR_VALUE_NONE: tstor__io_pickle_op(pk, TSTOR__OP_NONE); return 0;
+    case TSTOR_VALUE_BOOL:
+      tstor__io_pickle_op(pk, v->u.i ? TSTOR__OP_NEWTRUE : TSTOR__OP_NEWFALSE);
+      return 0;
+    case TSTOR_VALUE_INT: tstor__io_pickle_int(pk, v->u.i); return 0;
+    case TSTOR_VALUE_FLOAT: tstor__io_pickle_float(pk, v->u.f); return 0;
+    case TSTOR_VALUE_STRING: tstor__io_pickle_str(pk, v->u.str.s, v->u.str.len); break;
     case TSTOR_VALUE_TENSOR: rc = pickle_tensor(sv, v); break;
     case TSTOR_VALUE_STORAGE: rc = pickle_storage(sv, v->u.tensor.s, (tstor_dtype)v->u.tensor.dtype); break;
     case TSTOR_VALUE_TUPLE: {
       /* a tuple that contains itself cannot exist: the tree was checked */
       size_t n = v->u.seq.n;
-      tstor__pickle_tuple_begin(pk, n);
+      tstor__io_pickle_tuple_begin(pk, n);
       for (size_t i = 0; i < n && !rc; i++) rc = pickle_value(sv, v->u.seq.items[i]);
-      tstor__pickle_tuple_end(pk, n);
+      tstor__io_pickle_tuple_end(pk, n);
       if (!n) return rc; /* () is not memoized, as in Python */
       break;
     }
     case TSTOR_VALUE_LIST:
-      tstor__pickle_op(pk, TSTOR__OP_EMPTY_LIST);
-      tstor__pickle_memo_put(pk, v);
+      tstor__io_pickle_op(pk, TSTOR__OP_EMPTY_LIST);
+      tstor__io_pickle_memo_put(pk, v);
       return pickle_items(sv, v, 0);
     case TSTOR_VALUE_DICT:
       if (v->ordered || v->u.seq.attrs) {
-        tstor__pickle_global(pk, &g_odict, "collections", "OrderedDict");
-        tstor__pickle_op(pk, TSTOR__OP_EMPTY_TUPLE);
-        tstor__pickle_op(pk, TSTOR__OP_REDUCE);
+        tstor__io_pickle_global(pk, &g_odict, "collections", "OrderedDict");
+        tstor__io_pickle_op(pk, TSTOR__OP_EMPTY_TUPLE);
+        tstor__io_pickle_op(pk, TSTOR__OP_REDUCE);
       } else {
-        tstor__pickle_op(pk, TSTOR__OP_EMPTY_DICT);
+        tstor__io_pickle_op(pk, TSTOR__OP_EMPTY_DICT);
       }
-      tstor__pickle_memo_put(pk, v);
+      tstor__io_pickle_memo_put(pk, v);
       rc = pickle_items(sv, v, 1);
       if (!rc && v->u.seq.attrs) {
         rc = pickle_value(sv, v->u.seq.attrs);
-        tstor__pickle_op(pk, TSTOR__OP_BUILD);
+        tstor__io_pickle_op(pk, TSTOR__OP_BUILD);
       }
       return rc;
     case TSTOR_VALUE_BYTES:
@@ -222,63 +224,66 @@ static int pickle_value(saver *sv, const tstor_value *v) {
                         "state, tstor_value_object_state, instead)", v->u.obj.cls);
     default: return TSTOR__ERR(TSTOR_EINVAL, "a value of unknown kind %d", v->kind);
   }
-  if (!rc) tstor__pickle_memo_put(pk, v);
+  if (!rc) tstor__io_pickle_memo_put(pk, v);
   return rc;
 }
 
 /* --------------------------------------------------------------- records */
 
-static int write_record(tstor__zip_writer *w, const char *tail, const void *p, size_t n) {
+static void write_record(tstor__io_zip_writer *w, const char *tail, const void *p, size_t n) {
   char name[96];
   snprintf(name, sizeof name, ARCHIVE "/%s", tail);
-  int rc = tstor__zipw_begin(w, name, n, tstor__crc32(0, p, n));
-  return rc ? rc : tstor__zipw_data(w, p, n);
+  tstor__io_zipw_begin(w, name, n, tstor__io_crc32(0, p, n));
+  tstor__io_fw_append(&w->out, p, n);
 }
 
 /* The pickle of ck, and the storages its records are to hold, worked out
  * before anything is written. */
 static int plan(const tstor_checkpoint *ck, saver *sv) {
   memset(sv, 0, sizeof *sv);
-  tstor__pickler_init(&sv->pk, "data.pkl");
+  tstor__io_pickler_init(&sv->pk, "data.pkl");
   if (!ck || !ck->root) return TSTOR__ERR(TSTOR_EINVAL, "torch.save: %s", ck ? "the checkpoint has no root value" : "NULL argument");
-  int rc = tstor__tree_check(ck->root, UINT64_MAX);
+  int rc = tstor__io_tree_check(ck->root, UINT64_MAX);
   if (rc) return rc;
-  tstor__pickle_op(&sv->pk, TSTOR__OP_PROTO);
-  tstor__pickle_op(&sv->pk, 2);
+  tstor__io_pickle_op(&sv->pk, TSTOR__OP_PROTO);
+  tstor__io_pickle_op(&sv->pk, 2);
   if ((rc = pickle_value(sv, ck->root))) return rc;
-  tstor__pickle_op(&sv->pk, TSTOR__OP_STOP);
-  return tstor__wbuf_error(&sv->pk.out);
+  tstor__io_pickle_op(&sv->pk, TSTOR__OP_STOP);
+  return tstor__io_wbuf_error(&sv->pk.out);
 }
 
 static void plan_free(saver *sv) {
-  tstor__pickler_free(&sv->pk);
+  tstor__io_pickler_free(&sv->pk);
   tstor__io_free(sv->st);
 }
 
 /* The archive: data.pkl, a record per storage, version and byteorder. */
 static int write_plan(const void *arg, FILE *f) {
   const saver *sv = arg;
-  tstor__zip_writer w;
-  memset(&w, 0, sizeof w);
-  w.f = f;
-  int rc = write_record(&w, "data.pkl", sv->pk.out.data, sv->pk.out.len);
-  for (size_t i = 0; i < sv->nst && !rc; i++) {
+  tstor__io_zip_writer w;
+  tstor__io_zipw_init(&w, f);
+  write_record(&w, "data.pkl", sv->pk.out.data, sv->pk.out.len);
+  for (size_t i = 0; i < sv->nst && tstor__io_fw_ok(&w.out); i++) {
     tstor_storage *s = sv->st[i].s, *copy = NULL;
     const void *p = NULL;
     size_t n = tstor_storage_nbytes(s);
     char tail[40];
     snprintf(tail, sizeof tail, "data/%zu", i);
-    if (!(rc = tstor__host_bytes(s, &copy, &p))) rc = write_record(&w, tail, n ? p : "", n);
+    int rc = tstor__io_host_bytes(s, &copy, &p);
+    if (rc)
+      tstor__io_fw_fail(&w.out, rc, "%s", tstor_last_error());
+    else
+      write_record(&w, tail, n ? p : "", n);
     tstor_storage_release(copy);
   }
-  if (!rc) rc = write_record(&w, "version", "3\n", 2);
-  if (!rc) rc = write_record(&w, "byteorder", "little", 6);
-  if (!rc) rc = tstor__zipw_finish(&w);
-  tstor__zipw_free(&w);
+  write_record(&w, "version", "3\n", 2);
+  write_record(&w, "byteorder", "little", 6);
+  int rc = tstor__io_zipw_finish(&w);
+  tstor__io_zipw_free(&w);
   return rc;
 }
 
-int tstor__torch_save_stream(const tstor_checkpoint *ck, FILE *f) {
+int tstor__io_torch_save_stream(const tstor_checkpoint *ck, FILE *f) {
   saver sv;
   int rc = plan(ck, &sv);
   if (!rc) rc = f ? write_plan(&sv, f) : TSTOR__ERR(TSTOR_EINVAL, "torch.save: NULL stream");
@@ -289,13 +294,13 @@ int tstor__torch_save_stream(const tstor_checkpoint *ck, FILE *f) {
 int tstor_torch_save(const tstor_checkpoint *ck, const char *path, const tstor_save_options *opts) {
   if (!ck || !path) return TSTOR__ERR(TSTOR_EINVAL, "tstor_torch_save: NULL argument");
   unsigned flags;
-  int orc = tstor__save_flags(opts, &flags);
+  int orc = tstor__io_save_flags(opts, &flags);
   if (orc) return orc;
   if (flags) return TSTOR__ERR(TSTOR_EINVAL, "torch.save: unknown flags 0x%x", flags);
   if (!ck->root) return TSTOR__ERR(TSTOR_EINVAL, "tstor_torch_save: the checkpoint has no root value");
   saver sv;
   int rc = plan(ck, &sv);
-  if (!rc) rc = tstor__save_atomically(path, write_plan, &sv);
+  if (!rc) rc = tstor__io_save_atomically(path, write_plan, &sv);
   plan_free(&sv);
   return rc;
 }

@@ -20,10 +20,10 @@ typedef struct memo_slot {
   tstor_value *v; /* NULL: an empty slot */
 } memo_slot;
 
-struct tstor__unpickler {
+struct tstor__io_unpickler {
   tstor_checkpoint *ck;
-  tstor__cursor *cur;
-  const tstor__pickle_rules *rules;
+  tstor__io_cursor *cur;
+  const tstor__io_pickle_rules *rules;
   uint8_t op; /* the opcode being run */
   tstor_value **stack;
   size_t sp, stack_cap;
@@ -37,39 +37,44 @@ struct tstor__unpickler {
   tstor_value *result; /* set by STOP */
 };
 
-typedef int (*load_fn)(tstor__unpickler *up);
+typedef int (*load_fn)(tstor__io_unpickler *up);
 
 /* ------------------------------------------------------- for the rules */
 
-tstor_value *tstor__unpickler_value(tstor__unpickler *up, int kind) { return tstor__value_alloc(up->ck, kind); }
-void *tstor__unpickler_state(const tstor__unpickler *up) { return up->rules ? up->rules->state : NULL; }
-tstor_checkpoint *tstor__unpickler_checkpoint(const tstor__unpickler *up) { return up->ck; }
+tstor_value *tstor__io_unpickler_value(tstor__io_unpickler *up, int kind) {
+  return tstor__io_value_alloc(up->ck, kind);
+}
+void *tstor__io_unpickler_state(const tstor__io_unpickler *up) {
+  return up->rules ? up->rules->state : NULL;
+}
+tstor_checkpoint *tstor__io_unpickler_checkpoint(const tstor__io_unpickler *up) { return up->ck; }
 
-int tstor__unpickler_fail(const tstor__unpickler *up, int code, const char *fmt, ...) {
+int tstor__io_unpickler_fail(const tstor__io_unpickler *up, int code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  int rc = tstor__cur_vfail(up->cur, code, fmt, ap);
+  int rc = tstor__io_cur_vfail(up->cur, code, fmt, ap);
   va_end(ap);
   return rc;
 }
 
-#define FAIL(up, code, ...) tstor__unpickler_fail((up), (code), __VA_ARGS__)
+#define FAIL(up, code, ...) tstor__io_unpickler_fail((up), (code), __VA_ARGS__)
 
 /* ------------------------------------------------------------ the stack */
 
-static int need(tstor__unpickler *up, size_t n) {
-  if (tstor__cur_can_read(up->cur, n)) return 0;
-  return tstor__cur_short(up->cur, "the pickle ends inside an opcode (%zu more bytes needed, %zu left)", n,
-                          tstor__cur_left(up->cur));
+static int need(tstor__io_unpickler *up, size_t n) {
+  if (tstor__io_cur_can_read(up->cur, n)) return 0;
+  return tstor__io_cur_short(up->cur,
+                             "the pickle ends inside an opcode (%zu more bytes needed, %zu left)",
+                             n, tstor__io_cur_left(up->cur));
 }
 
 /* An opcode's little-endian unsigned operand of width bytes. */
-static int operand(tstor__unpickler *up, size_t width, uint64_t *out) {
+static int operand(tstor__io_unpickler *up, size_t width, uint64_t *out) {
   int rc = need(up, width);
-  return rc ? rc : tstor__cur_uint(up->cur, width, false, out);
+  return rc ? rc : tstor__io_cur_uint(up->cur, width, false, out);
 }
 
-static int push(tstor__unpickler *up, tstor_value *v) {
+static int push(tstor__io_unpickler *up, tstor_value *v) {
   if (!v) return TSTOR_ENOMEM;
   tstor_value **s = tstor__io_grow(up->stack, &up->stack_cap, up->sp, sizeof *s, 64,
                                    "pickle: out of memory for the stack");
@@ -80,15 +85,17 @@ static int push(tstor__unpickler *up, tstor_value *v) {
 }
 
 /* The bottom of the current frame: values below the last MARK are not ours. */
-static size_t frame_base(const tstor__unpickler *up) { return up->nmarks ? up->marks[up->nmarks - 1] : 0; }
+static size_t frame_base(const tstor__io_unpickler *up) {
+  return up->nmarks ? up->marks[up->nmarks - 1] : 0;
+}
 
-static int pop(tstor__unpickler *up, tstor_value **out) {
+static int pop(tstor__io_unpickler *up, tstor_value **out) {
   if (up->sp <= frame_base(up)) return FAIL(up, TSTOR_EINVAL, "the stack is empty");
   *out = up->stack[--up->sp];
   return 0;
 }
 
-static int top(tstor__unpickler *up, tstor_value **out) {
+static int top(tstor__io_unpickler *up, tstor_value **out) {
   if (up->sp <= frame_base(up)) return FAIL(up, TSTOR_EINVAL, "the stack is empty");
   *out = up->stack[up->sp - 1];
   return 0;
@@ -96,7 +103,7 @@ static int top(tstor__unpickler *up, tstor_value **out) {
 
 /* Pops the values since the last MARK: *items points at them (still in the
  * stack array, valid until the next push), *n is their number. */
-static int pop_mark(tstor__unpickler *up, tstor_value ***items, size_t *n) {
+static int pop_mark(tstor__io_unpickler *up, tstor_value ***items, size_t *n) {
   if (!up->nmarks) return FAIL(up, TSTOR_EINVAL, "no MARK to pop to");
   size_t base = up->marks[--up->nmarks];
   *items = up->stack ? up->stack + base : NULL; /* no push yet: no array to point into */
@@ -105,21 +112,23 @@ static int pop_mark(tstor__unpickler *up, tstor_value ***items, size_t *n) {
   return 0;
 }
 
-static tstor_value *new_value(tstor__unpickler *up, int kind) { return tstor__value_alloc(up->ck, kind); }
+static tstor_value *new_value(tstor__io_unpickler *up, int kind) {
+  return tstor__io_value_alloc(up->ck, kind);
+}
 
-static int push_int(tstor__unpickler *up, int64_t i) {
+static int push_int(tstor__io_unpickler *up, int64_t i) {
   tstor_value *v = new_value(up, TSTOR_VALUE_INT);
   if (!v) return TSTOR_ENOMEM;
   v->u.i = i;
   return push(up, v);
 }
 
-static int push_string(tstor__unpickler *up, size_t len) {
+static int push_string(tstor__io_unpickler *up, size_t len) {
   const uint8_t *p;
   int rc = need(up, len);
-  if (!rc) rc = tstor__cur_bytes(up->cur, len, &p);
+  if (!rc) rc = tstor__io_cur_bytes(up->cur, len, &p);
   if (rc) return rc;
-  if (!tstor__utf8_valid((const char *)p, len))
+  if (!tstor__io_utf8_valid((const char *)p, len))
     return FAIL(up, TSTOR_EINVAL, "a string of %zu bytes that is not UTF-8", len);
   tstor_value *v = new_value(up, TSTOR_VALUE_STRING);
   if (!v) return TSTOR_ENOMEM;
@@ -138,7 +147,7 @@ static const char *kind_name(int kind) {
  * Each takes its operands from the input and the stack and leaves its result
  * on the stack, as pickletools documents it. */
 
-static int load_proto(tstor__unpickler *up) {
+static int load_proto(tstor__io_unpickler *up) {
   uint64_t v;
   int rc = operand(up, 1, &v);
   if (!rc && (v < 2 || v > 5))
@@ -147,19 +156,19 @@ static int load_proto(tstor__unpickler *up) {
 }
 
 /* a length hint, nothing to do */
-static int load_frame(tstor__unpickler *up) {
+static int load_frame(tstor__io_unpickler *up) {
   uint64_t v;
   return operand(up, 8, &v);
 }
 
 /* the top value, whatever lies under it (as Python's load_stop) */
-static int load_stop(tstor__unpickler *up) {
+static int load_stop(tstor__io_unpickler *up) {
   if (up->sp == 0) return FAIL(up, TSTOR_EINVAL, "STOP with nothing on the stack");
   up->result = up->stack[up->sp - 1];
   return 0;
 }
 
-static int load_mark(tstor__unpickler *up) {
+static int load_mark(tstor__io_unpickler *up) {
   size_t *m = tstor__io_grow(up->marks, &up->marks_cap, up->nmarks, sizeof *m, 32, "pickle: out of memory for marks");
   if (!m) return TSTOR_ENOMEM;
   up->marks = m;
@@ -167,28 +176,28 @@ static int load_mark(tstor__unpickler *up) {
   return 0;
 }
 
-static int load_none(tstor__unpickler *up) { return push(up, up->none); }
+static int load_none(tstor__io_unpickler *up) { return push(up, up->none); }
 
-static int load_bool(tstor__unpickler *up) {
+static int load_bool(tstor__io_unpickler *up) {
   tstor_value *v = new_value(up, TSTOR_VALUE_BOOL);
   if (!v) return TSTOR_ENOMEM;
   v->u.i = up->op == TSTOR__OP_NEWTRUE;
   return push(up, v);
 }
 
-static int load_binint(tstor__unpickler *up) {
+static int load_binint(tstor__io_unpickler *up) {
   uint64_t v;
   int rc = operand(up, 4, &v);
   return rc ? rc : push_int(up, (int32_t)(uint32_t)v);
 }
 
-static int load_binint1(tstor__unpickler *up) {
+static int load_binint1(tstor__io_unpickler *up) {
   uint64_t v;
   int rc = operand(up, 1, &v);
   return rc ? rc : push_int(up, (int64_t)v);
 }
 
-static int load_binint2(tstor__unpickler *up) {
+static int load_binint2(tstor__io_unpickler *up) {
   uint64_t v;
   int rc = operand(up, 2, &v);
   return rc ? rc : push_int(up, (int64_t)v);
@@ -197,12 +206,12 @@ static int load_binint2(tstor__unpickler *up) {
 /* n bytes, little-endian two's complement. More than 8 bytes is still a
  * 64-bit int when the extra ones only repeat the sign (a pickler need not
  * write the shortest form). */
-static int load_long1(tstor__unpickler *up) {
+static int load_long1(tstor__io_unpickler *up) {
   uint64_t n;
   const uint8_t *p;
   int rc = operand(up, 1, &n);
   if (!rc) rc = need(up, (size_t)n);
-  if (!rc) rc = tstor__cur_bytes(up->cur, (size_t)n, &p);
+  if (!rc) rc = tstor__io_cur_bytes(up->cur, (size_t)n, &p);
   if (rc) return rc;
   uint8_t sign = n && (p[n - 1] & 0x80) ? 0xff : 0;
   for (size_t i = 8; i < n; i++)
@@ -217,10 +226,10 @@ static int load_long1(tstor__unpickler *up) {
 }
 
 /* a big-endian double */
-static int load_binfloat(tstor__unpickler *up) {
+static int load_binfloat(tstor__io_unpickler *up) {
   uint64_t u;
   int rc = need(up, 8);
-  if (!rc) rc = tstor__cur_uint(up->cur, 8, true, &u);
+  if (!rc) rc = tstor__io_cur_uint(up->cur, 8, true, &u);
   if (rc) return rc;
   tstor_value *v = new_value(up, TSTOR_VALUE_FLOAT);
   if (!v) return TSTOR_ENOMEM;
@@ -228,7 +237,7 @@ static int load_binfloat(tstor__unpickler *up) {
   return push(up, v);
 }
 
-static int load_binunicode(tstor__unpickler *up) {
+static int load_binunicode(tstor__io_unpickler *up) {
   uint64_t len;
   int rc = operand(up, 4, &len);
   return rc ? rc : push_string(up, (size_t)len);
@@ -236,73 +245,80 @@ static int load_binunicode(tstor__unpickler *up) {
 
 /* SHORT_BINUNICODE, and SHORT_BINSTRING: a Python 2 str, read as text
  * (torch's _maybe_decode_ascii) */
-static int load_short_binunicode(tstor__unpickler *up) {
+static int load_short_binunicode(tstor__io_unpickler *up) {
   uint64_t len;
   int rc = operand(up, 1, &len);
   return rc ? rc : push_string(up, (size_t)len);
 }
 
-static int load_binunicode8(tstor__unpickler *up) {
+static int load_binunicode8(tstor__io_unpickler *up) {
   uint64_t len;
   int rc = operand(up, 8, &len);
   if (rc) return rc;
-  if (len > tstor__cur_left(up->cur))
-    return tstor__cur_short(up->cur, "a string of %llu bytes past the end of the pickle", (unsigned long long)len);
+  if (len > tstor__io_cur_left(up->cur))
+    return tstor__io_cur_short(up->cur, "a string of %llu bytes past the end of the pickle",
+                               (unsigned long long)len);
   return push_string(up, (size_t)len);
 }
 
-static int load_empty_dict(tstor__unpickler *up) { return push(up, new_value(up, TSTOR_VALUE_DICT)); }
-static int load_empty_list(tstor__unpickler *up) { return push(up, new_value(up, TSTOR_VALUE_LIST)); }
-static int load_empty_tuple(tstor__unpickler *up) { return push(up, new_value(up, TSTOR_VALUE_TUPLE)); }
+static int load_empty_dict(tstor__io_unpickler *up) {
+  return push(up, new_value(up, TSTOR_VALUE_DICT));
+}
+static int load_empty_list(tstor__io_unpickler *up) {
+  return push(up, new_value(up, TSTOR_VALUE_LIST));
+}
+static int load_empty_tuple(tstor__io_unpickler *up) {
+  return push(up, new_value(up, TSTOR_VALUE_TUPLE));
+}
 
-static int make_tuple(tstor__unpickler *up, tstor_value **items, size_t n) {
+static int make_tuple(tstor__io_unpickler *up, tstor_value **items, size_t n) {
   tstor_value *t = new_value(up, TSTOR_VALUE_TUPLE);
   if (!t) return TSTOR_ENOMEM;
   /* items may point into the stack array: copied before the push */
   for (size_t i = 0; i < n; i++) {
-    int rc = tstor__seq_push(t, items[i]);
+    int rc = tstor__io_seq_push(t, items[i]);
     if (rc) return rc;
   }
   return push(up, t);
 }
 
-static int load_tuple(tstor__unpickler *up) {
+static int load_tuple(tstor__io_unpickler *up) {
   tstor_value **items = NULL;
   size_t n = 0;
   int rc = pop_mark(up, &items, &n);
   return rc ? rc : make_tuple(up, items, n);
 }
 
-static int load_tuple_n(tstor__unpickler *up) {
+static int load_tuple_n(tstor__io_unpickler *up) {
   size_t n = (size_t)(up->op - TSTOR__OP_TUPLE1 + 1);
   if (up->sp - frame_base(up) < n) return FAIL(up, TSTOR_EINVAL, "TUPLE%zu with fewer values on the stack", n);
   up->sp -= n;
   return make_tuple(up, up->stack + up->sp, n);
 }
 
-static int extend_list(tstor__unpickler *up, tstor_value **items, size_t n) {
+static int extend_list(tstor__io_unpickler *up, tstor_value **items, size_t n) {
   tstor_value *l = NULL;
   int rc = top(up, &l);
   if (rc) return rc;
   if (l->kind != TSTOR_VALUE_LIST) return FAIL(up, TSTOR_EINVAL, "APPEND(S) on a %s, not a list", kind_name(l->kind));
-  for (size_t i = 0; i < n && !rc; i++) rc = tstor__seq_push(l, items[i]);
+  for (size_t i = 0; i < n && !rc; i++) rc = tstor__io_seq_push(l, items[i]);
   return rc;
 }
 
-static int load_append(tstor__unpickler *up) {
+static int load_append(tstor__io_unpickler *up) {
   tstor_value *v;
   int rc = pop(up, &v);
   return rc ? rc : extend_list(up, &v, 1);
 }
 
-static int load_appends(tstor__unpickler *up) {
+static int load_appends(tstor__io_unpickler *up) {
   tstor_value **items = NULL;
   size_t n = 0;
   int rc = pop_mark(up, &items, &n);
   return rc ? rc : extend_list(up, items, n);
 }
 
-static int set_items(tstor__unpickler *up, tstor_value **items, size_t n) {
+static int set_items(tstor__io_unpickler *up, tstor_value **items, size_t n) {
   tstor_value *d = NULL;
   int rc = top(up, &d);
   if (rc) return rc;
@@ -314,19 +330,19 @@ static int set_items(tstor__unpickler *up, tstor_value **items, size_t n) {
     if (k != TSTOR_VALUE_STRING && k != TSTOR_VALUE_INT && k != TSTOR_VALUE_BOOL && k != TSTOR_VALUE_NONE &&
         k != TSTOR_VALUE_FLOAT && k != TSTOR_VALUE_TUPLE && k != TSTOR_VALUE_TENSOR)
       return FAIL(up, TSTOR_EINVAL, "a dict key that is a %s", kind_name(k));
-    if ((rc = tstor__dict_set(d, items[i], items[i + 1]))) return rc;
+    if ((rc = tstor__io_dict_set(d, items[i], items[i + 1]))) return rc;
   }
   return 0;
 }
 
-static int load_setitem(tstor__unpickler *up) {
+static int load_setitem(tstor__io_unpickler *up) {
   tstor_value *kv[2] = {NULL, NULL};
   int rc = pop(up, &kv[1]);
   if (!rc) rc = pop(up, &kv[0]);
   return rc ? rc : set_items(up, kv, 2);
 }
 
-static int load_setitems(tstor__unpickler *up) {
+static int load_setitems(tstor__io_unpickler *up) {
   tstor_value **items = NULL;
   size_t n = 0;
   int rc = pop_mark(up, &items, &n);
@@ -334,12 +350,12 @@ static int load_setitems(tstor__unpickler *up) {
 }
 
 static memo_slot *memo_find(memo_slot *slots, size_t cap, uint64_t idx) {
-  size_t mask = cap - 1, at = tstor__hash_u64(idx) & mask;
+  size_t mask = cap - 1, at = tstor__io_hash_u64(idx) & mask;
   while (slots[at].v && slots[at].idx != idx) at = (at + 1) & mask;
   return &slots[at];
 }
 
-static int memo_put(tstor__unpickler *up, uint64_t idx) {
+static int memo_put(tstor__io_unpickler *up, uint64_t idx) {
   tstor_value *v = NULL;
   int rc = top(up, &v);
   if (rc) return rc;
@@ -360,40 +376,41 @@ static int memo_put(tstor__unpickler *up, uint64_t idx) {
   return 0;
 }
 
-static int memo_get(tstor__unpickler *up, uint64_t idx) {
+static int memo_get(tstor__io_unpickler *up, uint64_t idx) {
   memo_slot *slot = up->memo_cap ? memo_find(up->memo, up->memo_cap, idx) : NULL;
   if (!slot || !slot->v) return FAIL(up, TSTOR_EINVAL, "memo index %llu was never stored", (unsigned long long)idx);
   return push(up, slot->v);
 }
 
-static int load_binput(tstor__unpickler *up) {
+static int load_binput(tstor__io_unpickler *up) {
   uint64_t i;
   int rc = operand(up, 1, &i);
   return rc ? rc : memo_put(up, i);
 }
 
-static int load_long_binput(tstor__unpickler *up) {
+static int load_long_binput(tstor__io_unpickler *up) {
   uint64_t i;
   int rc = operand(up, 4, &i);
   return rc ? rc : memo_put(up, i);
 }
 
 /* at len(memo), which a repeated BINPUT does not grow */
-static int load_memoize(tstor__unpickler *up) { return memo_put(up, up->memo_len); }
+static int load_memoize(tstor__io_unpickler *up) { return memo_put(up, up->memo_len); }
 
-static int load_binget(tstor__unpickler *up) {
+static int load_binget(tstor__io_unpickler *up) {
   uint64_t i;
   int rc = operand(up, 1, &i);
   return rc ? rc : memo_get(up, i);
 }
 
-static int load_long_binget(tstor__unpickler *up) {
+static int load_long_binget(tstor__io_unpickler *up) {
   uint64_t i;
   int rc = operand(up, 4, &i);
   return rc ? rc : memo_get(up, i);
 }
 
-static int find_class(tstor__unpickler *up, const char *module, size_t mlen, const char *name, size_t nlen) {
+static int find_class(tstor__io_unpickler *up, const char *module, size_t mlen, const char *name,
+                      size_t nlen) {
   tstor_value *g = NULL;
   if (!up->rules || !up->rules->find_class)
     return FAIL(up, TSTOR_EACCES, "global '%.*s.%.*s' is refused: this pickle may name none",
@@ -403,15 +420,15 @@ static int find_class(tstor__unpickler *up, const char *module, size_t mlen, con
 }
 
 /* "module\nname\n" */
-static int load_global(tstor__unpickler *up) {
+static int load_global(tstor__io_unpickler *up) {
   const uint8_t *m, *n;
   size_t mlen, nlen;
-  int rc = tstor__cur_line(up->cur, "GLOBAL's module", &m, &mlen);
-  if (!rc) rc = tstor__cur_line(up->cur, "GLOBAL's name", &n, &nlen);
+  int rc = tstor__io_cur_line(up->cur, "GLOBAL's module", &m, &mlen);
+  if (!rc) rc = tstor__io_cur_line(up->cur, "GLOBAL's name", &n, &nlen);
   return rc ? rc : find_class(up, (const char *)m, mlen, (const char *)n, nlen);
 }
 
-static int load_stack_global(tstor__unpickler *up) {
+static int load_stack_global(tstor__io_unpickler *up) {
   tstor_value *name = NULL, *module = NULL;
   int rc = pop(up, &name);
   if (!rc) rc = pop(up, &module);
@@ -421,7 +438,7 @@ static int load_stack_global(tstor__unpickler *up) {
   return find_class(up, module->u.str.s, module->u.str.len, name->u.str.s, name->u.str.len);
 }
 
-static int load_binpersid(tstor__unpickler *up) {
+static int load_binpersid(tstor__io_unpickler *up) {
   tstor_value *pid = NULL, *v = NULL;
   int rc = pop(up, &pid);
   if (rc) return rc;
@@ -430,7 +447,7 @@ static int load_binpersid(tstor__unpickler *up) {
   return (rc = up->rules->persistent_load(up, pid, &v)) ? rc : push(up, v);
 }
 
-static int load_reduce(tstor__unpickler *up) {
+static int load_reduce(tstor__io_unpickler *up) {
   tstor_value *args = NULL, *fn = NULL, *res = NULL;
   int rc = pop(up, &args);
   if (!rc) rc = top(up, &fn);
@@ -443,7 +460,7 @@ static int load_reduce(tstor__unpickler *up) {
   return 0;
 }
 
-static int load_build(tstor__unpickler *up) {
+static int load_build(tstor__io_unpickler *up) {
   tstor_value *state = NULL, *inst = NULL;
   int rc = pop(up, &state);
   if (!rc) rc = top(up, &inst);
@@ -460,11 +477,11 @@ static const load_fn dispatch[256] = {
 #undef TSTOR__OPCODE_LOADER
 };
 
-static int run(tstor__unpickler *up) {
+static int run(tstor__io_unpickler *up) {
   while (!up->result) {
-    tstor__cursor *c = up->cur;
+    tstor__io_cursor *c = up->cur;
     c->item = c->off;
-    if (tstor__cur_at_end(c)) return tstor__cur_short(c, "the pickle ends without STOP");
+    if (tstor__io_cur_at_end(c)) return tstor__io_cur_short(c, "the pickle ends without STOP");
     if (up->ck->nvalues > up->max_values)
       return FAIL(up, TSTOR_ERANGE, "more than %zu values, one per byte of the file they came from: "
                   "a pickle decompressed from fewer bytes than it builds values", up->max_values);
@@ -479,16 +496,17 @@ static int run(tstor__unpickler *up) {
   return 0;
 }
 
-int tstor__unpickle(tstor_checkpoint *ck, tstor__cursor *cur, const tstor__pickle_rules *rules,
-                    size_t max_values, tstor_value **result) {
-  tstor__unpickler up;
+int tstor__io_unpickle(tstor_checkpoint *ck, tstor__io_cursor *cur,
+                       const tstor__io_pickle_rules *rules, size_t max_values,
+                       tstor_value **result) {
+  tstor__io_unpickler up;
   memset(&up, 0, sizeof up);
   up.ck = ck;
   up.cur = cur;
   up.rules = rules;
   up.max_values = max_values;
   *result = NULL;
-  if (!(up.none = tstor__value_alloc(ck, TSTOR_VALUE_NONE))) return TSTOR_ENOMEM;
+  if (!(up.none = tstor__io_value_alloc(ck, TSTOR_VALUE_NONE))) return TSTOR_ENOMEM;
   int rc = run(&up);
   if (!rc) *result = up.result;
   tstor__io_free(up.stack);

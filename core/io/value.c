@@ -10,7 +10,7 @@
 
 /* ----------------------------------------------------------------- arena */
 
-tstor_value *tstor__value_alloc(tstor_checkpoint *ck, int kind) {
+tstor_value *tstor__io_value_alloc(tstor_checkpoint *ck, int kind) {
   if (ck->nvalues == ck->capvalues) {
     size_t cap = ck->capvalues ? ck->capvalues * 2 : 64;
     tstor_value **v = tstor__io_realloc(ck->values, cap * sizeof *v);
@@ -29,6 +29,15 @@ tstor_value *tstor__value_alloc(tstor_checkpoint *ck, int kind) {
   v->kind = kind;
   if (kind == TSTOR_VALUE_TENSOR) v->u.tensor.storage = -1;
   ck->values[ck->nvalues++] = v;
+  return v;
+}
+
+tstor_value *tstor__io_value_global(tstor_checkpoint *ck, int which, int dtype) {
+  tstor_value *v = tstor__io_value_alloc(ck, TSTOR__VALUE_GLOBAL);
+  if (v) {
+    v->u.global.which = which;
+    v->u.global.dtype = dtype;
+  }
   return v;
 }
 
@@ -85,6 +94,18 @@ int tstor_checkpoint_set_root(tstor_checkpoint *ck, tstor_value *root) {
   return 0;
 }
 
+const tstor_value *tstor_checkpoint_metadata(const tstor_checkpoint *ck) {
+  return ck ? ck->metadata : NULL;
+}
+
+int tstor_checkpoint_set_metadata(tstor_checkpoint *ck, tstor_value *dict) {
+  if (!ck) return TSTOR__ERR(TSTOR_EINVAL, "tstor_checkpoint_set_metadata: ck is NULL");
+  if (dict && dict->kind != TSTOR_VALUE_DICT)
+    return TSTOR__ERR(TSTOR_EINVAL, "safetensors metadata must be a dict of strings");
+  ck->metadata = dict;
+  return 0;
+}
+
 size_t tstor_checkpoint_storage_count(const tstor_checkpoint *ck) { return ck ? ck->nstorages : 0; }
 
 int tstor_checkpoint_storage(const tstor_checkpoint *ck, size_t i, const char **key,
@@ -128,7 +149,7 @@ static uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-uint64_t tstor__hash_u64(uint64_t x) { return mix(x); }
+uint64_t tstor__io_hash_u64(uint64_t x) { return mix(x); }
 
 /* FNV-1a from a start the hash key decides, then mixed. */
 static uint64_t hash_bytes(const char *p, size_t n) {
@@ -197,14 +218,14 @@ static int storage_key_is(const void *ck, size_t pos, const void *key) {
   return strlen(k) == want->len && memcmp(k, want->s, want->len) == 0;
 }
 
-int tstor__storage_add(tstor_checkpoint *ck, const char *key, size_t keylen, tstor_dtype dtype,
-                       int64_t numel, const char *location, size_t loclen, long *index) {
-  tstor__storage_rec *grown = tstor__io_grow(ck->storages, &ck->capstorages, ck->nstorages,
-                                             sizeof *grown, 16,
-                                             "checkpoint: out of memory for storages");
+int tstor__io_record_add(tstor_checkpoint *ck, const char *key, size_t keylen, tstor_dtype dtype,
+                         int64_t numel, const char *location, size_t loclen, long *index) {
+  tstor__io_record *grown =
+      tstor__io_grow(ck->storages, &ck->capstorages, ck->nstorages, sizeof *grown, 16,
+                     "checkpoint: out of memory for storages");
   if (!grown) return TSTOR_ENOMEM;
   ck->storages = grown;
-  tstor__storage_rec *r = &ck->storages[ck->nstorages];
+  tstor__io_record *r = &ck->storages[ck->nstorages];
   memset(r, 0, sizeof *r);
   r->key = tstor__io_malloc(keylen + 1);
   r->location = tstor__io_malloc(loclen + 1);
@@ -234,7 +255,7 @@ int tstor__storage_add(tstor_checkpoint *ck, const char *key, size_t keylen, tst
   return 0;
 }
 
-long tstor__storage_find(const tstor_checkpoint *ck, const char *key, size_t keylen) {
+long tstor__io_record_find(const tstor_checkpoint *ck, const char *key, size_t keylen) {
   if (!ck->storage_slots_cap) return -1;
   key_bytes want = {key, keylen};
   return slot_find(ck->storage_slots, ck->storage_slots_cap, hash_bytes(key, keylen), storage_key_is,
@@ -243,7 +264,7 @@ long tstor__storage_find(const tstor_checkpoint *ck, const char *key, size_t key
 
 /* ------------------------------------------------------------ containers */
 
-int tstor__seq_push(tstor_value *seq, tstor_value *item) {
+int tstor__io_seq_push(tstor_value *seq, tstor_value *item) {
   if (seq->u.seq.n == seq->u.seq.cap) {
     size_t cap = seq->u.seq.cap ? seq->u.seq.cap * 2 : 4;
     tstor_value **items = tstor__io_realloc(seq->u.seq.items, cap * sizeof *items);
@@ -365,12 +386,13 @@ static long dict_find(const tstor_value *d, const tstor_value *key) {
   return slot_find(d->u.seq.index, d->u.seq.index_cap, key_hash(key), dict_key_is, d, key);
 }
 
-int tstor__dict_set(tstor_value *d, tstor_value *key, tstor_value *value) {
+int tstor__io_dict_set(tstor_value *d, tstor_value *key, tstor_value *value) {
   bool existed;
-  return tstor__dict_put(d, key, value, true, &existed);
+  return tstor__io_dict_put(d, key, value, true, &existed);
 }
 
-int tstor__dict_put(tstor_value *d, tstor_value *key, tstor_value *value, bool replace, bool *existed) {
+int tstor__io_dict_put(tstor_value *d, tstor_value *key, tstor_value *value, bool replace,
+                       bool *existed) {
   int rc = d->lua ? 0 : key_check(key, 0); /* a Lua table's keys may be any value, by identity */
   if (rc) return rc;
   long pos = dict_find(d, key);
@@ -382,7 +404,7 @@ int tstor__dict_put(tstor_value *d, tstor_value *key, tstor_value *value, bool r
   if (d->u.seq.n + 1 > 8 && (d->u.seq.n + 1) * 2 > d->u.seq.index_cap &&
       (rc = slots_grow(&d->u.seq.index, &d->u.seq.index_cap, d->u.seq.n, dict_hash_at, d, "dict")))
     return rc;
-  if ((rc = tstor__seq_push(d, value))) return rc;
+  if ((rc = tstor__io_seq_push(d, value))) return rc;
   d->u.seq.keys[d->u.seq.n - 1] = key;
   if (d->u.seq.index) slot_put(d->u.seq.index, d->u.seq.index_cap, key_hash(key), d->u.seq.n - 1);
   return 0;
@@ -478,13 +500,13 @@ int tstor_value_new(tstor_checkpoint *ck, tstor_value_kind kind, tstor_value **o
       kind != TSTOR_VALUE_DICT)
     return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_new: kind %s needs its own constructor",
                       tstor_value_kind_name(kind));
-  *out = tstor__value_alloc(ck, kind);
+  *out = tstor__io_value_alloc(ck, kind);
   return *out ? 0 : TSTOR_ENOMEM;
 }
 
 static int new_scalar(tstor_checkpoint *ck, int kind, tstor_value **out) {
   if (!ck || !out) return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_new: NULL argument");
-  *out = tstor__value_alloc(ck, kind);
+  *out = tstor__io_value_alloc(ck, kind);
   return *out ? 0 : TSTOR_ENOMEM;
 }
 
@@ -512,7 +534,7 @@ static int new_text(tstor_checkpoint *ck, int kind, const char *s, size_t len, t
   if (!copy) return TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory for a %zu-byte string", len);
   if (len) memcpy(copy, s, len);
   copy[len] = '\0';
-  tstor_value *v = tstor__value_alloc(ck, kind);
+  tstor_value *v = tstor__io_value_alloc(ck, kind);
   if (!v) {
     tstor__io_free(copy);
     return TSTOR_ENOMEM;
@@ -526,7 +548,7 @@ static int new_text(tstor_checkpoint *ck, int kind, const char *s, size_t len, t
 int tstor_value_new_string(tstor_checkpoint *ck, const char *s, size_t len, tstor_value **out) {
   if (out) *out = NULL;
   if (!ck || !out || (!s && len)) return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_new_string: NULL argument");
-  if (!tstor__utf8_valid(s, len))
+  if (!tstor__io_utf8_valid(s, len))
     return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_new_string: the %zu bytes are not UTF-8", len);
   return new_text(ck, TSTOR_VALUE_STRING, s, len, out);
 }
@@ -544,7 +566,7 @@ int tstor_value_new_object(tstor_checkpoint *ck, const char *cls, const char *ve
   if (state->kind != TSTOR_VALUE_DICT)
     return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_new_object: the state of a %s is a %s, not a dict", cls,
                       tstor_value_kind_name(state->kind));
-  tstor_value *v = tstor__value_alloc(ck, TSTOR_VALUE_OBJECT);
+  tstor_value *v = tstor__io_value_alloc(ck, TSTOR_VALUE_OBJECT);
   if (!v) return TSTOR_ENOMEM;
   v->u.obj.cls = tstor__io_strdup(cls);
   v->u.obj.version = version ? tstor__io_strdup(version) : NULL;
@@ -557,7 +579,7 @@ int tstor_value_new_object(tstor_checkpoint *ck, const char *cls, const char *ve
 int tstor_value_new_tensor(tstor_checkpoint *ck, tstor_tensor *t, tstor_value **out) {
   if (out) *out = NULL;
   if (!ck || !out || !t) return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_new_tensor: NULL argument");
-  tstor_value *v = tstor__value_alloc(ck, TSTOR_VALUE_TENSOR);
+  tstor_value *v = tstor__io_value_alloc(ck, TSTOR_VALUE_TENSOR);
   if (!v) return TSTOR_ENOMEM;
   v->u.tensor.t = tstor_tensor_retain(t);
   *out = v;
@@ -579,10 +601,12 @@ int tstor_value_new_storage(tstor_checkpoint *ck, tstor_storage *s, tstor_dtype 
     if (ck->storages[i].s == s) idx = (long)i;
   char key[32];
   snprintf(key, sizeof key, "%zu", ck->nstorages);
-  int rc = idx >= 0 ? 0 : tstor__storage_add(ck, key, strlen(key), dtype,
-                                             (int64_t)(tstor_storage_nbytes(s) / info->element_size), "", 0, &idx);
+  int rc = idx >= 0 ? 0
+                    : tstor__io_record_add(ck, key, strlen(key), dtype,
+                                           (int64_t)(tstor_storage_nbytes(s) / info->element_size),
+                                           "", 0, &idx);
   if (rc) return rc;
-  tstor_value *v = tstor__value_alloc(ck, TSTOR_VALUE_STORAGE);
+  tstor_value *v = tstor__io_value_alloc(ck, TSTOR_VALUE_STORAGE);
   if (!v) return TSTOR_ENOMEM;
   if (!ck->storages[idx].s) ck->storages[idx].s = tstor_storage_retain(s);
   v->u.tensor.storage = idx;
@@ -595,17 +619,17 @@ int tstor_value_new_storage(tstor_checkpoint *ck, tstor_storage *s, tstor_dtype 
 int tstor_value_append(tstor_value *seq, tstor_value *item) {
   if (!seq || !item || (seq->kind != TSTOR_VALUE_TUPLE && seq->kind != TSTOR_VALUE_LIST))
     return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_append: needs a tuple or list and an item");
-  return tstor__seq_push(seq, item);
+  return tstor__io_seq_push(seq, item);
 }
 int tstor_value_dict_set(tstor_value *dict, tstor_value *key, tstor_value *value) {
   if (!dict || !key || !value || dict->kind != TSTOR_VALUE_DICT)
     return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_dict_set: needs a dict, a key and a value");
-  return tstor__dict_set(dict, key, value);
+  return tstor__io_dict_set(dict, key, value);
 }
 
 /* -------------------------------------------------------------- checks */
 
-int tstor__utf8_valid(const char *str, size_t len) {
+int tstor__io_utf8_valid(const char *str, size_t len) {
   const unsigned char *s = (const unsigned char *)str;
   size_t i = 0;
   while (i < len) {
@@ -663,7 +687,7 @@ static int refuse_internal(void) {
  * container keeps its expanded size (what a naive walk would visit), summed
  * on the way back, so that a DAG that doubles at every level is refused in
  * linear time rather than walked exponentially later. */
-int tstor__tree_check(tstor_value *root, uint64_t max_expanded) {
+int tstor__io_tree_check(tstor_value *root, uint64_t max_expanded) {
   if (!root) return TSTOR__ERR(TSTOR_EINVAL, "checkpoint: no value");
   if (root->kind >= TSTOR__VALUE_GLOBAL) return refuse_internal();
   frame *stack = tstor__io_malloc((TSTOR_CHECKPOINT_MAX_DEPTH + 1) * sizeof *stack);
