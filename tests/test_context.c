@@ -126,8 +126,9 @@ static void opens_from_the_installed_folder_only(const char *ini) {
   if (rc == 0) {
     tstor_backend_info info = TSTOR_BACKEND_INFO_INIT;
     ck_tstor_ok(tstor_backend_get(ctx, 0, &info));
-    ck_assert_msg(strncmp(info.library, TSTOR_TEST_PKGLIBDIR "/", strlen(TSTOR_TEST_PKGLIBDIR) + 1) == 0,
-                  "loaded %s", info.library);
+    ck_assert_msg(
+        strncmp(info.library, TSTOR_TEST_PKGLIBDIR "/", strlen(TSTOR_TEST_PKGLIBDIR) + 1) == 0,
+        "loaded %s", info.library);
     tstor_context_close(ctx);
     return;
   }

@@ -15,7 +15,7 @@ int tstor_open_for_command(const char *config, tstor_context **out) {
   if (rc == 0) return 0;
   /* The library's message names the file, the line and the reason; the code
    * alone ("permission denied" for a wrong remote secret) would mislead. */
-  const char *from = config                 ? config
+  const char *from = config                   ? config
                      : getenv("TSTOR_CONFIG") ? getenv("TSTOR_CONFIG")
                                               : "the default config";
   tool_complain("tstor: no context from %s:", from);

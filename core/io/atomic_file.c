@@ -39,7 +39,8 @@ static int save_target(const char *path, char **target, struct stat *old) {
   memset(old, 0, sizeof *old);
   *target = NULL;
   if (lstat(path, &st) != 0) {
-    if (errno != ENOENT) return TSTOR__ERR(tstor_errno_code(errno), "%s: %s", path, strerror(errno));
+    if (errno != ENOENT)
+      return TSTOR__ERR(tstor_errno_code(errno), "%s: %s", path, strerror(errno));
     *target = strdup(path);
     return *target ? 0 : TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
   }
@@ -86,7 +87,8 @@ int tstor__io_create_temp(const char *path, char **tmp, FILE **f) {
     int e = errno;
     free(*tmp);
     *tmp = NULL;
-    return TSTOR__ERR(tstor_errno_code(e), "%s: cannot create a file beside it: %s", path, strerror(e));
+    return TSTOR__ERR(tstor_errno_code(e), "%s: cannot create a file beside it: %s", path,
+                      strerror(e));
   }
   if (old.st_mode) {
     /* the replaced file's permissions and, where this process may give it,
@@ -163,7 +165,8 @@ int tstor__io_save_atomically(const char *path, tstor__io_stream_writer write, c
   int rc = tstor__io_create_temp(path, &tmp, &f);
   if (rc) return rc;
   rc = write(arg, f);
-  if (!rc && fflush(f) != 0) rc = TSTOR__ERR(tstor_errno_code(errno), "%s: %s", path, strerror(errno));
+  if (!rc && fflush(f) != 0)
+    rc = TSTOR__ERR(tstor_errno_code(errno), "%s: %s", path, strerror(errno));
   int crc = tstor__io_commit_file(f, tmp, path, rc == 0);
   return rc ? rc : crc;
 }

@@ -19,8 +19,7 @@ int tstor__io_file_open(const char *path, int *fd, uint64_t *size) {
   *fd = -1;
   /* O_NONBLOCK: opening a FIFO must not wait for a writer before it is refused */
   int f = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (f < 0)
-    return TSTOR__ERR(tstor_errno_code(errno), "%s: %s", path, strerror(errno));
+  if (f < 0) return TSTOR__ERR(tstor_errno_code(errno), "%s: %s", path, strerror(errno));
   struct stat st;
   if (fstat(f, &st) != 0) {
     int e = errno;

@@ -336,8 +336,9 @@ int tstor__io_torch_bind(tstor_context *ctx, tstor_checkpoint *ck) {
     if (v->u.tensor.storage < 0) { /* a meta tensor */
       tstor_device meta;
       if ((rc = tstor_device_parse(ctx, "meta", &meta)) ||
-          (rc = tstor_tensor_empty_strided(ctx, meta, (tstor_dtype)v->u.tensor.dtype, v->u.tensor.ndim,
-                                           v->u.tensor.sizes, v->u.tensor.strides, &v->u.tensor.t)))
+          (rc = tstor_tensor_empty_strided(ctx, meta, (tstor_dtype)v->u.tensor.dtype,
+                                           v->u.tensor.ndim, v->u.tensor.sizes, v->u.tensor.strides,
+                                           &v->u.tensor.t)))
         tstor_error_prefix(rc, "a meta tensor (torch._utils._rebuild_meta_tensor_no_storage)");
       continue;
     }
