@@ -122,7 +122,7 @@ typedef enum tstor_file_format {
   TSTOR_FORMAT_TORCH,        /* torch.save's zip format (PyTorch 1.6 and later) */
   TSTOR_FORMAT_TORCH_LEGACY, /* torch.save before 1.6, or _use_new_zipfile_serialization=False */
   TSTOR_FORMAT_SAFETENSORS,
-  TSTOR_FORMAT_TORCH7,       /* Lua Torch's torch.save / torch.File, binary or ascii */
+  TSTOR_FORMAT_TORCH7, /* Lua Torch's torch.save / torch.File, binary or ascii */
 } tstor_file_format;
 
 /* "torch", "torch-legacy", "safetensors", "torch7" or "unknown". */
