@@ -1,11 +1,15 @@
 /* Torch7's reader (torch7.h says what the format is and how its values map
  * onto tstor's). Nothing in the file says binary or ascii, the byte order or
- * the long size: the reader tells them from the first tag (a digit in ascii;
- * a tag of 0 to 8 in one byte order and not the other) and tries 8-byte
- * longs, then 4-byte ones, keeping the one that reads the whole file.
- * Functions (LuaJIT bytecode), classes with their own write function
- * (tds.Hash, tds.Vec, torch.Cuda*) and a table that contains itself are
- * refused by name. Nothing is run. */
+ * the long size: the reader tells the first two from the first tag (a digit
+ * in ascii; a tag of 0 to 8 in one byte order and not the other). The long
+ * size is 8 bytes, Torch7's on every 64-bit system, unless the file's
+ * framing breaks under 8 (it runs out, a tag or a length is impossible) and
+ * holds under 4: only framing is evidence, and a refusal of what a file says
+ * (a function, a class, a tensor past its storage) is final, never a reason
+ * to read it again. Functions (LuaJIT bytecode), classes with their own
+ * write function (tds.Hash, tds.Vec) and a table that contains itself are
+ * refused by name. cutorch's classes (torch.CudaTensor, torch.Cuda<T>Storage)
+ * are written in their host type's layout and read as it. Nothing is run. */
 #include "io_internal.h"
 #include "torch7.h"
 
@@ -13,7 +17,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 typedef struct t7_reader {
   tstor__io_source *src;
@@ -26,9 +29,13 @@ typedef struct t7_reader {
   size_t nobjs, capobjs;
   int depth;
   tstor_value *none;
+  bool misframed; /* a refusal that says the bytes are not framed as read */
 } t7_reader;
 
 #define FAIL(r, code, ...) tstor__io_cur_fail(&(r)->cur, (code), __VA_ARGS__)
+/* A refusal of the file's framing under the long size being tried: evidence
+ * for the other one (as running out of bytes is, which the cursor notes). */
+#define MISFRAMED(r, code, ...) ((r)->misframed = true, FAIL(r, code, __VA_ARGS__))
 
 static bool is_space(uint8_t c) {
   return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
@@ -70,7 +77,7 @@ static int read_integer(t7_reader *r, size_t width, int64_t lo, int64_t hi, cons
     long long v = strtoll(buf, &end, 10);
     if (*end || end == buf || errno)
       return FAIL(r, TSTOR_EINVAL, "%s: '%s' is not an integer", what, buf);
-    if (v < lo || v > hi) return FAIL(r, TSTOR_ERANGE, "%s: %lld is out of range", what, v);
+    if (v < lo || v > hi) return MISFRAMED(r, TSTOR_ERANGE, "%s: %lld is out of range", what, v);
     *out = v;
     return 0;
   }
@@ -83,7 +90,7 @@ static int read_integer(t7_reader *r, size_t width, int64_t lo, int64_t hi, cons
   if (width < 8 && (u >> (8 * width - 1) & 1)) u |= ~(uint64_t)0 << (8 * width); /* sign-extended */
   memcpy(out, &u, sizeof *out);
   if (*out < lo || *out > hi)
-    return FAIL(r, TSTOR_ERANGE, "%s: %lld is out of range", what, (long long)*out);
+    return MISFRAMED(r, TSTOR_ERANGE, "%s: %lld is out of range", what, (long long)*out);
   return 0;
 }
 
@@ -106,6 +113,19 @@ static int parse_double(t7_reader *r, const char *what, double *out) {
   locale_t c = tstor__io_t7_c_locale();
   if (!c) return FAIL(r, TSTOR_ENOMEM, "no C locale to read numbers in");
   *out = strtod_l(buf, &end, c);
+  if (*end || end == buf) return FAIL(r, TSTOR_EINVAL, "%s: '%s' is not a number", what, buf);
+  return 0;
+}
+
+/* A float element as THDiskFile reads one, fscanf's "%g" into a float:
+ * rounded once from the decimal (strtof), not through a double. */
+static int parse_float(t7_reader *r, const char *what, float *out) {
+  char buf[64], *end;
+  int rc = ascii_token(r, what, buf, sizeof buf);
+  if (rc) return rc;
+  locale_t c = tstor__io_t7_c_locale();
+  if (!c) return FAIL(r, TSTOR_ENOMEM, "no C locale to read numbers in");
+  *out = strtof_l(buf, &end, c);
   if (*end || end == buf) return FAIL(r, TSTOR_EINVAL, "%s: '%s' is not a number", what, buf);
   return 0;
 }
@@ -191,25 +211,35 @@ static int read_table(t7_reader *r, tstor_value *d) {
     if ((rc = read_object(r, &k)) || (rc = read_object(r, &v))) return rc;
     r->cur.item = at;
     if (k->kind == TSTOR_VALUE_NONE || v->kind == TSTOR_VALUE_NONE)
-      return FAIL(r, TSTOR_EINVAL, "a table entry with a nil %s (Lua's tables hold none)",
-                  k->kind == TSTOR_VALUE_NONE ? "key" : "value");
+      return MISFRAMED(r, TSTOR_EINVAL, "a table entry with a nil %s (Lua's tables hold none)",
+                       k->kind == TSTOR_VALUE_NONE ? "key" : "value");
     if (k->kind == TSTOR_VALUE_FLOAT && isnan(k->u.f))
-      return FAIL(r, TSTOR_EINVAL, "a table key that is NaN");
+      return MISFRAMED(r, TSTOR_EINVAL, "a table key that is NaN");
+    /* a key written twice: Torch7's reader assigns t[k] = v in turn, so the
+     * last value stands */
     bool existed;
-    if ((rc = tstor__io_dict_put(d, k, v, false, &existed))) return rc;
-    if (existed) return FAIL(r, TSTOR_EINVAL, "a table with the same key twice");
+    if ((rc = tstor__io_dict_put(d, k, v, true, &existed))) return rc;
   }
   return 0;
 }
 
+/* The element type of torch.<T><suffix>, or of cutorch's torch.Cuda<T><suffix>
+ * (torch.Cuda<suffix> alone is Float's), which cutorch writes in its host
+ * type's layout: its name (as in "a FloatTensor") and dtype, or NULL. */
 static const char *type_of_class(const char *cls, size_t n, const char *suffix,
                                  tstor_dtype *dtype) {
   size_t sl = strlen(suffix);
   if (n < 6 + sl || memcmp(cls, "torch.", 6) != 0 || memcmp(cls + n - sl, suffix, sl) != 0)
     return NULL;
+  const char *t = cls + 6;
+  size_t tn = n - 6 - sl;
+  if (tn >= 4 && memcmp(t, "Cuda", 4) == 0) {
+    t += 4;
+    tn -= 4;
+    if (!tn) t = "Float", tn = 5;
+  }
   for (size_t i = 0; i < T7_NTYPES; i++)
-    if (strlen(tstor__io_t7_types[i].name) == n - 6 - sl &&
-        memcmp(cls + 6, tstor__io_t7_types[i].name, n - 6 - sl) == 0) {
+    if (strlen(tstor__io_t7_types[i].name) == tn && memcmp(t, tstor__io_t7_types[i].name, tn) == 0) {
       *dtype = tstor__io_t7_types[i].dtype;
       return tstor__io_t7_types[i].name;
     }
@@ -274,11 +304,14 @@ static int ascii_elements(t7_reader *r, tstor_dtype dt, size_t count, tstor_stor
       int64_t v;
       if (!(rc = read_integer(r, es, lo, hi, "a storage element", &v)))
         rc = tstor_dtype_convert(dst + i * es, dt, &v, TSTOR_INT64, 1);
-    } else {
-      double d;
+    } else if (dt == TSTOR_FLOAT64) {
       r->cur.item = r->cur.off;
-      if (!(rc = parse_double(r, "a storage element", &d)))
-        rc = tstor_dtype_convert(dst + i * es, dt, &d, TSTOR_FLOAT64, 1);
+      rc = parse_double(r, "a storage element", (double *)(void *)(dst + i * es));
+    } else { /* Float, and Half, which THDiskFile reads as a float and narrows */
+      float f;
+      r->cur.item = r->cur.off;
+      if (!(rc = parse_float(r, "a storage element", &f)))
+        rc = tstor_dtype_convert(dst + i * es, dt, &f, TSTOR_FLOAT32, 1);
     }
   }
   end_array(r, count);
@@ -325,7 +358,7 @@ static int read_tensor(t7_reader *r, tstor_dtype dt, const char *type, tstor_val
   int rc = read_int(r, "a tensor's nDimension", 0, &ndim);
   if (rc) return rc;
   if (ndim > TSTOR_TENSOR_MAX_DIM)
-    return FAIL(r, TSTOR_EINVAL, "a %sTensor of %lld dimensions (at most %d)", type,
+    return MISFRAMED(r, TSTOR_EINVAL, "a %sTensor of %lld dimensions (at most %d)", type,
                 (long long)ndim, TSTOR_TENSOR_MAX_DIM);
   for (int k = 0; k < 2; k++) {
     for (int64_t i = 0; i < ndim && !rc; i++)
@@ -342,7 +375,7 @@ static int read_tensor(t7_reader *r, tstor_dtype dt, const char *type, tstor_val
   tstor_dtype sdt = TSTOR_UINT8;
   tstor_storage *s = sv->kind == TSTOR_VALUE_STORAGE ? tstor_value_storage(sv, &sdt) : NULL;
   if (sv->kind != TSTOR_VALUE_NONE && (sv->kind != TSTOR_VALUE_STORAGE || sdt != dt))
-    return FAIL(
+    return MISFRAMED(
         r, TSTOR_EINVAL, "a %sTensor's storage is a %s, not a %sStorage or nil", type,
         sv->kind == TSTOR_VALUE_STORAGE ? tstor_dtype_name(sdt) : tstor_value_kind_name(sv->kind),
         type);
@@ -355,7 +388,7 @@ static int read_tensor(t7_reader *r, tstor_dtype dt, const char *type, tstor_val
   for (int64_t i = 0; i < ndim; i++) numel = sizes[i] ? numel : 0;
   tstor_storage *empty = NULL;
   if (!s) {
-    if (numel) return FAIL(r, TSTOR_EINVAL, "a %sTensor of elements without a storage", type);
+    if (numel) return MISFRAMED(r, TSTOR_EINVAL, "a %sTensor of elements without a storage", type);
     tstor_device dev;
     if ((rc = tstor__io_source_device(r->src, "cpu", "an empty tensor", &dev)) ||
         (rc = tstor_storage_new(r->src->ctx, dev, 0, &empty)))
@@ -366,8 +399,9 @@ static int read_tensor(t7_reader *r, tstor_dtype dt, const char *type, tstor_val
   v->u.tensor.storage = sv->kind == TSTOR_VALUE_STORAGE ? sv->u.tensor.storage : -1;
   rc = tstor_tensor_on_storage(s, dt, offset1 - 1, (int)ndim, sizes, strides, &v->u.tensor.t);
   tstor_storage_release(empty);
+  if (rc == TSTOR_ENOMEM) return rc;
   if (rc)
-    return FAIL(r, rc, "a %sTensor that does not fit its storage: %s", type, tstor_last_error());
+    return MISFRAMED(r, rc, "a %sTensor that does not fit its storage: %s", type, tstor_last_error());
   return 0;
 }
 
@@ -410,7 +444,7 @@ static int read_class(t7_reader *r, char version[64], bool *versioned, char cls[
     *nlen = n;
   }
   if (!class_name_ok(name, *nlen) || *nlen > 200)
-    return FAIL(r, TSTOR_EINVAL, "a class name that is not one: '%.*s'",
+    return MISFRAMED(r, TSTOR_EINVAL, "a class name that is not one: '%.*s'",
                 (int)(*nlen > 60 ? 60 : *nlen), name);
   memcpy(cls, name, *nlen);
   cls[*nlen] = '\0';
@@ -475,7 +509,7 @@ static int read_indexed(t7_reader *r, int64_t tag, tstor_value **out) {
                   (long long)idx);
     bool is_table = v->kind == TSTOR_VALUE_DICT;
     if ((tag == T7_TABLE) != is_table)
-      return FAIL(r, TSTOR_EINVAL, "reference %lld: a %s tag for a %s", (long long)idx,
+      return MISFRAMED(r, TSTOR_EINVAL, "reference %lld: a %s tag for a %s", (long long)idx,
                   tag == T7_TABLE ? "table" : "torch object", tstor_value_kind_name(v->kind));
     *out = v;
     return 0;
@@ -525,7 +559,7 @@ static int read_object(t7_reader *r, tstor_value **out) {
     case T7_BOOLEAN:
       if ((rc = read_int(r, "a boolean", INT32_MIN, &b))) break;
       if (b != 0 && b != 1) {
-        rc = FAIL(r, TSTOR_EINVAL, "a boolean of %lld (Torch7 writes 0 or 1)", (long long)b);
+        rc = MISFRAMED(r, TSTOR_EINVAL, "a boolean of %lld (Torch7 writes 0 or 1)", (long long)b);
         break;
       }
       if (!(*out = tstor__io_value_alloc(r->ck, TSTOR_VALUE_BOOL)))
@@ -541,16 +575,18 @@ static int read_object(t7_reader *r, tstor_value **out) {
     case T7_TORCH:
     case T7_LEGACY_RECUR_FUNCTION:
     case T7_RECUR_FUNCTION: rc = read_indexed(r, tag, out); break;
-    default: rc = FAIL(r, TSTOR_EINVAL, "unknown type tag %lld", (long long)tag);
+    default: rc = MISFRAMED(r, TSTOR_EINVAL, "unknown type tag %lld", (long long)tag);
   }
   r->depth--;
   return rc;
 }
 
-/* One reading of the whole input in format fmt; on failure *reached says
- * how far it got. */
+/* One reading of the whole input in format fmt; on failure *misframed says
+ * whether the bytes' framing failed (evidence against the long size), and
+ * *reached how far the reading got. */
 static int read_as(tstor__io_source *src, const uint8_t *bytes, size_t len, bool views,
-                   tstor__io_t7_format fmt, tstor_checkpoint **out, size_t *reached) {
+                   tstor__io_t7_format fmt, tstor_checkpoint **out, bool *misframed,
+                   size_t *reached) {
   t7_reader r;
   memset(&r, 0, sizeof r);
   r.src = src;
@@ -564,10 +600,11 @@ static int read_as(tstor__io_source *src, const uint8_t *bytes, size_t len, bool
     while (tstor__io_cur_can_read(&r.cur, 1) && is_space(r.cur.data[r.cur.off])) r.cur.off++;
   if (!rc && !tstor__io_cur_at_end(&r.cur)) {
     r.cur.item = r.cur.off;
-    rc = FAIL(&r, TSTOR_EINVAL, "%zu bytes after the object (a Torch7 file holds one)",
-              tstor__io_cur_left(&r.cur));
+    rc = MISFRAMED(&r, TSTOR_EINVAL, "%zu bytes after the object (a Torch7 file holds one)",
+                   tstor__io_cur_left(&r.cur));
   }
   if (!rc) rc = tstor__io_tree_check(r.ck->root, TSTOR__EXPANDED_MAX);
+  *misframed = r.misframed || r.cur.ran_out;
   *reached = r.cur.off;
   tstor__io_free(r.objs);
   tstor__io_free(r.busy);
@@ -588,37 +625,53 @@ static int t7_load(tstor__io_source *src, const uint8_t *bytes, size_t len, bool
       return TSTOR__ERR(TSTOR_EINVAL, "Torch7 file: %zu bytes, too short for a type tag", len);
     fmt.big_endian = bytes[0] == 0 && bytes[3] <= T7_RECUR_FUNCTION;
   }
+  bool misframed8, misframed4;
   size_t reached8 = 0, reached4 = 0;
-  int rc = read_as(src, bytes, len, views, fmt, out, &reached8);
+  int rc = read_as(src, bytes, len, views, fmt, out, &misframed8, &reached8);
   /* a reading that ran out of a resource (memory, a device, the file's
-   * reads) says nothing of the bytes: no retry with the other long size */
-  if (!rc || fmt.ascii || rc == TSTOR_ENOMEM || rc == TSTOR_ENODEV || rc == TSTOR_EIO ||
-      rc == TSTOR_EBACKEND || rc == TSTOR_EMFILE || rc == TSTOR_ENOSPC)
-    return rc;
+   * reads) says nothing of the framing either */
+  bool resource = rc == TSTOR_ENOMEM || rc == TSTOR_ENODEV || rc == TSTOR_EIO ||
+                  rc == TSTOR_EBACKEND || rc == TSTOR_EMFILE || rc == TSTOR_ENOSPC;
+  if (!rc || fmt.ascii || !misframed8 || resource) return rc;
   char first[900];
   snprintf(first, sizeof first, "%s", tstor_last_error());
   fmt.long_size = 4; /* a file from a system whose long is 4 bytes (torch.load's 'b32') */
-  int rc4 = read_as(src, bytes, len, views, fmt, out, &reached4);
+  int rc4 = read_as(src, bytes, len, views, fmt, out, &misframed4, &reached4);
   if (!rc4) return 0;
-  if (reached8 >= reached4) TSTOR__ERR(rc, "%s", first);
-  return reached8 >= reached4 ? rc : rc4;
+  /* neither reading holds: the one that got further says why */
+  if (!misframed4 || reached4 > reached8) return rc4;
+  return TSTOR__ERR(rc, "%s", first);
+}
+
+/* The whole of a file read with pread, into memory of its own: the parse
+ * needs the bytes at hand (objects and storages lie interleaved), and a
+ * mapping would kill the process with SIGBUS if the file shrank under it. */
+static int t7_load_read(tstor__io_source *src, tstor_checkpoint **out) {
+  if (!src->size) return TSTOR__ERR(TSTOR_EINVAL, "Torch7 file: empty");
+  if (src->size > SIZE_MAX)
+    return TSTOR__ERR(TSTOR_EOVERFLOW, "a Torch7 file of %llu bytes",
+                      (unsigned long long)src->size);
+  uint8_t *bytes = tstor__io_malloc((size_t)src->size);
+  if (!bytes)
+    return TSTOR__ERR(TSTOR_ENOMEM, "Torch7 file: out of memory for its %llu bytes",
+                      (unsigned long long)src->size);
+  int rc = tstor__io_source_read(src, bytes, (size_t)src->size, 0, "the Torch7 file");
+  if (!rc) { /* the storages are copied out of the bytes read, not read again */
+    int fd = src->fd;
+    src->fd = -1;
+    src->bytes = bytes;
+    rc = t7_load(src, bytes, (size_t)src->size, false, out);
+    src->bytes = NULL;
+    src->fd = fd;
+  }
+  tstor__io_free(bytes);
+  return rc;
 }
 
 int tstor__io_torch7_load_source(tstor__io_source *src, const char *name, tstor_checkpoint **out) {
   (void)name; /* the messages say "Torch7 file" and where */
   if (src->bytes) return t7_load(src, src->bytes, (size_t)src->size, src->whole != NULL, out);
-  /* objects and storages lie interleaved: a file read with pread is parsed
-   * from a private read-only mapping, and its storages copied out of it */
-  if (!src->size) return TSTOR__ERR(TSTOR_EINVAL, "Torch7 file: empty");
-  if (src->size > SIZE_MAX)
-    return TSTOR__ERR(TSTOR_EOVERFLOW, "a Torch7 file of %llu bytes",
-                      (unsigned long long)src->size);
-  void *map = mmap(NULL, (size_t)src->size, PROT_READ, MAP_PRIVATE, src->fd, 0);
-  if (map == MAP_FAILED)
-    return TSTOR__ERR(TSTOR_EIO, "Torch7 file: cannot map it: %s", strerror(errno));
-  int rc = t7_load(src, map, (size_t)src->size, false, out);
-  munmap(map, (size_t)src->size);
-  return rc;
+  return t7_load_read(src, out);
 }
 
 int tstor_torch7_load(tstor_context *ctx, const char *path, const tstor_load_options *opts,

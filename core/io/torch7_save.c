@@ -215,13 +215,23 @@ static int put_tensor(t7_writer *w, const tstor_tensor *t) {
 
 static int put_value(t7_writer *w, const tstor_value *v);
 
+/* A Lua table holds no nil: an entry whose value is None is left out, as
+ * `t.foreach = nil` leaves Lua's table without the key (an optimizer's
+ * state_dict holds several), and an item of a list keeps its index. A None
+ * key has no Lua form. */
 static int put_table(t7_writer *w, const tstor_value *v) {
+  size_t n = 0;
+  for (size_t i = 0; i < v->u.seq.n; i++) {
+    if (v->kind == TSTOR_VALUE_DICT && v->u.seq.keys[i]->kind == TSTOR_VALUE_NONE)
+      return TSTOR__ERR(TSTOR_ENOTSUP, "a dict key that is None: Lua's tables have no nil key");
+    n += v->u.seq.items[i]->kind != TSTOR_VALUE_NONE;
+  }
   if (put_indexed(w, T7_TABLE, v)) return 0;
-  size_t n = v->u.seq.n;
   if (n > INT32_MAX) return TSTOR__ERR(TSTOR_EOVERFLOW, "a table of %zu entries", n);
   put_int(w, (int64_t)n);
   int rc = 0;
-  for (size_t i = 0; i < n && !rc; i++) {
+  for (size_t i = 0; i < v->u.seq.n && !rc; i++) {
+    if (v->u.seq.items[i]->kind == TSTOR_VALUE_NONE) continue;
     if (v->kind == TSTOR_VALUE_DICT) {
       rc = put_value(w, v->u.seq.keys[i]);
     } else { /* a list or tuple is Lua's array: keys 1 to n */

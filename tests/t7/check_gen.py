@@ -67,7 +67,9 @@ _DOUBLE_RE = re.compile(
     rb'[+-]?(?:nan|inf|infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?'
     rb'|0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?)', re.I)
 _CLASS_RE = re.compile(r'[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*')
-_TORCH_CLASS_RE = re.compile(r'torch\.(Byte|Char|Short|Int|Long|Float|Double|Half)(Storage|Tensor)')
+# torch.<T>Storage and Tensor, and cutorch's torch.Cuda<T>..., which are in
+# the host type's layout (torch.CudaTensor is Float's).
+_TORCH_CLASS_RE = re.compile(r'torch\.(?:Cuda)?(Byte|Char|Short|Int|Long|Float|Double|Half)?(Storage|Tensor)')
 
 
 class Reader:
@@ -260,7 +262,7 @@ class Reader:
         per_entry = 4 if self.ascii else 8
         if count < 0 or count * per_entry > self.remaining():
             raise ReadError('bad-length', 'table count %d' % count)
-        keys = set()
+        keys = {}  # a key's identity -> its pair's place
         for _ in range(count):
             k = self.object(depth + 1)
             if k is None or (isinstance(k, float) and math.isnan(k)):
@@ -273,13 +275,14 @@ class Reader:
                 ident = ('s', k)
             else:
                 ident = ('r', id(k))
-            if ident in keys:
-                raise ReadError('bad-entry', 'duplicate key')
-            keys.add(ident)
             v = self.object(depth + 1)
             if v is None:
                 raise ReadError('bad-entry', 'nil value')
-            t.pairs.append((k, v))
+            if ident in keys:  # Torch7 assigns t[k] = v in turn: the first key, the last value
+                t.pairs[keys[ident]] = (t.pairs[keys[ident]][0], v)
+            else:
+                keys[ident] = len(t.pairs)
+                t.pairs.append((k, v))
         self.active.discard(id(t))
         return t
 
@@ -293,11 +296,12 @@ class Reader:
             version, name = None, first   # legacy: no version string
         name = name.decode('latin-1')
         m = _TORCH_CLASS_RE.fullmatch(name)
-        if m:
+        if m and (m.group(1) or name.startswith('torch.Cuda')):
+            etype = m.group(1) or 'Float'
             if m.group(2) == 'Storage':
-                return self._storage(m.group(1), version)
-            return self._tensor(m.group(1), version, depth)
-        if name.startswith('torch.Cuda') or name.startswith('tds.'):
+                return self._storage(etype, version)
+            return self._tensor(etype, version, depth)
+        if name.startswith('tds.'):
             raise Refused(name)
         if name.startswith('torch.') or not _CLASS_RE.fullmatch(name):
             raise ReadError('bad-class', repr(name))

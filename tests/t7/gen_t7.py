@@ -304,14 +304,24 @@ class T7Table:
         self.pairs = list(pairs)
 
 
-class T7Storage:
-    """torch.<type>Storage.  version=None writes the legacy, version-less header."""
+def _class_name(type, kind, cuda):
+    """torch.<type><kind>, or cutorch's torch.Cuda<type><kind> (torch.Cuda<kind>
+    for Float), which cutorch writes in the host type's layout."""
+    if cuda:
+        return 'torch.Cuda%s%s' % ('' if type == 'Float' else type, kind)
+    return 'torch.%s%s' % (type, kind)
 
-    def __init__(self, type, values, version=1):
+
+class T7Storage:
+    """torch.<type>Storage.  version=None writes the legacy, version-less header.
+    cuda=True names it as cutorch does; it reads as the host type."""
+
+    def __init__(self, type, values, version=1, cuda=False):
         _check_type(type)
         self.type = type
         self.values = list(values)
         self.version = version
+        self.cuda = cuda
 
 
 class T7Tensor:
@@ -321,10 +331,11 @@ class T7Tensor:
     geometry can be written.  render() checks it.
     """
 
-    def __init__(self, type, sizes, strides, offset1, storage, version=1):
+    def __init__(self, type, sizes, strides, offset1, storage, version=1, cuda=False):
         _check_type(type)
         if len(sizes) != len(strides):
             raise ValueError('sizes and strides differ in length')
+        self.cuda = cuda
         self.type = type
         self.sizes = list(sizes)
         self.strides = list(strides)
@@ -662,11 +673,11 @@ class _Serializer:
     def _torch_body(self, v):
         e = self.enc
         if isinstance(v, T7Storage):
-            self._header('torch.%sStorage' % v.type, v.version)
+            self._header(_class_name(v.type, 'Storage', v.cuda), v.version)
             e.long(len(v.values), 'storsize')
             e.elements(v.type, v.values)
         elif isinstance(v, T7Tensor):
-            self._header('torch.%sTensor' % v.type, v.version)
+            self._header(_class_name(v.type, 'Tensor', v.cuda), v.version)
             e.int(len(v.sizes), 'ndim')
             e.longs(v.sizes, 'sizes')
             e.longs(v.strides, 'strides')
@@ -1045,10 +1056,15 @@ def _case_cycle_deep():
     return a
 
 
-def _case_cuda_tensor():
-    storage = T7Custom('torch.CudaStorage', 1, [('long', 2), ('elements', ('Float', [1.0, 2.0]))])
-    return T7Custom('torch.CudaTensor', 1, [('int', 1), ('long', 2), ('long', 1), ('long', 1),
-                                            ('object', storage)])
+def _case_cuda_tensors():
+    """A GPU-trained Lua model's parameters: cutorch's classes, in their host
+    types' layouts."""
+    w = T7Tensor('Float', [2, 2], [2, 1], 1, T7Storage('Float', [1.5, -2.0, 0.25, 3.0], cuda=True),
+                 cuda=True)
+    d = T7Tensor('Double', [2], [1], 1, T7Storage('Double', [0.1, -0.2], cuda=True), cuda=True)
+    idx = T7Tensor('Long', [3], [1], 1, T7Storage('Long', [1, -5, 2**40], cuda=True), cuda=True)
+    return T7Object('nn.Linear', 1, {'weight': w, 'bias': d, 'index': idx,
+                                     'half': T7Storage('Half', [1.0, -0.5], cuda=True)})
 
 
 def _case_tds_hash():
@@ -1119,6 +1135,7 @@ def corpus_cases():
         ('nn_sequential_shared', _case_nn_sequential, every),
         ('object_version2', lambda: T7Object('nn.Thing', 2, {'n': 2}), every),
         ('legacy_no_version', _case_legacy, every),
+        ('cuda_tensors', _case_cuda_tensors, long8),
         # Refused: each holds exactly one reason.
         ('cycle_table', _case_cycle_table, every),
         ('cycle_list', _case_cycle_list, every),
@@ -1131,7 +1148,6 @@ def corpus_cases():
         ('function_plain6', lambda: T7Function(FAKE_BYTECODE, tag=TYPE_FUNCTION), every),
         ('tds_hash', _case_tds_hash, every),
         ('tds_vec', _case_tds_vec, every),
-        ('cuda_tensor', _case_cuda_tensor, every),
     ]
     return cases
 
@@ -1428,15 +1444,16 @@ def hostile_cases():
     add('key_duplicate_string', 'ascii',
         lambda e: (_table_head(e, 1, 2), _string(e, b'a'), _number_obj(e, 1),
                    _string(e, b'a'), _number_obj(e, 2)),
-        'error:bad-entry', 'key "a" twice')
+        'ok table#1{str(61)=num(0x1p+1;2.0)}', 'key "a" twice: the last value stands, as in Torch7')
     add('key_duplicate_number', 'le8',
         lambda e: (_table_head(e, 1, 2), _number_obj(e, 0.0), _number_obj(e, 1),
                    _number_obj(e, -0.0), _number_obj(e, 2)),
-        'error:bad-entry', 'keys 0 and -0, the same Lua key')
+        'ok table#1{num(0x0p+0;0.0)=num(0x1p+1;2.0)}',
+        'keys 0 and -0, the same Lua key: the first key, the last value')
     add('key_duplicate_object', 'le8',
         lambda e: (_table_head(e, 1, 2), _table_head(e, 2, 0), _number_obj(e, 1),
                    e.int(TYPE_TABLE), e.int(2), _number_obj(e, 2)),
-        'error:bad-entry', 'the same table as key twice')
+        'ok table#1{table#2{}=num(0x1p+1;2.0)}', 'the same table as key twice: the last value stands')
     add('value_nil', 'le8',
         lambda e: (_table_head(e, 1, 1), _string(e, b'a'), e.int(TYPE_NIL)),
         'error:bad-entry', 'table value nil')

@@ -387,26 +387,36 @@ TSTOR_EXTERN int tstor_safetensors_save(const tstor_checkpoint *ck, const char *
 
 /* Loads a file Lua Torch wrote with torch.save / torch.File's writeObject,
  * binary or ascii, either byte order, 8- or 4-byte longs: all told from the
- * bytes (the long size by which of the two reads the whole file). The tree:
- * nil is None, a boolean bool, a number int where it is an integer within
- * 2^53 (not -0), else float; a string str where it is UTF-8, else bytes; a
- * table a dict with Lua's keys (true is not 1; a table may be a key, by
- * identity); torch.<T>Storage a STORAGE value and torch.<T>Tensor a tensor
- * on it (Byte uint8, Char int8, Short int16, Int int32, Long int64, Float
- * float32, Double float64, Half float16; storageOffset made 0-based; an
- * empty tensor, nDimension 0, has shape [0]); any other class (nn.Linear) an
- * OBJECT with its name, version and the dict of its fields. An object written
- * twice is one value, and tensors that shared a storage share one. Refused
- * by name, and never run: Lua functions (LuaJIT bytecode), classes with a
- * write function of their own (tds.Hash, tds.Vec, torch.Cuda*) and a table
- * that contains itself (TSTOR_EACCES, TSTOR_ENOTSUP, TSTOR_EINVAL). Also
- * refused: what Torch7 never writes (a reference to an index not yet given,
- * a nil or NaN table key, a key twice, bytes after the object), and what
- * lies (counts and sizes the rest of the file cannot hold, a tensor past its
- * storage), before anything is allocated for it. Storages are read into
- * memory, or with TSTOR_LOAD_MMAP mapped where they lie aligned in a binary
- * little-endian file; map_location as for tstor_torch_load (the file says
- * nothing: cpu). *out as for tstor_torch_load. */
+ * bytes (longs are 8 bytes unless the file's framing breaks under 8 and holds
+ * under 4; a refusal of what the file says never leads to a second reading).
+ * The tree: nil is None, a boolean bool, a number int where it is an integer
+ * within 2^53 (not -0), else float; a string str where it is UTF-8, else
+ * bytes; a table a dict with Lua's keys (true is not 1; a table may be a
+ * key, by identity; a key written twice keeps its last value, as Torch7's
+ * reader does); torch.<T>Storage a STORAGE value and torch.<T>Tensor a
+ * tensor on it (Byte uint8, Char int8, Short int16, Int int32, Long int64,
+ * Float float32, Double float64, Half float16; storageOffset made 0-based; an
+ * empty tensor, nDimension 0, has shape [0]), and cutorch's
+ * torch.Cuda<T>Storage and Tensor as their host type (torch.CudaTensor is
+ * Float's), which is how cutorch writes them: onto the cpu, or where
+ * map_location says; any other class (nn.Linear) an OBJECT with its name,
+ * version and the dict of its fields. An ascii Float or Half element is
+ * rounded once from its decimal, as Torch7's fscanf("%g") into a float does.
+ * An object written twice is one value, and tensors that shared a storage
+ * share one: a tree costs what its objects cost, however many paths lead
+ * through them (an nngraph model has 10^17), and a walker that visits every
+ * path must bound itself. Refused by name, and never run: Lua functions
+ * (LuaJIT bytecode), classes with a write function of their own (tds.Hash,
+ * tds.Vec) and a table that contains itself (TSTOR_EACCES, TSTOR_ENOTSUP,
+ * TSTOR_EINVAL). Also refused: what Torch7 never writes (a reference to an
+ * index not yet given, a nil or NaN table key, bytes after the object), and
+ * what lies (counts and sizes the rest of the file cannot hold, a tensor past
+ * its storage), before anything is allocated for it. Storages are read into
+ * memory (the file is read, never mapped, so that one shrinking under the
+ * load is an error, not SIGBUS), or with TSTOR_LOAD_MMAP mapped where they lie
+ * aligned in a binary little-endian file; map_location as for
+ * tstor_torch_load (the file says nothing: cpu). *out as for
+ * tstor_torch_load. */
 TSTOR_EXTERN int tstor_torch7_load(tstor_context *ctx, const char *path, const tstor_load_options *opts,
                                    tstor_checkpoint **out);
 TSTOR_EXTERN int tstor_torch7_load_buffer(tstor_context *ctx, const void *data, size_t size,
@@ -416,7 +426,9 @@ TSTOR_EXTERN int tstor_torch7_load_buffer(tstor_context *ctx, const void *data, 
  * 8-byte longs unless opts' TSTOR_SAVE_TORCH7_* flags say otherwise), so that Lua Torch loads it:
  * the mapping above, the other way; a list or tuple becomes a table with keys 1 to n; a 0-dim
  * tensor one element of one dimension and an empty tensor Torch7's empty one; an OrderedDict's
- * attributes are dropped. An object, tensor or storage met twice is written once and referred to.
+ * attributes are dropped, and so is an entry whose value is None (a Lua table holds no nil; an
+ * optimizer's state_dict has several). An object, tensor or storage met twice is written once
+ * and referred to. A None dict key is refused (TSTOR_ENOTSUP).
  * Refused with TSTOR_ENOTSUP: dtypes Torch7 has no type for (bool, bfloat16, complex...);
  * TSTOR_ERANGE: an int beyond 2^53, a long beyond 4 bytes with
  * TSTOR_SAVE_TORCH7_LONG4. Written as the section on saving says. */
