@@ -481,6 +481,30 @@ START_TEST(dict_keys_that_collide_stay_linear) {
 }
 END_TEST
 
+/* A tuple of the tuple before it twice, 60 deep: 2^60 paths over 61 values,
+ * which torch.load reads. It was refused as a bomb; a tree costs what its
+ * values cost, so it loads, and saves back with its sharing, in linear
+ * time. */
+START_TEST(shared_subtrees_load_whole) {
+  tstor_checkpoint *ck;
+  ck_tstor_ok(tstor_torch_load(ctx, CKDIR "/hostile/exponential_dag.pt", NULL, &ck));
+  for (int pass = 0; pass < 2; pass++) {
+    const tstor_value *v = tstor_checkpoint_root(ck);
+    int depth = 0;
+    while (tstor_value_kind_of(v) == TSTOR_VALUE_TUPLE) {
+      ck_assert_uint_eq(tstor_value_len(v), 2);
+      ck_assert_ptr_eq(tstor_value_item(v, 0), tstor_value_item(v, 1));
+      v = tstor_value_item(v, 0);
+      depth++;
+    }
+    ck_assert_int_eq(depth, 60);
+    ck_assert_int_eq(tstor_value_kind_of(v), TSTOR_VALUE_NONE);
+    if (!pass) ck = save_and_load(ck);
+  }
+  tstor_checkpoint_free(ck);
+}
+END_TEST
+
 /* 50,000 tensors, each on a storage of its own: a lookup by a linear scan,
  * of storage keys and of zip entries, made loading them quadratic (133 s for
  * the file torch 1.13 writes). Saved and loaded within the tcase's limit. */
@@ -801,6 +825,7 @@ int main(void) {
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 30);
   tcase_add_test(tc, dict_keys_that_collide_stay_linear);
+  tcase_add_test(tc, shared_subtrees_load_whole);
   tcase_add_test(tc, many_storages_stay_linear);
   suite_add_tcase(s, tc);
   int rc = tstor_test_run(s);

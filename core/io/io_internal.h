@@ -145,7 +145,6 @@ struct tstor_value {
   unsigned char colour; /* for the walk that checks a finished tree */
   unsigned char ordered; /* a dict that was an OrderedDict */
   unsigned char lua;     /* a dict that was a Lua table: true is not 1, any key by identity */
-  uint64_t expanded;    /* that walk's count of the values under a container */
   union {
     int64_t i;
     double f;
@@ -224,9 +223,11 @@ int tstor__io_record_add(tstor_checkpoint *ck, const char *key, size_t keylen, t
 /* -1 when absent. */
 long tstor__io_record_find(const tstor_checkpoint *ck, const char *key, size_t keylen);
 /* Checks a finished tree: no cycle, at most TSTOR_CHECKPOINT_MAX_DEPTH deep,
- * no unpickler-only kinds, and at most `max_expanded` values when shared
- * subtrees are counted each time they appear. */
-int tstor__io_tree_check(tstor_value *root, uint64_t max_expanded);
+ * no unpickler-only kinds. Shared subtrees are not counted again: a tree
+ * costs what its values cost, however many paths lead through them (a Lua
+ * model's node graph has 10^17), and the walkers that visit every path
+ * bound themselves. */
+int tstor__io_tree_check(tstor_value *root);
 /* A 64-bit hash keyed per process (splitmix64's finaliser over x and a random
  * key), for tables whose keys a file chooses. */
 uint64_t tstor__io_hash_u64(uint64_t x);
@@ -255,9 +256,6 @@ int tstor__io_host_bytes(tstor_storage *s, tstor_storage **tmp, const void **p);
 
 #include "pickle.h"
 
-/* Values a tree may expand to, shared subtrees counted each time they appear
- * (tstor__io_tree_check's bound for a loaded tree). */
-#define TSTOR__EXPANDED_MAX ((uint64_t)1 << 24)
 /* The bound on a pickle's bytes, whatever the file's size: a state_dict's
  * is kilobytes. */
 #define TSTOR__PICKLE_MAX ((uint64_t)1 << 30)

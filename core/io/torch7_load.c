@@ -603,7 +603,7 @@ static int read_as(tstor__io_source *src, const uint8_t *bytes, size_t len, bool
     rc = MISFRAMED(&r, TSTOR_EINVAL, "%zu bytes after the object (a Torch7 file holds one)",
                    tstor__io_cur_left(&r.cur));
   }
-  if (!rc) rc = tstor__io_tree_check(r.ck->root, TSTOR__EXPANDED_MAX);
+  if (!rc) rc = tstor__io_tree_check(r.ck->root);
   *misframed = r.misframed || r.cur.ran_out;
   *reached = r.cur.off;
   tstor__io_free(r.objs);

@@ -294,7 +294,7 @@ static int plan(const tstor_checkpoint *ck, unsigned flags, t7_writer *w) {
   if ((flags & TSTOR_SAVE_TORCH7_ASCII) &&
       (flags & (TSTOR_SAVE_TORCH7_BIG_ENDIAN | TSTOR_SAVE_TORCH7_LONG4)))
     return TSTOR__ERR(TSTOR_EINVAL, "Torch7 save: byte order and long size are binary mode's");
-  int rc = tstor__io_tree_check(ck->root, UINT64_MAX);
+  int rc = tstor__io_tree_check(ck->root);
   if (rc) return rc;
   w->fmt.ascii = flags & TSTOR_SAVE_TORCH7_ASCII;
   w->fmt.big_endian = flags & TSTOR_SAVE_TORCH7_BIG_ENDIAN;

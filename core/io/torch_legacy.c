@@ -235,7 +235,7 @@ static int load_storages(legacy *lg) {
 int tstor__io_torch_legacy_load(tstor__io_source *src, tstor_checkpoint **out) {
   legacy lg = {src, NULL, NULL, 0};
   int rc = parse(&lg);
-  if (!rc) rc = tstor__io_tree_check(lg.ck->root, TSTOR__EXPANDED_MAX);
+  if (!rc) rc = tstor__io_tree_check(lg.ck->root);
   if (!rc) rc = load_storages(&lg);
   if (!rc) rc = tstor__io_torch_bind(src->ctx, lg.ck);
   if (rc) {

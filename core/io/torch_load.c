@@ -376,7 +376,7 @@ static int load(loader *ld, tstor_checkpoint **out) {
   if ((rc = tstor__io_unpickle(ck, &cur, &tstor__io_torch_rules,
                                (size_t)(input < SIZE_MAX - 16 ? input + 16 : SIZE_MAX), &ck->root)))
     goto fail;
-  if ((rc = tstor__io_tree_check(ck->root, TSTOR__EXPANDED_MAX))) goto fail;
+  if ((rc = tstor__io_tree_check(ck->root))) goto fail;
   if ((rc = load_storages(ld, ck))) goto fail;
   if ((rc = tstor__io_torch_bind(ld->src->ctx, ck))) goto fail;
   tstor__io_free(pkl);

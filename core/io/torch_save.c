@@ -243,7 +243,7 @@ static int plan(const tstor_checkpoint *ck, saver *sv) {
   memset(sv, 0, sizeof *sv);
   tstor__io_pickler_init(&sv->pk, "data.pkl");
   if (!ck || !ck->root) return TSTOR__ERR(TSTOR_EINVAL, "torch.save: %s", ck ? "the checkpoint has no root value" : "NULL argument");
-  int rc = tstor__io_tree_check(ck->root, UINT64_MAX);
+  int rc = tstor__io_tree_check(ck->root);
   if (rc) return rc;
   tstor__io_pickle_op(&sv->pk, TSTOR__OP_PROTO);
   tstor__io_pickle_op(&sv->pk, 2);

@@ -659,8 +659,7 @@ enum { WHITE = 0, GREY = 1, BLACK = 2 };
 
 typedef struct frame {
   tstor_value *v;
-  size_t next;       /* next child: a dict's keys first, then the items, then attrs */
-  uint64_t expanded; /* values under v so far, shared ones counted each time */
+  size_t next; /* next child: a dict's keys first, then the items, then attrs */
 } frame;
 
 static size_t nchildren(const tstor_value *v) {
@@ -679,67 +678,44 @@ static tstor_value *child(const tstor_value *v, size_t i) {
 }
 
 static int refuse_internal(void) {
-  return TSTOR__ERR(TSTOR_EINVAL, "checkpoint: a class or function that nothing consumed stands in the tree");
+  return TSTOR__ERR(TSTOR_EINVAL,
+                    "checkpoint: a class or function that nothing consumed stands in the tree");
 }
 
-/* An iterative depth-first walk (no recursion on hostile input): a GREY value
- * met again is a cycle; depth is the walk's stack height. Each finished
- * container keeps its expanded size (what a naive walk would visit), summed
- * on the way back, so that a DAG that doubles at every level is refused in
- * linear time rather than walked exponentially later. */
-int tstor__io_tree_check(tstor_value *root, uint64_t max_expanded) {
+/* An iterative depth-first walk (no recursion on hostile input) that enters
+ * each container once: a GREY value met again is a cycle, a BLACK one a
+ * shared subtree already checked; depth is the walk's stack height. Linear
+ * in the values, whatever the sharing. */
+int tstor__io_tree_check(tstor_value *root) {
   if (!root) return TSTOR__ERR(TSTOR_EINVAL, "checkpoint: no value");
   if (root->kind >= TSTOR__VALUE_GLOBAL) return refuse_internal();
   frame *stack = tstor__io_malloc((TSTOR_CHECKPOINT_MAX_DEPTH + 1) * sizeof *stack);
   if (!stack) return TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory");
   int rc = 0;
   size_t top = 1;
-  stack[0] = (frame){root, 0, 1};
+  stack[0] = (frame){root, 0};
   root->colour = GREY;
-  while (top) {
+  while (top && !rc) {
     frame *f = &stack[top - 1];
-    tstor_value *v = f->v;
-    uint64_t add = 0;
-    if (f->next < nchildren(v)) {
-      tstor_value *c = child(v, f->next++);
-      if (c->kind >= TSTOR__VALUE_GLOBAL) {
-        rc = refuse_internal();
-        break;
-      }
-      if (c->colour == GREY) {
-        rc = TSTOR__ERR(TSTOR_EINVAL, "checkpoint: a %s contains itself",
-                        tstor_value_kind_name(c->kind));
-        break;
-      }
-      if (!is_container(c) && c->kind != TSTOR_VALUE_OBJECT) {
-        add = 1;
-      } else if (c->colour == BLACK) {
-        add = c->expanded;
-      } else {
-        if (top > TSTOR_CHECKPOINT_MAX_DEPTH) {
-          rc = TSTOR__ERR(TSTOR_EINVAL, "checkpoint: values nest deeper than %d levels",
-                          TSTOR_CHECKPOINT_MAX_DEPTH);
-          break;
-        }
-        c->colour = GREY;
-        stack[top++] = (frame){c, 0, 1};
-        continue;
-      }
-    } else {
-      v->colour = BLACK;
-      v->expanded = f->expanded;
+    if (f->next == nchildren(f->v)) {
+      f->v->colour = BLACK;
       top--;
-      if (!top) break;
-      f = &stack[top - 1];
-      add = v->expanded;
+      continue;
     }
-    f->expanded += add;
-    if (f->expanded > max_expanded) {
-      rc = TSTOR__ERR(TSTOR_EOVERFLOW,
-                      "checkpoint: the tree expands to more than %llu values (shared parts "
-                      "counted each time they appear)",
-                      (unsigned long long)max_expanded);
-      break;
+    tstor_value *c = child(f->v, f->next++);
+    if (c->kind >= TSTOR__VALUE_GLOBAL)
+      rc = refuse_internal();
+    else if (c->colour == GREY)
+      rc = TSTOR__ERR(TSTOR_EINVAL, "checkpoint: a %s contains itself",
+                      tstor_value_kind_name(c->kind));
+    else if (c->colour == BLACK || (!is_container(c) && c->kind != TSTOR_VALUE_OBJECT))
+      continue;
+    else if (top > TSTOR_CHECKPOINT_MAX_DEPTH)
+      rc = TSTOR__ERR(TSTOR_EINVAL, "checkpoint: values nest deeper than %d levels",
+                      TSTOR_CHECKPOINT_MAX_DEPTH);
+    else {
+      c->colour = GREY;
+      stack[top++] = (frame){c, 0};
     }
   }
   tstor__io_free(stack);
