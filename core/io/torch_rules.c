@@ -131,8 +131,10 @@ static int persistent_load(tstor__io_unpickler *up, tstor_value *pid, tstor_valu
 /* ('storage', storage_class, root_key, location, numel, view_metadata): the
  * legacy format's reference to a storage whose bytes follow the pickles,
  * keyed by the root's key; view_metadata, None since PyTorch 0.4, else
- * (view_key, offset, size) in elements, names a part of the root that its
- * tensors view. */
+ * (view_key, offset, size), names a part of the root that its tensors view.
+ * As _legacy_load reads it, the view is of this id's class, whatever class
+ * first named the root, and its offset and size count that class's
+ * elements. */
 static int persistent_load_legacy(tstor__io_unpickler *up, tstor_value *pid, tstor_value **out) {
   if (pid->kind != TSTOR_VALUE_TUPLE || pid->u.seq.n < 1 || !is_str(pid->u.seq.items[0], "storage"))
     return FAIL(up, TSTOR_EACCES, "only persistent ids of storages are allowed");
@@ -154,15 +156,19 @@ static int persistent_load_legacy(tstor__io_unpickler *up, tstor_value *pid, tst
   if (view < 0) {
     const tstor__io_record *r = &ck->storages[root];
     if (r->view_of >= 0) return FAIL(up, TSTOR_EINVAL, "storage '%s' is a view, and views have no views", r->key);
-    int64_t off = vm->u.seq.items[1]->u.i, n = vm->u.seq.items[2]->u.i;
-    if (off > r->numel || n > r->numel - off)
-      return FAIL(up, TSTOR_ERANGE, "view '%s' of %lld elements at %lld lies past storage '%s' of %lld",
-                  vkey->u.str.s, (long long)n, (long long)off, r->key, (long long)r->numel);
-    if ((rc = tstor__io_record_add(ck, vkey->u.str.s, vkey->u.str.len, r->dtype, n, r->location,
+    tstor_dtype dt = (tstor_dtype)f[1]->u.global.dtype;
+    uint64_t es = tstor_dtype_size(dt), bytes = (uint64_t)r->numel * tstor_dtype_size(r->dtype);
+    uint64_t off = (uint64_t)vm->u.seq.items[1]->u.i, n = (uint64_t)vm->u.seq.items[2]->u.i;
+    if (off > bytes / es || n > (bytes - off * es) / es)
+      return FAIL(up, TSTOR_ERANGE,
+                  "view '%s' of %llu %s elements at %llu lies past storage '%s' of %llu bytes",
+                  vkey->u.str.s, (unsigned long long)n, tstor_dtype_name(dt),
+                  (unsigned long long)off, r->key, (unsigned long long)bytes);
+    if ((rc = tstor__io_record_add(ck, vkey->u.str.s, vkey->u.str.len, dt, (int64_t)n, r->location,
                                    strlen(r->location), &view)))
       return rc;
     ck->storages[view].view_of = root;
-    ck->storages[view].view_offset = off;
+    ck->storages[view].view_offset = (int64_t)off;
   }
   return storage_value(up, view, out);
 }
@@ -233,8 +239,9 @@ static int rebuild_tensor(tstor__io_unpickler *up, tstor_value **args, size_t na
   if (v2) {
     if (args[4]->kind != TSTOR_VALUE_BOOL) return FAIL(up, TSTOR_EINVAL, "a tensor's requires_grad must be a bool");
     t->requires_grad = (unsigned char)args[4]->u.i;
-    if (args[5]->kind != TSTOR_VALUE_DICT)
-      return FAIL(up, TSTOR_EINVAL, "a tensor's backward hooks must be an OrderedDict");
+    /* None where old releases wrote no hooks: torch.load assigns it as it is */
+    if (args[5]->kind != TSTOR_VALUE_DICT && args[5]->kind != TSTOR_VALUE_NONE)
+      return FAIL(up, TSTOR_EINVAL, "a tensor's backward hooks must be an OrderedDict or None");
     if (nargs == 7 && args[6]->kind != TSTOR_VALUE_DICT && args[6]->kind != TSTOR_VALUE_NONE)
       return FAIL(up, TSTOR_EINVAL, "a tensor's metadata must be a dict or None");
   }

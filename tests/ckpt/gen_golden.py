@@ -497,6 +497,41 @@ plain = zipfile.ZipFile(io.BytesIO(buf.getvalue()))
 recs = [(n.split("/", 1)[1], plain.read(n)) for n in plain.namelist()]
 good_variant("deflated", zipped("archive", recs, zipfile.ZIP_DEFLATED))
 good_variant("unaligned", zipped("archive", recs))
+# an old release's _rebuild_tensor_v2 with None for its backward hooks, which
+# torch.load reads, weights_only too
+good_variant("rebuild_v2_none_hooks",
+             one_tensor(tensor_pickle().replace(b"ccollections\nOrderedDict\n)R", b"N"),
+                        data=struct.pack("<4f", 1, 2, 3, 4)), weights_only=True)
+
+
+def legacy_tensor(cls, key, numel, view, size):
+    """A legacy-format tensor over ('storage', cls, key, 'cpu', numel, view)."""
+    vm = b"N" if view is None else (b"(" + s(view[0]) + b"J" + struct.pack("<i", view[1]) +
+                                    b"J" + struct.pack("<i", view[2]) + b"t")
+    return (b"ctorch._utils\n_rebuild_tensor_v2\n(" + b"(" + s("storage") + b"ctorch\n" +
+            cls.encode() + b"\n" + s(key) + s("cpu") + b"J" + struct.pack("<i", numel) + vm + b"tQ" +
+            b"K\x00(J" + struct.pack("<i", size) + b"t(K\x01t\x89ccollections\nOrderedDict\n)RtR")
+
+
+def legacy_file(tree, storages):
+    """torch.save's legacy layout: the magic, protocol and system info pickles,
+    the tree, the list of keys, then each storage's count and bytes."""
+    info = {"protocol_version": 1001, "little_endian": True,
+            "type_sizes": {"short": 2, "int": 4, "long": 4}}
+    out = (pickle.dumps(0x1950a86a20f9469cfc6c, protocol=2) + pickle.dumps(1001, protocol=2) +
+           pickle.dumps(info, protocol=2) + tree + pickle.dumps([k for k, _, _ in storages], protocol=2))
+    for key, numel, data in storages:
+        out += struct.pack("<q", numel) + data
+    return out
+
+
+# a view whose id names its root with another storage class: as _legacy_load
+# reads it, the view is of its own class (float64 over the root's float32
+# bytes), offset and size counted in its elements
+good_variant("legacy_view_other_class", legacy_file(
+    PROTO + b"}(" + s("f") + legacy_tensor("FloatStorage", "0", 4, None, 4) +
+    s("d") + legacy_tensor("DoubleStorage", "0", 2, ("1", 1, 1), 1) + b"u.",
+    [("0", 4, struct.pack("<4f", 2.0, 4.0, 0.5, 1.5))]))
 
 
 def unicode_path(raw, shown):

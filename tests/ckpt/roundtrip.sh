@@ -13,7 +13,8 @@ trap 'rm -rf "$out"' EXIT
   "$dir"/hostile/stop_two_values.pt "$dir"/hostile/stop_with_mark_open.pt "$dir"/hostile/memo_huge_index.pt \
   "$dir"/hostile/key_two_dtypes.pt "$dir"/hostile/record_longer_than_storage.pt \
   "$dir"/hostile/long_int_sign_padded.pt "$dir"/hostile/zero_size_after_huge_sizes.pt \
-  "$dir"/hostile/dict_tuple_keys.pt "$dir"/hostile/version_padded.pt "$dir"/hostile/dict_tensor_key.pt || exit 1
+  "$dir"/hostile/dict_tuple_keys.pt "$dir"/hostile/version_padded.pt "$dir"/hostile/dict_tensor_key.pt \
+  "$dir"/hostile/rebuild_v2_none_hooks.pt "$dir"/hostile/legacy_view_other_class.pt || exit 1
 "$PY" "$dir/check_torch.py" "$dir/golden.txt" "$out" || exit 1
 # a tree built with the value API: PyTorch sees the values, the layouts and
 # that w, wt, row, col and again are views of one storage
