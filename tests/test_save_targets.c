@@ -164,6 +164,12 @@ START_TEST(loads_from_an_fd) {
   fd = open(TSTOR_TEST_SRCDIR, O_RDONLY | O_DIRECTORY);
   ck_tstor_err(tstor_checkpoint_load_fd(ctx, fd, NULL, &ck), TSTOR_EINVAL);
   close(fd);
+  /* /dev/zero was read until memory ran out */
+  fd = open("/dev/zero", O_RDONLY);
+  ck_tstor_err(tstor_checkpoint_load_fd(ctx, fd, NULL, &ck), TSTOR_EINVAL);
+  ck_last_error_has("a character device is not a checkpoint");
+  ck_assert_ptr_null(ck);
+  close(fd);
   ck_tstor_err(tstor_checkpoint_load_buffer(ctx, "hello", 5, NULL, &ck), TSTOR_EINVAL);
   ck_last_error_has("not a checkpoint tstor knows");
 }

@@ -55,6 +55,11 @@ int tstor__io_source_open_fd(tstor__io_source *src, int fd, uint8_t **owned) {
   if (src->flags & TSTOR_LOAD_MMAP)
     return TSTOR__ERR(TSTOR_EINVAL, "fd %d: TSTOR_LOAD_MMAP maps a file by its path; load this one read", fd);
   if (S_ISDIR(st.st_mode)) return TSTOR__ERR(TSTOR_EINVAL, "fd %d: a directory", fd);
+  /* a device never ends (/dev/zero would be read until memory ran out); the
+   * path loader refuses devices too */
+  if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))
+    return TSTOR__ERR(TSTOR_EINVAL, "fd %d: a %s device is not a checkpoint", fd,
+                      S_ISCHR(st.st_mode) ? "character" : "block");
   if (S_ISREG(st.st_mode)) {
     /* read from its start through a description of its own (libzip reads
      * with read(2)): the caller's offset stays where it was */

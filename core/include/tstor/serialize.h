@@ -143,8 +143,9 @@ TSTOR_EXTERN int tstor_checkpoint_load(tstor_context *ctx, const char *path,
                                        const tstor_load_options *opts, tstor_checkpoint **out);
 /* The same from the file open on fd, which stays the caller's: a regular file
  * is read from its start with pread (its offset is left alone), a pipe or
- * socket to its end. TSTOR_LOAD_MMAP is refused (TSTOR_EINVAL): a mapping is
- * made from a path. */
+ * socket to its end. A directory or a device (/dev/zero never ends) and
+ * TSTOR_LOAD_MMAP are refused (TSTOR_EINVAL): a mapping is made from a
+ * path. */
 TSTOR_EXTERN int tstor_checkpoint_load_fd(tstor_context *ctx, int fd,
                                           const tstor_load_options *opts, tstor_checkpoint **out);
 /* The same from `size` bytes at data, as the formats' _load_buffer calls. */
