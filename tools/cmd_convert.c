@@ -10,7 +10,6 @@
 #include <tstor/serialize.h>
 
 #include "commands.h"
-#include "names.h"
 #include "terminal.h"
 
 static int ends_with(const char *s, const char *tail) {
@@ -18,86 +17,68 @@ static int ends_with(const char *s, const char *tail) {
   return a >= b && strcmp(s + a - b, tail) == 0;
 }
 
-/* The names of the tree under the checkpoint's root, or the exit status
- * after saying why not: a walk cut short would convert part of the file. */
-static int names_of(const tstor_loaded *f, tool_names *l) {
-  tool_names_collect(l, tstor_checkpoint_root(f->ck), tool_names_budget(f->file_bytes));
-  if (l->failed) {
-    fprintf(stderr, "tstor convert: out of memory for the names of the file's values\n");
-  } else if (l->cut) {
-    fprintf(stderr,
-            "tstor convert: the names of the file's values pass %zu bytes, the most a file "
-            "of %zu bytes may cost (each name repeats every key above it)\n",
-            l->budget, f->file_bytes);
-  } else {
+static int select_value(tstor_loaded *f, const char *select) {
+  const tstor_value *v;
+  int rc = tstor_checkpoint_find(f->ck, select, &v);
+  if (rc == TSTOR_ENOENT) {
+    tool_complain("tstor convert: no value named '%s' (tstor inspect lists the names)", select);
+    return EXIT_FAILED;
+  }
+  if (rc) { /* a shared dotted name (the message gives each exact name), or the names' bound */
+    tool_complain("tstor convert: --select: %s", tstor_last_error());
+    return EXIT_FAILED;
+  }
+  tstor_checkpoint_set_root(f->ck, (tstor_value *)v);
+  return 0;
+}
+
+/* --flatten's dict, built as the tensors are visited. */
+typedef struct flat_dict {
+  tstor_checkpoint *ck;
+  tstor_value *root;
+  size_t tensors, others;
+} flat_dict;
+
+static int add_flat(void *arg, const tstor_value_name *name) {
+  flat_dict *fl = arg;
+  if (tstor_value_kind_of(name->value) != TSTOR_VALUE_TENSOR) {
+    fl->others++;
     return 0;
   }
-  tool_names_free(l);
-  return EXIT_FAILED;
-}
-
-/* Says which values share a dotted name, by their exact names. */
-static void name_the_ambiguous(const tool_names *l, const char *dotted) {
-  for (size_t i = 0; i < l->n; i++)
-    if (strcmp(l->e[i].dotted, dotted) == 0) fprintf(stderr, "  %s\n", l->e[i].exact);
-}
-
-static int select_value(tstor_loaded *f, const char *select) {
-  tool_names l;
-  int rc = names_of(f, &l);
-  if (rc) return rc;
-  int ambiguous;
-  const tool_name *e = tool_names_find(&l, select, &ambiguous);
-  if (ambiguous) {
-    tool_complain(
-        "tstor convert: --select '%s' names more than one value; select one by its "
-        "exact name:",
-        select);
-    name_the_ambiguous(&l, select);
-    rc = EXIT_FAILED;
-  } else if (!e) {
-    tool_complain("tstor convert: no value named '%s' (tstor inspect lists the names)", select);
-    rc = EXIT_FAILED;
-  } else {
-    tstor_checkpoint_set_root(f->ck, (tstor_value *)e->v);
+  if (name->ambiguous) { /* refused rather than one of them silently dropped */
+    const tstor_value *v;
+    tstor_checkpoint_find(fl->ck, name->dotted, &v); /* its message names every one */
+    tool_complain("tstor convert: --flatten: %s", tstor_last_error());
+    return TSTOR_EINVAL;
   }
-  tool_names_free(&l);
+  tstor_value *key;
+  int rc = tstor_value_new_string(fl->ck, name->dotted, strlen(name->dotted), &key);
+  if (!rc) rc = tstor_value_dict_set(fl->root, key, (tstor_value *)name->value);
+  fl->tensors += rc == 0;
   return rc;
 }
 
-/* The tensors as one dict of their dotted names; two tensors with one name
- * are refused, naming both, rather than one silently dropped. */
+/* The tensors as one dict of their dotted names; two values with one name
+ * are refused, naming each by its exact name, rather than one silently
+ * dropped. */
 static int flatten(tstor_loaded *f) {
-  tool_names l;
-  int rc = names_of(f, &l);
-  if (rc) return rc;
-  for (size_t i = 0; i < l.n; i++) {
-    const tool_name *e = &l.e[i];
-    if (e->ambiguous && !e->container && tstor_value_kind_of(e->v) == TSTOR_VALUE_TENSOR) {
-      tool_complain("tstor convert: --flatten: two values are named '%s':", e->dotted);
-      name_the_ambiguous(&l, e->dotted);
-      fprintf(stderr, "  (--select one subtree, or convert without --flatten)\n");
-      tool_names_free(&l);
-      return EXIT_FAILED;
-    }
+  flat_dict fl = {f->ck, NULL, 0, 0};
+  int rc = tstor_value_new(f->ck, TSTOR_VALUE_DICT, &fl.root);
+  if (!rc) rc = tstor_checkpoint_visit(f->ck, TSTOR_VISIT_VALUES, add_flat, &fl);
+  if (rc == TSTOR_EINVAL) {
+    fprintf(stderr, "  (--select one subtree by its exact name, or convert without --flatten)\n");
+    return EXIT_FAILED;
   }
-  tstor_value *root = NULL;
-  int err = tstor_value_new(f->ck, TSTOR_VALUE_DICT, &root);
-  for (size_t i = 0; i < l.n && !err; i++) {
-    const tool_name *e = &l.e[i];
-    tstor_value *name;
-    if (e->container || tstor_value_kind_of(e->v) != TSTOR_VALUE_TENSOR) continue;
-    if (!(err = tstor_value_new_string(f->ck, e->dotted, strlen(e->dotted), &name)))
-      err = tstor_value_dict_set(root, name, (tstor_value *)e->v);
+  if (!rc) rc = tstor_checkpoint_set_root(f->ck, fl.root);
+  if (rc) {
+    tool_complain("tstor convert: --flatten: %s", tstor_last_error());
+    return EXIT_FAILED;
   }
-  if (!err && l.nleaves > l.ntensors)
+  if (fl.others)
     fprintf(stderr,
             "tstor convert: --flatten keeps the %zu tensors and leaves out %zu other values\n",
-            l.ntensors, l.nleaves - l.ntensors);
-  if (!err) err = tstor_checkpoint_set_root(f->ck, root);
-  if (err) tool_complain("tstor convert: --flatten: %s", tstor_last_error());
-  tool_names_free(&l);
-  return err ? EXIT_FAILED : 0;
+            fl.tensors, fl.others);
+  return 0;
 }
 
 static void print_help(void) {

@@ -13,14 +13,57 @@
 #include <tstor/tensor.h>
 
 #include "commands.h"
-#include "names.h"
 #include "terminal.h"
+
+/* The values a listing shows, with their names (tstor_checkpoint_visit's,
+ * copied), and whether the walk stopped at the names' bound. */
+typedef struct entry {
+  char *dotted, *exact;
+  const tstor_value *v;
+  int ambiguous;
+} entry;
+
+typedef struct listing {
+  entry *e;
+  size_t n, cap;
+  size_t ntensors;
+  int cut; /* the names' bound was reached: the listing stops there */
+} listing;
+
+static int add_entry(void *arg, const tstor_value_name *name) {
+  listing *l = arg;
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? 2 * l->cap : 256;
+    entry *e = realloc(l->e, cap * sizeof *e);
+    if (!e) return TSTOR_ENOMEM;
+    l->e = e;
+    l->cap = cap;
+  }
+  entry *e = &l->e[l->n];
+  *e = (entry){strdup(name->dotted), strdup(name->exact), name->value, name->ambiguous};
+  if (!e->dotted || !e->exact) {
+    free(e->dotted);
+    free(e->exact);
+    return TSTOR_ENOMEM;
+  }
+  l->n++;
+  l->ntensors += tstor_value_kind_of(name->value) == TSTOR_VALUE_TENSOR;
+  return 0;
+}
+
+static void listing_free(listing *l) {
+  for (size_t i = 0; i < l->n; i++) {
+    free(l->e[i].dotted);
+    free(l->e[i].exact);
+  }
+  free(l->e);
+}
 
 /* The name a listing shows: the dotted one, or the exact one where another
  * value has the same dotted name. */
-static const char *shown_name(const tool_name *e) { return e->ambiguous ? e->exact : e->dotted; }
+static const char *shown_name(const entry *e) { return e->ambiguous ? e->exact : e->dotted; }
 
-static void print_name(const tool_name *e, int width) {
+static void print_name(const entry *e, int width) {
   if (e->ambiguous)
     printf("%-*s", width, e->exact);
   else
@@ -106,13 +149,13 @@ static const char *format_title(const char *format) {
 
 /* The width of the name column: the longest name, from 40 up to 120 (longer
  * ones push their line's other columns right, not everyone's). */
-static int name_width(const tool_names *l, int tensors) {
+static int name_width(const listing *l, int tensors) {
   size_t w = 40;
   for (size_t i = 0; i < l->n; i++) {
-    const tool_name *e = &l->e[i];
+    const entry *e = &l->e[i];
     int is_tensor = tstor_value_kind_of(e->v) == TSTOR_VALUE_TENSOR;
     size_t n = strlen(shown_name(e));
-    if (!e->container && is_tensor == tensors && n > w) w = n;
+    if (is_tensor == tensors && n > w) w = n;
   }
   return (int)(w > 120 ? 120 : w);
 }
@@ -122,23 +165,23 @@ static int name_width(const tool_names *l, int tensors) {
 /* The listed values that view a storage of the file, grouped by storage in
  * listing order: the groups of at least two are the shared storages. */
 typedef struct by_storage {
-  const tool_name **e;
+  const entry **e;
   size_t n;
 } by_storage;
 
 static int storage_then_order(const void *a, const void *b) {
-  const tool_name *x = *(const tool_name *const *)a, *y = *(const tool_name *const *)b;
+  const entry *x = *(const entry *const *)a, *y = *(const entry *const *)b;
   long sx = tstor_value_storage_index(x->v), sy = tstor_value_storage_index(y->v);
   if (sx != sy) return sx < sy ? -1 : 1;
   return x < y ? -1 : x > y;
 }
 
-static int group_by_storage(const tool_names *l, by_storage *g) {
+static int group_by_storage(const listing *l, by_storage *g) {
   g->n = 0;
   g->e = malloc((l->n ? l->n : 1) * sizeof *g->e);
   if (!g->e) return -1;
   for (size_t i = 0; i < l->n; i++)
-    if (!l->e[i].container && tstor_value_storage_index(l->e[i].v) >= 0) g->e[g->n++] = &l->e[i];
+    if (tstor_value_storage_index(l->e[i].v) >= 0) g->e[g->n++] = &l->e[i];
   qsort(g->e, g->n, sizeof *g->e, storage_then_order);
   return 0;
 }
@@ -153,7 +196,7 @@ static size_t group_end(const by_storage *g, size_t i) {
 
 /* ------------------------------------------------------------------ text */
 
-static void print_tensor_line(const tstor_loaded *f, const tool_name *e, int w) {
+static void print_tensor_line(const tstor_loaded *f, const entry *e, int w) {
   tstor_tensor *t = tstor_value_tensor(e->v);
   char shape[256], strides[256];
   ints(shape, sizeof shape, tstor_tensor_sizes(t), tstor_tensor_dim(t));
@@ -166,13 +209,13 @@ static void print_tensor_line(const tstor_loaded *f, const tool_name *e, int w) 
   printf("\n");
 }
 
-static void print_values(const tool_names *l) {
+static void print_values(const listing *l) {
   int vw = name_width(l, 0);
   printf("\n%-*s %s\n", vw, "value", "kind");
   for (size_t i = 0; i < l->n; i++) {
-    const tool_name *e = &l->e[i];
+    const entry *e = &l->e[i];
     tstor_value_kind k = tstor_value_kind_of(e->v);
-    if (e->container || k == TSTOR_VALUE_TENSOR) continue;
+    if (k == TSTOR_VALUE_TENSOR) continue;
     char text[160];
     value_text(e->v, text, sizeof text);
     print_name(e, vw);
@@ -203,7 +246,7 @@ static void print_shared(const tstor_loaded *f, const by_storage *g) {
   }
 }
 
-static void print_text(const char *path, const tstor_loaded *f, const tool_names *l,
+static void print_text(const char *path, const tstor_loaded *f, const listing *l,
                        const by_storage *g) {
   size_t ns = tstor_checkpoint_storage_count(f->ck);
   tool_print_escaped(stdout, path, 0);
@@ -214,9 +257,8 @@ static void print_text(const char *path, const tstor_loaded *f, const tool_names
     printf("\n%-*s %-10s %-18s %-18s %8s %8s %12s %s\n", w, "tensor", "dtype", "shape", "strides",
            "offset", "storage", "storage bytes", "device");
   for (size_t i = 0; i < l->n; i++)
-    if (!l->e[i].container && tstor_value_kind_of(l->e[i].v) == TSTOR_VALUE_TENSOR)
-      print_tensor_line(f, &l->e[i], w);
-  if (l->nleaves > l->ntensors) print_values(l);
+    if (tstor_value_kind_of(l->e[i].v) == TSTOR_VALUE_TENSOR) print_tensor_line(f, &l->e[i], w);
+  if (l->n > l->ntensors) print_values(l);
   print_shared(f, g);
   const tstor_value *md = tstor_checkpoint_metadata(f->ck);
   if (md && tstor_value_len(md)) {
@@ -233,7 +275,7 @@ static void print_text(const char *path, const tstor_loaded *f, const tool_names
 
 /* ------------------------------------------------------------------ JSON */
 
-static json_t *json_value(const tool_name *e) {
+static json_t *json_value(const entry *e) {
   const tstor_value *v = e->v;
   tstor_value_kind k = tstor_value_kind_of(v);
   json_t *o = json_object(), *x;
@@ -261,7 +303,7 @@ static json_t *json_value(const tool_name *e) {
   return o;
 }
 
-static json_t *json_tensor(const tstor_loaded *f, const tool_name *e) {
+static json_t *json_tensor(const tstor_loaded *f, const entry *e) {
   tstor_tensor *t = tstor_value_tensor(e->v);
   json_t *o = json_object();
   json_object_set_new(o, "name", json_string(e->dotted));
@@ -299,7 +341,7 @@ static json_t *json_storages(const tstor_loaded *f, const by_storage *g, json_t 
   return storages;
 }
 
-static int print_json(const char *path, const tstor_loaded *f, const tool_names *l,
+static int print_json(const char *path, const tstor_loaded *f, const listing *l,
                       const by_storage *g) {
   json_t *root = json_object(), *tensors = json_array(), *values = json_array();
   json_t *shared = json_array();
@@ -307,8 +349,7 @@ static int print_json(const char *path, const tstor_loaded *f, const tool_names 
   json_object_set_new(root, "format", json_string(f->format));
   json_object_set_new(root, "complete", json_boolean(!l->cut));
   for (size_t i = 0; i < l->n; i++) {
-    const tool_name *e = &l->e[i];
-    if (e->container) continue;
+    const entry *e = &l->e[i];
     if (tstor_value_kind_of(e->v) == TSTOR_VALUE_TENSOR)
       json_array_append_new(tensors, json_tensor(f, e));
     else
@@ -375,10 +416,11 @@ int tstor_cmd_inspect(int argc, char **argv) {
   tstor_loaded f;
   int rc = tstor_load_for_command(config, file, 1, &f);
   if (rc) return rc;
-  tool_names l;
+  listing l = {0};
   by_storage g = {0};
-  tool_names_collect(&l, tstor_checkpoint_root(f.ck), tool_names_budget(f.file_bytes));
-  if (l.failed || group_by_storage(&l, &g) != 0) {
+  int walk = tstor_checkpoint_visit(f.ck, TSTOR_VISIT_VALUES, add_entry, &l);
+  l.cut = walk == TSTOR_ERANGE;
+  if ((walk && !l.cut) || group_by_storage(&l, &g) != 0) {
     fprintf(stderr, "tstor inspect: out of memory\n");
     rc = EXIT_FAILED;
   } else {
@@ -386,15 +428,11 @@ int tstor_cmd_inspect(int argc, char **argv) {
       rc = print_json(file, &f, &l, &g);
     else
       print_text(file, &f, &l, &g);
-    if (l.cut)
-      fprintf(stderr,
-              "tstor inspect: listed %zu values and stopped: their names would pass %zu "
-              "bytes, the most a file of %zu bytes may cost (each name repeats every key "
-              "above it)\n",
-              l.nleaves, l.budget, f.file_bytes);
+    /* the library's message says where the bound stood and why */
+    if (l.cut) tool_complain("tstor inspect: listed %zu values and stopped: %s", l.n, tstor_last_error());
   }
   free(g.e);
-  tool_names_free(&l);
+  listing_free(&l);
   tstor_unload_for_command(&f);
   return rc;
 }

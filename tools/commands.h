@@ -35,7 +35,6 @@ typedef struct tstor_loaded {
   tstor_context *ctx;
   tstor_checkpoint *ck;
   const char *format; /* tstor_file_format_name's, told by the file's bytes */
-  size_t file_bytes;
 } tstor_loaded;
 
 /* Opens the context and loads the checkpoint at path in any format tstor

@@ -3,7 +3,6 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 
 #include <tstor/serialize.h>
 
@@ -32,11 +31,9 @@ int tstor_load_for_command(const char *config, const char *path, int shapes_only
   tstor_load_options o = TSTOR_LOAD_OPTIONS_INIT;
   o.map_location = shapes_only && tstor_device_parse(out->ctx, "meta", &meta) == 0 ? "meta" : "cpu";
   tstor_file_format f;
-  struct stat st;
   if ((rc = tstor_file_format_of(path, &f)) == 0 &&
       (rc = tstor_checkpoint_load(out->ctx, path, &o, &out->ck)) == 0) {
     out->format = tstor_file_format_name(f);
-    out->file_bytes = stat(path, &st) == 0 ? (size_t)st.st_size : 0;
     return 0;
   }
   tool_complain("tstor: %s (%s)", tstor_last_error(), tstor_err_name(rc));

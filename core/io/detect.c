@@ -108,7 +108,7 @@ int tstor_checkpoint_load_fd(tstor_context *ctx, int fd, const tstor_load_option
   snprintf(name, sizeof name, "fd %d", fd);
   int rc = tstor__io_source_begin(&src, ctx, opts, out, "tstor_checkpoint_load_fd");
   if (!rc) rc = tstor__io_source_open_fd(&src, fd, &owned);
-  if (!rc) rc = load_any(&src, name, out);
+  if (!rc && !(rc = load_any(&src, name, out))) (*out)->source_bytes = src.size;
   if (rc) tstor__io_source_fail(rc, name);
   tstor__io_source_close(&src);
   tstor__io_free(owned);

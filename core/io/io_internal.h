@@ -8,14 +8,15 @@
  * layer 2: unpickle.c pickle_write.c zip.c zip_write.c source.c
  * layer 3: torch_rules.c
  * layer 4: torch_load.c torch_legacy.c torch_save.c safetensors.c torch7_load.c torch7_save.c
- * layer 5: detect.c dlpack.c
+ * layer 5: detect.c dlpack.c names.c
  *
  * 1 holds the value arena and the byte-level pieces every format uses (the
  * reading cursor, the sticky writers to memory and to a file, files read and
  * replaced); 2 the pickle machine and writer, zip archives (zip_format.h's
  * records, read and written) and the source that turns a file's bytes into
  * storages; 3 torch.save's rules for the machine; 4 one reader or writer per
- * format; 5 what works across formats. */
+ * format; 5 what works across formats (telling them apart, DLPack, values
+ * found and walked by name). */
 #ifndef TSTOR_IO_INTERNAL_H
 #define TSTOR_IO_INTERNAL_H
 
@@ -200,6 +201,7 @@ struct tstor_checkpoint {
   uint32_t *storage_slots; /* index + 1 of the storage with each key, by hash */
   size_t storage_slots_cap;
   tstor_value *metadata; /* safetensors' __metadata__ dict, or NULL */
+  uint64_t source_bytes;  /* of the input it was loaded from (0: built), which bounds walks */
 };
 
 /* ---------------------------------------------------------------- values */

@@ -188,7 +188,7 @@ int tstor__io_load_path(tstor_context *ctx, const char *path, const tstor_load_o
   int rc = tstor__io_source_begin(&src, ctx, opts, out, who);
   if (!rc && !path) rc = TSTOR__ERR(TSTOR_EINVAL, "%s: path is NULL", who);
   if (!rc) rc = tstor__io_source_open_file(&src, path, format);
-  if (!rc) rc = load(&src, path, out);
+  if (!rc && !(rc = load(&src, path, out))) (*out)->source_bytes = src.size;
   if (rc && path) tstor__io_source_fail(rc, path);
   tstor__io_source_close(&src);
   return rc;
@@ -200,7 +200,7 @@ int tstor__io_load_buffer(tstor_context *ctx, const void *data, size_t size,
   tstor__io_source src;
   int rc = tstor__io_source_begin(&src, ctx, opts, out, who);
   if (!rc) rc = tstor__io_source_open_buffer(&src, data, size, who);
-  if (!rc) rc = load(&src, "buffer", out);
+  if (!rc && !(rc = load(&src, "buffer", out))) (*out)->source_bytes = src.size;
   tstor__io_source_close(&src);
   return rc;
 }

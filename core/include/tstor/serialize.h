@@ -229,6 +229,58 @@ TSTOR_EXTERN int tstor_value_requires_grad(const tstor_value *v);
  * bytes in the file. */
 TSTOR_EXTERN long tstor_value_storage_index(const tstor_value *v);
 
+/* ------------------------------------------------------ values by name */
+
+/* The names tstor inspect prints, for finding a value and for walking them
+ * all. Each value has two:
+ *   dotted: dict string keys joined with '.', [i] for list and tuple items,
+ *           [KEY] for other keys (an int, a float as Python prints it, True,
+ *           None), NAME@ for an OrderedDict's attributes; "$" for the root:
+ *           "model.layer1.weight", "history[2].w". What people write and
+ *           safetensors files hold, but two values may share one
+ *           ({"a.b": x} and {"a": {"b": y}}).
+ *   exact:  every key a Python subscript, a string quoted and escaped as
+ *           repr() writes it: "['model']['layer1.weight']", "['a.b']". Never
+ *           shared, and holds no control character.
+ * A value reached by several paths (a shared tensor) has a name for each; a
+ * container met again is not walked again. Names take bytes: at most 16 for
+ * each byte of the file the checkpoint was loaded from (64 MiB at least),
+ * which a model never needs and a small file nesting long keys deep over a
+ * value met many times would pass; past it a walk stops with TSTOR_ERANGE. */
+typedef struct tstor_value_name {
+  const char *dotted, *exact;
+  const tstor_value *value;
+  int container; /* a dict, list or tuple with items (TSTOR_VISIT_CONTAINERS) */
+  int ambiguous; /* another value has the same dotted name: its exact one tells them apart */
+} tstor_value_name;
+
+/* What tstor_checkpoint_visit calls its function for, in bit order. */
+typedef enum tstor_visit_flag {
+  TSTOR_VISIT_TENSORS = 1 << 0,    /* tensors */
+  TSTOR_VISIT_VALUES = 1 << 1,     /* every value that is not a container with items: tensors,
+                                      numbers, strings, storages, objects, empty containers */
+  TSTOR_VISIT_CONTAINERS = 1 << 2, /* dicts, lists and tuples with items */
+} tstor_visit_flag;
+
+/* What tstor_checkpoint_visit calls: 0 to go on; anything else stops the
+ * walk and is its result. */
+typedef int (*tstor_value_visitor)(void *arg, const tstor_value_name *name);
+
+/* Calls fn(arg, name) for each value under ck's root that `what` selects, in
+ * tree order (a dict's values in insertion order; a Torch7 object, then its
+ * fields under its own name). The name is valid during the call. Returns fn's
+ * first nonzero result; TSTOR_ERANGE after visiting every value named before
+ * the names' bound was reached (see above). */
+TSTOR_EXTERN int tstor_checkpoint_visit(const tstor_checkpoint *ck, unsigned what,
+                                        tstor_value_visitor fn, void *arg);
+
+/* *out, borrowed, gets the value `name` names under ck's root, dotted
+ * ("model.fc.weight") or exact ("['model']['fc.weight']"). TSTOR_ENOENT when
+ * none does; TSTOR_EINVAL when a dotted name is shared, the message giving
+ * each value's exact name; TSTOR_ERANGE past the names' bound. */
+TSTOR_EXTERN int tstor_checkpoint_find(const tstor_checkpoint *ck, const char *name,
+                                       const tstor_value **out);
+
 /* --------------------------------------------------- saving a checkpoint */
 
 /* How every saver writes `path`: into a temporary file beside it, synced to
