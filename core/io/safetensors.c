@@ -448,8 +448,10 @@ static int plan_entry(const tstor_value *root, size_t i, st_out *o) {
   const tstor_value *k = root->u.seq.keys[i], *v = root->u.seq.items[i];
   if (k->kind != TSTOR_VALUE_STRING || v->kind != TSTOR_VALUE_TENSOR)
     return TSTOR__ERR(TSTOR_EINVAL,
-                      "safetensors holds only string -> tensor; entry %zu is %s -> %s", i,
-                      tstor_value_kind_name((tstor_value_kind)k->kind),
+                      "safetensors holds only string -> tensor; entry %zu is %s -> %s (save one "
+                      "subtree, tstor convert --select NAME, or every tensor by its dotted name, "
+                      "--flatten; tstor_checkpoint_visit walks them)",
+                      i, tstor_value_kind_name((tstor_value_kind)k->kind),
                       tstor_value_kind_name((tstor_value_kind)v->kind));
   if (strlen(k->u.str.s) != k->u.str.len || strcmp(k->u.str.s, "__metadata__") == 0 ||
       !json_can_carry(k->u.str.s, k->u.str.len))

@@ -390,6 +390,26 @@ fail:
   return rc;
 }
 
+/* Whether the input opens as a zip archive does (a local file header): a
+ * file that does and has no end record was cut short, which libzip calls
+ * "Not a zip archive". */
+static bool opens_as_zip(const tstor__io_source *src) {
+  uint8_t head[4] = {0};
+  return src->size >= 4 && tstor__io_source_read(src, head, 4, 0, "the first bytes") == 0 &&
+         memcmp(head, "PK\3\4", 4) == 0;
+}
+
+static int not_an_archive(const loader *ld, const char *name, int zerr, zip_error_t *e) {
+  if (zerr == ZIP_ER_NOZIP && opens_as_zip(ld->src))
+    return TSTOR__ERR(TSTOR_EINVAL,
+                      "%s: truncated: it opens as a zip archive but has no end record (cut "
+                      "short, or still being written)",
+                      name);
+  return TSTOR__ERR(TSTOR_EINVAL, "%s: not a torch.save zip archive (PyTorch 1.6 and later)%s%s",
+                    name, zerr == ZIP_ER_NOENT ? "" : ": ",
+                    zerr == ZIP_ER_NOENT ? "" : zip_error_strerror(e));
+}
+
 /* The archive in the source's bytes (a buffer, or the file's mapping), which
  * libzip and our reads then both see. */
 static int zip_over_bytes(loader *ld) {
@@ -401,7 +421,7 @@ static int zip_over_bytes(loader *ld) {
     rc = zip_failure(&e, "buffer");
   } else if (!(ld->z = zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &e))) {
     zip_source_free(src);
-    rc = zip_failure(&e, "not a torch.save zip archive (PyTorch 1.6 and later)");
+    rc = not_an_archive(ld, "buffer", zip_error_code_zip(&e), &e);
   }
   zip_error_fini(&e);
   return rc;
@@ -419,10 +439,8 @@ static int zip_over_fd(loader *ld, const char *path) {
   zip_error_init_with_code(&e, zerr);
   /* the file is open: libzip's "no such file" means no archive in it (as
    * for a buffer), and only a failed read is the file's fault */
-  int rc = zerr == ZIP_ER_READ
-               ? TSTOR__ERR(TSTOR_EIO, "%s: %s", path, zip_error_strerror(&e))
-               : TSTOR__ERR(TSTOR_EINVAL, "%s: not a torch.save zip archive (PyTorch 1.6 and later)%s%s", path,
-                            zerr == ZIP_ER_NOENT ? "" : ": ", zerr == ZIP_ER_NOENT ? "" : zip_error_strerror(&e));
+  int rc = zerr == ZIP_ER_READ ? TSTOR__ERR(TSTOR_EIO, "%s: %s", path, zip_error_strerror(&e))
+                               : not_an_archive(ld, path, zerr, &e);
   zip_error_fini(&e);
   return rc;
 }

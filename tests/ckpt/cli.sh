@@ -123,7 +123,13 @@ $tstor convert --copy "$dir/golden/share_dict_float32.pt" "$out/s.safetensors" |
 $tstor inspect "$out/s.safetensors" | grep -q '^c  *float32  *\[5, 6\]  *\[6, 1\]  *0' || fail "copied c is contiguous"
 $tstor convert "$dir/golden/checkpoint_nested.pt" "$out/n.safetensors" 2> "$out/err"; [ $? -eq 1 ] ||
   fail "nested tree into safetensors"
-grep -q "only string -> tensor" "$out/err" || fail "nested message"
+grep -q "only string -> tensor" "$out/err" && grep -q -- "--select NAME" "$out/err" &&
+  grep -q -- "--flatten" "$out/err" || fail "nested message says what to do: $(cat "$out/err")"
+# a torch.save file cut short says so (it said 'Not a zip archive')
+head -c 600 "$dir/golden/checkpoint_nested.pt" > "$out/cut.pt"
+$tstor inspect "$out/cut.pt" 2> "$out/err"; st=$?
+[ $st -eq 1 ] && grep -q "truncated: it opens as a zip archive but has no end record" "$out/err" ||
+  fail "a cut file: $st $(cat "$out/err")"
 
 # one subtree, or every tensor under its dotted name: what a safetensors file holds
 $tstor convert --select model "$dir/golden/checkpoint_nested.pt" "$out/model.safetensors" || fail "--select model"
