@@ -81,9 +81,21 @@ static int flatten(tstor_loaded *f) {
   return 0;
 }
 
+/* --state-dict: the selected Lua nn module's parameters and buffers, named
+ * as PyTorch names the equivalent module's, in *sd. */
+static int state_dict(tstor_loaded *f, tstor_checkpoint **sd) {
+  int rc = tstor_torch7_state_dict(f->ck, sd);
+  if (rc == 0) return 0;
+  tool_complain("tstor convert: --state-dict: %s", tstor_last_error());
+  if (tstor_value_kind_of(tstor_checkpoint_root(f->ck)) != TSTOR_VALUE_OBJECT)
+    fprintf(stderr, "  (--select the model first: tstor inspect lists the file's values)\n");
+  return EXIT_FAILED;
+}
+
 static void print_help(void) {
   printf(
-      "usage: tstor convert [--select NAME] [--flatten] [--copy] [--config FILE] IN OUT\n\n"
+      "usage: tstor convert [--select NAME] [--flatten | --state-dict] [--copy] [--config FILE]\n"
+      "                     IN OUT\n\n"
       "Converts between torch.save (.pt, either format), safetensors and Torch7\n"
       "(.t7) files. IN's format is told by its bytes; OUT's is safetensors when its\n"
       "name ends in .safetensors, Torch7 when it ends in .t7, torch.save otherwise.\n"
@@ -91,8 +103,12 @@ static void print_help(void) {
       "(\"model\" of a training checkpoint, or an exact name such as ['a.b']);\n"
       "--flatten writes the tensors as one dict of their names\n"
       "(\"model.layer1.weight\"), what a safetensors file holds, and leaves the other\n"
-      "values out; two tensors whose names are the same are refused. safetensors has\n"
-      "no shared storage: tensors that share one are refused unless --copy writes\n"
+      "values out; two tensors whose names are the same are refused.\n"
+      "--state-dict writes a Lua Torch nn module (the file's root, or the value\n"
+      "--select names) as a PyTorch state_dict: the parameters and buffers of the\n"
+      "equivalent PyTorch module, named as it names them (\"0.weight\",\n"
+      "\"2.running_mean\"), for load_state_dict(strict=True). safetensors has no\n"
+      "shared storage: tensors that share one are refused unless --copy writes\n"
       "each as its own copy.\n"
       "Exit status: 0, 1 for a file that cannot be read or written, 2 for bad usage.\n");
 }
@@ -100,7 +116,7 @@ static void print_help(void) {
 int tstor_cmd_convert(int argc, char **argv) {
   const char *config = NULL, *in = NULL, *out = NULL, *select = NULL;
   unsigned flags = 0;
-  int flat = 0;
+  int flat = 0, sd = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
       config = argv[++i];
@@ -108,6 +124,8 @@ int tstor_cmd_convert(int argc, char **argv) {
       select = argv[++i];
     } else if (strcmp(argv[i], "--flatten") == 0) {
       flat = 1;
+    } else if (strcmp(argv[i], "--state-dict") == 0) {
+      sd = 1;
     } else if (strcmp(argv[i], "--copy") == 0) {
       flags |= TSTOR_SAVE_COPY_SHARED;
     } else if (strcmp(argv[i], "--help") == 0) {
@@ -126,18 +144,24 @@ int tstor_cmd_convert(int argc, char **argv) {
     fprintf(stderr, "tstor convert: needs IN and OUT (try tstor convert --help)\n");
     return EXIT_USAGE;
   }
+  if (flat && sd) {
+    fprintf(stderr, "tstor convert: --flatten or --state-dict, not both\n");
+    return EXIT_USAGE;
+  }
   tstor_loaded f;
   int rc = tstor_load_for_command(config, in, 0, &f);
   if (rc) return rc;
   if (select) rc = select_value(&f, select);
   if (!rc && flat) rc = flatten(&f);
+  tstor_checkpoint *dict = NULL;
+  if (!rc && sd) rc = state_dict(&f, &dict);
   if (!rc) {
     tstor_file_format to = ends_with(out, ".safetensors") ? TSTOR_FORMAT_SAFETENSORS
                            : ends_with(out, ".t7")        ? TSTOR_FORMAT_TORCH7
                                                           : TSTOR_FORMAT_TORCH;
     tstor_save_options opts = TSTOR_SAVE_OPTIONS_INIT;
     if (to == TSTOR_FORMAT_SAFETENSORS) opts.flags = flags; /* the one format that takes them */
-    int err = tstor_checkpoint_save(f.ck, out, to, &opts);
+    int err = tstor_checkpoint_save(dict ? dict : f.ck, out, to, &opts);
     if (err) {
       /* most of the savers' messages name the file already */
       const char *why = tstor_last_error();
@@ -147,6 +171,7 @@ int tstor_cmd_convert(int argc, char **argv) {
       rc = EXIT_FAILED;
     }
   }
+  tstor_checkpoint_free(dict);
   tstor_unload_for_command(&f);
   return rc;
 }

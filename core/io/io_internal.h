@@ -8,7 +8,7 @@
  * layer 2: unpickle.c pickle_write.c zip.c zip_write.c source.c
  * layer 3: torch_rules.c
  * layer 4: torch_load.c torch_legacy.c torch_save.c safetensors.c torch7_load.c torch7_save.c
- * layer 5: detect.c dlpack.c names.c
+ * layer 5: detect.c dlpack.c names.c torch7_modules.c
  *
  * 1 holds the value arena and the byte-level pieces every format uses (the
  * reading cursor, the sticky writers to memory and to a file, files read and
@@ -16,7 +16,7 @@
  * records, read and written) and the source that turns a file's bytes into
  * storages; 3 torch.save's rules for the machine; 4 one reader or writer per
  * format; 5 what works across formats (telling them apart, DLPack, values
- * found and walked by name). */
+ * found and walked by name) and on whole trees (a Lua model's state_dict). */
 #ifndef TSTOR_IO_INTERNAL_H
 #define TSTOR_IO_INTERNAL_H
 

@@ -550,8 +550,12 @@ static int plan(const tstor_checkpoint *ck, unsigned flags, st_plan *p) {
                       flags & ~(unsigned)TSTOR_SAVE_COPY_SHARED);
   const tstor_value *root = ck->root;
   if (!root || root->kind != TSTOR_VALUE_DICT)
-    return TSTOR__ERR(TSTOR_EINVAL, "safetensors holds a dict of name -> tensor; the root is a %s",
-                      root ? tstor_value_kind_name((tstor_value_kind)root->kind) : "missing value");
+    return TSTOR__ERR(TSTOR_EINVAL, "safetensors holds a dict of name -> tensor; the root is %s%s",
+                      root ? tstor_value_kind_name((tstor_value_kind)root->kind) : "missing",
+                      root && root->kind == TSTOR_VALUE_OBJECT
+                          ? " (a Lua network's parameters: tstor convert --state-dict, "
+                            "tstor_torch7_state_dict)"
+                          : "");
   p->n = root->u.seq.n;
   if (!(p->o = tstor__io_calloc(p->n ? p->n : 1, sizeof *p->o)))
     return TSTOR__ERR(TSTOR_ENOMEM, "out of memory");

@@ -220,8 +220,11 @@ static int pickle_value(saver *sv, const tstor_value *v) {
       return TSTOR__ERR(TSTOR_ENOTSUP, "a byte string that is not UTF-8: torch.save's format as weights_only "
                         "reads it holds text strings only");
     case TSTOR_VALUE_OBJECT:
-      return TSTOR__ERR(TSTOR_ENOTSUP, "a Torch7 %s object: torch.save's format has no Lua classes (save its "
-                        "state, tstor_value_object_state, instead)", v->u.obj.cls);
+      return TSTOR__ERR(TSTOR_ENOTSUP,
+                        "a Torch7 %s object: torch.save's format has no Lua classes (a network's "
+                        "parameters as a PyTorch state_dict: tstor convert --state-dict, "
+                        "tstor_torch7_state_dict; its fields: tstor_value_object_state)",
+                        v->u.obj.cls);
     default: return TSTOR__ERR(TSTOR_EINVAL, "a value of unknown kind %d", v->kind);
   }
   if (!rc) tstor__io_pickle_memo_put(pk, v);

@@ -475,6 +475,22 @@ TSTOR_EXTERN int tstor_torch7_load(tstor_context *ctx, const char *path, const t
 TSTOR_EXTERN int tstor_torch7_load_buffer(tstor_context *ctx, const void *data, size_t size,
                                           const tstor_load_options *opts, tstor_checkpoint **out);
 
+/* A Lua nn module's parameters and buffers as a PyTorch state_dict: *out, a
+ * new checkpoint whose root is a dict of name -> tensor (sharing ck's
+ * tensors; free both) that loads into the equivalent PyTorch module with
+ * load_state_dict(strict=True). ck's root must be the module (select it
+ * first from a table, as tstor_checkpoint_find does). A container (any
+ * module with a `modules` table: nn.Sequential, Concat, ConcatTable,
+ * Parallel, DepthConcat, nngraph's gModule in forward order) names its
+ * children by place from 0, parameter-less ones counted, as nn.Sequential:
+ * "0.weight", "2.1.bias". Other modules give weight and bias, then
+ * running_mean and running_var, where they are tensors with elements
+ * (gradWeight, output and the other scratch tensors are left out);
+ * SpatialConvolutionMM's 2-d weight becomes Conv2d's 4-d view of it.
+ * TSTOR_EINVAL for a root that is no module; TSTOR_ENOTSUP for batch
+ * normalization's old running_std. */
+TSTOR_EXTERN int tstor_torch7_state_dict(const tstor_checkpoint *ck, tstor_checkpoint **out);
+
 /* Writes ck's root as Torch7's torch.save does (binary, little-endian,
  * 8-byte longs unless opts' TSTOR_SAVE_TORCH7_* flags say otherwise), so that Lua Torch loads it:
  * the mapping above, the other way; a list or tuple becomes a table with keys 1 to n; a 0-dim
