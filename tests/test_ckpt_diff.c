@@ -61,9 +61,18 @@ static char *list_safetensors(const tstor_checkpoint *ck) {
   static const struct {
     tstor_dtype dtype;
     const char *name;
-  } names[] = {{TSTOR_BOOL, "BOOL"}, {TSTOR_UINT8, "U8"}, {TSTOR_INT8, "I8"}, {TSTOR_FLOAT8_E5M2, "F8_E5M2"},
-               {TSTOR_FLOAT8_E4M3FN, "F8_E4M3"}, {TSTOR_INT16, "I16"}, {TSTOR_FLOAT16, "F16"},
-               {TSTOR_BFLOAT16, "BF16"}, {TSTOR_INT32, "I32"}, {TSTOR_FLOAT32, "F32"}, {TSTOR_FLOAT64, "F64"},
+  } names[] = {{TSTOR_BOOL, "BOOL"},
+               {TSTOR_UINT8, "U8"},
+               {TSTOR_INT8, "I8"},
+               {TSTOR_FLOAT8_E5M2, "F8_E5M2"},
+               {TSTOR_FLOAT8_E4M3FN, "F8_E4M3"},
+               {TSTOR_INT16, "I16"},
+               {TSTOR_FLOAT16, "F16"},
+               {TSTOR_BFLOAT16, "BF16"},
+               {TSTOR_INT32, "I32"},
+               {TSTOR_FLOAT32, "F32"},
+               {TSTOR_COMPLEX64, "C64"},
+               {TSTOR_FLOAT64, "F64"},
                {TSTOR_INT64, "I64"}};
   const tstor_value *root = tstor_checkpoint_root(ck), *md = tstor_checkpoint_metadata(ck);
   size_t nt = tstor_value_len(root), nm = md ? tstor_value_len(md) : 0, n = 0;

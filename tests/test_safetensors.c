@@ -72,6 +72,52 @@ static void expect_file(const char *path, const unsigned char *want, size_t n) {
   free(got);
 }
 
+/* complex64 is the format's C64, which the reference (safetensors 0.8's
+ * save_file of {"c": complex64 [1+2j], "d": float64 [0.5], "f": float32
+ * [1.5]}) writes and reads: these bytes are what it wrote, C64 ranked
+ * between F64 and F32 as the Rust crate's Dtype orders them. */
+START_TEST(complex64_is_c64) {
+  static const unsigned char want[] = {
+      168, 0,   0,   0,  0,   0,   0,   0,   123, 34,  100, 34,  58,  123, 34,  100, 116, 121,
+      112, 101, 34,  58, 34,  70,  54,  52,  34,  44,  34,  115, 104, 97,  112, 101, 34,  58,
+      91,  49,  93,  44, 34,  100, 97,  116, 97,  95,  111, 102, 102, 115, 101, 116, 115, 34,
+      58,  91,  48,  44, 56,  93,  125, 44,  34,  99,  34,  58,  123, 34,  100, 116, 121, 112,
+      101, 34,  58,  34, 67,  54,  52,  34,  44,  34,  115, 104, 97,  112, 101, 34,  58,  91,
+      49,  93,  44,  34, 100, 97,  116, 97,  95,  111, 102, 102, 115, 101, 116, 115, 34,  58,
+      91,  56,  44,  49, 54,  93,  125, 44,  34,  102, 34,  58,  123, 34,  100, 116, 121, 112,
+      101, 34,  58,  34, 70,  51,  50,  34,  44,  34,  115, 104, 97,  112, 101, 34,  58,  91,
+      49,  93,  44,  34, 100, 97,  116, 97,  95,  111, 102, 102, 115, 101, 116, 115, 34,  58,
+      91,  49,  54,  44, 50,  48,  93,  125, 125, 32,  32,  32,  32,  32,  0,   0,   0,   0,
+      0,   0,   224, 63, 0,   0,   128, 63,  0,   0,   0,   64,  0,   0,   192, 63};
+  static const float c[2] = {1, 2}, f = 1.5f;
+  static const double d = 0.5;
+  int64_t one = 1;
+  tstor_checkpoint *ck;
+  tstor_value *dict;
+  ck_tstor_ok(tstor_checkpoint_new(&ck));
+  ck_tstor_ok(tstor_value_new(ck, TSTOR_VALUE_DICT, &dict));
+  tstor_tensor *tc = tensor(TSTOR_COMPLEX64, 1, &one, c), *td = tensor(TSTOR_FLOAT64, 1, &one, &d),
+               *tf = tensor(TSTOR_FLOAT32, 1, &one, &f);
+  put_tensor(ck, dict, "c", tc);
+  put_tensor(ck, dict, "d", td);
+  put_tensor(ck, dict, "f", tf);
+  ck_tstor_ok(tstor_checkpoint_set_root(ck, dict));
+  ck_tstor_ok(tstor_safetensors_save(ck, path_in("c64.safetensors"), NULL));
+  expect_file(path_in("c64.safetensors"), want, sizeof want);
+  tstor_checkpoint_free(ck);
+  tstor_tensor_release(tc);
+  tstor_tensor_release(td);
+  tstor_tensor_release(tf);
+  ck_tstor_ok(tstor_safetensors_load_buffer(ctx, want, sizeof want, NULL, &ck));
+  const tstor_value *root = tstor_checkpoint_root(ck);
+  ck_assert_int_eq(tstor_value_len(root), 3);
+  tstor_tensor *back = tstor_value_tensor(tstor_value_item(root, 1));
+  ck_assert_int_eq(tstor_tensor_dtype(back), TSTOR_COMPLEX64);
+  ck_assert_mem_eq(tstor_tensor_data(back), c, sizeof c);
+  tstor_checkpoint_free(ck);
+}
+END_TEST
+
 /* tensor.rs: test_serialization, test_serialization_forced_alignement, test_empty */
 START_TEST(reference_files) {
   static const float vals[6] = {0, 1, 2, 3, 4, 5};
@@ -316,51 +362,64 @@ static const struct {
     {"not_object", "[1,2]", 0, -1, TSTOR_EINVAL, "not a JSON object"},
     {"byte_order_mark", "\xef\xbb\xbf{}", 0, -1, TSTOR_EINVAL, "not a JSON object"},
     {"empty_header", "", 0, -1, TSTOR_EINVAL, "not a JSON object"},
-    {"minus_zero", "{\"a\":{\"dtype\":\"U8\",\"shape\":[-0],\"data_offsets\":[0,0]}}", 0, -1, TSTOR_EINVAL,
-     "-0"},
-    {"too_deep", "{\"a\":{\"dtype\":\"U8\",\"shape\":[],\"data_offsets\":[0,1],\"x\":" DEEP126 "}}", 1, -1,
-     TSTOR_EINVAL, "deeper than 127"},
-    {"bits_overflow", "{\"a\":{\"dtype\":\"U8\",\"shape\":[4611686018427387904,4,0],\"data_offsets\":[0,0]}}",
-     0, -1, TSTOR_EOVERFLOW, "number of elements overflows"},
-    {"bits_overflow_f64", "{\"a\":{\"dtype\":\"F64\",\"shape\":[2305843009213693952],\"data_offsets\":[0,0]}}",
-     0, -1, TSTOR_EOVERFLOW, "number of bits overflows"},
-    {"complex64", "{\"a\":{\"dtype\":\"C64\",\"shape\":[1],\"data_offsets\":[0,8]}}", 8, -1, TSTOR_ENOTSUP,
-     "C64"},
+    {"minus_zero", "{\"a\":{\"dtype\":\"U8\",\"shape\":[-0],\"data_offsets\":[0,0]}}", 0, -1,
+     TSTOR_EINVAL, "-0"},
+    {"too_deep", "{\"a\":{\"dtype\":\"U8\",\"shape\":[],\"data_offsets\":[0,1],\"x\":" DEEP126 "}}",
+     1, -1, TSTOR_EINVAL, "deeper than 127"},
+    {"bits_overflow",
+     "{\"a\":{\"dtype\":\"U8\",\"shape\":[4611686018427387904,4,0],\"data_offsets\":[0,0]}}", 0, -1,
+     TSTOR_EOVERFLOW, "number of elements overflows"},
+    {"bits_overflow_f64",
+     "{\"a\":{\"dtype\":\"F64\",\"shape\":[2305843009213693952],\"data_offsets\":[0,0]}}", 0, -1,
+     TSTOR_EOVERFLOW, "number of bits overflows"},
+    {"uint16", "{\"a\":{\"dtype\":\"U16\",\"shape\":[1],\"data_offsets\":[0,2]}}", 2, -1,
+     TSTOR_ENOTSUP, "U16"},
     {"bad_json", "{\"a\":", 0, -1, TSTOR_EINVAL, "header JSON"},
     {"trailing_garbage", "{} x", 0, -1, TSTOR_EINVAL, "header JSON"},
-    {"duplicate", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
-                  "\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}", 2, -1, TSTOR_EINVAL, "duplicate"},
-    {"unknown_dtype", "{\"a\":{\"dtype\":\"F7\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1, -1, TSTOR_EINVAL,
-     "unknown dtype"},
-    {"unsigned16", "{\"a\":{\"dtype\":\"U16\",\"shape\":[1],\"data_offsets\":[0,2]}}", 2, -1, TSTOR_ENOTSUP, "U16"},
-    {"size_mismatch", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4, -1, TSTOR_EINVAL,
-     "needs 8 bytes"},
-    {"gap", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}", 2, -1, TSTOR_EINVAL, "gap"},
-    {"overlap", "{\"a\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]},"
-                "\"b\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[1,3]}}", 3, -1, TSTOR_EINVAL, "overlap"},
-    {"past_end", "{\"a\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8]}}", 4, -1, TSTOR_EINVAL,
-     "cover 8 bytes, but 4"},
-    {"trailing_data", "{\"a\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]}}", 5, -1, TSTOR_EINVAL,
-     "cover 2 bytes, but 5"},
-    {"end_before_begin", "{\"a\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[3,1]}}", 3, -1, TSTOR_EINVAL,
-     "begin <= end"},
-    {"negative_shape", "{\"a\":{\"dtype\":\"U8\",\"shape\":[-1],\"data_offsets\":[0,0]}}", 0, -1, TSTOR_EINVAL,
-     "non-negative"},
-    {"float_shape", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1.0],\"data_offsets\":[0,1]}}", 1, -1, TSTOR_EINVAL,
-     "non-negative integers"},
-    {"shape_overflow", "{\"a\":{\"dtype\":\"F64\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,0]}}", 0,
-     -1, TSTOR_EOVERFLOW, "overflows"},
-    {"huge_offset", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[99999999999999999999,1]}}", 1, -1,
+    {"duplicate",
+     "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+     "\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
+     2, -1, TSTOR_EINVAL, "duplicate"},
+    {"unknown_dtype", "{\"a\":{\"dtype\":\"F7\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1, -1,
+     TSTOR_EINVAL, "unknown dtype"},
+    {"unsigned16", "{\"a\":{\"dtype\":\"U16\",\"shape\":[1],\"data_offsets\":[0,2]}}", 2, -1,
+     TSTOR_ENOTSUP, "U16"},
+    {"size_mismatch", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4, -1,
+     TSTOR_EINVAL, "needs 8 bytes"},
+    {"gap", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}", 2, -1, TSTOR_EINVAL,
+     "gap"},
+    {"overlap",
+     "{\"a\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]},"
+     "\"b\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[1,3]}}",
+     3, -1, TSTOR_EINVAL, "overlap"},
+    {"past_end", "{\"a\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8]}}", 4, -1,
+     TSTOR_EINVAL, "cover 8 bytes, but 4"},
+    {"trailing_data", "{\"a\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]}}", 5, -1,
+     TSTOR_EINVAL, "cover 2 bytes, but 5"},
+    {"end_before_begin", "{\"a\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[3,1]}}", 3, -1,
+     TSTOR_EINVAL, "begin <= end"},
+    {"negative_shape", "{\"a\":{\"dtype\":\"U8\",\"shape\":[-1],\"data_offsets\":[0,0]}}", 0, -1,
+     TSTOR_EINVAL, "non-negative"},
+    {"float_shape", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1.0],\"data_offsets\":[0,1]}}", 1, -1,
+     TSTOR_EINVAL, "non-negative integers"},
+    {"shape_overflow",
+     "{\"a\":{\"dtype\":\"F64\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,0]}}", 0, -1,
+     TSTOR_EOVERFLOW, "overflows"},
+    {"huge_offset",
+     "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[99999999999999999999,1]}}", 1, -1,
      TSTOR_EINVAL, "header JSON"},
     {"metadata_number", "{\"__metadata__\":{\"k\":1}}", 0, -1, TSTOR_EINVAL, "not a string"},
     {"metadata_list", "{\"__metadata__\":[]}", 0, -1, TSTOR_EINVAL, "not an object"},
-    {"missing_field", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1]}}", 1, -1, TSTOR_EINVAL, "data_offsets"},
+    {"missing_field", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1]}}", 1, -1, TSTOR_EINVAL,
+     "data_offsets"},
     {"entry_not_object", "{\"a\":3}", 0, -1, TSTOR_EINVAL, "not an object"},
-    {"nul_in_name", "{\"a\\u0000b\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1, -1,
-     TSTOR_EINVAL, "header JSON"},
-    {"too_many_dims", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,"
-                      "1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1],"
-                      "\"data_offsets\":[0,1]}}", 1, -1, TSTOR_EINVAL, "65 dimensions"},
+    {"nul_in_name", "{\"a\\u0000b\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1,
+     -1, TSTOR_EINVAL, "header JSON"},
+    {"too_many_dims",
+     "{\"a\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,"
+     "1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1],"
+     "\"data_offsets\":[0,1]}}",
+     1, -1, TSTOR_EINVAL, "65 dimensions"},
 };
 
 START_TEST(bad_files) {
@@ -428,6 +487,7 @@ int main(void) {
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, reference_files);
+  tcase_add_test(tc, complex64_is_c64);
   tcase_add_test(tc, order_and_alignment);
   tcase_add_test(tc, golden_through_safetensors);
   tcase_add_test(tc, bad_files);

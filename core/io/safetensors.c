@@ -21,15 +21,30 @@ static const struct {
   const char *name;
   int dtype; /* tstor dtype, or -1 where tstor has none */
 } st_dtypes[] = {
-    {"BOOL", TSTOR_BOOL},    {"U8", TSTOR_UINT8},     {"I8", TSTOR_INT8},
-    {"F8_E5M2", TSTOR_FLOAT8_E5M2}, {"F8_E4M3", TSTOR_FLOAT8_E4M3FN}, {"I16", TSTOR_INT16},
-    {"U16", -1},             {"F16", TSTOR_FLOAT16},  {"BF16", TSTOR_BFLOAT16},
-    {"I32", TSTOR_INT32},    {"U32", -1},             {"F32", TSTOR_FLOAT32},
-    {"F64", TSTOR_FLOAT64},  {"I64", TSTOR_INT64},    {"U64", -1},
+    {"BOOL", TSTOR_BOOL},
+    {"U8", TSTOR_UINT8},
+    {"I8", TSTOR_INT8},
+    {"F8_E5M2", TSTOR_FLOAT8_E5M2},
+    {"F8_E4M3", TSTOR_FLOAT8_E4M3FN},
+    {"I16", TSTOR_INT16},
+    {"U16", -1},
+    {"F16", TSTOR_FLOAT16},
+    {"BF16", TSTOR_BFLOAT16},
+    {"I32", TSTOR_INT32},
+    {"U32", -1},
+    {"F32", TSTOR_FLOAT32},
+    {"C64", TSTOR_COMPLEX64},
+    {"F64", TSTOR_FLOAT64},
+    {"I64", TSTOR_INT64},
+    {"U64", -1},
     /* the reference's others, which tstor has no dtype for (after the ones
      * above, so that the writer's ranks stay as they were) */
-    {"F4", -1}, {"F6_E2M3", -1}, {"F6_E3M2", -1}, {"F8_E8M0", -1}, {"F8_E4M3FNUZ", -1},
-    {"F8_E5M2FNUZ", -1}, {"C64", -1},
+    {"F4", -1},
+    {"F6_E2M3", -1},
+    {"F6_E3M2", -1},
+    {"F8_E8M0", -1},
+    {"F8_E4M3FNUZ", -1},
+    {"F8_E5M2FNUZ", -1},
 };
 #define NST (sizeof st_dtypes / sizeof st_dtypes[0])
 

@@ -1,10 +1,17 @@
 #!/bin/sh
 # tstor re-saves every golden checkpoint (and the hostile files PyTorch reads)
 # and PyTorch must load each one, with weights_only=True where the tree holds
-# no floats, and see what golden.txt says. Skipped (77) without torch.
-PY=${TSTOR_PYTHON:-/usr/bin/python3}
+# no floats, and see what golden.txt says: Debian's torch 1.13
+# (/usr/bin/python3, or $TSTOR_PYTHON) and torch 2.x of the pyref
+# environment ($TSTOR_PYREF_PYTHON), each where it is. Skipped (77) where
+# neither is.
 dir=${srcdir:-.}/ckpt
-"$PY" -c 'import torch' 2>/dev/null || { echo "no torch for $PY: skipped"; exit 77; }
+pys=
+for PY in "${TSTOR_PYTHON:-/usr/bin/python3}" "${TSTOR_PYREF_PYTHON:-}"; do
+  [ -n "$PY" ] || continue
+  if "$PY" -c 'import torch' 2>/dev/null; then pys="$pys $PY"; else echo "no torch for $PY: not read by it"; fi
+done
+[ -n "$pys" ] || { echo "no torch: skipped"; exit 77; }
 out=$(mktemp -d) || exit 1
 trap 'rm -rf "$out"' EXIT
 ./ckpt_resave "$out" "$dir"/golden/*.pt "$dir"/hostile/deflated.pt "$dir"/hostile/unaligned.pt \
@@ -15,11 +22,13 @@ trap 'rm -rf "$out"' EXIT
   "$dir"/hostile/long_int_sign_padded.pt "$dir"/hostile/zero_size_after_huge_sizes.pt \
   "$dir"/hostile/dict_tuple_keys.pt "$dir"/hostile/version_padded.pt "$dir"/hostile/dict_tensor_key.pt \
   "$dir"/hostile/rebuild_v2_none_hooks.pt "$dir"/hostile/legacy_view_other_class.pt || exit 1
-"$PY" "$dir/check_torch.py" "$dir/golden.txt" "$out" || exit 1
+./ckpt_resave --built "$out/built.pt" || exit 1
+for PY in $pys; do
+echo "torch $("$PY" -c 'import torch; print(torch.__version__)') ($PY):"
+"$PY" -W ignore::UserWarning "$dir/check_torch.py" "$dir/golden.txt" "$out" || exit 1
 # a tree built with the value API: PyTorch sees the values, the layouts and
 # that w, wt, row, col and again are views of one storage
-./ckpt_resave --built "$out/built.pt" || exit 1
-"$PY" - "$out/built.pt" <<'PY'
+"$PY" -W ignore::UserWarning - "$out/built.pt" <<'PY' || exit 1
 import sys, torch
 d = torch.load(sys.argv[1], weights_only=True)
 w = torch.arange(12.).view(3, 4)
@@ -32,3 +41,4 @@ assert torch.equal(d["i"], torch.tensor([-1, 0, 7], dtype=torch.int16))
 assert d["meta"] == [5, "five", None, True, (1, 2), -123456789012], d["meta"]
 print("built tree: PyTorch reads values, layouts and sharing")
 PY
+done

@@ -20,7 +20,8 @@ BITS = {
     "I32": 32, "U32": 32, "F32": 32, "C64": 64, "F64": 64, "I64": 64, "U64": 64,
 }
 # tstor's dtypes among them
-TSTOR_DTYPES = {"BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "I16", "F16", "BF16", "I32", "F32", "F64", "I64"}
+TSTOR_DTYPES = {"BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "I16", "F16", "BF16", "I32", "F32", "C64", "F64",
+                "I64"}
 
 
 class Refused(Exception):

@@ -409,8 +409,8 @@ TSTOR_EXTERN int tstor_torch_save(const tstor_checkpoint *ck, const char *path,
  * format's own validation: an 8-byte little-endian header length of at most
  * 100,000,000, a UTF-8 JSON object (nested at most 127 deep, no key twice in
  * an object), known dtype names (BOOL, U8, I8, I16, I32, I64, F16, BF16, F32,
- * F64, F8_E5M2, F8_E4M3; the reference's others, such as U16 or C64, have no
- * tstor dtype and are refused with TSTOR_ENOTSUP), fields other than dtype,
+ * F64, C64 as complex64, F8_E5M2, F8_E4M3; the reference's others, such as
+ * U16, have no tstor dtype and are refused with TSTOR_ENOTSUP), fields other than dtype,
  * shape and data_offsets ignored as the reference ignores them, the element
  * count in bits within 64, shape x element size equal to each byte range, ranges that
  * lie inside the file and follow one another with no gap and no overlap up to
