@@ -138,7 +138,8 @@ START_TEST(golden_files) {
           ck_tstor_ok(tstor_checkpoint_storage(ck, j, NULL, &other));
           of_the_load |= j != k && other == base;
         }
-        ck_assert_msg(of_the_load, "%s: storage %zu of a read load views memory of no storage of it",
+        ck_assert_msg(of_the_load,
+                      "%s: storage %zu of a read load views memory of no storage of it",
                       cases[i].name, k);
       }
       for (size_t k = 0; way == WAY_MAP && k < tstor_checkpoint_storage_count(ck); k++) {

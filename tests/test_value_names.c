@@ -30,9 +30,9 @@ typedef struct seen {
 static int record(void *arg, const tstor_value_name *name) {
   seen *s = arg;
   char line[512];
-  int k = snprintf(line, sizeof line, "%.200s %.200s %s%s\n", name->dotted, name->exact,
-                   tstor_value_kind_name(tstor_value_kind_of(name->value)),
-                   name->ambiguous ? "!" : "");
+  int k =
+      snprintf(line, sizeof line, "%.200s %.200s %s%s\n", name->dotted, name->exact,
+               tstor_value_kind_name(tstor_value_kind_of(name->value)), name->ambiguous ? "!" : "");
   s->text = realloc(s->text, s->len + (size_t)k + 1);
   memcpy(s->text + s->len, line, (size_t)k + 1);
   s->len += (size_t)k;
@@ -72,7 +72,8 @@ START_TEST(a_training_checkpoint) {
   ck_tstor_ok(tstor_checkpoint_visit(ck, TSTOR_VISIT_VALUES, record, &s));
   ck_assert(strstr(s.text, "epoch ['epoch'] int\n"));
   ck_assert(strstr(s.text, "lr[1] ['lr'][1] float\n"));
-  ck_assert(strstr(s.text, "model@_metadata[''].version ['model']@['_metadata']['']['version'] int\n"));
+  ck_assert(
+      strstr(s.text, "model@_metadata[''].version ['model']@['_metadata']['']['version'] int\n"));
   free(s.text);
   s = (seen){0};
   ck_tstor_ok(tstor_checkpoint_visit(ck, TSTOR_VISIT_CONTAINERS, record, &s));
@@ -117,9 +118,10 @@ START_TEST(shared_names_and_quoting) {
   ck_assert_ptr_eq(v, three);
   seen s = {0};
   ck_tstor_ok(tstor_checkpoint_visit(ck, TSTOR_VISIT_VALUES, record, &s));
-  ck_assert_str_eq(s.text, "a.b ['a.b'] int!\n"
-                           "a.b ['a']['b'] int!\n"
-                           "it's\n ['it\\'s\\n'] int\n");
+  ck_assert_str_eq(s.text,
+                   "a.b ['a.b'] int!\n"
+                   "a.b ['a']['b'] int!\n"
+                   "it's\n ['it\\'s\\n'] int\n");
   free(s.text);
   tstor_checkpoint_free(ck);
 }

@@ -429,7 +429,8 @@ int tstor_cmd_inspect(int argc, char **argv) {
     else
       print_text(file, &f, &l, &g);
     /* the library's message says where the bound stood and why */
-    if (l.cut) tool_complain("tstor inspect: listed %zu values and stopped: %s", l.n, tstor_last_error());
+    if (l.cut)
+      tool_complain("tstor inspect: listed %zu values and stopped: %s", l.n, tstor_last_error());
   }
   free(g.e);
   listing_free(&l);

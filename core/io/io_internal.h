@@ -201,7 +201,7 @@ struct tstor_checkpoint {
   uint32_t *storage_slots; /* index + 1 of the storage with each key, by hash */
   size_t storage_slots_cap;
   tstor_value *metadata; /* safetensors' __metadata__ dict, or NULL */
-  uint64_t source_bytes;  /* of the input it was loaded from (0: built), which bounds walks */
+  uint64_t source_bytes; /* of the input it was loaded from (0: built), which bounds walks */
 };
 
 /* ---------------------------------------------------------------- values */

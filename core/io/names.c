@@ -309,7 +309,8 @@ static const tstor_value_name *names_find(const names *l, const char *name, int 
 
 /* The names of ck's tree, or the error of a walk that could not finish. */
 static int names_of(const tstor_checkpoint *ck, names *l, const char *who) {
-  if (!ck || !ck->root) return TSTOR__ERR(TSTOR_EINVAL, "%s: no checkpoint, or one without a root", who);
+  if (!ck || !ck->root)
+    return TSTOR__ERR(TSTOR_EINVAL, "%s: no checkpoint, or one without a root", who);
   names_collect(l, ck->root, names_budget(ck->source_bytes));
   if (l->failed) {
     names_free(l);
@@ -335,8 +336,8 @@ int tstor_checkpoint_visit(const tstor_checkpoint *ck, unsigned what, tstor_valu
     const tstor_value_name *e = &l.e[i];
     bool tensor = !e->container && tstor_value_kind_of(e->value) == TSTOR_VALUE_TENSOR;
     bool wanted = e->container ? (what & TSTOR_VISIT_CONTAINERS)
-                               : tensor ? (what & (TSTOR_VISIT_TENSORS | TSTOR_VISIT_VALUES))
-                                        : (what & TSTOR_VISIT_VALUES);
+                  : tensor     ? (what & (TSTOR_VISIT_TENSORS | TSTOR_VISIT_VALUES))
+                               : (what & TSTOR_VISIT_VALUES);
     if (wanted) rc = fn(arg, e);
   }
   if (!rc && l.cut) rc = names_cut(&l, ck, "tstor_checkpoint_visit");

@@ -239,7 +239,8 @@ static const char *type_of_class(const char *cls, size_t n, const char *suffix,
     if (!tn) t = "Float", tn = 5;
   }
   for (size_t i = 0; i < T7_NTYPES; i++)
-    if (strlen(tstor__io_t7_types[i].name) == tn && memcmp(t, tstor__io_t7_types[i].name, tn) == 0) {
+    if (strlen(tstor__io_t7_types[i].name) == tn &&
+        memcmp(t, tstor__io_t7_types[i].name, tn) == 0) {
       *dtype = tstor__io_t7_types[i].dtype;
       return tstor__io_t7_types[i].name;
     }
@@ -359,7 +360,7 @@ static int read_tensor(t7_reader *r, tstor_dtype dt, const char *type, tstor_val
   if (rc) return rc;
   if (ndim > TSTOR_TENSOR_MAX_DIM)
     return MISFRAMED(r, TSTOR_EINVAL, "a %sTensor of %lld dimensions (at most %d)", type,
-                (long long)ndim, TSTOR_TENSOR_MAX_DIM);
+                     (long long)ndim, TSTOR_TENSOR_MAX_DIM);
   for (int k = 0; k < 2; k++) {
     for (int64_t i = 0; i < ndim && !rc; i++)
       rc = read_integer(r, r->fmt.long_size, 0, INT64_MAX,
@@ -401,7 +402,8 @@ static int read_tensor(t7_reader *r, tstor_dtype dt, const char *type, tstor_val
   tstor_storage_release(empty);
   if (rc == TSTOR_ENOMEM) return rc;
   if (rc)
-    return MISFRAMED(r, rc, "a %sTensor that does not fit its storage: %s", type, tstor_last_error());
+    return MISFRAMED(r, rc, "a %sTensor that does not fit its storage: %s", type,
+                     tstor_last_error());
   return 0;
 }
 
@@ -445,7 +447,7 @@ static int read_class(t7_reader *r, char version[64], bool *versioned, char cls[
   }
   if (!class_name_ok(name, *nlen) || *nlen > 200)
     return MISFRAMED(r, TSTOR_EINVAL, "a class name that is not one: '%.*s'",
-                (int)(*nlen > 60 ? 60 : *nlen), name);
+                     (int)(*nlen > 60 ? 60 : *nlen), name);
   memcpy(cls, name, *nlen);
   cls[*nlen] = '\0';
   return 0;
@@ -510,7 +512,7 @@ static int read_indexed(t7_reader *r, int64_t tag, tstor_value **out) {
     bool is_table = v->kind == TSTOR_VALUE_DICT;
     if ((tag == T7_TABLE) != is_table)
       return MISFRAMED(r, TSTOR_EINVAL, "reference %lld: a %s tag for a %s", (long long)idx,
-                  tag == T7_TABLE ? "table" : "torch object", tstor_value_kind_name(v->kind));
+                       tag == T7_TABLE ? "table" : "torch object", tstor_value_kind_name(v->kind));
     *out = v;
     return 0;
   }

@@ -120,7 +120,8 @@ int tstor_torch7_state_dict(const tstor_checkpoint *ck, tstor_checkpoint **out) 
   if (!out) return TSTOR__ERR(TSTOR_EINVAL, "tstor_torch7_state_dict: NULL out");
   *out = NULL;
   if (!ck || !ck->root)
-    return TSTOR__ERR(TSTOR_EINVAL, "tstor_torch7_state_dict: no checkpoint, or one without a root");
+    return TSTOR__ERR(TSTOR_EINVAL,
+                      "tstor_torch7_state_dict: no checkpoint, or one without a root");
   sd_builder b = {NULL, NULL, 0};
   int rc = tstor_checkpoint_new(&b.out);
   if (!rc) rc = tstor_value_new(b.out, TSTOR_VALUE_DICT, &b.dict);
