@@ -196,10 +196,44 @@ TAG_COMPLEX(t_c64, c64_t, t_f32, id_f)
 TAG_COMPLEX(t_c128, c128_t, t_f64, id_d)
 #undef TAG_COMPLEX
 
+/* A NaN into an integer dtype: the cast's value, or 0 from the fnuz formats,
+ * whose one NaN code PyTorch's compiler folds. */
+template <class S>
+struct folds_nan {
+  static constexpr bool value = false;
+};
+template <>
+struct folds_nan<t_e5m2fnuz> {
+  static constexpr bool value = true;
+};
+template <>
+struct folds_nan<t_e4m3fnuz> {
+  static constexpr bool value = true;
+};
+template <class D>
+struct integer_tag {
+  static constexpr bool value = false;
+};
+#define INTEGER_TAG(T)                  \
+  template <>                           \
+  struct integer_tag<T> {               \
+    static constexpr bool value = true; \
+  };
+INTEGER_TAG(t_u8)
+INTEGER_TAG(t_i8)
+INTEGER_TAG(t_i16)
+INTEGER_TAG(t_i32)
+INTEGER_TAG(t_i64)
+#undef INTEGER_TAG
+
 /* One element: load as int64_t, float or double, store from that. */
 template <class S, class D>
 struct convert_elem {
-  static HD typename D::st apply(typename S::lt x) { return D::store(S::load(x), S::im(x)); }
+  static HD typename D::st apply(typename S::lt x) {
+    auto v = S::load(x);
+    if constexpr (folds_nan<S>::value && integer_tag<D>::value) v = v != v ? 0.0f : v;
+    return D::store(v, S::im(x));
+  }
 };
 
 /* The NaN bfloat16 gets: 0x7fc0 from float16 and the complex dtypes (PyTorch's

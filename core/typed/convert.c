@@ -138,33 +138,50 @@ VIA_F32(e5m2fnuz, uint8_t, tstor_f32_to_e5m2fnuz)
 VIA_F32(e4m3fnuz, uint8_t, tstor_f32_to_e4m3fnuz)
 #undef VIA_F32
 
+/* What PyTorch's loops do differently by source dtype, one row each:
+ *   - the NaN a bfloat16 gets: all ones from its vectorised loops (VECTOR),
+ *     0x7fc0 from its scalar ones (SCALAR: float16 and the complex dtypes);
+ *   - a NaN into an integer dtype: the cast's value (KEEP), or 0 (ZERO) from
+ *     the fnuz formats, whose one NaN code PyTorch's compiler folds. */
+#define RULES_bool VECTOR, KEEP
+#define RULES_u8 VECTOR, KEEP
+#define RULES_i8 VECTOR, KEEP
+#define RULES_i16 VECTOR, KEEP
+#define RULES_i32 VECTOR, KEEP
+#define RULES_i64 VECTOR, KEEP
+#define RULES_f16 SCALAR, KEEP
+#define RULES_bf16 VECTOR, KEEP
+#define RULES_f32 VECTOR, KEEP
+#define RULES_f64 VECTOR, KEEP
+#define RULES_c32 SCALAR, KEEP
+#define RULES_c64 SCALAR, KEEP
+#define RULES_c128 SCALAR, KEEP
+#define RULES_e5m2 VECTOR, KEEP
+#define RULES_e4m3fn VECTOR, KEEP
+#define RULES_e5m2fnuz VECTOR, ZERO
+#define RULES_e4m3fnuz VECTOR, ZERO
+#define FIRST(...) FIRST_(__VA_ARGS__)
+#define FIRST_(a, ...) a
+#define SECOND(...) SECOND_(__VA_ARGS__)
+#define SECOND_(a, b, ...) b
+#define CAT(a, b) CAT_(a, b)
+#define CAT_(a, b) a##b
+
+/* A value loaded from S, as the integer stores see it. */
+#define INT_IN(S, v) CAT(NAN_, SECOND(RULES_##S))(v)
+#define NAN_KEEP(v) (v)
+#define NAN_ZERO(v) ((v) != (v) ? 0.0f : (v))
+
 #define STORE_bool(S, re, im) STORE_BY(re, bool_i, bool_f, bool_d)
-#define STORE_u8(S, re, im) STORE_BY(re, u8_i, u8_f, u8_d)
-#define STORE_i8(S, re, im) STORE_BY(re, i8_i, i8_f, i8_d)
-#define STORE_i16(S, re, im) STORE_BY(re, i16_i, i16_f, i16_d)
-#define STORE_i32(S, re, im) STORE_BY(re, i32_i, i32_f, i32_d)
-#define STORE_i64(S, re, im) STORE_BY(re, i64_i, i64_f, i64_d)
+#define STORE_u8(S, re, im) STORE_BY(INT_IN(S, re), u8_i, u8_f, u8_d)
+#define STORE_i8(S, re, im) STORE_BY(INT_IN(S, re), i8_i, i8_f, i8_d)
+#define STORE_i16(S, re, im) STORE_BY(INT_IN(S, re), i16_i, i16_f, i16_d)
+#define STORE_i32(S, re, im) STORE_BY(INT_IN(S, re), i32_i, i32_f, i32_d)
+#define STORE_i64(S, re, im) STORE_BY(INT_IN(S, re), i64_i, i64_f, i64_d)
 #define STORE_f16(S, re, im) STORE_BY(re, f16_i, f16_f, f16_d)
-#define STORE_bf16(S, re, im) BF16_##S(re)
+#define STORE_bf16(S, re, im) CAT(BF16_, FIRST(RULES_##S))(re)
 #define BF16_VECTOR(re) STORE_BY(re, bf16_i, bf16_f, bf16_d)
 #define BF16_SCALAR(re) STORE_BY(re, bf16s_i, bf16s_f, bf16s_d)
-#define BF16_f16 BF16_SCALAR
-#define BF16_c32 BF16_SCALAR
-#define BF16_c64 BF16_SCALAR
-#define BF16_c128 BF16_SCALAR
-#define BF16_bool BF16_VECTOR
-#define BF16_u8 BF16_VECTOR
-#define BF16_i8 BF16_VECTOR
-#define BF16_i16 BF16_VECTOR
-#define BF16_i32 BF16_VECTOR
-#define BF16_i64 BF16_VECTOR
-#define BF16_bf16 BF16_VECTOR
-#define BF16_f32 BF16_VECTOR
-#define BF16_f64 BF16_VECTOR
-#define BF16_e5m2 BF16_VECTOR
-#define BF16_e4m3fn BF16_VECTOR
-#define BF16_e5m2fnuz BF16_VECTOR
-#define BF16_e4m3fnuz BF16_VECTOR
 #define STORE_f32(S, re, im) STORE_BY(re, f32_i, f32_f, f32_d)
 #define STORE_f64(S, re, im) STORE_BY(re, f64_i, f64_f, f64_d)
 #define STORE_e5m2(S, re, im) STORE_BY(re, e5m2_i, e5m2_f, e5m2_d)

@@ -16,8 +16,10 @@ conversions.bin -- what PyTorch's CPU tensor.to(dtype) gives for special and
     dtype numbers are tstor_dtype's (c10::ScalarType's). Blocks with a float8
     source or destination are not PyTorch's (1.13 has no float8): they are
     worked out below from the formats' definitions, in exact arithmetic, with
-    PyTorch 2.x's rule that every other dtype reaches float8 through float32
-    and leaves it as float32.
+    PyTorch 2.x's rules: every other dtype reaches float8 through float32 and
+    leaves it as float32; float8_e4m3fn saturates (PyTorch 2.15: past 448,
+    infinities included, is +-448); a fnuz NaN is 0 in every integer dtype
+    (PyTorch 2.15's compiler folds the one NaN code of those formats).
 
 print.txt -- str() of TypedStorages, as "dtype NAME", "data HEX", the expected
     lines, and "end".
@@ -277,7 +279,7 @@ def make_ladder(fmt):
             codes.append((c, v))
     last_code, last = codes[-1]
     step = last - codes[-2][1]
-    overflow_code = {"fn": 0x7F, "ieee": 0x7C, "fnuz": 0x80}[kind]
+    overflow_code = {"fn": 0x7E, "ieee": 0x7C, "fnuz": 0x80}[kind]
     codes.append((overflow_code, last + step))
     return codes
 
@@ -360,6 +362,10 @@ def main():
             # float32 passes through untouched: PyTorch 2.x stores the decoded
             # bits as they are (a signalling fnuz NaN stays signalling).
             out = f32 if DT[dcode] == T.float32 else convert(f32, DT[dcode])
+            if FMT[fmt][3] == "fnuz" and not (DT[dcode].is_floating_point or
+                                               DT[dcode].is_complex or DT[dcode] == T.bool):
+                out = out.clone()
+                out[0x80] = 0
             dsts.append((dcode, raw_bytes(out)))
         for dcode, dfmt in FP8.items():
             if dcode == code:  # the same dtype is a copy of the bytes, NaNs and all

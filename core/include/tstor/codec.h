@@ -138,13 +138,14 @@ TSTOR_CODEC_FN uint32_t tstor__codec_fp8_sub(uint32_t a, float magic) {
          tstor__codec_f2u(magic);
 }
 
-/* 480 and up, infinities and NaN become NaN (0x7f with the sign). */
+/* What rounds past 448, infinities included, saturates to 448 (0x7e); NaN
+ * becomes 0x7f; each with the sign. */
 TSTOR_CODEC_FN uint8_t tstor_f32_to_e4m3fn(float f) {
   uint32_t x = tstor__codec_f2u(f), a = x & 0x7fffffffu;
   uint32_t sign = (x >> 24) & 0x80u;
   uint32_t r = a < 0x3c800000u ? tstor__codec_fp8_sub(a, 16384.0f) /* below 2^-6; ulp 2^-9 */
                                : tstor__codec_fp8_round(a, 120, 3);
-  r = a >= 0x43f00000u ? 0x7fu : r;
+  r = a > 0x7f800000u ? 0x7fu : r > 0x7eu ? 0x7eu : r;
   return (uint8_t)(sign | r);
 }
 

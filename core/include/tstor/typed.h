@@ -178,8 +178,10 @@ TSTOR_EXTERN int tstor_dtype_can_convert(tstor_dtype dst_dtype, tstor_dtype src_
  *     float16 and complex (its scalar ones; PyTorch 1.13 itself writes 0x7FC0
  *     for the last elements of a float64 buffer, which tstor does not copy);
  *     0x7F with the sign in e4m3fn and e5m2, 0x80 in the fnuz formats.
- *     float8_e4m3fn and the fnuz formats have no infinity: values past their
- *     range, infinities included, become NaN; e5m2 overflows to infinity.
+ *     float8_e4m3fn saturates: values past its range, infinities included,
+ *     become +-448 (PyTorch 2.15; earlier 2.x releases made them NaN). The
+ *     fnuz formats have no infinity: values past their range, infinities
+ *     included, become NaN; e5m2 overflows to infinity.
  *     Widening is exact; float16 and float8 NaNs widen quiet with their
  *     payload (fnuz NaN is float32 0x7F800001, e4m3fn 0x7FF00000, as PyTorch
  *     2.x's c10 decodes them), bfloat16 NaNs unchanged.
@@ -195,6 +197,8 @@ TSTOR_EXTERN int tstor_dtype_can_convert(tstor_dtype dst_dtype, tstor_dtype src_
  *     is first made an int32 (INT32_MIN when it does not fit) and then wrapped;
  *     to uint8 it is made an int64 (INT64_MIN when it does not fit) and wrapped,
  *     so -1.0 becomes 255 and 300.0 becomes 44. Never a trap, on any machine.
+ *     The NaN of the fnuz formats becomes 0 in every integer dtype (PyTorch's
+ *     compiler folds their one NaN code).
  * TSTOR_EDTYPE where tstor_dtype_can_convert refuses; TSTOR_EINVAL for a NULL
  * buffer with count > 0. Nothing is written on failure. */
 TSTOR_EXTERN int tstor_dtype_convert(void *dst, tstor_dtype dst_dtype, const void *src,
