@@ -168,6 +168,60 @@ START_TEST(numbers_by_dtype) {
 }
 END_TEST
 
+/* The dtypes of torch 2.x as storages: uint64 past int64, e8m0's scale,
+ * and float4_e2m1fn_x2, whose bytes are kept, copied and viewed but never
+ * read or written as numbers (refused in torch 2.x's words). */
+START_TEST(torch2_dtypes_by_element) {
+  tstor_storage *s;
+  ck_tstor_ok(tstor_typed_new(ctx, cpu, TSTOR_UINT64, 2, &s));
+  uint64_t top = UINT64_MAX;
+  ck_tstor_ok(tstor_typed_set(s, TSTOR_UINT64, 0, &top));
+  ck_assert_double_eq(at(s, TSTOR_UINT64, 0), 18446744073709551615.0);
+  int64_t i;
+  ck_tstor_ok(tstor_typed_get_i64(s, TSTOR_UINT64, 0, &i));
+  ck_assert_int_eq(i, -1); /* int64 keeps the low bits */
+  ck_tstor_ok(tstor_typed_set_f64(s, TSTOR_UINT64, 1, -1.0));
+  ck_tstor_ok(tstor_typed_get(s, TSTOR_UINT64, 1, &top));
+  ck_assert_uint_eq(top, UINT64_MAX);
+  tstor_storage_release(s);
+
+  ck_tstor_ok(tstor_typed_new(ctx, cpu, TSTOR_FLOAT8_E8M0FNU, 1, &s));
+  ck_tstor_ok(tstor_typed_set_f64(s, TSTOR_FLOAT8_E8M0FNU, 0, -3.0)); /* no sign; 3 ties to 4 */
+  ck_assert_double_eq(at(s, TSTOR_FLOAT8_E8M0FNU, 0), 4.0);
+  ck_tstor_ok(tstor_typed_set_f64(s, TSTOR_FLOAT8_E8M0FNU, 0, 0.0)); /* no zero either */
+  ck_assert_double_eq(at(s, TSTOR_FLOAT8_E8M0FNU, 0), 0x1p-127);
+  tstor_storage_release(s);
+
+  const tstor_dtype f4 = TSTOR_FLOAT4_E2M1FN_X2;
+  const unsigned char bytes[] = {0x12, 0xf7, 0x00};
+  tstor_storage *copy;
+  ck_tstor_ok(tstor_typed_from_array(ctx, cpu, f4, bytes, f4, 3, &s));
+  ck_tstor_ok(tstor_typed_new(ctx, fake0, f4, 3, &copy));
+  ck_tstor_ok(tstor_typed_copy(copy, f4, s, f4));
+  unsigned char back[3], one;
+  ck_tstor_ok(tstor_typed_to_array(copy, f4, back, f4, 3));
+  ck_assert_int_eq(memcmp(back, bytes, 3), 0);
+  ck_tstor_ok(tstor_typed_get(s, f4, 1, &one));
+  ck_assert_uint_eq(one, 0xf7);
+  ck_tstor_ok(tstor_typed_fill(copy, f4, &one));
+  double d;
+  ck_tstor_err(tstor_typed_get_f64(s, f4, 0, &d), TSTOR_EDTYPE);
+  ck_assert_str_eq(tstor_last_error(), typedtest_refusal("item", "float4_e2m1fn_x2"));
+  ck_tstor_err(tstor_typed_get_i64(s, f4, 0, &i), TSTOR_EDTYPE);
+  ck_tstor_err(tstor_typed_set_f64(s, f4, 0, 1.0), TSTOR_EDTYPE);
+  ck_assert_str_eq(tstor_last_error(), typedtest_refusal("setitem", "float4_e2m1fn_x2"));
+  ck_tstor_err(tstor_typed_set_i64(s, f4, 0, 1), TSTOR_EDTYPE);
+  ck_tstor_err(tstor_typed_fill_f64(s, f4, 1.0), TSTOR_EDTYPE);
+  ck_assert_str_eq(tstor_last_error(), typedtest_refusal("fill", "float4_e2m1fn_x2"));
+  ck_tstor_err(tstor_typed_to_array(s, f4, &d, TSTOR_FLOAT64, 3), TSTOR_EDTYPE);
+  tstor_storage *f32;
+  ck_tstor_err(tstor_typed_convert(s, f4, TSTOR_FLOAT32, &f32), TSTOR_EDTYPE);
+  ck_assert_int_eq(memcmp(tstor_storage_data(s), bytes, 3), 0); /* untouched */
+  tstor_storage_release(copy);
+  tstor_storage_release(s);
+}
+END_TEST
+
 /* -------------------------------------------------------------- arrays */
 
 START_TEST(arrays_in_and_out) {
@@ -897,6 +951,7 @@ int main(void) {
   tcase_add_test(tc, sizes_and_resize);
   tcase_add_test(tc, get_set_and_bounds);
   tcase_add_test(tc, numbers_by_dtype);
+  tcase_add_test(tc, torch2_dtypes_by_element);
   tcase_add_test(tc, arrays_in_and_out);
   tcase_add_test(tc, fill_every_size);
   tcase_add_test(tc, fill_from_a_number);

@@ -307,7 +307,8 @@ static int host_copy(const tstor_tensor *t, tstor_tensor **out) {
  * PyTorch prints them; failures to allocate mark b as failed. */
 static int print_values(const tstor_tensor *t, sbuf *b, int indent) {
   tstor_tensor *h;
-  int rc = host_copy(t, &h);
+  int rc = tstor__dtype_as_numbers(tstor_dtype_info_of(t->dtype), TSTOR__READ_ONE);
+  if (rc == 0) rc = host_copy(t, &h);
   if (rc) return rc;
   tstor_dtype_kind kind = tstor_dtype_info_of(t->dtype)->kind;
   shown s = {0};

@@ -12,6 +12,15 @@
  * when what is non-NULL) for a value that is not a dtype. */
 const tstor_dtype_info *tstor__dtype(tstor_dtype dtype, const char *what);
 
+/* 0 when PyTorch reads or writes elements of d as numbers; TSTOR_EDTYPE for
+ * an opaque dtype, in the words of the kernel PyTorch lacks for it: `kernel`
+ * is TSTOR__READ_ONE (item, tolist, str), TSTOR__SET_ONE (x[i] = v) or
+ * TSTOR__FILL (fill_, ones, full). */
+#define TSTOR__READ_ONE "_local_scalar_dense_cpu"
+#define TSTOR__SET_ONE "fill_out"
+#define TSTOR__FILL "fill_cpu"
+int tstor__dtype_as_numbers(const tstor_dtype_info *d, const char *kernel);
+
 /* Reads bytes [offset, offset + n) of s (which has data) into host memory,
  * through the copy table when s is not host memory. */
 int tstor__typed_read(const tstor_storage *s, size_t offset, void *host, size_t n);
