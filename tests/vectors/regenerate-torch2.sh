@@ -17,4 +17,5 @@ compare() {
   esac
 }
 compare gen_vectors.py print_torch2.txt conversions_torch2.bin refusals_torch2.txt
+compare gen_tensors.py tensor_print_torch2.txt tensor_copies_torch2.txt
 exit $status
