@@ -18,4 +18,5 @@ compare() {
 }
 compare gen_vectors.py print_torch2.txt conversions_torch2.bin refusals_torch2.txt
 compare gen_tensors.py tensor_print_torch2.txt tensor_copies_torch2.txt
+compare gen_shapes.py shapes_torch2.txt
 exit $status
