@@ -39,7 +39,8 @@ typedef struct { double re, im; } c128_t;
 /* For each dtype: the C type it is read as (LT), the type it is written as
  * (ST: integers are written unsigned so that wrapping is defined C), a load
  * giving int64_t, uint64_t (uint64 alone), float or double, the imaginary
- * part's load (0 for reals) and a store from each of the four. */
+ * part's load (0 for reals) and a store from each of the four, which also
+ * sees the source element as read (x). */
 typedef uint8_t bool_lt, bool_st;
 typedef uint8_t u8_lt, u8_st;
 typedef int8_t i8_lt;
@@ -172,8 +173,8 @@ VIA_F32(e8m0, uint8_t, tstor_f32_to_e8m0)
 /* What PyTorch's loops do differently by source dtype, one row each:
  *   - the NaN a bfloat16 gets: all ones from its vectorised loops (VECTOR),
  *     0x7fc0 from its scalar ones (SCALAR: float16, complex, e8m0);
- *   - a NaN into an integer dtype: the cast's value (KEEP), or 0 (ZERO) from
- *     the formats whose one NaN code PyTorch's compiler folds (fnuz, e8m0);
+ *   - a NaN into an integer dtype: the cast's value (KEEP), or 0 from the
+ *     formats whose one NaN code PyTorch's compiler folds (FNUZ, E8M0);
  *   - a float into uint32: the vector loops' cast (V, tstor_f32_to_u32) or
  *     the low half of the int64 cast (S), as PyTorch's loop for the source
  *     computes it on x86 with AVX2 or AVX-512. */
@@ -195,9 +196,9 @@ VIA_F32(e8m0, uint8_t, tstor_f32_to_e8m0)
 #define RULES_c128 SCALAR, KEEP, V
 #define RULES_e5m2 VECTOR, KEEP, S
 #define RULES_e4m3fn VECTOR, KEEP, S
-#define RULES_e5m2fnuz VECTOR, ZERO, S
-#define RULES_e4m3fnuz VECTOR, ZERO, S
-#define RULES_e8m0 SCALAR, ZERO, S
+#define RULES_e5m2fnuz VECTOR, FNUZ, S
+#define RULES_e4m3fnuz VECTOR, FNUZ, S
+#define RULES_e8m0 SCALAR, E8M0, S
 #define FIRST(...) FIRST_(__VA_ARGS__)
 #define FIRST_(a, ...) a
 #define SECOND(...) SECOND_(__VA_ARGS__)
@@ -207,38 +208,40 @@ VIA_F32(e8m0, uint8_t, tstor_f32_to_e8m0)
 #define CAT(a, b) CAT_(a, b)
 #define CAT_(a, b) a##b
 
-/* A value loaded from S, as the integer stores see it. */
-#define INT_IN(S, v) CAT(NAN_, SECOND(RULES_##S))(v)
-#define NAN_KEEP(v) (v)
-#define NAN_ZERO(v) ((v) != (v) ? 0.0f : (v))
+/* The integer r stored for the element x of S; a folded NaN is told by its
+ * code (a select on the result costs the fnuz loops least). */
+#define INT_OUT(S, r, x) CAT(NAN_, SECOND(RULES_##S))(r, x)
+#define NAN_KEEP(r, x) (r)
+#define NAN_FNUZ(r, x) ((x) == 0x80 ? 0 : (r))
+#define NAN_E8M0(r, x) ((x) == 0xff ? 0 : (r))
 
-#define STORE_bool(S, re, im) STORE_BY(re, bool_i, bool_u, bool_f, bool_d)
-#define STORE_u8(S, re, im) STORE_BY(INT_IN(S, re), u8_i, u8_u, u8_f, u8_d)
-#define STORE_i8(S, re, im) STORE_BY(INT_IN(S, re), i8_i, i8_u, i8_f, i8_d)
-#define STORE_i16(S, re, im) STORE_BY(INT_IN(S, re), i16_i, i16_u, i16_f, i16_d)
-#define STORE_i32(S, re, im) STORE_BY(INT_IN(S, re), i32_i, i32_u, i32_f, i32_d)
-#define STORE_i64(S, re, im) STORE_BY(INT_IN(S, re), i64_i, i64_u, i64_f, i64_d)
-#define STORE_u16(S, re, im) STORE_BY(INT_IN(S, re), i16_i, i16_u, i16_f, i16_d)
-#define STORE_u32(S, re, im) CAT(U32_, THIRD(RULES_##S))(INT_IN(S, re))
+#define STORE_bool(S, re, im, x) STORE_BY(re, bool_i, bool_u, bool_f, bool_d)
+#define STORE_u8(S, re, im, x) INT_OUT(S, STORE_BY(re, u8_i, u8_u, u8_f, u8_d), x)
+#define STORE_i8(S, re, im, x) INT_OUT(S, STORE_BY(re, i8_i, i8_u, i8_f, i8_d), x)
+#define STORE_i16(S, re, im, x) INT_OUT(S, STORE_BY(re, i16_i, i16_u, i16_f, i16_d), x)
+#define STORE_i32(S, re, im, x) INT_OUT(S, STORE_BY(re, i32_i, i32_u, i32_f, i32_d), x)
+#define STORE_i64(S, re, im, x) INT_OUT(S, STORE_BY(re, i64_i, i64_u, i64_f, i64_d), x)
+#define STORE_u16(S, re, im, x) INT_OUT(S, STORE_BY(re, i16_i, i16_u, i16_f, i16_d), x)
+#define STORE_u32(S, re, im, x) INT_OUT(S, CAT(U32_, THIRD(RULES_##S))(re), x)
 #define U32_V(v) STORE_BY(v, i32_i, i32_u, u32v_f, u32v_d)
 #define U32_S(v) STORE_BY(v, i32_i, i32_u, u32s_f, u32s_d)
-#define STORE_u64(S, re, im) STORE_BY(INT_IN(S, re), i64_i, i64_u, u64_f, u64_d)
-#define STORE_f16(S, re, im) STORE_BY(re, f16_i, f16_u, f16_f, f16_d)
-#define STORE_bf16(S, re, im) CAT(BF16_, FIRST(RULES_##S))(re)
+#define STORE_u64(S, re, im, x) INT_OUT(S, STORE_BY(re, i64_i, i64_u, u64_f, u64_d), x)
+#define STORE_f16(S, re, im, x) STORE_BY(re, f16_i, f16_u, f16_f, f16_d)
+#define STORE_bf16(S, re, im, x) CAT(BF16_, FIRST(RULES_##S))(re)
 #define BF16_VECTOR(re) STORE_BY(re, bf16_i, bf16_u, bf16_f, bf16_d)
 #define BF16_SCALAR(re) STORE_BY(re, bf16s_i, bf16s_u, bf16s_f, bf16s_d)
-#define STORE_f32(S, re, im) STORE_BY(re, f32_i, f32_u, f32_f, f32_d)
-#define STORE_f64(S, re, im) STORE_BY(re, f64_i, f64_u, f64_f, f64_d)
-#define STORE_e5m2(S, re, im) STORE_BY(re, e5m2_i, e5m2_u, e5m2_f, e5m2_d)
-#define STORE_e4m3fn(S, re, im) STORE_BY(re, e4m3fn_i, e4m3fn_u, e4m3fn_f, e4m3fn_d)
-#define STORE_e5m2fnuz(S, re, im) STORE_BY(re, e5m2fnuz_i, e5m2fnuz_u, e5m2fnuz_f, e5m2fnuz_d)
-#define STORE_e4m3fnuz(S, re, im) STORE_BY(re, e4m3fnuz_i, e4m3fnuz_u, e4m3fnuz_f, e4m3fnuz_d)
-#define STORE_e8m0(S, re, im) STORE_BY(re, e8m0_i, e8m0_u, e8m0_f, e8m0_d)
+#define STORE_f32(S, re, im, x) STORE_BY(re, f32_i, f32_u, f32_f, f32_d)
+#define STORE_f64(S, re, im, x) STORE_BY(re, f64_i, f64_u, f64_f, f64_d)
+#define STORE_e5m2(S, re, im, x) STORE_BY(re, e5m2_i, e5m2_u, e5m2_f, e5m2_d)
+#define STORE_e4m3fn(S, re, im, x) STORE_BY(re, e4m3fn_i, e4m3fn_u, e4m3fn_f, e4m3fn_d)
+#define STORE_e5m2fnuz(S, re, im, x) STORE_BY(re, e5m2fnuz_i, e5m2fnuz_u, e5m2fnuz_f, e5m2fnuz_d)
+#define STORE_e4m3fnuz(S, re, im, x) STORE_BY(re, e4m3fnuz_i, e4m3fnuz_u, e4m3fnuz_f, e4m3fnuz_d)
+#define STORE_e8m0(S, re, im, x) STORE_BY(re, e8m0_i, e8m0_u, e8m0_f, e8m0_d)
 /* Complex destinations: each part as the matching real dtype would store it
  * (the parts of complex32 as float16). */
-#define STORE_c32(S, re, im) ((c32_t){STORE_f16(S, re, 0), STORE_f16(S, im, 0)})
-#define STORE_c64(S, re, im) ((c64_t){STORE_f32(S, re, 0), STORE_f32(S, im, 0)})
-#define STORE_c128(S, re, im) ((c128_t){STORE_f64(S, re, 0), STORE_f64(S, im, 0)})
+#define STORE_c32(S, re, im, x) ((c32_t){STORE_f16(S, re, 0, x), STORE_f16(S, im, 0, x)})
+#define STORE_c64(S, re, im, x) ((c64_t){STORE_f32(S, re, 0, x), STORE_f32(S, im, 0, x)})
+#define STORE_c128(S, re, im, x) ((c128_t){STORE_f64(S, re, 0, x), STORE_f64(S, im, 0, x)})
 
 /* --------------------------------------------------------------- kernels */
 
@@ -283,7 +286,7 @@ typedef void (*cvt_fn)(void *dst, const void *src, size_t n);
     D##_st *d = dst;                                                \
     for (size_t i = 0; i < n; i++) {                                \
       S##_lt x = s[i];                                              \
-      d[i] = STORE_##D(S, LOAD_##S(x), IM_##S(x));                  \
+      d[i] = STORE_##D(S, LOAD_##S(x), IM_##S(x), x);               \
     }                                                               \
   }
 
