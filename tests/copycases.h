@@ -70,13 +70,15 @@ static inline void hex_of(tstor_device cpu, const tstor_storage *s, char *buf) {
 }
 
 /* n elements of the generator's values, (i % 97 - 40) / 2, on dev; an
- * opaque dtype's bytes get them as uint8, as the generator fills them. */
+ * opaque dtype's bytes get them as uint8 (bits16 as int16), as the generator
+ * fills them. */
 static inline tstor_storage *filled(tstor_context *ctx, tstor_device dev, tstor_dtype dt, int64_t n) {
   double *v = malloc(sizeof(double) * (size_t)n);
   ck_assert_ptr_nonnull(v);
   for (int64_t i = 0; i < n; i++) v[i] = (double)((i % 97) - 40) * 0.5;
   tstor_storage *s;
-  if (tstor_dtype_info_of(dt)->kind == TSTOR_KIND_OPAQUE) dt = TSTOR_UINT8;
+  if (tstor_dtype_info_of(dt)->kind == TSTOR_KIND_OPAQUE)
+    dt = tstor_dtype_size(dt) == 2 ? TSTOR_INT16 : TSTOR_UINT8;
   ck_tstor_ok(tstor_typed_from_array(ctx, dev, dt, v, TSTOR_FLOAT64, (size_t)n, &s));
   free(v);
   return s;

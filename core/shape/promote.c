@@ -4,21 +4,29 @@
  * floats < complex, and within a category the wider type, with the two
  * exceptions PyTorch (and NumPy before it) makes: uint8 with int8 needs int16,
  * and float16 with bfloat16 needs float32 because neither holds the other.
- * torch 2.x's dtypes add refusals ahead of those rules: float8 with anything
- * else, and uint16/32/64 with anything but a float. The whole matrix is
+ * torch 2.x's dtypes add refusals ahead of those rules: the bits types and
+ * float8 with anything else, and uint16/32/64 with anything but a float. The whole matrix is
  * checked against torch.promote_types by the tests (1.13's 17 x 17, 2.x's
  * rows and columns of its new dtypes). */
 #include "shape/shape_internal.h"
 
-/* The category (TSTOR__CAT_*) of a plain (neither quantized nor float8) dtype. */
+/* The category (TSTOR__CAT_*) of a plain (neither quantized nor float8) dtype;
+ * the bits types count as integers, as ATen's categories leave them. */
 static int category(const tstor_dtype_info *d) {
   switch (d->kind) {
     case TSTOR_KIND_BOOL: return TSTOR__CAT_BOOL;
     case TSTOR_KIND_UNSIGNED:
     case TSTOR_KIND_SIGNED: return TSTOR__CAT_INTEGER;
     case TSTOR_KIND_COMPLEX: return TSTOR__CAT_COMPLEX;
+    case TSTOR_KIND_OPAQUE:
+      return tstor__opaque_float(d->dtype) ? TSTOR__CAT_FLOAT : TSTOR__CAT_INTEGER;
     default: return TSTOR__CAT_FLOAT;
   }
+}
+
+/* PyTorch's bits types, which promote with nothing but themselves. */
+static int is_bits(const tstor_dtype_info *d) {
+  return d->kind == TSTOR_KIND_OPAQUE && !tstor__opaque_float(d->dtype);
 }
 
 /* float8 (e8m0 included) has no promotion rules in PyTorch 1.13 and only
@@ -85,6 +93,9 @@ int tstor_promote_types(tstor_dtype a, tstor_dtype b, tstor_dtype *out) {
                       "promoteTypes with quantized numbers is not handled yet; offending "
                       "types: %s %s",
                       da->scalar_type, db->scalar_type);
+  if (is_bits(da) || is_bits(db))
+    return tstor__err(TSTOR_EDTYPE, "Promotion from %s and %s is unsupported.", da->scalar_type,
+                      db->scalar_type);
   if (is_float8(a) || is_float8(b))
     return tstor__err(TSTOR_EDTYPE,
                       "Promotion for Float8 Types is not supported, attempted "
@@ -135,6 +146,10 @@ static int promote_skip_undefined(tstor_dtype a, tstor_dtype b, tstor_dtype *out
     *out = a;
     return 0;
   }
+  /* ATen's promoteTypes gives Undefined for the bits types, which
+   * result_type then refuses in other words than promote_types */
+  if (a != b && (is_bits(tstor_dtype_info_of(a)) || is_bits(tstor_dtype_info_of(b))))
+    return tstor__err(TSTOR_EDTYPE, "unsupported scalarType");
   return tstor_promote_types(a, b, out);
 }
 

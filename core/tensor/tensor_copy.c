@@ -199,23 +199,22 @@ static int is_opaque(tstor_dtype dt) { return tstor_dtype_info_of(dt)->kind == T
 
 /* PyTorch refuses a copy between an opaque dtype and another in its copy
  * kernel: after TensorIterator has checked overlaps and shapes, and not when
- * nothing is copied. Its words name the kernel: copy_kernel where one side is
- * float32 and the innermost dimension TensorIterator iterates is contiguous
- * in both (or broadcast in the source), as its loop between float32 and the
- * narrower floats wants; copy_ otherwise, 0-dim tensors included. */
+ * nothing is copied. Its words name the kernel: for float4_e2m1fn_x2 with
+ * float32, copy_kernel where the innermost dimension TensorIterator iterates
+ * is contiguous in both (or broadcast in the source), as its loop between
+ * float32 and the narrower floats wants; copy_ otherwise, 0-dim tensors
+ * included. */
 static int opaque_refusal(const tstor_tensor *dst, const tstor_tensor *src, const int64_t *sstr) {
-  int kernel = 0;
-  if (dst->ndim > 0 && (dst->dtype == TSTOR_FLOAT32 || src->dtype == TSTOR_FLOAT32)) {
+  int contiguous = 0;
+  if (dst->ndim > 0) {
     tstor__plan p;
     p.dst_esize = dst->esize;
     p.src_esize = src->esize;
     tstor__plan_build(&p, dst->ndim, dst->sizes, dst->strides, sstr);
-    kernel = p.dst_strides[0] == (int64_t)dst->esize &&
-             (p.src_strides[0] == (int64_t)src->esize || p.src_strides[0] == 0);
+    contiguous = p.dst_strides[0] == (int64_t)dst->esize &&
+                 (p.src_strides[0] == (int64_t)src->esize || p.src_strides[0] == 0);
   }
-  const tstor_dtype_info *o = tstor_dtype_info_of(is_opaque(dst->dtype) ? dst->dtype : src->dtype);
-  return tstor__err(TSTOR_EDTYPE, "\"%s\" not implemented for '%s'",
-                    kernel ? "copy_kernel" : "copy_", o->scalar_type);
+  return tstor__opaque_copy_refused(dst->dtype, src->dtype, contiguous);
 }
 
 int tstor_tensor_copy_(tstor_tensor *dst, const tstor_tensor *src) {

@@ -317,9 +317,12 @@ static int host_copy(const tstor_tensor *t, tstor_tensor **out) {
  * PyTorch prints them; failures to allocate mark b as failed. */
 static int print_values(const tstor_tensor *t, sbuf *b, int indent) {
   const tstor_dtype_info *d = tstor_dtype_info_of(t->dtype);
-  /* A 0-dim tensor prints its item(), which PyTorch cannot read from an
-   * opaque dtype; else it shows the uint8 view of one, in a float's format. */
-  int rc = t->ndim == 0 ? tstor__dtype_as_numbers(d, TSTOR__READ_ONE) : 0;
+  /* PyTorch reads no item() of an opaque dtype: a 0-dim tensor of one is
+   * refused, and so is every bits tensor with elements; float4_e2m1fn_x2
+   * shows the uint8 view of its bytes, in a float's format. */
+  int rc = t->ndim == 0 || !tstor__opaque_float(t->dtype)
+               ? tstor__dtype_as_numbers(d, TSTOR__READ_ONE)
+               : 0;
   tstor_tensor *h;
   if (rc || (rc = host_copy(t, &h))) return rc;
   shown s = {0};

@@ -354,6 +354,11 @@ int tstor_typed_print(FILE *f, const tstor_storage *s, tstor_dtype dtype, unsign
   if (rc) return rc;
   const tstor_dtype_info *d = tstor_dtype_info_of(dtype);
   const tstor__devtype *t = &s->ctx->types[s->device.type];
+  /* PyTorch's TypedStorage asks iinfo about a bits dtype before anything */
+  if (d->kind == TSTOR_KIND_OPAQUE && !tstor__opaque_float(dtype))
+    return tstor__err(TSTOR_EDTYPE,
+                      "torch.iinfo() requires an integer input type. Use "
+                      "torch.finfo to handle 'torch.iinfo'");
   if ((s->flags & TSTOR_FLAG_NO_DATA) || (t->ops.flags & TSTOR_DEVICE_NO_DATA)) {
     fputs("...\n", f); /* PyTorch's placeholder for elements a meta storage lacks */
   } else if (n > 0 && (rc = tstor__dtype_as_numbers(d, TSTOR__READ_ONE))) {

@@ -732,8 +732,9 @@ def gen_view():
 #
 # Run with torch 2.x (tests/pyref/install.sh's environment), the script writes
 # shapes_torch2.txt instead: the cases above that involve the dtypes PyTorch
-# 1.13 lacks (uint16, uint32, uint64, float8_e8m0fnu, float4_e2m1fn_x2, and
-# the float8s where promotion meets them), as torch 2.x answers them.
+# 1.13 lacks (uint16, uint32, uint64, float8_e8m0fnu, float4_e2m1fn_x2, the
+# bits types' promotion, and the float8s where promotion meets them), as
+# torch 2.x answers them.
 # Promotion refusals of elementwise ops are kept there ("Promotion for ..."):
 # torch 2.x refuses to promote the new unsigned types with most others.
 
@@ -819,6 +820,21 @@ def gen_torch2():
     for a in unsigned:
         case("conv2d", F.conv2d, t(a, (2, 3, 8, 8)), t(a, (4, 3, 3, 3)), None, (1, 1), (0, 0),
              (1, 1), 1)
+    # the bits types promote with nothing but themselves (their elementwise
+    # ops have no kernel, not even on meta)
+    bits = [T.bits1x8, T.bits2x4, T.bits4x2, T.bits8, T.bits16]
+    for d in bits:
+        NAME[d] = str(d).replace("torch.", "")
+    for a in bits:
+        for b in DTYPES + f8 + new + bits:
+            case("promote", T.promote_types, a, b, cpu=False)
+            if b not in bits:
+                case("promote", T.promote_types, b, a, cpu=False)
+        for b in [T.uint8, T.float32, T.complex64, T.bool, a]:
+            for sa, sb in [((2,), (2,)), ((2,), ())]:
+                case("result_type", T.result_type, t(a, sa), t(b, sb), cpu=False)
+        for sc in SCALARS:
+            case("result_type", T.result_type, t(a, (2,)), ("scalar", sc), cpu=False)
 
 
 def main():

@@ -532,11 +532,13 @@ def prints():
 # Run with torch 2.x (tests/pyref/install.sh's environment), the script writes
 # the cases of the dtypes PyTorch 1.13 lacks instead, in the same forms:
 #
-# tensor_print_torch2.txt -- str() of uint16, uint32, uint64, float8_e8m0fnu
-#     and float4_e2m1fn_x2 tensors; "error MESSAGE" in place of the lines
-#     where PyTorch refuses to print (a 0-dim float4_e2m1fn_x2).
+# tensor_print_torch2.txt -- str() of uint16, uint32, uint64, float8_e8m0fnu,
+#     float4_e2m1fn_x2 and bits tensors; "error MESSAGE" in place of the lines
+#     where PyTorch refuses to print (a 0-dim float4_e2m1fn_x2, any bits
+#     tensor with elements).
 # tensor_copies_torch2.txt -- copy_ between those dtypes and the common ones.
-# A float4_e2m1fn_x2 storage is filled with the same values as uint8 bytes.
+# A float4_e2m1fn_x2 or bits storage is filled with the same values as uint8
+# bytes (bits16 as int16).
 
 NEW2 = ["uint16", "uint32", "uint64", "float8_e8m0fnu", "float4_e2m1fn_x2"]
 
@@ -586,7 +588,23 @@ def prints2():
         except Exception as e:  # noqa: BLE001 - PyTorch's refusal is the case
             out.append("error %s: %s" % (type(e).__name__, str(e).split("\n")[0]))
         out.append("end")
-    for dt in pdt:
+    # the bits types: PyTorch prints no element of them (only empty tensors)
+    bits = [T.bits1x8, T.bits2x4, T.bits4x2, T.bits8, T.bits16]
+    for dt in bits:
+        for shape in ([], [3], [2, 3], [0], [2, 0]):
+            n = 1
+            for x in shape:
+                n *= x
+            data = bytes(rng.randint(0, 255) for _ in range(n * dt.itemsize))
+            t = torch.tensor(list(data), dtype=T.uint8).view(dt).reshape(shape)
+            out.append("print %s %s -" % (str(dt)[6:], L(shape)))
+            out.append("data " + (data.hex() or "-"))
+            try:
+                out.extend(str(t).split("\n"))
+            except Exception as e:  # noqa: BLE001 - PyTorch's refusal is the case
+                out.append("error %s: %s" % (type(e).__name__, str(e).split("\n")[0]))
+            out.append("end")
+    for dt in pdt + bits:
         for shape in ([], [3], [2, 3]):
             out.append("meta %s %s" % (str(dt)[6:], L(shape)))
             out.extend(str(torch.empty(shape, dtype=dt, device="meta")).split("\n"))
@@ -595,8 +613,10 @@ def prints2():
 
 
 def fill2(n, dtype):
-    if dtype == T.float4_e2m1fn_x2:
+    if dtype.itemsize == 1 and (dtype == T.float4_e2m1fn_x2 or "bits" in str(dtype)):
         return fill(n, T.uint8).view(dtype)
+    if dtype == T.bits16:
+        return fill(n, T.int16).view(dtype)
     return fill(n, dtype)
 
 
@@ -605,12 +625,15 @@ def copies2():
     DT2 = [getattr(T, name) for name in NEW2] + [T.float32, T.float64, T.int64, T.uint8,
                                                   T.float16, T.bfloat16, T.int32, T.bool]
     f4 = T.float4_e2m1fn_x2
-    for i in range(520):
+    for i in range(580):
         sizes, strides, off = random_layout(4, 5)
         dd = rng.choice(DT2)
         sd = rng.choice([dd] + DT2)
         if i >= 400:  # float32 with float4: PyTorch's words depend on the layout
             dd, sd = rng.choice([(T.float32, f4), (f4, T.float32)])
+        if i >= 520:  # the bits types: copied to themselves only
+            b = rng.choice([T.bits1x8, T.bits2x4, T.bits4x2, T.bits8, T.bits16])
+            dd, sd = rng.choice([(b, b), (b, b), (b, T.float32), (T.uint8, b), (b, f4), (T.bits8, b)])
         ssz = list(sizes)
         perm = list(range(len(ssz)))
         rng.shuffle(perm)
@@ -631,7 +654,8 @@ def copies2():
         except Exception as e:  # noqa: BLE001
             out.append(line + err(e))
             continue
-        out.append(line + raw_hex(storage.view(T.uint8) if dd.itemsize == 1 else storage))
+        out.append(line + raw_hex(storage.view(T.uint8) if dd.itemsize == 1 or dd == T.bits16
+                                  else storage))
     return out
 
 

@@ -439,15 +439,17 @@ def main():
 #     scalar loop that gives other results for some out-of-range values, and
 #     the script says how many). ATEN_CPU_CAPABILITY is avx2, which gives
 #     what avx512 gives, so that any machine with AVX2 makes the same file.
-# refusals_torch2.txt -- what x.to(dtype) raises between float4_e2m1fn_x2 and
-#     every dtype that converts, "convert SRC DST => MESSAGE", and what reading
-#     (item), setting (setitem) and filling (fill) its elements as numbers
-#     raise, "OP float4_e2m1fn_x2 => MESSAGE".
+# refusals_torch2.txt -- what x.to(dtype) raises between an opaque dtype
+#     (float4_e2m1fn_x2, the bits types) and every other dtype that converts
+#     or is opaque, "convert SRC DST => MESSAGE", and what reading (item),
+#     setting (setitem) and filling (fill) its elements as numbers raise,
+#     "OP DTYPE => MESSAGE".
 # print_torch2.txt -- print.txt's form for the new dtypes, and "error
 #     MESSAGE" in place of the lines where PyTorch refuses to print.
 
 NEW = {27: "uint16", 28: "uint32", 29: "uint64", 44: "float8_e8m0fnu"}
 F4 = 45
+BITS = {18: "bits1x8", 19: "bits2x4", 20: "bits4x2", 21: "bits8", 22: "bits16"}
 
 
 def torch2_dtypes():
@@ -565,21 +567,28 @@ def main_torch2():
         ", ".join("%s -> %s (%d)" % (name[a], name[b], k) for (a, b), k in sorted(tails.items()))
         or "none"))
 
-    f4 = torch.tensor([0x12, 0xF7], dtype=T.uint8).view(T.float4_e2m1fn_x2)
+    opaque = {F4: T.float4_e2m1fn_x2}
+    opaque.update({c: getattr(T, n) for c, n in BITS.items()})
+    oname = dict(name)
+    oname.update({c: str(d).replace("torch.", "") for c, d in opaque.items()})
+    samples = {c: torch.tensor([0x12, 0xF7, 0x00, 0x81], dtype=T.uint8).view(d) for c, d in opaque.items()}
     with open("%s/refusals_torch2.txt" % outdir, "w") as f:
         f.write("# x.to(dtype) refused, PyTorch %s; see gen_vectors.py\n" % torch.__version__)
-        for code in sorted(dts):
-            x = sources[code][:2]
-            for src, dst, label in ((f4, dts[code], (F4, code)), (x, T.float4_e2m1fn_x2, (code, F4))):
-                msg = error_text(lambda: src.to(dst))
-                assert msg is not None, "PyTorch converts %s to %s" % (src.dtype, dst)
-                f.write("convert %s %s => %s\n" % (
-                    "float4_e2m1fn_x2" if label[0] == F4 else name[label[0]],
-                    "float4_e2m1fn_x2" if label[1] == F4 else name[label[1]], msg))
-        # reading one element as a number, setting one from a number, filling
-        for op, fn in (("item", lambda: f4[0].item()), ("setitem", lambda: f4.clone().__setitem__(0, 1.0)),
-                       ("fill", lambda: f4.clone().fill_(1.0))):
-            f.write("%s float4_e2m1fn_x2 => %s\n" % (op, error_text(fn)))
+        for oc in sorted(opaque):
+            o = samples[oc]
+            others = [(c, sources[c][:2]) for c in sorted(dts)] + [
+                (c, samples[c]) for c in sorted(opaque) if c != oc]
+            for code, x in others:
+                for src, dst, label in ((o, x.dtype, (oc, code)), (x, o.dtype, (code, oc))):
+                    if code in opaque and label[0] != oc:
+                        continue  # each pair of opaque dtypes once
+                    msg = error_text(lambda: src.to(dst))
+                    assert msg is not None, "PyTorch converts %s to %s" % (src.dtype, dst)
+                    f.write("convert %s %s => %s\n" % (oname[label[0]], oname[label[1]], msg))
+            # reading one element as a number, setting one from a number, filling
+            for op, fn in (("item", lambda: o[0].item()), ("setitem", lambda: o.clone().__setitem__(0, 1.0)),
+                           ("fill", lambda: o.clone().fill_(1.0))):
+                f.write("%s %s => %s\n" % (op, oname[oc], error_text(fn)))
 
     with open("%s/print_torch2.txt" % outdir, "w") as f:
         f.write("# str() of torch.TypedStorage, PyTorch %s; see gen_vectors.py\n" % torch.__version__)
@@ -593,16 +602,19 @@ def main_torch2():
             meta = torch.empty(3, dtype=dts[code], device="meta").storage()
             f.write("dtype %s meta 3\n" % name[code])
             f.write(str(meta) + "\nend\n")
-        for data in (bytes([0x12, 0xF7, 0x00]), b""):
-            t = torch.tensor(list(data), dtype=T.uint8).view(T.float4_e2m1fn_x2)
-            f.write("dtype float4_e2m1fn_x2\n")
-            f.write("data %s\n" % data.hex())
-            msg = error_text(lambda: str(t.storage()))
-            f.write("error %s\n" % msg if msg else str(t.storage()) + "\n")
+        for oc, od in sorted(opaque.items()):
+            for data in (bytes([0x12, 0xF7, 0x00, 0x81]), b""):
+                t = torch.tensor(list(data), dtype=T.uint8).view(od)
+                f.write("dtype %s\n" % oname[oc])
+                f.write("data %s\n" % data.hex())
+                msg = error_text(lambda: str(t.storage()))
+                f.write("error %s\n" % msg if msg else str(t.storage()) + "\n")
+                f.write("end\n")
+            f.write("dtype %s meta 2\n" % oname[oc])
+            msg = error_text(lambda: str(torch.empty(2, dtype=od, device="meta").storage()))
+            f.write("error %s\n" % msg if msg else
+                    str(torch.empty(2, dtype=od, device="meta").storage()) + "\n")
             f.write("end\n")
-        meta = torch.empty(2, dtype=T.float4_e2m1fn_x2, device="meta").storage()
-        f.write("dtype float4_e2m1fn_x2 meta 2\n")
-        f.write(str(meta) + "\nend\n")
 
 
 if __name__ == "__main__":

@@ -51,8 +51,8 @@ extern "C" {
  *
  * The values are c10::ScalarType's, so a dtype crosses into PyTorch (and into a
  * backend's convert op, which receives them as int) unchanged. They are fixed:
- * never renumbered. 18-22 are PyTorch's bits types and 30-43 its uint1-7 and
- * int1-7, which are not dtypes here. */
+ * never renumbered. 30-43 are PyTorch's uint1-7 and int1-7, which it cannot
+ * save, and are not dtypes here. */
 #define TSTOR_DTYPE_MAP(XX, A)                                                                     \
   /* torch.uint8, Byte */                                                                          \
   XX(A, UINT8, 0, u8, "uint8", NULL, "Byte", "Byte", 1, UNSIGNED, 0, UINT8)                        \
@@ -92,6 +92,12 @@ extern "C" {
   XX(A, QUINT4X2, 16, qu4x2, "quint4x2", NULL, "QUInt4x2", "QUInt4x2", 1, QUANTIZED, 0, UINT8)     \
   /* torch.quint2x4: four 2-bit codes per byte */                                                  \
   XX(A, QUINT2X4, 17, qu2x4, "quint2x4", NULL, "QUInt2x4", "QUInt2x4", 1, QUANTIZED, 0, UINT8)     \
+  /* torch.bits1x8 .. bits16: bytes PyTorch saves and copies, no values (PyTorch 2.x) */           \
+  XX(A, BITS1X8, 18, b1x8, "bits1x8", NULL, NULL, "Bits1x8", 1, OPAQUE, 0, BITS1X8)                \
+  XX(A, BITS2X4, 19, b2x4, "bits2x4", NULL, NULL, "Bits2x4", 1, OPAQUE, 0, BITS2X4)                \
+  XX(A, BITS4X2, 20, b4x2, "bits4x2", NULL, NULL, "Bits4x2", 1, OPAQUE, 0, BITS4X2)                \
+  XX(A, BITS8, 21, b8, "bits8", NULL, NULL, "Bits8", 1, OPAQUE, 0, BITS8)                          \
+  XX(A, BITS16, 22, b16, "bits16", NULL, NULL, "Bits16", 2, OPAQUE, 0, BITS16)                     \
   /* OCP FP8 E5M2: bias 15, inf and NaN as IEEE */                                                 \
   XX(A, FLOAT8_E5M2, 23, e5m2, "float8_e5m2", NULL, NULL, "Float8_e5m2", 1, FLOAT, 1, FLOAT8_E5M2) \
   /* OCP FP8 E4M3: bias 7, no inf, NaN S.1111.111 */                                               \
@@ -131,9 +137,10 @@ typedef enum tstor_dtype_kind {
   TSTOR_KIND_FLOAT = 3,     /* float16, bfloat16, float32, float64, the float8s */
   TSTOR_KIND_COMPLEX = 4,   /* complex32, complex64, complex128 */
   TSTOR_KIND_QUANTIZED = 5, /* qint8, quint8, qint32, quint4x2, quint2x4 */
-  TSTOR_KIND_OPAQUE = 6     /* float4_e2m1fn_x2: bytes PyTorch stores, copies to
-                               the same dtype and views, but neither converts
-                               nor reads as numbers */
+  TSTOR_KIND_OPAQUE = 6     /* float4_e2m1fn_x2 and the bits types: bytes
+                               PyTorch stores, copies to the same dtype and
+                               views, but neither converts nor reads as
+                               numbers */
 } tstor_dtype_kind;
 
 typedef struct tstor_dtype_info {
@@ -143,11 +150,13 @@ typedef struct tstor_dtype_info {
   const char *legacy_name; /* the storage class stem, "Float" for torch.FloatStorage
                               (Torch7's name where Torch7 had one), or NULL */
   const char *scalar_type; /* c10::ScalarType's name: "Float", "ComplexHalf" */
-  size_t element_size;     /* bytes per element; 1 for the packed quint4x2/2x4
-                              and float4_e2m1fn_x2 */
+  size_t element_size;     /* bytes per element; 1 for the packed quint4x2/2x4,
+                              float4_e2m1fn_x2 and bits1x8/2x4/4x2 */
   tstor_dtype_kind kind;
   int is_signed;           /* 1 for signed integers and every float or complex
-                              but float8_e8m0fnu, as torch.dtype.is_signed */
+                              but float8_e8m0fnu, as torch.dtype.is_signed;
+                              0 for the bits types, which PyTorch leaves
+                              undefined */
   tstor_dtype underlying;  /* the integer type a quantized dtype stores (qint8 ->
                               int8; quint4x2 -> uint8); the dtype itself otherwise */
 } tstor_dtype_info;
@@ -170,8 +179,8 @@ TSTOR_EXTERN int tstor_dtype_parse(const char *name, tstor_dtype *out);
 /* 0 when PyTorch converts src_dtype to dst_dtype, TSTOR_EDTYPE when it refuses
  * (a quantized or opaque dtype on either side, unless both are the same dtype:
  * a copy; an opaque one in PyTorch 2.x's words, "\"copy_\" not implemented
- * for 'Float4_e2m1fn_x2'"), TSTOR_EINVAL for a non-dtype. Sets the error
- * detail on failure. */
+ * for 'Float4_e2m1fn_x2'", naming the destination where both are opaque),
+ * TSTOR_EINVAL for a non-dtype. Sets the error detail on failure. */
 TSTOR_EXTERN int tstor_dtype_can_convert(tstor_dtype dst_dtype, tstor_dtype src_dtype);
 
 /* Converts `count` elements of host memory at src (src_dtype) into dst
@@ -228,7 +237,8 @@ TSTOR_EXTERN int tstor_dtype_can_convert(tstor_dtype dst_dtype, tstor_dtype src_
  *     out-of-range complex64 values; tstor gives the vector loop's throughout.
  *     The NaN of the fnuz formats and of e8m0 becomes 0 in every integer
  *     dtype (PyTorch's compiler folds their one NaN code).
- *   - float4_e2m1fn_x2 converts to nothing but itself, as in PyTorch 2.x.
+ *   - float4_e2m1fn_x2 and the bits types convert to nothing but themselves,
+ *     as in PyTorch 2.x.
  * TSTOR_EDTYPE where tstor_dtype_can_convert refuses; TSTOR_EINVAL for a NULL
  * buffer with count > 0. Nothing is written on failure. */
 TSTOR_EXTERN int tstor_dtype_convert(void *dst, tstor_dtype dst_dtype, const void *src,
@@ -366,13 +376,16 @@ enum {
  * "nan", "1e+20", "True", "(1+2j)"; a float element is shown as the shortest
  * decimal that reads back to the same double) into buf, NUL-terminated. *len,
  * when non-NULL, gets the length without the NUL. TSTOR_ERANGE when it does not
- * fit (64 bytes always do). */
+ * fit (64 bytes always do); TSTOR_EDTYPE for an opaque dtype, which has no
+ * value PyTorch reads. */
 TSTOR_EXTERN int tstor_dtype_format(tstor_dtype dtype, const void *value, char *buf,
                                     size_t size, size_t *len);
 
 /* Prints s as Torch7 or PyTorch print storages (TSTOR_PRINT_*): each element
  * on its own line, then a footer naming the dtype, device and size. A storage
- * without data (meta) prints "..." and the footer. */
+ * without data (meta) prints "..." and the footer. The opaque dtypes are
+ * refused as PyTorch 2.x refuses them (TSTOR_EDTYPE, nothing written): a
+ * float4_e2m1fn_x2 storage with elements, and every bits storage. */
 TSTOR_EXTERN int tstor_typed_print(FILE *f, const tstor_storage *s, tstor_dtype dtype,
                                    unsigned flags);
 
