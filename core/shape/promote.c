@@ -5,9 +5,9 @@
  * exceptions PyTorch (and NumPy before it) makes: uint8 with int8 needs int16,
  * and float16 with bfloat16 needs float32 because neither holds the other.
  * torch 2.x's dtypes add refusals ahead of those rules: the bits types and
- * float8 with anything else, and uint16/32/64 with anything but a float. The whole matrix is
- * checked against torch.promote_types by the tests (1.13's 17 x 17, 2.x's
- * rows and columns of its new dtypes). */
+ * float8 with anything else, and uint16/32/64 with anything but a float. The
+ * whole matrix is checked against torch.promote_types by the tests (1.13's
+ * 17 x 17, 2.x's rows and columns of its new dtypes). */
 #include "shape/shape_internal.h"
 
 /* The category (TSTOR__CAT_*) of a plain (neither quantized nor float8) dtype;
