@@ -69,24 +69,29 @@ static inline void hex_of(tstor_device cpu, const tstor_storage *s, char *buf) {
   tstor_storage_release(h);
 }
 
-/* n elements of the generator's values, (i % 97 - 40) / 2, on dev. */
+/* n elements of the generator's values, (i % 97 - 40) / 2, on dev; an
+ * opaque dtype's bytes get them as uint8 (bits16 as int16), as the generator
+ * fills them. */
 static inline tstor_storage *filled(tstor_context *ctx, tstor_device dev, tstor_dtype dt, int64_t n) {
   double *v = malloc(sizeof(double) * (size_t)n);
   ck_assert_ptr_nonnull(v);
   for (int64_t i = 0; i < n; i++) v[i] = (double)((i % 97) - 40) * 0.5;
   tstor_storage *s;
+  if (tstor_dtype_info_of(dt)->kind == TSTOR_KIND_OPAQUE)
+    dt = tstor_dtype_size(dt) == 2 ? TSTOR_INT16 : TSTOR_UINT8;
   ck_tstor_ok(tstor_typed_from_array(ctx, dev, dt, v, TSTOR_FLOAT64, (size_t)n, &s));
   free(v);
   return s;
 }
 
-/* Runs every copy case with the destination on ddev and the source on sdev
- * (cases where both share a storage only when the two are one device type),
- * comparing the destination's bytes, or the refusal, with PyTorch's. Returns
- * the number of cases run. */
-static inline int run_copies(tstor_context *ctx, tstor_device cpu, tstor_device ddev,
-                      tstor_device sdev) {
-  FILE *f = open_vectors("tensor_copies.txt");
+/* Runs every copy case of the file `name` (tensor_copies.txt, or
+ * tensor_copies_torch2.txt for the dtypes of torch 2.x) with the destination
+ * on ddev and the source on sdev (cases where both share a storage only when
+ * the two are one device type), comparing the destination's bytes, or the
+ * refusal, with PyTorch's. Returns the number of cases run. */
+static inline int run_copies_of(tstor_context *ctx, tstor_device cpu, tstor_device ddev,
+                                tstor_device sdev, const char *name) {
+  FILE *f = open_vectors(name);
   static char line[1 << 20], got[1 << 20], before[1 << 20];
   int cases = 0, bad = 0;
   while (fgets(line, sizeof line, f)) {
@@ -140,6 +145,11 @@ static inline int run_copies(tstor_context *ctx, tstor_device cpu, tstor_device 
   fclose(f);
   ck_assert_msg(bad == 0, "%d of %d copies differ from PyTorch's", bad, cases);
   return cases;
+}
+
+static inline int run_copies(tstor_context *ctx, tstor_device cpu, tstor_device ddev,
+                             tstor_device sdev) {
+  return run_copies_of(ctx, cpu, ddev, sdev, "tensor_copies.txt");
 }
 
 #endif

@@ -1,6 +1,7 @@
-/* Converting copies against the vectors generated with PyTorch: every pair of
- * dtypes, special values and random ones, on one thread and split over
- * several, in place, and the conversions PyTorch refuses. */
+/* Converting copies against the vectors generated with PyTorch (torch 1.13
+ * for its dtypes, torch 2.x for those it lacks): every pair of dtypes,
+ * special values and random ones, on one thread and split over several, in
+ * place, and the conversions PyTorch refuses, in its words. */
 #include "typedtest.h"
 
 #include <math.h>
@@ -10,10 +11,37 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static typedtest_vectors vec;
+static typedtest_vectors vec, vec2; /* torch 1.13's, torch 2.x's */
 
-static void setup(void) { typedtest_load(&vec); }
-static void teardown(void) { typedtest_free(&vec); }
+static void setup(void) {
+  typedtest_load(&vec, "conversions.bin");
+  typedtest_load(&vec2, "conversions_torch2.bin");
+}
+static void teardown(void) {
+  typedtest_free(&vec);
+  typedtest_free(&vec2);
+}
+
+/* The block of src and the index of dst in it, from either file. */
+static const typedtest_block *find_pair(tstor_dtype src, tstor_dtype dst, int *d) {
+  const typedtest_vectors *files[] = {&vec, &vec2};
+  for (int f = 0; f < 2; f++)
+    for (int bi = 0; bi < files[f]->nblocks; bi++) {
+      const typedtest_block *b = &files[f]->blocks[bi];
+      for (int k = 0; b->src_dtype == src && k < b->ndst; k++)
+        if (b->dst_dtype[k] == dst) {
+          *d = k;
+          return b;
+        }
+    }
+  ck_abort_msg("no vectors for %s -> %s", tstor_dtype_name(src), tstor_dtype_name(dst));
+  return NULL;
+}
+
+static int converts(tstor_dtype dt) {
+  const tstor_dtype_info *i = tstor_dtype_info_of(dt);
+  return i && i->kind != TSTOR_KIND_QUANTIZED && i->kind != TSTOR_KIND_OPAQUE;
+}
 
 /* Compares n converted elements with the expected ones; reports the first few
  * differences with their source element. */
@@ -38,9 +66,11 @@ static int compare(const typedtest_block *b, int d, const unsigned char *got, si
 
 START_TEST(every_pair_matches_pytorch) {
   int bad_pairs = 0, pairs = 0;
-  for (int bi = 0; bi < vec.nblocks; bi++) {
-    const typedtest_block *b = &vec.blocks[bi];
+  static int seen[TSTOR_DTYPE_END][TSTOR_DTYPE_END];
+  for (int bi = 0; bi < vec.nblocks + vec2.nblocks; bi++) {
+    const typedtest_block *b = bi < vec.nblocks ? &vec.blocks[bi] : &vec2.blocks[bi - vec.nblocks];
     for (int d = 0; d < b->ndst; d++) {
+      seen[b->src_dtype][b->dst_dtype[d]]++;
       size_t des = tstor_dtype_size(b->dst_dtype[d]);
       unsigned char *out = malloc(des * b->count);
       ck_assert_ptr_nonnull(out);
@@ -56,7 +86,13 @@ START_TEST(every_pair_matches_pytorch) {
       free(out);
     }
   }
-  ck_assert_int_eq(pairs, 17 * 17);
+  /* Each pair of dtypes that convert once, from one file or the other. */
+  for (int s = 0; s < TSTOR_DTYPE_END; s++)
+    for (int d = 0; d < TSTOR_DTYPE_END; d++)
+      ck_assert_msg(seen[s][d] == (converts((tstor_dtype)s) && converts((tstor_dtype)d)),
+                    "%s -> %s: %d blocks of vectors", tstor_dtype_name((tstor_dtype)s),
+                    tstor_dtype_name((tstor_dtype)d), seen[s][d]);
+  ck_assert_int_eq(pairs, 21 * 21);
   ck_assert_msg(bad_pairs == 0, "%d of %d dtype pairs differ from PyTorch", bad_pairs, pairs);
 }
 END_TEST
@@ -65,21 +101,18 @@ END_TEST
  * points land anywhere: the same results as one thread. */
 START_TEST(threaded_conversion_matches) {
   static const tstor_dtype pairs[][2] = {
-      {TSTOR_FLOAT32, TSTOR_FLOAT64}, {TSTOR_FLOAT64, TSTOR_FLOAT32},
-      {TSTOR_FLOAT32, TSTOR_FLOAT16}, {TSTOR_FLOAT16, TSTOR_FLOAT32},
-      {TSTOR_FLOAT32, TSTOR_BFLOAT16}, {TSTOR_BFLOAT16, TSTOR_FLOAT32},
-      {TSTOR_FLOAT32, TSTOR_INT32}, {TSTOR_INT32, TSTOR_FLOAT32},
-      {TSTOR_COMPLEX128, TSTOR_UINT8}, {TSTOR_INT64, TSTOR_FLOAT8_E4M3FN}};
+      {TSTOR_FLOAT32, TSTOR_FLOAT64},        {TSTOR_FLOAT64, TSTOR_FLOAT32},
+      {TSTOR_FLOAT32, TSTOR_FLOAT16},        {TSTOR_FLOAT16, TSTOR_FLOAT32},
+      {TSTOR_FLOAT32, TSTOR_BFLOAT16},       {TSTOR_BFLOAT16, TSTOR_FLOAT32},
+      {TSTOR_FLOAT32, TSTOR_INT32},          {TSTOR_INT32, TSTOR_FLOAT32},
+      {TSTOR_COMPLEX128, TSTOR_UINT8},       {TSTOR_INT64, TSTOR_FLOAT8_E4M3FN},
+      {TSTOR_FLOAT32, TSTOR_UINT32},         {TSTOR_FLOAT16, TSTOR_UINT32},
+      {TSTOR_UINT64, TSTOR_FLOAT32},         {TSTOR_FLOAT64, TSTOR_UINT64},
+      {TSTOR_FLOAT32, TSTOR_FLOAT8_E8M0FNU}, {TSTOR_FLOAT8_E8M0FNU, TSTOR_INT32}};
   int old = tstor_set_num_threads(3);
   for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
-    const typedtest_block *b = NULL;
-    int d = -1;
-    for (int bi = 0; bi < vec.nblocks && !b; bi++)
-      if (vec.blocks[bi].src_dtype == pairs[p][0]) b = &vec.blocks[bi];
-    ck_assert_ptr_nonnull(b);
-    for (int k = 0; k < b->ndst; k++)
-      if (b->dst_dtype[k] == pairs[p][1]) d = k;
-    ck_assert_int_ge(d, 0);
+    int d;
+    const typedtest_block *b = find_pair(pairs[p][0], pairs[p][1], &d);
     size_t n = (size_t)b->count * 1013 + 7; /* a few MB, not a multiple of anything */
     size_t ses = tstor_dtype_size(pairs[p][0]), des = tstor_dtype_size(pairs[p][1]);
     unsigned char *src = malloc(n * ses), *out = malloc(n * des);
@@ -99,17 +132,13 @@ END_TEST
  * buffer: the same bytes, wherever the destination starts. */
 START_TEST(streamed_results_match) {
   static const tstor_dtype pairs[][2] = {
-      {TSTOR_FLOAT32, TSTOR_FLOAT64}, {TSTOR_FLOAT64, TSTOR_FLOAT16}, {TSTOR_INT64, TSTOR_UINT8},
-      {TSTOR_FLOAT32, TSTOR_BFLOAT16}, {TSTOR_FLOAT32, TSTOR_FLOAT16}, {TSTOR_INT32, TSTOR_FLOAT32}};
+      {TSTOR_FLOAT32, TSTOR_FLOAT64},  {TSTOR_FLOAT64, TSTOR_FLOAT16}, {TSTOR_INT64, TSTOR_UINT8},
+      {TSTOR_FLOAT32, TSTOR_BFLOAT16}, {TSTOR_FLOAT32, TSTOR_FLOAT16}, {TSTOR_INT32, TSTOR_FLOAT32},
+      {TSTOR_FLOAT32, TSTOR_UINT64},   {TSTOR_UINT16, TSTOR_FLOAT64}};
   int old = tstor_set_num_threads(2);
   for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
-    const typedtest_block *b = NULL;
-    int d = -1;
-    for (int bi = 0; bi < vec.nblocks && !b; bi++)
-      if (vec.blocks[bi].src_dtype == pairs[p][0]) b = &vec.blocks[bi];
-    ck_assert_ptr_nonnull(b);
-    for (int k = 0; k < b->ndst; k++)
-      if (b->dst_dtype[k] == pairs[p][1]) d = k;
+    int d;
+    const typedtest_block *b = find_pair(pairs[p][0], pairs[p][1], &d);
     size_t ses = tstor_dtype_size(pairs[p][0]), des = tstor_dtype_size(pairs[p][1]);
     size_t n = ((size_t)17 << 20) / des + 5;
     unsigned char *src = malloc(n * ses), *out = malloc((n + 1) * des);
@@ -320,10 +349,45 @@ START_TEST(quantized_conversions_are_refused) {
 }
 END_TEST
 
+/* Every conversion torch 2.x refuses (tests/vectors/refusals_torch2.txt:
+ * float4_e2m1fn_x2 and the bits types with any other dtype), refused in its
+ * words; the same dtype is a copy. */
+START_TEST(torch2_refusals_in_its_words) {
+  const char *path = TSTOR_TEST_SRCDIR "/vectors/refusals_torch2.txt";
+  FILE *f = fopen(path, "r");
+  ck_assert_msg(f != NULL, "cannot open %s", path);
+  char line[512];
+  int n = 0;
+  unsigned char in[16] = {0x12, 0xf7}, out[16];
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "convert ", 8) != 0) continue;
+    char src[64], dst[64];
+    const char *arrow = strstr(line, " => "), *colon = arrow ? strstr(arrow, ": ") : NULL;
+    ck_assert_msg(colon && sscanf(line, "convert %63s %63s", src, dst) == 2, "bad line %s", line);
+    tstor_dtype s, d;
+    ck_tstor_ok(tstor_dtype_parse(src, &s));
+    ck_tstor_ok(tstor_dtype_parse(dst, &d));
+    char want[256];
+    snprintf(want, sizeof want, "%.*s", (int)strcspn(colon + 2, "\n"), colon + 2);
+    memset(out, 0x5a, sizeof out);
+    ck_tstor_err(tstor_dtype_convert(out, d, in, s, 1), TSTOR_EDTYPE);
+    ck_assert_str_eq(tstor_last_error(), want);
+    ck_assert_int_eq(out[0], 0x5a);
+    ck_tstor_err(tstor_dtype_can_convert(d, s), TSTOR_EDTYPE);
+    ck_assert_str_eq(tstor_last_error(), want);
+    n++;
+  }
+  fclose(f);
+  ck_assert_int_eq(n, 6 * 2 * 21 + 6 * 5); /* 6 opaque dtypes, 21 that convert */
+  ck_tstor_ok(tstor_dtype_convert(out, TSTOR_FLOAT4_E2M1FN_X2, in, TSTOR_FLOAT4_E2M1FN_X2, 2));
+  ck_assert_int_eq(memcmp(out, in, 2), 0);
+}
+END_TEST
+
 START_TEST(bad_arguments) {
   float f = 1;
-  ck_tstor_err(tstor_dtype_convert(&f, (tstor_dtype)19, &f, TSTOR_FLOAT32, 1), TSTOR_EINVAL);
-  ck_last_error_has("19 is not a dtype");
+  ck_tstor_err(tstor_dtype_convert(&f, (tstor_dtype)35, &f, TSTOR_FLOAT32, 1), TSTOR_EINVAL);
+  ck_last_error_has("35 is not a dtype");
   ck_tstor_err(tstor_dtype_convert(&f, TSTOR_FLOAT32, &f, (tstor_dtype)-1, 1), TSTOR_EINVAL);
   ck_tstor_err(tstor_dtype_convert(&f, TSTOR_FLOAT32, &f, (tstor_dtype)TSTOR_DTYPE_END, 1),
                TSTOR_EINVAL);
@@ -359,6 +423,7 @@ int main(void) {
   tcase_add_test(rules, a_source_ending_at_an_unmapped_page);
   tcase_add_test(rules, out_of_range_floats_are_defined);
   tcase_add_test(rules, quantized_conversions_are_refused);
+  tcase_add_test(rules, torch2_refusals_in_its_words);
   tcase_add_test(rules, bad_arguments);
   tcase_add_test(rules, thread_count);
   tcase_add_test(rules, concurrent_callers);

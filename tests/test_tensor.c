@@ -2,6 +2,7 @@
  * copies between layouts, dtypes and devices, element access, bad input. */
 #define _GNU_SOURCE
 #include "tensortest.h"
+#include "typedtest.h"
 
 #include <math.h>
 
@@ -136,7 +137,7 @@ START_TEST(bad_sizes_and_overflow) {
   ck_tstor_err(tstor_tensor_empty_strided(ctx, cpu, TSTOR_FLOAT32, 2, two, ovs, &t), TSTOR_EOVERFLOW);
   ck_last_error_has("and strides=[9223372036854775807, 1]");
   ck_tstor_err(tstor_tensor_empty(ctx, cpu, TSTOR_FLOAT32, 2, NULL, &t), TSTOR_EINVAL);
-  ck_tstor_err(tstor_tensor_empty(ctx, cpu, (tstor_dtype)19, 1, s2, &t), TSTOR_EINVAL);
+  ck_tstor_err(tstor_tensor_empty(ctx, cpu, (tstor_dtype)35, 1, s2, &t), TSTOR_EINVAL);
   ck_tstor_err(tstor_tensor_empty(ctx, cpu, TSTOR_FLOAT32, 1, s2, NULL), TSTOR_EINVAL);
   ck_tstor_err(tstor_tensor_from_array(ctx, cpu, TSTOR_FLOAT32, 2, s2, NULL, &t), TSTOR_EINVAL);
   ck_assert_ptr_null(t);
@@ -425,7 +426,7 @@ START_TEST(views_refuse_bad_input) {
   ck_tstor_err(tstor_tensor_select(t, 0, INT64_MIN, &v), TSTOR_ERANGE);
   ck_tstor_err(tstor_tensor_narrow(t, 0, INT64_MIN, 1, &v), TSTOR_ERANGE);
   ck_tstor_err(tstor_tensor_narrow(t, 0, 0, INT64_MAX, &v), TSTOR_ERANGE);
-  ck_tstor_err(tstor_tensor_view_dtype(t, (tstor_dtype)20, &v), TSTOR_EINVAL);
+  ck_tstor_err(tstor_tensor_view_dtype(t, (tstor_dtype)35, &v), TSTOR_EINVAL);
   ck_assert_ptr_null(v);
   /* Python's clamping at the extremes */
   ck_tstor_ok(tstor_tensor_slice(t, 1, INT64_MIN, INT64_MAX, INT64_MAX, &v));
@@ -672,12 +673,51 @@ START_TEST(views_share_and_outlive) {
 }
 END_TEST
 
+/* float4_e2m1fn_x2 tensors hold, copy and view bytes, and are zeroed as
+ * torch.zeros zeroes them; fills, ones, full and element access by number
+ * are refused in torch 2.x's words (tests/vectors/refusals_torch2.txt). */
+START_TEST(opaque_tensors) {
+  const tstor_dtype f4 = TSTOR_FLOAT4_E2M1FN_X2;
+  int64_t sz[] = {2, 3}, idx[] = {1, 2};
+  const unsigned char bytes[] = {1, 2, 3, 4, 5, 0xf6};
+  tstor_tensor *t, *z, *tt, *c;
+  ck_tstor_ok(tstor_tensor_from_array(ctx, cpu, f4, 2, sz, bytes, &t));
+  ck_tstor_ok(tstor_tensor_zeros(ctx, fake, f4, 2, sz, &z));
+  ck_tstor_ok(tstor_tensor_transpose(t, 0, 1, &tt));
+  ck_tstor_ok(tstor_tensor_contiguous(tt, &c));
+  unsigned char got[6], one;
+  ck_tstor_ok(tstor_tensor_to_array(c, got, f4, 6));
+  const unsigned char want[] = {1, 4, 2, 5, 3, 0xf6};
+  ck_assert_int_eq(memcmp(got, want, 6), 0);
+  ck_tstor_ok(tstor_tensor_to_array(z, got, f4, 6));
+  for (int i = 0; i < 6; i++) ck_assert_uint_eq(got[i], 0);
+  ck_tstor_ok(tstor_tensor_get(t, idx, &one));
+  ck_assert_uint_eq(one, 0xf6);
+  double d;
+  ck_tstor_err(tstor_tensor_get_f64(t, idx, &d), TSTOR_EDTYPE);
+  ck_assert_str_eq(tstor_last_error(), typedtest_refusal("item", "float4_e2m1fn_x2"));
+  ck_tstor_err(tstor_tensor_set_f64(t, idx, 1.0), TSTOR_EDTYPE);
+  ck_assert_str_eq(tstor_last_error(), typedtest_refusal("setitem", "float4_e2m1fn_x2"));
+  ck_tstor_err(tstor_tensor_fill(t, 1.0), TSTOR_EDTYPE);
+  ck_assert_str_eq(tstor_last_error(), typedtest_refusal("fill", "float4_e2m1fn_x2"));
+  tstor_tensor *o = (tstor_tensor *)1;
+  ck_tstor_err(tstor_tensor_ones(ctx, cpu, f4, 2, sz, &o), TSTOR_EDTYPE);
+  ck_assert_ptr_null(o);
+  ck_tstor_err(tstor_tensor_full(ctx, cpu, f4, 2, sz, 0.0, &o), TSTOR_EDTYPE);
+  ck_tstor_ok(tstor_tensor_to_array(t, got, f4, 6));
+  ck_assert_int_eq(memcmp(got, bytes, 6), 0); /* untouched */
+  tstor_tensor *list[] = {t, z, tt, c};
+  for (int i = 0; i < 4; i++) tstor_tensor_release(list[i]);
+}
+END_TEST
+
 Suite *tensor_suite(void) {
   Suite *s = suite_create("tensor");
   TCase *tc = tcase_create("object");
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 60); /* hundreds of megabytes, maybe under a sanitizer (8 s under TSan) */
   tcase_add_test(tc, empty_contiguous);
+  tcase_add_test(tc, opaque_tensors);
   tcase_add_test(tc, zero_dim_and_zero_size);
   tcase_add_test(tc, many_dims);
   tcase_add_test(tc, bad_sizes_and_overflow);

@@ -394,6 +394,16 @@ START_TEST(copies_as_pytorch_through_copy_strided) {
 }
 END_TEST
 
+/* Copies between the dtypes of torch 2.x and the common ones, as torch 2.x
+ * makes them (float4_e2m1fn_x2 and the bits types refused in words that
+ * depend on the layout), on cpu and staged through a device. */
+START_TEST(copies_as_torch2) {
+  ck_assert_int_ge(run_copies_of(ctx, cpu, cpu, cpu, "tensor_copies_torch2.txt"), 580);
+  ck_assert_int_ge(run_copies_of(ctx, cpu, fake, cpu, "tensor_copies_torch2.txt"), 580);
+  ck_assert_int_ge(run_copies_of(ctx, cpu, cpu, fake, "tensor_copies_torch2.txt"), 580);
+}
+END_TEST
+
 /* The same copies with every large job split over 4 threads. */
 START_TEST(copies_threaded) {
   int old = tstor_set_num_threads(4);
@@ -413,6 +423,7 @@ Suite *vectors_suite(void) {
   tcase_add_test(tc, copies_as_pytorch_staged);
   tcase_add_test(tc, copies_as_pytorch_through_copy_strided);
   tcase_add_test(tc, copies_threaded);
+  tcase_add_test(tc, copies_as_torch2);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -56,14 +56,14 @@ START_TEST(sizes_and_resize) {
   ck_assert_uint_eq(tstor_storage_nbytes(s), 6);
   ck_tstor_err(tstor_typed_size(s, TSTOR_INT32, &n), TSTOR_ESIZE);
   ck_last_error_has("not a whole number of int32");
-  ck_tstor_err(tstor_typed_size(s, (tstor_dtype)18, &n), TSTOR_EINVAL);
+  ck_tstor_err(tstor_typed_size(s, (tstor_dtype)35, &n), TSTOR_EINVAL);
   ck_tstor_err(tstor_typed_size(NULL, TSTOR_INT8, &n), TSTOR_EINVAL);
   ck_tstor_err(tstor_typed_size(s, TSTOR_INT8, NULL), TSTOR_EINVAL);
   ck_tstor_err(tstor_typed_resize(s, TSTOR_INT64, SIZE_MAX / 4), TSTOR_EOVERFLOW);
   ck_assert_uint_eq(tstor_storage_nbytes(s), 6);
   tstor_storage_release(s);
   ck_tstor_err(tstor_typed_new(ctx, cpu, TSTOR_INT64, SIZE_MAX / 4, &s), TSTOR_EOVERFLOW);
-  ck_tstor_err(tstor_typed_new(ctx, cpu, (tstor_dtype)22, 1, &s), TSTOR_EINVAL);
+  ck_tstor_err(tstor_typed_new(ctx, cpu, (tstor_dtype)35, 1, &s), TSTOR_EINVAL);
   ck_tstor_err(tstor_typed_new(ctx, cpu, TSTOR_INT8, 1, NULL), TSTOR_EINVAL);
   /* Meta storages have sizes. */
   ck_tstor_ok(tstor_typed_new(ctx, meta, TSTOR_COMPLEX64, 7, &s));
@@ -161,9 +161,70 @@ START_TEST(numbers_by_dtype) {
 
   ck_tstor_ok(tstor_typed_new(ctx, cpu, TSTOR_FLOAT8_E4M3FN, 1, &s));
   ck_tstor_ok(tstor_typed_set_f64(s, TSTOR_FLOAT8_E4M3FN, 0, 470.0));
-  ck_assert(isnan(at(s, TSTOR_FLOAT8_E4M3FN, 0))); /* past 464: no infinity, NaN */
+  ck_assert_double_eq(at(s, TSTOR_FLOAT8_E4M3FN, 0), 448.0); /* no infinity: saturates */
   ck_tstor_ok(tstor_typed_set_f64(s, TSTOR_FLOAT8_E4M3FN, 0, 0.1));
   ck_assert_double_eq(at(s, TSTOR_FLOAT8_E4M3FN, 0), 0.1015625);
+  tstor_storage_release(s);
+}
+END_TEST
+
+/* The dtypes of torch 2.x as storages: uint64 past int64, e8m0's scale,
+ * and float4_e2m1fn_x2 and the bits types, whose bytes are kept, copied and
+ * viewed but never read or written as numbers (refused in torch 2.x's
+ * words). */
+START_TEST(torch2_dtypes_by_element) {
+  tstor_storage *s;
+  ck_tstor_ok(tstor_typed_new(ctx, cpu, TSTOR_UINT64, 2, &s));
+  uint64_t top = UINT64_MAX;
+  ck_tstor_ok(tstor_typed_set(s, TSTOR_UINT64, 0, &top));
+  ck_assert_double_eq(at(s, TSTOR_UINT64, 0), 18446744073709551615.0);
+  int64_t i;
+  ck_tstor_ok(tstor_typed_get_i64(s, TSTOR_UINT64, 0, &i));
+  ck_assert_int_eq(i, -1); /* int64 keeps the low bits */
+  ck_tstor_ok(tstor_typed_set_f64(s, TSTOR_UINT64, 1, -1.0));
+  ck_tstor_ok(tstor_typed_get(s, TSTOR_UINT64, 1, &top));
+  ck_assert_uint_eq(top, UINT64_MAX);
+  tstor_storage_release(s);
+
+  ck_tstor_ok(tstor_typed_new(ctx, cpu, TSTOR_FLOAT8_E8M0FNU, 1, &s));
+  ck_tstor_ok(tstor_typed_set_f64(s, TSTOR_FLOAT8_E8M0FNU, 0, -3.0)); /* no sign; 3 ties to 4 */
+  ck_assert_double_eq(at(s, TSTOR_FLOAT8_E8M0FNU, 0), 4.0);
+  ck_tstor_ok(tstor_typed_set_f64(s, TSTOR_FLOAT8_E8M0FNU, 0, 0.0)); /* no zero either */
+  ck_assert_double_eq(at(s, TSTOR_FLOAT8_E8M0FNU, 0), 0x1p-127);
+  tstor_storage_release(s);
+
+  const tstor_dtype f4 = TSTOR_FLOAT4_E2M1FN_X2;
+  const unsigned char bytes[] = {0x12, 0xf7, 0x00};
+  tstor_storage *copy;
+  ck_tstor_ok(tstor_typed_from_array(ctx, cpu, f4, bytes, f4, 3, &s));
+  ck_tstor_ok(tstor_typed_new(ctx, fake0, f4, 3, &copy));
+  ck_tstor_ok(tstor_typed_copy(copy, f4, s, f4));
+  unsigned char back[3], one;
+  ck_tstor_ok(tstor_typed_to_array(copy, f4, back, f4, 3));
+  ck_assert_int_eq(memcmp(back, bytes, 3), 0);
+  ck_tstor_ok(tstor_typed_get(s, f4, 1, &one));
+  ck_assert_uint_eq(one, 0xf7);
+  ck_tstor_ok(tstor_typed_fill(copy, f4, &one));
+  double d;
+  /* every opaque dtype's elements, as numbers (the 3 bytes are whole
+   * elements of each but bits16) */
+  for (int dt = 0; dt < TSTOR_DTYPE_END; dt++) {
+    const tstor_dtype_info *o = tstor_dtype_info_of((tstor_dtype)dt);
+    if (!o || o->kind != TSTOR_KIND_OPAQUE || o->element_size != 1) continue;
+    ck_tstor_err(tstor_typed_get_f64(s, o->dtype, 0, &d), TSTOR_EDTYPE);
+    ck_assert_str_eq(tstor_last_error(), typedtest_refusal("item", o->name));
+    ck_tstor_err(tstor_typed_get_i64(s, o->dtype, 0, &i), TSTOR_EDTYPE);
+    ck_tstor_err(tstor_typed_set_f64(s, o->dtype, 0, 1.0), TSTOR_EDTYPE);
+    ck_assert_str_eq(tstor_last_error(), typedtest_refusal("setitem", o->name));
+    ck_tstor_err(tstor_typed_set_i64(s, o->dtype, 0, 1), TSTOR_EDTYPE);
+    ck_tstor_err(tstor_typed_fill_f64(s, o->dtype, 1.0), TSTOR_EDTYPE);
+    ck_assert_str_eq(tstor_last_error(), typedtest_refusal("fill", o->name));
+  }
+  ck_tstor_err(tstor_typed_to_array(s, f4, &d, TSTOR_FLOAT64, 3), TSTOR_EDTYPE);
+  tstor_storage *f32;
+  ck_tstor_err(tstor_typed_convert(s, f4, TSTOR_FLOAT32, &f32), TSTOR_EDTYPE);
+  ck_assert_int_eq(memcmp(tstor_storage_data(s), bytes, 3), 0); /* untouched */
+  tstor_storage_release(copy);
   tstor_storage_release(s);
 }
 END_TEST
@@ -549,7 +610,7 @@ START_TEST(copy_errors_leave_destination) {
   ck_last_error_has("source has 3 int32 elements, destination 2 int64");
   ck_tstor_err(tstor_typed_copy(a, TSTOR_QINT32, a, TSTOR_INT32), TSTOR_EDTYPE);
   ck_tstor_err(tstor_typed_copy(a, TSTOR_INT32, NULL, TSTOR_INT32), TSTOR_EINVAL);
-  ck_tstor_err(tstor_typed_copy(a, (tstor_dtype)20, a, TSTOR_INT32), TSTOR_EINVAL);
+  ck_tstor_err(tstor_typed_copy(a, (tstor_dtype)35, a, TSTOR_INT32), TSTOR_EINVAL);
   ck_assert_double_eq(at(b, TSTOR_INT64, 1), 2);
   ck_assert_double_eq(at(a, TSTOR_INT32, 2), 3);
   /* Meta: a meta destination is size-checked only; a meta source has no data. */
@@ -897,6 +958,7 @@ int main(void) {
   tcase_add_test(tc, sizes_and_resize);
   tcase_add_test(tc, get_set_and_bounds);
   tcase_add_test(tc, numbers_by_dtype);
+  tcase_add_test(tc, torch2_dtypes_by_element);
   tcase_add_test(tc, arrays_in_and_out);
   tcase_add_test(tc, fill_every_size);
   tcase_add_test(tc, fill_from_a_number);

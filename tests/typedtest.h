@@ -1,5 +1,7 @@
 /* Helpers for the typed-storage suites: the conversion vectors generated with
- * PyTorch (tests/vectors/gen_vectors.py) and a cpu/meta context. */
+ * PyTorch (tests/vectors/gen_vectors.py: conversions.bin by torch 1.13,
+ * conversions_torch2.bin by torch 2.x for the dtypes 1.13 lacks) and a
+ * cpu/meta context. */
 #ifndef TSTOR_TYPEDTEST_H
 #define TSTOR_TYPEDTEST_H
 
@@ -45,10 +47,11 @@ static inline void typedtest_to_native(unsigned char *p, size_t count, tstor_dty
     }
 }
 
-/* Reads tests/vectors/conversions.bin; fails the test when it is missing or
- * malformed. */
-static inline void typedtest_load(typedtest_vectors *v) {
-  const char *path = TSTOR_TEST_SRCDIR "/vectors/conversions.bin";
+/* Reads tests/vectors/NAME (conversions.bin, conversions_torch2.bin); fails
+ * the test when it is missing or malformed. */
+static inline void typedtest_load(typedtest_vectors *v, const char *name) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/vectors/%s", TSTOR_TEST_SRCDIR, name);
   FILE *f = fopen(path, "rb");
   ck_assert_msg(f != NULL, "cannot open %s", path);
   ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
@@ -97,6 +100,27 @@ static inline void typedtest_load(typedtest_vectors *v) {
 static inline void typedtest_free(typedtest_vectors *v) {
   free(v->file);
   v->file = NULL;
+}
+
+/* What torch 2.x says when `op` ("item", "setitem", "fill") meets dtype
+ * `name` (tests/vectors/refusals_torch2.txt), after its exception's name. */
+static inline const char *typedtest_refusal(const char *op, const char *name) {
+  static char msg[256];
+  char path[512], line[512], head[128];
+  snprintf(path, sizeof path, "%s/vectors/refusals_torch2.txt", TSTOR_TEST_SRCDIR);
+  snprintf(head, sizeof head, "%s %s => ", op, name);
+  FILE *f = fopen(path, "r");
+  ck_assert_msg(f != NULL, "cannot open %s", path);
+  msg[0] = '\0';
+  while (fgets(line, sizeof line, f))
+    if (strncmp(line, head, strlen(head)) == 0) {
+      const char *m = strstr(line + strlen(head), ": ");
+      ck_assert_ptr_nonnull(m);
+      snprintf(msg, sizeof msg, "%.*s", (int)strcspn(m + 2, "\n"), m + 2);
+    }
+  fclose(f);
+  ck_assert_msg(msg[0] != '\0', "%s: no \"%s\" case", path, head);
+  return msg;
 }
 
 /* Hex of one element, for messages (static ring of buffers). */

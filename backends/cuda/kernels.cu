@@ -79,25 +79,41 @@ struct c128_t {
 };
 
 /* Each tag: the type elements are read as (lt) and written as (st), a load
- * giving int64_t, float or double, the imaginary part's load, and a store from
- * each of the three (overloads pick it, as _Generic does on the host). */
-#define TAG_INT(NAME, LT, ST, LOAD, FROM_F, FROM_D)                                   \
-  struct NAME {                                                                       \
-    typedef LT lt;                                                                    \
-    typedef ST st;                                                                    \
-    static HD int64_t load(lt x) { return LOAD; }             \
-    static HD int64_t im(lt) { return 0; }                    \
-    static HD st store(int64_t v, int64_t) { return (st)v; }  \
-    static HD st store(float v, float) { return FROM_F; }     \
-    static HD st store(double v, double) { return FROM_D; }   \
+ * giving int64_t, uint64_t (uint64 alone), float or double, the imaginary
+ * part's load, and a store from each of the four (overloads pick it, as
+ * _Generic does on the host). */
+#define TAG_INT(NAME, LT, ST, FROM_F, FROM_D)                  \
+  struct NAME {                                                \
+    typedef LT lt;                                             \
+    typedef ST st;                                             \
+    static HD int64_t load(lt x) { return (int64_t)x; }        \
+    static HD int64_t im(lt) { return 0; }                     \
+    static HD st store(int64_t v, int64_t) { return (st)v; }   \
+    static HD st store(uint64_t v, uint64_t) { return (st)v; } \
+    static HD st store(float v, float) { return FROM_F; }      \
+    static HD st store(double v, double) { return FROM_D; }    \
   };
 
-TAG_INT(t_u8, uint8_t, uint8_t, (int64_t)x, (uint8_t)tstor_f32_to_i64(v), (uint8_t)tstor_f64_to_i64(v))
-TAG_INT(t_i8, int8_t, uint8_t, (int64_t)x, (uint8_t)tstor_f32_to_i32(v), (uint8_t)tstor_f64_to_i32(v))
-TAG_INT(t_i16, int16_t, uint16_t, (int64_t)x, (uint16_t)tstor_f32_to_i32(v), (uint16_t)tstor_f64_to_i32(v))
-TAG_INT(t_i32, int32_t, uint32_t, (int64_t)x, (uint32_t)tstor_f32_to_i32(v), (uint32_t)tstor_f64_to_i32(v))
-TAG_INT(t_i64, int64_t, uint64_t, (int64_t)x, (uint64_t)tstor_f32_to_i64(v), (uint64_t)tstor_f64_to_i64(v))
+TAG_INT(t_u8, uint8_t, uint8_t, (uint8_t)tstor_f32_to_i64(v), (uint8_t)tstor_f64_to_i64(v))
+TAG_INT(t_i8, int8_t, uint8_t, (uint8_t)tstor_f32_to_i32(v), (uint8_t)tstor_f64_to_i32(v))
+TAG_INT(t_i16, int16_t, uint16_t, (uint16_t)tstor_f32_to_i32(v), (uint16_t)tstor_f64_to_i32(v))
+TAG_INT(t_i32, int32_t, uint32_t, (uint32_t)tstor_f32_to_i32(v), (uint32_t)tstor_f64_to_i32(v))
+TAG_INT(t_i64, int64_t, uint64_t, (uint64_t)tstor_f32_to_i64(v), (uint64_t)tstor_f64_to_i64(v))
+TAG_INT(t_u16, uint16_t, uint16_t, (uint16_t)tstor_f32_to_i32(v), (uint16_t)tstor_f64_to_i32(v))
+/* From a float, PyTorch's vector loops' cast; convert_elem takes the low
+ * half of the int64 cast instead for the sources u32_low_half names. */
+TAG_INT(t_u32, uint32_t, uint32_t, tstor_f32_to_u32(v), tstor_f64_to_u32(v))
 #undef TAG_INT
+
+struct t_u64 {
+  typedef uint64_t lt;
+  typedef uint64_t st;
+  static HD uint64_t load(lt x) { return x; }
+  static HD uint64_t im(lt) { return 0; }
+  static HD st store(int64_t v, int64_t) { return (st)v; }
+  static HD st store(float v, float) { return tstor_f32_to_u64(v); }
+  static HD st store(double v, double) { return tstor_f64_to_u64(v); }
+};
 
 struct t_bool {
   typedef uint8_t lt;
@@ -105,20 +121,22 @@ struct t_bool {
   static HD int64_t load(lt x) { return x != 0; }
   static HD int64_t im(lt) { return 0; }
   static HD st store(int64_t v, int64_t) { return v != 0; }
+  static HD st store(uint64_t v, uint64_t) { return v != 0; }
   static HD st store(float v, float) { return v != 0; }
   static HD st store(double v, double) { return v != 0; }
 };
 
 /* The float32-based formats: everything reaches them as a float32. */
-#define TAG_VIA_F32(NAME, T, DECODE, ENCODE)                                                 \
-  struct NAME {                                                                              \
-    typedef T lt;                                                                            \
-    typedef T st;                                                                            \
-    static HD float load(lt x) { return DECODE(x); }                \
-    static HD float im(lt) { return 0.0f; }                         \
-    static HD st store(int64_t v, int64_t) { return ENCODE((float)v); } \
-    static HD st store(float v, float) { return ENCODE(v); }        \
-    static HD st store(double v, double) { return ENCODE((float)v); } \
+#define TAG_VIA_F32(NAME, T, DECODE, ENCODE)                              \
+  struct NAME {                                                           \
+    typedef T lt;                                                         \
+    typedef T st;                                                         \
+    static HD float load(lt x) { return DECODE(x); }                      \
+    static HD float im(lt) { return 0.0f; }                               \
+    static HD st store(int64_t v, int64_t) { return ENCODE((float)v); }   \
+    static HD st store(uint64_t v, uint64_t) { return ENCODE((float)v); } \
+    static HD st store(float v, float) { return ENCODE(v); }              \
+    static HD st store(double v, double) { return ENCODE((float)v); }     \
   };
 
 TAG_VIA_F32(t_f16, uint16_t, tstor_f16_to_f32, tstor_f32_to_f16)
@@ -126,6 +144,7 @@ TAG_VIA_F32(t_e5m2, uint8_t, tstor_e5m2_to_f32, tstor_f32_to_e5m2)
 TAG_VIA_F32(t_e4m3fn, uint8_t, tstor_e4m3fn_to_f32, tstor_f32_to_e4m3fn)
 TAG_VIA_F32(t_e5m2fnuz, uint8_t, tstor_e5m2fnuz_to_f32, tstor_f32_to_e5m2fnuz)
 TAG_VIA_F32(t_e4m3fnuz, uint8_t, tstor_e4m3fnuz_to_f32, tstor_f32_to_e4m3fnuz)
+TAG_VIA_F32(t_e8m0, uint8_t, tstor_e8m0_to_f32, tstor_f32_to_e8m0)
 #undef TAG_VIA_F32
 
 struct t_bf16 {
@@ -134,6 +153,7 @@ struct t_bf16 {
   static HD float load(lt x) { return tstor_bf16_to_f32(x); }
   static HD float im(lt) { return 0.0f; }
   static HD st store(int64_t v, uint16_t nan) { return tstor_f32_to_bf16((float)v, nan); }
+  static HD st store(uint64_t v, uint16_t nan) { return tstor_f32_to_bf16((float)v, nan); }
   static HD st store(float v, uint16_t nan) { return tstor_f32_to_bf16(v, nan); }
   static HD st store(double v, uint16_t nan) { return tstor_f32_to_bf16((float)v, nan); }
 };
@@ -144,6 +164,7 @@ struct t_f32 {
   static HD float load(lt x) { return x; }
   static HD float im(lt) { return 0.0f; }
   static HD st store(int64_t v, int64_t) { return (float)v; }
+  static HD st store(uint64_t v, uint64_t) { return (float)v; }
   static HD st store(float v, float) { return v; }
   static HD st store(double v, double) { return (float)v; }
 };
@@ -168,6 +189,7 @@ struct t_f64 {
   static HD double load(lt x) { return x; }
   static HD double im(lt) { return 0.0; }
   static HD st store(int64_t v, int64_t) { return (double)v; }
+  static HD st store(uint64_t v, uint64_t) { return (double)v; }
   static HD st store(float v, float) { return f32_to_f64(v); }
   static HD st store(double v, double) { return v; }
 };
@@ -196,14 +218,76 @@ TAG_COMPLEX(t_c64, c64_t, t_f32, id_f)
 TAG_COMPLEX(t_c128, c128_t, t_f64, id_d)
 #undef TAG_COMPLEX
 
+/* What PyTorch's loops do differently by source dtype (core/typed/convert.c's
+ * RULES_ table): a NaN into an integer dtype is the cast's value, or 0 from
+ * the formats whose one NaN code PyTorch's compiler folds; and a float into
+ * uint32 is the vector loops' cast or the low half of the int64 cast. */
+template <class S>
+struct folds_nan {
+  static constexpr bool value = false;
+};
+template <class S>
+struct u32_low_half {
+  static constexpr bool value = false;
+};
+#define SOURCE_RULE(RULE, T)            \
+  template <>                           \
+  struct RULE<T> {                      \
+    static constexpr bool value = true; \
+  };
+SOURCE_RULE(folds_nan, t_e5m2fnuz)
+SOURCE_RULE(folds_nan, t_e4m3fnuz)
+SOURCE_RULE(folds_nan, t_e8m0)
+SOURCE_RULE(u32_low_half, t_f16)
+SOURCE_RULE(u32_low_half, t_c32)
+SOURCE_RULE(u32_low_half, t_e5m2)
+SOURCE_RULE(u32_low_half, t_e4m3fn)
+SOURCE_RULE(u32_low_half, t_e5m2fnuz)
+SOURCE_RULE(u32_low_half, t_e4m3fnuz)
+SOURCE_RULE(u32_low_half, t_e8m0)
+#undef SOURCE_RULE
+template <class D>
+struct integer_tag {
+  static constexpr bool value = false;
+};
+#define INTEGER_TAG(T)                  \
+  template <>                           \
+  struct integer_tag<T> {               \
+    static constexpr bool value = true; \
+  };
+INTEGER_TAG(t_u8)
+INTEGER_TAG(t_i8)
+INTEGER_TAG(t_i16)
+INTEGER_TAG(t_i32)
+INTEGER_TAG(t_i64)
+INTEGER_TAG(t_u16)
+INTEGER_TAG(t_u64) /* uint32 has a convert_elem of its own */
+#undef INTEGER_TAG
+
 /* One element: load as int64_t, float or double, store from that. */
 template <class S, class D>
 struct convert_elem {
-  static HD typename D::st apply(typename S::lt x) { return D::store(S::load(x), S::im(x)); }
+  static HD typename D::st apply(typename S::lt x) {
+    auto v = S::load(x);
+    if constexpr (folds_nan<S>::value && integer_tag<D>::value) v = v != v ? 0.0f : v;
+    return D::store(v, S::im(x));
+  }
 };
 
-/* The NaN bfloat16 gets: 0x7fc0 from float16 and the complex dtypes (PyTorch's
- * scalar loops), all ones from the rest (its vectorised loops). */
+template <class S>
+struct convert_elem<S, t_u32> {
+  static HD uint32_t apply(typename S::lt x) {
+    auto v = S::load(x);
+    if constexpr (folds_nan<S>::value) v = v != v ? 0.0f : v;
+    if constexpr (u32_low_half<S>::value)
+      return (uint32_t)tstor_f32_to_i64(v);
+    else
+      return t_u32::store(v, S::im(x));
+  }
+};
+
+/* The NaN bfloat16 gets: 0x7fc0 from float16, the complex dtypes and e8m0
+ * (PyTorch's scalar loops), all ones from the rest (its vectorised loops). */
 template <class S>
 struct bf16_nan {
   static constexpr uint16_t value = TSTOR_BF16_NAN_VECTOR;
@@ -222,6 +306,10 @@ struct bf16_nan<t_c64> {
 };
 template <>
 struct bf16_nan<t_c128> {
+  static constexpr uint16_t value = TSTOR_BF16_NAN_SCALAR;
+};
+template <>
+struct bf16_nan<t_e8m0> {
   static constexpr uint16_t value = TSTOR_BF16_NAN_SCALAR;
 };
 
@@ -286,15 +374,17 @@ int run(void *dst, const void *src, size_t n, cudaStream_t stream) {
   }
 }
 
-/* The dtypes that convert (every kind but quantized), from TSTOR_DTYPE_MAP:
- * each is handled by the tag t_<its tag>. The same filter as core/convert.c's,
- * kept here because a backend may not include core internals. */
+/* The dtypes that convert (every kind but quantized and opaque), from
+ * TSTOR_DTYPE_MAP: each is handled by the tag t_<its tag>. The same filter as
+ * core/convert.c's, kept here because a backend may not include core
+ * internals. */
 #define CONVERTS_BOOL(...) __VA_ARGS__
 #define CONVERTS_UNSIGNED(...) __VA_ARGS__
 #define CONVERTS_SIGNED(...) __VA_ARGS__
 #define CONVERTS_FLOAT(...) __VA_ARGS__
 #define CONVERTS_COMPLEX(...) __VA_ARGS__
 #define CONVERTS_QUANTIZED(...)
+#define CONVERTS_OPAQUE(...)
 
 #define DST_CASE(S, e, v, tag, name, alias, legacy, st, size, kind, ...) \
   CONVERTS_##kind(case TSTOR_##e: return run<Host, S, t_##tag>(dst, src, n, stream);)

@@ -7,14 +7,20 @@
 
 #include <tstor/dlpack.h>
 
+/* Each dtype DLPack 0.6 has a type for, both ways; the float8s and float4
+ * have codes only from DLPack 1.x on. */
 static const struct {
   tstor_dtype dtype;
   uint8_t code, bits;
 } dl_dtypes[] = {
-    {TSTOR_UINT8, kDLUInt, 8},       {TSTOR_INT8, kDLInt, 8},         {TSTOR_INT16, kDLInt, 16},
-    {TSTOR_INT32, kDLInt, 32},       {TSTOR_INT64, kDLInt, 64},       {TSTOR_FLOAT16, kDLFloat, 16},
-    {TSTOR_FLOAT32, kDLFloat, 32},   {TSTOR_FLOAT64, kDLFloat, 64},   {TSTOR_BFLOAT16, kDLBfloat, 16},
-    {TSTOR_COMPLEX32, kDLComplex, 32}, {TSTOR_COMPLEX64, kDLComplex, 64}, {TSTOR_COMPLEX128, kDLComplex, 128},
+    {TSTOR_UINT8, kDLUInt, 8},         {TSTOR_INT8, kDLInt, 8},
+    {TSTOR_INT16, kDLInt, 16},         {TSTOR_INT32, kDLInt, 32},
+    {TSTOR_INT64, kDLInt, 64},         {TSTOR_FLOAT16, kDLFloat, 16},
+    {TSTOR_FLOAT32, kDLFloat, 32},     {TSTOR_FLOAT64, kDLFloat, 64},
+    {TSTOR_BFLOAT16, kDLBfloat, 16},   {TSTOR_COMPLEX32, kDLComplex, 32},
+    {TSTOR_COMPLEX64, kDLComplex, 64}, {TSTOR_COMPLEX128, kDLComplex, 128},
+    {TSTOR_UINT16, kDLUInt, 16},       {TSTOR_UINT32, kDLUInt, 32},
+    {TSTOR_UINT64, kDLUInt, 64},
 };
 #define NDL (sizeof dl_dtypes / sizeof dl_dtypes[0])
 

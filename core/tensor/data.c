@@ -9,19 +9,20 @@
 
 typedef tstor__side side;
 
-/* value as one element of dtype (quantized dtypes take their integer code). */
-static int scalar_bytes(tstor_dtype dtype, double value, unsigned char *elem, const char *what) {
+/* value as one element of dtype (quantized dtypes take their integer code);
+ * `kernel` names PyTorch's words for an opaque dtype (typed_internal.h). */
+static int scalar_bytes(tstor_dtype dtype, double value, unsigned char *elem, const char *what,
+                        const char *kernel) {
   const tstor_dtype_info *d = tstor__dtype(dtype, what);
   if (d == NULL) return TSTOR_EINVAL;
+  int rc = tstor__dtype_as_numbers(d, kernel);
+  if (rc) return rc;
   tstor__convert_serial(elem, d->underlying, &value, TSTOR_FLOAT64, 1);
   return 0;
 }
 
-int tstor_tensor_fill(tstor_tensor *t, double value) {
-  if (t == NULL) return tstor__err(TSTOR_EINVAL, "tensor_fill: NULL tensor");
-  _Alignas(16) unsigned char elem[16];
-  int rc = scalar_bytes(t->dtype, value, elem, "tensor_fill");
-  if (rc) return rc;
+/* Writes the element at elem into every element of t. */
+static int fill_element(tstor_tensor *t, const unsigned char *elem) {
   if (t->numel == 0 || !tstor__tensor_has_data(t)) return 0;
   if (tstor_tensor_is_non_overlapping_and_dense(t)) {
     size_t n = (size_t)t->numel * t->esize;
@@ -37,6 +38,13 @@ int tstor_tensor_fill(tstor_tensor *t, double value) {
   side d = tstor__tensor_side(t, NULL);
   side s = {NULL, (char *)elem, zero, t->dtype, t->esize};
   return tstor__transfer(&d, &s, t->ndim, t->sizes);
+}
+
+int tstor_tensor_fill(tstor_tensor *t, double value) {
+  if (t == NULL) return tstor__err(TSTOR_EINVAL, "tensor_fill: NULL tensor");
+  _Alignas(16) unsigned char elem[16];
+  int rc = scalar_bytes(t->dtype, value, elem, "tensor_fill", TSTOR__FILL);
+  return rc ? rc : fill_element(t, elem);
 }
 
 /* ------------------------------------------------------ creation with data */
@@ -56,9 +64,22 @@ int tstor_tensor_full(tstor_context *ctx, tstor_device dev, tstor_dtype dtype, i
   return 0;
 }
 
+/* Zero is all zero bytes in every dtype, so zeros works on the opaque ones
+ * too, as torch.zeros does. */
 int tstor_tensor_zeros(tstor_context *ctx, tstor_device dev, tstor_dtype dtype, int ndim,
                        const int64_t *sizes, tstor_tensor **out) {
-  return tstor_tensor_full(ctx, dev, dtype, ndim, sizes, 0.0, out);
+  if (out == NULL) return tstor__err(TSTOR_EINVAL, "tensor_zeros: NULL out");
+  *out = NULL;
+  tstor_tensor *t;
+  int rc = tstor_tensor_empty(ctx, dev, dtype, ndim, sizes, &t);
+  if (rc) return rc;
+  _Alignas(16) static const unsigned char zero[16];
+  if ((rc = fill_element(t, zero))) {
+    tstor_tensor_release(t);
+    return rc;
+  }
+  *out = t;
+  return 0;
 }
 
 int tstor_tensor_ones(tstor_context *ctx, tstor_device dev, tstor_dtype dtype, int ndim,
@@ -166,7 +187,8 @@ int tstor_tensor_get_f64(const tstor_tensor *t, const int64_t *index, double *ou
   _Alignas(16) unsigned char elem[16];
   if (out == NULL) return tstor__err(TSTOR_EINVAL, "tensor_get_f64: NULL out");
   int rc = tstor_tensor_get(t, index, elem);
-  if (rc) return rc;
+  if (rc || (rc = tstor__dtype_as_numbers(tstor_dtype_info_of(t->dtype), TSTOR__READ_ONE)))
+    return rc;
   tstor__convert_serial(out, TSTOR_FLOAT64, elem, tstor_dtype_info_of(t->dtype)->underlying, 1);
   return 0;
 }
@@ -174,6 +196,6 @@ int tstor_tensor_get_f64(const tstor_tensor *t, const int64_t *index, double *ou
 int tstor_tensor_set_f64(tstor_tensor *t, const int64_t *index, double value) {
   _Alignas(16) unsigned char elem[16];
   if (t == NULL) return tstor__err(TSTOR_EINVAL, "tensor_set_f64: NULL tensor");
-  int rc = scalar_bytes(t->dtype, value, elem, "tensor_set_f64");
+  int rc = scalar_bytes(t->dtype, value, elem, "tensor_set_f64", TSTOR__SET_ONE);
   return rc ? rc : tstor_tensor_set(t, index, elem);
 }

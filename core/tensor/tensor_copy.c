@@ -195,12 +195,35 @@ static int broadcast_to(const tstor_tensor *dst, const tstor_tensor *src, int64_
   return 0;
 }
 
+static int is_opaque(tstor_dtype dt) { return tstor_dtype_info_of(dt)->kind == TSTOR_KIND_OPAQUE; }
+
+/* PyTorch refuses a copy between an opaque dtype and another in its copy
+ * kernel: after TensorIterator has checked overlaps and shapes, and not when
+ * nothing is copied. Its words name the kernel: for float4_e2m1fn_x2 with
+ * float32, copy_kernel where the innermost dimension TensorIterator iterates
+ * is contiguous in both (or broadcast in the source), as its loop between
+ * float32 and the narrower floats wants; copy_ otherwise, 0-dim tensors
+ * included. */
+static int opaque_refusal(const tstor_tensor *dst, const tstor_tensor *src, const int64_t *sstr) {
+  int contiguous = 0;
+  if (dst->ndim > 0) {
+    tstor__plan p;
+    p.dst_esize = dst->esize;
+    p.src_esize = src->esize;
+    tstor__plan_build(&p, dst->ndim, dst->sizes, dst->strides, sstr);
+    contiguous = p.dst_strides[0] == (int64_t)dst->esize &&
+                 (p.src_strides[0] == (int64_t)src->esize || p.src_strides[0] == 0);
+  }
+  return tstor__opaque_copy_refused(dst->dtype, src->dtype, contiguous);
+}
+
 int tstor_tensor_copy_(tstor_tensor *dst, const tstor_tensor *src) {
   if (dst == NULL || src == NULL) return tstor__err(TSTOR_EINVAL, "tensor_copy_: NULL tensor");
   if (dst->storage->ctx != src->storage->ctx)
     return tstor__err(TSTOR_EINVAL, "tensor_copy_: tensors belong to different contexts");
   int rc = tstor_dtype_can_convert(dst->dtype, src->dtype);
-  if (rc) return rc;
+  int opaque = rc && (is_opaque(dst->dtype) || is_opaque(src->dtype));
+  if (rc && !opaque) return rc;
   if (dst == src) return 0;
   /* the same elements read as the same dtype: nothing to do (PyTorch's is_same_data) */
   if (dst->storage == src->storage && dst->offset == src->offset && dst->dtype == src->dtype &&
@@ -213,6 +236,7 @@ int tstor_tensor_copy_(tstor_tensor *dst, const tstor_tensor *src) {
   int64_t sstr[MAXD];
   if ((rc = broadcast_to(dst, src, sstr))) return rc;
   if (dst->numel == 0 || !tstor__tensor_has_data(dst)) return 0;
+  if (opaque) return opaque_refusal(dst, src, sstr);
   if (!tstor__tensor_has_data(src))
     return tstor__err(TSTOR_ENODATA, "tensor_copy_: the source is on %s, which has no data",
                       src->storage->ctx->types[src->storage->device.type].name);
@@ -275,7 +299,9 @@ int tstor_tensor_to(const tstor_tensor *t, tstor_device dev, tstor_dtype dtype,
   int rc;
   if ((rc = tstor__check_device(t->storage->ctx, dev))) return rc;
   if (tstor__dtype(dtype, "tensor_to") == NULL) return TSTOR_EINVAL;
-  if ((rc = tstor_dtype_can_convert(dtype, t->dtype))) return rc;
+  /* an opaque dtype is refused by the copy, in the words its layout gives */
+  if ((rc = tstor_dtype_can_convert(dtype, t->dtype)) && !is_opaque(dtype) && !is_opaque(t->dtype))
+    return rc;
   if (dev.type == t->storage->device.type && dev.index == t->storage->device.index &&
       dtype == t->dtype) {
     *out = tstor_tensor_retain((tstor_tensor *)t);

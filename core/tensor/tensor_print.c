@@ -1,9 +1,10 @@
 /* Printing tensors exactly as PyTorch 1.13's str(tensor) does
- * (torch/_tensor_str.py): one formatter per tensor (per part, for complex)
- * chosen from the values shown (fixed, integer-valued or scientific, and the
- * widest entry), rows wrapped at 80 columns, more than 1000 elements
- * summarised with the first and last 3 entries of every dimension around
- * "...", and the device, dtype and size suffixes PyTorch adds. */
+ * (torch/_tensor_str.py), and torch 2.x for the dtypes 1.13 lacks: one
+ * formatter per tensor (per part, for complex) chosen from the values shown
+ * (fixed, integer-valued or scientific, and the widest entry), rows wrapped
+ * at 80 columns, more than 1000 elements summarised with the first and last
+ * 3 entries of every dimension around "...", and the device, dtype and size
+ * suffixes PyTorch adds. */
 #include "tensor/tensor_internal.h"
 
 #include <inttypes.h>
@@ -48,7 +49,7 @@ static void sb_spaces(sbuf *b, int n) {
 
 /* ----------------------------------------------------------- formatters */
 
-enum { K_BOOL, K_INT, K_FLOAT, K_COMPLEX };
+enum { K_BOOL, K_INT, K_UINT, K_FLOAT, K_COMPLEX };
 
 typedef struct formatter {
   int floating, int_mode, sci_mode, max_width;
@@ -65,7 +66,17 @@ static int fmt_sci(char *out, size_t size, double v) {
   return snprintf(out, size, "%.*e", PRECISION, v);
 }
 
-static void formatter_init(formatter *f, int kind, const double *v, const int64_t *iv, size_t n) {
+/* An integer entry as Python's str() of it. */
+static int fmt_int(char *out, size_t size, int kind, int64_t iv) {
+  if (kind == K_BOOL) return snprintf(out, size, "%s", iv ? "True" : "False");
+  if (kind == K_UINT) return snprintf(out, size, "%" PRIu64, (uint64_t)iv);
+  return snprintf(out, size, "%" PRId64, iv);
+}
+
+/* `zero` is 0 as the dtype holds it (2^-127 in float8_e8m0fnu, which has no
+ * zero): the values PyTorch's ne(0) counts as zeros. */
+static void formatter_init(formatter *f, int kind, const double *v, const int64_t *iv, size_t n,
+                           double zero) {
   f->floating = kind == K_FLOAT;
   f->int_mode = 1;
   f->sci_mode = 0;
@@ -73,7 +84,7 @@ static void formatter_init(formatter *f, int kind, const double *v, const int64_
   char buf[64];
   if (!f->floating) {
     for (size_t i = 0; i < n; i++) {
-      int len = kind == K_BOOL ? (iv[i] ? 4 : 5) : snprintf(buf, sizeof buf, "%" PRId64, iv[i]);
+      int len = fmt_int(buf, sizeof buf, kind, iv[i]);
       if (len > f->max_width) f->max_width = len;
     }
     return;
@@ -81,7 +92,7 @@ static void formatter_init(formatter *f, int kind, const double *v, const int64_
   double mn = INFINITY, mx = 0;
   size_t count = 0;
   for (size_t i = 0; i < n; i++) {
-    if (!isfinite(v[i]) || v[i] == 0) continue;
+    if (!isfinite(v[i]) || v[i] == 0 || v[i] == zero) continue;
     double a = fabs(v[i]);
     if (a < mn) mn = a;
     if (a > mx) mx = a;
@@ -94,7 +105,7 @@ static void formatter_init(formatter *f, int kind, const double *v, const int64_
   else
     f->sci_mode = mx / mn > 1000.0 || mx > 1.0e8 || mn < 1.0e-4;
   for (size_t i = 0; i < n; i++) {
-    if (!isfinite(v[i]) || v[i] == 0) continue;
+    if (!isfinite(v[i]) || v[i] == 0 || v[i] == zero) continue;
     int len;
     if (f->sci_mode)
       len = fmt_sci(buf, sizeof buf, v[i]);
@@ -120,10 +131,8 @@ static void formatter_format(const formatter *f, int kind, double v, int64_t iv,
     } else {
       len = fmt_fixed(buf, sizeof buf, v, PRECISION);
     }
-  } else if (kind == K_BOOL) {
-    len = snprintf(buf, sizeof buf, "%s", iv ? "True" : "False");
   } else {
-    len = snprintf(buf, sizeof buf, "%" PRId64, iv);
+    len = fmt_int(buf, sizeof buf, kind, iv);
   }
   int pad = f->max_width > len ? f->max_width - len : 0;
   snprintf(out, size, "%*s%s", pad, "", buf);
@@ -134,6 +143,7 @@ static void formatter_format(const formatter *f, int kind, double v, int64_t iv,
 /* The entries shown, in printing order, read from a host tensor. */
 typedef struct shown {
   const tstor_tensor *t;
+  tstor_dtype read_as; /* the dtype its entries are read as */
   int kind, summarize;
   double *re, *im;
   int64_t *iv;
@@ -161,11 +171,11 @@ static void gather(shown *s, int dim, const char *p) {
     double c[2] = {0, 0};
     int64_t i = 0;
     if (s->kind == K_COMPLEX)
-      tstor__convert_serial(c, TSTOR_COMPLEX128, p, t->dtype, 1);
+      tstor__convert_serial(c, TSTOR_COMPLEX128, p, s->read_as, 1);
     else if (s->kind == K_FLOAT)
-      tstor__convert_serial(c, TSTOR_FLOAT64, p, t->dtype, 1);
-    else
-      tstor__convert_serial(&i, TSTOR_INT64, p, tstor_dtype_info_of(t->dtype)->underlying, 1);
+      tstor__convert_serial(c, TSTOR_FLOAT64, p, s->read_as, 1);
+    else /* uint64 past INT64_MAX too: its bits */
+      tstor__convert_serial(&i, TSTOR_INT64, p, s->read_as, 1);
     s->re[s->n] = c[0];
     s->im[s->n] = c[1];
     s->iv[s->n] = i;
@@ -306,25 +316,36 @@ static int host_copy(const tstor_tensor *t, tstor_tensor **out) {
 /* The values of t, which has data and elements, nested in brackets as
  * PyTorch prints them; failures to allocate mark b as failed. */
 static int print_values(const tstor_tensor *t, sbuf *b, int indent) {
+  const tstor_dtype_info *d = tstor_dtype_info_of(t->dtype);
+  /* PyTorch reads no item() of an opaque dtype: a 0-dim tensor of one is
+   * refused, and so is every bits tensor with elements; float4_e2m1fn_x2
+   * shows the uint8 view of its bytes, in a float's format. */
+  int rc = t->ndim == 0 || !tstor__opaque_float(t->dtype)
+               ? tstor__dtype_as_numbers(d, TSTOR__READ_ONE)
+               : 0;
   tstor_tensor *h;
-  int rc = host_copy(t, &h);
-  if (rc) return rc;
-  tstor_dtype_kind kind = tstor_dtype_info_of(t->dtype)->kind;
+  if (rc || (rc = host_copy(t, &h))) return rc;
   shown s = {0};
   s.t = h;
-  s.kind = kind == TSTOR_KIND_BOOL      ? K_BOOL
-           : kind == TSTOR_KIND_FLOAT   ? K_FLOAT
-           : kind == TSTOR_KIND_COMPLEX ? K_COMPLEX
-                                        : K_INT;
+  s.read_as = d->kind == TSTOR_KIND_OPAQUE ? TSTOR_UINT8 : d->underlying;
+  s.kind = d->kind == TSTOR_KIND_BOOL                                    ? K_BOOL
+           : d->kind == TSTOR_KIND_FLOAT || d->kind == TSTOR_KIND_OPAQUE ? K_FLOAT
+           : d->kind == TSTOR_KIND_COMPLEX                               ? K_COMPLEX
+           : d->kind == TSTOR_KIND_UNSIGNED                              ? K_UINT
+                                                                         : K_INT;
   s.summarize = t->numel > THRESHOLD;
   gather(&s, 0, tstor_tensor_data(h));
   if (!s.failed) {
     printer pr = {&s, {0}, {0}, 0, b};
+    double zero[2] = {0, 0};
+    unsigned char elem[16];
+    tstor__convert_serial(elem, s.read_as, zero, TSTOR_FLOAT64, 1);
+    tstor__convert_serial(zero, TSTOR_FLOAT64, elem, s.read_as, 1);
     if (s.kind == K_COMPLEX) {
-      formatter_init(&pr.f1, K_FLOAT, s.re, NULL, s.n);
-      formatter_init(&pr.f2, K_FLOAT, s.im, NULL, s.n);
+      formatter_init(&pr.f1, K_FLOAT, s.re, NULL, s.n, 0);
+      formatter_init(&pr.f2, K_FLOAT, s.im, NULL, s.n, 0);
     } else {
-      formatter_init(&pr.f1, s.kind, s.re, s.iv, s.n);
+      formatter_init(&pr.f1, s.kind, s.re, s.iv, s.n, s.kind == K_FLOAT ? zero[0] : 0);
     }
     tensor_str(&pr, 0, indent);
   }

@@ -38,8 +38,9 @@ typedef struct { double re, im; } c128_t;
 
 /* For each dtype: the C type it is read as (LT), the type it is written as
  * (ST: integers are written unsigned so that wrapping is defined C), a load
- * giving int64_t, float or double, the imaginary part's load (0 for reals)
- * and a store from each of the three. */
+ * giving int64_t, uint64_t (uint64 alone), float or double, the imaginary
+ * part's load (0 for reals) and a store from each of the four, which also
+ * sees the source element as read (x). */
 typedef uint8_t bool_lt, bool_st;
 typedef uint8_t u8_lt, u8_st;
 typedef int8_t i8_lt;
@@ -50,14 +51,17 @@ typedef int32_t i32_lt;
 typedef uint32_t i32_st;
 typedef int64_t i64_lt;
 typedef uint64_t i64_st;
+typedef uint16_t u16_lt, u16_st;
+typedef uint32_t u32_lt, u32_st;
+typedef uint64_t u64_lt, u64_st;
 typedef uint16_t f16_lt, f16_st, bf16_lt, bf16_st;
 typedef float f32_lt, f32_st;
 typedef double f64_lt, f64_st;
 typedef c32_t c32_lt, c32_st;
 typedef c64_t c64_lt, c64_st;
 typedef c128_t c128_lt, c128_st;
-typedef uint8_t e5m2_lt, e5m2_st, e4m3fn_lt, e4m3fn_st, e5m2fnuz_lt, e5m2fnuz_st,
-    e4m3fnuz_lt, e4m3fnuz_st;
+typedef uint8_t e5m2_lt, e5m2_st, e4m3fn_lt, e4m3fn_st, e5m2fnuz_lt, e5m2fnuz_st, e4m3fnuz_lt,
+    e4m3fnuz_st, e8m0_lt, e8m0_st;
 
 #define LOAD_bool(x) ((int64_t)((x) != 0))
 #define LOAD_u8(x) ((int64_t)(x))
@@ -65,6 +69,9 @@ typedef uint8_t e5m2_lt, e5m2_st, e4m3fn_lt, e4m3fn_st, e5m2fnuz_lt, e5m2fnuz_st
 #define LOAD_i16(x) ((int64_t)(x))
 #define LOAD_i32(x) ((int64_t)(x))
 #define LOAD_i64(x) ((int64_t)(x))
+#define LOAD_u16(x) ((int64_t)(x))
+#define LOAD_u32(x) ((int64_t)(x))
+#define LOAD_u64(x) ((uint64_t)(x))
 #define LOAD_f16(x) tstor_f16_to_f32(x)
 #define LOAD_bf16(x) tstor_bf16_to_f32(x)
 #define LOAD_f32(x) (x)
@@ -76,6 +83,7 @@ typedef uint8_t e5m2_lt, e5m2_st, e4m3fn_lt, e4m3fn_st, e5m2fnuz_lt, e5m2fnuz_st
 #define LOAD_e4m3fn(x) tstor_e4m3fn_to_f32(x)
 #define LOAD_e5m2fnuz(x) tstor_e5m2fnuz_to_f32(x)
 #define LOAD_e4m3fnuz(x) tstor_e4m3fnuz_to_f32(x)
+#define LOAD_e8m0(x) tstor_e8m0_to_f32(x)
 
 #define IM_bool(x) ((int64_t)0)
 #define IM_u8(x) ((int64_t)0)
@@ -83,6 +91,9 @@ typedef uint8_t e5m2_lt, e5m2_st, e4m3fn_lt, e4m3fn_st, e5m2fnuz_lt, e5m2fnuz_st
 #define IM_i16(x) ((int64_t)0)
 #define IM_i32(x) ((int64_t)0)
 #define IM_i64(x) ((int64_t)0)
+#define IM_u16(x) ((int64_t)0)
+#define IM_u32(x) ((int64_t)0)
+#define IM_u64(x) ((uint64_t)0)
 #define IM_f16(x) 0.0f
 #define IM_bf16(x) 0.0f
 #define IM_f32(x) 0.0f
@@ -94,40 +105,60 @@ typedef uint8_t e5m2_lt, e5m2_st, e4m3fn_lt, e4m3fn_st, e5m2fnuz_lt, e5m2fnuz_st
 #define IM_e4m3fn(x) 0.0f
 #define IM_e5m2fnuz(x) 0.0f
 #define IM_e4m3fnuz(x) 0.0f
+#define IM_e8m0(x) 0.0f
 
 /* A store chosen by the type of the loaded value. */
-#define STORE_BY(v, fi, ff, fd) _Generic((v), int64_t: fi, float: ff, double: fd)(v)
+#define STORE_BY(v, fi, fu, ff, fd) \
+  _Generic((v), int64_t : fi, uint64_t : fu, float : ff, double : fd)(v)
 
 static inline uint8_t bool_i(int64_t v) { return v != 0; }
+static inline uint8_t bool_u(uint64_t v) { return v != 0; }
 static inline uint8_t bool_f(float v) { return v != 0; }
 static inline uint8_t bool_d(double v) { return v != 0; }
 /* uint8 goes through int64 in PyTorch, so that -1.0 is 255 on every machine. */
 static inline uint8_t u8_i(int64_t v) { return (uint8_t)v; }
+static inline uint8_t u8_u(uint64_t v) { return (uint8_t)v; }
 static inline uint8_t u8_f(float v) { return (uint8_t)tstor_f32_to_i64(v); }
 static inline uint8_t u8_d(double v) { return (uint8_t)tstor_f64_to_i64(v); }
 static inline uint8_t i8_i(int64_t v) { return (uint8_t)v; }
+static inline uint8_t i8_u(uint64_t v) { return (uint8_t)v; }
 static inline uint8_t i8_f(float v) { return (uint8_t)tstor_f32_to_i32(v); }
 static inline uint8_t i8_d(double v) { return (uint8_t)tstor_f64_to_i32(v); }
+/* int16 and uint16 both go through int32. */
 static inline uint16_t i16_i(int64_t v) { return (uint16_t)v; }
+static inline uint16_t i16_u(uint64_t v) { return (uint16_t)v; }
 static inline uint16_t i16_f(float v) { return (uint16_t)tstor_f32_to_i32(v); }
 static inline uint16_t i16_d(double v) { return (uint16_t)tstor_f64_to_i32(v); }
 static inline uint32_t i32_i(int64_t v) { return (uint32_t)v; }
+static inline uint32_t i32_u(uint64_t v) { return (uint32_t)v; }
 static inline uint32_t i32_f(float v) { return (uint32_t)tstor_f32_to_i32(v); }
 static inline uint32_t i32_d(double v) { return (uint32_t)tstor_f64_to_i32(v); }
 static inline uint64_t i64_i(int64_t v) { return (uint64_t)v; }
+static inline uint64_t i64_u(uint64_t v) { return v; }
 static inline uint64_t i64_f(float v) { return (uint64_t)tstor_f32_to_i64(v); }
 static inline uint64_t i64_d(double v) { return (uint64_t)tstor_f64_to_i64(v); }
+/* uint32 from a float: PyTorch's vector loops (u32v) or the low half of the
+ * int64 cast (u32s), by source dtype (RULES_ below). */
+static inline uint32_t u32v_f(float v) { return tstor_f32_to_u32(v); }
+static inline uint32_t u32v_d(double v) { return tstor_f64_to_u32(v); }
+static inline uint32_t u32s_f(float v) { return (uint32_t)tstor_f32_to_i64(v); }
+static inline uint32_t u32s_d(double v) { return (uint32_t)tstor_f64_to_i64(v); }
+static inline uint64_t u64_f(float v) { return tstor_f32_to_u64(v); }
+static inline uint64_t u64_d(double v) { return tstor_f64_to_u64(v); }
 static inline float f32_i(int64_t v) { return (float)v; }
+static inline float f32_u(uint64_t v) { return (float)v; }
 static inline float f32_f(float v) { return v; }
 static inline float f32_d(double v) { return (float)v; }
 static inline double f64_i(int64_t v) { return (double)v; }
+static inline double f64_u(uint64_t v) { return (double)v; }
 static inline double f64_f(float v) { return (double)v; }
 static inline double f64_d(double v) { return v; }
 
 /* The float32-based formats: everything reaches them as a float32. */
-#define VIA_F32(name, type, enc)                                  \
-  static inline type name##_i(int64_t v) { return enc((float)v); } \
-  static inline type name##_f(float v) { return enc(v); }          \
+#define VIA_F32(name, type, enc)                                    \
+  static inline type name##_i(int64_t v) { return enc((float)v); }  \
+  static inline type name##_u(uint64_t v) { return enc((float)v); } \
+  static inline type name##_f(float v) { return enc(v); }           \
   static inline type name##_d(double v) { return enc((float)v); }
 VIA_F32(f16, uint16_t, tstor_f32_to_f16)
 VIA_F32(bf16, uint16_t, f32_to_bf16_vector)
@@ -136,46 +167,81 @@ VIA_F32(e5m2, uint8_t, tstor_f32_to_e5m2)
 VIA_F32(e4m3fn, uint8_t, tstor_f32_to_e4m3fn)
 VIA_F32(e5m2fnuz, uint8_t, tstor_f32_to_e5m2fnuz)
 VIA_F32(e4m3fnuz, uint8_t, tstor_f32_to_e4m3fnuz)
+VIA_F32(e8m0, uint8_t, tstor_f32_to_e8m0)
 #undef VIA_F32
 
-#define STORE_bool(S, re, im) STORE_BY(re, bool_i, bool_f, bool_d)
-#define STORE_u8(S, re, im) STORE_BY(re, u8_i, u8_f, u8_d)
-#define STORE_i8(S, re, im) STORE_BY(re, i8_i, i8_f, i8_d)
-#define STORE_i16(S, re, im) STORE_BY(re, i16_i, i16_f, i16_d)
-#define STORE_i32(S, re, im) STORE_BY(re, i32_i, i32_f, i32_d)
-#define STORE_i64(S, re, im) STORE_BY(re, i64_i, i64_f, i64_d)
-#define STORE_f16(S, re, im) STORE_BY(re, f16_i, f16_f, f16_d)
-#define STORE_bf16(S, re, im) BF16_##S(re)
-#define BF16_VECTOR(re) STORE_BY(re, bf16_i, bf16_f, bf16_d)
-#define BF16_SCALAR(re) STORE_BY(re, bf16s_i, bf16s_f, bf16s_d)
-#define BF16_f16 BF16_SCALAR
-#define BF16_c32 BF16_SCALAR
-#define BF16_c64 BF16_SCALAR
-#define BF16_c128 BF16_SCALAR
-#define BF16_bool BF16_VECTOR
-#define BF16_u8 BF16_VECTOR
-#define BF16_i8 BF16_VECTOR
-#define BF16_i16 BF16_VECTOR
-#define BF16_i32 BF16_VECTOR
-#define BF16_i64 BF16_VECTOR
-#define BF16_bf16 BF16_VECTOR
-#define BF16_f32 BF16_VECTOR
-#define BF16_f64 BF16_VECTOR
-#define BF16_e5m2 BF16_VECTOR
-#define BF16_e4m3fn BF16_VECTOR
-#define BF16_e5m2fnuz BF16_VECTOR
-#define BF16_e4m3fnuz BF16_VECTOR
-#define STORE_f32(S, re, im) STORE_BY(re, f32_i, f32_f, f32_d)
-#define STORE_f64(S, re, im) STORE_BY(re, f64_i, f64_f, f64_d)
-#define STORE_e5m2(S, re, im) STORE_BY(re, e5m2_i, e5m2_f, e5m2_d)
-#define STORE_e4m3fn(S, re, im) STORE_BY(re, e4m3fn_i, e4m3fn_f, e4m3fn_d)
-#define STORE_e5m2fnuz(S, re, im) STORE_BY(re, e5m2fnuz_i, e5m2fnuz_f, e5m2fnuz_d)
-#define STORE_e4m3fnuz(S, re, im) STORE_BY(re, e4m3fnuz_i, e4m3fnuz_f, e4m3fnuz_d)
+/* What PyTorch's loops do differently by source dtype, one row each:
+ *   - the NaN a bfloat16 gets: all ones from its vectorised loops (VECTOR),
+ *     0x7fc0 from its scalar ones (SCALAR: float16, complex, e8m0);
+ *   - a NaN into an integer dtype: the cast's value (KEEP), or 0 from the
+ *     formats whose one NaN code PyTorch's compiler folds (FNUZ, E8M0);
+ *   - a float into uint32: the vector loops' cast (V, tstor_f32_to_u32) or
+ *     the low half of the int64 cast (S), as PyTorch's loop for the source
+ *     computes it on x86 with AVX2 or AVX-512. */
+#define RULES_bool VECTOR, KEEP, V
+#define RULES_u8 VECTOR, KEEP, V
+#define RULES_i8 VECTOR, KEEP, V
+#define RULES_i16 VECTOR, KEEP, V
+#define RULES_i32 VECTOR, KEEP, V
+#define RULES_i64 VECTOR, KEEP, V
+#define RULES_u16 VECTOR, KEEP, V
+#define RULES_u32 VECTOR, KEEP, V
+#define RULES_u64 VECTOR, KEEP, V
+#define RULES_f16 SCALAR, KEEP, S
+#define RULES_bf16 VECTOR, KEEP, V
+#define RULES_f32 VECTOR, KEEP, V
+#define RULES_f64 VECTOR, KEEP, V
+#define RULES_c32 SCALAR, KEEP, S
+#define RULES_c64 SCALAR, KEEP, V
+#define RULES_c128 SCALAR, KEEP, V
+#define RULES_e5m2 VECTOR, KEEP, S
+#define RULES_e4m3fn VECTOR, KEEP, S
+#define RULES_e5m2fnuz VECTOR, FNUZ, S
+#define RULES_e4m3fnuz VECTOR, FNUZ, S
+#define RULES_e8m0 SCALAR, E8M0, S
+#define FIRST(...) FIRST_(__VA_ARGS__)
+#define FIRST_(a, ...) a
+#define SECOND(...) SECOND_(__VA_ARGS__)
+#define SECOND_(a, b, ...) b
+#define THIRD(...) THIRD_(__VA_ARGS__)
+#define THIRD_(a, b, c, ...) c
+#define CAT(a, b) CAT_(a, b)
+#define CAT_(a, b) a##b
+
+/* The integer r stored for the element x of S; a folded NaN is told by its
+ * code (a select on the result costs the fnuz loops least). */
+#define INT_OUT(S, r, x) CAT(NAN_, SECOND(RULES_##S))(r, x)
+#define NAN_KEEP(r, x) (r)
+#define NAN_FNUZ(r, x) ((x) == 0x80 ? 0 : (r))
+#define NAN_E8M0(r, x) ((x) == 0xff ? 0 : (r))
+
+#define STORE_bool(S, re, im, x) STORE_BY(re, bool_i, bool_u, bool_f, bool_d)
+#define STORE_u8(S, re, im, x) INT_OUT(S, STORE_BY(re, u8_i, u8_u, u8_f, u8_d), x)
+#define STORE_i8(S, re, im, x) INT_OUT(S, STORE_BY(re, i8_i, i8_u, i8_f, i8_d), x)
+#define STORE_i16(S, re, im, x) INT_OUT(S, STORE_BY(re, i16_i, i16_u, i16_f, i16_d), x)
+#define STORE_i32(S, re, im, x) INT_OUT(S, STORE_BY(re, i32_i, i32_u, i32_f, i32_d), x)
+#define STORE_i64(S, re, im, x) INT_OUT(S, STORE_BY(re, i64_i, i64_u, i64_f, i64_d), x)
+#define STORE_u16(S, re, im, x) INT_OUT(S, STORE_BY(re, i16_i, i16_u, i16_f, i16_d), x)
+#define STORE_u32(S, re, im, x) INT_OUT(S, CAT(U32_, THIRD(RULES_##S))(re), x)
+#define U32_V(v) STORE_BY(v, i32_i, i32_u, u32v_f, u32v_d)
+#define U32_S(v) STORE_BY(v, i32_i, i32_u, u32s_f, u32s_d)
+#define STORE_u64(S, re, im, x) INT_OUT(S, STORE_BY(re, i64_i, i64_u, u64_f, u64_d), x)
+#define STORE_f16(S, re, im, x) STORE_BY(re, f16_i, f16_u, f16_f, f16_d)
+#define STORE_bf16(S, re, im, x) CAT(BF16_, FIRST(RULES_##S))(re)
+#define BF16_VECTOR(re) STORE_BY(re, bf16_i, bf16_u, bf16_f, bf16_d)
+#define BF16_SCALAR(re) STORE_BY(re, bf16s_i, bf16s_u, bf16s_f, bf16s_d)
+#define STORE_f32(S, re, im, x) STORE_BY(re, f32_i, f32_u, f32_f, f32_d)
+#define STORE_f64(S, re, im, x) STORE_BY(re, f64_i, f64_u, f64_f, f64_d)
+#define STORE_e5m2(S, re, im, x) STORE_BY(re, e5m2_i, e5m2_u, e5m2_f, e5m2_d)
+#define STORE_e4m3fn(S, re, im, x) STORE_BY(re, e4m3fn_i, e4m3fn_u, e4m3fn_f, e4m3fn_d)
+#define STORE_e5m2fnuz(S, re, im, x) STORE_BY(re, e5m2fnuz_i, e5m2fnuz_u, e5m2fnuz_f, e5m2fnuz_d)
+#define STORE_e4m3fnuz(S, re, im, x) STORE_BY(re, e4m3fnuz_i, e4m3fnuz_u, e4m3fnuz_f, e4m3fnuz_d)
+#define STORE_e8m0(S, re, im, x) STORE_BY(re, e8m0_i, e8m0_u, e8m0_f, e8m0_d)
 /* Complex destinations: each part as the matching real dtype would store it
  * (the parts of complex32 as float16). */
-#define STORE_c32(S, re, im) ((c32_t){STORE_f16(S, re, 0), STORE_f16(S, im, 0)})
-#define STORE_c64(S, re, im) ((c64_t){STORE_f32(S, re, 0), STORE_f32(S, im, 0)})
-#define STORE_c128(S, re, im) ((c128_t){STORE_f64(S, re, 0), STORE_f64(S, im, 0)})
+#define STORE_c32(S, re, im, x) ((c32_t){STORE_f16(S, re, 0, x), STORE_f16(S, im, 0, x)})
+#define STORE_c64(S, re, im, x) ((c64_t){STORE_f32(S, re, 0, x), STORE_f32(S, im, 0, x)})
+#define STORE_c128(S, re, im, x) ((c128_t){STORE_f64(S, re, 0, x), STORE_f64(S, im, 0, x)})
 
 /* --------------------------------------------------------------- kernels */
 
@@ -208,6 +274,10 @@ typedef void (*cvt_fn)(void *dst, const void *src, size_t n);
 #define HOT_e4m3fn 0
 #define HOT_e5m2fnuz 0
 #define HOT_e4m3fnuz 0
+#define HOT_u16 0
+#define HOT_u32 0
+#define HOT_u64 0
+#define HOT_e8m0 0
 
 #define KERNEL(S, D)                                                \
   CLONES(HOT_##S, HOT_##D)                                          \
@@ -216,12 +286,12 @@ typedef void (*cvt_fn)(void *dst, const void *src, size_t n);
     D##_st *d = dst;                                                \
     for (size_t i = 0; i < n; i++) {                                \
       S##_lt x = s[i];                                              \
-      d[i] = STORE_##D(S, LOAD_##S(x), IM_##S(x));                  \
+      d[i] = STORE_##D(S, LOAD_##S(x), IM_##S(x), x);               \
     }                                                               \
   }
 
 /* The table of loops is the cross product of the dtypes that convert (every
- * kind but quantized) in TSTOR_DTYPE_MAP. A macro cannot expand itself, so
+ * kind but quantized and opaque) in TSTOR_DTYPE_MAP. A macro cannot expand itself, so
  * the inner expansion is held back (OBSTRUCT: past the two scans of the
  * outer row, its CONVERTS_ filter's argument and its result) until the outer
  * expansion is done, and EXPAND then rescans the result. */
@@ -231,6 +301,7 @@ typedef void (*cvt_fn)(void *dst, const void *src, size_t n);
 #define CONVERTS_FLOAT(...) __VA_ARGS__
 #define CONVERTS_COMPLEX(...) __VA_ARGS__
 #define CONVERTS_QUANTIZED(...)
+#define CONVERTS_OPAQUE(...)
 #define EMPTY()
 #define DEFER(m) m EMPTY()
 #define OBSTRUCT(m) m DEFER(EMPTY)()

@@ -5,7 +5,7 @@
 #include <string.h>
 
 /* Indexed by dtype value, generated from TSTOR_DTYPE_MAP; entries with a NULL
- * name are holes (PyTorch's bits types, 18-22). */
+ * name are holes (PyTorch's uint1-7 and int1-7, 30-43). */
 static const tstor_dtype_info table[TSTOR_DTYPE_END] = {
 #define ROW(A, e, v, tag, name, alias, legacy, st, size, kind, sgn, under) \
   [TSTOR_##e] = {TSTOR_##e, name, alias, legacy, st, size, TSTOR_KIND_##kind, sgn, TSTOR_##under},
@@ -33,6 +33,22 @@ const tstor_dtype_info *tstor__dtype(tstor_dtype dtype, const char *what) {
   if (info == NULL && what != NULL)
     tstor__err(TSTOR_EINVAL, "%s: %d is not a dtype", what, (int)dtype);
   return info;
+}
+
+int tstor__opaque_copy_refused(tstor_dtype dst, tstor_dtype src, int contiguous) {
+  const tstor_dtype_info *o = tstor_dtype_info_of(dst);
+  if (o->kind != TSTOR_KIND_OPAQUE) o = tstor_dtype_info_of(src);
+  /* PyTorch's loop between float32 and the narrower floats, float4 among
+   * them, is named copy_kernel; every other copy loop copy_. */
+  int narrow_float = (dst == TSTOR_FLOAT32 && src == TSTOR_FLOAT4_E2M1FN_X2) ||
+                     (src == TSTOR_FLOAT32 && dst == TSTOR_FLOAT4_E2M1FN_X2);
+  return tstor__err(TSTOR_EDTYPE, "\"%s\" not implemented for '%s'",
+                    narrow_float && contiguous ? "copy_kernel" : "copy_", o->scalar_type);
+}
+
+int tstor__dtype_as_numbers(const tstor_dtype_info *d, const char *kernel) {
+  if (d->kind != TSTOR_KIND_OPAQUE) return 0;
+  return tstor__err(TSTOR_EDTYPE, "\"%s\" not implemented for '%s'", kernel, d->scalar_type);
 }
 
 const char *tstor_dtype_name(tstor_dtype dtype) {
@@ -82,6 +98,8 @@ int tstor_dtype_can_convert(tstor_dtype dst_dtype, tstor_dtype src_dtype) {
   const tstor_dtype_info *s = tstor__dtype(src_dtype, "dtype conversion (source)");
   if (s == NULL) return TSTOR_EINVAL;
   if (dst_dtype == src_dtype) return 0;
+  if (d->kind == TSTOR_KIND_OPAQUE || s->kind == TSTOR_KIND_OPAQUE)
+    return tstor__opaque_copy_refused(dst_dtype, src_dtype, 1);
   if (d->kind == TSTOR_KIND_QUANTIZED || s->kind == TSTOR_KIND_QUANTIZED)
     return tstor__err(TSTOR_EDTYPE,
                       "cannot convert %s to %s: PyTorch copies quantized dtypes only to "

@@ -164,7 +164,7 @@ static int get_as(const tstor_storage *s, tstor_dtype dtype, size_t index, void 
                   tstor_dtype out_dtype) {
   unsigned char elem[16];
   int rc = tstor_typed_get(s, dtype, index, elem);
-  if (rc) return rc;
+  if (rc || (rc = tstor__dtype_as_numbers(tstor_dtype_info_of(dtype), TSTOR__READ_ONE))) return rc;
   tstor__convert_serial(out, out_dtype, elem, tstor_dtype_info_of(dtype)->underlying, 1);
   return 0;
 }
@@ -173,6 +173,8 @@ static int set_as(tstor_storage *s, tstor_dtype dtype, size_t index, const void 
                   tstor_dtype in_dtype) {
   const tstor_dtype_info *d = tstor__dtype(dtype, "typed_set");
   if (d == NULL) return TSTOR_EINVAL;
+  int rc = tstor__dtype_as_numbers(d, TSTOR__SET_ONE);
+  if (rc) return rc;
   unsigned char elem[16];
   tstor__convert_serial(elem, d->underlying, in, in_dtype, 1);
   return tstor_typed_set(s, dtype, index, elem);
@@ -396,7 +398,8 @@ int tstor_typed_fill_f64(tstor_storage *s, tstor_dtype dtype, double value) {
   const tstor_dtype_info *d = tstor__dtype(dtype, "typed_fill_f64");
   if (d == NULL) return TSTOR_EINVAL;
   if (d->element_size > sizeof element) return tstor__err(TSTOR_EINVAL, "typed_fill_f64: %s", d->name);
-  int rc = tstor_dtype_convert(element, dtype, &value, TSTOR_FLOAT64, 1);
+  int rc = tstor__dtype_as_numbers(d, TSTOR__FILL);
+  if (rc == 0) rc = tstor_dtype_convert(element, dtype, &value, TSTOR_FLOAT64, 1);
   return rc ? rc : tstor_typed_fill(s, dtype, element);
 }
 

@@ -12,6 +12,27 @@
  * when what is non-NULL) for a value that is not a dtype. */
 const tstor_dtype_info *tstor__dtype(tstor_dtype dtype, const char *what);
 
+/* Whether d is float4_e2m1fn_x2, the one opaque dtype PyTorch counts as a
+ * float: it promotes with uint16/32/64, and its tensors print their bytes in
+ * a float's format, where the bits types print nothing. */
+static inline int tstor__opaque_float(tstor_dtype d) { return d == TSTOR_FLOAT4_E2M1FN_X2; }
+
+/* TSTOR_EDTYPE for a copy between an opaque dtype and another, in the words
+ * of PyTorch's copy kernel, which refuses it naming the destination where
+ * both are opaque; its loop between float32 and float4_e2m1fn_x2 has a name
+ * of its own, used when the copy's innermost dimension is `contiguous` in
+ * both. */
+int tstor__opaque_copy_refused(tstor_dtype dst, tstor_dtype src, int contiguous);
+
+/* 0 when PyTorch reads or writes elements of d as numbers; TSTOR_EDTYPE for
+ * an opaque dtype, in the words of the kernel PyTorch lacks for it: `kernel`
+ * is TSTOR__READ_ONE (item, tolist, str), TSTOR__SET_ONE (x[i] = v) or
+ * TSTOR__FILL (fill_, ones, full). */
+#define TSTOR__READ_ONE "_local_scalar_dense_cpu"
+#define TSTOR__SET_ONE "fill_out"
+#define TSTOR__FILL "fill_cpu"
+int tstor__dtype_as_numbers(const tstor_dtype_info *d, const char *kernel);
+
 /* Reads bytes [offset, offset + n) of s (which has data) into host memory,
  * through the copy table when s is not host memory. */
 int tstor__typed_read(const tstor_storage *s, size_t offset, void *host, size_t n);

@@ -94,7 +94,11 @@ static int format_element(tstor_dtype dtype, const void *value, char *out, size_
   switch (d->kind == TSTOR_KIND_QUANTIZED ? tstor_dtype_info_of(as)->kind : d->kind) {
     case TSTOR_KIND_BOOL:
       return snprintf(out, size, "%s", *(const unsigned char *)value ? "True" : "False");
-    case TSTOR_KIND_UNSIGNED:
+    case TSTOR_KIND_UNSIGNED: {
+      uint64_t v;
+      tstor__convert_serial(&v, TSTOR_UINT64, value, as, 1);
+      return snprintf(out, size, "%" PRIu64, v);
+    }
     case TSTOR_KIND_SIGNED: {
       int64_t v;
       tstor__convert_serial(&v, TSTOR_INT64, value, as, 1);
@@ -122,8 +126,11 @@ static int format_element(tstor_dtype dtype, const void *value, char *out, size_
 
 int tstor_dtype_format(tstor_dtype dtype, const void *value, char *buf, size_t size,
                        size_t *len) {
-  if (tstor__dtype(dtype, "dtype_format") == NULL) return TSTOR_EINVAL;
+  const tstor_dtype_info *d = tstor__dtype(dtype, "dtype_format");
+  if (d == NULL) return TSTOR_EINVAL;
   if (value == NULL || buf == NULL) return tstor__err(TSTOR_EINVAL, "dtype_format: NULL argument");
+  int rc = tstor__dtype_as_numbers(d, TSTOR__READ_ONE);
+  if (rc) return rc;
   char tmp[80];
   int n = format_element(dtype, value, tmp, sizeof tmp);
   if (len) *len = (size_t)n;
@@ -347,8 +354,15 @@ int tstor_typed_print(FILE *f, const tstor_storage *s, tstor_dtype dtype, unsign
   if (rc) return rc;
   const tstor_dtype_info *d = tstor_dtype_info_of(dtype);
   const tstor__devtype *t = &s->ctx->types[s->device.type];
+  /* PyTorch's TypedStorage asks iinfo about a bits dtype before anything */
+  if (d->kind == TSTOR_KIND_OPAQUE && !tstor__opaque_float(dtype))
+    return tstor__err(TSTOR_EDTYPE,
+                      "torch.iinfo() requires an integer input type. Use "
+                      "torch.finfo to handle 'torch.iinfo'");
   if ((s->flags & TSTOR_FLAG_NO_DATA) || (t->ops.flags & TSTOR_DEVICE_NO_DATA)) {
     fputs("...\n", f); /* PyTorch's placeholder for elements a meta storage lacks */
+  } else if (n > 0 && (rc = tstor__dtype_as_numbers(d, TSTOR__READ_ONE))) {
+    return rc; /* nothing written: PyTorch reads the first element before it prints */
   } else if ((flags & TSTOR_PRINT_TORCH7) && d->kind != TSTOR_KIND_COMPLEX) {
     if ((rc = print_torch7(f, s, d, n))) return rc; /* nothing before the footer when empty */
   } else if (n == 0) {

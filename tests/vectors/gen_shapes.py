@@ -5,6 +5,10 @@ Run with Debian's /usr/bin/python3 and its python3-torch (PyTorch 1.13):
 
     /usr/bin/python3 tests/vectors/gen_shapes.py tests/vectors
 
+and with torch 2.x for the dtypes 1.13 lacks (gen_torch2 below):
+
+    ~/.cache/tstor/pyref/bin/python tests/vectors/gen_shapes.py tests/vectors
+
 It writes shapes.txt, committed: one case a line,
 
     OP ARG ARG ... => RESULT  # PyTorch's message, for errors
@@ -147,8 +151,10 @@ def run(fn, args, device):
 
 
 def missing_kernel(msg):
-    return msg is not None and ("not implemented for" in msg or "NotImplementedError" in msg
-                                or "Could not run" in msg)
+    # torch 2.x raises some refusals as NotImplementedError too (sub of bool
+    # and uint16): only its text says a kernel is missing
+    return msg is not None and ("not implemented for" in msg or "Could not run" in msg or (
+        "NotImplementedError" in msg and "Subtraction" not in msg))
 
 
 def case(op, fn, *args, cpu=True):
@@ -172,7 +178,7 @@ def case(op, fn, *args, cpu=True):
     if err is not None and "INTERNAL ASSERT" in err:
         return  # a bug in PyTorch, not a behaviour
     if (err is not None and op in ELEMENTWISE and op not in REFUSING
-            and "must match the size" not in err):
+            and "must match the size" not in err and "Promotion for" not in err):
         return  # a kernel that refuses a dtype (neg of bool): not a question of shapes
     if err is not None:
         out = "error  # " + err
@@ -722,8 +728,125 @@ def gen_view():
             case("view", lambda a, s: a.view(s), x, list(s))
 
 
+# ------------------------------------------------------ PyTorch 2.x's dtypes
+#
+# Run with torch 2.x (tests/pyref/install.sh's environment), the script writes
+# shapes_torch2.txt instead: the cases above that involve the dtypes PyTorch
+# 1.13 lacks (uint16, uint32, uint64, float8_e8m0fnu, float4_e2m1fn_x2, the
+# bits types' promotion, and the float8s where promotion meets them), as
+# torch 2.x answers them.
+# Promotion refusals of elementwise ops are kept there ("Promotion for ..."):
+# torch 2.x refuses to promote the new unsigned types with most others.
+
+def torch2_dtypes():
+    new = [T.uint16, T.uint32, T.uint64, T.float8_e8m0fnu, T.float4_e2m1fn_x2]
+    f8 = [T.float8_e5m2, T.float8_e4m3fn, T.float8_e5m2fnuz, T.float8_e4m3fnuz]
+    for d in new + f8:
+        NAME[d] = str(d).replace("torch.", "")
+    return new, f8
+
+
+def gen_torch2():
+    new, f8 = torch2_dtypes()
+    unsigned = new[:3]
+    plain2 = PLAIN + f8 + new
+    for a in new:
+        for b in DTYPES + f8 + new:
+            case("promote", T.promote_types, a, b, cpu=False)
+            if b not in new:
+                case("promote", T.promote_types, b, a, cpu=False)
+    for a in new:
+        for b in plain2:
+            for sa, sb in [((2,), (2,)), ((2,), ()), ((), (2,)), ((), ())]:
+                case("result_type", T.result_type, t(a, sa), t(b, sb), cpu=False)
+                if b not in new:
+                    case("result_type", T.result_type, t(b, sa), t(a, sb), cpu=False)
+        for sc in SCALARS:
+            for sa in [(2,), ()]:
+                case("result_type", T.result_type, t(a, sa), ("scalar", sc), cpu=False)
+                case("result_type", T.result_type, ("scalar", sc), t(a, sa), cpu=False)
+    for da in new:
+        for db in plain2:
+            for x, y in ((da, db), (db, da)):
+                case("mul", T.mul, t(x, (2, 3)), t(y, (3,)))
+                case("eq", T.eq, t(x, (2, 3)), t(y, (3,)))
+                case("div", T.div, t(x, (2, 3)), t(y, ()))
+                case("sub", T.sub, t(x, (2, 3)), t(y, (3,)))
+                case("where", T.where, t(T.bool, (2, 3)), t(x, (2, 3)), t(y, (3,)))
+        for sc in SCALARS:
+            case("mul", T.mul, t(da, (2, 3)), ("scalar", sc))
+            case("lt", T.lt, t(da, (2, 3), (1, 2)), ("scalar", sc))
+            case("div", T.div, t(da, (3, 1)), ("scalar", sc))
+            case("sub", T.sub, t(da, (2, 3)), ("scalar", sc))
+        for op, fn in [("neg", T.neg), ("sin", T.sin), ("signbit", T.signbit), ("abs", T.abs)]:
+            case(op, fn, t(da, (4, 2), (1, 4)))
+            case(op, fn, t(da, (2, 3)))
+        for op, fn in ACTIVATIONS:
+            case(op, fn, t(da, (2, 3), (1, 2)))
+        drop = lambda a, p, tr: F.dropout(a, p, tr)
+        case("dropout", drop, t(da, (2, 3), (1, 2)), 0.2, True)
+        case("dropout", drop, t(da, (2, 3)), 0.2, False)
+        x = t(da, (2, 3, 4))
+        for dims in [[], [0], [-1], [0, 2], [3]]:
+            for keep in (False, True):
+                case("sum", lambda a, d, k: T.sum(a, d, keepdim=k), x, dims, keep)
+                case("mean", lambda a, d, k: T.mean(a, d, keepdim=k), x, dims, keep)
+                case("amax", lambda a, d, k: T.amax(a, d, keepdim=k), x, dims, keep)
+        for dim in [None, 0, -1, 3]:
+            case("argmax", lambda a, d, k: T.argmax(a, d, keepdim=k), x, dim, False)
+        for dt in [T.float32, T.int64] + new:
+            case("sum_dtype", lambda a, d, k, dt: T.sum(a, d, keepdim=k, dtype=dt), x, [0], False, dt)
+            case("mean_dtype", lambda a, d, k, dt: T.mean(a, d, keepdim=k, dtype=dt), x, [0], True, dt)
+            case("sum_dtype", lambda a, d, k, dt: T.sum(a, d, keepdim=k, dtype=dt), f32((2, 3)), [0],
+                 False, dt)
+        # (no dim out of range with float4_e2m1fn_x2: torch refuses its
+        # conversion before it checks the dim, and its meta kernel checks none)
+        for dim in [0, -1] if da == T.float4_e2m1fn_x2 else [0, -1, 3]:
+            case("softmax", T.softmax, t(da, (4, 5)), dim)
+            case("softmax_dtype", lambda a, d, dt: T.softmax(a, d, dtype=dt), t(da, (4, 5)), dim,
+                 T.float32)
+            case("softmax_dtype", lambda a, d, dt: T.softmax(a, d, dtype=dt), f32((4, 5)), dim, da)
+        for db in [da, T.float32, T.int64]:
+            case("matmul", T.matmul, t(da, (3, 4)), t(db, (4, 5)))
+            case("mm", T.mm, t(da, (3, 4)), t(db, (4, 5)))
+            case("bmm", T.bmm, t(da, (2, 3, 4)), t(db, (2, 4, 5)))
+        for db in [da, T.float32, T.int64, T.uint8] + new:
+            case("cat", T.cat, [t(da, (2, 3)), t(db, (1, 3))], 0)
+            case("stack", T.stack, [t(da, (2, 3)), t(db, (2, 3))], 1)
+        case("embedding", EMB, f32((10, 4)), t(da, (2, 3)))
+        case("embedding", EMB, t(da, (10, 4)), t(T.int64, (3,)))
+        case("index_select", T.index_select, f32((4, 5)), 0, t(da, (3,)))
+        case("index_select", T.index_select, t(da, (4, 5)), 1, t(T.int64, (3,)))
+    for a in unsigned:
+        case("conv2d", F.conv2d, t(a, (2, 3, 8, 8)), t(a, (4, 3, 3, 3)), None, (1, 1), (0, 0),
+             (1, 1), 1)
+    # the bits types promote with nothing but themselves (their elementwise
+    # ops have no kernel, not even on meta)
+    bits = [T.bits1x8, T.bits2x4, T.bits4x2, T.bits8, T.bits16]
+    for d in bits:
+        NAME[d] = str(d).replace("torch.", "")
+    for a in bits:
+        for b in DTYPES + f8 + new + bits:
+            case("promote", T.promote_types, a, b, cpu=False)
+            if b not in bits:
+                case("promote", T.promote_types, b, a, cpu=False)
+        for b in [T.uint8, T.float32, T.complex64, T.bool, a]:
+            for sa, sb in [((2,), (2,)), ((2,), ())]:
+                case("result_type", T.result_type, t(a, sa), t(b, sb), cpu=False)
+        for sc in SCALARS:
+            case("result_type", T.result_type, t(a, (2,)), ("scalar", sc), cpu=False)
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "."
+    if int(T.__version__.split(".")[0]) >= 2:
+        gen_torch2()
+        with open(out + "/shapes_torch2.txt", "w") as f:
+            f.write("# shape inference cases from PyTorch %s; tests/vectors/gen_shapes.py\n"
+                    % T.__version__)
+            for line in lines:
+                f.write(line + "\n")
+        return
     gen_promotion()
     gen_broadcast()
     gen_elementwise()

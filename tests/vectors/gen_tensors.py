@@ -5,6 +5,10 @@ Run with Debian's /usr/bin/python3 and its python3-torch (PyTorch 1.13, CPU):
 
     /usr/bin/python3 tests/vectors/gen_tensors.py tests/vectors
 
+and with torch 2.x for the dtypes 1.13 lacks (see "PyTorch 2.x's dtypes"):
+
+    ~/.cache/tstor/pyref/bin/python tests/vectors/gen_tensors.py tests/vectors
+
 It writes files, all committed, that tests/test_tensor_vectors.c reads. Each
 line is one case; lists are comma-separated ("-" for an empty one) and every
 tensor is written "DTYPE OFFSET SIZES STRIDES".
@@ -523,12 +527,151 @@ def prints():
     return out
 
 
+# --------------------------------------------------- PyTorch 2.x's dtypes
+#
+# Run with torch 2.x (tests/pyref/install.sh's environment), the script writes
+# the cases of the dtypes PyTorch 1.13 lacks instead, in the same forms:
+#
+# tensor_print_torch2.txt -- str() of uint16, uint32, uint64, float8_e8m0fnu,
+#     float4_e2m1fn_x2 and bits tensors; "error MESSAGE" in place of the lines
+#     where PyTorch refuses to print (a 0-dim float4_e2m1fn_x2, any bits
+#     tensor with elements).
+# tensor_copies_torch2.txt -- copy_ between those dtypes and the common ones.
+# A float4_e2m1fn_x2 or bits storage is filled with the same values as uint8
+# bytes (bits16 as int16).
+
+NEW2 = ["uint16", "uint32", "uint64", "float8_e8m0fnu", "float4_e2m1fn_x2"]
+
+
+def print_values2(dtype, n):
+    """n values in one of the styles that make PyTorch choose a format."""
+    if dtype in (T.uint16, T.uint32, T.uint64):
+        top = torch.iinfo(dtype).max
+        style = rng.choice(["small", "wide", "top"])
+        lo, hi = {"small": (0, 200), "wide": (0, top), "top": (top - 1000, top)}[style]
+        return torch.tensor([rng.randint(lo, hi) for _ in range(n)], dtype=dtype)
+    style = rng.choice(["small", "ones", "fractions", "wide", "special"])
+    if dtype == T.float4_e2m1fn_x2:
+        lo, hi = {"small": (0, 9), "ones": (0, 1), "fractions": (0, 0), "wide": (0, 255),
+                  "special": (250, 255)}[style]
+        codes = [rng.randint(lo, hi) for _ in range(n)]
+        return torch.tensor(codes, dtype=T.uint8).view(dtype)
+    pick = {"small": lambda: rng.randint(120, 140), "ones": lambda: rng.choice([0, 127, 128]),
+            "fractions": lambda: rng.randint(100, 127), "wide": lambda: rng.randint(0, 255),
+            "special": lambda: rng.choice([0, 255, 127, 254, 1, 131])}[style]
+    return torch.tensor([pick() for _ in range(n)], dtype=T.uint8).view(dtype)
+
+
+def prints2():
+    out = []
+    pdt = [getattr(T, name) for name in NEW2]
+    shapes = [[], [1], [3], [5], [10], [25], [1, 1], [2, 3], [3, 4], [4, 1], [2, 3, 4], [2, 1, 3, 2],
+              [40], [7, 9], [0], [0, 3], [2, 0, 2], [1001], [1500], [34, 30], [3, 400], [2, 2, 260],
+              [11, 11, 11], [2, 3, 2, 3, 2]]
+    for i in range(160):
+        dt = pdt[i % len(pdt)]
+        shape = shapes[(i * 7 + i // len(pdt)) % len(shapes)]
+        if i >= 150:  # 0-dim and small tensors of each
+            dt, shape = pdt[i % len(pdt)], [[], [1], [2, 2]][i % 3]
+        n = 1
+        for x in shape:
+            n *= x
+        t = print_values2(dt, n).reshape(shape)
+        perm = list(range(len(shape)))
+        if len(shape) >= 2 and rng.random() < 0.4:
+            rng.shuffle(perm)
+        shown = t.permute(perm) if perm else t
+        out.append("print %s %s %s" % (str(dt)[6:], L(shape), L(perm) if perm != list(range(len(shape))) else "-"))
+        out.append("data " + (raw_hex(t.view(T.uint8) if dt.itemsize == 1 else t) or "-"))
+        try:
+            out.extend(str(shown).split("\n"))
+        except Exception as e:  # noqa: BLE001 - PyTorch's refusal is the case
+            out.append("error %s: %s" % (type(e).__name__, str(e).split("\n")[0]))
+        out.append("end")
+    # the bits types: PyTorch prints no element of them (only empty tensors)
+    bits = [T.bits1x8, T.bits2x4, T.bits4x2, T.bits8, T.bits16]
+    for dt in bits:
+        for shape in ([], [3], [2, 3], [0], [2, 0]):
+            n = 1
+            for x in shape:
+                n *= x
+            data = bytes(rng.randint(0, 255) for _ in range(n * dt.itemsize))
+            t = torch.tensor(list(data), dtype=T.uint8).view(dt).reshape(shape)
+            out.append("print %s %s -" % (str(dt)[6:], L(shape)))
+            out.append("data " + (data.hex() or "-"))
+            try:
+                out.extend(str(t).split("\n"))
+            except Exception as e:  # noqa: BLE001 - PyTorch's refusal is the case
+                out.append("error %s: %s" % (type(e).__name__, str(e).split("\n")[0]))
+            out.append("end")
+    for dt in pdt + bits:
+        for shape in ([], [3], [2, 3]):
+            out.append("meta %s %s" % (str(dt)[6:], L(shape)))
+            out.extend(str(torch.empty(shape, dtype=dt, device="meta")).split("\n"))
+            out.append("end")
+    return out
+
+
+def fill2(n, dtype):
+    if dtype.itemsize == 1 and (dtype == T.float4_e2m1fn_x2 or "bits" in str(dtype)):
+        return fill(n, T.uint8).view(dtype)
+    if dtype == T.bits16:
+        return fill(n, T.int16).view(dtype)
+    return fill(n, dtype)
+
+
+def copies2():
+    out = []
+    DT2 = [getattr(T, name) for name in NEW2] + [T.float32, T.float64, T.int64, T.uint8,
+                                                  T.float16, T.bfloat16, T.int32, T.bool]
+    f4 = T.float4_e2m1fn_x2
+    for i in range(580):
+        sizes, strides, off = random_layout(4, 5)
+        dd = rng.choice(DT2)
+        sd = rng.choice([dd] + DT2)
+        if i >= 400:  # float32 with float4: PyTorch's words depend on the layout
+            dd, sd = rng.choice([(T.float32, f4), (f4, T.float32)])
+        if i >= 520:  # the bits types: copied to themselves only
+            b = rng.choice([T.bits1x8, T.bits2x4, T.bits4x2, T.bits8, T.bits16])
+            dd, sd = rng.choice([(b, b), (b, b), (b, T.float32), (T.uint8, b), (b, f4), (T.bits8, b)])
+        ssz = list(sizes)
+        perm = list(range(len(ssz)))
+        rng.shuffle(perm)
+        sst, z = [0] * len(ssz), 1
+        for i in perm:
+            sst[i] = z * rng.choice([1, 1, 2])
+            z *= max(ssz[i], 1)
+        soff = rng.choice([0, 1, 5])
+        if i >= 400 and rng.random() < 0.3:  # a source broadcast along dims
+            ssz = [1 if rng.random() < 0.5 else x for x in ssz]
+            sst = [0 if x == 1 and rng.random() < 0.5 else st for x, st in zip(ssz, sst)]
+        storage = fill2(need(sizes, strides, off), dd)
+        d = storage.as_strided(sizes, strides, off)
+        s = fill2(need(ssz, sst, soff), sd).as_strided(ssz, sst, soff)
+        line = "%s ; %s ; 0 ; " % (desc2(d), desc2(s))
+        try:
+            d.copy_(s)
+        except Exception as e:  # noqa: BLE001
+            out.append(line + err(e))
+            continue
+        out.append(line + raw_hex(storage.view(T.uint8) if dd.itemsize == 1 or dd == T.bits16
+                                  else storage))
+    return out
+
+
+def desc2(t):
+    return "%s %d %s %s" % (str(t.dtype)[6:], t.storage_offset(), L(t.shape), L(t.stride()))
+
+
 def main():
     outdir = sys.argv[1] if len(sys.argv) > 1 else "."
     head = "# PyTorch %s; see gen_tensors.py\n" % torch.__version__
     # one random sequence: the order of the calls is part of the output
-    files = [("tensor_views.txt", views()), ("tensor_copies.txt", copies()),
-             ("tensor_print.txt", prints())]
+    if int(torch.__version__.split(".")[0]) >= 2:
+        files = [("tensor_print_torch2.txt", prints2()), ("tensor_copies_torch2.txt", copies2())]
+    else:
+        files = [("tensor_views.txt", views()), ("tensor_copies.txt", copies()),
+                 ("tensor_print.txt", prints())]
     for name, lines in files:
         with open(outdir + "/" + name, "w") as fh:
             fh.write(head)

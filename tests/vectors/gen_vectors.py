@@ -5,6 +5,10 @@ Run with Debian's /usr/bin/python3 and its python3-torch (PyTorch 1.13, CPU):
 
     /usr/bin/python3 tests/vectors/gen_vectors.py tests/vectors
 
+and with torch 2.x for the dtypes 1.13 lacks (main_torch2 below):
+
+    ~/.cache/tstor/pyref/bin/python tests/vectors/gen_vectors.py tests/vectors
+
 It writes two files, both committed, that the tests read:
 
 conversions.bin -- what PyTorch's CPU tensor.to(dtype) gives for special and
@@ -16,8 +20,10 @@ conversions.bin -- what PyTorch's CPU tensor.to(dtype) gives for special and
     dtype numbers are tstor_dtype's (c10::ScalarType's). Blocks with a float8
     source or destination are not PyTorch's (1.13 has no float8): they are
     worked out below from the formats' definitions, in exact arithmetic, with
-    PyTorch 2.x's rule that every other dtype reaches float8 through float32
-    and leaves it as float32.
+    PyTorch 2.x's rules: every other dtype reaches float8 through float32 and
+    leaves it as float32; float8_e4m3fn saturates (PyTorch 2.15: past 448,
+    infinities included, is +-448); a fnuz NaN is 0 in every integer dtype
+    (PyTorch 2.15's compiler folds the one NaN code of those formats).
 
 print.txt -- str() of TypedStorages, as "dtype NAME", "data HEX", the expected
     lines, and "end".
@@ -31,7 +37,16 @@ import sys
 import warnings
 from fractions import Fraction
 
-import torch
+import importlib.metadata
+import os
+
+# torch 2.x: the loops PyTorch has for AVX2, which give what its AVX-512 ones
+# give (see main_torch2); set before torch is loaded, and not for 1.13, whose
+# files were made with the machine's own.
+if int(importlib.metadata.version("torch").split(".")[0]) >= 2:
+    os.environ["ATEN_CPU_CAPABILITY"] = "avx2"
+
+import torch  # noqa: E402
 
 warnings.filterwarnings("ignore")
 # One thread, and lengths that are multiples of 64: PyTorch 1.13 converts
@@ -277,7 +292,7 @@ def make_ladder(fmt):
             codes.append((c, v))
     last_code, last = codes[-1]
     step = last - codes[-2][1]
-    overflow_code = {"fn": 0x7F, "ieee": 0x7C, "fnuz": 0x80}[kind]
+    overflow_code = {"fn": 0x7E, "ieee": 0x7C, "fnuz": 0x80}[kind]
     codes.append((overflow_code, last + step))
     return codes
 
@@ -360,6 +375,10 @@ def main():
             # float32 passes through untouched: PyTorch 2.x stores the decoded
             # bits as they are (a signalling fnuz NaN stays signalling).
             out = f32 if DT[dcode] == T.float32 else convert(f32, DT[dcode])
+            if FMT[fmt][3] == "fnuz" and not (DT[dcode].is_floating_point or
+                                               DT[dcode].is_complex or DT[dcode] == T.bool):
+                out = out.clone()
+                out[0x80] = 0
             dsts.append((dcode, raw_bytes(out)))
         for dcode, dfmt in FP8.items():
             if dcode == code:  # the same dtype is a copy of the bytes, NaNs and all
@@ -405,5 +424,201 @@ def main():
         f.write(str(meta) + "\nend\n")
 
 
+# --------------------------------------------------- PyTorch 2.x's dtypes
+#
+# Run with torch 2.x (tests/pyref/install.sh's environment), the same script
+# writes the cases of the dtypes PyTorch 1.13 lacks, every one made by torch
+# itself, beside the files above:
+#
+# conversions_torch2.bin -- conversions.bin's format: each new dtype that
+#     converts (uint16, uint32, uint64, float8_e8m0fnu) into every dtype that
+#     converts, and every other such dtype (the float8s included) into each
+#     new one. Each result is what PyTorch's loops give inside a buffer: the
+#     middle copy of the source repeated three times, checked against a
+#     repetition of four (the last few elements of a buffer go through a
+#     scalar loop that gives other results for some out-of-range values, and
+#     the script says how many). ATEN_CPU_CAPABILITY is avx2, which gives
+#     what avx512 gives, so that any machine with AVX2 makes the same file.
+# refusals_torch2.txt -- what x.to(dtype) raises between an opaque dtype
+#     (float4_e2m1fn_x2, the bits types) and every other dtype that converts
+#     or is opaque, "convert SRC DST => MESSAGE", and what reading (item),
+#     setting (setitem) and filling (fill) its elements as numbers raise,
+#     "OP DTYPE => MESSAGE".
+# print_torch2.txt -- print.txt's form for the new dtypes, and "error
+#     MESSAGE" in place of the lines where PyTorch refuses to print.
+
+NEW = {27: "uint16", 28: "uint32", 29: "uint64", 44: "float8_e8m0fnu"}
+F4 = 45
+BITS = {18: "bits1x8", 19: "bits2x4", 20: "bits4x2", 21: "bits8", 22: "bits16"}
+
+
+def torch2_dtypes():
+    dts = dict(DT)
+    dts.update({23: T.float8_e5m2, 24: T.float8_e4m3fn, 25: T.float8_e5m2fnuz,
+                26: T.float8_e4m3fnuz, 27: T.uint16, 28: T.uint32, 29: T.uint64,
+                44: T.float8_e8m0fnu})
+    return dts
+
+
+def edge_floats():
+    """Values where conversions into the new dtypes turn: the ends of the
+    unsigned ranges, 2^(N-1) and 2^N, negative values, e8m0's rounding ties
+    and its range."""
+    v = [-1.0, -0.5, -0.0, 0.5, 0.75, 1.5, 2.5, 3.0, 65535.0, 65535.5, 65536.0, 65537.0,
+         70000.0, -70000.0, -32769.0, 2.0 ** 31 - 1, 2.0 ** 31, 2.0 ** 31 + 1, 2.0 ** 32 - 1,
+         2.0 ** 32 - 0.5, 2.0 ** 32, 2.0 ** 32 + 1, 2.0 ** 32 + 512, -2.0 ** 31, -2.0 ** 31 - 1,
+         -2.0 ** 32, 5e9, -5e9, 2.0 ** 53 + 1, 2.0 ** 63 - 1024, 2.0 ** 63, 2.0 ** 63 + 2048,
+         2.0 ** 64 - 2048, 2.0 ** 64, 2.0 ** 64 + 4096, -2.0 ** 63, -2.0 ** 63 - 2048, -2.0 ** 64,
+         1e20, -1e20, 1e30, -1e30, 2.0 ** -126, 2.0 ** -127, 1.5 * 2.0 ** -127, 2.0 ** -128,
+         1.25 * 2.0 ** -127, 2.0 ** -149, 1.5 * 2.0 ** -126, 1.25 * 2.0 ** -126, 1.5000001,
+         1.4999999, 2.0 ** 127, 1.5 * 2.0 ** 127, 1.75 * 2.0 ** 127, 1.25 * 2.0 ** 127,
+         448.0, 464.0, 470.0, 480.0, 57344.0, 61440.0, math.inf, -math.inf, math.nan]
+    for _ in range(40):
+        e = rng.randrange(-130, 128)
+        m = rng.choice([1.5, 1.5 + 2 ** -20, 1.5 - 2 ** -20, 1.25, 1.75, 1 + 2 ** -23, 2 - 2 ** -23])
+        v.append(rng.choice([1, -1]) * m * 2.0 ** e)
+    return v
+
+
+def unsigned_source(dtype):
+    """uint16/32/64 values: the ends, 2^k and its neighbours (where float16,
+    bfloat16, float32 and float64 round, ties included), random bits."""
+    bits = torch.iinfo(dtype).bits
+    top = (1 << bits) - 1
+    vals = {0, 1, 2, 3, 127, 128, 255, 256, 448, 464, 480, 57344, 61440, 65504, 65519, 65520,
+            65535, top, top - 1, 1 << (bits - 1), (1 << (bits - 1)) - 1, (1 << (bits - 1)) + 1}
+    for p in range(bits):
+        for k in (-3, -2, -1, 0, 1, 2, 3):
+            for keep in (8, 11, 24, 53):  # bfloat16, float16, float32, float64 mantissas
+                if p > keep:
+                    vals.add((1 << p) + k * (1 << (p - keep - 1)))
+    vals = sorted(x for x in vals if 0 <= x <= top)
+    rng.shuffle(vals)
+    vals = vals[:N // 2]
+    vals += [rng.getrandbits(bits) for _ in range(N - len(vals))]
+    return torch.tensor(vals, dtype=dtype)
+
+
+def source2(code, dts):
+    dtype = dts[code]
+    if dtype in (T.uint16, T.uint32, T.uint64):
+        return unsigned_source(dtype)
+    if dtype.itemsize == 1 and dtype.is_floating_point:  # float8: every code
+        return torch.arange(256, dtype=T.int32).to(T.uint8).view(dtype)
+    t = source(code)
+    if dtype.is_floating_point or dtype.is_complex:
+        edge = torch.tensor(edge_floats(), dtype=T.float64)
+        if dtype.is_complex:
+            edge = torch.complex(edge, edge.roll(1))
+        t = torch.cat([edge.to(dtype), t])[:N]
+    return t
+
+
+def convert2(t, dtype):
+    """What t.to(dtype) gives inside a buffer (see above), and how many
+    elements t.to(dtype) alone gives otherwise."""
+    n = len(t)
+    three, four = raw_bytes(torch.cat([t] * 3).to(dtype)), raw_bytes(torch.cat([t] * 4).to(dtype))
+    es = len(three) // (3 * n)
+    mid = three[n * es:2 * n * es]
+    if mid != four[n * es:2 * n * es] or mid != four[2 * n * es:3 * n * es]:
+        sys.exit("PyTorch gave position-dependent results for %s -> %s" % (t.dtype, dtype))
+    alone = raw_bytes(t.to(dtype))
+    return mid, sum(alone[i * es:(i + 1) * es] != mid[i * es:(i + 1) * es] for i in range(n))
+
+
+def error_text(fn):
+    try:
+        fn()
+    except Exception as e:  # PyTorch's words are the expected result
+        return "%s: %s" % (type(e).__name__, str(e).split("\n")[0])
+    return None
+
+
+def main_torch2():
+    outdir = sys.argv[1] if len(sys.argv) > 1 else "."
+    dts = torch2_dtypes()
+    name = {c: str(d).replace("torch.", "") for c, d in dts.items()}
+    sources = {code: source2(code, dts) for code in sorted(dts)}
+    blocks, tails = [], {}
+    for code in sorted(dts):
+        src = sources[code]
+        dsts = []
+        for dcode in sorted(dts):
+            if code not in NEW and dcode not in NEW:
+                continue
+            out, tail = convert2(src, dts[dcode])
+            if tail:
+                tails[(code, dcode)] = tail
+            dsts.append((dcode, out))
+        blocks.append((code, raw_bytes(src), dsts, len(src)))
+    with open("%s/conversions_torch2.bin" % outdir, "wb") as f:
+        f.write(b"TSTORCV1")
+        f.write(struct.pack("<I", len(blocks)))
+        for code, data, dsts, count in blocks:
+            f.write(struct.pack("<BBHI", code, len(dsts), 0, count))
+            f.write(data)
+            for dcode, out in dsts:
+                f.write(struct.pack("<B3x", dcode))
+                f.write(out)
+    pairs = sum(len(b[2]) for b in blocks)
+    print("%d pairs, %d cases; a lone buffer's scalar tail differs in %s" % (
+        pairs, sum(len(b[2]) * b[3] for b in blocks),
+        ", ".join("%s -> %s (%d)" % (name[a], name[b], k) for (a, b), k in sorted(tails.items()))
+        or "none"))
+
+    opaque = {F4: T.float4_e2m1fn_x2}
+    opaque.update({c: getattr(T, n) for c, n in BITS.items()})
+    oname = dict(name)
+    oname.update({c: str(d).replace("torch.", "") for c, d in opaque.items()})
+    samples = {c: torch.tensor([0x12, 0xF7, 0x00, 0x81], dtype=T.uint8).view(d) for c, d in opaque.items()}
+    with open("%s/refusals_torch2.txt" % outdir, "w") as f:
+        f.write("# x.to(dtype) refused, PyTorch %s; see gen_vectors.py\n" % torch.__version__)
+        for oc in sorted(opaque):
+            o = samples[oc]
+            others = [(c, sources[c][:2]) for c in sorted(dts)] + [
+                (c, samples[c]) for c in sorted(opaque) if c != oc]
+            for code, x in others:
+                for src, dst, label in ((o, x.dtype, (oc, code)), (x, o.dtype, (code, oc))):
+                    if code in opaque and label[0] != oc:
+                        continue  # each pair of opaque dtypes once
+                    msg = error_text(lambda: src.to(dst))
+                    assert msg is not None, "PyTorch converts %s to %s" % (src.dtype, dst)
+                    f.write("convert %s %s => %s\n" % (oname[label[0]], oname[label[1]], msg))
+            # reading one element as a number, setting one from a number, filling
+            for op, fn in (("item", lambda: o[0].item()), ("setitem", lambda: o.clone().__setitem__(0, 1.0)),
+                           ("fill", lambda: o.clone().fill_(1.0))):
+                f.write("%s %s => %s\n" % (op, oname[oc], error_text(fn)))
+
+    with open("%s/print_torch2.txt" % outdir, "w") as f:
+        f.write("# str() of torch.TypedStorage, PyTorch %s; see gen_vectors.py\n" % torch.__version__)
+        for code in sorted(NEW):
+            src = sources[code]
+            for sl in (src[:48], src[-112:], src[:0]):  # the first edges, the last random
+                f.write("dtype %s\n" % name[code])
+                f.write("data %s\n" % raw_bytes(sl).hex())
+                f.write(str(sl.clone().storage()) + "\n")
+                f.write("end\n")
+            meta = torch.empty(3, dtype=dts[code], device="meta").storage()
+            f.write("dtype %s meta 3\n" % name[code])
+            f.write(str(meta) + "\nend\n")
+        for oc, od in sorted(opaque.items()):
+            for data in (bytes([0x12, 0xF7, 0x00, 0x81]), b""):
+                t = torch.tensor(list(data), dtype=T.uint8).view(od)
+                f.write("dtype %s\n" % oname[oc])
+                f.write("data %s\n" % data.hex())
+                msg = error_text(lambda: str(t.storage()))
+                f.write("error %s\n" % msg if msg else str(t.storage()) + "\n")
+                f.write("end\n")
+            f.write("dtype %s meta 2\n" % oname[oc])
+            msg = error_text(lambda: str(torch.empty(2, dtype=od, device="meta").storage()))
+            f.write("error %s\n" % msg if msg else
+                    str(torch.empty(2, dtype=od, device="meta").storage()) + "\n")
+            f.write("end\n")
+
+
 if __name__ == "__main__":
-    main()
+    if int(torch.__version__.split(".")[0]) >= 2:
+        main_torch2()
+    else:
+        main()

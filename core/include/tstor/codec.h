@@ -1,6 +1,7 @@
-/* tstor codec: float16, bfloat16 and the float8 formats to and from float32,
- * and the float-to-integer casts, one element at a time, bit for bit as
- * tstor_dtype_convert (and so PyTorch's CPU tensor.to) gives them.
+/* tstor codec: float16, bfloat16 and the float8 formats (e8m0 included) to
+ * and from float32, and the float-to-integer casts, one element at a time,
+ * bit for bit as tstor_dtype_convert (and so PyTorch's CPU tensor.to) gives
+ * them.
  *
  * Why a header of static inline functions, and why installed: the core's
  * host loops (core/convert.c) and the cuda backend's kernels (kernels.cu,
@@ -138,13 +139,14 @@ TSTOR_CODEC_FN uint32_t tstor__codec_fp8_sub(uint32_t a, float magic) {
          tstor__codec_f2u(magic);
 }
 
-/* 480 and up, infinities and NaN become NaN (0x7f with the sign). */
+/* What rounds past 448, infinities included, saturates to 448 (0x7e); NaN
+ * becomes 0x7f; each with the sign. */
 TSTOR_CODEC_FN uint8_t tstor_f32_to_e4m3fn(float f) {
   uint32_t x = tstor__codec_f2u(f), a = x & 0x7fffffffu;
   uint32_t sign = (x >> 24) & 0x80u;
   uint32_t r = a < 0x3c800000u ? tstor__codec_fp8_sub(a, 16384.0f) /* below 2^-6; ulp 2^-9 */
                                : tstor__codec_fp8_round(a, 120, 3);
-  r = a >= 0x43f00000u ? 0x7fu : r;
+  r = a > 0x7f800000u ? 0x7fu : r > 0x7eu ? 0x7eu : r;
   return (uint8_t)(sign | r);
 }
 
@@ -210,6 +212,25 @@ TSTOR_CODEC_FN float tstor_e5m2fnuz_to_f32(uint8_t x) {
   return x == 0x80u ? tstor__codec_u2f(0x7f800001u) : tstor__codec_fp8_decode(x, 2, 111, 0x1p-17f);
 }
 
+/* ------------------------------------------------------- float8_e8m0fnu */
+
+/* The OCP MX scale 2^(x - 127): no sign, no zero, 0xff is NaN. The code is
+ * float32's exponent field rounded by its mantissa to nearest, ties to even,
+ * where a normal's hidden bit is the last kept bit and a subnormal's is 0.
+ * The sign is dropped (-2 becomes 2, 0 becomes 2^-127); infinities, NaN and
+ * what rounds past 2^127 become 0xff. */
+TSTOR_CODEC_FN uint8_t tstor_f32_to_e8m0(float f) {
+  uint32_t x = tstor__codec_f2u(f), e = (x >> 23) & 0xffu;
+  uint32_t up = ((x >> 22) & 1u) & ((uint32_t)((x & 0x3fffffu) != 0) | (uint32_t)(e != 0));
+  return (uint8_t)(e == 0xffu ? 0xffu : e + up);
+}
+
+/* Exact: 0 is 2^-127, a float32 subnormal; NaN comes out as 0x7f800001, as
+ * PyTorch 2.x's c10 decodes it. */
+TSTOR_CODEC_FN float tstor_e8m0_to_f32(uint8_t x) {
+  return tstor__codec_u2f(x == 0 ? 0x00400000u : x == 0xffu ? 0x7f800001u : (uint32_t)x << 23);
+}
+
 /* --------------------------------------------------- float to integer casts */
 
 /* x86's cvtt*: truncation toward zero, and the "integer indefinite" value (the
@@ -226,6 +247,30 @@ TSTOR_CODEC_FN int32_t tstor_f64_to_i32(double v) {
 }
 TSTOR_CODEC_FN int64_t tstor_f64_to_i64(double v) {
   return v >= -0x1p63 && v < 0x1p63 ? (int64_t)v : INT64_MIN;
+}
+
+/* To the unsigned types wider than uint8 C leaves the cast of a negative or
+ * too large value undefined too, and PyTorch's result is what its compiler's
+ * code does. Below 2^(N-1) that is the signed cast above (-1.0 becomes all
+ * ones, NaN the top bit alone); from 2^(N-1) up the value less 2^(N-1) is
+ * cast and the top bit set again, so that 2^N and more become 0. Some of
+ * PyTorch's loops to uint32 take the low half of the int64 cast instead;
+ * tstor/typed.h says which. */
+TSTOR_CODEC_FN uint32_t tstor_f32_to_u32(float v) {
+  uint32_t hi = v < 0x1p32f ? (uint32_t)tstor_f32_to_i64(v) : 0u;
+  return v >= 0x1p31f ? hi : (uint32_t)tstor_f32_to_i32(v);
+}
+TSTOR_CODEC_FN uint32_t tstor_f64_to_u32(double v) {
+  uint32_t hi = v < 0x1p32 ? (uint32_t)tstor_f64_to_i64(v) : 0u;
+  return v >= 0x1p31 ? hi : (uint32_t)tstor_f64_to_i32(v);
+}
+TSTOR_CODEC_FN uint64_t tstor_f32_to_u64(float v) {
+  uint64_t hi = v < 0x1p64f ? (uint64_t)tstor_f32_to_i64(v - 0x1p63f) + 0x8000000000000000u : 0u;
+  return v >= 0x1p63f ? hi : (uint64_t)tstor_f32_to_i64(v);
+}
+TSTOR_CODEC_FN uint64_t tstor_f64_to_u64(double v) {
+  uint64_t hi = v < 0x1p64 ? (uint64_t)tstor_f64_to_i64(v - 0x1p63) + 0x8000000000000000u : 0u;
+  return v >= 0x1p63 ? hi : (uint64_t)tstor_f64_to_i64(v);
 }
 
 #endif /* TSTOR_CODEC_H */

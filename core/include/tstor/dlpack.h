@@ -5,8 +5,9 @@
  * Devices: cpu <-> kDLCPU, cuda:N <-> kDLCUDA N, pinned host memory ->
  * kDLCUDAHost (imported as cpu), a third-party backend's device -> kDLExtDev
  * with its index (imported when exactly one such device type is registered).
- * meta tensors have no data and are refused. Dtypes: the integers, float16/
- * 32/64, bfloat16, complex32/64/128. bool, the quantized and float8 dtypes
+ * meta tensors have no data and are refused. Dtypes: the integers (uint16,
+ * uint32 and uint64 too, kDLUInt), float16/32/64, bfloat16, complex32/64/128.
+ * bool, the quantized and float8 dtypes (e8m0 included) and float4_e2m1fn_x2
  * have no DLPack 0.6 code and are refused with TSTOR_ENOTSUP.
  */
 #ifndef TSTOR_DLPACK_H

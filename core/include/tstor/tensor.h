@@ -58,7 +58,10 @@ TSTOR_EXTERN int tstor_tensor_empty_strided(tstor_context *ctx, tstor_device dev
                                             const int64_t *strides, tstor_tensor **out);
 
 /* Contiguous tensors filled with 0, 1 or `value` (converted to dtype as
- * tstor_dtype_convert converts a float64). *out is a new reference. */
+ * tstor_dtype_convert converts a float64). Zeros are zero bytes, so zeros
+ * works on every dtype; ones and full refuse the opaque ones, as PyTorch 2.x
+ * does (TSTOR_EDTYPE, "\"fill_cpu\" not implemented for ..."). *out is a new
+ * reference. */
 TSTOR_EXTERN int tstor_tensor_zeros(tstor_context *ctx, tstor_device dev, tstor_dtype dtype,
                                     int ndim, const int64_t *sizes, tstor_tensor **out);
 TSTOR_EXTERN int tstor_tensor_ones(tstor_context *ctx, tstor_device dev, tstor_dtype dtype,
@@ -241,7 +244,10 @@ TSTOR_EXTERN int tstor_tensor_view_as_real(const tstor_tensor *t, tstor_tensor *
  * overlap one another (stride 0), a src that partly overlaps dst in memory,
  * shapes that do not broadcast. A src that overlaps dst in a way PyTorch
  * accepts is read element by element in PyTorch's order, giving its result.
- * A dst without data (meta) is only checked. dst and src stay the caller's. */
+ * A copy between an opaque dtype (float4_e2m1fn_x2, the bits types) and
+ * another is refused after those checks, unless it copies nothing, in torch
+ * 2.x's words (its kernel's name depends on the layout). A dst without data
+ * (meta) is only checked. dst and src stay the caller's. */
 TSTOR_EXTERN int tstor_tensor_copy_(tstor_tensor *dst, const tstor_tensor *src);
 
 /* A contiguous tensor with t's elements: t itself (one more reference) when it
@@ -263,13 +269,15 @@ TSTOR_EXTERN int tstor_tensor_to(const tstor_tensor *t, tstor_device dev, tstor_
 
 /* Sets every element of t to `value`, converted as tstor_dtype_convert
  * converts a float64 (PyTorch's fill_; like it, elements that overlap one
- * another, as after expand, are allowed). */
+ * another, as after expand, are allowed). The opaque dtypes are refused
+ * (TSTOR_EDTYPE), as PyTorch 2.x refuses them. */
 TSTOR_EXTERN int tstor_tensor_fill(tstor_tensor *t, double value);
 
 /* Element access by multi-index (ndim = dim() indices, each wrapping when
  * negative; TSTOR_ERANGE with PyTorch's "index 5 is out of bounds for dimension
  * 0 with size 3" otherwise). get/set move element_size raw bytes; the _f64
- * forms convert as tstor_typed_get_f64 and tstor_typed_set_f64 do. */
+ * forms convert as tstor_typed_get_f64 and tstor_typed_set_f64 do, and
+ * refuse the opaque dtypes in PyTorch 2.x's words (TSTOR_EDTYPE). */
 TSTOR_EXTERN int tstor_tensor_get(const tstor_tensor *t, const int64_t *index, void *value);
 TSTOR_EXTERN int tstor_tensor_set(tstor_tensor *t, const int64_t *index, const void *value);
 TSTOR_EXTERN int tstor_tensor_get_f64(const tstor_tensor *t, const int64_t *index, double *out);
@@ -283,13 +291,18 @@ TSTOR_EXTERN int tstor_tensor_to_array(const tstor_tensor *t, void *out, tstor_d
 
 /* ---------------------------------------------------------------- printing */
 
-/* t as PyTorch 1.13's str(t) writes it: "tensor([[1., 2.],\n        [3., 4.]])"
+/* t as PyTorch 1.13's str(t) writes it (torch 2.x's, for the dtypes 1.13
+ * lacks): "tensor([[1., 2.],\n        [3., 4.]])"
  * with 4 digits, scientific notation where PyTorch chooses it, rows wrapped
  * at 80 columns, more than 1000 elements summarised with "...", and the
  * device (every device but cpu), dtype (all but float32, complex64, int64 and
  * bool) and size suffixes PyTorch adds; a meta tensor prints "tensor(...,
- * device='meta', size=(2, 3))". *out is a new NUL-terminated string that the
- * caller frees with free(). */
+ * device='meta', size=(2, 3))". float8_e8m0fnu's 2^-127 counts as the zero
+ * it stands for when the format is chosen, as PyTorch's ne(0) has it; a
+ * float4_e2m1fn_x2 tensor shows its uint8 view in a float's format, and a
+ * 0-dim one is refused (TSTOR_EDTYPE), as in torch 2.x, as is a bits tensor
+ * with elements. *out is a new NUL-terminated string that the caller frees
+ * with free(). */
 TSTOR_EXTERN int tstor_tensor_to_string(const tstor_tensor *t, char **out);
 
 /* Writes tstor_tensor_to_string(t) and a newline to f (Python's print(t)). */

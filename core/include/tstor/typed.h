@@ -51,63 +51,74 @@ extern "C" {
  *
  * The values are c10::ScalarType's, so a dtype crosses into PyTorch (and into a
  * backend's convert op, which receives them as int) unchanged. They are fixed:
- * never renumbered. 18-22 are PyTorch's bits types, which have no storages and
- * are not dtypes here. */
-#define TSTOR_DTYPE_MAP(XX, A)                                                          \
-  /* torch.uint8, Byte */                                                                \
-  XX(A, UINT8, 0, u8, "uint8", NULL, "Byte", "Byte", 1, UNSIGNED, 0, UINT8)              \
-  /* torch.int8, Char */                                                                 \
-  XX(A, INT8, 1, i8, "int8", NULL, "Char", "Char", 1, SIGNED, 1, INT8)                   \
-  /* torch.int16, Short */                                                               \
-  XX(A, INT16, 2, i16, "int16", "short", "Short", "Short", 2, SIGNED, 1, INT16)          \
-  /* torch.int32, Int */                                                                 \
-  XX(A, INT32, 3, i32, "int32", "int", "Int", "Int", 4, SIGNED, 1, INT32)                \
-  /* torch.int64, Long */                                                                \
-  XX(A, INT64, 4, i64, "int64", "long", "Long", "Long", 8, SIGNED, 1, INT64)             \
-  /* torch.float16, Half: IEEE binary16 */                                               \
-  XX(A, FLOAT16, 5, f16, "float16", "half", "Half", "Half", 2, FLOAT, 1, FLOAT16)        \
-  /* torch.float32, Float */                                                             \
-  XX(A, FLOAT32, 6, f32, "float32", "float", "Float", "Float", 4, FLOAT, 1, FLOAT32)     \
-  /* torch.float64, Double */                                                            \
-  XX(A, FLOAT64, 7, f64, "float64", "double", "Double", "Double", 8, FLOAT, 1, FLOAT64)  \
-  /* torch.complex32 (chalf): two float16, real first */                                 \
-  XX(A, COMPLEX32, 8, c32, "complex32", "chalf", NULL, "ComplexHalf", 4, COMPLEX, 1,     \
-     COMPLEX32)                                                                          \
-  /* torch.complex64, ComplexFloat */                                                    \
-  XX(A, COMPLEX64, 9, c64, "complex64", "cfloat", "ComplexFloat", "ComplexFloat", 8,     \
-     COMPLEX, 1, COMPLEX64)                                                              \
-  /* torch.complex128, ComplexDouble */                                                  \
-  XX(A, COMPLEX128, 10, c128, "complex128", "cdouble", "ComplexDouble", "ComplexDouble", \
-     16, COMPLEX, 1, COMPLEX128)                                                         \
-  /* torch.bool, one byte, 0 or 1 */                                                     \
-  XX(A, BOOL, 11, bool, "bool", NULL, "Bool", "Bool", 1, BOOL, 0, BOOL)                  \
-  /* torch.qint8: int8 codes of a quantized tensor */                                    \
-  XX(A, QINT8, 12, qi8, "qint8", NULL, "QInt8", "QInt8", 1, QUANTIZED, 1, INT8)          \
-  /* torch.quint8 */                                                                     \
-  XX(A, QUINT8, 13, qu8, "quint8", NULL, "QUInt8", "QUInt8", 1, QUANTIZED, 0, UINT8)     \
-  /* torch.qint32 */                                                                     \
-  XX(A, QINT32, 14, qi32, "qint32", NULL, "QInt32", "QInt32", 4, QUANTIZED, 1, INT32)    \
-  /* torch.bfloat16: the top half of a float32 */                                        \
-  XX(A, BFLOAT16, 15, bf16, "bfloat16", NULL, "BFloat16", "BFloat16", 2, FLOAT, 1,       \
-     BFLOAT16)                                                                           \
-  /* torch.quint4x2: two 4-bit codes per byte */                                         \
-  XX(A, QUINT4X2, 16, qu4x2, "quint4x2", NULL, "QUInt4x2", "QUInt4x2", 1, QUANTIZED, 0,  \
-     UINT8)                                                                              \
-  /* torch.quint2x4: four 2-bit codes per byte */                                        \
-  XX(A, QUINT2X4, 17, qu2x4, "quint2x4", NULL, "QUInt2x4", "QUInt2x4", 1, QUANTIZED, 0,  \
-     UINT8)                                                                              \
-  /* OCP FP8 E5M2: bias 15, inf and NaN as IEEE */                                       \
-  XX(A, FLOAT8_E5M2, 23, e5m2, "float8_e5m2", NULL, NULL, "Float8_e5m2", 1, FLOAT, 1,    \
-     FLOAT8_E5M2)                                                                        \
-  /* OCP FP8 E4M3: bias 7, no inf, NaN S.1111.111 */                                     \
-  XX(A, FLOAT8_E4M3FN, 24, e4m3fn, "float8_e4m3fn", NULL, NULL, "Float8_e4m3fn", 1,      \
-     FLOAT, 1, FLOAT8_E4M3FN)                                                            \
-  /* E5M2, bias 16, no inf, no -0, NaN 0x80 */                                           \
-  XX(A, FLOAT8_E5M2FNUZ, 25, e5m2fnuz, "float8_e5m2fnuz", NULL, NULL, "Float8_e5m2fnuz", \
-     1, FLOAT, 1, FLOAT8_E5M2FNUZ)                                                       \
-  /* E4M3, bias 8, no inf, no -0, NaN 0x80 */                                            \
-  XX(A, FLOAT8_E4M3FNUZ, 26, e4m3fnuz, "float8_e4m3fnuz", NULL, NULL, "Float8_e4m3fnuz", \
-     1, FLOAT, 1, FLOAT8_E4M3FNUZ)
+ * never renumbered. 30-43 are PyTorch's uint1-7 and int1-7, which it cannot
+ * save, and are not dtypes here. */
+#define TSTOR_DTYPE_MAP(XX, A)                                                                     \
+  /* torch.uint8, Byte */                                                                          \
+  XX(A, UINT8, 0, u8, "uint8", NULL, "Byte", "Byte", 1, UNSIGNED, 0, UINT8)                        \
+  /* torch.int8, Char */                                                                           \
+  XX(A, INT8, 1, i8, "int8", NULL, "Char", "Char", 1, SIGNED, 1, INT8)                             \
+  /* torch.int16, Short */                                                                         \
+  XX(A, INT16, 2, i16, "int16", "short", "Short", "Short", 2, SIGNED, 1, INT16)                    \
+  /* torch.int32, Int */                                                                           \
+  XX(A, INT32, 3, i32, "int32", "int", "Int", "Int", 4, SIGNED, 1, INT32)                          \
+  /* torch.int64, Long */                                                                          \
+  XX(A, INT64, 4, i64, "int64", "long", "Long", "Long", 8, SIGNED, 1, INT64)                       \
+  /* torch.float16, Half: IEEE binary16 */                                                         \
+  XX(A, FLOAT16, 5, f16, "float16", "half", "Half", "Half", 2, FLOAT, 1, FLOAT16)                  \
+  /* torch.float32, Float */                                                                       \
+  XX(A, FLOAT32, 6, f32, "float32", "float", "Float", "Float", 4, FLOAT, 1, FLOAT32)               \
+  /* torch.float64, Double */                                                                      \
+  XX(A, FLOAT64, 7, f64, "float64", "double", "Double", "Double", 8, FLOAT, 1, FLOAT64)            \
+  /* torch.complex32 (chalf): two float16, real first */                                           \
+  XX(A, COMPLEX32, 8, c32, "complex32", "chalf", NULL, "ComplexHalf", 4, COMPLEX, 1, COMPLEX32)    \
+  /* torch.complex64, ComplexFloat */                                                              \
+  XX(A, COMPLEX64, 9, c64, "complex64", "cfloat", "ComplexFloat", "ComplexFloat", 8, COMPLEX, 1,   \
+     COMPLEX64)                                                                                    \
+  /* torch.complex128, ComplexDouble */                                                            \
+  XX(A, COMPLEX128, 10, c128, "complex128", "cdouble", "ComplexDouble", "ComplexDouble", 16,       \
+     COMPLEX, 1, COMPLEX128)                                                                       \
+  /* torch.bool, one byte, 0 or 1 */                                                               \
+  XX(A, BOOL, 11, bool, "bool", NULL, "Bool", "Bool", 1, BOOL, 0, BOOL)                            \
+  /* torch.qint8: int8 codes of a quantized tensor */                                              \
+  XX(A, QINT8, 12, qi8, "qint8", NULL, "QInt8", "QInt8", 1, QUANTIZED, 1, INT8)                    \
+  /* torch.quint8 */                                                                               \
+  XX(A, QUINT8, 13, qu8, "quint8", NULL, "QUInt8", "QUInt8", 1, QUANTIZED, 0, UINT8)               \
+  /* torch.qint32 */                                                                               \
+  XX(A, QINT32, 14, qi32, "qint32", NULL, "QInt32", "QInt32", 4, QUANTIZED, 1, INT32)              \
+  /* torch.bfloat16: the top half of a float32 */                                                  \
+  XX(A, BFLOAT16, 15, bf16, "bfloat16", NULL, "BFloat16", "BFloat16", 2, FLOAT, 1, BFLOAT16)       \
+  /* torch.quint4x2: two 4-bit codes per byte */                                                   \
+  XX(A, QUINT4X2, 16, qu4x2, "quint4x2", NULL, "QUInt4x2", "QUInt4x2", 1, QUANTIZED, 0, UINT8)     \
+  /* torch.quint2x4: four 2-bit codes per byte */                                                  \
+  XX(A, QUINT2X4, 17, qu2x4, "quint2x4", NULL, "QUInt2x4", "QUInt2x4", 1, QUANTIZED, 0, UINT8)     \
+  /* torch.bits1x8 .. bits16: bytes PyTorch saves and copies, no values (PyTorch 2.x) */           \
+  XX(A, BITS1X8, 18, b1x8, "bits1x8", NULL, NULL, "Bits1x8", 1, OPAQUE, 0, BITS1X8)                \
+  XX(A, BITS2X4, 19, b2x4, "bits2x4", NULL, NULL, "Bits2x4", 1, OPAQUE, 0, BITS2X4)                \
+  XX(A, BITS4X2, 20, b4x2, "bits4x2", NULL, NULL, "Bits4x2", 1, OPAQUE, 0, BITS4X2)                \
+  XX(A, BITS8, 21, b8, "bits8", NULL, NULL, "Bits8", 1, OPAQUE, 0, BITS8)                          \
+  XX(A, BITS16, 22, b16, "bits16", NULL, NULL, "Bits16", 2, OPAQUE, 0, BITS16)                     \
+  /* OCP FP8 E5M2: bias 15, inf and NaN as IEEE */                                                 \
+  XX(A, FLOAT8_E5M2, 23, e5m2, "float8_e5m2", NULL, NULL, "Float8_e5m2", 1, FLOAT, 1, FLOAT8_E5M2) \
+  /* OCP FP8 E4M3: bias 7, no inf, NaN S.1111.111 */                                               \
+  XX(A, FLOAT8_E4M3FN, 24, e4m3fn, "float8_e4m3fn", NULL, NULL, "Float8_e4m3fn", 1, FLOAT, 1,      \
+     FLOAT8_E4M3FN)                                                                                \
+  /* E5M2, bias 16, no inf, no -0, NaN 0x80 */                                                     \
+  XX(A, FLOAT8_E5M2FNUZ, 25, e5m2fnuz, "float8_e5m2fnuz", NULL, NULL, "Float8_e5m2fnuz", 1, FLOAT, \
+     1, FLOAT8_E5M2FNUZ)                                                                           \
+  /* E4M3, bias 8, no inf, no -0, NaN 0x80 */                                                      \
+  XX(A, FLOAT8_E4M3FNUZ, 26, e4m3fnuz, "float8_e4m3fnuz", NULL, NULL, "Float8_e4m3fnuz", 1, FLOAT, \
+     1, FLOAT8_E4M3FNUZ)                                                                           \
+  /* torch.uint16 (PyTorch 2.x, as the two below) */                                               \
+  XX(A, UINT16, 27, u16, "uint16", NULL, NULL, "UInt16", 2, UNSIGNED, 0, UINT16)                   \
+  XX(A, UINT32, 28, u32, "uint32", NULL, NULL, "UInt32", 4, UNSIGNED, 0, UINT32)                   \
+  XX(A, UINT64, 29, u64, "uint64", NULL, NULL, "UInt64", 8, UNSIGNED, 0, UINT64)                   \
+  /* OCP MX scale E8M0: 2^(x - 127), no sign, no zero, NaN 0xff */                                 \
+  XX(A, FLOAT8_E8M0FNU, 44, e8m0, "float8_e8m0fnu", NULL, NULL, "Float8_e8m0fnu", 1, FLOAT, 0,     \
+     FLOAT8_E8M0FNU)                                                                               \
+  /* OCP MX FP4 E2M1, two per byte, the first in the low nibble */                                 \
+  XX(A, FLOAT4_E2M1FN_X2, 45, f4x2, "float4_e2m1fn_x2", NULL, NULL, "Float4_e2m1fn_x2", 1, OPAQUE, \
+     1, FLOAT4_E2M1FN_X2)
 
 typedef enum tstor_dtype {
 #define TSTOR__DTYPE_ENUM(A, e, v, ...) TSTOR_##e = v,
@@ -117,15 +128,19 @@ typedef enum tstor_dtype {
 
 /* One past the largest dtype value, for loops and tables (check validity with
  * tstor_dtype_info: not every value below it is a dtype). */
-#define TSTOR_DTYPE_END 27
+#define TSTOR_DTYPE_END 46
 
 typedef enum tstor_dtype_kind {
   TSTOR_KIND_BOOL = 0,
-  TSTOR_KIND_UNSIGNED = 1, /* uint8 */
-  TSTOR_KIND_SIGNED = 2,   /* int8 .. int64 */
-  TSTOR_KIND_FLOAT = 3,    /* float16, bfloat16, float32, float64, the float8s */
-  TSTOR_KIND_COMPLEX = 4,  /* complex32, complex64, complex128 */
-  TSTOR_KIND_QUANTIZED = 5 /* qint8, quint8, qint32, quint4x2, quint2x4 */
+  TSTOR_KIND_UNSIGNED = 1,  /* uint8, uint16, uint32, uint64 */
+  TSTOR_KIND_SIGNED = 2,    /* int8 .. int64 */
+  TSTOR_KIND_FLOAT = 3,     /* float16, bfloat16, float32, float64, the float8s */
+  TSTOR_KIND_COMPLEX = 4,   /* complex32, complex64, complex128 */
+  TSTOR_KIND_QUANTIZED = 5, /* qint8, quint8, qint32, quint4x2, quint2x4 */
+  TSTOR_KIND_OPAQUE = 6     /* float4_e2m1fn_x2 and the bits types: bytes
+                               PyTorch stores, copies to the same dtype and
+                               views, but neither converts nor reads as
+                               numbers */
 } tstor_dtype_kind;
 
 typedef struct tstor_dtype_info {
@@ -135,9 +150,13 @@ typedef struct tstor_dtype_info {
   const char *legacy_name; /* the storage class stem, "Float" for torch.FloatStorage
                               (Torch7's name where Torch7 had one), or NULL */
   const char *scalar_type; /* c10::ScalarType's name: "Float", "ComplexHalf" */
-  size_t element_size;     /* bytes per element; 1 for the packed quint4x2/2x4 */
+  size_t element_size;     /* bytes per element; 1 for the packed quint4x2/2x4,
+                              float4_e2m1fn_x2 and bits1x8/2x4/4x2 */
   tstor_dtype_kind kind;
-  int is_signed;           /* 1 for signed integers and every float or complex */
+  int is_signed;           /* 1 for signed integers and every float or complex
+                              but float8_e8m0fnu, as torch.dtype.is_signed;
+                              0 for the bits types, which PyTorch leaves
+                              undefined */
   tstor_dtype underlying;  /* the integer type a quantized dtype stores (qint8 ->
                               int8; quint4x2 -> uint8); the dtype itself otherwise */
 } tstor_dtype_info;
@@ -158,7 +177,9 @@ TSTOR_EXTERN size_t tstor_dtype_size(tstor_dtype dtype);
 TSTOR_EXTERN int tstor_dtype_parse(const char *name, tstor_dtype *out);
 
 /* 0 when PyTorch converts src_dtype to dst_dtype, TSTOR_EDTYPE when it refuses
- * (a quantized dtype on either side, unless both are the same dtype: a copy),
+ * (a quantized or opaque dtype on either side, unless both are the same dtype:
+ * a copy; an opaque one in PyTorch 2.x's words, "\"copy_\" not implemented
+ * for 'Float4_e2m1fn_x2'", naming the destination where both are opaque),
  * TSTOR_EINVAL for a non-dtype. Sets the error detail on failure. */
 TSTOR_EXTERN int tstor_dtype_can_convert(tstor_dtype dst_dtype, tstor_dtype src_dtype);
 
@@ -177,9 +198,17 @@ TSTOR_EXTERN int tstor_dtype_can_convert(tstor_dtype dst_dtype, tstor_dtype src_
  *     float64 and the float8s (PyTorch's vectorised loops) and 0x7FC0 from
  *     float16 and complex (its scalar ones; PyTorch 1.13 itself writes 0x7FC0
  *     for the last elements of a float64 buffer, which tstor does not copy);
- *     0x7F with the sign in e4m3fn and e5m2, 0x80 in the fnuz formats.
- *     float8_e4m3fn and the fnuz formats have no infinity: values past their
- *     range, infinities included, become NaN; e5m2 overflows to infinity.
+ *     0x7F with the sign in e4m3fn and e5m2, 0x80 in the fnuz formats, 0xFF
+ *     in e8m0.
+ *     float8_e4m3fn saturates: values past its range, infinities included,
+ *     become +-448 (PyTorch 2.15; earlier 2.x releases made them NaN). The
+ *     fnuz formats have no infinity: values past their range, infinities
+ *     included, become NaN; e5m2 overflows to infinity.
+ *   - float8_e8m0fnu, a power of two 2^-127 .. 2^127, has neither sign nor
+ *     zero: from float32 it takes the exponent rounded by the mantissa, ties
+ *     to even (3.0 becomes 4, 0 and every |x| below 2^-127 become 2^-127,
+ *     -8 becomes 8); infinities, NaN and what rounds past 2^127 become NaN.
+ *     It widens exactly, NaN to 0x7F800001 as PyTorch 2.x decodes it.
  *     Widening is exact; float16 and float8 NaNs widen quiet with their
  *     payload (fnuz NaN is float32 0x7F800001, e4m3fn 0x7FF00000, as PyTorch
  *     2.x's c10 decodes them), bfloat16 NaNs unchanged.
@@ -188,13 +217,28 @@ TSTOR_EXTERN int tstor_dtype_can_convert(tstor_dtype dst_dtype, tstor_dtype src_
  *     every complex to real conversion, looks at the real part only (PyTorch
  *     1.13: 1j becomes false).
  *   - to bool: nonzero (NaN included) is true.
- *   - integer to narrower integer wraps (keeps the low bits).
+ *   - integer to narrower integer wraps (keeps the low bits), and so do
+ *     negative values into the unsigned types; uint64 past INT64_MAX to a
+ *     float rounds to nearest as the unsigned value it is.
  *   - float to integer truncates toward zero. Where C leaves it undefined (NaN,
  *     infinity, out of range) tstor does what x86 does and PyTorch therefore
  *     gives: to int64 the result is INT64_MIN; to int32, int16 and int8 the value
  *     is first made an int32 (INT32_MIN when it does not fit) and then wrapped;
  *     to uint8 it is made an int64 (INT64_MIN when it does not fit) and wrapped,
  *     so -1.0 becomes 255 and 300.0 becomes 44. Never a trap, on any machine.
+ *     To uint16 as to int16. To uint32 and uint64, below 2^31 (2^63) as to
+ *     int32 (int64), so that -1.0 is all ones and NaN 0x80000000 (2^63); from
+ *     there up to 2^32 (2^64) exactly, and 0 past it (tstor_f32_to_u32); but
+ *     from float16, complex32, the float8s and e8m0 uint32 takes the low 32
+ *     bits of the int64 cast instead, NaN and infinities 0 (PyTorch's loops
+ *     for those sources; with ATEN_CPU_CAPABILITY=default, float16, complex32
+ *     and e5m2 take the first rule). PyTorch computes the last few elements
+ *     of a buffer in a scalar loop whose uint32 results differ for some
+ *     out-of-range complex64 values; tstor gives the vector loop's throughout.
+ *     The NaN of the fnuz formats and of e8m0 becomes 0 in every integer
+ *     dtype (PyTorch's compiler folds their one NaN code).
+ *   - float4_e2m1fn_x2 and the bits types convert to nothing but themselves,
+ *     as in PyTorch 2.x.
  * TSTOR_EDTYPE where tstor_dtype_can_convert refuses; TSTOR_EINVAL for a NULL
  * buffer with count > 0. Nothing is written on failure. */
 TSTOR_EXTERN int tstor_dtype_convert(void *dst, tstor_dtype dst_dtype, const void *src,
@@ -332,13 +376,16 @@ enum {
  * "nan", "1e+20", "True", "(1+2j)"; a float element is shown as the shortest
  * decimal that reads back to the same double) into buf, NUL-terminated. *len,
  * when non-NULL, gets the length without the NUL. TSTOR_ERANGE when it does not
- * fit (64 bytes always do). */
+ * fit (64 bytes always do); TSTOR_EDTYPE for an opaque dtype, which has no
+ * value PyTorch reads. */
 TSTOR_EXTERN int tstor_dtype_format(tstor_dtype dtype, const void *value, char *buf,
                                     size_t size, size_t *len);
 
 /* Prints s as Torch7 or PyTorch print storages (TSTOR_PRINT_*): each element
  * on its own line, then a footer naming the dtype, device and size. A storage
- * without data (meta) prints "..." and the footer. */
+ * without data (meta) prints "..." and the footer. The opaque dtypes are
+ * refused as PyTorch 2.x refuses them (TSTOR_EDTYPE, nothing written): a
+ * float4_e2m1fn_x2 storage with elements, and every bits storage. */
 TSTOR_EXTERN int tstor_typed_print(FILE *f, const tstor_storage *s, tstor_dtype dtype,
                                    unsigned flags);
 
