@@ -180,7 +180,8 @@ typedef struct tstor__devtype {
 } tstor__devtype;
 
 typedef struct tstor__copy_entry {
-  tstor_copy_fn fn;
+  tstor_copy_fn fn;          /* a copy kernel's entry, or */
+  tstor_copy_batch_fn batch; /* a batched kernel's */
   void *state;
   tstor_module *module;
 } tstor__copy_entry;
@@ -227,8 +228,10 @@ struct tstor_context {
   int nallocators;
   tstor__pending_copy *copies;
   int ncopies;
-  /* copy_table[src][dst]; filled once all modules are loaded */
+  /* copy_table[src][dst] and batch_table[src][dst]; filled once all modules
+   * are loaded */
   tstor__copy_entry copy_table[TSTOR__MAX_TYPES][TSTOR__MAX_TYPES];
+  tstor__copy_entry batch_table[TSTOR__MAX_TYPES][TSTOR__MAX_TYPES];
   int copy_path[TSTOR__MAX_TYPES][TSTOR__MAX_TYPES];
 
   tstor_device default_device;
@@ -259,6 +262,8 @@ int tstor__registry_register_allocator(tstor_module *m, const char *type,
                                        const tstor_allocator_ops *ops, void *state);
 int tstor__registry_register_copy(tstor_module *m, const char *src, const char *dst,
                                   tstor_copy_fn fn, void *state);
+int tstor__registry_register_copy_batch(tstor_module *m, const char *src, const char *dst,
+                                        tstor_copy_batch_fn fn, void *state);
 /* Builds copy_table and copy_path once registration is over. */
 void tstor__registry_finish(tstor_context *ctx);
 void tstor__registry_free(tstor_context *ctx);

@@ -85,6 +85,9 @@ must_find "strict: no message of its own" \
   "$lax" --name lax --section alloc --set silent=yes --strict
 must_find "a decline without a reason" 'decline +declines without hardware .*FAIL +declined without saying why' \
   "$lax" --name lax --section decline --no-hardware devices=0 --set silent=yes
+must_find "a batched kernel that drops a span" \
+  'copy +batched copies +lax:0 +FAIL +after a batch of 48 copies, byte [0-9]+ \(slot 4[0-9]\)' \
+  "$lax" --name lax --section copy --set batch_drops_last=yes
 must_find "state left after fini" 'fini +nothing left after fini .*FAIL +[0-9]+ file descriptors left open' \
   "$lax" --name lax --section fini --set leak_at_fini=yes
 # The parent keeps the time: a module that ignores signals, or forks a

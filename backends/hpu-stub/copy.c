@@ -3,6 +3,8 @@
  * one, run it before returning. */
 #include "hpu_stub.h"
 
+#include <stdlib.h>
+
 static int copy(hpu_stub *stub, void *dst, const void *src, size_t nbytes, void *stream) {
   if (stream) return hpu_stream_copy(stream, dst, src, nbytes);
   hpu_kernel_copy(stub, dst, src, nbytes);
@@ -37,6 +39,45 @@ int hpu_copy_on_device(void *state, void *dst, int dst_index, const void *src, i
   int rc = hpu_translate(state, dst_index, dst, nbytes, &to);
   if (rc == 0) rc = hpu_translate(state, src_index, src, nbytes, &from);
   return rc ? rc : copy(state, to, from, nbytes, stream);
+}
+
+/* A batch: every span's device side translated (and so checked) before any
+ * byte moves, then all of them as one job. */
+static int copy_batch(hpu_stub *stub, const tstor_copy_span *spans, size_t count, size_t *failed,
+                      int dst_on_device, int src_on_device) {
+  hpu_move *moves = malloc(count * sizeof *moves);
+  if (!moves) {
+    *failed = 0;
+    return HPU_ERROR(stub, TSTOR_ENOMEM, "hpu: no host memory for a batch of %zu copies", count);
+  }
+  int rc = 0;
+  for (size_t i = 0; i < count && rc == 0; i++) {
+    const tstor_copy_span *sp = &spans[i];
+    unsigned char *to = sp->dst, *from = (unsigned char *)sp->src;
+    if (dst_on_device) rc = hpu_translate(stub, sp->dst_index, sp->dst, sp->nbytes, &to);
+    if (rc == 0 && src_on_device)
+      rc = hpu_translate(stub, sp->src_index, sp->src, sp->nbytes, &from);
+    if (rc) *failed = i;
+    moves[i] = (hpu_move){to, from, sp->nbytes};
+  }
+  if (rc == 0) hpu_kernel_copy_many(stub, moves, count);
+  free(moves);
+  return rc;
+}
+
+int hpu_copy_batch_to_device(void *state, const tstor_copy_span *spans, size_t count,
+                             size_t *failed) {
+  return copy_batch(state, spans, count, failed, 1, 0);
+}
+
+int hpu_copy_batch_to_host(void *state, const tstor_copy_span *spans, size_t count,
+                           size_t *failed) {
+  return copy_batch(state, spans, count, failed, 0, 1);
+}
+
+int hpu_copy_batch_on_device(void *state, const tstor_copy_span *spans, size_t count,
+                             size_t *failed) {
+  return copy_batch(state, spans, count, failed, 1, 1);
 }
 
 int hpu_fill(void *state, int index, void *ptr, size_t nbytes, const void *pattern,

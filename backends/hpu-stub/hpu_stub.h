@@ -20,7 +20,8 @@
  *   kernels.c   translating device addresses; the bodies of copy and fill
  *   stream.c    streams (a FIFO of kernels run by one worker thread each) and
  *               events, on timelines
- *   copy.c      the copy and fill ops: translate, then queue on a stream or run
+ *   copy.c      the copy and fill ops: translate, then queue on a stream or run;
+ *               batches: translate every span, then run them as one
  *   module.c    entry point, config keys, device setup, the op tables,
  *               registration (synchronize = wait for the streams, then give
  *               back the deferred frees: the one place streams meet the arena)
@@ -135,6 +136,15 @@ int hpu_translate(hpu_stub *stub, int index, const void *ptr, size_t nbytes,
                   unsigned char **out);
 /* What a job does: the simulated latency, then the bytes. */
 void hpu_kernel_copy(hpu_stub *stub, void *dst, const void *src, size_t nbytes);
+/* One copy of a batch, its addresses translated. */
+typedef struct hpu_move {
+  void *dst;
+  const void *src;
+  size_t nbytes;
+} hpu_move;
+/* A batch: one latency for all of it, as a device pays one launch for a list
+ * of copies, then the bytes of each. */
+void hpu_kernel_copy_many(hpu_stub *stub, const hpu_move *moves, size_t n);
 void hpu_kernel_fill(hpu_stub *stub, void *dst, size_t nbytes, const void *pattern,
                      size_t pattern_size);
 void hpu_kernel_copy_strided(hpu_stub *stub, unsigned char *to, const int64_t *dst_strides,
@@ -192,6 +202,12 @@ int hpu_copy_to_host(void *state, void *dst, int dst_index, const void *src, int
                      size_t nbytes, void *stream);
 int hpu_copy_on_device(void *state, void *dst, int dst_index, const void *src, int src_index,
                        size_t nbytes, void *stream);
+/* The batched kernels (tstor_copy_batch_fn) of the same three pairs. */
+int hpu_copy_batch_to_device(void *state, const tstor_copy_span *spans, size_t count,
+                             size_t *failed);
+int hpu_copy_batch_to_host(void *state, const tstor_copy_span *spans, size_t count, size_t *failed);
+int hpu_copy_batch_on_device(void *state, const tstor_copy_span *spans, size_t count,
+                             size_t *failed);
 int hpu_copy_strided(void *state, int index, void *dst, const int64_t *dst_strides,
                      const void *src, const int64_t *src_strides, const int64_t *sizes, int ndim,
                      size_t element_size, void *stream);

@@ -39,6 +39,11 @@ void hpu_kernel_copy(hpu_stub *stub, void *dst, const void *src, size_t nbytes) 
   memmove(dst, src, nbytes); /* views of one storage may overlap */
 }
 
+void hpu_kernel_copy_many(hpu_stub *stub, const hpu_move *moves, size_t n) {
+  delay(stub);
+  for (size_t i = 0; i < n; i++) memmove(moves[i].dst, moves[i].src, moves[i].nbytes);
+}
+
 void hpu_kernel_fill(hpu_stub *stub, void *dst, size_t nbytes, const void *pattern,
                      size_t pattern_size) {
   delay(stub);

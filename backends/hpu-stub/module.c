@@ -108,6 +108,17 @@ static void stub_free(hpu_stub *stub) {
   free(stub);
 }
 
+/* The batched kernels, where the core offers them (since ABI 1.4): an older
+ * core copies a batch's items one by one through the kernels above. */
+static int register_batches(const tstor_registrar *reg, tstor_module *m, hpu_stub *stub) {
+  if (!TSTOR_REGISTRAR_HAS(reg, register_copy_batch)) return 0;
+  int rc;
+  if ((rc = reg->register_copy_batch(m, "cpu", "hpu", hpu_copy_batch_to_device, stub)) != 0 ||
+      (rc = reg->register_copy_batch(m, "hpu", "cpu", hpu_copy_batch_to_host, stub)) != 0)
+    return rc;
+  return reg->register_copy_batch(m, "hpu", "hpu", hpu_copy_batch_on_device, stub);
+}
+
 static int hpu_init(const tstor_registrar *reg, tstor_module *m, void **module_state, char *msg,
                     size_t msg_size) {
   /* A core older than the headers this module was built with hands out a
@@ -158,7 +169,8 @@ static int hpu_init(const tstor_registrar *reg, tstor_module *m, void **module_s
   if ((rc = reg->register_device_type(m, &hpu_device_ops, stub)) != 0 ||
       (rc = reg->register_copy(m, "cpu", "hpu", hpu_copy_to_device, stub)) != 0 ||
       (rc = reg->register_copy(m, "hpu", "cpu", hpu_copy_to_host, stub)) != 0 ||
-      (rc = reg->register_copy(m, "hpu", "hpu", hpu_copy_on_device, stub)) != 0) {
+      (rc = reg->register_copy(m, "hpu", "hpu", hpu_copy_on_device, stub)) != 0 ||
+      (rc = register_batches(reg, m, stub)) != 0) {
     snprintf(msg, msg_size, "registration failed (error %d)", rc);
     stub_free(stub);
     return rc;

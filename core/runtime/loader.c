@@ -465,17 +465,23 @@ static int reg_register_copy(tstor_module *m, const char *src, const char *dst,
   return registered(m, tstor__registry_register_copy(m, src, dst, fn, state));
 }
 
+static int reg_register_copy_batch(tstor_module *m, const char *src, const char *dst,
+                                   tstor_copy_batch_fn fn, void *state) {
+  return registered(m, tstor__registry_register_copy_batch(m, src, dst, fn, state));
+}
+
 const tstor_registrar tstor__registrar = {
-    sizeof(tstor_registrar),
-    TSTOR_ABI_VERSION,
-    reg_register_device_type,
-    reg_register_allocator,
-    reg_register_copy,
-    reg_config_get,
-    reg_config_int,
-    reg_config_bool,
-    reg_log,
-    reg_set_error,
-    tstor__fault_should_fail,
-    reg_config_error,
+    .struct_size = sizeof(tstor_registrar),
+    .abi_version = TSTOR_ABI_VERSION,
+    .register_device_type = reg_register_device_type,
+    .register_allocator = reg_register_allocator,
+    .register_copy = reg_register_copy,
+    .config_get = reg_config_get,
+    .config_int = reg_config_int,
+    .config_bool = reg_config_bool,
+    .log = reg_log,
+    .set_error = reg_set_error,
+    .should_fail = tstor__fault_should_fail,
+    .config_error = reg_config_error,
+    .register_copy_batch = reg_register_copy_batch, /* since 1.4 */
 };

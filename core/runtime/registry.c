@@ -122,15 +122,18 @@ int tstor__registry_register_allocator(tstor_module *m, const char *type,
   return add_allocator(ctx, m, ops, state, t, &a);
 }
 
-int tstor__registry_register_copy(tstor_module *m, const char *src, const char *dst,
-                                  tstor_copy_fn fn, void *state) {
-  if (!m || !m->registering) return tstor__err(TSTOR_EINVAL, "copy registered outside init");
-  if (!valid_type_name(src) || !valid_type_name(dst) || !fn)
-    return tstor__err(TSTOR_EINVAL, "copy kernel needs two type names and a function");
+/* A copy kernel or a batched one (entry.fn or entry.batch set), kept until
+ * every module is loaded. */
+static int add_copy(tstor_module *m, const char *src, const char *dst, tstor__copy_entry entry) {
+  const char *kind = entry.batch ? "batched copy kernel" : "copy kernel";
+  if (!m || !m->registering) return tstor__err(TSTOR_EINVAL, "%s registered outside init", kind);
+  if (!valid_type_name(src) || !valid_type_name(dst) || (!entry.fn && !entry.batch))
+    return tstor__err(TSTOR_EINVAL, "%s needs two type names and a function", kind);
   tstor_context *ctx = m->ctx;
   for (int i = 0; i < ctx->ncopies; i++)
-    if (strcmp(ctx->copies[i].src, src) == 0 && strcmp(ctx->copies[i].dst, dst) == 0)
-      return tstor__err(TSTOR_EEXIST, "a copy kernel %s -> %s is already registered", src, dst);
+    if (strcmp(ctx->copies[i].src, src) == 0 && strcmp(ctx->copies[i].dst, dst) == 0 &&
+        !ctx->copies[i].entry.batch == !entry.batch)
+      return tstor__err(TSTOR_EEXIST, "a %s %s -> %s is already registered", kind, src, dst);
   tstor__pending_copy *c = tstor__realloc(ctx->copies, sizeof *c * (size_t)(ctx->ncopies + 1));
   if (!c) return tstor__err(TSTOR_ENOMEM, "out of memory");
   ctx->copies = c;
@@ -142,11 +145,20 @@ int tstor__registry_register_copy(tstor_module *m, const char *src, const char *
     tstor__free(c->dst);
     return tstor__err(TSTOR_ENOMEM, "out of memory");
   }
-  c->entry.fn = fn;
-  c->entry.state = state;
+  c->entry = entry;
   c->entry.module = m;
   ctx->ncopies++;
   return 0;
+}
+
+int tstor__registry_register_copy(tstor_module *m, const char *src, const char *dst,
+                                  tstor_copy_fn fn, void *state) {
+  return add_copy(m, src, dst, (tstor__copy_entry){.fn = fn, .state = state});
+}
+
+int tstor__registry_register_copy_batch(tstor_module *m, const char *src, const char *dst,
+                                        tstor_copy_batch_fn fn, void *state) {
+  return add_copy(m, src, dst, (tstor__copy_entry){.batch = fn, .state = state});
 }
 
 void tstor__registry_drop_module(tstor_context *ctx, tstor_module *m) {
@@ -177,7 +189,10 @@ void tstor__registry_finish(tstor_context *ctx) {
                  ctx->copies[i].src, ctx->copies[i].dst);
       continue;
     }
-    ctx->copy_table[s][d] = ctx->copies[i].entry;
+    if (ctx->copies[i].entry.batch)
+      ctx->batch_table[s][d] = ctx->copies[i].entry;
+    else
+      ctx->copy_table[s][d] = ctx->copies[i].entry;
   }
   int h = ctx->host_type;
   for (int s = 0; s < ctx->ntypes; s++) {

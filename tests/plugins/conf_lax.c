@@ -14,7 +14,8 @@
  *   hang = yes         fill never returns
  *   ignore_signals = yes  SIGALRM, SIGTERM, SIGINT and SIGHUP are ignored
  *   fork_helper = yes  the first fill forks a process that keeps every
- *                      descriptor (the result pipe included) for 30 s */
+ *                      descriptor (the result pipe included) for 30 s
+ *   batch_drops_last = yes  the batched kernels move every span but the last */
 #include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -38,6 +39,7 @@ typedef struct lax {
   int ndev;
   unsigned long long capacity;
   int leak_blocks, count_frees, keep_peak, silent, leak_at_fini, hang, fork_helper;
+  int batch_drops_last;
   lax_dev dev[LAX_MAX];
 } lax;
 
@@ -120,6 +122,13 @@ static int lax_copy(void *state, void *dst, int di, const void *src, int si, siz
   return 0;
 }
 
+static int lax_copy_batch(void *state, const tstor_copy_span *spans, size_t count, size_t *failed) {
+  lax *l = state;
+  for (size_t i = 0; i + (l->batch_drops_last ? 1 : 0) < count; i++)
+    memmove(spans[i].dst, spans[i].src, spans[i].nbytes);
+  return 0;
+}
+
 static const tstor_allocator_ops lax_allocator = {
     .struct_size = sizeof(tstor_allocator_ops),
     .abi_version = TSTOR_ABI_VERSION,
@@ -156,6 +165,7 @@ static int lax_init(const tstor_registrar *reg, tstor_module *m, void **state, c
   if (!rc) rc = reg->config_bool(m, "hang", 0, &l->hang);
   if (!rc) rc = reg->config_bool(m, "fork_helper", 0, &l->fork_helper);
   if (!rc) rc = reg->config_bool(m, "ignore_signals", 0, &ignore_signals);
+  if (!rc) rc = reg->config_bool(m, "batch_drops_last", 0, &l->batch_drops_last);
   if (rc) {
     free(l);
     return rc;
@@ -176,7 +186,9 @@ static int lax_init(const tstor_registrar *reg, tstor_module *m, void **state, c
   if ((rc = reg->register_device_type(m, &lax_ops, l)) != 0 ||
       (rc = reg->register_copy(m, "cpu", "lax", lax_copy, l)) != 0 ||
       (rc = reg->register_copy(m, "lax", "cpu", lax_copy, l)) != 0 ||
-      (rc = reg->register_copy(m, "lax", "lax", lax_copy, l)) != 0) {
+      (rc = reg->register_copy(m, "lax", "lax", lax_copy, l)) != 0 ||
+      (rc = reg->register_copy_batch(m, "cpu", "lax", lax_copy_batch, l)) != 0 ||
+      (rc = reg->register_copy_batch(m, "lax", "lax", lax_copy_batch, l)) != 0) {
     free(l);
     return rc;
   }

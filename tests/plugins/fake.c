@@ -9,7 +9,11 @@
  *
  * Keys: devices (0..8, default 2); trace (a file that gets one line per init
  * and fini, "fini live=N" with the blocks still allocated: the lifetime tests
- * read it to see when the module was finalised). */
+ * read it to see when the module was finalised, and one per batch, "batch
+ * fake->cpu N" with its span count); batch (yes: batched kernels for both
+ * pairs too, default no); batch_twice (yes: the second registration of one,
+ * which the core refuses); batch_fail_at (the span of every batch that fails
+ * with TSTOR_EIO, after the ones before it moved; default -1: none). */
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -23,6 +27,7 @@
 
 typedef struct fake_state {
   int count;
+  long long fail_at;
   char *trace;
   atomic_long live_blocks;
 } fake_state;
@@ -128,6 +133,50 @@ static int fake_from_cpu(void *state, void *dst, int dst_index, const void *src,
   return 0;
 }
 
+/* Both batched kernels: the spans in order, each through the pair's kernel. */
+static int fake_batch(fake_state *st, const tstor_copy_span *spans, size_t count, size_t *failed,
+                      const char *pair, tstor_copy_fn one) {
+  if (st->trace) {
+    FILE *f = fopen(st->trace, "a");
+    if (f) {
+      fprintf(f, "batch %s %zu\n", pair, count);
+      fclose(f);
+    }
+  }
+  for (size_t i = 0; i < count; i++) {
+    if (spans[i].nbytes == 0) abort(); /* the core never hands over an empty span */
+    if (st->fail_at >= 0 && i == (size_t)st->fail_at) {
+      *failed = i;
+      return TSTOR_EIO;
+    }
+    one(st, spans[i].dst, spans[i].dst_index, spans[i].src, spans[i].src_index, spans[i].nbytes,
+        NULL);
+  }
+  return 0;
+}
+
+static int fake_batch_to_cpu(void *state, const tstor_copy_span *spans, size_t count,
+                             size_t *failed) {
+  return fake_batch(state, spans, count, failed, "fake->cpu", fake_to_cpu);
+}
+
+static int fake_batch_from_cpu(void *state, const tstor_copy_span *spans, size_t count,
+                               size_t *failed) {
+  return fake_batch(state, spans, count, failed, "cpu->fake", fake_from_cpu);
+}
+
+static int register_batches(const tstor_registrar *reg, tstor_module *m, fake_state *st) {
+  int batch, twice, rc;
+  if ((rc = reg->config_bool(m, "batch", 0, &batch)) != 0 ||
+      (rc = reg->config_bool(m, "batch_twice", 0, &twice)) != 0 ||
+      (rc = reg->config_int(m, "batch_fail_at", -1, -1, 1 << 30, &st->fail_at)) != 0 || !batch)
+    return rc;
+  if ((rc = reg->register_copy_batch(m, "fake", "cpu", fake_batch_to_cpu, st)) != 0 ||
+      (rc = reg->register_copy_batch(m, "cpu", "fake", fake_batch_from_cpu, st)) != 0)
+    return rc;
+  return twice ? reg->register_copy_batch(m, "fake", "cpu", fake_batch_to_cpu, st) : 0;
+}
+
 static const tstor_device_ops fake_device = {
     .struct_size = sizeof(tstor_device_ops),
     .abi_version = TSTOR_ABI_VERSION,
@@ -156,7 +205,8 @@ static int fake_init(const tstor_registrar *reg, tstor_module *m, void **module_
   }
   if ((rc = reg->register_device_type(m, &fake_device, st)) != 0 ||
       (rc = reg->register_copy(m, "fake", "cpu", fake_to_cpu, st)) != 0 ||
-      (rc = reg->register_copy(m, "cpu", "fake", fake_from_cpu, st)) != 0) {
+      (rc = reg->register_copy(m, "cpu", "fake", fake_from_cpu, st)) != 0 ||
+      (rc = register_batches(reg, m, st)) != 0) {
     snprintf(msg, msg_size, "fake: registration failed (%d)", rc);
     free(st->trace);
     free(st);

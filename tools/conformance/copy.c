@@ -1,5 +1,5 @@
 /* The copy section: host round trips at many sizes and offsets, through
- * views, and device to device. */
+ * views, device to device, and batches of copies. */
 #include "config.h"
 
 #include <stdint.h>
@@ -131,6 +131,90 @@ out:
   conf_end(r);
 }
 
+/* The batch: slot k of N, 8 KiB each, moves a few bytes at a small offset:
+ * host to the device for k % 3 == 0, the device's slot k + 1 out to host
+ * memory for k % 3 == 1, and the device's slot k to another device (or the
+ * same one) for k % 3 == 2. No destination meets another item's range. */
+enum { BATCH_N = 48, BATCH_SLOT = 8192 };
+
+static tstor_copy_item batch_item(tstor_storage *h, tstor_storage *a, tstor_storage *b,
+                                  tstor_storage *hb, int k) {
+  size_t at = (size_t)k * BATCH_SLOT + (size_t)(k * 13) % 64;
+  size_t len = 1 + (size_t)(k * 997) % (BATCH_SLOT - 64);
+  if (k % 3 == 0) return (tstor_copy_item){a, at, h, at, len};
+  if (k % 3 == 1) return (tstor_copy_item){hb, at, a, at + BATCH_SLOT, len};
+  return (tstor_copy_item){b, at, a, at, len};
+}
+
+/* What the batch does, done on host copies of the buffers. */
+static void batch_expect(unsigned char *bufs[4], int k) {
+  size_t at = (size_t)k * BATCH_SLOT + (size_t)(k * 13) % 64;
+  size_t len = 1 + (size_t)(k * 997) % (BATCH_SLOT - 64);
+  unsigned char *h = bufs[0], *a = bufs[1], *b = bufs[2], *hb = bufs[3];
+  if (k % 3 == 0) memcpy(a + at, h + at, len);
+  if (k % 3 == 1) memcpy(hb + at, a + at + BATCH_SLOT, len);
+  if (k % 3 == 2) memcpy(b + at, a + at, len);
+}
+
+/* tstor_storage_copy_batch to, from and on the device (the backend's batched
+ * kernel where it registered one, else one by one), then a batch whose last
+ * item is outside its storage: refused, naming it, with nothing moved. */
+static void check_batch(conf_run *r, const conf_device *d) {
+  conf_begin(r, "batched copies", d->label);
+  const size_t total = (size_t)BATCH_N * BATCH_SLOT;
+  tstor_device other = {d->dev.type, d->count - 1};
+  tstor_storage *st[4] = {NULL, NULL, NULL, NULL}; /* h, a, b, hb */
+  unsigned char *want[4] = {NULL, NULL, NULL, NULL}, *got = conf_xmalloc(total);
+  tstor_copy_item items[BATCH_N + 1];
+  for (int i = 0; i < 4; i++) {
+    want[i] = conf_xmalloc(total);
+    conf_pattern(want[i], total, 61u + (unsigned)i);
+    tstor_device on = i == 0 || i == 3 ? r->host : i == 1 ? d->dev : other;
+    TRY(r, tstor_storage_new(r->ctx, on, total, &st[i]), "allocating %zu bytes", total);
+    TRY(r, conf_upload(r, st[i], want[i]), "writing %zu bytes", total);
+  }
+  for (int k = 0; k < BATCH_N; k++) {
+    items[k] = batch_item(st[0], st[1], st[2], st[3], k);
+    batch_expect(want, k);
+  }
+  TRY(r, tstor_storage_copy_batch(items, BATCH_N), "a batch of %d copies", BATCH_N);
+  for (int i = 1; i < 4; i++) {
+    TRY(r, conf_download(r, got, st[i]), "reading the batch's results");
+    size_t at = conf_mismatch(want[i], got, total);
+    EXPECT(r, at == SIZE_MAX, "after a batch of %d copies, byte %zu (slot %zu) of the %s differs",
+           BATCH_N, at, at / BATCH_SLOT,
+           i == 1   ? "device buffer"
+           : i == 2 ? "second device buffer"
+                    : "host buffer");
+  }
+  items[BATCH_N] = (tstor_copy_item){st[2], total - 10, st[1], 0, 20};
+  int rc = tstor_storage_copy_batch(items, BATCH_N + 1);
+  EXPECT(r, rc == TSTOR_ERANGE, "a batch with an item outside its storage gave %s",
+         tstor_err_name(rc));
+  char name[64];
+  snprintf(name, sizeof name, "item %d", BATCH_N);
+  EXPECT(r, strstr(tstor_last_error(), name), "the refusal does not name %s: %s", name,
+         tstor_last_error());
+  for (int i = 1; i < 4; i++) { /* the sources and destinations of the valid items too */
+    TRY(r, conf_download(r, got, st[i]), "reading after the refused batch");
+    EXPECT(r, conf_mismatch(want[i], got, total) == SIZE_MAX, "a refused batch changed the %s",
+           i == 1 ? "device buffer" : "destinations");
+  }
+  int in = tstor_copy_batched(r->ctx, r->host.type, d->dev.type);
+  int out_ = tstor_copy_batched(r->ctx, d->dev.type, r->host.type);
+  int self = tstor_copy_batched(r->ctx, d->dev.type, d->dev.type);
+  conf_notef(r, "%d items, to index %d; cpu->%s %s, back %s, on the device %s", BATCH_N,
+             other.index, d->label, in == 1 ? "batched" : "one by one",
+             out_ == 1 ? "batched" : "one by one", self == 1 ? "batched" : "one by one");
+out:
+  for (int i = 0; i < 4; i++) {
+    tstor_storage_release(st[i]);
+    free(want[i]);
+  }
+  free(got);
+  conf_end(r);
+}
+
 static void check_no_data_copies(conf_run *r, const conf_device *d) {
   conf_begin(r, "copies without data", d->label);
   tstor_storage *m = NULL, *h = NULL;
@@ -172,6 +256,7 @@ void conf_section_copy(conf_run *r) {
       conf_end(r);
     }
     check_clone_and_to(r, d);
+    check_batch(r, d);
   }
   conf_teardown(r);
 }

@@ -20,10 +20,11 @@
  * History: 1.0 the first release. 1.1 tstor_stats begins with struct_size
  * (the core hands an allocator table built for 1.0 the 1.0 layout, without
  * it, and converts). 1.2 tstor_device_ops.copy_strided. 1.3
- * tstor_device_ops.describe.
+ * tstor_device_ops.describe. 1.4 tstor_registrar.register_copy_batch.
  *
- * tstor_block is the exception: two pointers, fixed for ABI 1; an allocator
- * that needs to remember more keeps it behind alloc_ctx.
+ * tstor_block and tstor_copy_span are the exceptions: fixed for ABI 1; an
+ * allocator that needs to remember more keeps it behind alloc_ctx, and a batch
+ * that needs more than a span says is another kind of kernel.
  *
  * Threading: the core may call any op from any thread, concurrently, once init
  * has returned. init and fini are called with the core's loader lock held: one
@@ -58,7 +59,7 @@ extern "C" {
 #endif
 
 #define TSTOR_ABI_MAJOR 1
-#define TSTOR_ABI_MINOR 3
+#define TSTOR_ABI_MINOR 4
 #define TSTOR_ABI_VERSION ((uint32_t)((TSTOR_ABI_MAJOR << 16) | TSTOR_ABI_MINOR))
 #define TSTOR_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define TSTOR_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
@@ -251,6 +252,28 @@ typedef struct tstor_device_ops {
 typedef int (*tstor_copy_fn)(void *state, void *dst, int dst_index, const void *src,
                              int src_index, size_t nbytes, void *stream);
 
+/* One copy of a batch: nbytes (never 0) from src on device src_index to dst on
+ * device dst_index. Fixed for ABI 1. */
+typedef struct tstor_copy_span {
+  void *dst;
+  const void *src;
+  size_t nbytes;
+  int dst_index;
+  int src_index;
+} tstor_copy_span;
+
+/* A batched copy kernel for one (source type, destination type) pair
+ * (register_copy_batch, since 1.4): moves every span of spans[0..count),
+ * synchronously, as count calls of the pair's copy kernel would, in whatever
+ * order or overlap of work it likes. The core has checked every span before
+ * the call: each lies inside a storage of its device, and no destination
+ * shares a byte with any other span's source or destination. On failure it
+ * returns the code (the detail set with set_error) and sets *failed to the
+ * index of the span that failed; the destinations of the others are then
+ * unspecified. */
+typedef int (*tstor_copy_batch_fn)(void *state, const tstor_copy_span *spans, size_t count,
+                                   size_t *failed);
+
 /* --------------------------------------------------------------- registrar */
 
 enum { TSTOR_LOG_ERROR = 0, TSTOR_LOG_WARN = 1, TSTOR_LOG_INFO = 2, TSTOR_LOG_DEBUG = 3 };
@@ -323,6 +346,15 @@ typedef struct tstor_registrar {
 #endif
       ;
   /* Fields above: since 1.0. Append below, marked "since 1.N". */
+  /* Since 1.4. A batched copy kernel for the pair, beside its copy kernel:
+   * tstor_storage_copy_batch gives it all of a call's items of that pair at
+   * once. Without one the core copies them one by one, as single copies go
+   * (a direct kernel, or staged through host memory); between two
+   * host-memory types the core copies them itself, as it does single copies.
+   * During init only, like register_copy; a second one for a pair gives
+   * TSTOR_EEXIST. */
+  int (*register_copy_batch)(tstor_module *m, const char *src_type, const char *dst_type,
+                             tstor_copy_batch_fn fn, void *state);
 } tstor_registrar;
 
 /* Whether the core's registrar has `field` (one appended after this module's

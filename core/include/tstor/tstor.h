@@ -321,6 +321,10 @@ typedef enum {
 
 /* The path a copy from type `src` to type `dst` takes; TSTOR_ENODEV for bad ids. */
 TSTOR_EXTERN int tstor_copy_path_of(tstor_context *ctx, int src_type, int dst_type);
+/* 1 when a batch (tstor_storage_copy_batch) hands the items of that pair to
+ * one call of a batched kernel of their backend, 0 when the core copies them
+ * one by one; TSTOR_ENODEV for bad ids. */
+TSTOR_EXTERN int tstor_copy_batched(tstor_context *ctx, int src_type, int dst_type);
 
 /* --------------------------------------------------------------- storages */
 
@@ -396,6 +400,34 @@ TSTOR_EXTERN int tstor_storage_resize(tstor_storage *s, size_t nbytes);
  * between any two devices: a direct kernel, or staged through host memory.
  * Synchronous: the bytes are in dst when it returns. */
 TSTOR_EXTERN int tstor_storage_copy(tstor_storage *dst, const tstor_storage *src);
+
+/* One copy of a batch: nbytes from src at src_offset to dst at dst_offset.
+ * The storages are borrowed for the call. */
+typedef struct tstor_copy_item {
+  tstor_storage *dst;
+  size_t dst_offset;
+  const tstor_storage *src;
+  size_t src_offset;
+  size_t nbytes;
+} tstor_copy_item;
+
+/* Copies every item of items[0..count), between any two devices, as count
+ * calls of tstor_storage_copy on views would, with fewer round trips: the
+ * items of one pair of device types go to one call of their backend's batched
+ * kernel where it has one (a remote peer gets its items pipelined on its
+ * connection: docs/remote.md), the others one by one. Synchronous: the bytes
+ * of every item are in place when it returns 0.
+ *
+ * Every item is checked before any byte moves, and a bad one fails the call
+ * with nothing copied and the detail naming its index: a NULL storage or
+ * storages of two contexts (TSTOR_EINVAL), a range outside its storage
+ * (TSTOR_ERANGE), no copy path between the devices (as tstor_storage_copy
+ * says), or a destination range that shares a byte with any other range of
+ * the batch, another item's or its own source (TSTOR_EINVAL): so the items
+ * may move in any order, and do. A failure after the checks (a device or a
+ * peer failing) returns its code with the item named; the destinations of the
+ * items are then unspecified. count 0 copies nothing; items may be NULL then. */
+TSTOR_EXTERN int tstor_storage_copy_batch(const tstor_copy_item *items, size_t count);
 
 /* Sets every byte of s to `value`. */
 TSTOR_EXTERN int tstor_storage_fill(tstor_storage *s, uint8_t value);
