@@ -26,7 +26,7 @@ steps=${SAN_STEPS:-"asan tsan"}
 # the checkpoint readers' read threads).
 # Not test_convert: its after_fork case starts threads in a child forked from
 # a threaded parent, where TSan's own locks may deadlock (TSan says as much).
-tsan_tests=${TSAN_TESTS:-"test_threads test_stress test_context test_error test_cpu_cache test_cpu_large test_shm test_typed test_hpu test_loader_lock test_tensor_threads test_ckpt_golden"}
+tsan_tests=${TSAN_TESTS:-"test_threads test_copy_batch test_stress test_context test_error test_cpu_cache test_cpu_large test_shm test_typed test_hpu test_loader_lock test_tensor_threads test_ckpt_golden"}
 
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -105,7 +105,7 @@ for step in $steps; do
         # otherwise crash.
         t=$tsan_tests
         if [ -z "${TSAN_TESTS:-}" ] && grep -q '^#define HAVE_REMOTE 1' "$out/tsan/config.h"; then
-          t="$t test_remote test_remote_wire test_remote_hostile"
+          t="$t test_remote test_remote_batch test_remote_wire test_remote_hostile"
           if grep -q '^#define HAVE_UCX 1' "$out/tsan/config.h"; then t="$t test_remote_attack"; fi
         fi
         check tsan "$t" || failed="$failed tsan"

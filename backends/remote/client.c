@@ -12,8 +12,9 @@
  *                before the peer counts as gone (default 5000)
  *
  * Threading: each peer has one connection and one lock; every op on a peer
- * takes the lock, sends its request and waits for the reply. Ops that would
- * use a peer in a child of fork() fail with TSTOR_EBACKEND instead.
+ * takes the lock, sends its requests (a batch's, or a large copy's pieces,
+ * pipelined: conn.c) and takes their replies. Ops that would use a peer in a
+ * child of fork() fail with TSTOR_EBACKEND instead.
  *
  * Streams (stream.h): an op given a stream checks its arguments, queues itself
  * and returns; the stream's worker runs the same synchronous op later. A free
@@ -35,17 +36,6 @@ static int check_process(remote *r, int device, const char *what) {
   return remote_check_process(r->reg, r->pid, device, what);
 }
 
-static int bad_device(remote *r, int index) {
-  return remote_fail(r->reg, TSTOR_ENODEV, "remote:%d: no such device (%d remote devices)", index,
-                     r->ndevices);
-}
-
-static int no_block(remote *r, int device, const void *addr, size_t n) {
-  return remote_fail(r->reg, TSTOR_EINVAL,
-                     "remote:%d: %zu bytes at %p are not inside one block of this device",
-                     device, n, addr);
-}
-
 /* ------------------------------------------------------------ allocator */
 
 static int remote_count(void *state) { return ((remote *)state)->ndevices; }
@@ -55,7 +45,7 @@ static int remote_allocate(void *state, int index, size_t nbytes, void *stream, 
   (void)stream;
   out->ptr = NULL;
   out->alloc_ctx = NULL;
-  if (index < 0 || index >= r->ndevices) return bad_device(r, index);
+  if (index < 0 || index >= r->ndevices) return remote_bad_device(r, index);
   rdevice *d = &r->devices[index];
   peer *p = d->p;
   if (nbytes == 0) {
@@ -129,7 +119,7 @@ static void remote_free(void *state, int index, void *ptr, size_t nbytes, void *
 
 static int remote_stats(void *state, int index, tstor_stats *out) {
   remote *r = state;
-  if (index < 0 || index >= r->ndevices) return bad_device(r, index);
+  if (index < 0 || index >= r->ndevices) return remote_bad_device(r, index);
   rdevice *d = &r->devices[index];
   pthread_mutex_lock(&d->p->mu);
   tstor_stats mine = d->stats;
@@ -140,7 +130,7 @@ static int remote_stats(void *state, int index, tstor_stats *out) {
 
 static int remote_reset_peak(void *state, int index) {
   remote *r = state;
-  if (index < 0 || index >= r->ndevices) return bad_device(r, index);
+  if (index < 0 || index >= r->ndevices) return remote_bad_device(r, index);
   rdevice *d = &r->devices[index];
   pthread_mutex_lock(&d->p->mu);
   tstor_stats_reset_peaks(&d->stats);
@@ -154,14 +144,14 @@ static int remote_reset_peak(void *state, int index) {
  * fails the call that gave it, as a synchronous op would: the device, the
  * process, and that [addr, addr + n) lies inside one block of the device. */
 static int check_span(remote *r, int index, const void *addr, size_t n, const char *what) {
-  if (index < 0 || index >= r->ndevices) return bad_device(r, index);
+  if (index < 0 || index >= r->ndevices) return remote_bad_device(r, index);
   int rc = check_process(r, index, what);
   if (rc) return rc;
   peer *p = r->devices[index].p;
   pthread_mutex_lock(&p->blocks_mu);
   rblock *b = peer_block_find(p, index, (uint64_t)(uintptr_t)addr, n);
   pthread_mutex_unlock(&p->blocks_mu);
-  return b ? 0 : no_block(r, index, addr, n);
+  return b ? 0 : remote_no_block(r, index, addr, n);
 }
 
 /* A copy kernel's call, queued: the worker makes it again without a stream. */
@@ -184,33 +174,27 @@ static int queue_copy(void *stream, tstor_copy_fn kernel, void *dst, int dst_ind
   return rstream_enqueue(stream, run_copy, &j, sizeof j);
 }
 
-/* cpu -> remote and remote -> cpu: WRITE or READ requests. */
-static int copy_host(remote *r, int put, int index, void *host, uint64_t addr, size_t nbytes) {
+/* One span, as a batch of one (xfer.c). */
+static int copy_one(remote *r, int kind, void *dst, int dst_index, const void *src, int src_index,
+                    size_t nbytes) {
   if (nbytes == 0) return 0;
-  if (index < 0 || index >= r->ndevices) return bad_device(r, index);
-  int rc = check_process(r, index, put ? "copy to the device" : "copy from the device");
-  if (rc) return rc;
-  peer *p = r->devices[index].p;
-  pthread_mutex_lock(&p->mu);
-  rblock *b = peer_block_find(p, index, addr, nbytes);
-  if (!b)
-    rc = no_block(r, index, (void *)(uintptr_t)addr, nbytes);
-  else
-    rc = peer_transfer(p, index, put, host, b, addr - rblock_addr(b), nbytes);
-  pthread_mutex_unlock(&p->mu);
-  return rc;
+  tstor_copy_span span = {dst, src, nbytes, dst_index, src_index};
+  size_t failed;
+  return xfer_spans(r, kind, &span, 1, &failed);
 }
 
+/* cpu -> remote: WRITE requests. */
 static int remote_copy_to_device(void *state, void *dst, int dst_index, const void *src,
-                                  int src_index, size_t nbytes, void *stream) {
+                                 int src_index, size_t nbytes, void *stream) {
   if (stream && nbytes) {
     int rc = check_span(state, dst_index, dst, nbytes, "copy to the device");
     return rc ? rc
               : queue_copy(stream, remote_copy_to_device, dst, dst_index, src, src_index, nbytes);
   }
-  return copy_host(state, 1, dst_index, (void *)src, (uint64_t)(uintptr_t)dst, nbytes);
+  return copy_one(state, XFER_PUT, dst, dst_index, src, src_index, nbytes);
 }
 
+/* remote -> cpu: READ requests. */
 static int remote_copy_to_host(void *state, void *dst, int dst_index, const void *src,
                                int src_index, size_t nbytes, void *stream) {
   if (stream && nbytes) {
@@ -218,12 +202,11 @@ static int remote_copy_to_host(void *state, void *dst, int dst_index, const void
     return rc ? rc
               : queue_copy(stream, remote_copy_to_host, dst, dst_index, src, src_index, nbytes);
   }
-  return copy_host(state, 0, src_index, dst, (uint64_t)(uintptr_t)src, nbytes);
+  return copy_one(state, XFER_GET, dst, dst_index, src, src_index, nbytes);
 }
 
 /* remote -> remote: within one peer the peer copies (one message); between
- * two peers the bytes pass through a host buffer, a piece at a time, one
- * peer's lock at a time. */
+ * two peers the bytes pass through a host buffer. */
 static int remote_copy_on_device(void *state, void *dst, int dst_index, const void *src,
                                  int src_index, size_t nbytes, void *stream) {
   remote *r = state;
@@ -234,42 +217,24 @@ static int remote_copy_on_device(void *state, void *dst, int dst_index, const vo
     return rc ? rc
               : queue_copy(stream, remote_copy_on_device, dst, dst_index, src, src_index, nbytes);
   }
-  if (dst_index < 0 || dst_index >= r->ndevices) return bad_device(r, dst_index);
-  if (src_index < 0 || src_index >= r->ndevices) return bad_device(r, src_index);
-  int rc = check_process(r, dst_index, "copy");
-  if (rc) return rc;
-  peer *dp = r->devices[dst_index].p, *sp = r->devices[src_index].p;
-  uint64_t daddr = (uint64_t)(uintptr_t)dst, saddr = (uint64_t)(uintptr_t)src;
-  if (dp == sp) {
-    pthread_mutex_lock(&dp->mu);
-    rblock *db = peer_block_find(dp, dst_index, daddr, nbytes);
-    rblock *sb = peer_block_find(dp, src_index, saddr, nbytes);
-    if (!db || !sb) {
-      rc = db ? no_block(r, src_index, src, nbytes) : no_block(r, dst_index, dst, nbytes);
-    } else {
-      uint8_t buf[TSR_MAX_MESSAGE];
-      tsr_msg reply;
-      rc = peer_rpc(dp, dst_index, buf,
-                    tsr_encode_copy(buf, 0, db->handle, daddr - rblock_addr(db), sb->handle,
-                                    saddr - rblock_addr(sb), nbytes),
-                    &reply);
-    }
-    pthread_mutex_unlock(&dp->mu);
-    return rc;
-  }
-  size_t piece = nbytes < CHUNK ? nbytes : CHUNK;
-  uint8_t *tmp = malloc(piece);
-  if (!tmp)
-    return remote_fail(r->reg, TSTOR_ENOMEM,
-                       "remote:%d -> remote:%d: no host memory to stage %zu bytes", src_index,
-                       dst_index, piece);
-  for (size_t done = 0; done < nbytes && rc == 0; done += piece) {
-    size_t n = nbytes - done < piece ? nbytes - done : piece;
-    rc = copy_host(r, 0, src_index, tmp, saddr + done, n);
-    if (rc == 0) rc = copy_host(r, 1, dst_index, tmp, daddr + done, n);
-  }
-  free(tmp);
-  return rc;
+  return copy_one(r, XFER_ON, dst, dst_index, src, src_index, nbytes);
+}
+
+/* The batched kernels (ABI 1.4): all of a batch's spans, each peer's as one
+ * pipeline. */
+static int remote_batch_to_device(void *state, const tstor_copy_span *spans, size_t count,
+                                  size_t *failed) {
+  return xfer_spans(state, XFER_PUT, spans, count, failed);
+}
+
+static int remote_batch_to_host(void *state, const tstor_copy_span *spans, size_t count,
+                                size_t *failed) {
+  return xfer_spans(state, XFER_GET, spans, count, failed);
+}
+
+static int remote_batch_on_device(void *state, const tstor_copy_span *spans, size_t count,
+                                  size_t *failed) {
+  return xfer_spans(state, XFER_ON, spans, count, failed);
 }
 
 typedef struct fill_job {
@@ -290,7 +255,7 @@ static int run_fill(void *state, const void *args) {
 static int remote_fill(void *state, int index, void *ptr, size_t nbytes, const void *pattern,
                        size_t pattern_size, void *stream) {
   remote *r = state;
-  if (index < 0 || index >= r->ndevices) return bad_device(r, index);
+  if (index < 0 || index >= r->ndevices) return remote_bad_device(r, index);
   if (pattern_size == 0 || pattern_size > 16 || (pattern_size & (pattern_size - 1)) != 0 ||
       nbytes % pattern_size != 0)
     return remote_fail(r->reg, TSTOR_EINVAL,
@@ -312,7 +277,7 @@ static int remote_fill(void *state, int index, void *ptr, size_t nbytes, const v
   pthread_mutex_lock(&p->mu);
   rblock *b = peer_block_find(p, index, addr, nbytes);
   if (!b) {
-    rc = no_block(r, index, ptr, nbytes);
+    rc = remote_no_block(r, index, ptr, nbytes);
   } else {
     uint8_t buf[TSR_MAX_MESSAGE];
     tsr_msg reply;
@@ -349,7 +314,7 @@ static int remote_copy_strided(void *state, int index, void *dst, const int64_t 
                                const void *src, const int64_t *src_strides, const int64_t *sizes,
                                int ndim, size_t element_size, void *stream) {
   remote *r = state;
-  if (index < 0 || index >= r->ndevices) return bad_device(r, index);
+  if (index < 0 || index >= r->ndevices) return remote_bad_device(r, index);
   if (ndim < 1 || ndim > (int)TSR_MAX_DIMS || element_size == 0 || element_size > 1024)
     return TSTOR_ENOTSUP;
   uint64_t dspan = element_size, sspan = element_size;
@@ -378,7 +343,8 @@ static int remote_copy_strided(void *state, int index, void *dst, const int64_t 
   rblock *db = peer_block_find(p, index, daddr, (size_t)dspan);
   rblock *sb = peer_block_find(p, index, saddr, (size_t)sspan);
   if (!db || !sb) {
-    rc = db ? no_block(r, index, src, (size_t)sspan) : no_block(r, index, dst, (size_t)dspan);
+    rc = db ? remote_no_block(r, index, src, (size_t)sspan)
+            : remote_no_block(r, index, dst, (size_t)dspan);
   } else {
     uint8_t buf[TSR_MAX_MESSAGE];
     tsr_msg reply;
@@ -396,13 +362,13 @@ static int remote_copy_strided(void *state, int index, void *dst, const int64_t 
 
 static int remote_synchronize(void *state, int index) {
   remote *r = state;
-  if (index < 0 || index >= r->ndevices) return bad_device(r, index);
+  if (index < 0 || index >= r->ndevices) return remote_bad_device(r, index);
   return rstreams_wait(r->streams, index);
 }
 
 static int remote_stream_create(void *state, int index, void **out) {
   remote *r = state;
-  if (index < 0 || index >= r->ndevices) return bad_device(r, index);
+  if (index < 0 || index >= r->ndevices) return remote_bad_device(r, index);
   return rstream_create(r->streams, index, out);
 }
 
@@ -448,7 +414,7 @@ static int remote_event_synchronize(void *state, int index, void *event) {
 /* "127.0.0.1:13337 cpu:0", and the reason when the peer is gone. */
 static int remote_describe(void *state, int index, char *buf, size_t size) {
   remote *r = state;
-  if (index < 0 || index >= r->ndevices) return bad_device(r, index);
+  if (index < 0 || index >= r->ndevices) return remote_bad_device(r, index);
   rdevice *d = &r->devices[index];
   peer *p = d->p;
   pthread_mutex_lock(&p->mu);
@@ -610,6 +576,16 @@ static int add_peers(remote *r, char *msg, size_t msg_size) {
   return first_rc;
 }
 
+/* The batched kernels, where the core offers them (ABI 1.4). */
+static int register_batches(const tstor_registrar *reg, tstor_module *m, remote *r) {
+  if (!TSTOR_REGISTRAR_HAS(reg, register_copy_batch)) return 0;
+  int rc;
+  if ((rc = reg->register_copy_batch(m, "cpu", "remote", remote_batch_to_device, r)) != 0 ||
+      (rc = reg->register_copy_batch(m, "remote", "cpu", remote_batch_to_host, r)) != 0)
+    return rc;
+  return reg->register_copy_batch(m, "remote", "remote", remote_batch_on_device, r);
+}
+
 static int remote_init(const tstor_registrar *reg, tstor_module *m, void **module_state, char *msg,
                        size_t msg_size) {
   if (!TSTOR_REGISTRAR_HAS(reg, set_error) || !TSTOR_REGISTRAR_HAS(reg, config_error)) {
@@ -623,7 +599,8 @@ static int remote_init(const tstor_registrar *reg, tstor_module *m, void **modul
       (rc = reg->register_device_type(m, &remote_device_ops, r)) != 0 ||
       (rc = reg->register_copy(m, "cpu", "remote", remote_copy_to_device, r)) != 0 ||
       (rc = reg->register_copy(m, "remote", "cpu", remote_copy_to_host, r)) != 0 ||
-      (rc = reg->register_copy(m, "remote", "remote", remote_copy_on_device, r)) != 0) {
+      (rc = reg->register_copy(m, "remote", "remote", remote_copy_on_device, r)) != 0 ||
+      (rc = register_batches(reg, m, r)) != 0) {
     remote_free_all(r);
     return rc;
   }

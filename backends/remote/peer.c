@@ -1,11 +1,7 @@
-/* One server of tstor-remote.so (client.h): its connection, the handshake,
- * requests and their replies, and the table of this process's blocks on it.
- *
- * Every request waits for its reply before the next is sent (under p->mu),
- * so a reply answers the request before it or the connection lies; every
- * wait is bounded by timeout_ms without progress (wire.h). A failed peer
- * stays failed: its connection is closed, and every later op fails at once
- * with the first reason. */
+/* One server of tstor-remote.so (client.h): the record, the connection and
+ * its handshake, and the table of this process's blocks on it. Requests and
+ * replies are conn.c's. A failed peer stays failed: its connection is closed,
+ * and every later op fails at once with the first reason. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,12 +17,18 @@
 peer *peer_new(remote *r, const char *name) {
   peer *p = calloc(1, sizeof *p);
   if (!p) return NULL;
-  if (pthread_mutex_init(&p->mu, NULL) != 0) {
+  p->pipe.sbuf = malloc(RPIPE_BUF);
+  p->pipe.in = (tsr_inbuf){.data = malloc(RPIPE_BUF), .cap = RPIPE_BUF};
+  if (!p->pipe.sbuf || !p->pipe.in.data || pthread_mutex_init(&p->mu, NULL) != 0) {
+    free(p->pipe.sbuf);
+    free(p->pipe.in.data);
     free(p);
     return NULL;
   }
   if (pthread_mutex_init(&p->blocks_mu, NULL) != 0) {
     pthread_mutex_destroy(&p->mu);
+    free(p->pipe.sbuf);
+    free(p->pipe.in.data);
     free(p);
     return NULL;
   }
@@ -34,130 +36,6 @@ peer *peer_new(remote *r, const char *name) {
   p->fd = -1;
   snprintf(p->name, sizeof p->name, "%s", name);
   return p;
-}
-
-/* Closes the connection. In a child of fork() the socket is the parent's
- * too: it is only closed here, never shut down, which would end the
- * parent's session. */
-static void hang_up(peer *p) {
-  if (p->fd < 0) return;
-  if (getpid() == p->r->pid) shutdown(p->fd, SHUT_RDWR);
-  close(p->fd);
-  p->fd = -1;
-}
-
-void peer_fail(peer *p, const char *fmt, ...) {
-  if (!p->failed) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(p->failure, sizeof p->failure, fmt, ap);
-    va_end(ap);
-    p->failed = 1;
-    if (!p->connecting) /* peer_connect reports its own end */
-      p->r->reg->log(p->r->m, TSTOR_LOG_WARN, "peer %s: %s", p->name, p->failure);
-  }
-  hang_up(p);
-}
-
-int peer_error(peer *p, int device, int code) {
-  if (device >= 0)
-    return remote_fail(p->r->reg, code, "remote:%d (peer %s): %s", device, p->name, p->failure);
-  return remote_fail(p->r->reg, code, "peer %s: %s", p->name, p->failure);
-}
-
-static int status_code(int status) {
-  switch (status) {
-    case TSR_ST_NOMEM:
-    case TSR_ST_QUOTA: return TSTOR_ENOMEM;
-    case TSR_ST_NODEV: return TSTOR_ENODEV;
-    case TSR_ST_RANGE: return TSTOR_ERANGE;
-    case TSR_ST_INVAL: return TSTOR_EINVAL;
-    case TSR_ST_DENIED: return TSTOR_EACCES;
-    case TSR_ST_VERSION: return TSTOR_EABI;
-    case TSR_ST_BUSY: return TSTOR_EBUSY;
-    default: return TSTOR_EBACKEND;
-  }
-}
-
-/* Fails the peer for an I/O result of `what`. */
-static int io_failed(peer *p, int device, int rc, const char *what, int waiting_reply) {
-  int ms = (int)p->r->timeout_ms;
-  char io[128];
-  if (rc == TSR_IO_CLOSED) p->dropped = 1;
-  if (rc == TSR_IO_TIMEOUT && waiting_reply)
-    peer_fail(p, "%s: no reply within %d ms", what, ms);
-  else if (rc == TSR_IO_CLOSED)
-    peer_fail(p, "%s: connection lost: %s", what, tsr_io_text(rc, ms, io, sizeof io));
-  else
-    peer_fail(p, "%s: %s", what, tsr_io_text(rc, ms, io, sizeof io));
-  return peer_error(p, device, TSTOR_EIO);
-}
-
-/* The request in req[0..len), then `payload` bytes; the reply into *out,
- * then `into` bytes when it says yes. */
-static int exchange(peer *p, int device, uint8_t *req, size_t len, const void *payload, void *into,
-                    size_t n, tsr_msg *out) {
-  if (p->failed) return peer_error(p, device, TSTOR_EIO);
-  uint32_t id = ++p->next_id;
-  tsr_set_id(req, id);
-  int type = req[6] | req[7] << 8;
-  const char *what = tsr_type_name(type);
-  int ms = (int)p->r->timeout_ms;
-  struct iovec iov[2] = {{req, len}, {(void *)payload, payload ? n : 0}};
-  int rc = tsr_send_all(p->fd, iov, 2, ms);
-  if (rc) return io_failed(p, device, rc, what, 0);
-  size_t rlen;
-  char why[200];
-  rc = tsr_read_message(p->fd, p->reply, TSR_MAX_BODY, ms, ms, &rlen, why, sizeof why);
-  if (rc == 1) {
-    peer_fail(p, "%s: malformed reply: %s", what, why);
-    return peer_error(p, device, TSTOR_EIO);
-  }
-  if (rc) return io_failed(p, device, rc, what, 1);
-  int st = tsr_decode(p->reply, rlen, 1, out, why, sizeof why);
-  if (st != 0) {
-    peer_fail(p, "%s: malformed reply: %s", what, why);
-    return peer_error(p, device, st == TSR_ST_VERSION ? TSTOR_EABI : TSTOR_EIO);
-  }
-  if (out->id != id || (out->type & ~TSR_REPLY) != type) {
-    if (out->id != id)
-      peer_fail(p, "%s: a reply to request %u, not to %u", what, out->id, id);
-    else
-      peer_fail(p, "%s: answered with a %s reply", what, tsr_type_name(out->type));
-    return peer_error(p, device, TSTOR_EIO);
-  }
-  if (out->status != 0) {
-    if (device >= 0)
-      snprintf(p->refusal, sizeof p->refusal, "remote:%d (peer %s): %s: %s", device, p->name,
-               tsr_status_text(out->status), out->text);
-    else
-      snprintf(p->refusal, sizeof p->refusal, "%s: %s", tsr_status_text(out->status), out->text);
-    return remote_fail(p->r->reg, status_code(out->status), "%s", p->refusal);
-  }
-  if (into && n && (rc = tsr_recv_all(p->fd, into, n, ms)) != 0)
-    return io_failed(p, device, rc, what, 0);
-  return 0;
-}
-
-int peer_rpc(peer *p, int device, uint8_t *req, size_t len, tsr_msg *out) {
-  return exchange(p, device, req, len, NULL, NULL, 0, out);
-}
-
-int peer_transfer(peer *p, int device, int put, void *local, const rblock *b, uint64_t offset,
-                  size_t n) {
-  uint8_t req[TSR_MAX_MESSAGE];
-  tsr_msg reply;
-  for (size_t done = 0; done < n;) {
-    size_t piece = n - done < CHUNK ? n - done : CHUNK;
-    uint8_t *at = (uint8_t *)local + done;
-    size_t len =
-        tsr_encode_transfer(req, put ? TSR_WRITE : TSR_READ, 0, b->handle, offset + done, piece);
-    int rc = put ? exchange(p, device, req, len, at, NULL, piece, &reply)
-                 : exchange(p, device, req, len, NULL, at, piece, &reply);
-    if (rc) return rc;
-    done += piece;
-  }
-  return 0;
 }
 
 /* ------------------------------------------------------------- sessions */
@@ -215,7 +93,7 @@ static int handshake(peer *p, int *again) {
     return TSTOR_EACCES;
   }
   p->ndevices = reply.ndevices;
-  memcpy(p->devices, reply.devices, sizeof p->devices);
+  memcpy(p->devices, reply.devices, reply.ndevices * sizeof p->devices[0]);
   return 0;
 }
 
@@ -260,11 +138,13 @@ void peer_close(peer *p) {
     peer_rpc(p, -1, buf, tsr_encode_bye(buf, 0), &reply);
     r->timeout_ms = saved;
   }
-  hang_up(p);
+  peer_hang_up(p);
   free(p->slots);
   free(p->free_slots);
   pthread_mutex_destroy(&p->blocks_mu);
   pthread_mutex_destroy(&p->mu);
+  free(p->pipe.sbuf);
+  free(p->pipe.in.data);
   free(p);
 }
 

@@ -29,8 +29,7 @@ const char *tsr_type_name(int type) {
   return "unknown";
 }
 
-/* Body sizes by type; -1: variable, checked field by field. */
-static int body_size(int type, int is_reply) {
+int tsr_body_size(int type, int is_reply) {
   switch (type) {
 #define TSR__SIZE(NAME, name, value, req, rep) \
   case value:                                  \
@@ -42,7 +41,7 @@ static int body_size(int type, int is_reply) {
 }
 
 int tsr_type_known(int type) {
-  return type >= 0 && type <= 0xff && body_size(type & ~TSR_REPLY, 0) != -2;
+  return type >= 0 && type <= 0xff && tsr_body_size(type & ~TSR_REPLY, 0) != -2;
 }
 
 /* ------------------------------------------------------------- writer */
@@ -451,6 +450,16 @@ static int decode_error(decoding *d) {
   return 0;
 }
 
+void tsr_head_read(const uint8_t *header, tsr_head *out) {
+  reader r = {header, TSR_HEADER_SIZE, 0, 0};
+  out->magic = get_u32(&r);
+  out->version = get_u16(&r);
+  out->type = get_u16(&r);
+  out->body = get_u32(&r);
+  out->id = get_u32(&r);
+  out->status = (int32_t)get_u32(&r);
+}
+
 static uint32_t body_length(const uint8_t *header) {
   uint32_t v = 0;
   for (int i = 0; i < 4; i++) v |= (uint32_t)header[TSR_LENGTH_OFFSET + i] << (8 * i);
@@ -473,7 +482,7 @@ int tsr_frame(const uint8_t *header, uint32_t max_body, uint32_t *body_len, char
 
 int tsr_decode(const void *buf, size_t len, int is_reply, tsr_msg *out, char *why,
                size_t why_size) {
-  memset(out, 0, sizeof *out);
+  memset(out, 0, offsetof(tsr_msg, devices));
   if (buf == NULL || len < TSR_HEADER_SIZE)
     return fail(why, why_size, TSR_ST_BADMSG, "message of %zu bytes, shorter than a header",
                 len);
@@ -501,7 +510,7 @@ int tsr_decode(const void *buf, size_t len, int is_reply, tsr_msg *out, char *wh
     return fail(why, why_size, TSR_ST_BADMSG, "a %s where a %s was expected",
                 (type & TSR_REPLY) ? "reply" : "request", is_reply ? "reply" : "request");
   int base = type & ~TSR_REPLY;
-  int size = body_size(base, is_reply);
+  int size = tsr_body_size(base, is_reply);
   /* An error reply to a message whose type could not be read says type 0. */
   int unknown_ok = is_reply && out->status != 0 && base == 0;
   if ((size == -2 && !unknown_ok) || (type & ~(TSR_REPLY | 0x7f)) != 0)

@@ -116,7 +116,10 @@ typedef struct tsr_device_desc {
   uint64_t capacity;               /* bytes, 0 when unknown */
 } tsr_device_desc;
 
-/* A decoded message. Fields other than the header's are set as `type` says. */
+/* A decoded message. Fields other than the header's are set as `type` says;
+ * the others are zero, but for the arrays at the end, which hold what their
+ * counts say and nothing is cleared past that (a decode is one per request:
+ * it clears a few hundred bytes, not the arrays' kilobytes). */
 typedef struct tsr_msg {
   uint32_t version;
   int type;       /* with TSR_REPLY for replies */
@@ -127,8 +130,7 @@ typedef struct tsr_msg {
   const uint8_t *nonce; /* TSR_NONCE_SIZE bytes */
   /* AUTH request and reply */
   const uint8_t *mac; /* TSR_MAC_SIZE bytes */
-  uint32_t ndevices;
-  tsr_device_desc devices[TSR_MAX_DEVICES];
+  uint32_t ndevices;  /* devices[0..ndevices) */
   /* ALLOC, STATS */
   uint32_t device;
   /* ALLOC, COPY, FILL, WRITE, READ */
@@ -141,13 +143,29 @@ typedef struct tsr_msg {
   uint32_t pattern_size;
   uint8_t pattern[16];
   /* COPY_STRIDED: strides in bytes; every value below 2^63 */
-  uint32_t element_size, ndim;
-  int64_t sizes[TSR_MAX_DIMS], dst_strides[TSR_MAX_DIMS], src_strides[TSR_MAX_DIMS];
+  uint32_t element_size, ndim; /* sizes and strides [0..ndim) */
   /* STATS reply */
   uint64_t held, peak, allocs, frees, server_total;
   /* error replies */
   char text[TSR_MAX_TEXT + 1];
+  /* The arrays, last. */
+  tsr_device_desc devices[TSR_MAX_DEVICES];
+  int64_t sizes[TSR_MAX_DIMS], dst_strides[TSR_MAX_DIMS], src_strides[TSR_MAX_DIMS];
 } tsr_msg;
+
+/* A header's fields as its bytes say, unchecked: for the reader that checks
+ * an empty reply without decoding it. */
+typedef struct tsr_head {
+  uint32_t magic, body, id;
+  uint16_t version, type;
+  int32_t status;
+} tsr_head;
+
+void tsr_head_read(const uint8_t *header, tsr_head *out);
+
+/* The body size of a type's requests (is_reply 0) or replies: bytes, -1 when
+ * variable, -2 for an unknown type. */
+int tsr_body_size(int type, int is_reply);
 
 /* Frames a message from its first TSR_HEADER_SIZE bytes: checks the magic
  * and that the body length is at most max_body, and puts it in *body_len.

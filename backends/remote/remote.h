@@ -8,9 +8,10 @@
  * in make check):
  *
  * layer 1: protocol.c auth.c wire.c failure.c serve_log.c
- * layer 2: peer.c session.c
- * layer 3: stream.c gate.c
- * layer 4: client.c serve.c
+ * layer 2: conn.c session.c
+ * layer 3: peer.c gate.c
+ * layer 4: xfer.c stream.c serve.c
+ * layer 5: client.c
  *
  *   protocol.c   the messages: one header, an encoder and a decoder per type
  *                (protocol.h)
@@ -18,8 +19,13 @@
  *   wire.c       addresses, sockets, and stream I/O whose every wait is
  *                bounded (wire.h)
  *   failure.c    client: errors that a stream worker reports later (failure.h)
- *   peer.c       client: one server's connection, handshake, requests and
- *                block table (client.h)
+ *   conn.c       client: a server's connection as a pipeline: requests and
+ *                WRITE bytes through a send buffer, replies read as they
+ *                come (client.h)
+ *   peer.c       client: one server: its record, the handshake, the block
+ *                table
+ *   xfer.c       client: the bytes of copies, one span or a batch, each
+ *                peer's spans pipelined on its connection
  *   stream.c     client: streams and events (stream.h)
  *   client.c     client: the device ops, the config keys, the entry point
  *   serve_log.c  server: its log, one line per event, from any thread

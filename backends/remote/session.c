@@ -1,6 +1,8 @@
 /* One authenticated client of `tstor serve` (server_state.h). Its own thread
- * reads its requests in order, checks each against what this client owns and
- * answers it; its blocks live in a table of its own, named by handles that
+ * reads its requests in order, through a buffer, checks each against what
+ * this client owns and answers it; the replies are kept and sent together
+ * whenever the thread would wait for its client (or a READ's bytes are too
+ * many to keep). Its blocks live in a table of its own, named by handles that
  * hold a slot and a generation, and die with it. No request names an address:
  * every offset and length is checked against its block, and a WRITE's bytes
  * go only into the range the request named, once it was checked.
@@ -21,6 +23,13 @@
 /* The largest host buffer a staged device's bytes pass through (less when
  * the client's cap is lower: a quarter of it). */
 #define BOUNCE_MAX ((uint64_t)16 << 20)
+/* A session reads its requests, and writes its replies, through buffers of
+ * this size: a train of small requests costs a recv for many of them, and
+ * their replies one send. */
+#define SESSION_BUF ((size_t)64 << 10)
+/* A READ's bytes up to this size are copied behind its reply in the buffer;
+ * larger ones are sent from the block itself. */
+#define INLINE_MAX ((size_t)16 << 10)
 
 typedef struct srv_block {
   tstor_storage *storage; /* owns the bytes; released with the block */
@@ -49,19 +58,43 @@ struct srv_session {
   uint8_t *bounce; /* made on the first staged WRITE or READ, counted in `held` */
   uint64_t bounce_size;
   char why[TSR_MAX_TEXT]; /* the last failure of block_io or block_move */
-  uint8_t in[TSR_MAX_MESSAGE], out[TSR_MAX_MESSAGE];
+  tsr_inbuf in;           /* requests and WRITE bytes, read ahead */
+  uint8_t *pending;       /* replies not sent yet: pending[0..npending) */
+  size_t npending;
+  uint8_t out[TSR_MAX_MESSAGE]; /* the reply being written */
 };
 
 /* ---------------------------------------------------------------- replies */
 
-/* Sends out[0..len). A reply that cannot be sent ends the session. */
-static void reply(srv_session *c, size_t len) {
-  struct iovec iov = {c->out, len};
-  if (!c->dead && tsr_send_all(c->fd, &iov, 1, SRV_STALL_MS) != 0) {
+/* Sends the replies kept so far and then `n` bytes at `more` (none when n is
+ * 0). A connection that cannot take them ends the session. */
+static int flush(srv_session *c, const void *more, size_t n) {
+  struct iovec iov[2] = {{c->pending, c->npending}, {(void *)more, n}};
+  c->npending = 0;
+  if (c->dead) return -1;
+  int rc = tsr_send_all(c->fd, iov, 2, SRV_STALL_MS);
+  if (rc) {
     c->ending = c->dead = 1;
     c->end = "stopped taking replies";
   }
+  return rc;
 }
+
+/* Keeps out[0..len) (a reply) and `n` bytes at `more` after it, to be sent
+ * when the session next waits for its client, or now when they do not fit. */
+static void reply_with(srv_session *c, size_t len, const void *more, size_t n) {
+  if (c->npending + len + (n <= INLINE_MAX ? n : 0) > SESSION_BUF && flush(c, NULL, 0)) return;
+  memcpy(c->pending + c->npending, c->out, len);
+  c->npending += len;
+  if (n > INLINE_MAX) {
+    flush(c, more, n);
+  } else if (n) {
+    memcpy(c->pending + c->npending, more, n);
+    c->npending += n;
+  }
+}
+
+static void reply(srv_session *c, size_t len) { reply_with(c, len, NULL, 0); }
 
 static void reply_empty(srv_session *c, const tsr_msg *m) {
   reply(c, tsr_encode_empty_reply(c->out, m->type, m->id));
@@ -468,21 +501,21 @@ static void on_write(srv_session *c, const tsr_msg *m) {
       c->ending = 1;
       c->end = "sent a refused WRITE of more bytes than it may hold";
     } else {
-      int rc = tsr_recv_discard(c->fd, m->nbytes, SRV_STALL_MS);
+      int rc = tsr_inbuf_recv_all(c->fd, &c->in, NULL, m->nbytes, SRV_STALL_MS);
       if (rc) return broken(c, rc, "WRITE");
     }
     if (!fits) transfer_block(c, m); /* the refusal */
     return;
   }
   if (b->addr) {
-    int rc = tsr_recv_all(c->fd, b->addr + m->offset, (size_t)m->nbytes, SRV_STALL_MS);
+    int rc = tsr_inbuf_recv_all(c->fd, &c->in, b->addr + m->offset, m->nbytes, SRV_STALL_MS);
     if (rc) return broken(c, rc, "WRITE");
     return reply_empty(c, m);
   }
   int failed = 0;
   for (uint64_t done = 0; done < m->nbytes;) {
     size_t piece = (size_t)(m->nbytes - done < c->bounce_size ? m->nbytes - done : c->bounce_size);
-    int rc = tsr_recv_all(c->fd, buf, piece, SRV_STALL_MS);
+    int rc = tsr_inbuf_recv_all(c->fd, &c->in, buf, piece, SRV_STALL_MS);
     if (rc) return broken(c, rc, "WRITE");
     if (!failed && (rc = block_io(c, b, m->offset + done, buf, piece, 1)) != 0) failed = rc;
     done += piece;
@@ -498,12 +531,7 @@ static void on_read(srv_session *c, const tsr_msg *m) {
   srv_block *b = transfer_block(c, m);
   if (!b) return;
   size_t head = tsr_encode_empty_reply(c->out, m->type, m->id);
-  if (b->addr) {
-    struct iovec iov[2] = {{c->out, head}, {b->addr + m->offset, (size_t)m->nbytes}};
-    int rc = tsr_send_all(c->fd, iov, 2, SRV_STALL_MS);
-    if (rc) broken(c, rc, "READ");
-    return;
-  }
+  if (b->addr) return reply_with(c, head, b->addr + m->offset, (size_t)m->nbytes);
   uint8_t *buf = m->nbytes ? bounce(c, m) : NULL;
   if (m->nbytes && !buf) return;
   for (uint64_t done = 0; done < m->nbytes || done == 0;) {
@@ -516,18 +544,21 @@ static void on_read(srv_session *c, const tsr_msg *m) {
       c->end = "a device failed mid-READ";
       return;
     }
-    struct iovec iov[2] = {{c->out, done == 0 ? head : 0}, {buf, piece}};
-    if ((rc = tsr_send_all(c->fd, iov, 2, SRV_STALL_MS)) != 0) return broken(c, rc, "READ");
+    if (done == 0)
+      reply_with(c, head, buf, piece);
+    else
+      flush(c, buf, piece);
+    if (c->dead) return;
     done += piece;
     if (piece == 0) break;
   }
 }
 
 /* One request, decoded and checked against what this client may do. */
-static void handle(srv_session *c, size_t len) {
+static void handle(srv_session *c, const uint8_t *msg, size_t len) {
   tsr_msg m;
   char why[200];
-  int st = tsr_decode(c->in, len, 0, &m, why, sizeof why);
+  int st = tsr_decode(msg, len, 0, &m, why, sizeof why);
   if (st != 0) {
     /* Answer with what could be read of the header (type 0 when none). */
     if ((m.type & TSR_REPLY) || !tsr_type_known(m.type)) m.type = 0;
@@ -551,34 +582,54 @@ static void handle(srv_session *c, size_t len) {
 
 /* ----------------------------------------------------------------- thread */
 
+/* Reads more of the client's requests, once the replies so far are sent:
+ * waiting without a limit between messages, and SRV_STALL_MS for the rest of
+ * one begun. 0, or a TSR_IO_* result. */
+static int read_more(srv_session *c) {
+  if (c->npending && flush(c, NULL, 0)) return TSR_IO_CLOSED;
+  int rc = tsr_wait_readable(c->fd, c->in.end > c->in.start ? SRV_STALL_MS : -1);
+  while (rc == 0 && (rc = tsr_inbuf_fill(c->fd, &c->in)) == 0) /* woken for nothing */
+    rc = tsr_wait_readable(c->fd, c->in.end > c->in.start ? SRV_STALL_MS : -1);
+  return rc < 0 ? rc : 0;
+}
+
 static void *session_main(void *arg) {
   srv_session *c = arg;
   server *s = c->s;
   c->end = "disconnected";
   while (!c->ending) {
+    const uint8_t *msg;
     size_t len;
     char why[200], io[96];
-    int rc = tsr_read_message(c->fd, c->in, TSR_MAX_BODY, -1, SRV_STALL_MS, &len, why, sizeof why);
-    if (rc == 1) { /* no frame to read past: answer, and end */
+    int got = tsr_inbuf_message(&c->in, TSR_MAX_BODY, &msg, &len, why, sizeof why);
+    if (got < 0) { /* no frame to read past: answer, and end */
       tsr_msg m = {.type = 0};
       refuse(c, &m, TSR_ST_BADMSG, "%s", why);
       c->end = "sent what cannot be framed";
       break;
     }
+    if (got) {
+      handle(c, msg, len);
+      continue;
+    }
+    int rc = read_more(c);
     if (rc == TSR_IO_CLOSED) break;
     if (rc) {
       srv_log(s, "client %s: %s", c->name, tsr_io_text(rc, SRV_STALL_MS, io, sizeof io));
       c->end = "connection failed";
       break;
     }
-    handle(c, len);
   }
+  if (c->npending) flush(c, NULL, 0); /* bye's reply, a last refusal */
   shutdown(c->fd, SHUT_RDWR); /* the client sees the end at once; the reaper closes it */
   drop_blocks(c);
   srv_log(s, "client %s: %s (%lu requests refused); the server holds %llu bytes for all clients",
           c->name, c->end, c->refused, (unsigned long long)atomic_load(&s->total_held));
   free(c->blocks);
   c->blocks = NULL;
+  free(c->in.data);
+  free(c->pending);
+  c->in.data = c->pending = NULL;
   atomic_store(&c->finished, 1);
   return NULL;
 }
@@ -594,6 +645,14 @@ unsigned srv_sessions_live(server *s) {
 int srv_session_start(server *s, int fd, const char *name) {
   srv_session *c = calloc(1, sizeof *c);
   if (!c) return -1;
+  c->in = (tsr_inbuf){.data = malloc(SESSION_BUF), .cap = SESSION_BUF};
+  c->pending = malloc(SESSION_BUF);
+  if (!c->in.data || !c->pending) {
+    free(c->in.data);
+    free(c->pending);
+    free(c);
+    return -1;
+  }
   c->s = s;
   c->fd = fd;
   snprintf(c->name, sizeof c->name, "%s", name);
@@ -606,6 +665,8 @@ int srv_session_start(server *s, int fd, const char *name) {
   }
   pthread_mutex_unlock(&s->mu);
   if (rc != 0) {
+    free(c->in.data);
+    free(c->pending);
     free(c);
     return -1;
   }

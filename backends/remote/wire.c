@@ -263,16 +263,58 @@ int tsr_recv_discard(int fd, uint64_t n, int idle_ms) {
   return 0;
 }
 
-int tsr_read_message(int fd, uint8_t *buf, uint32_t max_body, int first_ms, int idle_ms,
-                     size_t *len, char *why, size_t why_size) {
-  *len = 0;
-  int rc = wait_for(fd, POLLIN, first_ms);
-  if (rc == 0) rc = tsr_recv_all(fd, buf, TSR_HEADER_SIZE, idle_ms);
-  if (rc) return rc;
+int tsr_wait_readable(int fd, int idle_ms) { return wait_for(fd, POLLIN, idle_ms); }
+
+int tsr_inbuf_fill(int fd, tsr_inbuf *b) {
+  if (b->start > 0) { /* what is left is less than a message or a READ's bytes */
+    memmove(b->data, b->data + b->start, b->end - b->start);
+    b->end -= b->start;
+    b->start = 0;
+  }
+  for (;;) {
+    ssize_t got = recv(fd, b->data + b->end, b->cap - b->end, 0);
+    if (got > 0) {
+      b->end += (size_t)got;
+      return (int)got;
+    }
+    if (got == 0) return TSR_IO_CLOSED;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    return errno == ECONNRESET ? TSR_IO_CLOSED : TSR_IO_ERROR;
+  }
+}
+
+int tsr_inbuf_message(tsr_inbuf *b, uint32_t max_body, const uint8_t **msg, size_t *len, char *why,
+                      size_t why_size) {
+  size_t have = b->end - b->start;
+  if (have < TSR_HEADER_SIZE) return 0;
   uint32_t body;
-  if (tsr_frame(buf, max_body, &body, why, why_size) != 0) return 1;
-  rc = tsr_recv_all(fd, buf + TSR_HEADER_SIZE, body, idle_ms);
-  if (rc) return rc;
+  if (tsr_frame(b->data + b->start, max_body, &body, why, why_size) != 0) return -1;
+  if (have < TSR_HEADER_SIZE + (size_t)body) {
+    /* The rest will come: make room for it at the front when the end is near. */
+    if (b->cap - b->start < TSR_HEADER_SIZE + (size_t)body) {
+      memmove(b->data, b->data + b->start, have);
+      b->start = 0;
+      b->end = have;
+    }
+    return 0;
+  }
+  *msg = b->data + b->start;
   *len = TSR_HEADER_SIZE + body;
-  return 0;
+  b->start += *len;
+  return 1;
+}
+
+size_t tsr_inbuf_take(tsr_inbuf *b, void *dst, size_t n) {
+  size_t have = b->end - b->start;
+  if (n > have) n = have;
+  if (dst && n) memcpy(dst, b->data + b->start, n);
+  b->start += n;
+  return n;
+}
+
+int tsr_inbuf_recv_all(int fd, tsr_inbuf *b, void *dst, uint64_t n, int idle_ms) {
+  size_t took = tsr_inbuf_take(b, dst, n < SIZE_MAX ? (size_t)n : SIZE_MAX);
+  if (dst) return tsr_recv_all(fd, (uint8_t *)dst + took, (size_t)(n - took), idle_ms);
+  return tsr_recv_discard(fd, n - took, idle_ms);
 }

@@ -51,12 +51,32 @@ int tsr_recv_all(int fd, void *buf, size_t n, int idle_ms);
 /* Receives and drops n bytes. */
 int tsr_recv_discard(int fd, uint64_t n, int idle_ms);
 
-/* Reads one message into buf (TSR_MAX_MESSAGE bytes): its header, framed
- * with tsr_frame against max_body, then its body; *len is the whole length.
- * first_ms bounds the wait for its first byte (-1: none), idle_ms every
- * later wait. Returns 0; a TSR_IO_* result; or 1 when the header is not one
- * to frame (why says so: the stream cannot be read further). */
-int tsr_read_message(int fd, uint8_t *buf, uint32_t max_body, int first_ms, int idle_ms,
-                     size_t *len, char *why, size_t why_size);
+/* Waits until fd is readable, at most idle_ms (-1: no limit): 0 or a
+ * TSR_IO_* result. */
+int tsr_wait_readable(int fd, int idle_ms);
+
+/* A receive buffer: what recv brought and nobody used yet, so that a train of
+ * small messages costs one recv for many instead of two each. Unread bytes
+ * are data[start..end). */
+typedef struct tsr_inbuf {
+  uint8_t *data;
+  size_t cap, start, end;
+} tsr_inbuf;
+
+/* One recv of what the socket has, without waiting, into the free space
+ * (moving the unread bytes to the front first). Returns the bytes read, 0
+ * when there were none, or a TSR_IO_* result. */
+int tsr_inbuf_fill(int fd, tsr_inbuf *b);
+/* The next whole message in the buffer, framed with tsr_frame against
+ * max_body: 1 with *msg and *len set and the message consumed (its bytes stay
+ * valid until the next tsr_inbuf_fill); 0 when it has not all arrived; -1
+ * when its header cannot be framed (why says so). */
+int tsr_inbuf_message(tsr_inbuf *b, uint32_t max_body, const uint8_t **msg, size_t *len, char *why,
+                      size_t why_size);
+/* Moves up to n buffered bytes into dst (NULL: drops them); returns how many. */
+size_t tsr_inbuf_take(tsr_inbuf *b, void *dst, size_t n);
+/* Receives exactly n bytes into dst: the buffered ones, then straight from the
+ * socket, each wait at most idle_ms. dst NULL drops them. */
+int tsr_inbuf_recv_all(int fd, tsr_inbuf *b, void *dst, uint64_t n, int idle_ms);
 
 #endif
