@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Batches of up to this many items are checked and grouped on the stack. */
+#define SMALL 16
+
 /* ------------------------------------------------------------------ checks */
 
 static int check_item(const tstor_copy_item *items, size_t i, size_t count, tstor_context **ctx) {
@@ -85,7 +88,7 @@ static int overlap(const range *a, const range *b, size_t count) {
  * furthest end so far: the furthest destination's for any range, and the
  * furthest of all for a destination. */
 static int check_overlaps(tstor_context *ctx, const tstor_copy_item *items, size_t count) {
-  range *r = tstor__malloc(2 * count * sizeof *r);
+  range small[2 * SMALL], *r = count <= SMALL ? small : tstor__malloc(2 * count * sizeof *r);
   if (!r)
     return tstor__err(TSTOR_ENOMEM, "storage_copy_batch: no memory to check %zu items", count);
   size_t n = 0;
@@ -108,7 +111,7 @@ static int check_overlaps(tstor_context *ctx, const tstor_copy_item *items, size
     if (r[i].is_dst && (!far_dst || r[i].end > far_dst->end)) far_dst = &r[i];
     if (!far_any || r[i].end > far_any->end) far_any = &r[i];
   }
-  tstor__free(r);
+  if (r != small) tstor__free(r);
   return rc;
 }
 
@@ -132,84 +135,100 @@ int tstor_copy_batched(tstor_context *ctx, int src_type, int dst_type) {
          ctx->copy_path[src_type][dst_type] != TSTOR_COPY_CHECK;
 }
 
-static int pair_of(const tstor_copy_item *it) {
-  return it->src->device.type * TSTOR__MAX_TYPES + it->dst->device.type;
-}
+/* The items of one pair with a batched kernel: their spans are
+ * spans[at..at + n) of the call's array, in the order of the items. */
+typedef struct pair_run {
+  int s, d;
+  size_t n, at;
+} pair_run;
 
-/* The spans of the items that go to batched kernels, grouped by pair in
- * order of their first item; item_of[k] is span k's item. */
+/* The grouping of one call: the pairs in order of their first item, and the
+ * spans of their items; item_of[k] is span k's item. */
 typedef struct groups {
-  tstor_copy_span *spans;
-  size_t *item_of;
-  size_t start[TSTOR__MAX_TYPES * TSTOR__MAX_TYPES + 1]; /* by pair id: where its spans begin */
-  size_t n;
+  pair_run *pairs, small_pairs[8];
+  size_t npairs, cap, nspans;
+  tstor_copy_span *spans, small_spans[SMALL];
+  size_t *item_of, small_item_of[SMALL];
 } groups;
 
-static int group(tstor_context *ctx, const tstor_copy_item *items, size_t count, groups *g) {
-  size_t *len = tstor__calloc(TSTOR__MAX_TYPES * TSTOR__MAX_TYPES, sizeof *len);
-  if (!len) return tstor__err(TSTOR_ENOMEM, "storage_copy_batch: out of memory");
-  g->n = 0;
-  for (size_t i = 0; i < count; i++)
-    if (moves(ctx, &items[i]) &&
-        batch_kernel(ctx, items[i].src->device.type, items[i].dst->device.type)) {
-      len[pair_of(&items[i])]++;
-      g->n++;
-    }
-  int rc = 0;
-  g->spans = g->n ? tstor__malloc(g->n * sizeof *g->spans) : NULL;
-  g->item_of = g->n ? tstor__malloc(g->n * sizeof *g->item_of) : NULL;
-  if (g->n && (!g->spans || !g->item_of)) {
-    rc = tstor__err(TSTOR_ENOMEM, "storage_copy_batch: no memory for %zu spans", g->n);
-  } else {
-    size_t at = 0;
-    for (int p = 0; p < TSTOR__MAX_TYPES * TSTOR__MAX_TYPES; p++) {
-      g->start[p] = at;
-      at += len[p];
-      len[p] = 0; /* from here: spans placed so far */
-    }
-    g->start[TSTOR__MAX_TYPES * TSTOR__MAX_TYPES] = at;
-    for (size_t i = 0; i < count; i++) {
-      const tstor_copy_item *it = &items[i];
-      if (!moves(ctx, it) || !batch_kernel(ctx, it->src->device.type, it->dst->device.type))
-        continue;
-      int p = pair_of(it);
-      size_t k = g->start[p] + len[p]++;
-      g->spans[k] = (tstor_copy_span){(char *)it->dst->data + it->dst_offset,
-                                      (const char *)it->src->data + it->src_offset, it->nbytes,
-                                      it->dst->device.index, it->src->device.index};
-      g->item_of[k] = i;
-    }
+/* The run of an item's pair, made when it is new; NULL when out of memory.
+ * Items of one pair mostly come together: the last one found is tried first. */
+static pair_run *run_of(groups *g, const tstor_copy_item *it, size_t *last) {
+  int s = it->src->device.type, d = it->dst->device.type;
+  if (*last < g->npairs && g->pairs[*last].s == s && g->pairs[*last].d == d)
+    return &g->pairs[*last];
+  for (size_t k = 0; k < g->npairs; k++)
+    if (g->pairs[k].s == s && g->pairs[k].d == d) return &g->pairs[*last = k];
+  if (g->npairs == g->cap) {
+    pair_run *more = tstor__malloc(2 * g->cap * sizeof *more);
+    if (!more) return NULL;
+    memcpy(more, g->pairs, g->npairs * sizeof *more);
+    if (g->pairs != g->small_pairs) tstor__free(g->pairs);
+    g->pairs = more;
+    g->cap *= 2;
   }
-  tstor__free(len);
-  return rc;
+  g->pairs[g->npairs] = (pair_run){s, d, 0, 0};
+  return &g->pairs[*last = g->npairs++];
 }
 
-/* Hands the spans of pair p to its kernel. */
-static int run_group(tstor_context *ctx, const groups *g, int p, size_t count) {
-  int s = p / TSTOR__MAX_TYPES, d = p % TSTOR__MAX_TYPES;
-  size_t first = g->start[p], n = g->start[p + 1] - first;
-  const tstor__copy_entry *e = &ctx->batch_table[s][d];
+static int group(tstor_context *ctx, const tstor_copy_item *items, size_t count, groups *g) {
+  size_t last = 0;
+  for (size_t i = 0; i < count; i++) {
+    const tstor_copy_item *it = &items[i];
+    if (!moves(ctx, it) || !batch_kernel(ctx, it->src->device.type, it->dst->device.type)) continue;
+    pair_run *run = run_of(g, it, &last);
+    if (!run) return tstor__err(TSTOR_ENOMEM, "storage_copy_batch: out of memory");
+    run->n++;
+    g->nspans++;
+  }
+  if (g->nspans > SMALL) {
+    g->spans = tstor__malloc(g->nspans * sizeof *g->spans);
+    g->item_of = tstor__malloc(g->nspans * sizeof *g->item_of);
+    if (!g->spans || !g->item_of)
+      return tstor__err(TSTOR_ENOMEM, "storage_copy_batch: no memory for %zu spans", g->nspans);
+  }
+  for (size_t k = 0, at = 0; k < g->npairs; k++) {
+    g->pairs[k].at = at;
+    at += g->pairs[k].n;
+    g->pairs[k].n = 0; /* from here: its spans placed so far */
+  }
+  for (size_t i = 0; i < count; i++) {
+    const tstor_copy_item *it = &items[i];
+    if (!moves(ctx, it) || !batch_kernel(ctx, it->src->device.type, it->dst->device.type)) continue;
+    pair_run *run = run_of(g, it, &last);
+    size_t k = run->at + run->n++;
+    g->spans[k] = (tstor_copy_span){(char *)it->dst->data + it->dst_offset,
+                                    (const char *)it->src->data + it->src_offset, it->nbytes,
+                                    it->dst->device.index, it->src->device.index};
+    g->item_of[k] = i;
+  }
+  return 0;
+}
+
+/* Hands one pair's spans to its kernel. */
+static int run_group(tstor_context *ctx, const groups *g, const pair_run *run, size_t count) {
+  const tstor__copy_entry *e = &ctx->batch_table[run->s][run->d];
+  const char *from = ctx->types[run->s].name, *to = ctx->types[run->d].name;
   size_t failed = SIZE_MAX;
   tstor__err_clear();
-  int rc = e->batch(e->state, g->spans + first, n, &failed);
+  int rc = e->batch(e->state, g->spans + run->at, run->n, &failed);
   if (rc == 0) return 0;
   if (!tstor_last_error()[0])
-    tstor__err(rc, "a batch of %zu copies %s -> %s failed", n, ctx->types[s].name,
-               ctx->types[d].name);
-  if (failed < n)
-    tstor__err_prefix("storage_copy_batch: item %zu of %zu", g->item_of[first + failed], count);
+    tstor__err(rc, "a batch of %zu copies %s -> %s failed", run->n, from, to);
+  if (failed < run->n)
+    tstor__err_prefix("storage_copy_batch: item %zu of %zu", g->item_of[run->at + failed], count);
   else
-    tstor__err_prefix("storage_copy_batch: %zu items %s -> %s", n, ctx->types[s].name,
-                      ctx->types[d].name);
+    tstor__err_prefix("storage_copy_batch: %zu items %s -> %s", run->n, from, to);
   return rc;
 }
 
 static int run(tstor_context *ctx, const tstor_copy_item *items, size_t count) {
-  groups *g = tstor__malloc(sizeof *g);
-  if (!g) return tstor__err(TSTOR_ENOMEM, "storage_copy_batch: out of memory");
-  int rc = group(ctx, items, count, g);
-  for (int p = 0; rc == 0 && g->n && p < TSTOR__MAX_TYPES * TSTOR__MAX_TYPES; p++)
-    if (g->start[p + 1] > g->start[p]) rc = run_group(ctx, g, p, count);
+  groups g = {.cap = 8};
+  g.pairs = g.small_pairs;
+  g.spans = g.small_spans;
+  g.item_of = g.small_item_of;
+  int rc = group(ctx, items, count, &g);
+  for (size_t k = 0; rc == 0 && k < g.npairs; k++) rc = run_group(ctx, &g, &g.pairs[k], count);
   for (size_t i = 0; i < count && rc == 0; i++) {
     const tstor_copy_item *it = &items[i];
     if (!moves(ctx, it) || batch_kernel(ctx, it->src->device.type, it->dst->device.type)) continue;
@@ -218,9 +237,9 @@ static int run(tstor_context *ctx, const tstor_copy_item *items, size_t count) {
                            it->nbytes, NULL, NULL);
     if (rc) tstor__err_prefix("storage_copy_batch: item %zu of %zu", i, count);
   }
-  tstor__free(g->spans);
-  tstor__free(g->item_of);
-  tstor__free(g);
+  if (g.pairs != g.small_pairs) tstor__free(g.pairs);
+  if (g.spans != g.small_spans) tstor__free(g.spans);
+  if (g.item_of != g.small_item_of) tstor__free(g.item_of);
   return rc;
 }
 
