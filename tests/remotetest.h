@@ -82,11 +82,12 @@ static inline double mono_s(void) {
 #define SERVER_CPU "[backend cpu]\nlibrary = tstor-cpu.so\n"
 #define SERVER_CPU_HPU SERVER_CPU "[backend hpu]\nlibrary = tstor-hpu-stub.so\ndevices = 1\nmemory_mb = 96\n"
 
-/* Starts `tstor serve` with the config text, the secret file and up to two
- * extra arguments (NULL when none), on a free port; returns 0 once it
- * listens, -1 when it exited first (its log says why: ts->log). */
-static inline int server_start_with(test_server *ts, const char *config, const char *secret,
-                                    const char *tag, const char *a1, const char *a2) {
+/* Starts `tstor serve` with the config text, the secret file and the extra
+ * arguments in `extra` (NULL-terminated; NULL when none), on a free port;
+ * returns 0 once it listens, -1 when it exited first (its log says why:
+ * ts->log). */
+static inline int server_start_argv(test_server *ts, const char *config, const char *secret,
+                                    const char *tag, const char *const *extra) {
   char config_path[300];
   snprintf(config_path, sizeof config_path, "%s/remote-%s-%d.ini", TSTOR_TEST_BUILDDIR, tag,
            (int)getpid());
@@ -113,8 +114,10 @@ static inline int server_start_with(test_server *ts, const char *config, const c
         dup2(fd, 2);
         close(fd);
       }
-      execl(REMOTE_TSTOR, "tstor", "serve", "--listen", listen, "--secret-file", secret,
-            "--config", config_path, a1, a2, (char *)NULL);
+      const char *argv[32] = {"tstor",         "serve", "--listen", listen,
+                              "--secret-file", secret,  "--config", config_path};
+      for (int i = 0, at = 8; extra && extra[i] && at < 31; i++) argv[at++] = extra[i];
+      execv(REMOTE_TSTOR, (char *const *)argv);
       _exit(127);
     }
     double deadline = mono_s() + 20;
@@ -140,6 +143,13 @@ static inline int server_start_with(test_server *ts, const char *config, const c
   }
   unlink(config_path); /* read at the start */
   return rc;
+}
+
+/* The same with up to two extra arguments (NULL when none). */
+static inline int server_start_with(test_server *ts, const char *config, const char *secret,
+                                    const char *tag, const char *a1, const char *a2) {
+  const char *extra[3] = {a1, a1 ? a2 : NULL, NULL};
+  return server_start_argv(ts, config, secret, tag, extra);
 }
 
 /* The same with the cpu alone. */

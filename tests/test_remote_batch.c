@@ -7,9 +7,11 @@
  * one must, with every byte in place; past its window; a refusal in the middle
  * named by its tag, the peer still usable after.
  *
- * The public API: 10,000 blocks of 4 KiB each way in one batch; two peers,
- * copies within one and between the two, blocks larger than a request moves;
- * a refused item named; a server killed during a batch. */
+ * The public API, over TCP, a Unix socket, and a Unix socket with shared
+ * memory: 10,000 blocks of 4 KiB each way in one batch; a staged device's
+ * bytes through the region's staging block; a region too small for every
+ * block; two peers, copies within one and between the two, blocks larger
+ * than a request moves; a refused item named; a server killed during a batch. */
 #include <pthread.h>
 
 #include "client.h"
@@ -48,6 +50,9 @@ static const char *peer_name(const test_server *srv, int over_unix, char *buf, s
     snprintf(buf, size, "127.0.0.1:%u", srv->port);
   return buf;
 }
+
+/* How the library's client reaches the server. */
+enum { OVER_TCP, OVER_UNIX, OVER_SHM };
 
 static uint8_t byte_at(size_t i, unsigned seed) {
   return (uint8_t)((i * 2654435761u >> 13) + seed);
@@ -215,12 +220,21 @@ END_TEST
 
 /* ------------------------------------------------------- the public API */
 
-static tstor_context *open_client(const char *peers) {
+/* A client of `peers`; with shared memory on Unix sockets unless told no. */
+static tstor_context *open_client_shm(const char *peers, int shared_memory) {
   char ini[2048];
   client_config(ini, sizeof ini, peers, secret_path, 20000, 0);
+  if (!shared_memory) strcat(ini, "shared_memory = no\n");
   tstor_context *ctx = NULL;
   ck_tstor_ok(tstor_context_open_string(ini, "batch.ini", &ctx));
   return ctx;
+}
+
+static tstor_context *open_client(const char *peers) { return open_client_shm(peers, 1); }
+
+static tstor_context *open_over(const test_server *srv, int how) {
+  char name[160];
+  return open_client_shm(peer_name(srv, how != OVER_TCP, name, sizeof name), how == OVER_SHM);
 }
 
 static tstor_device dev(tstor_context *ctx, const char *name) {
@@ -237,11 +251,10 @@ static tstor_storage *new_storage(tstor_context *ctx, const char *device, size_t
 
 /* 10,000 blocks of 4 KiB out to remote:0 in one batch, scattered, and back
  * into another order. */
-static void ten_thousand(int over_unix) {
+static void ten_thousand(int how) {
   test_server srv;
-  start(&srv, over_unix ? "tenk-unix" : "tenk-tcp");
-  char name[160];
-  tstor_context *ctx = open_client(peer_name(&srv, over_unix, name, sizeof name));
+  start(&srv, "tenk");
+  tstor_context *ctx = open_over(&srv, how);
   const size_t n = 10000, bs = 4096;
   tstor_storage *h = new_storage(ctx, "cpu", n * bs), *back = new_storage(ctx, "cpu", n * bs);
   tstor_storage *r = new_storage(ctx, "remote:0", n * bs);
@@ -263,10 +276,112 @@ static void ten_thousand(int over_unix) {
   ck_assert_int_eq(server_stop(&srv), 0);
 }
 
-START_TEST(ten_thousand_blocks_over_tcp) { ten_thousand(0); }
+START_TEST(ten_thousand_blocks_over_tcp) { ten_thousand(OVER_TCP); }
 END_TEST
 
-START_TEST(ten_thousand_blocks_over_unix) { ten_thousand(1); }
+START_TEST(ten_thousand_blocks_over_unix) { ten_thousand(OVER_UNIX); }
+END_TEST
+
+START_TEST(ten_thousand_blocks_in_shared_memory) { ten_thousand(OVER_SHM); }
+END_TEST
+
+/* A staged device (the server's hpu:0) over shared memory: its bytes pass
+ * through the staging block's halves, many pieces each way, at odd offsets,
+ * single copies and a batch that mixes them with blocks in the region. Over a
+ * socket too, for the same bytes. */
+static void staged_through(int how) {
+  test_server srv;
+  start(&srv, "staged");
+  tstor_context *ctx = open_over(&srv, how);
+  const size_t n = (9 << 20) + 333;
+  tstor_storage *h = new_storage(ctx, "cpu", n), *back = new_storage(ctx, "cpu", n);
+  tstor_storage *staged = new_storage(ctx, "remote:1", n + 4096);
+  tstor_storage *mapped = new_storage(ctx, "remote:0", n);
+  uint8_t *hb = tstor_storage_data(h), *bb = tstor_storage_data(back);
+  fill_bytes(hb, n, 9);
+  tstor_storage *v = NULL, *w = NULL;
+  ck_tstor_ok(tstor_storage_view(staged, 4095, n, &v));
+  ck_tstor_ok(tstor_storage_copy(v, h));
+  ck_tstor_ok(tstor_storage_copy(back, v));
+  ck_assert(memcmp(bb, hb, n) == 0);
+  /* a batch: pieces of the host into both, then both back, crossed */
+  memset(bb, 0, n);
+  const size_t k = 7, piece = n / k;
+  tstor_copy_item items[2 * 7];
+  for (size_t i = 0; i < k; i++) {
+    items[2 * i] = (tstor_copy_item){staged, i * piece, h, i * piece, piece};
+    items[2 * i + 1] = (tstor_copy_item){mapped, i * piece, h, i * piece, piece};
+  }
+  ck_tstor_ok(tstor_storage_copy_batch(items, 2 * k));
+  for (size_t i = 0; i < k; i++) {
+    tstor_storage *from = i % 2 ? staged : mapped;
+    items[i] = (tstor_copy_item){back, i * piece, from, i * piece, piece};
+  }
+  ck_tstor_ok(tstor_storage_copy_batch(items, k));
+  ck_assert(memcmp(bb, hb, k * piece) == 0);
+  /* remote to remote within the peer: a block in the region and a staged one */
+  ck_tstor_ok(tstor_storage_view(staged, 0, n, &w));
+  ck_tstor_ok(tstor_storage_copy(mapped, w));
+  ck_tstor_ok(tstor_storage_copy(back, mapped));
+  ck_tstor_ok(tstor_storage_copy(h, w));
+  ck_assert(memcmp(bb, hb, n) == 0);
+  tstor_storage_release(w);
+  tstor_storage_release(v);
+  tstor_storage_release(mapped);
+  tstor_storage_release(staged);
+  tstor_storage_release(back);
+  tstor_storage_release(h);
+  tstor_context_close(ctx);
+  ck_assert_int_eq(server_stop(&srv), 0);
+}
+
+START_TEST(staged_in_shared_memory) { staged_through(OVER_SHM); }
+END_TEST
+
+START_TEST(staged_over_a_socket) { staged_through(OVER_UNIX); }
+END_TEST
+
+/* A region too small for every block: 1-byte blocks take a line each, so past
+ * 16,384 of them in a 1 MiB region the server places them outside it, and the
+ * staging block does not fit the cap; every block still moves its bytes. */
+START_TEST(blocks_past_a_full_region) {
+  test_server srv;
+  char listen[128];
+  snprintf(listen, sizeof listen, "unix:%s", unix_path);
+  const char *extra[] = {"--listen", listen, "--max-client-mb", "1", NULL};
+  ck_assert_int_eq(server_start_argv(&srv, SERVER_CPU_HPU, secret_path, "full", extra), 0);
+  tstor_context *ctx = open_over(&srv, OVER_SHM);
+  enum { N = 17000 };
+  tstor_storage **r = malloc(N * sizeof *r);
+  tstor_storage *h = new_storage(ctx, "cpu", N), *back = new_storage(ctx, "cpu", N);
+  fill_bytes(tstor_storage_data(h), N, 3);
+  tstor_copy_item *items = malloc(N * sizeof *items);
+  for (size_t i = 0; i < N; i++) {
+    r[i] = new_storage(ctx, "remote:0", 1);
+    items[i] = (tstor_copy_item){r[i], 0, h, i, 1};
+  }
+  ck_tstor_ok(tstor_storage_copy_batch(items, N));
+  for (size_t i = 0; i < N; i++) items[i] = (tstor_copy_item){back, i, r[i], 0, 1};
+  ck_tstor_ok(tstor_storage_copy_batch(items, N));
+  ck_assert(memcmp(tstor_storage_data(back), tstor_storage_data(h), N) == 0);
+  tstor_storage *staged = new_storage(ctx, "remote:1", 100000);
+  tstor_storage *big = new_storage(ctx, "cpu", 100000);
+  fill_bytes(tstor_storage_data(big), 100000, 4);
+  ck_tstor_ok(tstor_storage_copy(staged, big));
+  memset(tstor_storage_data(big), 0, 100000);
+  ck_tstor_ok(tstor_storage_copy(big, staged));
+  for (size_t i = 0; i < 100000; i++)
+    ck_assert_uint_eq(((uint8_t *)tstor_storage_data(big))[i], byte_at(i, 4));
+  tstor_storage_release(staged);
+  tstor_storage_release(big);
+  for (size_t i = 0; i < N; i++) tstor_storage_release(r[i]);
+  free(r);
+  free(items);
+  tstor_storage_release(back);
+  tstor_storage_release(h);
+  tstor_context_close(ctx);
+  ck_assert_int_eq(server_stop(&srv), 0);
+}
 END_TEST
 
 /* Two peers, each with cpu:0 and hpu:0 (remote:0..3): out of the host into
@@ -350,7 +465,9 @@ static void *kill_later(void *arg) {
 }
 
 /* Batches until the server is killed: the batch then fails with TSTOR_EIO,
- * naming an item and the peer, within the timeout. */
+ * naming an item and the peer, within the timeout. (Over shared memory the
+ * copies to blocks in the region never talk to the server: the next request
+ * that does finds it gone.) */
 START_TEST(server_killed_mid_batch) {
   test_server srv;
   start(&srv, "kill-batch");
@@ -358,6 +475,7 @@ START_TEST(server_killed_mid_batch) {
   const long timeout_ms = 5000;
   char ini[2048];
   client_config(ini, sizeof ini, peer_name(&srv, 1, name, sizeof name), secret_path, timeout_ms, 0);
+  strcat(ini, "shared_memory = no\n");
   tstor_context *ctx;
   ck_tstor_ok(tstor_context_open_string(ini, "kill.ini", &ctx));
   const size_t n = 256, bs = 64 << 10;
@@ -405,6 +523,10 @@ static Suite *batch_suite(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, ten_thousand_blocks_over_tcp);
   tcase_add_test(tc, ten_thousand_blocks_over_unix);
+  tcase_add_test(tc, ten_thousand_blocks_in_shared_memory);
+  tcase_add_test(tc, staged_in_shared_memory);
+  tcase_add_test(tc, staged_over_a_socket);
+  tcase_add_test(tc, blocks_past_a_full_region);
   tcase_add_test(tc, every_path_in_one_batch);
   tcase_add_test(tc, a_refused_item_is_named);
   tcase_add_test(tc, server_killed_mid_batch);

@@ -186,7 +186,7 @@ static int malicious_request(wire *w, uint64_t *rng, const uint64_t *handles, in
   uint64_t len =
       tstor_test_rng(rng) % 3 ? tstor_test_rng(rng) % 8192 : nasty(rng, handles, nhandles);
   uint32_t id = (uint32_t)tstor_test_rng(rng);
-  switch (tstor_test_rng(rng) % 10) {
+  switch (tstor_test_rng(rng) % 11) {
     case 0: n = tsr_encode_alloc(msg, id, (uint32_t)(tstor_test_rng(rng) % 3), len); break;
     case 1: n = tsr_encode_free(msg, id, h); break;
     case 2:
@@ -224,6 +224,10 @@ static int malicious_request(wire *w, uint64_t *rng, const uint64_t *handles, in
       if (len > sizeof payload) len = tstor_test_rng(rng) % sizeof payload;
       n = tsr_encode_transfer(msg, TSR_READ, id, h, o, len);
       read_bytes = (size_t)len;
+      break;
+    case 9: /* a region: given once over a Unix socket (its descriptor dropped here, as a
+             * client that never maps it), refused after that and over TCP */
+      n = tsr_encode_shm(msg, id);
       break;
     default: /* a known request with its body's bytes flipped */
       n = tsr_encode_copy(msg, id, h, o, h, o, len);

@@ -8,12 +8,19 @@
  * client owns, with an error reply and the session kept where the stream can
  * still be framed; a fresh block reads as zeros; staged blocks move whole
  * through the server's host buffer; one client reaches none of another's
- * blocks; a dropped connection frees its blocks. And tstor-remote.so turns
- * every lie of a fake server into an error code naming the peer. */
+ * blocks; a dropped connection frees its blocks; each client's shared region
+ * is its own. And tstor-remote.so turns every lie of a fake server into an
+ * error code naming the peer, a shared region it cannot rely on included. */
+#define _GNU_SOURCE /* fallocate, F_GET_SEALS */
+#include <fcntl.h>
+#include <linux/falloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
+#include <sys/un.h>
 
 #include "remotewire.h"
+#include "wire.h"
 
 #define SECRET "wire test secret, sixteen bytes or more"
 
@@ -75,9 +82,19 @@ START_TEST(decoder_checks_every_size) {
   n = tsr_encode_welcome(buf, 3, mac, d, 1);
   memset(buf + TSR_HEADER_SIZE + TSR_MAC_SIZE + 4, 'x', TSR_DEVICE_NAME_SIZE); /* no NUL */
   ck_assert_int_eq(tsr_decode(buf, n, 1, &m, why, sizeof why), TSR_ST_BADMSG);
-  n = tsr_encode_alloc_reply(buf, 4, 0x300000001ull);
+  n = tsr_encode_alloc_reply(buf, 4, 0x300000001ull, 4096);
   ck_assert_int_eq(tsr_decode(buf, n, 1, &m, why, sizeof why), 0);
   ck_assert_uint_eq(m.handle, 0x300000001ull);
+  ck_assert_uint_eq(m.region, 4096);
+  n = tsr_encode_shm(buf, 5);
+  ck_assert_int_eq(tsr_decode(buf, n, 0, &m, why, sizeof why), 0);
+  ck_assert_int_eq(m.type, TSR_SHM);
+  ck_assert_int_eq(tsr_decode(buf, n + 1, 0, &m, why, sizeof why), TSR_ST_BADMSG);
+  n = tsr_encode_shm_reply(buf, 5, (uint64_t)16 << 20, 3);
+  ck_assert_int_eq(tsr_decode(buf, n, 1, &m, why, sizeof why), 0);
+  ck_assert_uint_eq(m.region, (uint64_t)16 << 20);
+  ck_assert_uint_eq(m.device, 3);
+  n = tsr_encode_alloc_reply(buf, 4, 0x300000001ull, TSR_NO_REGION);
   for (size_t cut = 0; cut < n; cut++)
     ck_assert_int_eq(tsr_decode(buf, cut, 1, &m, why, sizeof why), TSR_ST_BADMSG);
   for (int type = TSR_WRITE; type <= TSR_READ; type++) {
@@ -145,6 +162,8 @@ START_TEST(handshake_refusals_close_the_connection) {
   ck_assert(strstr(m.text, "STATS before authentication") != NULL);
   ck_assert_int_eq(first_message(srv.port, raw, tsr_encode_alloc(raw, 9, 0, 4096), &m),
                    TSR_ST_NOSESSION);
+  ck_assert_int_eq(first_message(srv.port, raw, tsr_encode_shm(raw, 9), &m), TSR_ST_NOSESSION);
+  ck_assert(strstr(m.text, "SHM before authentication") != NULL);
   n = tsr_encode_transfer(raw, TSR_WRITE, 10, 1, 0, 8);
   memset(raw + n, 0xee, 8);
   ck_assert_int_eq(first_message(srv.port, raw, n + 8, &m), TSR_ST_NOSESSION);
@@ -243,6 +262,8 @@ START_TEST(crafted_requests_get_error_replies) {
   ck_assert_int_eq(wire_call(&a, raw, n, &m), TSR_ST_BADMSG);
   raw[TSR_HEADER_SIZE + 36] = 2; /* says 2, carries 1 */
   ck_assert_int_eq(wire_call(&a, raw, n, &m), TSR_ST_BADMSG);
+  ck_assert_int_eq(wire_call(&a, raw, tsr_encode_shm(raw, 46), &m), TSR_ST_INVAL);
+  ck_assert(strstr(m.text, "Unix socket") != NULL); /* never over TCP */
   ck_assert_int_eq(wire_call(&a, raw, tsr_encode_stats(raw, 27, 5), &m), TSR_ST_NODEV);
   ck_assert_int_eq(wire_call(&a, raw, tsr_encode_stats(raw, 28, 0), &m), 0);
   ck_assert_uint_eq(m.held, 4096);
@@ -468,16 +489,152 @@ START_TEST(staged_blocks_move_through_host_memory) {
 }
 END_TEST
 
+/* --------------------------------------------------- shared regions */
+
+/* SHM on a raw session over a Unix socket: the region's descriptor, mapped
+ * here; *size its bytes. */
+static uint8_t *open_region(wire *w, uint64_t *size, int *fd_out) {
+  uint8_t raw[TSR_MAX_MESSAGE];
+  size_t n = tsr_encode_shm(raw, 70);
+  ck_assert_int_eq(wire_send(w, raw, n), 0);
+  int fd = -1;
+  ck_assert_int_eq(tsr_recv_fd(w->fd, raw, TSR_HEADER_SIZE, 10000, &fd), 0);
+  tsr_head head;
+  tsr_head_read(raw, &head);
+  ck_assert_uint_eq(head.body, 12);
+  ck_assert_int_eq(wire_recv(w, raw + TSR_HEADER_SIZE, head.body, 10), 0);
+  tsr_msg m;
+  char why[200];
+  ck_assert_int_eq(tsr_decode(raw, TSR_HEADER_SIZE + head.body, 1, &m, why, sizeof why), 0);
+  ck_assert_int_eq(m.status, 0);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_uint_eq(m.device, 0); /* cpu:0 */
+  *size = m.region;
+  void *base = mmap(NULL, m.region, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ck_assert(base != MAP_FAILED);
+  *fd_out = fd;
+  return base;
+}
+
+/* ALLOC in the region: its handle, and where it is (TSR_NO_REGION: outside). */
+static uint64_t alloc_at(wire *w, uint32_t device, uint64_t n, uint64_t *where) {
+  tsr_msg m;
+  ck_assert_int_eq(wire_call(w, w->buf, tsr_encode_alloc(w->buf, 71, device, n), &m), 0);
+  *where = m.region;
+  return m.handle;
+}
+
+static int all_zero(const uint8_t *p, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (p[i]) return 0;
+  return 1;
+}
+
+/* Each client's region is its own: made for its session, sealed against
+ * resizing (a client that could shrink it would fault the server), holding
+ * its host blocks, which both sides see; another client's region holds none
+ * of them; fresh blocks read as zeros; a client that punches holes in its own
+ * region gets zeros, and the server keeps serving. */
+START_TEST(shared_regions_are_each_clients_own) {
+  char sock[108], listen[128];
+  snprintf(sock, sizeof sock, "/tmp/tstor-wire-%d.sock", (int)getpid());
+  snprintf(listen, sizeof listen, "unix:%s", sock);
+  unlink(sock);
+  test_server srv;
+  const char *extra[] = {"--listen", listen, "--max-client-mb", "8", NULL};
+  ck_assert_int_eq(server_start_argv(&srv, SERVER_CPU_HPU, secret_path, "region", extra), 0);
+  wire a, b;
+  tsr_msg m;
+  uint8_t raw[TSR_MAX_MESSAGE];
+  wire_open(&a, 0, sock);
+  ck_assert_int_eq(wire_auth(&a, SECRET, &m), 0);
+  uint64_t size_a;
+  int fd_a;
+  uint8_t *ra = open_region(&a, &size_a, &fd_a);
+  ck_assert_uint_eq(size_a, 8u << 20); /* the cap */
+  int seals = fcntl(fd_a, F_GET_SEALS);
+  ck_assert(seals & F_SEAL_SHRINK);
+  ck_assert(seals & F_SEAL_GROW);
+  ck_assert(seals & F_SEAL_SEAL);
+  ck_assert_int_ne(ftruncate(fd_a, 4096), 0);
+  ck_assert_int_ne(ftruncate(fd_a, (off_t)size_a * 2), 0);
+  ck_assert_int_eq(wire_call(&a, raw, tsr_encode_shm(raw, 72), &m), TSR_ST_INVAL);
+
+  /* a host block in the region: what a writes there the server reads, and the
+   * other way round; a staged block is outside it */
+  uint64_t at, staged_at;
+  uint64_t h = alloc_at(&a, 0, 1 << 20, &at), hs = alloc_at(&a, 1, 4096, &staged_at);
+  ck_assert_uint_lt(at, size_a);
+  ck_assert_uint_eq(staged_at, TSR_NO_REGION);
+  ck_assert(all_zero(ra + at, 1 << 20));
+  uint8_t data[4096], back[4096];
+  for (int i = 0; i < 4096; i++) data[i] = (uint8_t)(i * 13 + 5);
+  memcpy(ra + at + 100, data, 4096);
+  ck_assert_int_eq(wire_read(&a, h, 100, back, 4096, &m), 0);
+  ck_assert_mem_eq(back, data, 4096);
+  ck_assert_int_eq(wire_write(&a, h, 9000, data, 4096, &m), 0);
+  ck_assert_mem_eq(ra + at + 9000, data, 4096);
+  ck_assert_int_eq(wire_call(&a, raw, tsr_encode_copy(raw, 73, hs, 0, h, 100, 4096), &m), 0);
+  ck_assert_int_eq(wire_read(&a, hs, 0, back, 4096, &m), 0);
+  ck_assert_mem_eq(back, data, 4096);
+
+  /* b's region: its own, with none of a's bytes, all of it read */
+  wire_open(&b, 0, sock);
+  ck_assert_int_eq(wire_auth(&b, SECRET, &m), 0);
+  uint64_t size_b, at_b;
+  int fd_b;
+  uint8_t *rb = open_region(&b, &size_b, &fd_b);
+  ck_assert(rb != ra);
+  alloc_at(&b, 0, 1 << 20, &at_b);
+  ck_assert(all_zero(rb, size_b));
+  /* freed and made again: zeros, in the same place or not */
+  ck_assert_int_eq(wire_call(&a, raw, tsr_encode_free(raw, 74, h), &m), 0);
+  h = alloc_at(&a, 0, 1 << 20, &at);
+  ck_assert(all_zero(ra + at, 1 << 20));
+  /* a punches its own region's pages: zeros for it, and the server serves on */
+  memset(ra + at, 0x77, 1 << 20);
+  ck_assert_int_eq(fallocate(fd_a, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)at, 1 << 20),
+                   0);
+  ck_assert_int_eq(wire_read(&a, h, 0, back, 4096, &m), 0);
+  ck_assert(all_zero(back, 4096));
+  ck_assert_int_eq(wire_write(&a, h, 0, data, 4096, &m), 0);
+  ck_assert_mem_eq(ra + at, data, 4096);
+  munmap(ra, size_a);
+  close(fd_a);
+  wire_close(&a);
+  ck_assert_int_eq(wire_call(&b, raw, tsr_encode_stats(raw, 75, 0), &m), 0);
+  munmap(rb, size_b);
+  close(fd_b);
+  wire_close(&b);
+  ck_assert_int_eq(server_stop(&srv), 0);
+  ck_assert(file_has(srv.log, "a shared region of 8 MiB"));
+}
+END_TEST
+
 /* ------------------------------------------------------------ a liar */
 
 /* A fake server that answers the client backend the way `mode` says, to
  * check that tstor-remote.so turns every lie into an error code naming the
  * peer instead of trusting it. */
-enum { LIE_VERSION, LIE_SHORT, LIE_TYPE, LIE_MAC, LIE_SILENT, LIE_ID, LIE_HUGE, LIE_CUT_READ };
+enum {
+  LIE_VERSION,
+  LIE_SHORT,
+  LIE_TYPE,
+  LIE_MAC,
+  LIE_SILENT,
+  LIE_ID,
+  LIE_HUGE,
+  LIE_CUT_READ,
+  /* on a Unix socket, SHM: */
+  LIE_UNSEALED, /* a region it could shrink */
+  LIE_SMALLER,  /* a region smaller than it says */
+  LIE_NO_FD     /* a reply with no region at all */
+};
 
 typedef struct liar {
   int mode, listen_fd;
   unsigned port;
+  char path[108]; /* the Unix socket of the SHM lies */
   atomic_int stop;
   pthread_t thread;
 } liar;
@@ -511,8 +668,17 @@ static void liar_serve(liar *l, int fd) {
       if (l->mode == LIE_MAC) mac[0] ^= 1;
       tsr_device_desc d = {"cpu:0", 0};
       n = tsr_encode_welcome(out, m.id, mac, &d, 1);
+    } else if (m.type == TSR_SHM) {
+      int region = memfd_create("liar", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+      if (region < 0 || ftruncate(region, 1 << 20) != 0) return;
+      if (l->mode != LIE_UNSEALED) fcntl(region, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW);
+      n = tsr_encode_shm_reply(out, m.id, l->mode == LIE_SMALLER ? 2 << 20 : 1 << 20, 0);
+      int rc = l->mode == LIE_NO_FD ? wire_send(&w, out, n) : tsr_send_fd(fd, out, n, region, 5000);
+      close(region);
+      if (rc) return;
+      continue;
     } else if (m.type == TSR_ALLOC) {
-      n = tsr_encode_alloc_reply(out, m.id, 1ull << 32 | 1);
+      n = tsr_encode_alloc_reply(out, m.id, 1ull << 32 | 1, TSR_NO_REGION);
     } else if (m.type == TSR_WRITE) {
       uint8_t sink[4096];
       for (uint64_t left = m.nbytes; left;) {
@@ -550,6 +716,18 @@ static void *liar_thread(void *arg) {
 static void liar_start(liar *l, int mode) {
   memset(l, 0, sizeof *l);
   l->mode = mode;
+  if (mode >= LIE_UNSEALED) {
+    struct sockaddr_un un = {.sun_family = AF_UNIX};
+    snprintf(l->path, sizeof l->path, "/tmp/tstor-liar-%d.sock", (int)getpid());
+    snprintf(un.sun_path, sizeof un.sun_path, "%s", l->path);
+    unlink(l->path);
+    l->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_eq(bind(l->listen_fd, (struct sockaddr *)&un, sizeof un), 0);
+    ck_assert_int_eq(listen(l->listen_fd, 8), 0);
+    atomic_init(&l->stop, 0);
+    ck_assert_int_eq(pthread_create(&l->thread, NULL, liar_thread, l), 0);
+    return;
+  }
   l->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   socklen_t len = sizeof sa;
@@ -565,13 +743,22 @@ static void liar_stop(liar *l) {
   atomic_store(&l->stop, 1);
   pthread_join(l->thread, NULL);
   close(l->listen_fd);
+  if (l->path[0]) unlink(l->path);
+}
+
+/* The peer the client names: the liar's TCP port or its Unix socket. */
+static const char *liar_peer(const liar *l, char *buf, size_t size) {
+  if (l->path[0])
+    snprintf(buf, size, "unix:%s", l->path);
+  else
+    snprintf(buf, size, "127.0.0.1:%u", l->port);
+  return buf;
 }
 
 /* Opens a client context against the liar; returns what the open returned. */
 static int open_against(liar *l, tstor_context **ctx) {
-  char ini[1024], peer[64];
-  snprintf(peer, sizeof peer, "127.0.0.1:%u", l->port);
-  client_config(ini, sizeof ini, peer, secret_path, 1000, 0);
+  char ini[1024], peer[160];
+  client_config(ini, sizeof ini, liar_peer(l, peer, sizeof peer), secret_path, 1000, 0);
   *ctx = NULL;
   return tstor_context_open_string(ini, "liar.ini", ctx);
 }
@@ -588,16 +775,18 @@ START_TEST(replies_that_lie_are_errors) {
       {LIE_SILENT, TSTOR_EIO, "no reply within 1000 ms"},
       {LIE_ID, TSTOR_EIO, "a reply to request"},
       {LIE_HUGE, TSTOR_EIO, "at most"},
+      {LIE_UNSEALED, TSTOR_EIO, "SHM: malformed reply: no sealed region"},
+      {LIE_SMALLER, TSTOR_EIO, "SHM: malformed reply: no sealed region"},
+      {LIE_NO_FD, TSTOR_EIO, "SHM: malformed reply: no sealed region"},
   };
-  char peer[64];
+  char peer[160];
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     liar l;
     liar_start(&l, cases[i].mode);
     tstor_context *ctx;
     ck_tstor_err(open_against(&l, &ctx), cases[i].code);
     ck_last_error_has(cases[i].says);
-    snprintf(peer, sizeof peer, "127.0.0.1:%u", l.port);
-    ck_last_error_has(peer);
+    ck_last_error_has(liar_peer(&l, peer, sizeof peer));
     liar_stop(&l);
   }
 
@@ -637,6 +826,7 @@ static Suite *wire_suite(void) {
   tcase_add_test(tc, clients_reach_only_their_own_blocks);
   tcase_add_test(tc, fresh_blocks_read_as_zeros);
   tcase_add_test(tc, staged_blocks_move_through_host_memory);
+  tcase_add_test(tc, shared_regions_are_each_clients_own);
   tcase_add_test(tc, replies_that_lie_are_errors);
   suite_add_tcase(s, tc);
   return s;

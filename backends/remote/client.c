@@ -10,6 +10,9 @@
  *                a file only its owner may read
  *   timeout_ms   how long any wait on a peer may last without progress
  *                before the peer counts as gone (default 5000)
+ *   shared_memory  yes (default): ask each peer on a Unix socket for a
+ *                shared region and copy to and from its blocks there with
+ *                memcpy; no: every byte through the socket
  *
  * Threading: each peer has one connection and one lock; every op on a peer
  * takes the lock, sends its requests (a batch's, or a large copy's pieces,
@@ -81,6 +84,17 @@ static int remote_allocate(void *state, int index, size_t nbytes, void *stream, 
     return rc;
   }
   b->handle = reply.handle;
+  if (reply.region != TSR_NO_REGION) {
+    if (!p->region || reply.region > p->region_size || nbytes > p->region_size - reply.region) {
+      peer_fail(p, "ALLOC: a block at %llu of a shared region of %llu bytes",
+                (unsigned long long)reply.region, (unsigned long long)p->region_size);
+      peer_block_remove(p, b);
+      pthread_mutex_unlock(&p->mu);
+      free(b);
+      return peer_error(p, index, TSTOR_EIO);
+    }
+    b->mapped = p->region + reply.region;
+  }
   d->stats.allocated += nbytes;
   d->stats.alloc_count++;
   tstor_stats_note_peaks(&d->stats);
@@ -105,7 +119,7 @@ static void remote_free(void *state, int index, void *ptr, size_t nbytes, void *
     d->stats.allocated -= nbytes;
     /* A failed peer, or a fork child: the blocks are gone with the peer's
      * connection (or belong to the parent's); only the record is ours. */
-    if (!p->failed && getpid() == r->pid) {
+    if (!p->failed && remote_getpid() == r->pid) {
       uint8_t buf[TSR_MAX_MESSAGE];
       tsr_msg reply;
       if (peer_rpc(p, index, buf, tsr_encode_free(buf, 0, b->handle), &reply) != 0)
@@ -473,7 +487,9 @@ static int remote_new(const tstor_registrar *reg, tstor_module *m, char *msg, si
                       remote **out) {
   *out = NULL;
   long long timeout_ms;
+  int shared_memory;
   int rc = reg->config_int(m, "timeout_ms", 5000, 10, 3600000, &timeout_ms);
+  if (rc == 0) rc = reg->config_bool(m, "shared_memory", 1, &shared_memory);
   if (rc) return rc;
   const char *peers = reg->config_get(m, "peers");
   const char *secret_file = reg->config_get(m, "secret_file");
@@ -495,7 +511,8 @@ static int remote_new(const tstor_registrar *reg, tstor_module *m, char *msg, si
   r->reg = reg;
   r->m = m;
   r->timeout_ms = timeout_ms;
-  r->pid = getpid();
+  r->shared_memory = shared_memory;
+  r->pid = remote_getpid();
   char why[512];
   if (tsr_secret_read(secret_file, &r->secret, &r->secret_len, why, sizeof why) != 0) {
     remote_free_all(r);
@@ -592,6 +609,7 @@ static int remote_init(const tstor_registrar *reg, tstor_module *m, void **modul
     snprintf(msg, msg_size, "the core's registrar is older than this module needs");
     return TSTOR_EABI;
   }
+  remote_pid_watch(); /* before anything keeps this process's id */
   remote *r;
   int rc = remote_new(reg, m, msg, msg_size, &r);
   if (rc) return rc;

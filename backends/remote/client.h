@@ -27,12 +27,15 @@
  * streams on one peer take turns and a stalled piece fails in time. */
 #define CHUNK ((size_t)64 << 20)
 #define RBLOCK_SHIFT 43 /* a block holds less than 8 TiB */
+/* The staging block in a peer's shared region, two halves of it. */
+#define STAGE_BYTES ((size_t)4 << 20)
 #define RBLOCK_MAX_SLOTS (1u << 20)
 
 typedef struct rblock {
   uint64_t handle; /* the peer's name for it */
   uint64_t nbytes;
-  int device; /* remote:N */
+  uint8_t *mapped; /* its bytes in the peer's shared region, or NULL */
+  int device;      /* remote:N */
   uint32_t slot;
 } rblock;
 
@@ -94,6 +97,17 @@ typedef struct peer {
   uint32_t ndevices;
   tsr_device_desc devices[TSR_MAX_DEVICES];
   rpipe pipe; /* under mu */
+  /* The shared region (SHM), mapped here: NULL without one. */
+  uint8_t *region;
+  uint64_t region_size;
+  uint32_t region_device; /* a host-memory device of the peer's, for the staging block */
+  /* The staging block in the region that the bytes of blocks outside it pass
+   * through, in two halves (xfer.c); made on first use. stage_busy: the
+   * request that last used each half (its id). */
+  uint64_t stage_handle;
+  uint8_t *stage;
+  int stage_tried;
+  uint32_t stage_busy[2];
 } peer;
 
 typedef struct rdevice {
@@ -106,6 +120,7 @@ struct remote {
   const tstor_registrar *reg;
   tstor_module *m;
   long long timeout_ms;
+  int shared_memory; /* ask peers on Unix sockets for a shared region */
   pid_t pid; /* the process that loaded the module; a fork child touches no peer */
   uint8_t *secret;
   size_t secret_len;
@@ -144,6 +159,13 @@ void pipe_begin(peer *p);
 int pipe_send(peer *p, int device, uint8_t *req, size_t len, const void *payload, void *into,
               uint64_t n, tsr_msg *out, size_t tag);
 int pipe_end(peer *p, size_t *tag);
+/* Sends what is queued now, and waits until the request whose id is `id` (the
+ * id of the last one queued is p->next_id) has its reply, and every one
+ * before it. 0, or the failure's code: after a refusal it returns the code
+ * too (the pipeline then queues nothing more; pipe_end reports it). */
+int pipe_wait(peer *p, uint32_t id);
+/* Sends what is queued now: 0 or the failure's code. */
+int pipe_flush(peer *p);
 
 /* One request and its reply, decoded into *out: 0, or a TSTOR_E* code with the
  * detail set, naming the peer and `device` (-1: none), when the peer refused

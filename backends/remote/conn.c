@@ -35,7 +35,7 @@ void peer_hang_up(peer *p) {
   if (p->fd < 0) return;
   /* In a child of fork() the socket is the parent's too: only closed, never
    * shut down, which would end the parent's session. */
-  if (getpid() == p->r->pid) shutdown(p->fd, SHUT_RDWR);
+  if (remote_getpid() == p->r->pid) shutdown(p->fd, SHUT_RDWR);
   close(p->fd);
   p->fd = -1;
 }
@@ -323,6 +323,20 @@ int pipe_send(peer *p, int device, uint8_t *req, size_t len, const void *payload
     q->slen += inline_n;
   }
   return 0;
+}
+
+int pipe_flush(peer *p) {
+  if (p->failed) return peer_error(p, -1, TSTOR_EIO);
+  return p->pipe.slen ? flush(p, NULL, 0) : 0;
+}
+
+int pipe_wait(peer *p, uint32_t id) {
+  rpipe *q = &p->pipe;
+  int rc = p->failed ? peer_error(p, -1, TSTOR_EIO) : 0;
+  if (rc == 0 && q->slen) rc = flush(p, NULL, 0);
+  /* ids grow by one per request: the oldest in flight tells what is done */
+  while (rc == 0 && q->count && (int32_t)(q->ring[q->head].id - id) <= 0) rc = await_reply(p);
+  return rc ? rc : q->refused;
 }
 
 int pipe_end(peer *p, size_t *tag) {

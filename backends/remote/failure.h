@@ -25,6 +25,12 @@ int remote_fail(const tstor_registrar *reg, int code, const char *fmt, ...)
  * remote:index: the child shares none of the parent's connections or threads. */
 int remote_check_process(const tstor_registrar *reg, pid_t loader, int index, const char *what);
 
+/* getpid(), without a system call each time: remote_pid_watch (at load,
+ * before the module's first fork can matter) installs the fork handler that
+ * makes a child ask the system again. */
+void remote_pid_watch(void);
+pid_t remote_getpid(void);
+
 /* The last message remote_fail formatted on this thread ("" before any);
  * valid until the thread's next remote_fail. */
 const char *remote_failure_text(void);

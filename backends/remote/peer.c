@@ -2,12 +2,16 @@
  * its handshake, and the table of this process's blocks on it. Requests and
  * replies are conn.c's. A failed peer stays failed: its connection is closed,
  * and every later op fails at once with the first reason. */
+#define _GNU_SOURCE /* F_GET_SEALS */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -44,6 +48,64 @@ static double now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Asks for the session's shared region (protocol.h) and maps it. A peer that
+ * refuses it is used over its socket alone; a reply that lies fails the peer.
+ * The region must be sealed against shrinking: one the server could shrink
+ * would fault this process. 0 or a TSTOR_E* code. */
+static int open_region(peer *p) {
+  remote *r = p->r;
+  int ms = (int)r->timeout_ms, fd = -1, io = 0;
+  uint8_t buf[TSR_MAX_MESSAGE];
+  uint32_t id = ++p->next_id;
+  struct iovec iov = {buf, tsr_encode_shm(buf, id)};
+  tsr_head head = {0};
+  tsr_msg m;
+  char why[200] = "";
+  if (p->pipe.in.end > p->pipe.in.start) {
+    snprintf(why, sizeof why, "bytes no request asked for");
+  } else if ((io = tsr_send_all(p->fd, &iov, 1, ms)) == 0 &&
+             (io = tsr_recv_fd(p->fd, buf, TSR_HEADER_SIZE, ms, &fd)) == 0) {
+    tsr_head_read(buf, &head);
+    if (head.body > TSR_MAX_BODY)
+      snprintf(why, sizeof why, "a body of %u bytes", head.body);
+    else if ((io = tsr_recv_all(p->fd, buf + TSR_HEADER_SIZE, head.body, ms)) == 0 &&
+             tsr_decode(buf, TSR_HEADER_SIZE + head.body, 1, &m, why, sizeof why) == 0 &&
+             (m.id != id || m.type != (TSR_SHM | TSR_REPLY)))
+      snprintf(why, sizeof why, "a %s reply to request %u", tsr_type_name(m.type), m.id);
+  }
+  if (io == 0 && !why[0] && m.status != 0) { /* refused: the socket alone */
+    r->reg->log(r->m, TSTOR_LOG_INFO, "peer %s: no shared memory: %s", p->name, m.text);
+    if (fd >= 0) close(fd);
+    return 0;
+  }
+  struct stat st;
+  int seals = fd >= 0 ? fcntl(fd, F_GET_SEALS) : -1;
+  if (io == 0 && !why[0] &&
+      (fd < 0 || seals < 0 || !(seals & F_SEAL_SHRINK) || fstat(fd, &st) != 0 ||
+       (uint64_t)st.st_size < m.region || m.region == 0 || m.region >> RBLOCK_SHIFT ||
+       m.device >= p->ndevices))
+    snprintf(why, sizeof why, "no sealed region of the size it says, or no such device");
+  if (io || why[0]) {
+    char text[128];
+    if (fd >= 0) close(fd);
+    if (io) peer_fail(p, "SHM: %s", tsr_io_text(io, ms, text, sizeof text));
+    if (!io) peer_fail(p, "SHM: malformed reply: %s", why);
+    return TSTOR_EIO;
+  }
+  void *base = mmap(NULL, m.region, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int err = errno;
+  close(fd);
+  if (base == MAP_FAILED) {
+    r->reg->log(r->m, TSTOR_LOG_INFO, "peer %s: no shared memory: mmap: %s", p->name,
+                strerror(err));
+    return 0;
+  }
+  p->region = base;
+  p->region_size = m.region;
+  p->region_device = m.device;
+  return 0;
 }
 
 /* One try: connect, hello, auth. *again is set when what failed was the
@@ -94,7 +156,7 @@ static int handshake(peer *p, int *again) {
   }
   p->ndevices = reply.ndevices;
   memcpy(p->devices, reply.devices, reply.ndevices * sizeof p->devices[0]);
-  return 0;
+  return r->shared_memory && p->addr.sa.ss_family == AF_UNIX ? open_region(p) : 0;
 }
 
 int peer_connect(peer *p) {
@@ -130,7 +192,7 @@ void peer_close(peer *p) {
     r->reg->log(r->m, TSTOR_LOG_WARN, "peer %s: %u block(s) still allocated at unload", p->name,
                 p->live);
   for (uint32_t i = 0; i < p->nslots; i++) free(p->slots[i]);
-  if (!p->failed && p->fd >= 0 && getpid() == r->pid) {
+  if (!p->failed && p->fd >= 0 && remote_getpid() == r->pid) {
     uint8_t buf[TSR_MAX_MESSAGE];
     tsr_msg reply;
     long long saved = r->timeout_ms;
@@ -139,6 +201,7 @@ void peer_close(peer *p) {
     r->timeout_ms = saved;
   }
   peer_hang_up(p);
+  if (p->region) munmap(p->region, p->region_size);
   free(p->slots);
   free(p->free_slots);
   pthread_mutex_destroy(&p->blocks_mu);

@@ -215,9 +215,19 @@ size_t tsr_encode_welcome(uint8_t *buf, uint32_t id, const uint8_t *mac,
   return done(w);
 }
 
-size_t tsr_encode_alloc_reply(uint8_t *buf, uint32_t id, uint64_t handle) {
+size_t tsr_encode_alloc_reply(uint8_t *buf, uint32_t id, uint64_t handle, uint64_t region) {
   writer w = header(buf, TSR_ALLOC | TSR_REPLY, id, 0);
   put_u64(&w, handle);
+  put_u64(&w, region);
+  return done(w);
+}
+
+size_t tsr_encode_shm(uint8_t *buf, uint32_t id) { return done(header(buf, TSR_SHM, id, 0)); }
+
+size_t tsr_encode_shm_reply(uint8_t *buf, uint32_t id, uint64_t region_size, uint32_t device) {
+  writer w = header(buf, TSR_SHM | TSR_REPLY, id, 0);
+  put_u64(&w, region_size);
+  put_u32(&w, device);
   return done(w);
 }
 
@@ -338,6 +348,7 @@ static int decode_auth(decoding *d) {
 static int decode_alloc(decoding *d) {
   if (d->is_reply) {
     d->m->handle = get_u64(d->r);
+    d->m->region = get_u64(d->r);
   } else {
     d->m->device = get_u32(d->r);
     d->m->nbytes = get_u64(d->r);
@@ -420,6 +431,14 @@ static int decode_copy_strided(decoding *d) {
     m->sizes[i] = (int64_t)v[0];
     m->dst_strides[i] = (int64_t)v[1];
     m->src_strides[i] = (int64_t)v[2];
+  }
+  return 0;
+}
+
+static int decode_shm(decoding *d) {
+  if (d->is_reply) {
+    d->m->region = get_u64(d->r);
+    d->m->device = get_u32(d->r);
   }
   return 0;
 }

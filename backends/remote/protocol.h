@@ -26,7 +26,18 @@
  * Versions. TSR_PROTO_VERSION is one number, sent in every header; a peer
  * answers a message of another version with TSR_ST_VERSION and closes the
  * connection. New message types and fields mean a new version: there is no
- * optional field on the wire. 1 and 2 ran over UCX; 3 is the stream protocol.
+ * optional field on the wire. 1 and 2 ran over UCX; 3 is the stream protocol;
+ * 4 adds the shared region (SHM, and the region offset in ALLOC's reply).
+ *
+ * Shared memory. Over a Unix socket, after authentication, a client may ask
+ * for its region (SHM): memory of its session alone, which the server makes
+ * (a sealed memfd), maps, and hands to this client only, with the reply, as
+ * SCM_RIGHTS. The server then places the client's blocks of host-memory
+ * devices in it, and ALLOC's reply says where (TSR_NO_REGION: not in it); the
+ * client reads and writes those blocks itself, with memcpy, and the other
+ * requests are as before. Nothing in the region is read by the server as
+ * anything but the bytes of blocks. docs/remote.md's threat model says what
+ * this adds.
  *
  * Sessions. hello (client nonce) -> challenge (server nonce); auth (HMAC of
  * both nonces under the shared secret) -> welcome (the server's own HMAC, so
@@ -45,7 +56,7 @@
 #include <stdint.h>
 
 #define TSR_MAGIC 0x4d525354u /* "TSRM" little-endian */
-#define TSR_PROTO_VERSION 3u
+#define TSR_PROTO_VERSION 4u
 
 #define TSR_HEADER_SIZE 20u
 #define TSR_LENGTH_OFFSET 8u /* where the body length sits in the header */
@@ -55,6 +66,8 @@
 #define TSR_MAX_DEVICES 64u
 #define TSR_MAX_TEXT 240u /* an error reply's message */
 #define TSR_MAX_DIMS 64u  /* COPY_STRIDED, as backend.h's copy_strided */
+/* ALLOC's reply for a block outside the client's region. */
+#define TSR_NO_REGION UINT64_MAX
 /* The longest body: the welcome with every device. */
 #define TSR_MAX_BODY (TSR_MAC_SIZE + 4u + TSR_MAX_DEVICES * (TSR_DEVICE_NAME_SIZE + 8u))
 #define TSR_MAX_MESSAGE (TSR_HEADER_SIZE + TSR_MAX_BODY)
@@ -62,19 +75,20 @@
 /* Message types: X(NAME, name, value, request body bytes, reply body bytes;
  * -1 when variable). A reply has the request's type with TSR_REPLY set; an
  * error reply of any type has a nonzero status and the TEXT body. */
-#define TSR_MSG_MAP(X)                                                                        \
-  X(HELLO, hello, 1, 4 + TSR_NONCE_SIZE, 4 + TSR_NONCE_SIZE) /* abi; nonce -> abi; nonce */   \
-  X(AUTH, auth, 2, TSR_MAC_SIZE, -1)                         /* mac -> mac, devices */        \
-  X(ALLOC, alloc, 3, 12, 8)                                  /* device, nbytes -> handle */   \
-  X(FREE, free, 4, 8, 0)                                     /* handle */                     \
-  X(COPY, copy, 5, 40, 0) /* dst handle, dst offset, src handle, src offset, nbytes */        \
-  X(FILL, fill, 6, 44, 0) /* handle, offset, nbytes, pattern size, pattern[16] */             \
-  X(STATS, stats, 7, 4, 40) /* device -> held, peak, allocs, frees, server total */           \
-  X(BYE, bye, 8, 0, 0)                                                                        \
-  X(COPY_STRIDED, copy_strided, 9, -1, 0) /* as COPY, element size, ndim, per dim: size,      \
-                                             strides */                                       \
-  X(WRITE, write, 10, 24, 0) /* handle, offset, nbytes; then nbytes bytes */                  \
-  X(READ, read, 11, 24, 0)   /* handle, offset, nbytes -> then nbytes bytes */
+#define TSR_MSG_MAP(X)                                                                      \
+  X(HELLO, hello, 1, 4 + TSR_NONCE_SIZE, 4 + TSR_NONCE_SIZE) /* abi; nonce -> abi; nonce */ \
+  X(AUTH, auth, 2, TSR_MAC_SIZE, -1)                         /* mac -> mac, devices */      \
+  X(ALLOC, alloc, 3, 12, 16) /* device, nbytes -> handle, region offset */                  \
+  X(FREE, free, 4, 8, 0)     /* handle */                                                   \
+  X(COPY, copy, 5, 40, 0)    /* dst handle, dst offset, src handle, src offset, nbytes */   \
+  X(FILL, fill, 6, 44, 0)    /* handle, offset, nbytes, pattern size, pattern[16] */        \
+  X(STATS, stats, 7, 4, 40)  /* device -> held, peak, allocs, frees, server total */        \
+  X(BYE, bye, 8, 0, 0)                                                                      \
+  X(COPY_STRIDED, copy_strided, 9, -1, 0) /* as COPY, element size, ndim, per dim: size,    \
+                                             strides */                                     \
+  X(WRITE, write, 10, 24, 0)              /* handle, offset, nbytes; then nbytes bytes */   \
+  X(READ, read, 11, 24, 0)                /* handle, offset, nbytes -> then nbytes bytes */ \
+  X(SHM, shm, 12, 0, 12) /* -> region bytes, a host device; the memfd as SCM_RIGHTS */
 
 enum {
 #define TSR__TYPE(NAME, name, value, req, rep) TSR_##NAME = value,
@@ -131,8 +145,11 @@ typedef struct tsr_msg {
   /* AUTH request and reply */
   const uint8_t *mac; /* TSR_MAC_SIZE bytes */
   uint32_t ndevices;  /* devices[0..ndevices) */
-  /* ALLOC, STATS */
+  /* ALLOC, STATS; SHM reply: a host-memory device of the server's */
   uint32_t device;
+  /* ALLOC reply: where the block is in the client's region, or TSR_NO_REGION;
+   * SHM reply: the region's size */
+  uint64_t region;
   /* ALLOC, COPY, FILL, WRITE, READ */
   uint64_t nbytes;
   /* ALLOC reply, FREE, COPY and COPY_STRIDED (the destination), FILL, WRITE, READ */
@@ -210,7 +227,9 @@ size_t tsr_encode_empty_reply(uint8_t *buf, int type, uint32_t id);
 size_t tsr_encode_challenge(uint8_t *buf, uint32_t id, uint32_t abi, const uint8_t *nonce);
 size_t tsr_encode_welcome(uint8_t *buf, uint32_t id, const uint8_t *mac,
                           const tsr_device_desc *devices, uint32_t ndevices);
-size_t tsr_encode_alloc_reply(uint8_t *buf, uint32_t id, uint64_t handle);
+size_t tsr_encode_alloc_reply(uint8_t *buf, uint32_t id, uint64_t handle, uint64_t region);
+size_t tsr_encode_shm(uint8_t *buf, uint32_t id);
+size_t tsr_encode_shm_reply(uint8_t *buf, uint32_t id, uint64_t region_size, uint32_t device);
 size_t tsr_encode_stats_reply(uint8_t *buf, uint32_t id, uint64_t held, uint64_t peak,
                               uint64_t allocs, uint64_t frees, uint64_t server_total);
 

@@ -7,7 +7,7 @@
  * two files call each other round in a circle (tests/layering.py checks this
  * in make check):
  *
- * layer 1: protocol.c auth.c wire.c failure.c serve_log.c
+ * layer 1: protocol.c auth.c wire.c failure.c serve_log.c region.c
  * layer 2: conn.c session.c
  * layer 3: peer.c gate.c
  * layer 4: xfer.c stream.c serve.c
@@ -29,6 +29,8 @@
  *   stream.c     client: streams and events (stream.h)
  *   client.c     client: the device ops, the config keys, the entry point
  *   serve_log.c  server: its log, one line per event, from any thread
+ *   region.c     server: a client's shared region (a sealed memfd) and the
+ *                allocator of its blocks in it
  *   session.c    server: one authenticated client, its blocks and requests
  *   gate.c       server: connections before authentication
  *   serve.c      server: the start, the signals and the stop (server.h) */

@@ -25,6 +25,7 @@
  * wrap it). */
 static int find_devices(server *s) {
   int ntypes = tstor_device_type_count(s->ctx), have_host = 0;
+  s->host_index = -1;
   for (int t = 0; t < ntypes && !have_host; t++)
     if (tstor_device_type_flags(s->ctx, t) & TSTOR_DEVICE_HOST) {
       s->host = (tstor_device){t, 0};
@@ -48,6 +49,8 @@ static int find_devices(server *s) {
       tsr_device_desc *desc = &s->devices[s->ndevices];
       if (tstor_device_format(s->ctx, d, desc->name, sizeof desc->name) != 0) continue;
       s->staged[s->ndevices] = !(flags & TSTOR_DEVICE_HOST);
+      if (have_host && d.type == s->host.type && d.index == s->host.index)
+        s->host_index = (int)s->ndevices;
       s->tdev[s->ndevices++] = d;
     }
   }

@@ -21,6 +21,8 @@
 #define SRV_STALL_MS 30000
 /* A client that sends garbage without end must not fill the log. */
 #define SRV_REFUSALS_LOGGED 1000
+/* The largest shared region a client gets: its cap, up to this. */
+#define SRV_REGION_MAX ((uint64_t)64 << 30)
 
 typedef struct srv_session srv_session;
 
@@ -36,6 +38,7 @@ typedef struct server {
   int staged[TSR_MAX_DEVICES]; /* not host memory: its bytes pass through a host buffer */
   uint32_t ndevices;
   tstor_device host; /* a host-memory device, for wrapping host buffers */
+  int host_index;    /* the exported index of `host`; -1 when it is not exported */
   tsr_addr listen_addr[TSR_MAX_LISTEN];
   int listen_fd[TSR_MAX_LISTEN];
   int nlisten;
@@ -45,6 +48,31 @@ typedef struct server {
   pthread_mutex_t mu;              /* guards sessions */
   srv_session *sessions;
 } server;
+
+/* region.c: a client's shared region, and the allocator of its blocks. */
+typedef struct srv_extent {
+  uint64_t off, len;
+} srv_extent;
+
+typedef struct srv_region {
+  uint8_t *base; /* NULL: the session has no region */
+  uint64_t size;
+  srv_extent *free; /* free extents in address order, none touching */
+  size_t nfree, cap;
+} srv_region;
+
+/* Makes and maps a region of `size` bytes (rounded down to pages): a memfd
+ * whose size is sealed. *fd is its descriptor, for the client; the caller
+ * closes it. 0, or -1 with the reason in why. */
+int srv_region_open(srv_region *g, uint64_t size, int *fd, char *why, size_t why_size);
+void srv_region_close(srv_region *g);
+/* The bytes a block of n bytes takes in the region (rounded to a line). */
+uint64_t srv_region_span(uint64_t n);
+/* A block of n bytes (n > 0) at *off: 0, or -1 when no free extent holds it. */
+int srv_region_alloc(srv_region *g, uint64_t n, uint64_t *off);
+/* Gives the block [off, off + n) back; the pages left wholly free return to
+ * the system and read as zeros. */
+void srv_region_free(srv_region *g, uint64_t off, uint64_t n);
 
 /* serve_log.c: one line to the log, with the time; safe from any thread. */
 void srv_log(server *s, const char *fmt, ...)

@@ -32,8 +32,9 @@
 #define INLINE_MAX ((size_t)16 << 10)
 
 typedef struct srv_block {
-  tstor_storage *storage; /* owns the bytes; released with the block */
+  tstor_storage *storage; /* owns the bytes, released with the block; NULL in the region */
   uint8_t *addr;          /* host memory; NULL for a staged block */
+  uint64_t region_off;    /* where it is in the client's region; TSR_NO_REGION */
   uint64_t nbytes;
   uint32_t device;
   uint32_t generation; /* the upper half of the handle: a stale handle misses */
@@ -58,6 +59,7 @@ struct srv_session {
   uint8_t *bounce; /* made on the first staged WRITE or READ, counted in `held` */
   uint64_t bounce_size;
   char why[TSR_MAX_TEXT]; /* the last failure of block_io or block_move */
+  srv_region region;      /* SHM: memory this client maps too */
   tsr_inbuf in;           /* requests and WRITE bytes, read ahead */
   uint8_t *pending;       /* replies not sent yet: pending[0..npending) */
   size_t npending;
@@ -124,9 +126,13 @@ static void refuse(srv_session *c, const tsr_msg *m, int status, const char *fmt
 
 /* ----------------------------------------------------------------- blocks */
 
-static void block_free(srv_session *c, uint32_t slot) {
+/* Frees a block; its region bytes go back to the region unless the whole
+ * region is about to close (`closing`). */
+static void block_free(srv_session *c, uint32_t slot, int closing) {
   srv_block *b = c->blocks[slot];
   if (!b) return;
+  if (b->region_off != TSR_NO_REGION && !closing)
+    srv_region_free(&c->region, b->region_off, b->nbytes);
   tstor_storage_release(b->storage);
   c->held -= b->nbytes;
   c->dev_held[b->device] -= b->nbytes;
@@ -241,7 +247,7 @@ static void drop_blocks(srv_session *c) {
   uint32_t n = 0;
   for (uint32_t i = 0; i < c->nslots; i++)
     if (c->blocks[i]) {
-      block_free(c, i);
+      block_free(c, i, 1);
       n++;
     }
   if (c->bounce) {
@@ -286,8 +292,16 @@ static void on_alloc(srv_session *c, const tsr_msg *m) {
   }
   srv_block *b = calloc(1, sizeof *b);
   if (!b) return refuse(c, m, TSR_ST_NOMEM, "no memory for a block record");
-  int rc = tstor_storage_new(s->ctx, s->tdev[m->device], (size_t)m->nbytes, &b->storage);
-  if (rc == 0) {
+  b->region_off = TSR_NO_REGION;
+  int rc = 0;
+  if (c->region.base && !s->staged[m->device] &&
+      srv_region_alloc(&c->region, m->nbytes, &b->region_off) == 0) {
+    b->addr = c->region.base + b->region_off; /* else: outside it, as without one */
+    memset(b->addr, 0, (size_t)m->nbytes);
+  } else {
+    rc = tstor_storage_new(s->ctx, s->tdev[m->device], (size_t)m->nbytes, &b->storage);
+  }
+  if (rc == 0 && b->storage) {
     if (s->staged[m->device]) {
       rc = tstor_storage_fill(b->storage, 0);
     } else {
@@ -315,13 +329,14 @@ static void on_alloc(srv_session *c, const tsr_msg *m) {
   c->allocs++;
   c->dev_allocs[b->device]++;
   atomic_fetch_add(&s->total_held, b->nbytes);
-  reply(c, tsr_encode_alloc_reply(c->out, m->id, (uint64_t)b->generation << 32 | (slot + 1)));
+  reply(c, tsr_encode_alloc_reply(c->out, m->id, (uint64_t)b->generation << 32 | (slot + 1),
+                                  b->region_off));
 }
 
 static void on_free(srv_session *c, const tsr_msg *m) {
   if (!block_find(c, m->handle))
     return refuse(c, m, TSR_ST_NOHANDLE, "handle 0x%llx", (unsigned long long)m->handle);
-  block_free(c, (uint32_t)m->handle - 1);
+  block_free(c, (uint32_t)m->handle - 1, 0);
   reply_empty(c, m);
 }
 
@@ -463,6 +478,36 @@ static void on_bye(srv_session *c, const tsr_msg *m) {
   reply_empty(c, m);
   c->ending = 1;
   c->end = "bye";
+}
+
+/* SHM: the client's region, made now and handed to it alone with the reply.
+ * Only over a Unix socket: a peer there is on this machine, and only a
+ * descriptor passed on it can reach the memory. */
+static void on_shm(srv_session *c, const tsr_msg *m) {
+  server *s = c->s;
+  struct sockaddr_storage sa;
+  socklen_t len = sizeof sa;
+  if (c->region.base) return refuse(c, m, TSR_ST_INVAL, "the session has its region already");
+  if (getsockname(c->fd, (struct sockaddr *)&sa, &len) != 0 || sa.ss_family != AF_UNIX)
+    return refuse(c, m, TSR_ST_INVAL, "shared memory is for clients of a Unix socket");
+  if (s->host_index < 0)
+    return refuse(c, m, TSR_ST_NODEV, "no host-memory device to place blocks in");
+  uint64_t cap = s->opt->max_client_bytes;
+  int fd;
+  char why[TSR_MAX_TEXT];
+  if (srv_region_open(&c->region, cap < SRV_REGION_MAX ? cap : SRV_REGION_MAX, &fd, why,
+                      sizeof why) != 0)
+    return refuse(c, m, TSR_ST_NOMEM, "%s", why);
+  size_t n = tsr_encode_shm_reply(c->out, m->id, c->region.size, (uint32_t)s->host_index);
+  int rc = c->npending ? flush(c, NULL, 0) : 0; /* the descriptor rides on this reply */
+  if (rc == 0 && (rc = tsr_send_fd(c->fd, c->out, n, fd, SRV_STALL_MS)) != 0) {
+    c->ending = c->dead = 1;
+    c->end = "stopped taking replies";
+  }
+  close(fd);
+  if (rc == 0)
+    srv_log(s, "client %s: a shared region of %llu MiB", c->name,
+            (unsigned long long)(c->region.size >> 20));
 }
 
 /* The block and range of a WRITE or READ; NULL after a refusal. */
@@ -627,6 +672,7 @@ static void *session_main(void *arg) {
           c->name, c->end, c->refused, (unsigned long long)atomic_load(&s->total_held));
   free(c->blocks);
   c->blocks = NULL;
+  srv_region_close(&c->region);
   free(c->in.data);
   free(c->pending);
   c->in.data = c->pending = NULL;

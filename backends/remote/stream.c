@@ -213,18 +213,18 @@ rstreams *rstreams_new(const tstor_registrar *reg, void *state) {
   }
   set->reg = reg;
   set->state = state;
-  set->pid = getpid();
+  set->pid = remote_getpid();
   return set;
 }
 
 void rstreams_free(rstreams *set) {
   if (!set) return;
-  if (getpid() == set->pid) pthread_mutex_destroy(&set->mu);
+  if (remote_getpid() == set->pid) pthread_mutex_destroy(&set->mu);
   free(set);
 }
 
 int rstreams_wait(rstreams *set, int index) {
-  if (getpid() != set->pid) return 0;
+  if (remote_getpid() != set->pid) return 0;
   int first = 0;
   pthread_mutex_lock(&set->mu);
   for (rstream *s = set->list; s; s = s->next) {
@@ -273,7 +273,7 @@ int rstream_create(rstreams *set, int index, void **out) {
 void rstream_destroy(rstreams *set, void *stream) {
   rstream *s = stream;
   if (!s) return;
-  if (getpid() != set->pid) { /* no worker here; its queue and locks stay behind */
+  if (remote_getpid() != set->pid) { /* no worker here; its queue and locks stay behind */
     free(s);
     return;
   }
@@ -322,7 +322,7 @@ int rstream_event_create(rstreams *set, int index, void **out) {
 void rstream_event_destroy(rstreams *set, void *event) {
   revent *e = event;
   if (!e) return;
-  if (getpid() == set->pid) {
+  if (remote_getpid() == set->pid) {
     timeline_release(e->tl);
     pthread_mutex_destroy(&e->mu);
   }

@@ -263,6 +263,86 @@ int tsr_recv_discard(int fd, uint64_t n, int idle_ms) {
   return 0;
 }
 
+int tsr_send_fd(int fd, const void *buf, size_t n, int passed, int idle_ms) {
+  union {
+    struct cmsghdr align;
+    char bytes[CMSG_SPACE(sizeof(int))];
+  } control;
+  memset(&control, 0, sizeof control);
+  struct iovec iov = {(void *)buf, n};
+  struct msghdr mh = {.msg_iov = &iov,
+                      .msg_iovlen = 1,
+                      .msg_control = control.bytes,
+                      .msg_controllen = sizeof control.bytes};
+  struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(c), &passed, sizeof passed);
+  for (;;) { /* the first byte carries the descriptor; the rest may follow */
+    ssize_t k = sendmsg(fd, &mh, MSG_NOSIGNAL);
+    if (k > 0) {
+      struct iovec rest = {(uint8_t *)buf + k, n - (size_t)k};
+      return tsr_send_all(fd, &rest, 1, idle_ms);
+    }
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      int w = wait_for(fd, POLLOUT, idle_ms);
+      if (w) return w;
+      continue;
+    }
+    return k < 0 && (errno == EPIPE || errno == ECONNRESET) ? TSR_IO_CLOSED : TSR_IO_ERROR;
+  }
+}
+
+/* Ends tsr_recv_fd with a failure: a descriptor that came is not kept. */
+static int recv_fd_failed(int rc, int *passed) {
+  if (*passed >= 0) close(*passed);
+  *passed = -1;
+  return rc;
+}
+
+int tsr_recv_fd(int fd, void *buf, size_t n, int idle_ms, int *passed) {
+  *passed = -1;
+  uint8_t *p = buf;
+  while (n > 0) {
+    union {
+      struct cmsghdr align;
+      char bytes[CMSG_SPACE(4 * sizeof(int))];
+    } control;
+    struct iovec iov = {p, n};
+    struct msghdr mh = {.msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = control.bytes,
+                        .msg_controllen = sizeof control.bytes};
+    ssize_t got = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+    for (struct cmsghdr *c = got > 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; i++) {
+        int one;
+        memcpy(&one, CMSG_DATA(c) + i * sizeof(int), sizeof one);
+        if (*passed < 0)
+          *passed = one;
+        else
+          close(one);
+      }
+    }
+    if (got > 0) {
+      p += got;
+      n -= (size_t)got;
+      continue;
+    }
+    if (got == 0) return recv_fd_failed(TSR_IO_CLOSED, passed);
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK)
+      return recv_fd_failed(errno == ECONNRESET ? TSR_IO_CLOSED : TSR_IO_ERROR, passed);
+    int w = wait_for(fd, POLLIN, idle_ms);
+    if (w) return recv_fd_failed(w, passed);
+  }
+  return 0;
+}
+
 int tsr_wait_readable(int fd, int idle_ms) { return wait_for(fd, POLLIN, idle_ms); }
 
 int tsr_inbuf_fill(int fd, tsr_inbuf *b) {

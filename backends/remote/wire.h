@@ -51,6 +51,14 @@ int tsr_recv_all(int fd, void *buf, size_t n, int idle_ms);
 /* Receives and drops n bytes. */
 int tsr_recv_discard(int fd, uint64_t n, int idle_ms);
 
+/* Descriptor passing on a Unix socket (SCM_RIGHTS). tsr_send_fd sends the n
+ * bytes of buf with the descriptor `passed` attached (the caller keeps its
+ * own). tsr_recv_fd receives exactly n bytes and puts the descriptor that
+ * came with them in *passed (close-on-exec; -1 when none came; any more than
+ * one are closed). */
+int tsr_send_fd(int fd, const void *buf, size_t n, int passed, int idle_ms);
+int tsr_recv_fd(int fd, void *buf, size_t n, int idle_ms, int *passed);
+
 /* Waits until fd is readable, at most idle_ms (-1: no limit): 0 or a
  * TSR_IO_* result. */
 int tsr_wait_readable(int fd, int idle_ms);

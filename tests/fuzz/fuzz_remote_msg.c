@@ -63,6 +63,7 @@ static size_t reencode(const tsr_msg *m) {
     case TSR_WRITE:
     case TSR_READ:
       return tsr_encode_transfer(again, m->type, m->id, m->handle, m->offset, m->nbytes);
+    case TSR_SHM: return tsr_encode_shm(again, m->id);
     case TSR_COPY_STRIDED:
       return tsr_encode_copy_strided(again, m->id, m->handle, m->offset, m->src_handle,
                                      m->src_offset, m->element_size, (int)m->ndim, m->sizes,
