@@ -12,7 +12,8 @@
 #   unix    a Unix socket, shared_memory = no
 #   shm     a Unix socket with the client's shared region
 #   veth    TCP between two network namespaces joined by a veth pair, made
-#           here (root only; skipped with a message where they cannot be made)
+#           here (root with CAP_SYS_ADMIN; skipped with a message where they cannot be
+#           made)
 # then the staged device at 64 MiB over each, 10,000 blocks of 4 KiB as one
 # batch and as a loop of single copies, and ucx_perftest (ucp_put_bw, ucp_get,
 # ucp_put_lat) with UCX_TLS=tcp on loopback, UCX_TLS=sm, and UCX_TLS=tcp
@@ -146,7 +147,7 @@ if [ "$smoke" != --smoke ]; then
     fi
   else
     echo
-    echo "veth: network namespaces cannot be made here (root only); skipped"
+    echo "veth: network namespaces cannot be made here (they need root with CAP_SYS_ADMIN); skipped"
   fi
 fi
 if [ -n "$veth" ]; then
