@@ -1,7 +1,8 @@
 /* torch.load for the zip format (PyTorch 1.6 and later): the archive through
- * libzip, data.pkl through the strict unpickler, one storage per data/KEY
- * record, mapped from the file on cpu where it is stored uncompressed, and
- * the tensors as views of those storages. A file in the legacy format goes
+ * zip.c's index, data.pkl through the strict unpickler, one storage per
+ * data/KEY record, mapped from the file on cpu where it is stored
+ * uncompressed, and the tensors as views of those storages. libzip is opened
+ * only for a compressed record, to inflate it. A file in the legacy format goes
  * to torch_legacy.c, as torch.load sends it to _legacy_load. */
 #include "io_internal.h"
 
@@ -17,10 +18,11 @@
 #define PICKLE_PER_FILE_BYTE 16 /* data.pkl no larger than this many times the file */
 
 typedef struct loader {
-  tstor__io_source *src; /* the archive's bytes */
-  zip_t *z;
+  tstor__io_source *src;  /* the archive's bytes */
+  const char *name;       /* the input's name in messages: its path, or "buffer" */
+  zip_t *z;               /* libzip's view of the archive, opened for the first compressed record */
   tstor__io_zip_index ix; /* entries' data offsets in the archive */
-  char *prefix;        /* the archive's folder: "archive", or the file's stem */
+  char *prefix;           /* the archive's folder: "archive", or the file's stem */
   int big_endian;
 } loader;
 
@@ -115,6 +117,30 @@ static int find_prefix(loader *ld) {
   return 0;
 }
 
+static int zip_open_lazily(loader *ld);
+static int index_archive(loader *ld);
+
+/* A stored record whole into dst, its CRC checked (as libzip checks every
+ * record it reads). */
+static int read_stored(loader *ld, const tstor__io_zip_entry *e, const char *name, void *dst) {
+  int rc = tstor__io_source_read(ld->src, dst, (size_t)e->size, e->data_offset, name);
+  if (!rc && tstor__io_crc32(0, dst, (size_t)e->size) != e->crc)
+    rc = TSTOR__ERR(TSTOR_EINVAL,
+                    "record '%s': CRC error: the bytes are not those the archive was written with",
+                    name);
+  return rc;
+}
+
+/* A compressed record whole into dst, inflated by libzip, which must read the
+ * entry as the directory does. */
+static int read_compressed(loader *ld, zip_int64_t idx, const tstor__io_zip_entry *e,
+                           const char *name, void *dst) {
+  int rc = zip_open_lazily(ld);
+  if (!rc) rc = cross_check(ld, idx, e);
+  if (!rc) rc = read_entry(ld, idx, name, dst, e->size, e->size);
+  return rc;
+}
+
 static char *record_name(const loader *ld, const char *tail) {
   size_t n = strlen(ld->prefix) + strlen(tail) + 2;
   char *s = tstor__io_malloc(n);
@@ -135,7 +161,6 @@ static int read_small_record(loader *ld, const char *tail, uint64_t max, uint8_t
     if (required) rc = TSTOR__ERR(TSTOR_EINVAL, "the archive has no record '%s'", name);
     goto out;
   }
-  if ((rc = cross_check(ld, idx, e))) goto out;
   uint64_t size = e->size;
   if (size > max) {
     rc = TSTOR__ERR(TSTOR_ERANGE, "record '%s' of %llu bytes is larger than the %llu allowed", name,
@@ -147,7 +172,8 @@ static int read_small_record(loader *ld, const char *tail, uint64_t max, uint8_t
     rc = TSTOR__ERR(TSTOR_ENOMEM, "out of memory for record '%s' (%llu bytes)", name, (unsigned long long)size);
     goto out;
   }
-  if ((rc = read_entry(ld, idx, name, *out, size, size))) {
+  rc = e->method == 0 ? read_stored(ld, e, name, *out) : read_compressed(ld, idx, e, name, *out);
+  if (rc) {
     tstor__io_free(*out);
     *out = NULL;
     goto out;
@@ -191,8 +217,8 @@ static int finish_storage(loader *ld, tstor__io_record *r, tstor_storage *host,
   return 0;
 }
 
-/* The record of storage r (*name, freed by the caller; *e, *idx), checked
- * against libzip, and holding at least nbytes. */
+/* The record of storage r (*name, freed by the caller; *e, *idx), holding at
+ * least nbytes. */
 static int storage_record(loader *ld, const tstor__io_record *r, uint64_t nbytes, char **name,
                           const tstor__io_zip_entry **e, zip_int64_t *idx) {
   char tail[64 + 8];
@@ -204,8 +230,6 @@ static int storage_record(loader *ld, const tstor__io_record *r, uint64_t nbytes
   if (!(*e = entry_named(ld, *name, idx)))
     return TSTOR__ERR(TSTOR_EINVAL, "storage '%s' has no record '%s' in the archive", r->key,
                       *name);
-  int rc = cross_check(ld, *idx, *e);
-  if (rc) return rc;
   /* A longer record is read in part, as torch.load does; a shorter one is
    * refused (torch.load would read past it). */
   if ((*e)->size < nbytes)
@@ -239,12 +263,14 @@ static int stored_host(loader *ld, const tstor__io_record *r, tstor_device dev,
 
 /* A compressed record's first nbytes, inflated by libzip (which checks the
  * CRC) into a cpu storage *host. */
-static int inflated_host(loader *ld, zip_int64_t idx, const char *name, uint64_t nbytes,
-                         uint64_t size, tstor_storage **host) {
+static int inflated_host(loader *ld, zip_int64_t idx, const tstor__io_zip_entry *e,
+                         const char *name, uint64_t nbytes, tstor_storage **host) {
   tstor_device cpu;
-  int rc = tstor_device_parse(ld->src->ctx, "cpu", &cpu);
+  int rc = zip_open_lazily(ld);
+  if (!rc) rc = cross_check(ld, idx, e);
+  if (!rc) rc = tstor_device_parse(ld->src->ctx, "cpu", &cpu);
   if (!rc) rc = tstor_storage_new(ld->src->ctx, cpu, (size_t)nbytes, host);
-  if (!rc) rc = read_entry(ld, idx, name, tstor_storage_data(*host), nbytes, size);
+  if (!rc) rc = read_entry(ld, idx, name, tstor_storage_data(*host), nbytes, e->size);
   return rc;
 }
 
@@ -274,7 +300,7 @@ static int load_storage(loader *ld, tstor__io_record *r, const tstor__io_zip_ent
    * checks it. */
   int stored = e->method == 0;
   rc = stored ? stored_host(ld, r, dev, e, nbytes, &host, &q)
-              : inflated_host(ld, idx, name, nbytes, e->size, &host);
+              : inflated_host(ld, idx, e, name, nbytes, &host);
   if (rc) goto out;
   if (q) { /* a cpu storage read with the others, finished after */
     r->s = host;
@@ -344,14 +370,7 @@ static int load(loader *ld, tstor_checkpoint **out) {
   /* without a byteorder record: little-endian, unless the caller says the
    * file came from a big-endian machine (PyTorch's set_default_load_endianness) */
   ld->big_endian = (ld->src->flags & TSTOR_LOAD_ASSUME_BIG_ENDIAN) != 0;
-  rc = ld->src->bytes ? tstor__io_zip_index_read(ld->src->bytes, (size_t)ld->src->size, &ld->ix)
-                      : tstor__io_zip_index_read_fd(ld->src->fd, ld->src->size, &ld->ix);
-  if (rc) goto fail;
-  if ((zip_uint64_t)zip_get_num_entries(ld->z, 0) != ld->ix.n) {
-    rc = TSTOR__ERR(TSTOR_EINVAL, "libzip finds %lld entries, the central directory %zu",
-                    (long long)zip_get_num_entries(ld->z, 0), ld->ix.n);
-    goto fail;
-  }
+  if ((rc = index_archive(ld))) goto fail;
   if ((rc = find_prefix(ld))) goto fail;
   if ((rc = check_version(ld))) goto fail;
   if ((rc = read_small_record(ld, "byteorder", 16, &order, &order_len, 0))) goto fail;
@@ -445,6 +464,35 @@ static int zip_over_fd(loader *ld, const char *path) {
   return rc;
 }
 
+/* libzip's view of the archive, for a compressed record: the same number of
+ * entries as the directory, or neither reading is trusted. */
+static int zip_open_lazily(loader *ld) {
+  if (ld->z) return 0;
+  int rc = ld->src->bytes ? zip_over_bytes(ld) : zip_over_fd(ld, ld->name);
+  if (!rc && (zip_uint64_t)zip_get_num_entries(ld->z, 0) != ld->ix.n)
+    rc = TSTOR__ERR(TSTOR_EINVAL, "libzip finds %lld entries, the central directory %zu",
+                    (long long)zip_get_num_entries(ld->z, 0), ld->ix.n);
+  return rc;
+}
+
+/* The archive's directory (zip.c), its refusals worded for a torch.save
+ * file: a file that opens as a zip archive and has no end record was cut
+ * short. */
+static int index_archive(loader *ld) {
+  int rc = ld->src->bytes ? tstor__io_zip_index_read(ld->src->bytes, (size_t)ld->src->size, &ld->ix)
+                          : tstor__io_zip_index_read_fd(ld->src->fd, ld->src->size, &ld->ix);
+  if (rc != TSTOR_EINVAL) return rc;
+  char why[256];
+  snprintf(why, sizeof why, "%s", tstor_last_error());
+  if (strstr(why, TSTOR__IO_ZIP_NO_END) && opens_as_zip(ld->src))
+    return TSTOR__ERR(TSTOR_EINVAL,
+                      "%s: truncated: it opens as a zip archive but has no end record (cut "
+                      "short, or still being written)",
+                      ld->name);
+  return TSTOR__ERR(TSTOR_EINVAL, "%s: not a torch.save zip archive (PyTorch 1.6 and later): %s",
+                    ld->name, why);
+}
+
 static void loader_close(loader *ld) {
   if (ld->z) zip_discard(ld->z);
   tstor__io_zip_index_free(&ld->ix);
@@ -465,8 +513,8 @@ int tstor__io_torch_load_source(tstor__io_source *src, const char *name, tstor_c
   loader ld;
   memset(&ld, 0, sizeof ld);
   ld.src = src;
-  int rc = src->bytes ? zip_over_bytes(&ld) : zip_over_fd(&ld, name);
-  if (!rc) rc = load(&ld, out);
+  ld.name = src->bytes ? "buffer" : name;
+  int rc = load(&ld, out);
   loader_close(&ld);
   return rc;
 }

@@ -105,7 +105,7 @@ static int find_eocd(tstor__io_cursor *tail, zip_end *end) {
     if (!read_record(tail, &tstor__io_zip_end, v) && v[ZIP_END_SIG] == ZIP_END_MAGIC &&
         v[ZIP_END_COMMENT_LEN] == tail->len - at - ZIP_END_LEN)
       break;
-    if (at == stop) return BAD("no end of central directory record (not a zip archive)");
+    if (at == stop) return BAD(TSTOR__IO_ZIP_NO_END " (not a zip archive)");
   }
   if (v[ZIP_END_DISK] != 0 || v[ZIP_END_CD_DISK] != 0)
     return CUR_BAD(tail, "multi-disk archives are not supported");
