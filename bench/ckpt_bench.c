@@ -7,7 +7,12 @@
  * (posix_fadvise DONTNEED), so that each reads from the disk. --variant N
  * runs the Nth line alone (from 0), so that no variant meets memory an
  * earlier one had the allocator keep.
- * bench/ckpt_vs_torch.py runs it beside torch.load of the same file. */
+ * bench/ckpt_vs_torch.py runs it beside torch.load of the same file.
+ *
+ * ckpt_bench --any FILE REPS [--mmap]: tstor_checkpoint_load of a file of any
+ * format, REPS times, and one line "tensors N median_ms M best_ms B"; the free
+ * of each load is not timed. bench/many_tensors.py runs it on files of many
+ * small tensors beside torch.load, safe_open and torchfile. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +49,13 @@ static void touch(const tstor_value *v) {
   for (size_t i = 0; i < tstor_value_len(v); i++) touch(tstor_value_item(v, i));
 }
 
+static size_t count_tensors(const tstor_value *v) {
+  if (tstor_value_kind_of(v) == TSTOR_VALUE_TENSOR) return 1;
+  size_t n = 0;
+  for (size_t i = 0; i < tstor_value_len(v); i++) n += count_tensors(tstor_value_item(v, i));
+  return n;
+}
+
 typedef int (*loader)(tstor_context *, const char *, const tstor_load_options *, tstor_checkpoint **);
 
 static const char *cold_files[2];
@@ -61,9 +73,9 @@ static void evict(void) {
   }
 }
 
-static void run(tstor_context *ctx, const char *label, loader load, const char *path, unsigned flags, int do_touch,
-                int reps) {
-  double *t = calloc((size_t)reps, sizeof *t);
+/* Loads path REPS times (t: their times, sorted); the tensor count. */
+static size_t time_loads(tstor_context *ctx, loader load, const char *path, unsigned flags,
+                         int do_touch, int reps, double *t) {
   size_t ntensors = 0;
   for (int r = 0; r < reps; r++) {
     tstor_load_options o = {sizeof o, "cpu", flags};
@@ -77,19 +89,52 @@ static void run(tstor_context *ctx, const char *label, loader load, const char *
     }
     if (do_touch) touch(tstor_checkpoint_root(ck));
     t[r] = now_ms() - t0;
-    ntensors = tstor_value_len(tstor_checkpoint_root(ck));
+    ntensors = count_tensors(tstor_checkpoint_root(ck));
     tstor_checkpoint_free(ck);
   }
   qsort(t, (size_t)reps, sizeof *t, cmp);
+  return ntensors;
+}
+
+static void run(tstor_context *ctx, const char *label, loader load, const char *path,
+                unsigned flags, int do_touch, int reps) {
+  double *t = calloc((size_t)reps, sizeof *t);
+  size_t ntensors = time_loads(ctx, load, path, flags, do_touch, reps, t);
   printf("%-36s median %10.3f ms  best %10.3f ms  %zu tensors\n", label, t[reps / 2], t[0], ntensors);
   free(t);
 }
 
+static tstor_context *open_context(void) {
+  tstor_context *ctx;
+  if (tstor_context_open(NULL, &ctx)) {
+    fprintf(stderr, "%s\n", tstor_last_error());
+    exit(1);
+  }
+  return ctx;
+}
+
+/* ckpt_bench --any FILE REPS [--mmap] */
+static int run_any(int argc, char **argv) {
+  int reps = argc > 3 ? atoi(argv[3]) : 5;
+  if (reps < 1) reps = 1;
+  unsigned flags = argc > 4 && strcmp(argv[4], "--mmap") == 0 ? TSTOR_LOAD_MMAP : 0;
+  tstor_context *ctx = open_context();
+  double *t = calloc((size_t)reps, sizeof *t);
+  size_t ntensors = time_loads(ctx, tstor_checkpoint_load, argv[2], flags, 0, reps, t);
+  printf("tensors %zu median_ms %.3f best_ms %.3f\n", ntensors, t[reps / 2], t[0]);
+  free(t);
+  tstor_context_close(ctx);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: ckpt_bench FILE.pt FILE.safetensors [REPS] [--cold]\n");
+    fprintf(stderr,
+            "usage: ckpt_bench FILE.pt FILE.safetensors [REPS] [--cold] [--variant N]\n"
+            "       ckpt_bench --any FILE [REPS] [--mmap]\n");
     return 2;
   }
+  if (strcmp(argv[1], "--any") == 0) return run_any(argc, argv);
   int reps = argc > 3 ? atoi(argv[3]) : 5;
   if (reps < 1) reps = 1;
   int only = -1;
@@ -101,11 +146,7 @@ int main(int argc, char **argv) {
       only = atoi(argv[++i]);
     }
   }
-  tstor_context *ctx;
-  if (tstor_context_open(NULL, &ctx)) {
-    fprintf(stderr, "%s\n", tstor_last_error());
-    return 1;
-  }
+  tstor_context *ctx = open_context();
   static const struct {
     const char *label;
     int safetensors;

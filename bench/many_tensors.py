@@ -1,0 +1,111 @@
+#!/usr/bin/python3
+"""The cost per tensor of a file of many small tensors, side by side in one
+run: tstor's loads (read into memory, and mapped) of the same state_dict as
+torch.save's zip and legacy formats, safetensors and Torch7, beside
+torch.load, the safetensors package's safe_open and torchfile.
+
+    many_tensors.py BUILDDIR [--counts 1000,10000,100000,1000000] [--reps N] [--dir DIR]
+
+Each count N is a state_dict of N float32 tensors of 10 elements. torch
+writes the .pt files; the safetensors package writes the .safetensors where
+it is installed (tstor convert otherwise); tstor convert writes the .t7.
+tstor's loads run in `BUILDDIR/bench/ckpt_bench --any` (REPS loads in one
+process, the median); the references run here, REPS times each, the median. Prints
+one markdown table of microseconds per tensor. A reference that is not
+installed, or takes over a minute a load, is left out and said so.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+try:
+    import safetensors
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+except ImportError:
+    safetensors = None
+try:
+    import torchfile
+except ImportError:
+    torchfile = None
+
+ap = argparse.ArgumentParser()
+ap.add_argument("builddir")
+ap.add_argument("--counts", default="1000,10000,100000,1000000")
+ap.add_argument("--reps", type=int, default=5)
+ap.add_argument("--dir", default=None)
+a = ap.parse_args()
+
+d = a.dir or tempfile.mkdtemp(prefix="tstor-many-")
+env = dict(os.environ, TSTOR_BACKEND_DIR=os.path.join(a.builddir, "modules"))
+tstor = os.path.join(a.builddir, "tools", "tstor")
+bench = os.path.join(a.builddir, "bench", "ckpt_bench")
+SLOW_MS = 60000
+
+
+def tstor_ms(path, mmap):
+    out = subprocess.run([bench, "--any", path, str(a.reps)] + (["--mmap"] if mmap else []), env=env,
+                         check=True, capture_output=True, text=True).stdout.split()
+    return float(out[3])
+
+
+def py_ms(fn):
+    times = []
+    for _ in range(a.reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+        if times[-1] > SLOW_MS:
+            break
+    return statistics.median(times)
+
+
+def safe_open_all(path):
+    with safe_open(path, framework="pt") as f:
+        for k in f.keys():
+            f.get_tensor(k)
+
+
+print("torch %s, safetensors %s, torchfile %s; %d loads each, the median; %s" % (
+    torch.__version__, safetensors.__version__ if safetensors else "(not installed)",
+    "yes" if torchfile else "(not installed)", a.reps, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())))
+print()
+print("| tensors | format | tstor read | tstor mapped | reference | reference us |")
+print("| ---: | --- | ---: | ---: | --- | ---: |")
+for n in [int(c) for c in a.counts.split(",")]:
+    sd = {"layer%07d.weight" % i: torch.full((10,), float(i)) for i in range(n)}
+    files = {"pt": os.path.join(d, "m%d.pt" % n), "legacy": os.path.join(d, "m%d.legacy.pt" % n),
+             "st": os.path.join(d, "m%d.safetensors" % n), "t7": os.path.join(d, "m%d.t7" % n)}
+    torch.save(sd, files["pt"])
+    torch.save(sd, files["legacy"], _use_new_zipfile_serialization=False)
+    if safetensors:
+        save_file(sd, files["st"])
+    else:
+        subprocess.run([tstor, "convert", files["pt"], files["st"]], env=env, check=True)
+    subprocess.run([tstor, "convert", files["pt"], files["t7"]], env=env, check=True,
+                   capture_output=True)
+    del sd
+    refs = {
+        "pt": ("torch.load", lambda: torch.load(files["pt"])),
+        "legacy": ("torch.load", lambda: torch.load(files["legacy"])),
+        "st": ("safe_open, every tensor", lambda: safe_open_all(files["st"])) if safetensors else None,
+        "t7": ("torchfile.load", lambda: torchfile.load(files["t7"])) if torchfile else None,
+    }
+    names = {"pt": ".pt (zip)", "legacy": ".pt (legacy)", "st": ".safetensors", "t7": ".t7"}
+    for k in ("pt", "legacy", "st", "t7"):
+        read, mapped = tstor_ms(files[k], False), tstor_ms(files[k], True)
+        ref = refs[k]
+        ref_us = "%.2f" % (py_ms(ref[1]) * 1e3 / n) if ref else "-"
+        print("| %d | %s | %.2f | %.2f | %s | %s |" % (n, names[k], read * 1e3 / n, mapped * 1e3 / n,
+                                                      ref[0] if ref else "(not installed)", ref_us))
+        sys.stdout.flush()
+    for f in files.values():
+        os.unlink(f)
+if not a.dir:
+    os.rmdir(d)
