@@ -192,9 +192,20 @@ typedef struct tstor__io_record {
   int64_t view_offset;   /* a view's first element in its root */
 } tstor__io_record;
 
+/* Values are allocated in slabs, not one by one: a pickle builds about a
+ * dozen for each tensor (its arguments, sizes, strides), and a malloc and a
+ * free apiece were a third of a load's instructions. */
+typedef struct tstor__io_value_slab {
+  struct tstor__io_value_slab *next;
+  size_t n; /* values in v */
+  tstor_value v[];
+} tstor__io_value_slab;
+
 struct tstor_checkpoint {
-  tstor_value **values; /* every value of the arena */
+  tstor_value **values; /* every value of the arena, in the order made */
   size_t nvalues, capvalues;
+  tstor__io_value_slab *slabs; /* the newest first; values are taken from its end */
+  size_t slab_left;            /* values not yet taken in the newest slab */
   tstor_value *root;
   tstor__io_record *storages;
   size_t nstorages, capstorages;

@@ -21,11 +21,21 @@ tstor_value *tstor__io_value_alloc(tstor_checkpoint *ck, int kind) {
     ck->values = v;
     ck->capvalues = cap;
   }
-  tstor_value *v = tstor__io_calloc(1, sizeof *v);
-  if (!v) {
-    TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory for a value");
-    return NULL;
+  if (!ck->slab_left) {
+    /* slabs double, from 16 values to 1,024: a small tree wastes little */
+    size_t n = ck->slabs ? ck->slabs->n * 2 : 16;
+    if (n > 1024) n = 1024;
+    tstor__io_value_slab *slab = tstor__io_calloc(1, sizeof *slab + n * sizeof(tstor_value));
+    if (!slab) {
+      TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory for %zu values", n);
+      return NULL;
+    }
+    slab->n = n;
+    slab->next = ck->slabs;
+    ck->slabs = slab;
+    ck->slab_left = n;
   }
+  tstor_value *v = &ck->slabs->v[ck->slabs->n - ck->slab_left--];
   v->kind = kind;
   if (kind == TSTOR_VALUE_TENSOR) v->u.tensor.storage = -1;
   ck->values[ck->nvalues++] = v;
@@ -62,7 +72,6 @@ static void value_free(tstor_value *v) {
       break;
     default: break;
   }
-  tstor__io_free(v);
 }
 
 int tstor_checkpoint_new(tstor_checkpoint **out) {
@@ -76,6 +85,11 @@ void tstor_checkpoint_free(tstor_checkpoint *ck) {
   if (!ck) return;
   for (size_t i = 0; i < ck->nvalues; i++) value_free(ck->values[i]);
   tstor__io_free(ck->values);
+  while (ck->slabs) {
+    tstor__io_value_slab *next = ck->slabs->next;
+    tstor__io_free(ck->slabs);
+    ck->slabs = next;
+  }
   for (size_t i = 0; i < ck->nstorages; i++) {
     tstor__io_free(ck->storages[i].key);
     tstor__io_free(ck->storages[i].location);
