@@ -38,10 +38,13 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
 namespace {
 
@@ -131,13 +134,43 @@ void check(int rc, const char *what) {
 
 // ------------------------------------------------------------- allocator
 
-void release_storage(void *ctx) { tstor_storage_release(static_cast<tstor_storage *>(ctx)); }
+// Every DataPtr the allocator hands out has release_storage as its deleter
+// and its tstor storage as its context. PyTorch makes DataPtrs of its own
+// into those bytes too (a slice of an untyped storage has the base's
+// StorageImpl as its context), so the live allocations are also kept by
+// address, and bytes PyTorch names are found in the storage that holds them.
+struct Live {
+  std::mutex lock;
+  std::map<std::pair<int, uintptr_t>, tstor_storage *> by_address; // (device index, data)
+};
+
+Live &live() {
+  static Live *table = new Live; // never destroyed: deleters may run at exit
+  return *table;
+}
+
+std::pair<int, uintptr_t> address_key(const tstor_storage *s) {
+  return {tstor_storage_device(s).index, reinterpret_cast<uintptr_t>(tstor_storage_data(s))};
+}
+
+void release_storage(void *ctx) {
+  auto *s = static_cast<tstor_storage *>(ctx);
+  if (tstor_storage_nbytes(s) > 0) {
+    std::lock_guard<std::mutex> hold(live().lock);
+    live().by_address.erase(address_key(s));
+  }
+  tstor_storage_release(s);
+}
 
 struct TstorAllocator final : c10::Allocator {
   c10::DataPtr allocate(size_t nbytes) const override {
     c10::DeviceIndex index = current_index;
     tstor_storage *s = nullptr;
     check(tstor_storage_new(nullptr, tstor_dev(index), nbytes, &s), "allocating device memory");
+    if (nbytes > 0) {
+      std::lock_guard<std::mutex> hold(live().lock);
+      live().by_address[address_key(s)] = s;
+    }
     return {tstor_storage_data(s), s, &release_storage,
             c10::Device(c10::DeviceType::PrivateUse1, index)};
   }
@@ -145,6 +178,46 @@ struct TstorAllocator final : c10::Allocator {
 };
 
 TstorAllocator allocator;
+
+// The allocation that holds the PrivateUse1 bytes at p, as a new reference,
+// and their offset in it.
+tstor_storage *allocation_of(const c10::DataPtr &p, size_t *offset) {
+  *offset = 0;
+  if (p.get_deleter() == &release_storage)
+    return tstor_storage_retain(static_cast<tstor_storage *>(p.get_context()));
+  auto at = reinterpret_cast<uintptr_t>(p.get());
+  std::lock_guard<std::mutex> hold(live().lock);
+  auto it = live().by_address.upper_bound({p.device().index(), at});
+  if (p.get() && it != live().by_address.begin()) {
+    --it;
+    tstor_storage *owner = it->second;
+    if (it->first.first == p.device().index() &&
+        at - it->first.second < tstor_storage_nbytes(owner)) {
+      *offset = at - it->first.second;
+      return tstor_storage_retain(owner);
+    }
+  }
+  TORCH_CHECK(false, "tstor: the bytes at ", p.get(), " on ", p.device(),
+              " are not in a storage of this library's allocator");
+}
+
+// The tstor storage of exactly `nbytes` at p: the allocation itself, or a
+// view of it. A new reference.
+tstor_storage *storage_of(const c10::DataPtr &p, size_t nbytes) {
+  tstor_storage *s = nullptr;
+  if (nbytes == 0) {
+    check(tstor_storage_wrap(nullptr, tstor_dev(p.device().index()), nullptr, 0, &s),
+          "an empty storage");
+    return s;
+  }
+  size_t offset;
+  tstor_storage *owner = allocation_of(p, &offset);
+  if (offset == 0 && nbytes == tstor_storage_nbytes(owner)) return owner;
+  int rc = tstor_storage_view(owner, offset, nbytes, &s);
+  tstor_storage_release(owner);
+  check(rc, "viewing a storage");
+  return s;
+}
 
 // ---------------------------------------------------------------- streams
 
@@ -291,9 +364,12 @@ struct TstorGuard final : c10::impl::DeviceGuardImplInterface {
     if (s.id() == 0) check(tstor_synchronize(nullptr, tstor_dev(s.device_index())), "synchronize");
   }
   void recordDataPtrOnStream(const c10::DataPtr &data, const c10::Stream &stream) const override {
-    auto *s = static_cast<tstor_storage *>(data.get_context());
-    if (!s || stream.id() == 0) return; // the default stream's work is already done
-    check(tstor_storage_record_stream(s, tstor_stream_of(stream)), "record_stream");
+    if (!data.get() || stream.id() == 0) return; // the default stream's work is already done
+    size_t offset;
+    tstor_storage *s = allocation_of(data, &offset);
+    int rc = tstor_storage_record_stream(s, tstor_stream_of(stream));
+    tstor_storage_release(s);
+    check(rc, "record_stream");
   }
 };
 
@@ -328,20 +404,17 @@ struct Wrapped {
   explicit Wrapped(const at::Tensor &x) {
     const c10::Storage &st = x.storage();
     tstor_storage *s = nullptr;
-    bool borrowed = false;
     if (x.device().type() == c10::DeviceType::PrivateUse1) {
-      s = static_cast<tstor_storage *>(st.data_ptr().get_context());
-      TORCH_CHECK(s, "tstor: a PrivateUse1 tensor whose bytes are not a tstor storage");
+      s = storage_of(st.data_ptr(), st.nbytes());
     } else {
       TORCH_CHECK(x.device().is_cpu(), "tstor: copies to and from ", x.device(), " are not supported");
       check(tstor_storage_wrap(nullptr, cpu_dev(), st.data_ptr().get(), st.nbytes(), &s),
             "wrapping cpu memory");
-      borrowed = true;
     }
     int rc = tstor_tensor_on_storage(s, dtype_of(x.scalar_type()), x.storage_offset(),
                                      static_cast<int>(x.dim()), x.sizes().data(),
                                      x.strides().data(), &t);
-    if (borrowed) tstor_storage_release(s);
+    tstor_storage_release(s);
     check(rc, "viewing a tensor");
   }
   ~Wrapped() { tstor_tensor_release(t); }
@@ -379,15 +452,33 @@ at::Tensor reshape_alias(const at::Tensor &self, at::IntArrayRef size, at::IntAr
   return at::native::_reshape_alias(self, size, stride);
 }
 
+void copy_bytes(const at::Tensor &dst, const at::Tensor &self) {
+  Wrapped src(self), out(dst);
+  check(tstor_tensor_copy_(out.t, src.t), "copy");
+}
+
 // dst.copy_(self), self and dst on this device or the cpu: tstor's strided,
 // converting, broadcasting copy (copy_ hands self over unexpanded), which
-// stages through host memory where it must.
+// stages through host memory where it must. A tensor's conjugate and
+// negative bits (.conj(), _neg_view()) stand for an operation its bytes have
+// not had; PyTorch leaves them to the copy kernels (the math-bit fallbacks
+// would clone, and a clone copies: see math_bit_passes). Where self's and
+// dst's bits differ, the bytes go through a cpu tensor that takes the
+// operations.
 at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool /*non_blocking*/) {
   if (dst.numel() == 0) return dst;
   join_current_stream(self);
   join_current_stream(dst);
-  Wrapped src(self), out(dst);
-  check(tstor_tensor_copy_(out.t, src.t), "copy");
+  bool conj = self.is_conj() != dst.is_conj(), neg = self.is_neg() != dst.is_neg();
+  if (!conj && !neg) {
+    copy_bytes(dst, self);
+    return dst;
+  }
+  at::Tensor host = at::empty(self.sizes(), self.options().device(at::kCPU));
+  copy_bytes(host, self);
+  if (conj) host.conj_physical_();
+  if (neg) host.neg_();
+  copy_bytes(dst, host);
   return dst;
 }
 
@@ -400,13 +491,14 @@ void grow_storage(const at::Tensor &self, size_t nbytes) {
   c10::impl::VirtualGuardImpl guard_impl(c10::DeviceType::PrivateUse1);
   c10::DeviceGuard guard(self.device());
   c10::DataPtr fresh = allocator.allocate(nbytes);
-  auto *old = static_cast<tstor_storage *>(st->data_ptr().get_context());
-  if (old && st->nbytes() > 0) {
+  if (st->nbytes() > 0) {
+    tstor_storage *old = storage_of(st->data_ptr(), st->nbytes());
     tstor_storage *head = nullptr;
     auto *grown = static_cast<tstor_storage *>(fresh.get_context());
-    check(tstor_storage_view(grown, 0, st->nbytes(), &head), "resizing");
-    int rc = tstor_storage_copy(head, old);
+    int rc = tstor_storage_view(grown, 0, st->nbytes(), &head);
+    if (rc == 0) rc = tstor_storage_copy(head, old);
     tstor_storage_release(head);
+    tstor_storage_release(old);
     check(rc, "resizing");
   }
   st->set_data_ptr_noswap(std::move(fresh));
@@ -459,12 +551,14 @@ at::Tensor &fill_scalar(at::Tensor &self, const at::Scalar &value) {
   for (int64_t d = 0; d < target.dim(); d++)
     if (target.stride(d) == 0) target = target.narrow(d, 0, 1);
   if (target.is_non_overlapping_and_dense()) {
-    auto *s = static_cast<tstor_storage *>(target.storage().data_ptr().get_context());
+    const c10::Storage &st = target.storage();
+    tstor_storage *s = storage_of(st.data_ptr(), st.nbytes());
     size_t esize = target.element_size();
     tstor_storage *span = nullptr;
-    check(tstor_storage_view(s, target.storage_offset() * esize, target.numel() * esize, &span),
-          "fill_");
-    int rc = tstor_storage_fill_pattern(span, element.data_ptr(), esize);
+    int rc = tstor_storage_view(s, target.storage_offset() * esize, target.numel() * esize, &span);
+    tstor_storage_release(s);
+    check(rc, "fill_");
+    rc = tstor_storage_fill_pattern(span, element.data_ptr(), esize);
     tstor_storage_release(span);
     check(rc, "fill_");
     return self;
@@ -560,7 +654,20 @@ void cpu_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
 // and stand aside with a warning: the macros would register the tstor
 // namespace twice, which aborts the process.
 struct Registration {
-  std::unique_ptr<torch::Library> defs, kernels, fallback;
+  std::unique_ptr<torch::Library> defs, kernels, conjugate, negative, fallback;
+
+  // The conjugate and negative bits' fallbacks resolve a bit by cloning, and
+  // a clone copies with copy_, which reaches _copy_from with the bit still
+  // set: the fallback again, until the stack overflows. PyTorch's copy
+  // kernels take the bits themselves (MathBitsFallback.h), and so does
+  // copy_from: _copy_from passes through these keys untouched. Only devices
+  // PyTorch's copy_ does not handle itself reach _copy_from.
+  static void math_bit_passes(std::unique_ptr<torch::Library> &lib, c10::DispatchKey key) {
+    lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", key, __FILE__, __LINE__);
+    lib->impl("_copy_from", torch::CppFunction::makeFallthrough());
+    lib->impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+  }
+
   Registration() {
     if (c10::Dispatcher::singleton().findOp(c10::OperatorName("tstor::device_type", ""))) {
       TORCH_WARN("libtstor-torch is already loaded in this process: this second copy registers "
@@ -595,6 +702,8 @@ struct Registration {
     kernels->impl("unfold", unfold);
     kernels->impl("view_as_real", view_as_real);
     kernels->impl("view_as_complex", view_as_complex);
+    math_bit_passes(conjugate, c10::DispatchKey::Conjugate);
+    math_bit_passes(negative, c10::DispatchKey::Negative);
     fallback = std::make_unique<torch::Library>(torch::Library::IMPL, "_",
                                                 c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
     fallback->fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());

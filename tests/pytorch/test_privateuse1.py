@@ -242,6 +242,62 @@ class Device(unittest.TestCase):
             self.assertTrue(torch.allclose(p.grad.cpu(), q.grad, atol=1e-6))
         del model, loss
 
+    def test_copies_of_conj_and_neg_views(self):
+        # .conj() and _neg_view() set a bit instead of touching the bytes;
+        # PyTorch's copy_ hands such a tensor to the device's _copy_from,
+        # which must apply the bit (once, recursing through PyTorch's clone
+        # overflowed the stack)
+        c = torch.complex(sample(torch.float32), -sample(torch.float32) / 2)
+        r = sample(torch.float32) - 5
+        d, dr = c.to(DEV), r.to(DEV)
+        cases = [("conj().cpu()", lambda t, u: t.conj().cpu()),
+                 ("_neg_view().cpu()", lambda t, u: u._neg_view().cpu()),
+                 ("conj().imag", lambda t, u: t.conj().imag.cpu()),
+                 ("resolve_conj()", lambda t, u: t.conj().resolve_conj()),
+                 ("resolve_neg()", lambda t, u: u._neg_view().resolve_neg()),
+                 ("bits resolved", lambda t, u: torch.tensor([t.conj().resolve_conj().is_conj(),
+                                                              u._neg_view().resolve_neg().is_neg()])),
+                 ("clone()", lambda t, u: t.conj().clone()),
+                 ("to(:1)", lambda t, u: t.conj().to(DEV + ":1")),
+                 ("strided", lambda t, u: t.t().conj()[::2].contiguous()),
+                 ("cpu conj in", lambda t, u: torch.zeros_like(t).copy_(c.conj())),
+                 ("into conj", lambda t, u: torch.zeros_like(t).conj().copy_(t)),
+                 ("into neg", lambda t, u: torch.zeros_like(u)._neg_view().copy_(u)),
+                 ("converting", lambda t, u: torch.zeros_like(t, dtype=torch.complex128)
+                  .copy_(t.conj())),
+                 ("fallback", lambda t, u: t.conj() * 2 + u._neg_view())]
+        for name, f in cases:
+            with self.subTest(case=name):
+                got, want = f(d, dr), f(c, r)
+                self.assertTrue(torch.equal(got.cpu().resolve_conj().resolve_neg(),
+                                            want.resolve_conj().resolve_neg()))
+
+    def test_storage_slices_are_views_of_the_device_bytes(self):
+        # a slice of an untyped storage is a StorageImpl of PyTorch's whose
+        # bytes lie inside the tensor's tstor storage. 1.13's Python reaches a
+        # device storage's bytes through fill_ only; 2.x through set_ and
+        # copy_ too
+        modern = hasattr(torch.Tensor, "untyped_storage")
+        untyped = (lambda t: t.untyped_storage()) if modern else (lambda t: t.storage().untyped())
+        c = torch.arange(16, dtype=torch.uint8)
+        d = c.to(DEV)
+        untyped(d)[2:3].fill_(7)
+        untyped(c)[2:3].fill_(7)
+        untyped(d)[9:16].fill_(200)
+        untyped(c)[9:16].fill_(200)
+        self.assertTrue(torch.equal(d.cpu(), c))
+        if not modern:
+            return
+        s = untyped(d)[5:13]
+        self.assertEqual((s.nbytes(), s.device), (8, d.device))
+        t = torch.tensor([], dtype=torch.uint8, device=DEV).set_(s)
+        t.copy_(torch.arange(8, dtype=torch.uint8) + 100)
+        untyped(c)[5:13].copy_(untyped(torch.arange(8, dtype=torch.uint8) + 100))
+        self.assertTrue(torch.equal(d.cpu(), c))
+        self.assertTrue(torch.equal(t.cpu(), c[5:13]))
+        self.assertEqual(s.cpu().tolist(), c[5:13].tolist())
+        del s, t
+
     def test_memory_returns(self):
         xs = [torch.empty(1000, device=DEV) for _ in range(10)]
         self.assertGreaterEqual(torch.ops.tstor.memory_allocated(0) - self.before[0], 40000)
