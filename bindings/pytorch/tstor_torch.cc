@@ -1,4 +1,6 @@
-// libtstor-torch: any tstor device type as PyTorch 1.13's PrivateUse1 device.
+// libtstor-torch: any tstor device type as PyTorch's PrivateUse1 device, on
+// PyTorch 1.13 and 2.x alike (tstor_torch.h says what differs; torch2.cc has
+// what 2.x adds).
 //
 // torch.ops.load_library("libtstor-torch.so") registers, for the device type
 // TSTOR_TORCH_DEVICE names (default: hpu when loaded, else the first type that
@@ -13,13 +15,15 @@
 //     family), and PyTorch's device-generic views and is_set_to, which the
 //     fallback would run on copies; every other operator runs through
 //     PyTorch's cpu fallback, which copies the operands to the cpu and back
-//     with _copy_from.
-// torch.ops.tstor.device_type() names the tstor type, and
-// torch.ops.tstor.memory_allocated(i) gives the bytes tstor's storages hold on
-// device i, as torch.cuda.memory_allocated does.
-// Copies and fills are tstor's (tstor_tensor_copy_, tstor_tensor_fill): strided,
-// converting, between any two devices, never touching device bytes from the
-// host. Errors surface as Python RuntimeErrors carrying tstor's message.
+//     with _copy_from;
+//   - torch.ops.tstor.*: what the device is and what tstor holds on it, for
+//     the device module tstor_torch.py makes of them (device_type,
+//     device_count, current_device, set_device, synchronize, memory_stats,
+//     streams, ...).
+// Copies and fills are tstor's (tstor_tensor_copy_, tstor_storage_fill_pattern):
+// strided, converting, between any two devices, never touching device bytes
+// from the host. Errors surface as Python RuntimeErrors carrying tstor's
+// message.
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/CPUFallback.h>
@@ -36,6 +40,8 @@
 #include <tstor/tensor.h>
 #include <tstor/tstor.h>
 
+#include "tstor_torch.h"
+
 #include <atomic>
 #include <cstdlib>
 #include <cstdint>
@@ -45,21 +51,15 @@
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
-namespace {
+namespace tstor_torch {
 
 // ------------------------------------------------------------------ state
 
 // The tstor device type behind PrivateUse1, found once, as the library loads:
 // the default context opens as everywhere (TSTOR_CONFIG, the installed config, the
 // embedded default). A failure is kept and raised on every use.
-struct Backend {
-  int type = -1;
-  int count = 0;
-  std::string name;
-  std::string error;
-};
-
 Backend find_backend() {
   Backend b;
   int ntypes = tstor_device_type_count(nullptr);
@@ -114,6 +114,13 @@ const Backend &backend() {
 
 thread_local c10::DeviceIndex current_index = 0;
 
+c10::DeviceIndex current_device() { return current_index; }
+
+void set_current_device(c10::DeviceIndex index) {
+  tstor_dev(index); // checks the index
+  current_index = index;
+}
+
 tstor_device tstor_dev(c10::DeviceIndex index) {
   const Backend &b = backend();
   TORCH_CHECK(index >= 0 && index < b.count, "tstor: ", b.name, ":", int(index),
@@ -139,45 +146,64 @@ void check(int rc, const char *what) {
 // into those bytes too (a slice of an untyped storage has the base's
 // StorageImpl as its context), so the live allocations are also kept by
 // address, and bytes PyTorch names are found in the storage that holds them.
-struct Live {
-  std::mutex lock;
-  std::map<std::pair<int, uintptr_t>, tstor_storage *> by_address; // (device index, data)
-};
-
-Live &live() {
-  static Live *table = new Live; // never destroyed: deleters may run at exit
-  return *table;
+void AddressTable::add(tstor_storage *s) {
+  if (tstor_storage_nbytes(s) == 0) return;
+  std::lock_guard<std::mutex> hold(lock_);
+  by_address_[key(s)] = s;
 }
 
-std::pair<int, uintptr_t> address_key(const tstor_storage *s) {
+void AddressTable::remove(tstor_storage *s) {
+  if (tstor_storage_nbytes(s) == 0) return;
+  std::lock_guard<std::mutex> hold(lock_);
+  by_address_.erase(key(s));
+}
+
+tstor_storage *AddressTable::find(int index, const void *p, size_t *offset) {
+  auto at = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> hold(lock_);
+  auto it = by_address_.upper_bound({index, at});
+  if (!p || it == by_address_.begin()) return nullptr;
+  --it;
+  tstor_storage *owner = it->second;
+  if (it->first.first != index || at - it->first.second >= tstor_storage_nbytes(owner))
+    return nullptr;
+  *offset = at - it->first.second;
+  return tstor_storage_retain(owner);
+}
+
+std::pair<int, uintptr_t> AddressTable::key(const tstor_storage *s) {
   return {tstor_storage_device(s).index, reinterpret_cast<uintptr_t>(tstor_storage_data(s))};
+}
+
+AddressTable &live() {
+  static AddressTable *table = new AddressTable; // never destroyed: deleters may run at exit
+  return *table;
 }
 
 void release_storage(void *ctx) {
   auto *s = static_cast<tstor_storage *>(ctx);
-  if (tstor_storage_nbytes(s) > 0) {
-    std::lock_guard<std::mutex> hold(live().lock);
-    live().by_address.erase(address_key(s));
-  }
+  live().remove(s);
   tstor_storage_release(s);
 }
 
 struct TstorAllocator final : c10::Allocator {
-  c10::DataPtr allocate(size_t nbytes) const override {
+  c10::DataPtr allocate(size_t nbytes) TSTOR_ALLOCATE_CONST override {
     c10::DeviceIndex index = current_index;
     tstor_storage *s = nullptr;
     check(tstor_storage_new(nullptr, tstor_dev(index), nbytes, &s), "allocating device memory");
-    if (nbytes > 0) {
-      std::lock_guard<std::mutex> hold(live().lock);
-      live().by_address[address_key(s)] = s;
-    }
+    live().add(s);
     return {tstor_storage_data(s), s, &release_storage,
             c10::Device(c10::DeviceType::PrivateUse1, index)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+#if TSTOR_TORCH_2
+  void copy_data(void *dest, const void *src, size_t count) const override;
+#endif
 };
 
 TstorAllocator allocator;
+
+c10::Allocator *device_allocator() { return &allocator; }
 
 // The allocation that holds the PrivateUse1 bytes at p, as a new reference,
 // and their offset in it.
@@ -185,24 +211,22 @@ tstor_storage *allocation_of(const c10::DataPtr &p, size_t *offset) {
   *offset = 0;
   if (p.get_deleter() == &release_storage)
     return tstor_storage_retain(static_cast<tstor_storage *>(p.get_context()));
-  auto at = reinterpret_cast<uintptr_t>(p.get());
-  std::lock_guard<std::mutex> hold(live().lock);
-  auto it = live().by_address.upper_bound({p.device().index(), at});
-  if (p.get() && it != live().by_address.begin()) {
-    --it;
-    tstor_storage *owner = it->second;
-    if (it->first.first == p.device().index() &&
-        at - it->first.second < tstor_storage_nbytes(owner)) {
-      *offset = at - it->first.second;
-      return tstor_storage_retain(owner);
-    }
-  }
-  TORCH_CHECK(false, "tstor: the bytes at ", p.get(), " on ", p.device(),
+  tstor_storage *s = live().find(p.device().index(), p.get(), offset);
+  TORCH_CHECK(s, "tstor: the bytes at ", p.get(), " on ", p.device(),
               " are not in a storage of this library's allocator");
+  return s;
 }
 
-// The tstor storage of exactly `nbytes` at p: the allocation itself, or a
-// view of it. A new reference.
+c10::DeviceIndex device_of_address(const void *p) {
+  for (int index = 0; index < backend().count; index++) {
+    size_t offset;
+    tstor_storage *s = live().find(index, p, &offset);
+    tstor_storage_release(s);
+    if (s) return static_cast<c10::DeviceIndex>(index);
+  }
+  return -1;
+}
+
 tstor_storage *storage_of(const c10::DataPtr &p, size_t nbytes) {
   tstor_storage *s = nullptr;
   if (nbytes == 0) {
@@ -218,6 +242,38 @@ tstor_storage *storage_of(const c10::DataPtr &p, size_t nbytes) {
   check(rc, "viewing a storage");
   return s;
 }
+
+#if TSTOR_TORCH_2
+// Allocator::clone's copy, between two of this allocator's allocations named
+// by address alone: each is looked for on every device of the type.
+void TstorAllocator::copy_data(void *dest, const void *src, size_t count) const {
+  if (count == 0) return;
+  auto find = [count](const void *p) {
+    for (int index = 0; index < backend().count; index++) {
+      size_t offset;
+      tstor_storage *s = live().find(index, p, &offset);
+      if (!s) continue;
+      tstor_storage *view = nullptr;
+      int rc = tstor_storage_view(s, offset, count, &view);
+      tstor_storage_release(s);
+      check(rc, "Allocator::clone");
+      return view;
+    }
+    TORCH_CHECK(false, "tstor: Allocator::clone: ", p, " is not in this allocator's storages");
+  };
+  tstor_storage *d = find(dest), *s = nullptr;
+  try {
+    s = find(src);
+  } catch (...) {
+    tstor_storage_release(d);
+    throw;
+  }
+  int rc = tstor_storage_copy(d, s);
+  tstor_storage_release(d);
+  tstor_storage_release(s);
+  check(rc, "Allocator::clone");
+}
+#endif
 
 // ---------------------------------------------------------------- streams
 
@@ -293,8 +349,7 @@ struct TstorGuard final : c10::impl::DeviceGuardImplInterface {
   }
   void setDevice(c10::Device d) const override {
     TORCH_CHECK(d.type() == c10::DeviceType::PrivateUse1, "tstor: not a PrivateUse1 device");
-    tstor_dev(d.index()); // checks the index
-    current_index = d.index();
+    set_current_device(d.index());
   }
   void uncheckedSetDevice(c10::Device d) const noexcept override { current_index = d.index(); }
   c10::Stream getStream(c10::Device d) const noexcept override { return current_stream(d.index()); }
@@ -307,6 +362,13 @@ struct TstorGuard final : c10::impl::DeviceGuardImplInterface {
     unsigned n = stream_table().next[d.index()].fetch_add(1, std::memory_order_relaxed);
     return c10::Stream(c10::Stream::UNSAFE, d, 1 + n % kPoolStreams);
   }
+#if TSTOR_TORCH_2
+  // torch.Stream(device=...): a stream of the pool, as CUDA hands out its
+  // pool's streams.
+  c10::Stream getNewStream(c10::Device d, int /*priority*/) const override {
+    return getStreamFromGlobalPool(d, false);
+  }
+#endif
   c10::Stream exchangeStream(c10::Stream s) const noexcept override {
     c10::Stream old = current_stream(s.device_index());
     current_stream_id[old.device_index()] = s.id();
@@ -363,6 +425,18 @@ struct TstorGuard final : c10::impl::DeviceGuardImplInterface {
     check(tstor_stream_synchronize(tstor_stream_of(s)), "synchronizing a stream");
     if (s.id() == 0) check(tstor_synchronize(nullptr, tstor_dev(s.device_index())), "synchronize");
   }
+#if TSTOR_TORCH_2
+  void synchronizeEvent(void *event) const override {
+    if (!event) return; // never recorded: nothing to wait for
+    check(tstor_event_synchronize(static_cast<tstor_event *>(event)), "synchronizing an event");
+  }
+  void synchronizeDevice(const c10::DeviceIndex index) const override {
+    check(tstor_synchronize(nullptr, tstor_dev(index)), "synchronize");
+  }
+  double elapsedTime(void *, void *, const c10::DeviceIndex) const override {
+    TORCH_CHECK(false, "tstor: events keep no time (tstor_event has no clock)");
+  }
+#endif
   void recordDataPtrOnStream(const c10::DataPtr &data, const c10::Stream &stream) const override {
     if (!data.get() || stream.id() == 0) return; // the default stream's work is already done
     size_t offset;
@@ -538,13 +612,16 @@ at::Tensor copy_from_and_resize(const at::Tensor &self, const at::Tensor &dst) {
   return copy_from(self, dst, false);
 }
 
-// fill_ as PyTorch fills: the value converted by PyTorch itself (its overflow
-// and complex-to-real errors included) into one element on the cpu, whose
-// bytes tstor then repeats over the device tensor. Dimensions of stride 0
-// hold one element each, so they are filled once; what is left is filled by
-// pattern when it is dense, else by a broadcast copy.
+// fill_ as PyTorch fills: the value converted by the cpu's fill_ (its
+// overflow and complex-to-real errors included) into an element, whose
+// bytes tstor then repeats over the device tensor (the cpu fills two: a
+// tensor of one element takes a path, scalar_fill, that skips 2.x's checks).
+// Dimensions of stride 0 hold one element each, so they are filled once;
+// what is left is filled by pattern when it is dense, else by a broadcast
+// copy.
 at::Tensor &fill_scalar(at::Tensor &self, const at::Scalar &value) {
-  at::Tensor element = at::scalar_tensor(value, at::TensorOptions().dtype(self.scalar_type()));
+  at::Tensor element =
+      at::empty({2}, at::TensorOptions().dtype(self.scalar_type())).fill_(value)[0];
   if (self.numel() == 0) return self;
   join_current_stream(self);
   at::Tensor target = self;
@@ -614,16 +691,88 @@ at::Tensor view_as_real(const at::Tensor &self) { return at::native::view_as_rea
 
 at::Tensor view_as_complex(const at::Tensor &self) { return at::native::view_as_complex(self); }
 
-// torch.ops.tstor.*: what the device is, and what tstor holds on it.
+// ------------------------------------------------------ torch.ops.tstor
+
+// What the device is and what tstor holds on it: the device module that
+// tstor_torch.py registers is made of these. A device argument of -1 is the
+// current device.
+c10::DeviceIndex device_arg(int64_t index) {
+  return index < 0 ? current_index : static_cast<c10::DeviceIndex>(index);
+}
+
 std::string device_type() { return backend().name; }
 
-int64_t memory_allocated(int64_t index) {
-  tstor_stats st{};
-  st.struct_size = sizeof st;
-  check(tstor_device_stats(nullptr, tstor_dev(static_cast<c10::DeviceIndex>(index)), &st),
-        "device statistics");
-  return static_cast<int64_t>(st.allocated);
+int64_t device_count() { return backend().count; }
+
+std::string describe(int64_t index) {
+  char text[256];
+  check(tstor_device_describe(nullptr, tstor_dev(device_arg(index)), text, sizeof text),
+        "describing a device");
+  return text;
 }
+
+int64_t op_current_device() { return current_index; }
+
+void op_set_device(int64_t index) { set_current_device(device_arg(index)); }
+
+void synchronize(int64_t index) {
+  check(tstor_synchronize(nullptr, tstor_dev(device_arg(index))), "synchronize");
+}
+
+tstor_stats stats_of(int64_t index) {
+  tstor_stats st = TSTOR_STATS_INIT;
+  check(tstor_device_stats(nullptr, tstor_dev(device_arg(index)), &st), "device statistics");
+  return st;
+}
+
+int64_t memory_allocated(int64_t index) { return static_cast<int64_t>(stats_of(index).allocated); }
+
+// tstor_stats' counters by name, in TSTOR_STATS_FIELDS' order.
+std::vector<std::string> memory_stats_fields() {
+  return {
+#define TSTOR_TORCH_FIELD_NAME(name, comment) #name,
+      TSTOR_STATS_FIELDS(TSTOR_TORCH_FIELD_NAME)
+#undef TSTOR_TORCH_FIELD_NAME
+  };
+}
+
+std::vector<int64_t> memory_stats(int64_t index) {
+  tstor_stats st = stats_of(index);
+  return {
+#define TSTOR_TORCH_FIELD_VALUE(name, comment) static_cast<int64_t>(st.name),
+      TSTOR_STATS_FIELDS(TSTOR_TORCH_FIELD_VALUE)
+#undef TSTOR_TORCH_FIELD_VALUE
+  };
+}
+
+void reset_peak_memory_stats(int64_t index) {
+  check(tstor_device_reset_peak(nullptr, tstor_dev(device_arg(index))), "resetting the peaks");
+}
+
+void empty_cache(int64_t index) {
+  check(tstor_device_empty_cache(nullptr, tstor_dev(device_arg(index))), "emptying the cache");
+}
+
+// The current stream of a device (its id, as torch.Stream(stream_id=...)
+// takes it), and setting it, for the device module's current_stream and
+// set_stream.
+int64_t op_current_stream(int64_t index) {
+  c10::DeviceIndex d = device_arg(index);
+  tstor_dev(d);
+  return current_stream(d).id();
+}
+
+void set_stream(int64_t index, int64_t stream_id) {
+  c10::DeviceIndex d = device_arg(index);
+  tstor_dev(d);
+  TORCH_CHECK(stream_id >= 0 && stream_id <= kPoolStreams, "tstor: stream ", stream_id,
+              " is not a stream of this device");
+  current_stream_id[d] = stream_id;
+}
+
+// The PyTorch this library was built against ("2.15.0"): torch_tstor.py
+// refuses to load it into another.
+std::string torch_version() { return TORCH_VERSION; }
 
 // PyTorch's cpu fallback, after moving the device tensors of optional tensor
 // lists (the indices of index and index_put_) to the cpu: 1.13's fallback
@@ -645,6 +794,9 @@ void cpu_fallback(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
     }
     if (moved) arg = c10::IValue(list);
   }
+#if TSTOR_TORCH_2
+  generators_to_cpu(op, stack);
+#endif
   at::native::cpu_fallback(op, stack);
 }
 
@@ -680,7 +832,22 @@ struct Registration {
     defs = std::make_unique<torch::Library>(torch::Library::DEF, "tstor", c10::nullopt, __FILE__,
                                             __LINE__);
     defs->def("device_type() -> str", device_type);
+    defs->def("device_count() -> int", device_count);
+    defs->def("describe(int device=-1) -> str", describe);
+    defs->def("current_device() -> int", op_current_device);
+    defs->def("set_device(int device) -> ()", op_set_device);
+    defs->def("synchronize(int device=-1) -> ()", synchronize);
     defs->def("memory_allocated(int device=0) -> int", memory_allocated);
+    defs->def("memory_stats_fields() -> str[]", memory_stats_fields);
+    defs->def("memory_stats(int device=-1) -> int[]", memory_stats);
+    defs->def("reset_peak_memory_stats(int device=-1) -> ()", reset_peak_memory_stats);
+    defs->def("empty_cache(int device=-1) -> ()", empty_cache);
+    defs->def("current_stream(int device=-1) -> int", op_current_stream);
+    defs->def("set_stream(int device, int stream_id) -> ()", set_stream);
+    defs->def("torch_version() -> str", torch_version);
+#if TSTOR_TORCH_2
+    register_torch2(*defs);
+#endif
     kernels = std::make_unique<torch::Library>(torch::Library::IMPL, "aten",
                                                c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
     kernels->impl("empty.memory_format", empty_memory_format);
@@ -721,4 +888,4 @@ struct Registration {
 
 Registration registration;
 
-} // namespace
+} // namespace tstor_torch

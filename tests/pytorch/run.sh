@@ -17,6 +17,9 @@ if [ -z "$TSTOR_TORCH_LIB" ]; then
   echo "SKIP: configure found no libtorch: libtstor-torch.so not built"; exit 77
 fi
 "$PY" -c 'import torch' 2>/dev/null || { echo "SKIP: no torch for $PY"; exit 77; }
+# the suites import tstor_torch (bindings/pytorch), which loads $TSTOR_TORCH_LIB
+PYTHONPATH=${TSTOR_TORCH_PYTHONPATH:-${srcdir:-.}/../bindings/pytorch}${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONPATH
 "$tstor" conformance "$modules/tstor-hpu-stub.so" --name hpu || {
   echo "FAIL: hpu-stub does not pass tstor conformance"; exit 1; }
 rc=0

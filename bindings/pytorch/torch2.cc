@@ -1,0 +1,245 @@
+// What PyTorch 2.x asks of a PrivateUse1 device beyond what 1.13 did
+// (libtstor-torch2.so only; tstor_torch.cc has the rest):
+//   - the PrivateUse1 hooks (at::PrivateUse1HooksInterface): whether the
+//     device is there, its current device, the device of an address, its
+//     generators, and storage resizing;
+//   - the generators: each device has a default generator, and
+//     torch.Generator(device=...) makes more. The operators that draw random
+//     numbers run through the cpu fallback, so a device generator is a cpu
+//     generator of its own (mt19937, seeded as the cpu's is) that the cpu
+//     kernels draw from: a seed gives the device the sequence it gives the
+//     cpu, from a state apart from the cpu's;
+//   - torch.ops.tstor's random-number operators, for the device module's
+//     manual_seed, seed, initial_seed, get_rng_state and set_rng_state.
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Generator.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/GeneratorImpl.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+
+#include "tstor_torch.h"
+
+#include <mutex>
+
+namespace tstor_torch {
+namespace {
+
+constexpr int kMaxDevices = 128; // c10::DeviceIndex is 8 bits
+
+// ------------------------------------------------------------- generators
+
+// A generator of a device: the cpu generator `cpu` does the drawing, under
+// its own mutex (the one cpu kernels lock); this one's mutex is the one
+// PyTorch's Python calls lock around seeding and state.
+struct TstorGenerator final : c10::GeneratorImpl {
+  at::Generator cpu;
+
+  explicit TstorGenerator(c10::DeviceIndex index, at::Generator twin)
+      : c10::GeneratorImpl(c10::Device(c10::DeviceType::PrivateUse1, index),
+                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
+        cpu(std::move(twin)) {}
+  explicit TstorGenerator(c10::DeviceIndex index)
+      : TstorGenerator(index, at::make_generator<at::CPUGeneratorImpl>(c10::default_rng_seed_val)) {
+  }
+
+  void set_current_seed(uint64_t seed) override {
+    std::lock_guard<std::mutex> hold(cpu.mutex());
+    cpu.set_current_seed(seed);
+  }
+  void set_offset(uint64_t) override {
+    TORCH_CHECK(false, "tstor: a device generator keeps no offset (it draws as the cpu's does)");
+  }
+  uint64_t get_offset() const override {
+    TORCH_CHECK(false, "tstor: a device generator keeps no offset (it draws as the cpu's does)");
+  }
+  uint64_t current_seed() const override { return cpu.current_seed(); }
+  uint64_t seed() override {
+    std::lock_guard<std::mutex> hold(cpu.mutex());
+    return cpu.seed();
+  }
+  void set_state(const c10::TensorImpl &state) override {
+    std::lock_guard<std::mutex> hold(cpu.mutex());
+    cpu.unsafeGetGeneratorImpl()->set_state(state);
+  }
+  c10::intrusive_ptr<c10::TensorImpl> get_state() const override {
+    at::Generator twin = cpu;
+    std::lock_guard<std::mutex> hold(twin.mutex());
+    return twin.unsafeGetGeneratorImpl()->get_state();
+  }
+  static c10::DeviceType device_type() { return c10::DeviceType::PrivateUse1; }
+
+ private:
+  TstorGenerator *clone_impl() const override {
+    at::Generator twin = cpu;
+    std::lock_guard<std::mutex> hold(twin.mutex());
+    return new TstorGenerator(device().index(), twin.clone());
+  }
+};
+
+c10::DeviceIndex checked_index(c10::DeviceIndex index) {
+  if (index < 0) index = current_device();
+  tstor_dev(index); // raises for a device that does not exist
+  return index;
+}
+
+// Each device's default generator, made on first use and kept for the
+// process, as CUDA's are.
+const at::Generator &default_generator(c10::DeviceIndex index) {
+  static std::once_flag made[kMaxDevices];
+  static at::Generator generators[kMaxDevices];
+  index = checked_index(index);
+  std::call_once(made[index],
+                 [index] { generators[index] = at::make_generator<TstorGenerator>(index); });
+  return generators[index];
+}
+
+bool is_generator(const c10::TypePtr &type) {
+  if (type->kind() == c10::TypeKind::GeneratorType) return true;
+  return type->kind() == c10::TypeKind::OptionalType &&
+         type->castRaw<c10::OptionalType>()->getElementType()->kind() ==
+             c10::TypeKind::GeneratorType;
+}
+
+// The device a call is on: its first device tensor's; -1 for none.
+c10::DeviceIndex call_device(const torch::jit::Stack &stack, size_t first) {
+  for (size_t i = first; i < stack.size(); i++) {
+    const c10::IValue &arg = stack[i];
+    if (arg.isTensor() && arg.toTensor().defined() && arg.toTensor().is_privateuseone())
+      return arg.toTensor().device().index();
+    if (arg.isTensorList())
+      for (const at::Tensor &t : arg.toTensorList().vec())
+        if (t.defined() && t.is_privateuseone()) return t.device().index();
+  }
+  return -1;
+}
+
+// ------------------------------------------------------------------ hooks
+
+struct TstorHooks final : at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override {
+    try {
+      return backend().count > 0;
+    } catch (...) {
+      return false;
+    }
+  }
+  // PyTorch's lazy initialisation: the context opened as the library
+  // loaded; a failure then is raised now, where Python can show it.
+  void init() const override { backend(); }
+  bool hasPrimaryContext(c10::DeviceIndex index) const override {
+    return isAvailable() && index >= 0 && index < backend().count;
+  }
+  c10::DeviceIndex deviceCount() const override {
+    return isAvailable() ? static_cast<c10::DeviceIndex>(backend().count) : 0;
+  }
+  void setCurrentDevice(c10::DeviceIndex index) const override { set_current_device(index); }
+  c10::DeviceIndex getCurrentDevice() const override { return current_device(); }
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex index) const override {
+    c10::DeviceIndex old = current_device();
+    set_current_device(index);
+    return old;
+  }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex index) const override {
+    if (index < 0 || index >= deviceCount()) return current_device();
+    return exchangeDevice(index);
+  }
+  const at::Generator &getDefaultGenerator(c10::DeviceIndex index) const override {
+    return default_generator(index);
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex index) const override {
+    return at::make_generator<TstorGenerator>(checked_index(index));
+  }
+  at::Device getDeviceFromPtr(void *data) const override {
+    c10::DeviceIndex index = device_of_address(data);
+    TORCH_CHECK(index >= 0, "tstor: ", data, " is not in a storage of this device");
+    return at::Device(c10::DeviceType::PrivateUse1, index);
+  }
+  // UntypedStorage.resize_ on the device: a new allocation holding the
+  // first min(old, new) bytes, copied by tstor.
+  void resizePrivateUse1Bytes(const c10::Storage &storage, size_t nbytes) const override {
+    c10::StorageImpl *st = storage.unsafeGetStorageImpl();
+    TORCH_CHECK(st->resizable(), "Trying to resize storage that is not resizable");
+    c10::impl::VirtualGuardImpl guard_impl(c10::DeviceType::PrivateUse1);
+    c10::DeviceGuard guard(st->device());
+    c10::DataPtr fresh = device_allocator()->allocate(nbytes);
+    size_t keep = std::min(nbytes, st->nbytes());
+    if (keep > 0) {
+      tstor_storage *from = storage_of(st->data_ptr(), keep);
+      tstor_storage *to = storage_of(fresh, keep);
+      int rc = tstor_storage_copy(to, from);
+      tstor_storage_release(to);
+      tstor_storage_release(from);
+      check(rc, "resizing a storage");
+    }
+    st->set_data_ptr_noswap(std::move(fresh));
+    st->set_nbytes(nbytes);
+  }
+};
+
+// ---------------------------------------------------- torch.ops.tstor: rng
+
+c10::DeviceIndex device_arg(int64_t index) {
+  return checked_index(static_cast<c10::DeviceIndex>(index < 0 ? -1 : index));
+}
+
+void manual_seed(int64_t index, int64_t seed) {
+  at::Generator g = default_generator(device_arg(index));
+  std::lock_guard<std::mutex> hold(g.mutex());
+  g.set_current_seed(static_cast<uint64_t>(seed));
+}
+
+int64_t seed(int64_t index) {
+  at::Generator g = default_generator(device_arg(index));
+  std::lock_guard<std::mutex> hold(g.mutex());
+  return static_cast<int64_t>(g.seed());
+}
+
+int64_t initial_seed(int64_t index) {
+  return static_cast<int64_t>(default_generator(device_arg(index)).current_seed());
+}
+
+at::Tensor get_rng_state(int64_t index) {
+  at::Generator g = default_generator(device_arg(index));
+  std::lock_guard<std::mutex> hold(g.mutex());
+  return g.get_state();
+}
+
+void set_rng_state(int64_t index, const at::Tensor &state) {
+  at::Generator g = default_generator(device_arg(index));
+  std::lock_guard<std::mutex> hold(g.mutex());
+  g.set_state(state);
+}
+
+} // namespace
+
+void generators_to_cpu(const c10::OperatorHandle &op, torch::jit::Stack *stack) {
+  const std::vector<c10::Argument> &args = op.schema().arguments();
+  size_t first = stack->size() - args.size();
+  for (size_t i = 0; i < args.size(); i++) {
+    if (!is_generator(args[i].type())) continue;
+    c10::IValue &arg = (*stack)[first + i];
+    at::Generator g;
+    if (arg.isNone()) {
+      c10::DeviceIndex index = call_device(*stack, first);
+      if (index < 0) continue;
+      g = default_generator(index);
+    } else {
+      g = arg.toGenerator();
+      if (g.device().type() != c10::DeviceType::PrivateUse1) continue;
+    }
+    arg = c10::IValue(g.get<TstorGenerator>()->cpu);
+  }
+}
+
+void register_torch2(torch::Library &defs) {
+  static TstorHooks hooks;
+  at::RegisterPrivateUse1HooksInterface(&hooks);
+  defs.def("manual_seed(int device, int seed) -> ()", manual_seed);
+  defs.def("seed(int device=-1) -> int", seed);
+  defs.def("initial_seed(int device=-1) -> int", initial_seed);
+  defs.def("get_rng_state(int device=-1) -> Tensor", get_rng_state);
+  defs.def("set_rng_state(int device, Tensor state) -> ()", set_rng_state);
+}
+
+} // namespace tstor_torch
