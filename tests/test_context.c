@@ -227,6 +227,9 @@ START_TEST(default_context_is_one_and_borrowed) {
   ck_tstor_ok(tstor_storage_new(NULL, cpu, 8, &s));
   ck_assert_ptr_eq(tstor_storage_context(s), a);
   tstor_storage_release(s);
+  char line[64];
+  ck_tstor_ok(tstor_device_describe(NULL, cpu, line, sizeof line));
+  ck_assert_str_eq(line, "cpu:0");
   /* The process owns it: closing it is ignored. */
   tstor_context_close(a);
   ck_tstor_ok(tstor_context_default(&b));

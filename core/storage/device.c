@@ -26,7 +26,9 @@ int tstor_device_format(tstor_context *ctx, tstor_device dev, char *buf, size_t 
 }
 
 int tstor_device_describe(tstor_context *ctx, tstor_device dev, char *buf, size_t size) {
-  int rc = tstor_device_format(ctx, dev, buf, size);
+  int rc = tstor__ctx(&ctx); /* NULL: the default context, used below as well */
+  if (rc) return rc;
+  rc = tstor_device_format(ctx, dev, buf, size);
   if (rc) return rc;
   const tstor__devtype *t = &ctx->types[dev.type];
   if (!t->ops.describe) return 0;
