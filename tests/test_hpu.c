@@ -544,6 +544,51 @@ START_TEST(test_events) {
 }
 END_TEST
 
+/* Pinned host memory (pinned.c): tstor_storage_pin and
+ * tstor_storage_new_pinned take it from the stub's allocator for "cpu", an
+ * asynchronous copy from it to a device arrives, and pinned_memory = no
+ * leaves the stub without one. */
+START_TEST(test_pinned_host_memory) {
+  tstor_context *ctx = open_hpu(NULL);
+  tstor_device cpu = dev_of(ctx, "cpu"), hpu = dev_of(ctx, "hpu:1");
+  unsigned char src[5000], back[5000];
+  pattern(src, sizeof src, 3);
+  tstor_storage *h, *p, *d, *n, *z;
+  ck_tstor_ok(tstor_storage_wrap(ctx, cpu, src, sizeof src, &h));
+  ck_assert_int_eq(tstor_storage_is_pinned(h), 0);
+  ck_tstor_ok(tstor_storage_pin(h, &p));
+  ck_assert_int_eq(tstor_storage_is_pinned(p), 1);
+  ck_assert_int_eq(tstor_storage_device(p).type, cpu.type);
+  ck_assert_int_eq(memcmp(tstor_storage_data(p), src, sizeof src), 0);
+  ck_tstor_ok(tstor_storage_new(ctx, hpu, sizeof src, &d));
+  tstor_stream *st;
+  ck_tstor_ok(tstor_stream_new(ctx, hpu, &st));
+  ck_tstor_ok(tstor_storage_copy_async(d, p, st));
+  ck_tstor_ok(tstor_stream_synchronize(st));
+  tstor_stream_free(st);
+  download(ctx, back, d);
+  ck_assert_int_eq(memcmp(back, src, sizeof src), 0);
+  ck_tstor_ok(tstor_storage_new_pinned(ctx, 100, &n));
+  ck_assert_int_eq(tstor_storage_is_pinned(n), 1);
+  ck_assert_uint_eq(tstor_storage_nbytes(n), 100);
+  memset(tstor_storage_data(n), 0xab, 100); /* host memory: the host may write it */
+  ck_tstor_ok(tstor_storage_new_pinned(ctx, 0, &z));
+  ck_assert_uint_eq(tstor_storage_nbytes(z), 0);
+  tstor_storage_release(z);
+  tstor_storage_release(n);
+  tstor_storage_release(d);
+  tstor_storage_release(p);
+  tstor_storage_release(h);
+  tstor_context_close(ctx);
+
+  ctx = open_hpu("pinned_memory = no");
+  n = (tstor_storage *)0x1;
+  ck_tstor_err(tstor_storage_new_pinned(ctx, 100, &n), TSTOR_ENOTSUP);
+  ck_assert_ptr_null(n);
+  tstor_context_close(ctx);
+}
+END_TEST
+
 Suite *hpu_suite(void) {
   Suite *s = suite_create("hpu-stub");
   TCase *tc = tcase_create("config");
@@ -566,6 +611,7 @@ Suite *hpu_suite(void) {
   tcase_add_test(tc, test_copy_delay_makes_work_pending);
   tcase_add_test(tc, test_record_stream_defers_reuse);
   tcase_add_test(tc, test_events);
+  tcase_add_test(tc, test_pinned_host_memory);
   tcase_add_test(tc, test_streams_after_fork);
   suite_add_tcase(s, tc);
   return s;

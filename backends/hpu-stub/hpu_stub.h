@@ -8,7 +8,7 @@
  * only what is above it (tests/layering.py checks this in make check):
  *
  * layer 1: timeline.c
- * layer 2: arena.c
+ * layer 2: arena.c pinned.c
  * layer 3: kernels.c
  * layer 4: stream.c
  * layer 5: copy.c
@@ -17,6 +17,7 @@
  *   timeline.c  a stream's progress: jobs queued and finished
  *   arena.c     per-device allocator: first fit over an address-ordered block
  *               list; frees deferred on timelines (record_stream)
+ *   pinned.c    pinned host memory, registered for "cpu" (pinned_memory = yes)
  *   kernels.c   translating device addresses; the bodies of copy and fill
  *   stream.c    streams (a FIFO of kernels run by one worker thread each) and
  *               events, on timelines
@@ -128,6 +129,15 @@ int hpu_stats(void *state, int index, tstor_stats *out);
 int hpu_reset_peak(void *state, int index);
 int hpu_empty_cache(void *state, int index);
 
+/* ---------------------------------------------------------------- pinned.c */
+
+/* The pinned host allocator's ops (tstor_allocator_ops, registered for
+ * "cpu"), state = hpu_stub; the index is the cpu's and is ignored. */
+int hpu_pinned_allocate(void *state, int index, size_t nbytes, void *stream, tstor_block *out);
+void hpu_pinned_free(void *state, int index, void *ptr, size_t nbytes, void *alloc_ctx);
+int hpu_pinned_stats(void *state, int index, tstor_stats *out);
+int hpu_pinned_reset_peak(void *state, int index);
+
 /* --------------------------------------------------------------- kernels.c */
 
 /* *out = the host address of [ptr, ptr + nbytes) on device `index`; an error
@@ -235,6 +245,9 @@ struct hpu_stub {
   atomic_llong alloc_calls;
   long long copy_delay_us;
   unsigned fork_generation; /* hpu_fork_generation at init */
+  /* Pinned host memory (pinned.c). */
+  pthread_mutex_t pinned_mu;
+  tstor_stats pinned_stats;
 };
 
 /* 0 in the process that loaded the backend; in a child forked from it,

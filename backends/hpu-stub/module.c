@@ -9,7 +9,8 @@
  *   fail_alloc_nth make the Nth allocation of the module fail with TSTOR_ENOMEM,
  *                  counting from 1 across devices (default 0: never)
  *   copy_delay_us  sleep this long before each copy or fill, on the stream's
- *                  worker when there is one (default 0) */
+ *                  worker when there is one (default 0)
+ *   pinned_memory  offer pinned host memory (pinned.c) for "cpu" (default yes) */
 #include "hpu_stub.h"
 
 #include <errno.h>
@@ -29,6 +30,17 @@ static const tstor_allocator_ops hpu_allocator = {
     .stats = hpu_stats,
     .reset_peak = hpu_reset_peak,
     .empty_cache = hpu_empty_cache,
+};
+
+static const tstor_allocator_ops hpu_pinned_allocator = {
+    .struct_size = sizeof(tstor_allocator_ops),
+    .abi_version = TSTOR_ABI_VERSION,
+    .name = "hpu-pinned",
+    .flags = TSTOR_ALLOC_PINNED,
+    .allocate = hpu_pinned_allocate,
+    .free = hpu_pinned_free,
+    .stats = hpu_pinned_stats,
+    .reset_peak = hpu_pinned_reset_peak,
 };
 
 /* Waits for every stream of the device; the blocks freed while they ran are
@@ -105,6 +117,7 @@ static int device_open(hpu_stub *stub, int index, size_t capacity, char *msg, si
 static void stub_free(hpu_stub *stub) {
   for (int i = 0; i < HPU_MAX_DEVICES; i++)
     if (stub->devices[i].capacity) device_close(stub, i);
+  pthread_mutex_destroy(&stub->pinned_mu);
   free(stub);
 }
 
@@ -130,11 +143,12 @@ static int hpu_init(const tstor_registrar *reg, tstor_module *m, void **module_s
   /* On a bad value the core has described it (file, line, range): msg stays
    * empty so that its description is the one shown. */
   long long devices, memory_mb, fail_nth, delay_us;
-  int rc;
+  int pinned, rc;
   if ((rc = reg->config_int(m, "devices", 2, 0, HPU_MAX_DEVICES, &devices)) ||
       (rc = reg->config_int(m, "memory_mb", 256, 1, 65536, &memory_mb)) ||
       (rc = reg->config_int(m, "fail_alloc_nth", 0, 0, (long long)1 << 62, &fail_nth)) ||
-      (rc = reg->config_int(m, "copy_delay_us", 0, 0, 10000000, &delay_us)))
+      (rc = reg->config_int(m, "copy_delay_us", 0, 0, 10000000, &delay_us)) ||
+      (rc = reg->config_bool(m, "pinned_memory", 1, &pinned)))
     return rc;
   if (devices == 0) {
     snprintf(msg, msg_size, "no hpu devices (devices = 0)");
@@ -147,7 +161,8 @@ static int hpu_init(const tstor_registrar *reg, tstor_module *m, void **module_s
     return TSTOR_ENOMEM;
   }
   hpu_stub *stub = calloc(1, sizeof *stub);
-  if (!stub) {
+  if (!stub || pthread_mutex_init(&stub->pinned_mu, NULL) != 0) {
+    free(stub);
     snprintf(msg, msg_size, "out of host memory");
     return TSTOR_ENOMEM;
   }
@@ -170,7 +185,8 @@ static int hpu_init(const tstor_registrar *reg, tstor_module *m, void **module_s
       (rc = reg->register_copy(m, "cpu", "hpu", hpu_copy_to_device, stub)) != 0 ||
       (rc = reg->register_copy(m, "hpu", "cpu", hpu_copy_to_host, stub)) != 0 ||
       (rc = reg->register_copy(m, "hpu", "hpu", hpu_copy_on_device, stub)) != 0 ||
-      (rc = register_batches(reg, m, stub)) != 0) {
+      (rc = register_batches(reg, m, stub)) != 0 ||
+      (pinned && (rc = reg->register_allocator(m, "cpu", &hpu_pinned_allocator, stub)) != 0)) {
     snprintf(msg, msg_size, "registration failed (error %d)", rc);
     stub_free(stub);
     return rc;

@@ -362,6 +362,12 @@ int tstor_storage_new_like(const tstor_storage *s, size_t nbytes, tstor_storage 
                                  nbytes, NULL, out);
 }
 
+static int no_pinned_memory(void) {
+  return tstor__err(TSTOR_ENOTSUP,
+                    "no loaded backend offers pinned host memory (the cuda and hpu-stub "
+                    "backends do)");
+}
+
 int tstor_storage_pin(tstor_storage *s, tstor_storage **out) {
   if (out) *out = NULL;
   if (!s || !out) return tstor__err(TSTOR_EINVAL, "storage_pin: NULL argument");
@@ -374,15 +380,26 @@ int tstor_storage_pin(tstor_storage *s, tstor_storage **out) {
     return tstor__err(TSTOR_EINVAL, "only host storages can be pinned (this one is on %s)",
                       ctx->types[s->device.type].name);
   tstor__allocator *a = tstor__find_allocator(ctx, s->device.type, TSTOR_ALLOC_PINNED);
-  if (!a)
-    return tstor__err(TSTOR_ENOTSUP,
-                      "no loaded backend offers pinned host memory (the cuda backend does)");
+  if (!a) return no_pinned_memory();
   tstor_storage *p;
   int rc = tstor__storage_new_with(ctx, s->device, a, s->nbytes, NULL, &p);
   if (rc) return rc;
   if (s->nbytes) tstor__host_copy(p->data, s->data, s->nbytes);
   *out = p;
   return 0;
+}
+
+int tstor_storage_new_pinned(tstor_context *ctx, size_t nbytes, tstor_storage **out) {
+  if (out) *out = NULL;
+  int rc = tstor__ctx(&ctx);
+  if (rc) return rc;
+  if (!out) return tstor__err(TSTOR_EINVAL, "storage_new_pinned: NULL out");
+  for (int type = 0; type < ctx->ntypes; type++) {
+    if (!(ctx->types[type].ops.flags & TSTOR_DEVICE_HOST)) continue;
+    tstor__allocator *a = tstor__find_allocator(ctx, type, TSTOR_ALLOC_PINNED);
+    if (a) return tstor__storage_new_with(ctx, (tstor_device){type, 0}, a, nbytes, NULL, out);
+  }
+  return no_pinned_memory();
 }
 
 int tstor_storage_is_pinned(const tstor_storage *s) {

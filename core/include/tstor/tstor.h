@@ -500,6 +500,11 @@ TSTOR_EXTERN int tstor_synchronize(tstor_context *ctx, tstor_device dev);
  * when it is already pinned. TSTOR_ENOTSUP when no backend offers one. */
 TSTOR_EXTERN int tstor_storage_pin(tstor_storage *s, tstor_storage **out);
 TSTOR_EXTERN int tstor_storage_is_pinned(const tstor_storage *s);
+/* A new storage of `nbytes` uninitialised bytes of pinned host memory, from
+ * the allocator tstor_storage_pin would use (PyTorch's pinned-memory
+ * allocator asks for bytes, not for a copy). *out is a new reference.
+ * TSTOR_ENOTSUP when no backend offers one. */
+TSTOR_EXTERN int tstor_storage_new_pinned(tstor_context *ctx, size_t nbytes, tstor_storage **out);
 
 /* ------------------------------------------------------------- statistics */
 
