@@ -9,9 +9,17 @@
 //     generator of its own (mt19937, seeded as the cpu's is) that the cpu
 //     kernels draw from: a seed gives the device the sequence it gives the
 //     cpu, from a state apart from the cpu's;
+//   - pinned host memory: PyTorch's pinned-memory allocator for the device
+//     hands out tstor's (tstor_storage_new_pinned: cuda's, hpu-stub's, or
+//     whichever backend offers it), so pin_memory() and is_pinned() work;
+//   - autocast: torch.autocast(device_type=<the device>) casts as it casts
+//     on cuda, by PyTorch's own lists of which operators run in lower
+//     precision, which in float32 and which in the widest input type
+//     (ATen/autocast_mode.h); every other operator runs as it is given;
 //   - torch.ops.tstor's random-number operators, for the device module's
 //     manual_seed, seed, initial_seed, get_rng_state and set_rng_state.
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/autocast_mode.h>
 #include <ATen/core/Generator.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/GeneratorImpl.h>
@@ -113,6 +121,34 @@ c10::DeviceIndex call_device(const torch::jit::Stack &stack, size_t first) {
   return -1;
 }
 
+// ----------------------------------------------------- pinned host memory
+
+AddressTable &pinned() {
+  static AddressTable *table = new AddressTable; // never destroyed: deleters may run at exit
+  return *table;
+}
+
+void release_pinned(void *ctx) {
+  auto *s = static_cast<tstor_storage *>(ctx);
+  pinned().remove(s);
+  tstor_storage_release(s);
+}
+
+// cpu memory whose DataPtr holds a pinned tstor storage, kept by address
+// for isPinnedPtr.
+struct PinnedAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t nbytes) override {
+    tstor_storage *s = nullptr;
+    check(tstor_storage_new_pinned(nullptr, nbytes, &s), "allocating pinned host memory");
+    pinned().add(s);
+    return {tstor_storage_data(s), s, &release_pinned, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  void copy_data(void *dest, const void *src, size_t count) const override {
+    default_copy_data(dest, src, count); // host memory
+  }
+};
+
 // ------------------------------------------------------------------ hooks
 
 struct TstorHooks final : at::PrivateUse1HooksInterface {
@@ -149,6 +185,16 @@ struct TstorHooks final : at::PrivateUse1HooksInterface {
   }
   at::Generator getNewGenerator(c10::DeviceIndex index) const override {
     return at::make_generator<TstorGenerator>(checked_index(index));
+  }
+  at::Allocator *getPinnedMemoryAllocator() const override {
+    static PinnedAllocator allocator;
+    return &allocator;
+  }
+  bool isPinnedPtr(const void *data) const override {
+    size_t offset;
+    tstor_storage *s = pinned().find(cpu_dev().index, data, &offset);
+    tstor_storage_release(s);
+    return s != nullptr;
   }
   at::Device getDeviceFromPtr(void *data) const override {
     c10::DeviceIndex index = device_of_address(data);
@@ -232,9 +278,36 @@ void generators_to_cpu(const c10::OperatorHandle &op, torch::jit::Stack *stack) 
   }
 }
 
+// cuda's autocast policy for the device: the KERNEL_PRIVATEUSEONE macros
+// register into a torch::Library named m.
+void register_autocast() {
+  static std::unique_ptr<torch::Library> ops, rest;
+  ops = std::make_unique<torch::Library>(torch::Library::IMPL, "aten",
+                                         c10::DispatchKey::AutocastPrivateUse1, __FILE__, __LINE__);
+  torch::Library &m = *ops;
+  using at::IntArrayRef, at::Scalar, at::ScalarType, at::Tensor; // the lists' signatures
+#define TSTOR_AUTOCAST_LOWER(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, lower_precision_fp)
+#define TSTOR_AUTOCAST_FP32(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32)
+#define TSTOR_AUTOCAST_FP32_SET_OPT_DTYPE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32_set_opt_dtype)
+#define TSTOR_AUTOCAST_PROMOTE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, promote)
+  AT_FORALL_LOWER_PRECISION_FP(TSTOR_AUTOCAST_LOWER)
+  AT_FORALL_FP32(TSTOR_AUTOCAST_FP32)
+  AT_FORALL_FP32_SET_OPT_DTYPE(TSTOR_AUTOCAST_FP32_SET_OPT_DTYPE)
+  AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE(KERNEL_DIFFERENT_REDISPATCH_SIGNATURE_PRIVATEUSEONE)
+  AT_FORALL_PROMOTE(TSTOR_AUTOCAST_PROMOTE)
+#undef TSTOR_AUTOCAST_LOWER
+#undef TSTOR_AUTOCAST_FP32
+#undef TSTOR_AUTOCAST_FP32_SET_OPT_DTYPE
+#undef TSTOR_AUTOCAST_PROMOTE
+  rest = std::make_unique<torch::Library>(
+      torch::Library::IMPL, "_", c10::DispatchKey::AutocastPrivateUse1, __FILE__, __LINE__);
+  rest->fallback(torch::CppFunction::makeFallthrough());
+}
+
 void register_torch2(torch::Library &defs) {
   static TstorHooks hooks;
   at::RegisterPrivateUse1HooksInterface(&hooks);
+  register_autocast();
   defs.def("manual_seed(int device, int seed) -> ()", manual_seed);
   defs.def("seed(int device=-1) -> int", seed);
   defs.def("initial_seed(int device=-1) -> int", initial_seed);

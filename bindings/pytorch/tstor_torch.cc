@@ -205,16 +205,14 @@ TstorAllocator allocator;
 
 c10::Allocator *device_allocator() { return &allocator; }
 
-// The allocation that holds the PrivateUse1 bytes at p, as a new reference,
-// and their offset in it.
+// The allocation of this library's that holds the PrivateUse1 bytes at p,
+// as a new reference, and their offset in it; nullptr for bytes it did not
+// allocate.
 tstor_storage *allocation_of(const c10::DataPtr &p, size_t *offset) {
   *offset = 0;
   if (p.get_deleter() == &release_storage)
     return tstor_storage_retain(static_cast<tstor_storage *>(p.get_context()));
-  tstor_storage *s = live().find(p.device().index(), p.get(), offset);
-  TORCH_CHECK(s, "tstor: the bytes at ", p.get(), " on ", p.device(),
-              " are not in a storage of this library's allocator");
-  return s;
+  return live().find(p.device().index(), p.get(), offset);
 }
 
 c10::DeviceIndex device_of_address(const void *p) {
@@ -236,6 +234,13 @@ tstor_storage *storage_of(const c10::DataPtr &p, size_t nbytes) {
   }
   size_t offset;
   tstor_storage *owner = allocation_of(p, &offset);
+  if (!owner) {
+    // Device bytes PyTorch got elsewhere (a DLPack capsule of tstor's, a
+    // from_blob): borrowed for as long as the caller's DataPtr holds them.
+    check(tstor_storage_wrap(nullptr, tstor_dev(p.device().index()), p.get(), nbytes, &s),
+          "wrapping device memory");
+    return s;
+  }
   if (offset == 0 && nbytes == tstor_storage_nbytes(owner)) return owner;
   int rc = tstor_storage_view(owner, offset, nbytes, &s);
   tstor_storage_release(owner);
@@ -337,6 +342,11 @@ void join_current_stream(const at::Tensor &t) {
 
 // ------------------------------------------------------------ device guard
 
+// A device without an index ("tstor") is the current one.
+c10::Device with_index(c10::Device d) {
+  return d.has_index() ? d : c10::Device(d.type(), current_index);
+}
+
 struct TstorGuard final : c10::impl::DeviceGuardImplInterface {
   c10::DeviceType type() const override { return c10::DeviceType::PrivateUse1; }
   c10::Device exchangeDevice(c10::Device d) const override {
@@ -354,10 +364,12 @@ struct TstorGuard final : c10::impl::DeviceGuardImplInterface {
   void uncheckedSetDevice(c10::Device d) const noexcept override { current_index = d.index(); }
   c10::Stream getStream(c10::Device d) const noexcept override { return current_stream(d.index()); }
   c10::Stream getDefaultStream(c10::Device d) const override {
+    d = with_index(d);
     tstor_dev(d.index());
     return c10::Stream(c10::Stream::DEFAULT, d);
   }
   c10::Stream getStreamFromGlobalPool(c10::Device d, bool /*isHighPriority*/) const override {
+    d = with_index(d);
     tstor_dev(d.index());
     unsigned n = stream_table().next[d.index()].fetch_add(1, std::memory_order_relaxed);
     return c10::Stream(c10::Stream::UNSAFE, d, 1 + n % kPoolStreams);
@@ -441,6 +453,7 @@ struct TstorGuard final : c10::impl::DeviceGuardImplInterface {
     if (!data.get() || stream.id() == 0) return; // the default stream's work is already done
     size_t offset;
     tstor_storage *s = allocation_of(data, &offset);
+    if (!s) return; // bytes another owner frees: theirs to keep while the stream uses them
     int rc = tstor_storage_record_stream(s, tstor_stream_of(stream));
     tstor_storage_release(s);
     check(rc, "record_stream");

@@ -91,7 +91,8 @@ class AddressTable {
 c10::Allocator *device_allocator();
 
 // The tstor storage of exactly `nbytes` at p, a PrivateUse1 DataPtr: the
-// allocation itself, or a view of the one that holds them. A new reference.
+// allocation itself, or a view of the one that holds them, or (for bytes the
+// library did not allocate) a borrowed wrap of them. A new reference.
 tstor_storage *storage_of(const c10::DataPtr &p, size_t nbytes);
 
 // The device an address of one of the allocator's live allocations is on;

@@ -201,14 +201,13 @@ if TORCH_2:
             return super().__new__(cls, device=torch.device(name, _index(device)),
                                    priority=priority)
 
-    class Event(torch.Event):
-        """An event of the device, a tstor event. tstor's events keep no
-        time: elapsed_time raises."""
-
-        def __new__(cls, enable_timing=False, blocking=False, interprocess=False):
-            return super().__new__(cls, device=torch.device(name, current_device()),
-                                   enable_timing=enable_timing, blocking=blocking,
-                                   interprocess=interprocess)
+    def Event(enable_timing=False, blocking=False, interprocess=False):
+        """A torch.Event of the current device, a tstor event. tstor's events
+        keep no time: elapsed_time raises. (A function, not a subclass:
+        torch.Event's methods take other events of exactly that type.)"""
+        return torch.Event(device=torch.device(name, current_device()),
+                           enable_timing=enable_timing, blocking=blocking,
+                           interprocess=interprocess)
 
     def current_stream(device=None):
         """The calling thread's current stream on device."""

@@ -13,6 +13,7 @@ touches it, so every case that passes there shows PyTorch reached the
 device's bytes only through tstor. Each result is compared with the same
 computation on the cpu.
 """
+import ctypes
 import gc
 import os
 import subprocess
@@ -44,7 +45,9 @@ def sample(dtype, shape=(3, 4)):
     return v.to(dtype)
 
 
-class Device(unittest.TestCase):
+class Case(unittest.TestCase):
+    """Every byte tstor holds on the first two devices comes back by the end."""
+
     def setUp(self):
         gc.collect()
         self.before = [torch.ops.tstor.memory_allocated(i) for i in range(2)]
@@ -54,6 +57,8 @@ class Device(unittest.TestCase):
         after = [torch.ops.tstor.memory_allocated(i) for i in range(2)]
         self.assertEqual(after, self.before, "bytes left on the device after the test")
 
+
+class Device(Case):
     def test_issue_example(self):
         x = torch.arange(12.).reshape(3, 4).to(DEV + ":1")
         y = (x.t() * 2).contiguous()
@@ -343,6 +348,320 @@ class Device(unittest.TestCase):
     def test_bad_device_index(self):
         with self.assertRaisesRegex(RuntimeError, "does not exist"):
             torch.empty(1, device=DEV + ":5")
+
+
+class Tstor:
+    """tstor's C API through ctypes, for the DLPack cases: the libtstor this
+    process loaded with the library, and libtstor-io ($TSTOR_IO_LIB, else
+    the one beside libtstor). DLPack 0.6, as core/io/dlpack.c speaks it:
+    where tstor gains DLPack 1.x, export_capsule and import_capsule are the
+    two places that change (capsule name "dltensor_versioned")."""
+
+    class Device(ctypes.Structure):
+        _fields_ = [("type", ctypes.c_int32), ("index", ctypes.c_int32)]
+
+    FLOAT32 = 6  # TSTOR_FLOAT32
+
+    def __init__(self):
+        with open("/proc/self/maps") as maps:
+            core = next(line.split()[-1] for line in maps if "/libtstor.so" in line)
+        self.core = ctypes.CDLL(core)
+        io = os.environ.get("TSTOR_IO_LIB") or os.path.join(os.path.dirname(core),
+                                                             "libtstor-io.so.1")
+        self.io = ctypes.CDLL(io)
+        for lib, name, args in (
+                (self.core, "tstor_device_parse", [ctypes.c_void_p, ctypes.c_char_p,
+                                                   ctypes.POINTER(self.Device)]),
+                (self.core, "tstor_tensor_from_array", [ctypes.c_void_p, self.Device, ctypes.c_int,
+                                                        ctypes.c_int, ctypes.c_void_p,
+                                                        ctypes.c_void_p, ctypes.c_void_p]),
+                (self.core, "tstor_tensor_to_array", [ctypes.c_void_p, ctypes.c_void_p,
+                                                      ctypes.c_int, ctypes.c_size_t]),
+                (self.core, "tstor_tensor_get_device", [ctypes.c_void_p]),
+                (self.io, "tstor_dlpack_export", [ctypes.c_void_p, ctypes.c_void_p]),
+                (self.io, "tstor_dlpack_import", [ctypes.c_void_p, ctypes.c_void_p,
+                                                  ctypes.c_void_p])):
+            getattr(lib, name).argtypes = args
+            getattr(lib, name).restype = ctypes.c_int
+        self.core.tstor_tensor_release.argtypes = [ctypes.c_void_p]
+        self.core.tstor_last_error.restype = ctypes.c_char_p
+        api = ctypes.pythonapi
+        api.PyCapsule_New.restype = ctypes.py_object
+        api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+        api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+        api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+    def ok(self, rc):
+        if rc != 0:
+            raise RuntimeError(self.core.tstor_last_error().decode())
+
+    def tensor(self, device, values):
+        """A float32 tstor tensor of `values` (a list) on device "type:index"."""
+        dev = self.Device()
+        self.ok(self.core.tstor_device_parse(None, device.encode(), ctypes.byref(dev)))
+        data = (ctypes.c_float * len(values))(*values)
+        sizes = (ctypes.c_int64 * 1)(len(values))
+        t = ctypes.c_void_p()
+        self.ok(self.core.tstor_tensor_from_array(None, dev, self.FLOAT32, 1, sizes, data,
+                                                  ctypes.byref(t)))
+        return t
+
+    def values(self, t, count):
+        out = (ctypes.c_float * count)()
+        self.ok(self.core.tstor_tensor_to_array(t, out, self.FLOAT32, count))
+        return list(out)
+
+    def export_capsule(self, t):
+        """A "dltensor" capsule of t (tstor_dlpack_export), for from_dlpack."""
+        m = ctypes.c_void_p()
+        self.ok(self.io.tstor_dlpack_export(t, ctypes.byref(m)))
+        return ctypes.pythonapi.PyCapsule_New(m, b"dltensor", None)
+
+    def import_capsule(self, capsule):
+        """The tstor tensor a "dltensor" capsule holds, taking it over as a
+        consumer does (the capsule is renamed "used_dltensor")."""
+        m = ctypes.pythonapi.PyCapsule_GetPointer(capsule, b"dltensor")
+        t = ctypes.c_void_p()
+        self.ok(self.io.tstor_dlpack_import(None, m, ctypes.byref(t)))
+        ctypes.pythonapi.PyCapsule_SetName(capsule, b"used_dltensor")
+        return t
+
+
+@unittest.skipUnless(TORCH_2, "what PyTorch 2.x gives a PrivateUse1 device")
+class Torch2(Case):
+    """What 2.x asks of a device, each compared with the cpu's behaviour."""
+
+    def test_device_module(self):
+        mod = getattr(torch, DEV)
+        self.assertIs(mod, tstor_torch)
+        self.assertTrue(mod.is_available())
+        self.assertEqual(mod.device_count(), torch.ops.tstor.device_count())
+        self.assertGreaterEqual(mod.device_count(), 2)
+        self.assertEqual(mod.current_device(), 0)
+        mod.set_device(1)
+        try:
+            self.assertEqual(mod.current_device(), 1)
+            self.assertEqual(torch.empty(1, device=DEV).device, torch.device(DEV, 1))
+            with mod.device(0):
+                self.assertEqual(torch.empty(1, device=DEV).device, torch.device(DEV, 0))
+            self.assertEqual(mod.current_device(), 1)
+        finally:
+            mod.set_device(0)
+        with self.assertRaisesRegex(RuntimeError, "does not exist"):
+            mod.set_device(mod.device_count())
+        mod.synchronize()
+        mod.synchronize(1)
+        self.assertTrue(mod.get_device_name(0))
+        # the generated methods
+        x = torch.arange(3.)
+        y = getattr(x, DEV)()
+        self.assertEqual(y.device, torch.device(DEV, 0))
+        self.assertTrue(getattr(y, "is_" + DEV))
+        self.assertFalse(getattr(x, "is_" + DEV))
+        m = getattr(torch.nn.Linear(2, 2), DEV)()
+        self.assertEqual(m.weight.device.type, DEV)
+
+    def test_memory_stats(self):
+        mod = getattr(torch, DEV)
+        mod.reset_peak_memory_stats()
+        base = mod.memory_allocated()
+        self.assertEqual(base, torch.ops.tstor.memory_allocated(0))
+        x = torch.empty(1000, device=DEV)
+        self.assertEqual(mod.memory_allocated(), base + 4000)
+        self.assertGreaterEqual(mod.memory_reserved(), mod.memory_allocated())
+        del x
+        self.assertEqual(mod.memory_allocated(), base)
+        self.assertGreaterEqual(mod.max_memory_allocated(), base + 4000)
+        mod.reset_peak_memory_stats()
+        self.assertEqual(mod.max_memory_allocated(), base)
+        stats = mod.memory_stats()
+        self.assertEqual(stats["allocated"], base)
+        self.assertGreater(stats["alloc_count"], 0)
+        mod.empty_cache()
+
+    def test_randn_and_the_seeded_generator(self):
+        # the device draws the cpu's sequence for a seed, from its own state
+        torch.manual_seed(7)
+        d = torch.randn(3, 4, device=DEV)
+        c = torch.randn(3, 4)  # the cpu's first draw after the seed too
+        self.assertTrue(torch.equal(d.cpu(), c))
+        torch.manual_seed(7)
+        self.assertTrue(torch.equal(torch.randn(3, 4).cpu(), c))
+        g = torch.Generator(device=DEV)
+        self.assertEqual(g.device, torch.device(DEV, 0))
+        g.manual_seed(11)
+        a = torch.rand(5, device=DEV, generator=g)
+        self.assertTrue(torch.equal(a.cpu(), torch.rand(5, generator=torch.Generator().manual_seed(11))))
+        self.assertEqual(g.initial_seed(), 11)
+        state = g.get_state()
+        b = torch.rand(5, device=DEV, generator=g)
+        g.set_state(state)
+        self.assertTrue(torch.equal(torch.rand(5, device=DEV, generator=g).cpu(), b.cpu()))
+        mod = getattr(torch, DEV)
+        mod.manual_seed(3)
+        self.assertEqual(mod.initial_seed(), 3)
+        state = mod.get_rng_state()
+        first = torch.randint(0, 100, (6,), device=DEV)
+        mod.set_rng_state(state)
+        self.assertTrue(torch.equal(torch.randint(0, 100, (6,), device=DEV).cpu(), first.cpu()))
+        with torch.random.fork_rng(devices=[0], device_type=DEV):
+            torch.randn(10, device=DEV)
+        self.assertFalse(torch.equal(torch.randint(0, 100, (6,), device=DEV).cpu(), first.cpu()))
+        # each device keeps its own
+        mod.manual_seed_all(5)
+        one = torch.randn(4, device=DEV + ":1")
+        zero = torch.randn(4, device=DEV + ":0")
+        self.assertTrue(torch.equal(one.cpu(), zero.cpu()))
+        self.assertEqual(torch.randn(2, 2, device=DEV).dtype, torch.float32)
+
+    def test_streams_and_events(self):
+        mod = getattr(torch, DEV)
+        self.assertEqual(mod.current_stream().stream_id, 0)
+        self.assertEqual(mod.default_stream(1).device, torch.device(DEV, 1))
+        s = mod.Stream()
+        self.assertEqual(s.device, torch.device(DEV, 0))
+        self.assertNotEqual(s.stream_id, 0)
+        e = mod.Event()
+        with mod.stream(s):
+            self.assertEqual(mod.current_stream(), s)
+            x = torch.ones(4, device=DEV) * 3
+            e.record()
+        self.assertEqual(mod.current_stream().stream_id, 0)
+        e.synchronize()
+        self.assertTrue(e.query())
+        s.synchronize()
+        self.assertTrue(s.query())
+        t = mod.Stream(1)
+        t.wait_event(e)  # an event of another device's stream: waited for by tstor
+        t.wait_stream(s)
+        t.synchronize()
+        with torch.Stream(device=DEV) as u:  # PyTorch's own Stream, generic over devices
+            self.assertEqual(mod.current_stream(), u)
+        self.assertTrue(torch.equal(x.cpu(), torch.full((4,), 3.)))
+        f = mod.Event(enable_timing=True)
+        f.record()
+        g = mod.Event(enable_timing=True)
+        g.record()
+        with self.assertRaisesRegex(RuntimeError, "keep no time"):
+            f.elapsed_time(g)
+
+    def test_save_and_load(self):
+        import io
+        base = torch.arange(12.).reshape(3, 4)
+        x = base.to(DEV + ":1")
+        buf = io.BytesIO()
+        torch.save({"x": x, "row": x[1], "t": x.t()}, buf)
+        for where, device in ((None, torch.device(DEV, 1)), ("cpu", torch.device("cpu")),
+                              (DEV + ":0", torch.device(DEV, 0)),
+                              (torch.device(DEV, 0), torch.device(DEV, 0))):
+            with self.subTest(map_location=where):
+                buf.seek(0)
+                got = torch.load(buf, map_location=where)
+                self.assertEqual(got["x"].device, device)
+                self.assertTrue(torch.equal(got["x"].cpu(), base))
+                self.assertTrue(torch.equal(got["row"].cpu(), base[1]))
+                self.assertTrue(torch.equal(got["t"].cpu(), base.t()))
+                # storages shared in the file stay shared
+                self.assertEqual(got["row"].untyped_storage().data_ptr(),
+                                 got["x"].untyped_storage().data_ptr())
+        # a cpu file onto the device, and the other way round
+        buf = io.BytesIO()
+        torch.save(base, buf)
+        buf.seek(0)
+        got = torch.load(buf, map_location=DEV)
+        self.assertEqual(got.device, torch.device(DEV, 0))
+        self.assertTrue(torch.equal(got.cpu(), base))
+        buf = io.BytesIO()
+        torch.save(torch.nn.Linear(3, 2).to(DEV).state_dict(), buf)
+        buf.seek(0)
+        state = torch.load(buf, map_location="cpu")
+        self.assertEqual(state["weight"].device, torch.device("cpu"))
+
+    def test_untyped_storage(self):
+        c = torch.arange(6, dtype=torch.int16)
+        d = c.to(DEV)
+        s = d.untyped_storage()
+        self.assertEqual((s.nbytes(), s.device), (12, d.device))
+        self.assertEqual(s.cpu().tolist(), c.untyped_storage().tolist())
+        t = torch.UntypedStorage(8, device=DEV)
+        self.assertEqual(t.device, torch.device(DEV, 0))
+        t.copy_(c.untyped_storage()[:8])
+        self.assertEqual(t.cpu().tolist(), c.untyped_storage()[:8].tolist())
+        s.resize_(16)  # grows, keeping its bytes
+        self.assertEqual(s.cpu().tolist()[:12], c.untyped_storage().tolist())
+        self.assertEqual(getattr(c.untyped_storage(), DEV)().device, torch.device(DEV, 0))
+        del s, t, d
+
+    def test_pinned_memory(self):
+        x = torch.arange(10.)
+        self.assertFalse(x.is_pinned())
+        p = x.pin_memory()
+        self.assertTrue(p.is_pinned())
+        self.assertEqual(p.device, torch.device("cpu"))
+        self.assertTrue(torch.equal(p, x))
+        self.assertTrue(p[3:].is_pinned())  # an address inside a pinned block
+        self.assertTrue(torch.empty(3, pin_memory=True).is_pinned())
+        d = p.to(DEV, non_blocking=True)
+        getattr(torch, DEV).synchronize()
+        self.assertTrue(torch.equal(d.cpu(), x))
+        back = torch.empty(10, pin_memory=True)
+        back.copy_(d, non_blocking=True)
+        getattr(torch, DEV).synchronize()
+        self.assertTrue(torch.equal(back, x))
+
+    def test_dlpack_both_ways(self):
+        from torch.utils import dlpack
+        c = torch.arange(12.).reshape(3, 4)
+        d = c.to(DEV + ":1")
+        # within PyTorch: the device's bytes, not a copy
+        e = dlpack.from_dlpack(dlpack.to_dlpack(d))
+        self.assertEqual(e.device, torch.device(DEV, 1))
+        self.assertEqual(e.data_ptr(), d.data_ptr())
+        e[0, 0] = 100.
+        self.assertEqual(d[0, 0].item(), 100.)
+        t = dlpack.from_dlpack(dlpack.to_dlpack(d.t()))
+        self.assertEqual(t.stride(), d.t().stride())
+        del e, t
+        try:
+            api = Tstor()
+        except (OSError, StopIteration) as why:
+            self.skipTest("tstor's C API not found for the tstor half: %s" % why)
+        # tstor -> PyTorch: a tstor tensor on the device, exported by tstor
+        values = [1.5, -2., 3.25, 7.]
+        t = api.tensor("%s:1" % tstor_torch.device_type, values)
+        f = dlpack.from_dlpack(api.export_capsule(t))
+        api.core.tstor_tensor_release(t)
+        self.assertEqual(f.device, torch.device(DEV, 1))
+        self.assertEqual(f.cpu().tolist(), values)
+        g = (f * 2).cpu()
+        self.assertEqual(g.tolist(), [2 * v for v in values])
+        del f
+        # PyTorch -> tstor: a device tensor, read by tstor
+        u = api.import_capsule(dlpack.to_dlpack(d[1]))
+        self.assertEqual(api.core.tstor_tensor_get_device(u), 1)
+        self.assertEqual(api.values(u, 4), d[1].cpu().tolist())
+        api.core.tstor_tensor_release(u)
+        del d
+
+    def test_autocast(self):
+        # the policy PyTorch gives cuda: matrix products in the lower
+        # precision (as the cpu's autocast does too), exp in float32
+        a, b = torch.randn(4, 4), torch.randn(4, 4)
+        for dtype in (torch.bfloat16, torch.float16):
+            with self.subTest(dtype=dtype):
+                with torch.autocast(DEV, dtype=dtype):
+                    mm = torch.mm(a.to(DEV), b.to(DEV))
+                    ex = torch.exp(a.to(DEV).to(dtype))
+                    plain = a.to(DEV) + b.to(DEV)
+                with torch.autocast("cpu", dtype=dtype):
+                    want = torch.mm(a, b)
+                self.assertEqual(mm.dtype, dtype)
+                self.assertTrue(torch.equal(mm.cpu(), want))
+                self.assertEqual(ex.dtype, torch.float32)
+                self.assertTrue(torch.equal(ex.cpu(), torch.exp(a.to(dtype).float())))
+                self.assertEqual(plain.dtype, torch.float32)
+        self.assertEqual(torch.mm(a.to(DEV), b.to(DEV)).dtype, torch.float32)
 
 
 class Errors(unittest.TestCase):
