@@ -55,10 +55,14 @@ struct TstorGenerator final : c10::GeneratorImpl {
     cpu.set_current_seed(seed);
   }
   void set_offset(uint64_t) override {
-    TORCH_CHECK(false, "tstor: a device generator keeps no offset (it draws as the cpu's does)");
+    TORCH_CHECK(false,
+                "tstor: a device generator does not support set_offset: it draws as the "
+                "cpu's does, which keeps no offset");
   }
   uint64_t get_offset() const override {
-    TORCH_CHECK(false, "tstor: a device generator keeps no offset (it draws as the cpu's does)");
+    TORCH_CHECK(false,
+                "tstor: a device generator does not support get_offset: it draws as the "
+                "cpu's does, which keeps no offset");
   }
   uint64_t current_seed() const override { return cpu.current_seed(); }
   uint64_t seed() override {
@@ -251,6 +255,18 @@ at::Tensor get_rng_state(int64_t index) {
   return g.get_state();
 }
 
+void set_offset(int64_t index, int64_t offset) {
+  at::Generator g = default_generator(device_arg(index));
+  std::lock_guard<std::mutex> hold(g.mutex());
+  g.set_offset(static_cast<uint64_t>(offset));
+}
+
+int64_t get_offset(int64_t index) {
+  at::Generator g = default_generator(device_arg(index));
+  std::lock_guard<std::mutex> hold(g.mutex());
+  return static_cast<int64_t>(g.get_offset());
+}
+
 void set_rng_state(int64_t index, const at::Tensor &state) {
   at::Generator g = default_generator(device_arg(index));
   std::lock_guard<std::mutex> hold(g.mutex());
@@ -313,6 +329,8 @@ void register_torch2(torch::Library &defs) {
   defs.def("initial_seed(int device=-1) -> int", initial_seed);
   defs.def("get_rng_state(int device=-1) -> Tensor", get_rng_state);
   defs.def("set_rng_state(int device, Tensor state) -> ()", set_rng_state);
+  defs.def("set_offset(int device, int offset) -> ()", set_offset);
+  defs.def("get_offset(int device=-1) -> int", get_offset);
 }
 
 } // namespace tstor_torch

@@ -261,6 +261,13 @@ if TORCH_2:
     def set_rng_state(new_state, device=None):
         _ops.set_rng_state(_index(device), new_state)
 
+    def set_offset(offset, device=None):
+        """Raises: a device generator draws as the cpu's does, keeping no offset."""
+        _ops.set_offset(_index(device), int(offset))
+
+    def get_offset(device=None):
+        return _ops.get_offset(_index(device))
+
     def get_rng_state_all():
         return [get_rng_state(index) for index in range(device_count())]
 

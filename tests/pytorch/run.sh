@@ -1,11 +1,14 @@
 #!/bin/sh
 # hpu-stub through `tstor conformance`, then the same device under PyTorch:
-# pytorch/test_privateuse1.py and pytorch/test_torch_suite.py (PyTorch's own
-# device-generic tests, translated) with Debian's Python and its torch against
-# the freshly built libtstor-torch.so (TSTOR_TORCH_LIB, set by make check) and
-# the build tree's backends. A backend that passes conformance must also work
-# under PyTorch: both suites run, and both must pass. 77 where there is nothing
-# to run the second half with.
+# pytorch/test_privateuse1.py, pytorch/test_torch_suite.py (PyTorch's own
+# device-generic tests, translated) and pytorch/test_openreg.py (PyTorch 2.x's
+# tests of its reference out-of-tree backend, translated; skipped on 1.13)
+# with $TSTOR_PYTHON (default Debian's Python and its torch 1.13) against the
+# freshly built libtstor-torch (TSTOR_TORCH_LIB, set by make check;
+# run-torch2.sh runs this for 2.x) and the build tree's backends. A backend
+# that passes conformance must also work under PyTorch: the suites run, and
+# all must pass. test_privateuse1.py runs again on the backend guide's toy
+# device. 77 where there is nothing to run the second half with.
 PY=${TSTOR_PYTHON:-/usr/bin/python3}
 tstor=${TSTOR_BIN:-../tools/tstor}
 modules=${TSTOR_BACKEND_DIR:?TSTOR_BACKEND_DIR is set by make check}
@@ -25,4 +28,16 @@ export PYTHONPATH
 rc=0
 "$PY" "${srcdir:-.}/pytorch/test_privateuse1.py" -v || rc=1
 "$PY" "${srcdir:-.}/pytorch/test_torch_suite.py" -v || rc=1
+"$PY" "${srcdir:-.}/pytorch/test_openreg.py" -v || rc=1
+# A device type of an author's own, by name: the backend guide's minimal
+# example ("toy"), which PyTorch 2.x then calls by that name.
+toy=${TSTOR_TEST_PLUGINS:-}/guide_minimal.so
+if [ -f "$toy" ]; then
+  ini=$(mktemp "${TMPDIR:-/tmp}/tstor-toy.XXXXXX") || exit 99
+  printf '[backend cpu]\nlibrary = %s\n[backend toy]\nlibrary = %s\ndevices = 2\n' \
+    "$modules/tstor-cpu.so" "$toy" > "$ini"
+  TSTOR_CONFIG=$ini TSTOR_TORCH_DEVICE=toy "$PY" "${srcdir:-.}/pytorch/test_privateuse1.py" -v ||
+    rc=1
+  rm -f "$ini"
+fi
 exit $rc
