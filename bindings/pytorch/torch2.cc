@@ -12,6 +12,9 @@
 //   - pinned host memory: PyTorch's pinned-memory allocator for the device
 //     hands out tstor's (tstor_storage_new_pinned: cuda's, hpu-stub's, or
 //     whichever backend offers it), so pin_memory() and is_pinned() work;
+//   - a DeviceAllocator over the device's allocator, which is what
+//     torch.accelerator's memory calls ask for: tstor's statistics as
+//     PyTorch's DeviceStats;
 //   - autocast: torch.autocast(device_type=<the device>) casts as it casts
 //     on cuda, by PyTorch's own lists of which operators run in lower
 //     precision, which in float32 and which in the widest input type
@@ -22,6 +25,7 @@
 #include <ATen/autocast_mode.h>
 #include <ATen/core/Generator.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/GeneratorImpl.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
@@ -150,6 +154,59 @@ struct PinnedAllocator final : c10::Allocator {
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
   void copy_data(void *dest, const void *src, size_t count) const override {
     default_copy_data(dest, src, count); // host memory
+  }
+};
+
+// ------------------------------------------------ torch.accelerator memory
+
+// The device allocator's bytes, with tstor_stats read as PyTorch's
+// DeviceStats (aggregate pool only: tstor's allocators keep one).
+struct TstorDeviceAllocator final : c10::DeviceAllocator {
+  c10::DataPtr allocate(size_t nbytes) override { return device_allocator()->allocate(nbytes); }
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  void copy_data(void *dest, const void *src, size_t count) const override {
+    device_allocator()->copy_data(dest, src, count);
+  }
+  bool initialized() override {
+    try {
+      return backend().count > 0;
+    } catch (...) {
+      return false;
+    }
+  }
+  void emptyCache(c10::MempoolId_t) override {
+    for (int index = 0; index < backend().count; index++)
+      check(tstor_device_empty_cache(nullptr, tstor_dev(index)), "emptying the cache");
+  }
+  void recordStream(const c10::DataPtr &data, c10::Stream stream) override {
+    c10::impl::VirtualGuardImpl(c10::DeviceType::PrivateUse1).recordDataPtrOnStream(data, stream);
+  }
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex index) override {
+    tstor_stats st = TSTOR_STATS_INIT;
+    check(tstor_device_stats(nullptr, tstor_dev(checked_index(index)), &st), "device statistics");
+    c10::CachingDeviceAllocator::DeviceStats out;
+    auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    auto set = [](c10::CachingAllocator::Stat &to, uint64_t current, uint64_t peak) {
+      to.current = static_cast<int64_t>(current);
+      to.peak = static_cast<int64_t>(peak);
+    };
+    set(out.allocated_bytes[all], st.allocated, st.peak_allocated);
+    set(out.reserved_bytes[all], st.reserved, st.peak_reserved);
+    set(out.active_bytes[all], st.active, st.peak_active);
+    out.allocation[all].current = static_cast<int64_t>(st.alloc_count - st.free_count);
+    out.allocation[all].allocated = static_cast<int64_t>(st.alloc_count);
+    out.allocation[all].freed = static_cast<int64_t>(st.free_count);
+    out.num_alloc_retries = static_cast<int64_t>(st.retries);
+    out.num_ooms = static_cast<int64_t>(st.oom_count);
+    return out;
+  }
+  void resetAccumulatedStats(c10::DeviceIndex) override {
+    TORCH_CHECK(false,
+                "tstor: allocation counts are kept for the process (tstor_stats); "
+                "only the peaks reset");
+  }
+  void resetPeakStats(c10::DeviceIndex index) override {
+    check(tstor_device_reset_peak(nullptr, tstor_dev(checked_index(index))), "resetting the peaks");
   }
 };
 
@@ -323,6 +380,8 @@ void register_autocast() {
 void register_torch2(torch::Library &defs) {
   static TstorHooks hooks;
   at::RegisterPrivateUse1HooksInterface(&hooks);
+  static TstorDeviceAllocator allocator;
+  c10::SetAllocator(c10::DeviceType::PrivateUse1, &allocator); // in place of the plain one
   register_autocast();
   defs.def("manual_seed(int device, int seed) -> ()", manual_seed);
   defs.def("seed(int device=-1) -> int", seed);

@@ -342,6 +342,8 @@ void join_current_stream(const at::Tensor &t) {
 
 // ------------------------------------------------------------ device guard
 
+bool tstor_dtype_of(c10::ScalarType t, tstor_dtype *out); // below, with the tensors
+
 // A device without an index ("tstor") is the current one.
 c10::Device with_index(c10::Device d) {
   return d.has_index() ? d : c10::Device(d.type(), current_index);
@@ -448,6 +450,18 @@ struct TstorGuard final : c10::impl::DeviceGuardImplInterface {
   double elapsedTime(void *, void *, const c10::DeviceIndex) const override {
     TORCH_CHECK(false, "tstor: events keep no time (tstor_event has no clock)");
   }
+  // torch.accelerator.get_device_capability: the dtypes the device's copies
+  // take.
+  c10::DeviceCapability getDeviceCapability(c10::Device) const override {
+    c10::DeviceCapability cap;
+    tstor_dtype unused;
+#define TSTOR_TORCH_HAS(_, name)                          \
+  cap.capability_data.supported_scalar_types.has_##name = \
+      tstor_dtype_of(c10::ScalarType::name, &unused) ? 1 : 0;
+    AT_FORALL_SCALAR_TYPES_WITH_COMPLEX_AND_QINTS(TSTOR_TORCH_HAS)
+#undef TSTOR_TORCH_HAS
+    return cap;
+  }
 #endif
   void recordDataPtrOnStream(const c10::DataPtr &data, const c10::Stream &stream) const override {
     if (!data.get() || stream.id() == 0) return; // the default stream's work is already done
@@ -464,23 +478,29 @@ TstorGuard guard_impl;
 
 // ---------------------------------------------------------------- tensors
 
-tstor_dtype dtype_of(c10::ScalarType t) {
+bool tstor_dtype_of(c10::ScalarType t, tstor_dtype *out) {
   switch (t) {
-    case c10::ScalarType::Byte: return TSTOR_UINT8;
-    case c10::ScalarType::Char: return TSTOR_INT8;
-    case c10::ScalarType::Short: return TSTOR_INT16;
-    case c10::ScalarType::Int: return TSTOR_INT32;
-    case c10::ScalarType::Long: return TSTOR_INT64;
-    case c10::ScalarType::Half: return TSTOR_FLOAT16;
-    case c10::ScalarType::Float: return TSTOR_FLOAT32;
-    case c10::ScalarType::Double: return TSTOR_FLOAT64;
-    case c10::ScalarType::ComplexHalf: return TSTOR_COMPLEX32;
-    case c10::ScalarType::ComplexFloat: return TSTOR_COMPLEX64;
-    case c10::ScalarType::ComplexDouble: return TSTOR_COMPLEX128;
-    case c10::ScalarType::Bool: return TSTOR_BOOL;
-    case c10::ScalarType::BFloat16: return TSTOR_BFLOAT16;
-    default: TORCH_CHECK(false, "tstor: no tstor dtype for ", t);
+    case c10::ScalarType::Byte: *out = TSTOR_UINT8; return true;
+    case c10::ScalarType::Char: *out = TSTOR_INT8; return true;
+    case c10::ScalarType::Short: *out = TSTOR_INT16; return true;
+    case c10::ScalarType::Int: *out = TSTOR_INT32; return true;
+    case c10::ScalarType::Long: *out = TSTOR_INT64; return true;
+    case c10::ScalarType::Half: *out = TSTOR_FLOAT16; return true;
+    case c10::ScalarType::Float: *out = TSTOR_FLOAT32; return true;
+    case c10::ScalarType::Double: *out = TSTOR_FLOAT64; return true;
+    case c10::ScalarType::ComplexHalf: *out = TSTOR_COMPLEX32; return true;
+    case c10::ScalarType::ComplexFloat: *out = TSTOR_COMPLEX64; return true;
+    case c10::ScalarType::ComplexDouble: *out = TSTOR_COMPLEX128; return true;
+    case c10::ScalarType::Bool: *out = TSTOR_BOOL; return true;
+    case c10::ScalarType::BFloat16: *out = TSTOR_BFLOAT16; return true;
+    default: return false;
   }
+}
+
+tstor_dtype dtype_of(c10::ScalarType t) {
+  tstor_dtype d;
+  TORCH_CHECK(tstor_dtype_of(t, &d), "tstor: no tstor dtype for ", t);
+  return d;
 }
 
 // A tstor tensor over an at::Tensor's bytes: its own storage for a tensor of

@@ -660,6 +660,24 @@ class Torch2(Case):
         api.core.tstor_tensor_release(u)
         del d
 
+    def test_what_2x_lacks_for_privateuse1(self):
+        # docs/pytorch.md's lists, each pinned down. PyTorch's:
+        # Tensor.__dlpack_device__ knows PrivateUse1 by its old name only
+        # (the capsule functions work: test_dlpack_both_ways); the hooks have
+        # no hasCompatibleShallowCopyType, so `.data =` between the cpu and
+        # the device is refused
+        d = torch.arange(3., device=DEV)
+        with self.assertRaisesRegex(ValueError, "Unknown device type %s for Dlpack" % DEV):
+            torch.from_dlpack(d)
+        self.assertFalse(torch._has_compatible_shallow_copy_type(torch.zeros(3), d))
+        # tstor's: no free and total memory (its backends do not report
+        # them); no per-tensor backend metadata
+        self.assertEqual(torch.accelerator.current_accelerator().type, DEV)
+        with self.assertRaises(NotImplementedError):
+            torch.accelerator.get_memory_info()
+        torch._utils.set_tensor_metadata(d, {"format": 1})
+        self.assertEqual(torch._utils.get_tensor_metadata(d), {})
+
     def test_autocast(self):
         # the policy PyTorch gives cuda: matrix products in the lower
         # precision (as the cpu's autocast does too), exp in float32
