@@ -345,6 +345,22 @@ class Device(Case):
         self.assertEqual(y.device, torch.device(DEV, 1))
         self.assertTrue(torch.equal(y.cpu(), x.cpu()))
 
+    def test_module_functions(self):
+        # tstor_torch's functions on both lines (on 2.x it is torch.<name>
+        # too): the count, the current device per thread, synchronize, and
+        # the memory statistics
+        self.assertTrue(tstor_torch.is_available())
+        self.assertEqual(tstor_torch.device_count(), torch.ops.tstor.device_count())
+        with tstor_torch.device(1):
+            self.assertEqual(tstor_torch.current_device(), 1)
+            x = torch.empty(100, device=DEV)
+            self.assertEqual(x.device, torch.device(DEV, 1))
+            tstor_torch.synchronize()
+        self.assertEqual(tstor_torch.current_device(), 0)
+        self.assertEqual(tstor_torch.memory_allocated(1), self.before[1] + 400)
+        self.assertEqual(tstor_torch.memory_stats(1)["allocated"], self.before[1] + 400)
+        del x
+
     def test_bad_device_index(self):
         with self.assertRaisesRegex(RuntimeError, "does not exist"):
             torch.empty(1, device=DEV + ":5")
