@@ -79,6 +79,17 @@ START_TEST(test_older_tables_load_and_work) {
   ck_tstor_ok(tstor_device_empty_cache(ctx, d));
   ck_tstor_ok(tstor_synchronize(ctx, d));
 
+  /* No properties op (an older table): the capabilities its ops give, and
+   * no field reported. */
+  tstor_device_properties props = TSTOR_DEVICE_PROPERTIES_INIT;
+  memset(&props, 0xff, sizeof props);
+  props.struct_size = sizeof props;
+  ck_tstor_ok(tstor_device_get_properties(ctx, d, &props));
+  ck_assert_uint_eq(props.reported, 0);
+  ck_assert_uint_eq(props.capabilities, 0);
+  ck_assert_uint_eq(props.total_bytes, 0);
+  ck_assert_str_eq(props.id, "");
+
   /* Resize without reallocate: allocate, copy, free. */
   ck_tstor_ok(tstor_storage_copy(s, h));
   ck_tstor_ok(tstor_storage_resize(s, 2 * N));
@@ -204,6 +215,29 @@ START_TEST(test_newer_minor_module_loads_and_stays_correct) {
   ck_assert_uint_eq(size, sizeof(tstor_stats));
   ck_assert_int_eq(wrote, 0);
 
+  /* Its properties op is handed the core's own struct, never the caller's
+   * bigger one, and writes nothing past it. */
+  struct {
+    tstor_device_properties now;
+    uint64_t next;
+  } bigp;
+  memset(&bigp, 0, sizeof bigp);
+  bigp.now.struct_size = sizeof bigp;
+  bigp.next = 0x77;
+  ck_tstor_ok(tstor_device_get_properties(ctx, d, &bigp.now));
+  ck_assert_uint_eq(bigp.now.struct_size, sizeof(tstor_device_properties));
+  ck_assert_uint_eq(bigp.now.total_bytes, 1 << 30);
+  ck_assert_uint_eq(bigp.now.free_bytes, 1 << 20);
+  ck_assert_uint_eq(bigp.now.reported, TSTOR_PROP_TOTAL | TSTOR_PROP_FREE);
+  ck_assert_uint_eq(bigp.now.capabilities, TSTOR_DEVICE_CAP_PROPERTIES);
+  ck_assert_uint_eq(bigp.next, 0x77);
+  void (*props_seen)(uint32_t *, int *) =
+      (void (*)(uint32_t *, int *))(void (*)(void))dlsym(dl, "abi_future_properties_seen");
+  ck_assert_ptr_nonnull(props_seen);
+  props_seen(&size, &wrote);
+  ck_assert_uint_eq(size, sizeof(tstor_device_properties));
+  ck_assert_int_eq(wrote, 0);
+
   tstor_storage_release(h);
   tstor_storage_release(s);
   tstor_context_close(ctx);
@@ -263,6 +297,14 @@ START_TEST(test_user_structs_carry_their_size) {
   ck_assert_str_eq(info->name, "cpu");
   info->struct_size = 12;
   ck_tstor_err(tstor_backend_get(ctx, 0, info), TSTOR_EINVAL);
+  drop_guard(pages);
+
+  tstor_device_properties *pr = before_guard(sizeof *pr, &pages);
+  memset(pr, 0, sizeof *pr); /* = {0}: the first layout */
+  ck_tstor_ok(tstor_device_get_properties(ctx, cpu, pr));
+  ck_assert_uint_eq(pr->struct_size, sizeof *pr);
+  pr->struct_size = 4;
+  ck_tstor_err(tstor_device_get_properties(ctx, cpu, pr), TSTOR_EINVAL);
   drop_guard(pages);
 
   struct {

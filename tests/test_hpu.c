@@ -589,6 +589,55 @@ START_TEST(test_pinned_host_memory) {
 }
 END_TEST
 
+/* tstor_device_get_properties (ABI 1.5): hpu-stub's capacity, what no block
+ * holds, its largest free block, its alignment and a stable id, each
+ * following the allocations; and the cpu's, which are the machine's. */
+START_TEST(test_properties) {
+  tstor_context *ctx = open_hpu("memory_mb = 4");
+  tstor_device hpu = dev_of(ctx, "hpu:1"), cpu = dev_of(ctx, "cpu");
+  tstor_device_properties p = TSTOR_DEVICE_PROPERTIES_INIT;
+  ck_tstor_ok(tstor_device_get_properties(ctx, hpu, &p));
+  const uint32_t all = TSTOR_PROP_FREE | TSTOR_PROP_TOTAL | TSTOR_PROP_ALIGNMENT |
+                       TSTOR_PROP_MAX_ALLOCATION | TSTOR_PROP_ID;
+  ck_assert_uint_eq(p.reported, all);
+  ck_assert_uint_eq(p.total_bytes, 4u << 20);
+  ck_assert_uint_eq(p.free_bytes, 4u << 20);
+  ck_assert_uint_eq(p.max_allocation, 4u << 20);
+  ck_assert_uint_eq(p.alignment, 256);
+  ck_assert_str_eq(p.id, "hpu-stub:1");
+  ck_assert_uint_eq(p.capabilities, TSTOR_DEVICE_CAP_STREAMS | TSTOR_DEVICE_CAP_FILL |
+                                        TSTOR_DEVICE_CAP_COPY_STRIDED |
+                                        TSTOR_DEVICE_CAP_PROPERTIES);
+  /* 1000 bytes take a 1024-byte block; a second block leaves the free
+   * space in one piece after it */
+  tstor_storage *a, *b;
+  ck_tstor_ok(tstor_storage_new(ctx, hpu, 1000, &a));
+  ck_tstor_ok(tstor_storage_new(ctx, hpu, 3u << 20, &b));
+  ck_tstor_ok(tstor_device_get_properties(ctx, hpu, &p));
+  ck_assert_uint_eq(p.free_bytes, (4u << 20) - 1024 - (3u << 20));
+  ck_assert_uint_eq(p.max_allocation, p.free_bytes);
+  tstor_storage_release(a);
+  ck_tstor_ok(tstor_device_get_properties(ctx, hpu, &p));
+  ck_assert_uint_eq(p.free_bytes, (1u << 20));
+  ck_assert_uint_eq(p.max_allocation, (1u << 20) - 1024); /* two pieces now */
+  tstor_storage_release(b);
+  ck_tstor_ok(tstor_device_get_properties(ctx, dev_of(ctx, "hpu:0"), &p));
+  ck_assert_str_eq(p.id, "hpu-stub:0");
+
+  ck_tstor_ok(tstor_device_get_properties(ctx, cpu, &p));
+  ck_assert_uint_eq(p.reported & (TSTOR_PROP_TOTAL | TSTOR_PROP_FREE | TSTOR_PROP_ALIGNMENT),
+                    TSTOR_PROP_TOTAL | TSTOR_PROP_FREE | TSTOR_PROP_ALIGNMENT);
+  ck_assert_uint_gt(p.total_bytes, 0);
+  ck_assert_uint_le(p.free_bytes, p.total_bytes);
+  ck_assert_uint_eq(p.alignment, 64);
+  ck_assert(p.capabilities & TSTOR_DEVICE_CAP_MAPPING);
+  tstor_device nosuch = {hpu.type, 7};
+  ck_tstor_err(tstor_device_get_properties(ctx, nosuch, &p), TSTOR_ENODEV);
+  ck_tstor_err(tstor_device_get_properties(ctx, cpu, NULL), TSTOR_EINVAL);
+  tstor_context_close(ctx);
+}
+END_TEST
+
 Suite *hpu_suite(void) {
   Suite *s = suite_create("hpu-stub");
   TCase *tc = tcase_create("config");
@@ -612,6 +661,7 @@ Suite *hpu_suite(void) {
   tcase_add_test(tc, test_record_stream_defers_reuse);
   tcase_add_test(tc, test_events);
   tcase_add_test(tc, test_pinned_host_memory);
+  tcase_add_test(tc, test_properties);
   tcase_add_test(tc, test_streams_after_fork);
   suite_add_tcase(s, tc);
   return s;

@@ -1,4 +1,5 @@
 /* tstor info: what this installation and its config provide. */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -25,6 +26,44 @@ static const char *path_name(int path) {
     case TSTOR_COPY_NONE: return "-";
   }
   return "?";
+}
+
+/* "4.0 MiB" */
+static const char *mib(uint64_t n, char *buf, size_t len) {
+  snprintf(buf, len, "%.1f MiB", (double)n / (1 << 20));
+  return buf;
+}
+
+/* What the type's backend offers (TSTOR_DEVICE_CAP_*), and what each device
+ * reports of itself (backend ABI 1.5). */
+static void print_properties(tstor_context *ctx, int type, int count) {
+  for (int d = 0; d < count; d++) {
+    tstor_device_properties p = TSTOR_DEVICE_PROPERTIES_INIT;
+    if (tstor_device_get_properties(ctx, (tstor_device){type, d}, &p) != 0) continue;
+    if (d == 0) {
+      printf("    offers:");
+      int any = 0;
+#define INFO_CAP(name, bit, text)                 \
+  if (p.capabilities & TSTOR_DEVICE_CAP_##name) { \
+    printf("%s %s", any ? "," : "", text);        \
+    any = 1;                                      \
+  }
+      TSTOR_DEVICE_CAP_MAP(INFO_CAP)
+#undef INFO_CAP
+      printf("%s\n", any ? "" : " nothing optional");
+    }
+    if (!p.reported) continue;
+    char a[32], b[32], c[32];
+    printf("    %s:%d:", tstor_device_type_name(ctx, type), d);
+    if (p.reported & TSTOR_PROP_TOTAL) printf(" %s total", mib(p.total_bytes, a, sizeof a));
+    if (p.reported & TSTOR_PROP_FREE) printf(", %s free", mib(p.free_bytes, b, sizeof b));
+    if (p.reported & TSTOR_PROP_MAX_ALLOCATION)
+      printf(", largest allocation %s", mib(p.max_allocation, c, sizeof c));
+    if (p.reported & TSTOR_PROP_ALIGNMENT)
+      printf(", aligned to %llu", (unsigned long long)p.alignment);
+    if (p.reported & TSTOR_PROP_ID) printf(", id %s", p.id);
+    printf("\n");
+  }
 }
 
 int tstor_cmd_info(int argc, char **argv) {
@@ -81,6 +120,7 @@ int tstor_cmd_info(int argc, char **argv) {
           strstr(line, " -> "))
         printf("    %s\n", line);
     }
+    print_properties(ctx, t, count);
   }
 
   printf("\ncopy table (row: source, column: destination):\n  %-10s", "");

@@ -60,16 +60,17 @@ typedef struct conf_run {
 /* The sections, in the order they run: one file each under conformance/,
  * which defines conf_section_NAME. The one list of them; the table, the
  * usage text and --section all come from it. */
-#define CONF_SECTION_MAP(X)                                                        \
-  X(load, "loads, names its devices, copy paths, init/fini again")                 \
-  X(decline, "declines without hardware, leaving nothing behind")                  \
-  X(alloc, "0 bytes, small, large and impossible sizes, reuse, alignment, resize") \
-  X(copy, "host round trips at many sizes and offsets, device to device, batches") \
-  X(fill, "byte and pattern fills through views; bad patterns refused")            \
-  X(async, "streams, events, ordering, record_stream")                             \
-  X(stats, "allocated back to zero, counts, peaks")                                \
-  X(threads, "concurrent allocation, copies and streams")                          \
-  X(args, "bad devices, sizes and views refused, nothing changed")                 \
+#define CONF_SECTION_MAP(X)                                                          \
+  X(load, "loads, names its devices, copy paths, init/fini again")                   \
+  X(decline, "declines without hardware, leaving nothing behind")                    \
+  X(alloc, "0 bytes, small, large and impossible sizes, reuse, alignment, resize")   \
+  X(copy, "host round trips at many sizes and offsets, device to device, batches")   \
+  X(fill, "byte and pattern fills through views; bad patterns refused")              \
+  X(async, "streams, events, ordering, record_stream")                               \
+  X(stats, "allocated back to zero, counts, peaks")                                  \
+  X(properties, "free within total, lowered by allocations; alignment; a stable id") \
+  X(threads, "concurrent allocation, copies and streams")                            \
+  X(args, "bad devices, sizes and views refused, nothing changed")                   \
   X(fini, "threads, descriptors, mappings and heap all given back at fini")
 
 #define CONF_DECLARE_SECTION(name, summary) void conf_section_##name(conf_run *r);

@@ -2,9 +2,12 @@
  *
  * Built like any outside backend, against tstor/backend.h only. */
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
 
 #include <tstor/backend.h>
 
@@ -90,6 +93,48 @@ static int cpu_copy(void *state, void *dst, int dst_index, const void *src, int 
   return 0;
 }
 
+/* The host's memory as the kernel counts it for new allocations
+ * (MemAvailable, else free RAM), its total, the blocks' alignment, and the
+ * host's name for an id. Free memory is the whole machine's, shared with
+ * every process, so an allocation of this one need not lower it. */
+static int cpu_properties(void *state, int index, tstor_device_properties *out) {
+  (void)state;
+  (void)index;
+  struct sysinfo si;
+  if (sysinfo(&si) == 0) {
+    uint64_t unit = si.mem_unit ? si.mem_unit : 1;
+    uint64_t total = (uint64_t)si.totalram * unit, avail = (uint64_t)si.freeram * unit;
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+      char line[128];
+      unsigned long long kb;
+      while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) avail = (uint64_t)kb * 1024;
+      fclose(f);
+    }
+    if (avail > total) avail = total;
+    if (TSTOR_DEVICE_PROPERTIES_HAS(out, free_bytes)) {
+      out->free_bytes = avail;
+      out->reported |= TSTOR_PROP_FREE;
+    }
+    if (TSTOR_DEVICE_PROPERTIES_HAS(out, total_bytes)) {
+      out->total_bytes = total;
+      out->reported |= TSTOR_PROP_TOTAL;
+    }
+  }
+  if (TSTOR_DEVICE_PROPERTIES_HAS(out, alignment)) {
+    out->alignment = CPU_ALIGNMENT;
+    out->reported |= TSTOR_PROP_ALIGNMENT;
+  }
+  char host[48];
+  if (TSTOR_DEVICE_PROPERTIES_HAS(out, id) && gethostname(host, sizeof host) == 0) {
+    host[sizeof host - 1] = '\0';
+    snprintf(out->id, sizeof out->id, "host:%s", host);
+    out->reported |= TSTOR_PROP_ID;
+  }
+  return 0;
+}
+
 static const tstor_allocator_ops cpu_allocator = {
     TSTOR_OPS_HEADER(tstor_allocator_ops),
     .name = "cpu",
@@ -101,7 +146,7 @@ static const tstor_allocator_ops cpu_allocator = {
 };
 
 static const tstor_device_ops cpu_device = {
-    TSTOR_OPS_HEADER(tstor_device_ops),
+    TSTOR_OPS_HEADER(tstor_device_ops), /* its size and the ABI it was built for */
     .type_name = "cpu",
     .flags = TSTOR_DEVICE_HOST,
     .device_count = cpu_device_count,
@@ -109,6 +154,7 @@ static const tstor_device_ops cpu_device = {
     .map = cpu_map,
     .mapping_info = cpu_mapping_info,
     .shm_sweep = cpu_shm_sweep,
+    .properties = cpu_properties,
 };
 
 /* A key whose value must be a decimal integer from min to max: no sign, no

@@ -2,6 +2,7 @@
  * block_cache per device) and the pinned host allocator (one host_cache),
  * each over a tstor__raw_device made of CUDA runtime calls, and the allocator
  * tables the core calls. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -105,6 +106,41 @@ static int dev_mem_info(void *ctx, size_t *free_b, size_t *total_b) {
   tstor__cuda_device *d = ctx;
   cudaError_t e = cudaMemGetInfo(free_b, total_b);
   return e == cudaSuccess ? 0 : tstor__cuda_fail(d->cuda, e, "%s: cudaMemGetInfo", d->name);
+}
+
+/* What a device has (backend.h's properties op): cudaMemGetInfo's free and
+ * total, as torch.cuda.mem_get_info gives them (blocks this backend caches
+ * count as used), cudaMalloc's alignment, and the PCI bus id. */
+int tstor__cuda_properties(void *state, int index, tstor_device_properties *out) {
+  tstor__cuda *cu = state;
+  tstor__cuda_guard g;
+  int rc = tstor__cuda_enter(cu, index, &g);
+  if (rc) return rc;
+  size_t free_b = 0, total_b = 0;
+  char bus[sizeof out->id] = "";
+  cudaError_t e = cudaMemGetInfo(&free_b, &total_b);
+  cudaError_t e_bus = cudaDeviceGetPCIBusId(bus, (int)sizeof bus, index);
+  tstor__cuda_leave(cu, &g);
+  if (e != cudaSuccess) return tstor__cuda_fail(cu, e, "cuda:%d: cudaMemGetInfo", index);
+  if (TSTOR_DEVICE_PROPERTIES_HAS(out, free_bytes)) {
+    out->free_bytes = free_b;
+    out->reported |= TSTOR_PROP_FREE;
+  }
+  if (TSTOR_DEVICE_PROPERTIES_HAS(out, total_bytes)) {
+    out->total_bytes = total_b;
+    out->reported |= TSTOR_PROP_TOTAL;
+  }
+  if (TSTOR_DEVICE_PROPERTIES_HAS(out, alignment)) {
+    out->alignment = 256; /* what cudaMalloc promises; the cache splits at 512 */
+    out->reported |= TSTOR_PROP_ALIGNMENT;
+  }
+  if (e_bus == cudaSuccess && TSTOR_DEVICE_PROPERTIES_HAS(out, id)) {
+    snprintf(out->id, sizeof out->id, "%s", bus);
+    out->reported |= TSTOR_PROP_ID;
+  } else if (e_bus != cudaSuccess) {
+    cudaGetLastError(); /* the id is optional: clear the error it left */
+  }
+  return 0;
 }
 
 static int dev_event_record(void *ctx, void *stream, void **out) {

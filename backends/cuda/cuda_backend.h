@@ -132,6 +132,8 @@ void tstor__cuda_allocators_close(tstor__cuda *cu);
 int tstor__cuda_event_record_pooled(tstor__cuda *cu, int device, void *stream,
                                     tstor__cuda_event **out);
 void tstor__cuda_event_release_pooled(tstor__cuda *cu, tstor__cuda_event *ev);
+/* The device ops' properties (since ABI 1.5). */
+int tstor__cuda_properties(void *state, int index, tstor_device_properties *out);
 
 /* --------------------------------------------------------- stream.c */
 

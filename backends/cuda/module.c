@@ -38,6 +38,7 @@ static const tstor_device_ops cuda_device_ops = {
     .event_synchronize = tstor__cuda_event_synchronize,
     .convert = tstor__cuda_convert,
     .copy_strided = tstor__cuda_copy_strided,
+    .properties = tstor__cuda_properties, /* since 1.5 */
 };
 
 /* --------------------------------------------------------------- config */

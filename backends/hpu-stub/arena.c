@@ -6,6 +6,7 @@
  * with events. */
 #include "hpu_stub.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -274,6 +275,39 @@ int hpu_reset_peak(void *state, int index) {
   pthread_mutex_lock(&a->mu);
   tstor_stats_reset_peaks(&a->stats);
   pthread_mutex_unlock(&a->mu);
+  return 0;
+}
+
+/* What the device has (backend.h's properties op): its capacity, what no
+ * block holds (deferred blocks still count as held), the largest free block,
+ * and an id that names the same simulated device in every process. */
+int hpu_properties(void *state, int index, tstor_device_properties *out) {
+  hpu_stub *stub = state;
+  hpu_arena *a = &stub->devices[index].arena;
+  pthread_mutex_lock(&a->mu);
+  reclaim_deferred(a, 0);
+  uint64_t total = a->capacity, held = a->stats.reserved, largest = largest_free(a);
+  pthread_mutex_unlock(&a->mu);
+  if (TSTOR_DEVICE_PROPERTIES_HAS(out, free_bytes)) {
+    out->free_bytes = total - held;
+    out->reported |= TSTOR_PROP_FREE;
+  }
+  if (TSTOR_DEVICE_PROPERTIES_HAS(out, total_bytes)) {
+    out->total_bytes = total;
+    out->reported |= TSTOR_PROP_TOTAL;
+  }
+  if (TSTOR_DEVICE_PROPERTIES_HAS(out, alignment)) {
+    out->alignment = HPU_ALIGN;
+    out->reported |= TSTOR_PROP_ALIGNMENT;
+  }
+  if (TSTOR_DEVICE_PROPERTIES_HAS(out, max_allocation)) {
+    out->max_allocation = largest;
+    out->reported |= TSTOR_PROP_MAX_ALLOCATION;
+  }
+  if (TSTOR_DEVICE_PROPERTIES_HAS(out, id)) {
+    snprintf(out->id, sizeof out->id, "hpu-stub:%d", index);
+    out->reported |= TSTOR_PROP_ID;
+  }
   return 0;
 }
 

@@ -128,6 +128,8 @@ int hpu_record_stream(void *state, int index, void *ptr, void *alloc_ctx, void *
 int hpu_stats(void *state, int index, tstor_stats *out);
 int hpu_reset_peak(void *state, int index);
 int hpu_empty_cache(void *state, int index);
+/* The device ops' properties (since ABI 1.5), state = hpu_stub. */
+int hpu_properties(void *state, int index, tstor_device_properties *out);
 
 /* ---------------------------------------------------------------- pinned.c */
 

@@ -70,7 +70,8 @@ static const tstor_device_ops hpu_device_ops = {
     .event_record = hpu_event_record,
     .event_query = hpu_event_query,
     .event_synchronize = hpu_event_synchronize,
-    .copy_strided = hpu_copy_strided, /* since 1.1 */
+    .copy_strided = hpu_copy_strided, /* since 1.2 */
+    .properties = hpu_properties,     /* since 1.5 */
 };
 
 int hpu_device_count(void *state) { return ((hpu_stub *)state)->ndevices; }

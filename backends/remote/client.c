@@ -440,6 +440,29 @@ static int remote_describe(void *state, int index, char *buf, size_t size) {
   return 0;
 }
 
+/* The peer's device as its welcome named it: its memory (when the server
+ * said) and the peer and device as an id. Free memory is not on the wire:
+ * it would take a message of the protocol's next version. */
+static int remote_properties(void *state, int index, tstor_device_properties *out) {
+  remote *r = state;
+  if (index < 0 || index >= r->ndevices) return remote_bad_device(r, index);
+  rdevice *d = &r->devices[index];
+  peer *p = d->p;
+  pthread_mutex_lock(&p->mu);
+  uint64_t capacity = p->devices[d->index].capacity;
+  if (TSTOR_DEVICE_PROPERTIES_HAS(out, total_bytes) && capacity) {
+    out->total_bytes = capacity;
+    out->reported |= TSTOR_PROP_TOTAL;
+  }
+  if (TSTOR_DEVICE_PROPERTIES_HAS(out, id)) {
+    /* cut short where the two do not fit: still the same text every time */
+    int n = snprintf(out->id, sizeof out->id, "%s %s", p->name, p->devices[d->index].name);
+    if (n > 0) out->reported |= TSTOR_PROP_ID;
+  }
+  pthread_mutex_unlock(&p->mu);
+  return 0;
+}
+
 static const tstor_allocator_ops remote_allocator = {
     .struct_size = sizeof(tstor_allocator_ops),
     .abi_version = TSTOR_ABI_VERSION,
@@ -470,6 +493,7 @@ static const tstor_device_ops remote_device_ops = {
     .event_synchronize = remote_event_synchronize,
     .copy_strided = remote_copy_strided, /* since 1.2 */
     .describe = remote_describe,         /* since 1.3 */
+    .properties = remote_properties,     /* since 1.5 */
 };
 
 /* ---------------------------------------------------------------- module */

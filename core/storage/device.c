@@ -56,6 +56,53 @@ int tstor_device_describe(tstor_context *ctx, tstor_device dev, char *buf, size_
   return 0;
 }
 
+/* The capability bits of a type: the optional ops its backend registered. */
+static uint32_t type_capabilities(const tstor__devtype *t) {
+  uint32_t caps = 0;
+  if (t->ops.stream_create) caps |= TSTOR_DEVICE_CAP_STREAMS;
+  if (t->ops.fill) caps |= TSTOR_DEVICE_CAP_FILL;
+  if (t->ops.convert) caps |= TSTOR_DEVICE_CAP_CONVERT;
+  if (t->ops.copy_strided) caps |= TSTOR_DEVICE_CAP_COPY_STRIDED;
+  if (t->ops.map) caps |= TSTOR_DEVICE_CAP_MAPPING;
+  if (t->ops.properties) caps |= TSTOR_DEVICE_CAP_PROPERTIES;
+  return caps;
+}
+
+int tstor_device_get_properties(tstor_context *ctx, tstor_device dev,
+                                tstor_device_properties *out) {
+  int rc = tstor__ctx(&ctx);
+  if (rc) return rc;
+  if (!out) return tstor__err(TSTOR_EINVAL, "device_get_properties: NULL argument");
+  size_t n = tstor__out_struct_size(out->struct_size, sizeof *out, sizeof *out,
+                                    "device_get_properties", "tstor_device_properties");
+  if (n == 0) return TSTOR_EINVAL;
+  rc = tstor__check_device(ctx, dev);
+  if (rc) return rc;
+  const tstor__devtype *t = &ctx->types[dev.type];
+  /* The core's own struct: the module never sees the caller's, so a module
+   * built for a newer header cannot write past it. */
+  tstor_device_properties p;
+  memset(&p, 0, sizeof p);
+  p.struct_size = sizeof p;
+  if (t->ops.properties) {
+    tstor__err_clear();
+    rc = t->ops.properties(t->state, dev.index, &p);
+    if (rc) {
+      if (!tstor_last_error()[0]) tstor__err(rc, "%s:%d: properties failed", t->name, dev.index);
+      return rc;
+    }
+  }
+  p.struct_size = (uint32_t)n;
+  p.capabilities = type_capabilities(t);
+  p.reported &= TSTOR_PROP_FREE | TSTOR_PROP_TOTAL | TSTOR_PROP_ALIGNMENT |
+                TSTOR_PROP_MAX_ALLOCATION | TSTOR_PROP_ID;
+  p.reserved_ = 0;
+  p.id[sizeof p.id - 1] = '\0';
+  if (!(p.reported & TSTOR_PROP_ID)) p.id[0] = '\0';
+  memcpy(out, &p, n);
+  return 0;
+}
+
 int tstor_device_type_count(tstor_context *ctx) {
   int rc = tstor__ctx(&ctx);
   return rc ? rc : ctx->ntypes;

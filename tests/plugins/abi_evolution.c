@@ -203,6 +203,30 @@ static int future_stats_op(void *state, int index, tstor_stats *out) {
   return 0;
 }
 
+static uint32_t future_properties_size_seen;
+static int future_wrote_temperature;
+
+TSTOR_EXTERN void abi_future_properties_seen(uint32_t *size, int *wrote_temperature);
+void abi_future_properties_seen(uint32_t *size, int *wrote_temperature) {
+  *size = future_properties_size_seen;
+  *wrote_temperature = future_wrote_temperature;
+}
+
+static int future_properties_op(void *state, int index, tstor_device_properties *out) {
+  (void)state, (void)index;
+  future_properties_size_seen = out->struct_size;
+  if (TSTOR_DEVICE_PROPERTIES_HAS(out, total_bytes)) {
+    out->total_bytes = 1 << 30;
+    out->free_bytes = 1 << 20;
+    out->reported |= TSTOR_PROP_TOTAL | TSTOR_PROP_FREE;
+  }
+  if (FUTURE_DEVICE_PROPERTIES_HAS(out, temperature_mc)) {
+    ((future_device_properties *)out)->temperature_mc = 41000;
+    future_wrote_temperature = 1;
+  }
+  return 0;
+}
+
 static int future_trim(void *state, int index, size_t keep) {
   (void)state, (void)index, (void)keep;
   abort(); /* today's core knows nothing of it */
@@ -230,7 +254,8 @@ static const future_device_ops future_device = {
             .type_name = "future",
             .flags = TSTOR_DEVICE_HOST,
             .device_count = older_count,
-            .allocator = &future_allocator.now},
+            .allocator = &future_allocator.now,
+            .properties = future_properties_op},
     .copy_2d = future_copy_2d,
 };
 

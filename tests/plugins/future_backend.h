@@ -19,6 +19,14 @@ typedef struct future_stats {
 #define FUTURE_STATS_HAS(st, field) \
   TSTOR_SIZE_COVERS(future_stats, ((const future_stats *)(st))->now.struct_size, field)
 
+typedef struct future_device_properties {
+  tstor_device_properties now;
+  uint64_t temperature_mc; /* since FUTURE_ABI_MINOR */
+} future_device_properties;
+#define FUTURE_DEVICE_PROPERTIES_HAS(p, field) \
+  TSTOR_SIZE_COVERS(future_device_properties,  \
+                    ((const future_device_properties *)(p))->now.struct_size, field)
+
 typedef struct future_allocator_ops {
   tstor_allocator_ops now;
   int (*trim)(void *state, int index, size_t keep_bytes); /* since FUTURE_ABI_MINOR */

@@ -20,7 +20,8 @@
  * History: 1.0 the first release. 1.1 tstor_stats begins with struct_size
  * (the core hands an allocator table built for 1.0 the 1.0 layout, without
  * it, and converts). 1.2 tstor_device_ops.copy_strided. 1.3
- * tstor_device_ops.describe. 1.4 tstor_registrar.register_copy_batch.
+ * tstor_device_ops.describe. 1.4 tstor_registrar.register_copy_batch. 1.5
+ * tstor_device_ops.properties.
  *
  * tstor_block and tstor_copy_span are the exceptions: fixed for ABI 1; an
  * allocator that needs to remember more keeps it behind alloc_ctx, and a batch
@@ -59,7 +60,7 @@ extern "C" {
 #endif
 
 #define TSTOR_ABI_MAJOR 1
-#define TSTOR_ABI_MINOR 4
+#define TSTOR_ABI_MINOR 5
 #define TSTOR_ABI_VERSION ((uint32_t)((TSTOR_ABI_MAJOR << 16) | TSTOR_ABI_MINOR))
 #define TSTOR_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define TSTOR_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
@@ -240,6 +241,13 @@ typedef struct tstor_device_ops {
    * 1), cut short to fit. Returns 0 or a TSTOR_E* code. Without it the device
    * is described by its name alone (tstor_device_describe). */
   int (*describe)(void *state, int index, char *buf, size_t size);
+  /* Optional (since 1.5). What device `index` has (tstor.h's
+   * tstor_device_properties): fill the fields of *out that
+   * TSTOR_DEVICE_PROPERTIES_HAS(out, field) covers and that the backend
+   * knows, each with its TSTOR_PROP_* bit in out->reported; free_bytes never
+   * above total_bytes. The core has zeroed *out and set struct_size, and
+   * writes capabilities itself. Returns 0 or a TSTOR_E* code. */
+  int (*properties)(void *state, int index, tstor_device_properties *out);
 } tstor_device_ops;
 
 #define TSTOR_DEVICE_OPS_HAS(ops, field) \

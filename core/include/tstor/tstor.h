@@ -307,6 +307,65 @@ enum {
 };
 TSTOR_EXTERN unsigned tstor_device_type_flags(tstor_context *ctx, int type);
 
+/* What a device has and offers, beyond its name (tstor_device_get_properties):
+ * its memory and a stable id as its backend reports them, and the optional
+ * operations its backend registered. A backend may know some fields and not
+ * others (a remote device's free memory): `reported` says which it filled.
+ * One list gives the capability bits, for the enum and for code that names
+ * them: X(NAME, bit, name). */
+#define TSTOR_DEVICE_CAP_MAP(X)                                                             \
+  X(STREAMS, 0, "streams")           /* streams and events of its own (else synchronous) */ \
+  X(FILL, 1, "fill")                 /* fills on the device (else a pattern is copied) */   \
+  X(CONVERT, 2, "convert")           /* dtype conversions on the device */                  \
+  X(COPY_STRIDED, 3, "copy-strided") /* strided copies on the device */                     \
+  X(MAPPING, 4, "mapping")           /* file mapping and shared memory (host types) */      \
+  X(PROPERTIES, 5, "properties")     /* reports its memory (the fields below) */
+
+enum {
+#define TSTOR__CAP_ENUM(name, bit, text) TSTOR_DEVICE_CAP_##name = 1u << bit,
+  TSTOR_DEVICE_CAP_MAP(TSTOR__CAP_ENUM)
+#undef TSTOR__CAP_ENUM
+};
+
+/* Which of tstor_device_properties' backend fields were reported. */
+enum {
+  TSTOR_PROP_FREE = 1 << 0,           /* free_bytes */
+  TSTOR_PROP_TOTAL = 1 << 1,          /* total_bytes */
+  TSTOR_PROP_ALIGNMENT = 1 << 2,      /* alignment */
+  TSTOR_PROP_MAX_ALLOCATION = 1 << 3, /* max_allocation */
+  TSTOR_PROP_ID = 1 << 4              /* id */
+};
+
+typedef struct tstor_device_properties {
+  uint32_t struct_size;    /* in: sizeof(tstor_device_properties) or 0; out: bytes written */
+  uint32_t capabilities;   /* TSTOR_DEVICE_CAP_* bits, from the ops the backend registered */
+  uint32_t reported;       /* TSTOR_PROP_* bits: which fields below the backend filled */
+  uint32_t reserved_;      /* 0 */
+  uint64_t free_bytes;     /* bytes the device can still allocate now (<= total_bytes) */
+  uint64_t total_bytes;    /* bytes of memory the device has */
+  uint64_t alignment;      /* every allocation's address is a multiple of this */
+  uint64_t max_allocation; /* the largest single allocation that would succeed now */
+  char id[64];             /* stable across processes: a PCI bus id ("0000:3b:00.0"), a
+                              peer and its device; NUL-terminated, "" when not reported */
+  /* Fields appended later are marked "since 0.N". */
+} tstor_device_properties;
+
+#define TSTOR_DEVICE_PROPERTIES_INIT                                                        \
+  {                                                                                         \
+    .struct_size = sizeof(tstor_device_properties), .capabilities = 0, .reported = 0,       \
+    .reserved_ = 0, .free_bytes = 0, .total_bytes = 0, .alignment = 0, .max_allocation = 0, \
+    .id = ""                                                                                \
+  }
+#define TSTOR_DEVICE_PROPERTIES_HAS(p, field) \
+  TSTOR_SIZE_COVERS(tstor_device_properties, (p)->struct_size, field)
+
+/* Fills *out (struct_size as the conventions say) for `dev`: the capability
+ * bits always, the memory fields where the backend reports them (backend ABI
+ * 1.5; `reported` is 0 for an older backend). TSTOR_ENODEV for a device the
+ * context does not know, or the backend's error. */
+TSTOR_EXTERN int tstor_device_get_properties(tstor_context *ctx, tstor_device dev,
+                                             tstor_device_properties *out);
+
 /* The configured default device (default_device / $TSTOR_DEFAULT_DEVICE). */
 TSTOR_EXTERN int tstor_device_default(tstor_context *ctx, tstor_device *out);
 
