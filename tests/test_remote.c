@@ -644,6 +644,18 @@ START_TEST(devices_describe_their_peer) {
                                      sizeof line),
                TSTOR_ENODEV);
 
+  /* its properties: the peer and its device as the id, and the total memory
+   * the server announced (its cpu's, this machine's); free memory is not on
+   * the wire */
+  tstor_device_properties rp = TSTOR_DEVICE_PROPERTIES_INIT, cp = TSTOR_DEVICE_PROPERTIES_INIT;
+  ck_tstor_ok(tstor_device_get_properties(ctx, dev(ctx, "remote:1"), &rp));
+  ck_tstor_ok(tstor_device_get_properties(ctx, dev(ctx, "cpu"), &cp));
+  ck_assert_uint_eq(rp.reported, TSTOR_PROP_TOTAL | TSTOR_PROP_ID);
+  ck_assert_uint_eq(rp.total_bytes, cp.total_bytes);
+  snprintf(want, sizeof want, "127.0.0.1:%u cpu:0", b.port);
+  ck_assert_str_eq(rp.id, want);
+  ck_assert_uint_ne(rp.capabilities & TSTOR_DEVICE_CAP_PROPERTIES, 0);
+
   /* the same through `tstor info` */
   char ini[2048], path[256], cmd[1024], out[300];
   client_config(ini, sizeof ini, peers, secret_path, 1000, 0);

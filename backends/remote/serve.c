@@ -48,6 +48,12 @@ static int find_devices(server *s) {
       tstor_device d = {t, i};
       tsr_device_desc *desc = &s->devices[s->ndevices];
       if (tstor_device_format(s->ctx, d, desc->name, sizeof desc->name) != 0) continue;
+      /* Its total memory, where its backend reports it (the welcome's
+       * capacity, which clients report as their device's total). */
+      tstor_device_properties props = TSTOR_DEVICE_PROPERTIES_INIT;
+      desc->capacity = 0;
+      if (tstor_device_get_properties(s->ctx, d, &props) == 0 && props.reported & TSTOR_PROP_TOTAL)
+        desc->capacity = props.total_bytes;
       s->staged[s->ndevices] = !(flags & TSTOR_DEVICE_HOST);
       if (have_host && d.type == s->host.type && d.index == s->host.index)
         s->host_index = (int)s->ndevices;
