@@ -14,7 +14,8 @@
 //     whichever backend offers it), so pin_memory() and is_pinned() work;
 //   - a DeviceAllocator over the device's allocator, which is what
 //     torch.accelerator's memory calls ask for: tstor's statistics as
-//     PyTorch's DeviceStats;
+//     PyTorch's DeviceStats, and free and total memory from the device's
+//     properties;
 //   - autocast: torch.autocast(device_type=<the device>) casts as it casts
 //     on cuda, by PyTorch's own lists of which operators run in lower
 //     precision, which in float32 and which in the widest input type
@@ -207,6 +208,11 @@ struct TstorDeviceAllocator final : c10::DeviceAllocator {
   }
   void resetPeakStats(c10::DeviceIndex index) override {
     check(tstor_device_reset_peak(nullptr, tstor_dev(checked_index(index))), "resetting the peaks");
+  }
+  // Free and total bytes as the backend reports them
+  // (tstor_device_get_properties); NotImplementedError where it does not.
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex index) override {
+    return memory_info(checked_index(index));
   }
 };
 

@@ -42,6 +42,7 @@
 
 #include "tstor_torch.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstdint>
@@ -126,6 +127,22 @@ tstor_device tstor_dev(c10::DeviceIndex index) {
   TORCH_CHECK(index >= 0 && index < b.count, "tstor: ", b.name, ":", int(index),
               " does not exist (", b.count, " device", b.count == 1 ? "" : "s", ")");
   return tstor_device{b.type, index};
+}
+
+tstor_device_properties properties_of(c10::DeviceIndex index) {
+  tstor_device_properties p = TSTOR_DEVICE_PROPERTIES_INIT;
+  check(tstor_device_get_properties(nullptr, tstor_dev(index), &p), "device properties");
+  return p;
+}
+
+std::pair<size_t, size_t> memory_info(c10::DeviceIndex index) {
+  tstor_device_properties p = properties_of(index);
+  const uint32_t both = TSTOR_PROP_FREE | TSTOR_PROP_TOTAL;
+  TORCH_CHECK_NOT_IMPLEMENTED((p.reported & both) == both, "tstor: ", backend().name, ":",
+                              int(index), " does not report its ",
+                              p.reported & TSTOR_PROP_TOTAL ? "free" : "free and total",
+                              " memory (its backend's properties op)");
+  return {static_cast<size_t>(p.free_bytes), static_cast<size_t>(p.total_bytes)};
 }
 
 tstor_device cpu_dev() {
@@ -746,6 +763,36 @@ std::string describe(int64_t index) {
 
 int64_t op_current_device() { return current_index; }
 
+// The device's properties, for the device module's get_device_properties:
+// [reported, capabilities, free, total, alignment, largest allocation] (the
+// TSTOR_PROP_* and TSTOR_DEVICE_CAP_* bits, then the fields, 0 where not
+// reported), its id, and the capability bits' names in bit order.
+std::vector<int64_t> properties(int64_t index) {
+  tstor_device_properties p = properties_of(device_arg(index));
+  return {p.reported,
+          p.capabilities,
+          static_cast<int64_t>(p.free_bytes),
+          static_cast<int64_t>(p.total_bytes),
+          static_cast<int64_t>(p.alignment),
+          static_cast<int64_t>(p.max_allocation)};
+}
+
+std::string device_id(int64_t index) { return properties_of(device_arg(index)).id; }
+
+std::vector<std::string> capability_names() {
+  std::vector<std::string> names;
+#define TSTOR_TORCH_CAP_NAME(name, bit, text) \
+  names.resize(std::max<size_t>(names.size(), bit + 1)), names[bit] = text;
+  TSTOR_DEVICE_CAP_MAP(TSTOR_TORCH_CAP_NAME)
+#undef TSTOR_TORCH_CAP_NAME
+  return names;
+}
+
+std::vector<int64_t> mem_get_info(int64_t index) {
+  std::pair<size_t, size_t> info = memory_info(device_arg(index));
+  return {static_cast<int64_t>(info.first), static_cast<int64_t>(info.second)};
+}
+
 void op_set_device(int64_t index) { set_current_device(device_arg(index)); }
 
 void synchronize(int64_t index) {
@@ -868,6 +915,10 @@ struct Registration {
     defs->def("device_count() -> int", device_count);
     defs->def("describe(int device=-1) -> str", describe);
     defs->def("current_device() -> int", op_current_device);
+    defs->def("properties(int device=-1) -> int[]", properties);
+    defs->def("device_id(int device=-1) -> str", device_id);
+    defs->def("capability_names() -> str[]", capability_names);
+    defs->def("mem_get_info(int device=-1) -> int[]", mem_get_info);
     defs->def("set_device(int device) -> ()", op_set_device);
     defs->def("synchronize(int device=-1) -> ()", synchronize);
     defs->def("memory_allocated(int device=0) -> int", memory_allocated);

@@ -99,6 +99,13 @@ tstor_storage *storage_of(const c10::DataPtr &p, size_t nbytes);
 // -1 where none holds it.
 c10::DeviceIndex device_of_address(const void *p);
 
+// What device `index` reports of itself (tstor_device_get_properties), and
+// its free and total bytes from it: raised as NotImplementedError where the
+// backend does not report both (the device module's mem_get_info, 2.x's
+// DeviceAllocator::getMemoryInfo).
+tstor_device_properties properties_of(c10::DeviceIndex index);
+std::pair<size_t, size_t> memory_info(c10::DeviceIndex index);
+
 #if TSTOR_TORCH_2
 // torch2.cc: registers the hooks and the generators, and defines the
 // random-number operators in `defs` (the tstor namespace).

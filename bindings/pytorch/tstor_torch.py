@@ -156,6 +156,57 @@ def get_device_name(device=None):
 
 # ------------------------------------------------------------- memory
 
+def mem_get_info(device=None):
+    """(free, total) bytes of device, as its backend reports them
+    (tstor_device_get_properties). NotImplementedError where it does not
+    report both (a remote device has no free memory to report)."""
+    free, total = _ops.mem_get_info(_index(device))
+    return free, total
+
+
+class DeviceProperties:
+    """What a device reports of itself (get_device_properties). A field its
+    backend does not report is None.
+
+    name            what tstor says the device stands for (get_device_name)
+    type, index     the tstor device ("hpu", 0)
+    total_memory    bytes of memory the device has
+    free_memory     bytes it can still allocate now
+    max_allocation  the largest single allocation that would succeed now
+    alignment       every allocation's address is a multiple of it
+    id              stable across processes ("0000:3b:00.0", "hpu-stub:0")
+    capabilities    what its backend offers beyond the required operations
+                    ("streams", "fill", "properties", ...)"""
+
+    def __init__(self, index):
+        reported, caps, free, total, alignment, largest = _ops.properties(index)
+        names = _ops.capability_names()
+
+        def field(bit, value):
+            return value if reported & bit else None
+        self.name = _ops.describe(index)
+        self.type = device_type
+        self.index = index
+        # the bits of tstor.h's TSTOR_PROP_FREE, _TOTAL, _ALIGNMENT,
+        # _MAX_ALLOCATION and _ID
+        self.free_memory = field(1, free)
+        self.total_memory = field(2, total)
+        self.alignment = field(4, alignment)
+        self.max_allocation = field(8, largest)
+        self.id = _ops.device_id(index) if reported & 16 else None
+        self.capabilities = tuple(n for bit, n in enumerate(names) if n and caps & (1 << bit))
+
+    def __repr__(self):
+        return ("DeviceProperties(name=%r, total_memory=%r, free_memory=%r, id=%r, "
+                "capabilities=%r)" % (self.name, self.total_memory, self.free_memory, self.id,
+                                      self.capabilities))
+
+
+def get_device_properties(device=None):
+    """What device reports of itself: a DeviceProperties."""
+    return DeviceProperties(_index(device))
+
+
 def memory_stats(device=None):
     """tstor's allocator counters for device, by name (tstor_stats)."""
     return dict(zip(_ops.memory_stats_fields(), _ops.memory_stats(_index(device))))

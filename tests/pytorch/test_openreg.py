@@ -1036,9 +1036,11 @@ class Device(Case):
         self.assertEqual(torch.randn(3, 3, device=DEV).device.index, 1)
 
     def test_device_properties(self):
-        """test_device_properties. Added: the device's description. Free and
-        total memory (get_memory_info) are not implemented: tstor's backends
-        do not report them yet, and openreg's test accepts that."""
+        """test_device_properties. Added: the device's description, and its
+        free and total memory (get_memory_info) from what its backend reports
+        (tstor_device_get_properties), free within total; openreg's test
+        accepts a device without them, and so does this one where the
+        backend reports none."""
         device = torch.device(DEV + ":0")
         self.assertEqual((device.type, device.index), (DEV, 0))
         self.assertIn(DEV, str(device))
@@ -1048,8 +1050,12 @@ class Device(Case):
         try:
             memory_info = torch.accelerator.get_memory_info()
             self.assertIsInstance(memory_info, tuple)
-        except (AttributeError, NotImplementedError):
-            pass
+            free, total = memory_info
+            self.assertLessEqual(free, total)
+            self.assertEqual(total, MOD.get_device_properties(0).total_memory)
+        except NotImplementedError:
+            p = MOD.get_device_properties(0)
+            self.assertIn(None, (p.free_memory, p.total_memory))
         self.assertTrue(MOD.get_device_name(0))
 
     def test_memory_statistics(self):

@@ -361,6 +361,40 @@ class Device(Case):
         self.assertEqual(tstor_torch.memory_stats(1)["allocated"], self.before[1] + 400)
         del x
 
+    def test_device_properties(self):
+        # what the backend reports of the device (tstor_device_get_properties),
+        # on both lines: free within total, an allocation lowers free by at
+        # least its size, and the same id each time; where it reports no
+        # memory, mem_get_info says so
+        p = tstor_torch.get_device_properties(1)
+        self.assertEqual((p.type, p.index), (tstor_torch.device_type, 1))
+        self.assertEqual(p.name, tstor_torch.get_device_name(1))
+        if tstor_torch.device_type == "hpu":  # hpu-stub reports everything
+            self.assertEqual(p.id, "hpu-stub:1")
+            self.assertIn("properties", p.capabilities)
+            self.assertIn("streams", p.capabilities)
+        if p.free_memory is None or p.total_memory is None:
+            with self.assertRaisesRegex(NotImplementedError, "does not report its"):
+                tstor_torch.mem_get_info(1)
+            self.skipTest("the backend reports no free and total memory")
+        free, total = tstor_torch.mem_get_info(1)
+        self.assertEqual(total, p.total_memory)
+        self.assertLessEqual(free, total)
+        if p.max_allocation is not None:
+            self.assertLessEqual(p.max_allocation, p.free_memory)
+        n = min(1 << 20, total // 4)
+        x = torch.empty(n, dtype=torch.uint8, device=DEV + ":1")
+        after, _ = tstor_torch.mem_get_info(1)
+        self.assertLessEqual(after + n, free)
+        if p.alignment is not None:
+            self.assertEqual(x.data_ptr() % p.alignment, 0)
+        del x
+        self.assertEqual(tstor_torch.get_device_properties(1).id, p.id)
+        if TORCH_2:  # torch.<name> and torch.accelerator ask the same
+            self.assertEqual(getattr(torch, DEV).mem_get_info(1), tstor_torch.mem_get_info(1))
+            self.assertEqual(torch.accelerator.get_memory_info(1), tstor_torch.mem_get_info(1))
+            self.assertEqual(getattr(torch, DEV).get_device_properties(1).total_memory, total)
+
     def test_bad_device_index(self):
         with self.assertRaisesRegex(RuntimeError, "does not exist"):
             torch.empty(1, device=DEV + ":5")
@@ -686,11 +720,8 @@ class Torch2(Case):
         with self.assertRaisesRegex(ValueError, "Unknown device type %s for Dlpack" % DEV):
             torch.from_dlpack(d)
         self.assertFalse(torch._has_compatible_shallow_copy_type(torch.zeros(3), d))
-        # tstor's: no free and total memory (its backends do not report
-        # them); no per-tensor backend metadata
+        # tstor's: no per-tensor backend metadata
         self.assertEqual(torch.accelerator.current_accelerator().type, DEV)
-        with self.assertRaises(NotImplementedError):
-            torch.accelerator.get_memory_info()
         torch._utils.set_tensor_metadata(d, {"format": 1})
         self.assertEqual(torch._utils.get_tensor_metadata(d), {})
 
