@@ -60,6 +60,14 @@ class Case(unittest.TestCase):
 
 class Device(Case):
     def test_issue_example(self):
+        if TORCH_2:  # issue 46's: randn on the device by its name
+            torch.manual_seed(3)
+            want = torch.randn(3, 4)
+            getattr(torch, DEV).manual_seed(3)
+            r = torch.randn(3, 4, device=DEV + ":0")
+            self.assertEqual(r.device, torch.device(DEV, 0))
+            self.assertTrue(torch.equal(r.cpu(), want))
+            del r
         x = torch.arange(12.).reshape(3, 4).to(DEV + ":1")
         y = (x.t() * 2).contiguous()
         self.assertEqual(y.device, torch.device(DEV, 1))
@@ -265,6 +273,32 @@ class Device(Case):
             self.assertEqual(p.device.type, DEV)
             self.assertTrue(torch.allclose(p.grad.cpu(), q.grad, atol=1e-6))
         del model, loss
+
+    def test_module_training_steps(self):
+        # three optimizer steps, SGD with momentum and Adam, each step's
+        # parameters equal to the cpu's (the optimizers' foreach and
+        # in-place updates run through the cpu fallback)
+        for name, make in (("SGD", lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9)),
+                           ("Adam", lambda p: torch.optim.Adam(p, lr=0.01))):
+            with self.subTest(optimizer=name):
+                torch.manual_seed(0)
+                model = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.ReLU(),
+                                            torch.nn.Linear(8, 3))
+                ref = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.ReLU(),
+                                          torch.nn.Linear(8, 3))
+                ref.load_state_dict(model.state_dict())
+                model = model.to(DEV)
+                opt, ref_opt = make(model.parameters()), make(ref.parameters())
+                for step in range(3):
+                    x, target = torch.randn(4, 5), torch.randn(4, 3)
+                    for m, o, dev in ((model, opt, DEV), (ref, ref_opt, "cpu")):
+                        o.zero_grad()
+                        torch.nn.functional.mse_loss(m(x.to(dev)), target.to(dev)).backward()
+                        o.step()
+                    for p, q in zip(model.parameters(), ref.parameters()):
+                        self.assertEqual(p.device.type, DEV)
+                        self.assertTrue(torch.allclose(p.cpu(), q, atol=1e-6), "step %d" % step)
+                del model, opt
 
     def test_copies_of_conj_and_neg_views(self):
         # .conj() and _neg_view() set a bit instead of touching the bytes;
