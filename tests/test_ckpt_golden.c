@@ -50,9 +50,9 @@ typedef struct golden {
 static golden *cases;
 static int ncases;
 
-static void read_golden(void) {
-  if (cases) return;
-  char *all = tstor_test_slurp(CKDIR "/golden.txt", NULL);
+/* A listing's cases (golden.txt's format), named relative to golden/. */
+static void read_listing(const char *path) {
+  char *all = tstor_test_slurp(path, NULL);
   char *p = strchr(all, '\n') + 1; /* past the header */
   while (*p) {
     ck_assert(strncmp(p, "file ", 5) == 0);
@@ -66,7 +66,15 @@ static void read_golden(void) {
     p = next;
   }
   free(all);
-  ck_assert_int_gt(ncases, 250);
+}
+
+/* PyTorch's files, and the tar format's files that gen_tar.py wrote as
+ * PyTorch 0.1 did, which PyTorch 1.13 and 2.x read alike. */
+static void read_golden(void) {
+  if (cases) return;
+  read_listing(CKDIR "/golden.txt");
+  read_listing(CKDIR "/tar.txt");
+  ck_assert_int_gt(ncases, 330);
 }
 
 static char *drop_data(const char *s) {
@@ -91,6 +99,8 @@ static const char *const way_names[] = {"mapped", "read", "buffer", "borrowed bu
 
 static int load_way(int way, const char *path, char *bytes, size_t len, tstor_checkpoint **ck) {
   tstor_load_options o = {sizeof o, NULL, 0}; /* WAY_READ: the default */
+  /* saved on a GPU, listed as torch.load(map_location="cpu") read it */
+  if (strstr(path, "/tar/cuda_")) o.map_location = "cpu";
   switch (way) {
     case WAY_MAP: o.flags = TSTOR_LOAD_MMAP; break;
     case WAY_META: o.map_location = "meta"; break;
@@ -105,6 +115,17 @@ static int load_way(int way, const char *path, char *bytes, size_t len, tstor_ch
 
 static void setup(void) { ck_tstor_ok(tstor_context_open(NULL, &ctx)); }
 static void teardown(void) { tstor_context_close(ctx); }
+
+/* Whether base, the memory storage k of ck views, is another storage of ck
+ * (a storage view of the legacy and tar formats). */
+static int views_the_load(const tstor_checkpoint *ck, size_t k, const tstor_storage *base) {
+  for (size_t j = 0; j < tstor_checkpoint_storage_count(ck); j++) {
+    tstor_storage *other;
+    ck_tstor_ok(tstor_checkpoint_storage(ck, j, NULL, &other));
+    if (j != k && other == base) return 1;
+  }
+  return 0;
+}
 
 START_TEST(golden_files) {
   read_golden();
@@ -132,13 +153,7 @@ START_TEST(golden_files) {
         ck_assert_msg(!(tstor_storage_flags(s) & TSTOR_FLAG_MAPPED),
                       "%s: storage %zu of a read load is a mapping", cases[i].name, k);
         if (!(base = tstor_storage_base(s))) continue;
-        int of_the_load = 0;
-        for (size_t j = 0; j < tstor_checkpoint_storage_count(ck); j++) {
-          tstor_storage *other;
-          ck_tstor_ok(tstor_checkpoint_storage(ck, j, NULL, &other));
-          of_the_load |= j != k && other == base;
-        }
-        ck_assert_msg(of_the_load,
+        ck_assert_msg(views_the_load(ck, k, base),
                       "%s: storage %zu of a read load views memory of no storage of it",
                       cases[i].name, k);
       }
@@ -146,11 +161,14 @@ START_TEST(golden_files) {
         tstor_storage *s;
         ck_tstor_ok(tstor_checkpoint_storage(ck, k, NULL, &s));
         tstor_storage *base = tstor_storage_base(s);
-        /* the legacy format's storages follow the pickles unaligned: a view
-         * where one lands aligned, else a copy */
-        if (strncmp(cases[i].name, "legacy_", 7) == 0) {
-          ck_assert_msg(!base || (tstor_storage_flags(base) & TSTOR_FLAG_MAPPED), "%s: storage %zu", cases[i].name, k);
-          legacy_mapped += base != NULL;
+        /* the legacy and tar formats' storages follow pickles unaligned: a
+         * view where one lands aligned, else a copy */
+        if (strncmp(cases[i].name, "legacy_", 7) == 0 ||
+            strncmp(cases[i].name, "../tar/", 7) == 0) {
+          int mapping = base && (tstor_storage_flags(base) & TSTOR_FLAG_MAPPED);
+          ck_assert_msg(!base || mapping || views_the_load(ck, k, base), "%s: storage %zu",
+                        cases[i].name, k);
+          legacy_mapped += mapping;
         } else if (tstor_storage_nbytes(s) && strncmp(cases[i].name, "../hostile/", 11) != 0) {
           ck_assert_msg(base && (tstor_storage_flags(base) & TSTOR_FLAG_MAPPED), "%s: storage %zu not mapped",
                         cases[i].name, k);
@@ -214,8 +232,9 @@ START_TEST(golden_on_device) {
     char *path;
     ck_assert(asprintf(&path, CKDIR "/golden/%s", cases[i].name) > 0);
     tstor_checkpoint *dev, *host;
+    tstor_load_options ho = {sizeof ho, strstr(path, "/tar/cuda_") ? "cpu" : NULL, 0};
     ck_tstor_ok(tstor_torch_load(ctx, path, &o, &dev));
-    ck_tstor_ok(tstor_torch_load(ctx, path, NULL, &host));
+    ck_tstor_ok(tstor_torch_load(ctx, path, &ho, &host));
     char *a = list_checkpoint(dev, 0), *b = list_checkpoint(host, 0);
     ck_assert_str_eq(a, b);
     ck_assert_int_eq(tstor_checkpoint_storage_count(dev), tstor_checkpoint_storage_count(host));
@@ -265,9 +284,11 @@ START_TEST(tensor_outlives_checkpoint) {
 }
 END_TEST
 
-START_TEST(hostile_files) {
+/* The files of a hostile list (hostile.txt's format) in dir, each refused
+ * every way with its code and message; returns how many. */
+static int hostile_list(const char *list, const char *dir) {
   size_t len;
-  char *all = tstor_test_slurp(CKDIR "/hostile.txt", &len);
+  char *all = tstor_test_slurp(list, &len);
   int n = 0;
   for (char *line = strtok(all, "\n"); line; line = strtok(NULL, "\n")) {
     if (line[0] == '#') continue;
@@ -276,7 +297,7 @@ START_TEST(hostile_files) {
     ck_assert_int_eq(sscanf(line, "%127s %31s %n", name, code, &off), 2);
     const char *needle = line + off;
     char *path;
-    ck_assert(asprintf(&path, CKDIR "/hostile/%s", name) > 0);
+    ck_assert(asprintf(&path, "%s/%s", dir, name) > 0);
     size_t blen;
     char *bytes = tstor_test_slurp(path, &blen);
     for (int way = 0; way < NWAYS; way++) {
@@ -322,7 +343,12 @@ START_TEST(hostile_files) {
     n++;
   }
   free(all);
-  ck_assert_int_gt(n, 55);
+  return n;
+}
+
+START_TEST(hostile_files) {
+  ck_assert_int_gt(hostile_list(CKDIR "/hostile.txt", CKDIR "/hostile"), 55);
+  ck_assert_int_gt(hostile_list(CKDIR "/tar_hostile.txt", CKDIR "/tar_hostile"), 50);
 }
 END_TEST
 
@@ -368,6 +394,17 @@ START_TEST(formats_by_their_bytes) {
                   tstor_file_format_name(tstor_file_format_detect(heads[i].p, heads[i].n)));
   ck_assert_int_eq(tstor_file_format_detect(NULL, 4), TSTOR_FORMAT_UNKNOWN);
   ck_assert_str_eq(tstor_file_format_name(TSTOR_FORMAT_TORCH_LEGACY), "torch-legacy");
+  ck_assert_str_eq(tstor_file_format_name(TSTOR_FORMAT_TORCH_TAR), "torch-tar");
+  /* the tar format: a whole header block whose checksum is right */
+  size_t tlen;
+  char *tar = tstor_test_slurp(CKDIR "/tar/state_linear.pt", &tlen);
+  ck_assert_int_eq(tstor_file_format_detect(tar, 512), TSTOR_FORMAT_TORCH_TAR);
+  ck_assert_int_eq(tstor_file_format_detect(tar, 511), TSTOR_FORMAT_UNKNOWN);
+  tar[148] ^= 1;
+  ck_assert_int_eq(tstor_file_format_detect(tar, 512), TSTOR_FORMAT_UNKNOWN);
+  memset(tar, 0, 512);
+  ck_assert_int_eq(tstor_file_format_detect(tar, 512), TSTOR_FORMAT_UNKNOWN);
+  free(tar);
   ck_assert_str_eq(tstor_file_format_name((tstor_file_format)99), "unknown");
 
   tstor_file_format f;
@@ -411,6 +448,14 @@ START_TEST(formats_by_their_bytes) {
   spit_bytes(path, t7_le, sizeof t7_le);
   ck_tstor_err(tstor_checkpoint_load(ctx, path, NULL, &ck), TSTOR_EINVAL);
   ck_last_error_has("Torch7 file offset 15: the file ends inside a class name (4 bytes, 0 left)");
+  /* the tar format too, and it is read, not written */
+  ck_tstor_ok(tstor_file_format_of(CKDIR "/tar/checkpoint.pt", &f));
+  ck_assert_int_eq(f, TSTOR_FORMAT_TORCH_TAR);
+  ck_tstor_ok(tstor_checkpoint_load(ctx, CKDIR "/tar/checkpoint.pt", NULL, &ck));
+  ck_assert_ptr_nonnull(tstor_value_dict_get(tstor_checkpoint_root(ck), "state_dict"));
+  ck_tstor_err(tstor_checkpoint_save(ck, path, TSTOR_FORMAT_TORCH_TAR, NULL), TSTOR_ENOTSUP);
+  ck_last_error_has("torch.save's tar format is read, not written");
+  tstor_checkpoint_free(ck);
   spit_bytes(path, "hello", 5);
   ck_tstor_err(tstor_checkpoint_load(ctx, path, NULL, &ck), TSTOR_EINVAL);
   ck_last_error_has("not a checkpoint tstor knows");
@@ -545,6 +590,147 @@ START_TEST(many_storages_stay_linear) {
                                     &x, TSTOR_FLOAT32, 1));
   ck_assert(x == (float)(N - 1));
   tstor_checkpoint_free(back);
+}
+END_TEST
+
+/* ------------------------------------------------ tar files built here */
+
+/* n bytes at p appended to t (put() stops at a NUL). */
+static void add(text *t, const void *p, size_t n) {
+  if (t->len + n + 1 > t->cap) {
+    t->cap = (t->len + n + 1) * 2;
+    ck_assert_ptr_nonnull(t->s = realloc(t->s, t->cap));
+  }
+  memcpy(t->s + t->len, p, n);
+  t->len += n;
+}
+#define ADD(t, literal) add((t), (literal), sizeof(literal) - 1)
+
+/* A ustar member: its header, its bytes, padding. */
+static void tar_member(text *w, const char *name, const void *data, size_t n) {
+  char h[512] = {0};
+  static const char zeros[512];
+  snprintf(h, 100, "%s", name);
+  snprintf(h + 100, 8, "%07o", 0600);
+  snprintf(h + 124, 12, "%011zo", n);
+  h[156] = '0';
+  memcpy(h + 257,
+         "ustar\0"
+         "00",
+         8);
+  memset(h + 148, ' ', 8);
+  unsigned sum = 0;
+  for (size_t i = 0; i < 512; i++) sum += (unsigned char)h[i];
+  snprintf(h + 148, 8, "%06o", sum);
+  add(w, h, 512);
+  add(w, data, n);
+  add(w, zeros, (512 - n % 512) % 512);
+}
+
+/* BININT of a pickle. */
+static void int4(text *t, uint32_t v) {
+  unsigned char b[5] = {'J', v & 0xff, v >> 8 & 0xff, v >> 16 & 0xff, v >> 24};
+  add(t, b, sizeof b);
+}
+
+/* Loads the archive in a child, within `kib` KiB more memory than it
+ * started with (unless under ASan), and expects `want`. */
+static void tar_load_bounded(const text *w, long kib, int want) {
+  fflush(NULL);
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    struct rusage before, after;
+    getrusage(RUSAGE_SELF, &before);
+    tstor_checkpoint *ck = NULL;
+    int rc = tstor_torch_load_buffer(ctx, w->s, w->len, NULL, &ck);
+    getrusage(RUSAGE_SELF, &after);
+    long grew = after.ru_maxrss - before.ru_maxrss;
+    if (!UNDER_ASAN && grew > kib) {
+      fprintf(stderr, "a tar file of %zu bytes grew the process by %ld KiB, more than %ld\n",
+              w->len, grew, kib);
+      _exit(2);
+    }
+    if (rc != want) {
+      fprintf(stderr, "%s (%s), not %s\n", tstor_err_name(rc), tstor_last_error(),
+              tstor_err_name(want));
+      _exit(1);
+    }
+    tstor_checkpoint_free(ck);
+    _exit(0);
+  }
+  int status;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child failed (status 0x%x)",
+                status);
+}
+
+/* The tar format's members and counts cost what the file holds, linearly:
+ * 20,000 members before torch.save's four, 200,000 tensors on one storage
+ * that one list names, 100,000 storages; and a count of 2^62 storages in
+ * a file of a few kilobytes is refused as soon as the bytes end. */
+START_TEST(tar_files_stay_linear) {
+  enum { MEMBERS = 20000, TENSORS = 200000, STORAGES = 100000 };
+  /* ndim 1, 4 bytes unread, size 1, stride 1, offset 0 */
+  static const char layout[32] = {1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1};
+  text tensors = {0}, storages = {0}, tree = {0}, w = {0};
+  ADD(&tensors, "\x80\x02");
+  int4(&tensors, TENSORS);
+  ADD(&tensors, ".");
+  ADD(&tree, "\x80\x02](");
+  for (uint32_t k = 0; k < TENSORS; k++) {
+    ADD(&tensors, "\x80\x02");
+    int4(&tensors, 1000 + k);
+    ADD(&tensors,
+        "K\x01"
+        "ctorch\nFloatTensor\n\x87.");
+    add(&tensors, layout, sizeof layout);
+    char key[16];
+    int n = snprintf(key, sizeof key, "%u", 1000 + k);
+    unsigned char op[5] = {'X', (unsigned char)n, 0, 0, 0};
+    add(&tree, op, sizeof op);
+    add(&tree, key, (size_t)n);
+    ADD(&tree, "Q");
+  }
+  ADD(&tree, "e.");
+  ADD(&storages, "\x80\x02K\x01.\x80\x02K\x01X\x03\0\0\0cpuctorch\nFloatStorage\n\x87.");
+  ADD(&storages, "\1\0\0\0\0\0\0\0\0\0\x80\x3f\x80\x02].");
+  for (int i = 0; i < MEMBERS; i++) tar_member(&w, "x", NULL, 0);
+  tar_member(&w, "pickle", tree.s, tree.len);
+  tar_member(&w, "tensors", tensors.s, tensors.len);
+  tar_member(&w, "storages", storages.s, storages.len);
+  tar_load_bounded(&w, (long)(512 * w.len / 1024) + 8192, 0);
+
+  /* STORAGES empty storages, which the tree does not name */
+  text many = {0}, m = {0};
+  ADD(&many, "\x80\x02");
+  int4(&many, STORAGES);
+  ADD(&many, ".");
+  for (uint32_t k = 0; k < STORAGES; k++) {
+    ADD(&many, "\x80\x02");
+    int4(&many, 7 + k);
+    ADD(&many, "X\x03\0\0\0cpuctorch\nByteStorage\n\x87.\0\0\0\0\0\0\0\0");
+  }
+  ADD(&many, "\x80\x02].");
+  tar_member(&m, "pickle", "\x80\x02N.", 4);
+  tar_member(&m, "tensors", "\x80\x02K\x00.", 5);
+  tar_member(&m, "storages", many.s, many.len);
+  tar_load_bounded(&m, (long)(512 * m.len / 1024) + 8192, 0);
+
+  /* a count the bytes cannot hold */
+  text c = {0};
+  static const char huge[] = "\x80\x02\x8a\x08\0\0\0\0\0\0\0\x40.";
+  tar_member(&c, "pickle", "\x80\x02N.", 4);
+  tar_member(&c, "tensors", "\x80\x02K\x00.", 5);
+  tar_member(&c, "storages", huge, sizeof huge - 1);
+  tar_load_bounded(&c, 8192, TSTOR_EINVAL);
+  free(tensors.s);
+  free(storages.s);
+  free(tree.s);
+  free(w.s);
+  free(many.s);
+  free(m.s);
+  free(c.s);
 }
 END_TEST
 
@@ -838,6 +1024,7 @@ int main(void) {
   tcase_add_test(tc, dict_keys_that_collide_stay_linear);
   tcase_add_test(tc, shared_subtrees_load_whole);
   tcase_add_test(tc, many_storages_stay_linear);
+  tcase_add_test(tc, tar_files_stay_linear);
   suite_add_tcase(s, tc);
   int rc = tstor_test_run(s);
   for (int i = 0; i < ncases; i++) {

@@ -8,12 +8,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#define HEAD 512 /* the bytes that tell every format apart: a tar header's */
+
 const char *tstor_file_format_name(tstor_file_format format) {
   switch (format) {
     case TSTOR_FORMAT_TORCH: return "torch";
     case TSTOR_FORMAT_TORCH_LEGACY: return "torch-legacy";
     case TSTOR_FORMAT_SAFETENSORS: return "safetensors";
     case TSTOR_FORMAT_TORCH7: return "torch7";
+    case TSTOR_FORMAT_TORCH_TAR: return "torch-tar";
     default: return "unknown";
   }
 }
@@ -50,6 +53,7 @@ tstor_file_format tstor_file_format_detect(const void *head, size_t size) {
   if (size >= 4 && p[0] == 'P' && p[1] == 'K' && ((p[2] == 3 && p[3] == 4) || (p[2] == 5 && p[3] == 6)))
     return TSTOR_FORMAT_TORCH;
   if (tstor__io_torch_legacy_magic(p, size, NULL)) return TSTOR_FORMAT_TORCH_LEGACY;
+  if (tstor__io_tar_header_ok(p, size)) return TSTOR_FORMAT_TORCH_TAR;
   if (torch7(p, size)) return TSTOR_FORMAT_TORCH7;
   if (safetensors(p, size)) return TSTOR_FORMAT_SAFETENSORS;
   return TSTOR_FORMAT_UNKNOWN;
@@ -62,7 +66,7 @@ int tstor_file_format_of(const char *path, tstor_file_format *out) {
   uint64_t size;
   int rc = tstor__io_file_open(path, &fd, &size);
   if (rc) return rc;
-  uint8_t head[64];
+  uint8_t head[HEAD];
   ssize_t n = pread(fd, head, sizeof head, 0);
   close(fd);
   if (n < 0) return TSTOR__ERR(TSTOR_EIO, "%s: %s", path, strerror(errno));
@@ -72,7 +76,7 @@ int tstor_file_format_of(const char *path, tstor_file_format *out) {
 
 /* The format of an open source, from its first bytes. */
 static tstor_file_format format_of(const tstor__io_source *src) {
-  uint8_t head[64];
+  uint8_t head[HEAD];
   size_t n = src->size < sizeof head ? (size_t)src->size : sizeof head;
   return tstor__io_source_read(src, head, n, 0, "the file's head")
              ? TSTOR_FORMAT_UNKNOWN
@@ -82,13 +86,16 @@ static tstor_file_format format_of(const tstor__io_source *src) {
 static int load_any(tstor__io_source *src, const char *name, tstor_checkpoint **out) {
   switch (format_of(src)) {
     case TSTOR_FORMAT_TORCH:
-    case TSTOR_FORMAT_TORCH_LEGACY: return tstor__io_torch_load_source(src, name, out);
+    case TSTOR_FORMAT_TORCH_LEGACY:
+    case TSTOR_FORMAT_TORCH_TAR: return tstor__io_torch_load_source(src, name, out);
     case TSTOR_FORMAT_SAFETENSORS: return tstor__io_safetensors_load_source(src, name, out);
     case TSTOR_FORMAT_TORCH7: return tstor__io_torch7_load_source(src, name, out);
     default:
-      return TSTOR__ERR(TSTOR_EINVAL,
-                        "%s: not a checkpoint tstor knows (torch.save's zip or legacy format, safetensors, Torch7)",
-                        name);
+      return TSTOR__ERR(
+          TSTOR_EINVAL,
+          "%s: not a checkpoint tstor knows (torch.save's zip, legacy or tar format, safetensors, "
+          "Torch7)",
+          name);
   }
 }
 
@@ -130,7 +137,10 @@ static int writable(tstor_file_format format, unsigned flags) {
     case TSTOR_FORMAT_SAFETENSORS:
     case TSTOR_FORMAT_TORCH7: return 0;
     case TSTOR_FORMAT_TORCH_LEGACY:
-      return TSTOR__ERR(TSTOR_ENOTSUP, "torch.save's legacy format is read, not written: save the zip format");
+    case TSTOR_FORMAT_TORCH_TAR:
+      return TSTOR__ERR(TSTOR_ENOTSUP,
+                        "torch.save's %s format is read, not written: save the zip format",
+                        format == TSTOR_FORMAT_TORCH_TAR ? "tar" : "legacy");
     default: return TSTOR__ERR(TSTOR_EINVAL, "no format %d to save in", (int)format);
   }
 }

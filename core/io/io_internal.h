@@ -2,21 +2,23 @@
  * objects and types are named tstor__io_*, apart from the core's tstor__
  * internals (the test build links both into one program). A file calls
  * functions of its own layer and the layers above it in this list only
- * (tests/layering.py checks it):
+ * (tests/layering.py checks it; a layer may take two lines):
  *
  * layer 1: value.c cursor.c writebuf.c idmap.c host_bytes.c atomic_file.c file_read.c
- * layer 2: unpickle.c pickle_write.c zip.c zip_write.c source.c
+ * layer 2: unpickle.c pickle_write.c zip.c zip_write.c source.c tar.c
  * layer 3: torch_rules.c
- * layer 4: torch_load.c torch_legacy.c torch_save.c safetensors.c torch7_load.c torch7_save.c
+ * layer 4: torch_load.c torch_legacy.c torch_tar.c torch_save.c
+ * layer 4: safetensors.c torch7_load.c torch7_save.c
  * layer 5: detect.c dlpack.c names.c torch7_modules.c
  *
  * 1 holds the value arena and the byte-level pieces every format uses (the
  * reading cursor, the sticky writers to memory and to a file, files read and
- * replaced); 2 the pickle machine and writer, zip archives (zip_format.h's
- * records, read and written) and the source that turns a file's bytes into
- * storages; 3 torch.save's rules for the machine; 4 one reader or writer per
- * format; 5 what works across formats (telling them apart, DLPack, values
- * found and walked by name) and on whole trees (a Lua model's state_dict). */
+ * replaced, maps by identity and by key); 2 the pickle machine and writer,
+ * zip archives (zip_format.h's records, read and written), tar archives
+ * (read) and the source that turns a file's bytes into storages; 3
+ * torch.save's rules for the machine; 4 one reader or writer per format; 5
+ * what works across formats (telling them apart, DLPack, values found and
+ * walked by name) and on whole trees (a Lua model's state_dict). */
 #ifndef TSTOR_IO_INTERNAL_H
 #define TSTOR_IO_INTERNAL_H
 
@@ -137,7 +139,8 @@ enum {
   TSTOR__G_REBUILD_PARAMETER,
   TSTOR__G_REBUILD_META,
   TSTOR__G_STORAGE_CLASS, /* a torch.XStorage class, of u.global.dtype */
-  TSTOR__G_DTYPE          /* torch.float32...: u.global.dtype */
+  TSTOR__G_DTYPE,         /* torch.float32...: u.global.dtype */
+  TSTOR__G_TENSOR_CLASS   /* torch.XTensor, torch.cuda.XTensor: u.global.dtype */
 };
 
 struct tstor_value {
@@ -244,6 +247,11 @@ int tstor__io_tree_check(tstor_value *root);
 /* A 64-bit hash keyed per process (splitmix64's finaliser over x and a random
  * key), for tables whose keys a file chooses. */
 uint64_t tstor__io_hash_u64(uint64_t x);
+/* The len bytes at s as Python's int(s, base) reads text (base 10, 8, 16 or
+ * 2; 0 for a literal's prefix and rules): blanks around, a sign, digits with
+ * single underscores between them. TSTOR_EINVAL (no error set) when it is no
+ * int, TSTOR_ERANGE when it is one past int64. */
+int tstor__io_parse_int(const char *s, size_t len, int base, int64_t *out);
 /* 1 when s holds valid UTF-8 (surrogates allowed, as Python's surrogatepass). */
 int tstor__io_utf8_valid(const char *s, size_t len);
 
@@ -259,6 +267,19 @@ typedef struct tstor__io_idmap {
 int tstor__io_idmap_put(tstor__io_idmap *m, const void *id, uint32_t value);
 bool tstor__io_idmap_get(const tstor__io_idmap *m, const void *id, uint32_t *value);
 void tstor__io_idmap_free(tstor__io_idmap *m);
+
+/* Integer keys to objects (not NULL), for readers whose file names its
+ * objects by number and may name one number again for another object,
+ * which then replaces the first (as a Python dict does). Zeroed is empty. */
+typedef struct tstor__io_keymap {
+  int64_t *keys;
+  void **vals; /* NULL: an empty slot */
+  size_t cap, n;
+} tstor__io_keymap;
+int tstor__io_keymap_put(tstor__io_keymap *m, int64_t key, void *v);
+/* NULL when absent. */
+void *tstor__io_keymap_get(const tstor__io_keymap *m, int64_t key);
+void tstor__io_keymap_free(tstor__io_keymap *m);
 
 /* The bytes of storage s, readable from the host (host_bytes.c): s's own
  * when it is host memory, else a copy on cpu (*tmp, which the caller
@@ -278,6 +299,13 @@ int tstor__io_host_bytes(tstor_storage *s, tstor_storage **tmp, const void **p);
  * are listed in ck->storages, not loaded. */
 extern const tstor__io_pickle_rules tstor__io_torch_rules;
 extern const tstor__io_pickle_rules tstor__io_torch_legacy_rules;
+/* The tar format's: for the tree, whose persistent ids are keys of the
+ * tstor__io_keymap a copy of these rules gets as its state (storages and
+ * tensors); and for the pickles that head each storage and tensor in the
+ * other members, which may name storage and tensor classes and nothing
+ * else. Both read the opcodes Python 2's pickle wrote. */
+extern const tstor__io_pickle_rules tstor__io_torch_tar_rules;
+extern const tstor__io_pickle_rules tstor__io_torch_tar_header_rules;
 /* Once every root storage is loaded: the legacy format's views of them, and
  * every tensor of the tree on its storage (meta tensors on ctx's meta
  * device); TSTOR_ERANGE and the like naming the storage a tensor overruns. */
@@ -409,6 +437,13 @@ enum { TSTOR__SOURCE_VIEW = 1 << 0, TSTOR__SOURCE_QUEUE = 1 << 1 };
 int tstor__io_source_host(tstor__io_source *src, uint64_t off, size_t nbytes, size_t align,
                           unsigned how, const char *what, tstor_storage **host, bool *queued);
 int tstor__io_source_run(tstor__io_source *src);
+/* Storage record r, of nbytes at off of the input, on its device (the
+ * map_location, else r->location) as r->s: a view where the bytes lie in
+ * memory aligned to its elements, a cpu storage read with the others
+ * (tstor__io_source_run), or copied to the device; for a device without
+ * data, a storage of that size. */
+int tstor__io_source_record(tstor__io_source *src, tstor__io_record *r, uint64_t off,
+                            size_t nbytes);
 
 /* A format's loader over an open source; `name` names the input in
  * messages. The public loads are one of these two around one. */
@@ -424,6 +459,28 @@ int tstor__io_load_buffer(tstor_context *ctx, const void *data, size_t size,
                           const tstor_load_options *opts, tstor_checkpoint **out, const char *who,
                           tstor__io_source_loader load);
 
+/* ------------------------------------------------------------------- tar */
+
+/* A member of a tar archive, as Python's tarfile finds it (tar.c). */
+typedef struct tstor__io_tar_member {
+  uint64_t header; /* where its headers begin (a PAX or GNU one, if any) */
+  uint64_t data;   /* where its bytes begin */
+  uint64_t size;   /* its bytes, as its last word on them says (a PAX size record) */
+  char type;       /* its header's type flag */
+  bool file;       /* a type tarfile reads as a file */
+  bool found;
+} tstor__io_tar_member;
+
+/* Whether the n bytes at p open with a tar header tarfile accepts: 512
+ * bytes, not all zero, whose checksum and numbers are right. */
+bool tstor__io_tar_header_ok(const uint8_t *p, size_t n);
+/* Reads every header of the tar archive in src, as tarfile.getmembers
+ * does, and finds for each of the n names the last member of that name
+ * (out[i].found false where there is none). A failure names the offset of
+ * the header at fault. */
+int tstor__io_tar_find(const tstor__io_source *src, const char *const *names, size_t n,
+                       tstor__io_tar_member *out);
+
 /* ----------------------------------------------------- torch_legacy.c */
 
 /* 1 when the n bytes at p open with the legacy format's magic number pickle
@@ -432,6 +489,12 @@ int tstor__io_load_buffer(tstor_context *ctx, const void *data, size_t size,
 bool tstor__io_torch_legacy_magic(const uint8_t *p, size_t n, size_t *end);
 /* Loads torch.save's legacy format from an open source. */
 int tstor__io_torch_legacy_load(tstor__io_source *src, tstor_checkpoint **out);
+
+/* ------------------------------------------------------- torch_tar.c */
+
+/* Loads torch.save's tar format (PyTorch 0.1, before 0.1.10) from an open
+ * source whose first block is a tar header. */
+int tstor__io_torch_tar_load(tstor__io_source *src, tstor_checkpoint **out);
 
 /* Each format's loader over an open source (the public calls are these
  * after opening one); `name` names the input in messages. */

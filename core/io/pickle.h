@@ -10,6 +10,7 @@
 #ifndef TSTOR_IO_PICKLE_H
 #define TSTOR_IO_PICKLE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,7 +18,8 @@
 #include "writebuf.h"
 
 /* X(NAME, byte, reader): the opcodes read, with the reader's handler
- * (load_<reader> in unpickle.c). Any other byte is refused by the reader. */
+ * (load_<reader> in unpickle.c). Any other byte is refused by the reader,
+ * and so are INT and BINSTRING unless the rules take Python 2's pickles. */
 #define TSTOR__PICKLE_OPCODES(X)              \
   X(PROTO, 0x80, proto)                       \
   X(FRAME, 0x95, frame)                       \
@@ -29,12 +31,14 @@
   X(BININT, 'J', binint)                      \
   X(BININT1, 'K', binint1)                    \
   X(BININT2, 'M', binint2)                    \
+  X(INT, 'I', int)                            \
   X(LONG1, 0x8a, long1)                       \
   X(BINFLOAT, 'G', binfloat)                  \
   X(BINUNICODE, 'X', binunicode)              \
   X(SHORT_BINUNICODE, 0x8c, short_binunicode) \
   X(BINUNICODE8, 0x8d, binunicode8)           \
   X(SHORT_BINSTRING, 'U', short_binunicode)   \
+  X(BINSTRING, 'T', binstring)                \
   X(EMPTY_DICT, '}', empty_dict)              \
   X(EMPTY_LIST, ']', empty_list)              \
   X(EMPTY_TUPLE, ')', empty_tuple)            \
@@ -81,6 +85,10 @@ typedef struct tstor__io_pickle_rules {
   /* BUILD: inst's state set from `state`. */
   int (*build)(tstor__io_unpickler *up, tstor_value *inst, tstor_value *state);
   void *state;
+  /* INT (a decimal line) and BINSTRING too: what Python 2's pickle wrote in
+   * binary pickles for ints past 32 bits and str of 256 bytes or more, which
+   * Python 3's pickle reads and PyTorch's weights_only unpickler refuses. */
+  bool python2;
 } tstor__io_pickle_rules;
 
 /* Runs the machine over the pickle at the cursor, which is left just past its

@@ -177,6 +177,30 @@ int tstor__io_source_host(tstor__io_source *src, uint64_t off, size_t nbytes, si
   return rc;
 }
 
+int tstor__io_source_record(tstor__io_source *src, tstor__io_record *r, uint64_t off,
+                            size_t nbytes) {
+  tstor_device dev;
+  int rc = tstor__io_source_device(src, r->location, r->key, &dev);
+  if (rc) return rc;
+  if (tstor__io_source_device_has(src, dev, TSTOR_DEVICE_NO_DATA))
+    return tstor_storage_new(src->ctx, dev, nbytes, &r->s);
+  tstor_storage *host;
+  bool queued;
+  unsigned how =
+      TSTOR__SOURCE_VIEW |
+      (tstor__io_source_device_has(src, dev, TSTOR_DEVICE_HOST) ? TSTOR__SOURCE_QUEUE : 0);
+  if ((rc = tstor__io_source_host(src, off, nbytes, tstor_dtype_size(r->dtype), how, r->key, &host,
+                                  &queued)))
+    return rc;
+  if (queued) {
+    r->s = host;
+    return 0;
+  }
+  rc = tstor_storage_to(host, dev, &r->s);
+  tstor_storage_release(host);
+  return rc;
+}
+
 int tstor__io_source_run(tstor__io_source *src) {
   return src->reads.n ? tstor__io_read_batch_run(&src->reads, src->fd) : 0;
 }

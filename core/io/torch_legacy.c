@@ -187,24 +187,7 @@ static int load_storage(legacy *lg, tstor__io_record *r, uint64_t grown, uint64_
                       r->key, (unsigned long long)nbytes, (unsigned long long)src->size);
   uint64_t off = *at;
   *at += nbytes;
-  tstor_device dev;
-  if ((rc = tstor__io_source_device(src, r->location, r->key, &dev))) return rc;
-  if (tstor__io_source_device_has(src, dev, TSTOR_DEVICE_NO_DATA))
-    return tstor_storage_new(src->ctx, dev, (size_t)nbytes, &r->s);
-  tstor_storage *host;
-  bool queued;
-  unsigned how =
-      TSTOR__SOURCE_VIEW |
-      (tstor__io_source_device_has(src, dev, TSTOR_DEVICE_HOST) ? TSTOR__SOURCE_QUEUE : 0);
-  if ((rc = tstor__io_source_host(src, off, (size_t)nbytes, es, how, r->key, &host, &queued)))
-    return rc;
-  if (queued) {
-    r->s = host;
-    return 0;
-  }
-  rc = tstor_storage_to(host, dev, &r->s);
-  tstor_storage_release(host);
-  return rc;
+  return tstor__io_source_record(src, r, off, (size_t)nbytes);
 }
 
 static int load_storages(legacy *lg) {

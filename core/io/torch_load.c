@@ -499,17 +499,21 @@ static void loader_close(loader *ld) {
   tstor__io_free(ld->prefix);
 }
 
-/* torch.load reads both of torch.save's formats, and so do we: the legacy
- * one is told by its magic number, anything else is read as a zip. */
-static bool is_legacy(const tstor__io_source *src) {
-  uint8_t head[32];
+/* torch.load reads each of torch.save's formats, and so do we: the legacy
+ * one is told by its magic number, the tar one by a tar header (as
+ * tarfile.open tells it), anything else is read as a zip. */
+static tstor_file_format format_of(const tstor__io_source *src) {
+  uint8_t head[512];
   size_t n = src->size < sizeof head ? (size_t)src->size : sizeof head;
-  return tstor__io_source_read(src, head, n, 0, "the file's head") == 0 &&
-         tstor__io_torch_legacy_magic(head, n, NULL);
+  if (tstor__io_source_read(src, head, n, 0, "the file's head")) return TSTOR_FORMAT_UNKNOWN;
+  if (tstor__io_torch_legacy_magic(head, n, NULL)) return TSTOR_FORMAT_TORCH_LEGACY;
+  return tstor__io_tar_header_ok(head, n) ? TSTOR_FORMAT_TORCH_TAR : TSTOR_FORMAT_TORCH;
 }
 
 int tstor__io_torch_load_source(tstor__io_source *src, const char *name, tstor_checkpoint **out) {
-  if (is_legacy(src)) return tstor__io_torch_legacy_load(src, out);
+  tstor_file_format f = format_of(src);
+  if (f == TSTOR_FORMAT_TORCH_LEGACY) return tstor__io_torch_legacy_load(src, out);
+  if (f == TSTOR_FORMAT_TORCH_TAR) return tstor__io_torch_tar_load(src, out);
   loader ld;
   memset(&ld, 0, sizeof ld);
   ld.src = src;

@@ -63,6 +63,32 @@ static int find_class(tstor__io_unpickler *up, const char *module, size_t mlen, 
               (int)(mlen > 200 ? 200 : mlen), module, (int)(nlen > 200 ? 200 : nlen), name);
 }
 
+/* The storage or tensor class module.name names, for the tar format's
+ * headers: torch.FloatStorage (as normalize_storage_type wrote them) and
+ * torch.FloatTensor or torch.cuda.FloatTensor (the tensor's own type). */
+static int find_class_header(tstor__io_unpickler *up, const char *module, size_t mlen,
+                             const char *name, size_t nlen, tstor_value **out) {
+  static const char *const kinds[] = {"Storage", "Tensor"};
+  char buf[64];
+  bool torch = (mlen == 5 && memcmp(module, "torch", 5) == 0) ||
+               (mlen == 10 && memcmp(module, "torch.cuda", 10) == 0);
+  for (int k = 0; k < 2 && torch; k++) {
+    size_t klen = strlen(kinds[k]);
+    if (nlen <= klen || nlen - klen + 7 >= sizeof buf ||
+        memcmp(name + nlen - klen, kinds[k], klen) != 0)
+      continue;
+    memcpy(buf, name, nlen - klen);
+    memcpy(buf + nlen - klen, "Storage", 8);
+    tstor_dtype dt;
+    if (tstor_dtype_parse(buf, &dt) == 0)
+      return new_global(up, k ? TSTOR__G_TENSOR_CLASS : TSTOR__G_STORAGE_CLASS, (int)dt, out);
+  }
+  return FAIL(up, TSTOR_EACCES,
+              "global '%.*s.%.*s' is refused: a storage's or tensor's header names its class "
+              "(torch.FloatStorage, torch.FloatTensor, torch.cuda.FloatTensor...) and nothing else",
+              (int)(mlen > 200 ? 200 : mlen), module, (int)(nlen > 200 ? 200 : nlen), name);
+}
+
 /* ------------------------------------------------------ persistent ids */
 
 static int is_str(const tstor_value *v, const char *s) {
@@ -171,6 +197,43 @@ static int persistent_load_legacy(tstor__io_unpickler *up, tstor_value *pid, tst
     ck->storages[view].view_offset = (int64_t)off;
   }
   return storage_value(up, view, out);
+}
+
+/* The tar format's persistent ids: a storage's or a tensor's key (the
+ * address PyTorch 0.1 gave it), as a string _legacy_load reads with
+ * int(saved_id), found in the keymap of the rules' state; or a module class
+ * with its source file and source, (class, file, source), which torch.load
+ * would import and check, refused. */
+static int persistent_load_tar(tstor__io_unpickler *up, tstor_value *pid, tstor_value **out) {
+  int64_t key = 0;
+  int rc = 0;
+  switch (pid->kind) {
+    case TSTOR_VALUE_TUPLE:
+      return FAIL(
+          up, TSTOR_EACCES,
+          "a module class as a persistent id ((class, file, source) of a saved nn.Module) is "
+          "refused: only weights are read");
+    case TSTOR_VALUE_STRING:
+      rc = tstor__io_parse_int(pid->u.str.s, pid->u.str.len, 10, &key);
+      break;
+    case TSTOR_VALUE_INT:
+    case TSTOR_VALUE_BOOL: key = pid->u.i; break;
+    default: rc = TSTOR_EINVAL; break;
+  }
+  if (rc)
+    return FAIL(
+        up, rc, "a persistent id that is no storage or tensor key (int(saved_id) of a %s%s%.*s)",
+        tstor_value_kind_name((tstor_value_kind)pid->kind),
+        pid->kind == TSTOR_VALUE_STRING ? " " : "",
+        pid->kind == TSTOR_VALUE_STRING ? (int)(pid->u.str.len > 40 ? 40 : pid->u.str.len) : 0,
+        pid->kind == TSTOR_VALUE_STRING ? pid->u.str.s : "");
+  tstor_value *v = tstor__io_keymap_get(tstor__io_unpickler_state(up), key);
+  if (!v)
+    return FAIL(up, TSTOR_EINVAL,
+                "persistent id %lld is no key of the members 'storages' and 'tensors'",
+                (long long)key);
+  *out = v;
+  return 0;
 }
 
 /* ------------------------------------------------------------- REDUCE */
@@ -286,21 +349,57 @@ static int rebuild_meta(tstor__io_unpickler *up, tstor_value **args, size_t narg
   return 0;
 }
 
+/* OrderedDict() as Python 3 pickles it (its items follow by SETITEMS), or
+ * OrderedDict(items) as Python 2 did: a list of [key, value] pairs, or a
+ * dict. Keys follow the machine's rules for a dict's, a repeated one
+ * keeping its first place, as in Python. */
+static int ordered_dict(tstor__io_unpickler *up, tstor_value **args, size_t n, tstor_value **out) {
+  if (n > 1)
+    return FAIL(up, TSTOR_EINVAL, "OrderedDict takes () or (items,), not %zu arguments", n);
+  tstor_value *d = tstor__io_unpickler_value(up, TSTOR_VALUE_DICT);
+  if (!d) return TSTOR_ENOMEM;
+  d->ordered = 1;
+  *out = d;
+  if (!n) return 0;
+  const tstor_value *items = args[0];
+  if (items->kind == TSTOR_VALUE_DICT) {
+    int rc = 0;
+    for (size_t i = 0; i < items->u.seq.n && !rc; i++)
+      rc = tstor__io_dict_set(d, items->u.seq.keys[i], items->u.seq.items[i]);
+    return rc;
+  }
+  if (items->kind != TSTOR_VALUE_LIST && items->kind != TSTOR_VALUE_TUPLE)
+    return FAIL(up, TSTOR_EINVAL, "OrderedDict's items must be a list of pairs or a dict, not a %s",
+                tstor_value_kind_name((tstor_value_kind)items->kind));
+  for (size_t i = 0; i < items->u.seq.n; i++) {
+    const tstor_value *kv = items->u.seq.items[i];
+    if ((kv->kind != TSTOR_VALUE_LIST && kv->kind != TSTOR_VALUE_TUPLE) || kv->u.seq.n != 2)
+      return FAIL(up, TSTOR_EINVAL, "OrderedDict's item %zu is no (key, value) pair", i);
+    tstor_value *key = kv->u.seq.items[0];
+    int k = key->kind;
+    if (k != TSTOR_VALUE_STRING && k != TSTOR_VALUE_INT && k != TSTOR_VALUE_BOOL &&
+        k != TSTOR_VALUE_NONE && k != TSTOR_VALUE_FLOAT && k != TSTOR_VALUE_TUPLE &&
+        k != TSTOR_VALUE_TENSOR)
+      return FAIL(up, TSTOR_EINVAL, "OrderedDict's item %zu has a key that is a %s", i,
+                  tstor_value_kind_name((tstor_value_kind)k));
+    int rc = tstor__io_dict_set(d, key, kv->u.seq.items[1]);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
 static int reduce(tstor__io_unpickler *up, tstor_value *fn, tstor_value *args, tstor_value **out) {
   size_t n = args->u.seq.n;
   tstor_value **a = args->u.seq.items;
   switch (fn->u.global.which) {
-    case TSTOR__G_ORDEREDDICT:
-      if (n != 0) return FAIL(up, TSTOR_EINVAL, "OrderedDict is rebuilt from (), not %zu arguments", n);
-      if (!(*out = tstor__io_unpickler_value(up, TSTOR_VALUE_DICT))) return TSTOR_ENOMEM;
-      (*out)->ordered = 1;
-      return 0;
+    case TSTOR__G_ORDEREDDICT: return ordered_dict(up, a, n, out);
     case TSTOR__G_REBUILD_TENSOR_V2:
     case TSTOR__G_REBUILD_TENSOR:
       return rebuild_tensor(up, a, n, fn->u.global.which == TSTOR__G_REBUILD_TENSOR_V2, out);
     case TSTOR__G_REBUILD_PARAMETER: return rebuild_parameter(up, a, n, out);
     case TSTOR__G_REBUILD_META: return rebuild_meta(up, a, n, out);
     case TSTOR__G_DTYPE: return FAIL(up, TSTOR_EACCES, "a dtype cannot be called");
+    case TSTOR__G_TENSOR_CLASS: return FAIL(up, TSTOR_EACCES, "a tensor class cannot be called");
     default: return FAIL(up, TSTOR_EACCES, "a storage class cannot be called");
   }
 }
@@ -320,10 +419,14 @@ static int build(tstor__io_unpickler *up, tstor_value *inst, tstor_value *state)
   return rc;
 }
 
-const tstor__io_pickle_rules tstor__io_torch_rules = {find_class, persistent_load, reduce, build,
-                                                      NULL};
-const tstor__io_pickle_rules tstor__io_torch_legacy_rules = {find_class, persistent_load_legacy,
-                                                             reduce, build, NULL};
+const tstor__io_pickle_rules tstor__io_torch_rules = {
+    find_class, persistent_load, reduce, build, NULL, false};
+const tstor__io_pickle_rules tstor__io_torch_legacy_rules = {
+    find_class, persistent_load_legacy, reduce, build, NULL, false};
+const tstor__io_pickle_rules tstor__io_torch_tar_rules = {
+    find_class, persistent_load_tar, reduce, build, NULL, true};
+const tstor__io_pickle_rules tstor__io_torch_tar_header_rules = {
+    find_class_header, NULL, NULL, NULL, NULL, true};
 
 /* -------------------------------------------------------------- binding */
 

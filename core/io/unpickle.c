@@ -11,6 +11,7 @@
  * caller's max_values. */
 #include "io_internal.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -203,6 +204,64 @@ static int load_binint2(tstor__io_unpickler *up) {
   return rc ? rc : push_int(up, (int64_t)v);
 }
 
+/* Python 2's opcodes, where the rules take them: refused as any other
+ * opcode the machine does not read otherwise. */
+static int python2_only(tstor__io_unpickler *up) {
+  if (up->rules && up->rules->python2) return 0;
+  return FAIL(up, TSTOR_EACCES,
+              "opcode 0x%02x is refused: only the opcodes torch.save emits for weights are read",
+              up->op);
+}
+
+/* C's strtol(s, &end, 0) over the whole line: blanks, a sign, then hex after
+ * "0x", octal after a 0, else decimal. false where it stops early or
+ * overflows. */
+static bool strtol_line(const uint8_t *p, size_t n, int64_t *out) {
+  size_t i = 0;
+  while (i < n && (p[i] == ' ' || (p[i] >= '\t' && p[i] <= '\r'))) i++;
+  bool neg = i < n && p[i] == '-';
+  if (i < n && (p[i] == '+' || p[i] == '-')) i++;
+  unsigned base = 10;
+  if (i + 2 < n && p[i] == '0' && (p[i + 1] | 0x20) == 'x' && isxdigit(p[i + 2]))
+    base = 16, i += 2;
+  else if (i < n && p[i] == '0')
+    base = 8;
+  uint64_t v = 0;
+  size_t first = i;
+  for (; i < n; i++) {
+    unsigned d = isdigit(p[i])    ? (unsigned)(p[i] - '0')
+                 : isxdigit(p[i]) ? (unsigned)((p[i] | 0x20) - 'a' + 10)
+                                  : 99;
+    if (d >= base || v > ((uint64_t)INT64_MAX + 1 - d) / base) return false;
+    v = v * base + d;
+  }
+  if (i == first || v > (uint64_t)INT64_MAX + neg) return false;
+  *out = neg ? (int64_t)(0 - v) : (int64_t)v;
+  return true;
+}
+
+/* A decimal line, as CPython's load_int reads it: strtol, else Python's
+ * int(s, 0); "00" and "01" (any two bytes strtol reads as 0 or 1) are False
+ * and True, as protocol 0 wrote bools. */
+static int load_int(tstor__io_unpickler *up) {
+  const uint8_t *p;
+  size_t n;
+  int64_t v;
+  int rc = python2_only(up);
+  if (!rc) rc = tstor__io_cur_line(up->cur, "INT", &p, &n);
+  if (rc) return rc;
+  if (strtol_line(p, n, &v)) {
+    if (n != 2 || (v != 0 && v != 1)) return push_int(up, v);
+    tstor_value *b = new_value(up, TSTOR_VALUE_BOOL);
+    if (!b) return TSTOR_ENOMEM;
+    b->u.i = v;
+    return push(up, b);
+  }
+  if ((rc = tstor__io_parse_int((const char *)p, n, 0, &v)) == 0) return push_int(up, v);
+  return rc == TSTOR_ERANGE ? FAIL(up, TSTOR_ERANGE, "an int that does not fit in 64 bits")
+                            : FAIL(up, TSTOR_EINVAL, "INT of a line that is no int");
+}
+
 /* n bytes, little-endian two's complement. More than 8 bytes is still a
  * 64-bit int when the extra ones only repeat the sign (a pickler need not
  * write the shortest form). */
@@ -249,6 +308,17 @@ static int load_short_binunicode(tstor__io_unpickler *up) {
   uint64_t len;
   int rc = operand(up, 1, &len);
   return rc ? rc : push_string(up, (size_t)len);
+}
+
+/* a Python 2 str of a signed 4-byte length, read as text (torch.load reads
+ * with encoding="utf-8") */
+static int load_binstring(tstor__io_unpickler *up) {
+  uint64_t len;
+  int rc = python2_only(up);
+  if (!rc) rc = operand(up, 4, &len);
+  if (rc) return rc;
+  if (len >> 31) return FAIL(up, TSTOR_EINVAL, "BINSTRING of a negative length");
+  return push_string(up, (size_t)len);
 }
 
 static int load_binunicode8(tstor__io_unpickler *up) {

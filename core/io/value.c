@@ -669,6 +669,54 @@ int tstor__io_utf8_valid(const char *str, size_t len) {
   return 1;
 }
 
+/* Python's str.isspace() over ASCII. */
+static bool py_space(char c) {
+  return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f);
+}
+
+static int digit_of(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'Z') return c - 'A' + 10;
+  return 99;
+}
+
+int tstor__io_parse_int(const char *s, size_t len, int base, int64_t *out) {
+  size_t i = 0;
+  *out = 0;
+  while (len && py_space(s[len - 1])) len--;
+  while (i < len && py_space(s[i])) i++;
+  bool neg = i < len && s[i] == '-';
+  if (i < len && (s[i] == '+' || s[i] == '-')) i++;
+  /* a prefix: the base's own, or for base 0 the one that picks it */
+  bool prefixed = false;
+  if (i + 1 < len && s[i] == '0') {
+    char p = (char)(s[i + 1] | 0x20);
+    int b = p == 'x' ? 16 : p == 'o' ? 8 : p == 'b' ? 2 : 0;
+    if (b && (base == 0 || base == b)) base = b, prefixed = true, i += 2;
+  }
+  /* base 0 without a prefix is decimal, and a leading 0 makes it all zeros */
+  bool zeros_only = base == 0 && i < len && s[i] == '0';
+  if (base == 0) base = 10;
+  uint64_t v = 0;
+  bool digit = false, over = false;
+  for (; i < len; i++) {
+    if (s[i] == '_' && (digit || prefixed) && i + 1 < len && digit_of(s[i + 1]) < base) {
+      prefixed = false;
+      continue;
+    }
+    int d = digit_of(s[i]);
+    if (d >= base || (zeros_only && d)) return TSTOR_EINVAL;
+    over |= v > (UINT64_MAX - (uint64_t)d) / (uint64_t)base;
+    v = v * (uint64_t)base + (uint64_t)d;
+    digit = true;
+  }
+  if (!digit) return TSTOR_EINVAL;
+  if (over || v > (uint64_t)INT64_MAX + neg) return TSTOR_ERANGE;
+  *out = neg ? (int64_t)(0 - v) : (int64_t)v;
+  return 0;
+}
+
 enum { WHITE = 0, GREY = 1, BLACK = 2 };
 
 typedef struct frame {

@@ -417,8 +417,14 @@ good_variant("zero_size_after_huge_sizes", one_tensor(tensor_pickle(numel=0, siz
 bad("setitems_odd", zipped("a", [("data.pkl", PROTO + b"}(NNNu.")]), "TSTOR_EINVAL", "odd number")
 bad("reduce_non_tuple", zipped("a", [("data.pkl", PROTO + b"ccollections\nOrderedDict\nNR.")]),
     "TSTOR_EINVAL", "must be a tuple")
-bad("ordereddict_args", zipped("a", [("data.pkl", PROTO + b"ccollections\nOrderedDict\n]\x85R.")]),
-    "TSTOR_EINVAL", "OrderedDict is rebuilt from ()")
+# OrderedDict(items), as Python 2's pickle wrote every OrderedDict (its
+# __reduce__ gave ([[key, value], ...],)), which the weights_only loader
+# calls: a repeated key keeps its first place and its last value
+od_items = b"](" + b"".join(b"](" + s(k) + b"K" + bytes([v]) + b"e" for k, v in [("b", 2), ("a", 1), ("b", 3)]) + b"e"
+good_variant("ordereddict_items", zipped("a", [("data.pkl", PROTO + b"ccollections\nOrderedDict\n" + od_items + b"\x85R."),
+                                              ("version", b"3\n")]), weights_only=True)
+bad("ordereddict_not_pairs", zipped("a", [("data.pkl", PROTO + b"ccollections\nOrderedDict\n]K\x01a\x85R.")]),
+    "TSTOR_EINVAL", "OrderedDict's item 0 is no (key, value) pair")
 bad("dict_key_list", zipped("a", [("data.pkl", PROTO + b"}]Ns.")]), "TSTOR_EINVAL", "dict key that is a list")
 
 bad("record_too_short", one_tensor(tensor_pickle(numel=8)), "TSTOR_ERANGE", "holds 16 bytes")

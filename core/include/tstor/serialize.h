@@ -1,8 +1,9 @@
 /* tstor/serialize.h: PyTorch checkpoints (torch.save's zip and legacy
- * formats), safetensors files and Lua Torch's .t7 files, read and written
- * (docs/formats.md: the formats and how each maps onto values). Part of
- * libtstor-io (pkg-config module tstor-io), a library layered on libtstor: a
- * program that only needs storages and tensors does not link it.
+ * formats, and its first, a tar archive), safetensors files and Lua Torch's
+ * .t7 files, read and written (docs/formats.md: the formats and how each maps
+ * onto values). Part of libtstor-io (pkg-config module tstor-io), a library
+ * layered on libtstor: a program that only needs storages and tensors does
+ * not link it.
  *
  * A checkpoint is an arena of values: the tree torch.save pickled (dicts,
  * lists, tuples, strings, numbers, None) whose leaves are tstor tensors and
@@ -122,13 +123,15 @@ typedef enum tstor_file_format {
   TSTOR_FORMAT_TORCH,        /* torch.save's zip format (PyTorch 1.6 and later) */
   TSTOR_FORMAT_TORCH_LEGACY, /* torch.save before 1.6, or _use_new_zipfile_serialization=False */
   TSTOR_FORMAT_SAFETENSORS,
-  TSTOR_FORMAT_TORCH7, /* Lua Torch's torch.save / torch.File, binary or ascii */
+  TSTOR_FORMAT_TORCH7,   /* Lua Torch's torch.save / torch.File, binary or ascii */
+  TSTOR_FORMAT_TORCH_TAR /* torch.save's first format, a tar archive (PyTorch 0.1 before 0.1.10) */
 } tstor_file_format;
 
-/* "torch", "torch-legacy", "safetensors", "torch7" or "unknown". */
+/* "torch", "torch-legacy", "safetensors", "torch7", "torch-tar" or "unknown". */
 TSTOR_EXTERN const char *tstor_file_format_name(tstor_file_format format);
 /* The format of the `size` bytes at head, a file's start (16 bytes or more
- * tell every format apart; fewer may leave it UNKNOWN). Never fails. */
+ * tell every format apart but the tar one, which takes 512: a tar header;
+ * fewer may leave it UNKNOWN). Never fails. */
 TSTOR_EXTERN tstor_file_format tstor_file_format_detect(const void *head, size_t size);
 /* The same for the file at `path`, read without blocking: a FIFO, a device
  * or a directory is refused with TSTOR_EINVAL before anything waits on it;
@@ -136,7 +139,7 @@ TSTOR_EXTERN tstor_file_format tstor_file_format_detect(const void *head, size_t
 TSTOR_EXTERN int tstor_file_format_of(const char *path, tstor_file_format *out);
 
 /* Loads the checkpoint at `path` in whatever format its bytes say:
- * tstor_torch_load (both of torch.save's formats), tstor_safetensors_load or
+ * tstor_torch_load (each of torch.save's formats), tstor_safetensors_load or
  * tstor_torch7_load, with the same options and ownership; anything else is
  * refused with TSTOR_EINVAL naming the formats tried. */
 TSTOR_EXTERN int tstor_checkpoint_load(tstor_context *ctx, const char *path,
@@ -321,7 +324,7 @@ typedef struct tstor_save_options {
  * caller frees it; PyTorch's torch.save into a BytesIO). `format` is
  * TSTOR_FORMAT_TORCH, TSTOR_FORMAT_SAFETENSORS or TSTOR_FORMAT_TORCH7, opts'
  * flags the format's own (TSTOR_SAVE_COPY_SHARED, TSTOR_SAVE_TORCH7_*; none for torch);
- * the legacy format is not written (TSTOR_ENOTSUP). tstor_checkpoint_save is
+ * the legacy and tar formats are not written (TSTOR_ENOTSUP). tstor_checkpoint_save is
  * the same to a path, as the format's own save writes it. */
 TSTOR_EXTERN int tstor_checkpoint_save(const tstor_checkpoint *ck, const char *path,
                                        tstor_file_format format, const tstor_save_options *opts);
@@ -375,8 +378,10 @@ TSTOR_EXTERN int tstor_checkpoint_set_root(tstor_checkpoint *ck, tstor_value *ro
 /* ------------------------------------------------------------ torch.save */
 
 /* Loads the torch.save file at `path`: the zip format of PyTorch 1.6 and
- * later, or the legacy format before it (told by its magic number, as
- * torch.load tells it). opts may be NULL (defaults). Regular files only. Every storage is
+ * later, the legacy format before it (told by its magic number, as
+ * torch.load tells it), or the tar archive of PyTorch 0.1 before 0.1.10
+ * (told by a tar header; its members as Python's tarfile finds them, the
+ * last of a name). opts may be NULL (defaults). Regular files only. Every storage is
  * read into memory of its own (records on several threads at once), and the
  * file is closed on return; with TSTOR_LOAD_MMAP, cpu storages are mapped
  * where they can be (see there). Stored records' CRCs are checked with
