@@ -96,7 +96,7 @@ static void print_help(void) {
   printf(
       "usage: tstor convert [--select NAME] [--flatten | --state-dict] [--copy] [--config FILE]\n"
       "                     IN OUT\n\n"
-      "Converts between torch.save (.pt, either format), safetensors and Torch7\n"
+      "Converts between torch.save (.pt, any of its formats), safetensors and Torch7\n"
       "(.t7) files. IN's format is told by its bytes; OUT's is safetensors when its\n"
       "name ends in .safetensors, Torch7 when it ends in .t7, torch.save otherwise.\n"
       "--select NAME writes only the value of that name, as tstor inspect names it\n"

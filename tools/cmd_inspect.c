@@ -143,6 +143,7 @@ static json_t *json_ints(const int64_t *v, int n) {
 static const char *format_title(const char *format) {
   if (strcmp(format, "torch") == 0) return "torch.save checkpoint";
   if (strcmp(format, "torch-legacy") == 0) return "torch.save checkpoint (legacy format)";
+  if (strcmp(format, "torch-tar") == 0) return "torch.save checkpoint (tar format of PyTorch 0.1)";
   if (strcmp(format, "torch7") == 0) return "Torch7 file";
   return format;
 }
@@ -378,11 +379,11 @@ static int print_json(const char *path, const tstor_loaded *f, const listing *l,
 static void print_help(void) {
   printf(
       "usage: tstor inspect [--json] [--config FILE] FILE\n\n"
-      "Lists what a torch.save (.pt, either format), safetensors or Torch7 (.t7) file\n"
-      "holds, told by its bytes: each tensor's name (its path in the tree), dtype,\n"
-      "shape, strides, storage offset, the storage it views and that storage's size,\n"
-      "and which tensors share a storage. Nothing in the file is executed. --json\n"
-      "prints the same as JSON.\n\n"
+      "Lists what a torch.save (.pt, any of its formats), safetensors or Torch7\n"
+      "(.t7) file holds, told by its bytes: each tensor's name (its path in the\n"
+      "tree), dtype, shape, strides, storage offset, the storage it views and that\n"
+      "storage's size, and which tensors share a storage. Nothing in the file is\n"
+      "executed. --json prints the same as JSON.\n\n"
       "A name joins dict keys with '.' (model.layer1.weight) and numbers items\n"
       "([0]). Where two values would have the same name ({\"a.b\": x} and\n"
       "{\"a\": {\"b\": y}}), each is shown by its exact name, every key a Python\n"

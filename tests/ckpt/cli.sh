@@ -79,6 +79,31 @@ assert new["history"][1]["w"].storage_offset() == 4 and new["epoch"] == 3
 PY
 fi
 
+# torch.save's first format, PyTorch 0.1's tar archive, is named as such
+# (it was "not a checkpoint tstor knows"), a refusal names the member and
+# its offset, and convert migrates it to the zip format
+$tstor inspect "$dir/tar/py2_checkpoint.pt" > "$out/tar.txt" || fail "inspect tar exit $?"
+grep -q ': torch.save checkpoint (tar format of PyTorch 0.1), 5 tensors' "$out/tar.txt" ||
+  fail "tar title: $(head -1 "$out/tar.txt")"
+grep -q '^state_dict.weight  *float32  *\[3, 4\]  *\[4, 1\]  *0 ' "$out/tar.txt" || fail "tar state_dict.weight line"
+$tstor inspect --json "$dir/tar/storage_views.pt" > "$out/tar.json" || fail "inspect --json tar exit $?"
+grep -q '"format": "torch-tar"' "$out/tar.json" || fail "tar JSON format: $(head -c 200 "$out/tar.json")"
+$tstor inspect "$dir/tar_hostile/tensor_past_storage.pt" > /dev/null 2> "$out/err"; st=$?
+[ $st -eq 1 ] || fail "hostile tar: exit $st"
+grep -q "member 'tensors' offset 5637: tensor 94376301290000 needs 32 bytes" "$out/err" ||
+  fail "hostile tar message: $(cat "$out/err")"
+$tstor convert "$dir/tar/py2_checkpoint.pt" "$out/from_tar.pt" || fail "convert tar exit $?"
+if /usr/bin/python3 -c 'import torch' 2> /dev/null; then
+  /usr/bin/python3 - "$dir/tar/py2_checkpoint.pt" "$out/from_tar.pt" <<'PY' || fail "migrated tar file in PyTorch"
+import sys, torch
+old, new = torch.load(sys.argv[1]), torch.load(sys.argv[2])
+assert old.keys() == new.keys()
+for k, v in old["state_dict"].items():
+    assert torch.equal(v, new["state_dict"][k]), k
+assert new["epoch"] == old["epoch"]
+PY
+fi
+
 # a FIFO is refused at once, not read (with nothing at the other end, a read
 # would wait for ever)
 mkfifo "$out/fifo"
