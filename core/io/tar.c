@@ -217,9 +217,9 @@ static int pax_records(tstor__io_cursor *c, extension *e) {
     const uint8_t *p = c->data + c->off;
     size_t left = tstor__io_cur_left(c), digits = 0;
     uint64_t len = 0;
-    while (digits < left && digits < 20 && p[digits] >= '0' &&
-           p[digits] <= '9') /* past any header: UINT64_MAX */
-      len = len > UINT64_MAX / 20 ? UINT64_MAX : len * 10 + (uint64_t)(p[digits++] - '0');
+    /* a length past any header's size stays UINT64_MAX */
+    for (; digits < left && digits < 20 && p[digits] >= '0' && p[digits] <= '9'; digits++)
+      len = len > UINT64_MAX / 20 ? UINT64_MAX : len * 10 + (uint64_t)(p[digits] - '0');
     if (!digits || digits == left || p[digits] != ' ')
       return tstor__io_cur_fail(c, TSTOR_EINVAL, "a PAX record without its length");
     if (len < 5 || len > left || digits + 1 >= len || p[len - 1] != '\n')

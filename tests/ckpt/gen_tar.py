@@ -787,6 +787,12 @@ def hostiles():
                                   header(b"storages", len(ms[3][1])) + pad(ms[3][1])]
     bad("pax_record_length", archive(blocks), "TSTOR_EINVAL", "PAX record of 99 bytes",
         lax_reads="it stops at the first record that does not parse, and ignores the rest")
+    # a length of 20 digits, past any header's size: counted to its last digit, then refused
+    blocks = blocks_of(ms[:3]) + [header(b"././@PaxHeader", 46, kind=b"x") +
+                                  pad(b"28888888888888888888 mtime=1486051190.4837742\n") +
+                                  header(b"storages", len(ms[3][1])) + pad(ms[3][1])]
+    bad("pax_record_length_huge", archive(blocks), "TSTOR_EINVAL", "PAX record of 18446744073709551615 bytes",
+        lax_reads="it stops at the first record that does not parse, and ignores the rest")
     blocks = blocks_of(ms[:3]) + [pax([(b"mtime", b"1")]).replace(b"mtime=1", b"mtime 1") +
                                   header(b"storages", len(ms[3][1])) + pad(ms[3][1])]
     bad("pax_record_no_equals", archive(blocks), "TSTOR_EINVAL", "without a keyword and '='",
