@@ -1,5 +1,5 @@
 /* libtstor-io under allocation failure: every allocation of a load (torch.save
- * zip and legacy files, safetensors, Torch7), of a save to memory in each
+ * zip, legacy and tar files, safetensors, Torch7), of a save to memory in each
  * format and of a DLPack export and import is failed in turn. Each failed
  * call must say TSTOR_ENOMEM, hand back nothing, and leave no allocation
  * behind (fault.h's count of the core's and libtstor-io's own allocations,
@@ -60,14 +60,21 @@ static unsigned long sweep_save(const char *what, const tstor_checkpoint *ck,
   }
 }
 
-/* torch.save files of each kind PyTorch writes, and what tstor writes of
- * them in the three formats, each loaded under every failure. */
+/* torch.save files of each kind PyTorch writes (zip, legacy, tar) and a
+ * Torch7 file, and what tstor writes of them in the formats it writes, each
+ * loaded under every failure. */
 START_TEST(test_loads_and_saves) {
   static const char *const files[] = {
-      "ckpt/golden/checkpoint_nested.pt",      "ckpt/golden/legacy_checkpoint_nested.pt",
-      "ckpt/golden/module_conv_bn.pt",         "ckpt/golden/legacy_share_dict_float32.pt",
-      "ckpt/golden/strings.pt",                "ckpt/golden/meta_tensors.pt",
+      "ckpt/golden/checkpoint_nested.pt",
+      "ckpt/golden/legacy_checkpoint_nested.pt",
+      "ckpt/golden/module_conv_bn.pt",
+      "ckpt/golden/legacy_share_dict_float32.pt",
+      "ckpt/golden/strings.pt",
+      "ckpt/golden/meta_tensors.pt",
       "t7/torch7-written/gmodule_with_linear_identity.t7",
+      "ckpt/tar/py2_checkpoint.pt",
+      "ckpt/tar/storage_views.pt",
+      "ckpt/tar/member_twice.pt",
   };
   unsigned long total = 0;
   for (size_t i = 0; i < sizeof files / sizeof *files; i++) {

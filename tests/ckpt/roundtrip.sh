@@ -1,7 +1,8 @@
 #!/bin/sh
-# tstor re-saves every golden checkpoint (and the hostile files PyTorch reads)
-# and PyTorch must load each one, with weights_only=True where the tree holds
-# no floats, and see what golden.txt says: Debian's torch 1.13
+# tstor re-saves every golden checkpoint (and the hostile files PyTorch
+# reads, and the tar format's files) and PyTorch must load each one, with
+# weights_only=True where the tree holds no floats, and see what golden.txt
+# (tar.txt) says: Debian's torch 1.13
 # (/usr/bin/python3, or $TSTOR_PYTHON) and torch 2.x of the pyref
 # environment ($TSTOR_PYREF_PYTHON), each where it is. Skipped (77) where
 # neither is.
@@ -21,11 +22,18 @@ trap 'rm -rf "$out"' EXIT
   "$dir"/hostile/key_two_dtypes.pt "$dir"/hostile/record_longer_than_storage.pt \
   "$dir"/hostile/long_int_sign_padded.pt "$dir"/hostile/zero_size_after_huge_sizes.pt \
   "$dir"/hostile/dict_tuple_keys.pt "$dir"/hostile/version_padded.pt "$dir"/hostile/dict_tensor_key.pt \
-  "$dir"/hostile/rebuild_v2_none_hooks.pt "$dir"/hostile/legacy_view_other_class.pt || exit 1
+  "$dir"/hostile/rebuild_v2_none_hooks.pt "$dir"/hostile/legacy_view_other_class.pt \
+  "$dir"/hostile/ordereddict_items.pt || exit 1
 ./ckpt_resave --built "$out/built.pt" || exit 1
+# the tar format's files too (PyTorch 0.1's; those saved on cuda need a
+# map_location, which ckpt_resave does not give), checked against tar.txt
+mkdir "$out/tar" || exit 1
+./ckpt_resave "$out/tar" $(ls "$dir"/tar/*.pt | grep -v '/cuda_') || exit 1
+awk '/^file /{skip = ($2 ~ /\/cuda_/)} !skip' "$dir/tar.txt" > "$out/tar.txt" || exit 1
 for PY in $pys; do
 echo "torch $("$PY" -c 'import torch; print(torch.__version__)') ($PY):"
 "$PY" -W ignore::UserWarning "$dir/check_torch.py" "$dir/golden.txt" "$out" || exit 1
+"$PY" -W ignore::UserWarning "$dir/check_torch.py" "$out/tar.txt" "$out/tar" || exit 1
 # a tree built with the value API: PyTorch sees the values, the layouts and
 # that w, wt, row, col and again are views of one storage
 "$PY" -W ignore::UserWarning - "$out/built.pt" <<'PY' || exit 1
