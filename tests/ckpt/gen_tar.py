@@ -791,8 +791,9 @@ def hostiles():
     blocks = blocks_of(ms[:3]) + [header(b"././@PaxHeader", 46, kind=b"x") +
                                   pad(b"28888888888888888888 mtime=1486051190.4837742\n") +
                                   header(b"storages", len(ms[3][1])) + pad(ms[3][1])]
-    bad("pax_record_length_huge", archive(blocks), "TSTOR_EINVAL", "PAX record of 18446744073709551615 bytes",
-        lax_reads="it stops at the first record that does not parse, and ignores the rest")
+    # (lax tarfile slices past the record with the length and overflows; strict tarfile stops at the
+    # header and never finds 'storages')
+    bad("pax_record_length_huge", archive(blocks), "TSTOR_EINVAL", "PAX record of 18446744073709551615 bytes")
     blocks = blocks_of(ms[:3]) + [pax([(b"mtime", b"1")]).replace(b"mtime=1", b"mtime 1") +
                                   header(b"storages", len(ms[3][1])) + pad(ms[3][1])]
     bad("pax_record_no_equals", archive(blocks), "TSTOR_EINVAL", "without a keyword and '='",
