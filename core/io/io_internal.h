@@ -204,6 +204,15 @@ typedef struct tstor__io_value_slab {
   tstor_value v[];
 } tstor__io_value_slab;
 
+/* A safetensors tensor kept as its packed bytes (a uint8 tensor): the
+ * format's dtype and shape, which the writer writes back. */
+typedef struct tstor__io_packed {
+  const tstor_value *v; /* the tensor value, in the checkpoint's arena */
+  const char *dtype;    /* static: "F6_E2M3", ... */
+  int ndim;
+  int64_t sizes[TSTOR_TENSOR_MAX_DIM];
+} tstor__io_packed;
+
 struct tstor_checkpoint {
   tstor_value **values; /* every value of the arena, in the order made */
   size_t nvalues, capvalues;
@@ -215,6 +224,8 @@ struct tstor_checkpoint {
   uint32_t *storage_slots; /* index + 1 of the storage with each key, by hash */
   size_t storage_slots_cap;
   tstor_value *metadata; /* safetensors' __metadata__ dict, or NULL */
+  tstor__io_packed *packed; /* safetensors tensors kept as packed bytes */
+  size_t npacked, cappacked;
   uint64_t source_bytes; /* of the input it was loaded from (0: built), which bounds walks */
 };
 

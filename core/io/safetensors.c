@@ -15,38 +15,39 @@
 
 #define HEADER_MAX 100000000ull /* the reference's MAX_HEADER_SIZE */
 
-/* The format's dtypes, in the reference's order (its enum is ordered by
- * alignment, and the writer sorts by it, largest first). */
+/* The format's dtypes, in the order of the reference's enum (tensor.rs):
+ * its writer sorts tensors by that order, last first. Each has its width
+ * in bits; F4 and F6 pack several elements into a byte. */
 static const struct {
   const char *name;
-  int dtype; /* tstor dtype, or -1 where tstor has none */
+  int bits;
+  int dtype; /* tstor dtype, or -1: kept as packed bytes */
 } st_dtypes[] = {
-    {"BOOL", TSTOR_BOOL},
-    {"U8", TSTOR_UINT8},
-    {"I8", TSTOR_INT8},
-    {"F8_E5M2", TSTOR_FLOAT8_E5M2},
-    {"F8_E4M3", TSTOR_FLOAT8_E4M3FN},
-    {"I16", TSTOR_INT16},
-    {"U16", -1},
-    {"F16", TSTOR_FLOAT16},
-    {"BF16", TSTOR_BFLOAT16},
-    {"I32", TSTOR_INT32},
-    {"U32", -1},
-    {"F32", TSTOR_FLOAT32},
-    {"C64", TSTOR_COMPLEX64},
-    {"F64", TSTOR_FLOAT64},
-    {"I64", TSTOR_INT64},
-    {"U64", -1},
-    /* the reference's others, which tstor has no dtype for (after the ones
-     * above, so that the writer's ranks stay as they were) */
-    {"F4", -1},
-    {"F6_E2M3", -1},
-    {"F6_E3M2", -1},
-    {"F8_E8M0", -1},
-    {"F8_E4M3FNUZ", -1},
-    {"F8_E5M2FNUZ", -1},
+    {"BOOL", 8, TSTOR_BOOL},
+    {"F4", 4, TSTOR_FLOAT4_E2M1FN_X2}, /* two to a byte, the last dimension halved */
+    {"F6_E2M3", 6, -1},
+    {"F6_E3M2", 6, -1},
+    {"U8", 8, TSTOR_UINT8},
+    {"I8", 8, TSTOR_INT8},
+    {"F8_E5M2", 8, TSTOR_FLOAT8_E5M2},
+    {"F8_E4M3", 8, TSTOR_FLOAT8_E4M3FN},
+    {"F8_E8M0", 8, TSTOR_FLOAT8_E8M0FNU},
+    {"F8_E4M3FNUZ", 8, TSTOR_FLOAT8_E4M3FNUZ},
+    {"F8_E5M2FNUZ", 8, TSTOR_FLOAT8_E5M2FNUZ},
+    {"I16", 16, TSTOR_INT16},
+    {"U16", 16, TSTOR_UINT16},
+    {"F16", 16, TSTOR_FLOAT16},
+    {"BF16", 16, TSTOR_BFLOAT16},
+    {"I32", 32, TSTOR_INT32},
+    {"U32", 32, TSTOR_UINT32},
+    {"F32", 32, TSTOR_FLOAT32},
+    {"C64", 64, TSTOR_COMPLEX64},
+    {"F64", 64, TSTOR_FLOAT64},
+    {"I64", 64, TSTOR_INT64},
+    {"U64", 64, TSTOR_UINT64},
 };
 #define NST (sizeof st_dtypes / sizeof st_dtypes[0])
+#define ST_F4 1
 
 static int rank_of(tstor_dtype dt) {
   for (size_t i = 0; i < NST; i++)
@@ -54,13 +55,102 @@ static int rank_of(tstor_dtype dt) {
   return -1;
 }
 
+static int rank_of_name(const char *name) {
+  for (size_t i = 0; i < NST; i++)
+    if (strcmp(st_dtypes[i].name, name) == 0) return (int)i;
+  return -1;
+}
+
+/* ---------------------------------------------------------- packed bytes */
+
+/* Tensor value v of ck holds the packed bytes of a tensor of format dtype
+ * st_dtypes[rank] and logical shape sizes: recorded for the writer. */
+static int packed_add(tstor_checkpoint *ck, const tstor_value *v, int rank, int ndim,
+                      const int64_t *sizes) {
+  if (ck->npacked == ck->cappacked) {
+    size_t cap = ck->cappacked ? 2 * ck->cappacked : 4;
+    tstor__io_packed *p = tstor__io_realloc(ck->packed, cap * sizeof *p);
+    if (!p) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
+    ck->packed = p;
+    ck->cappacked = cap;
+  }
+  tstor__io_packed *p = &ck->packed[ck->npacked++];
+  p->v = v;
+  p->dtype = st_dtypes[rank].name;
+  p->ndim = ndim;
+  memcpy(p->sizes, sizes, (size_t)ndim * sizeof *sizes);
+  return 0;
+}
+
+static const tstor__io_packed *packed_find(const tstor_checkpoint *ck, const tstor_value *v) {
+  for (size_t i = ck->npacked; i-- > 0;)
+    if (ck->packed[i].v == v) return &ck->packed[i];
+  return NULL;
+}
+
+int tstor_safetensors_packed(const tstor_checkpoint *ck, const tstor_value *v, const char **dtype,
+                             int *ndim, int64_t *sizes) {
+  if (!ck || !v || !dtype || !ndim || !sizes)
+    return TSTOR__ERR(TSTOR_EINVAL, "tstor_safetensors_packed: NULL argument");
+  const tstor__io_packed *p = packed_find(ck, v);
+  if (!p) return TSTOR__ERR(TSTOR_ENOENT, "tstor_safetensors_packed: not a tensor of packed bytes");
+  *dtype = p->dtype;
+  *ndim = p->ndim;
+  memcpy(sizes, p->sizes, (size_t)p->ndim * sizeof *sizes);
+  return 0;
+}
+
+/* The bytes numel elements of st_dtypes[rank] take; an error where their
+ * bits overflow or end inside a byte, as the reference counts them. */
+static int packed_nbytes(int rank, int ndim, const int64_t *sizes, const char *name,
+                         uint64_t *nbytes) {
+  uint64_t numel = 1, nbits;
+  for (int d = 0; d < ndim; d++)
+    if (sizes[d] < 0 || __builtin_mul_overflow(numel, (uint64_t)sizes[d], &numel))
+      return TSTOR__ERR(TSTOR_EOVERFLOW,
+                        "safetensors: tensor '%s': its number of elements overflows", name);
+  if (__builtin_mul_overflow(numel, (uint64_t)st_dtypes[rank].bits, &nbits))
+    return TSTOR__ERR(TSTOR_EOVERFLOW, "safetensors: tensor '%s': its number of bits overflows",
+                      name);
+  if (nbits % 8)
+    return TSTOR__ERR(
+        TSTOR_EINVAL, "safetensors: tensor '%s': %llu elements of %s end inside a byte (%llu bits)",
+        name, (unsigned long long)numel, st_dtypes[rank].name, (unsigned long long)nbits);
+  *nbytes = nbits / 8;
+  return 0;
+}
+
+int tstor_safetensors_set_packed(tstor_checkpoint *ck, const tstor_value *v, const char *dtype,
+                                 int ndim, const int64_t *sizes) {
+  if (!ck || !v || !dtype || (ndim && !sizes))
+    return TSTOR__ERR(TSTOR_EINVAL, "tstor_safetensors_set_packed: NULL argument");
+  int rank = rank_of_name(dtype);
+  if (rank < 0) return TSTOR__ERR(TSTOR_EINVAL, "safetensors has no dtype \"%.32s\"", dtype);
+  if (ndim < 0 || ndim > TSTOR_TENSOR_MAX_DIM)
+    return TSTOR__ERR(TSTOR_EINVAL, "tstor_safetensors_set_packed: %d dimensions (0 to %d)", ndim,
+                      TSTOR_TENSOR_MAX_DIM);
+  if (v->kind != TSTOR_VALUE_TENSOR || !v->u.tensor.t ||
+      tstor_tensor_dtype(v->u.tensor.t) != TSTOR_UINT8)
+    return TSTOR__ERR(TSTOR_EINVAL, "tstor_safetensors_set_packed: v is not a uint8 tensor");
+  uint64_t nbytes;
+  int rc = packed_nbytes(rank, ndim, sizes, "(packed)", &nbytes);
+  if (rc) return rc;
+  if ((uint64_t)tstor_tensor_numel(v->u.tensor.t) != nbytes)
+    return TSTOR__ERR(
+        TSTOR_EINVAL,
+        "tstor_safetensors_set_packed: %s of that shape takes %llu bytes, the tensor holds %lld",
+        dtype, (unsigned long long)nbytes, (long long)tstor_tensor_numel(v->u.tensor.t));
+  return packed_add(ck, v, rank, ndim, sizes);
+}
+
 /* --------------------------------------------------------------- reading */
 
 typedef struct st_entry {
   const char *name;
-  tstor_dtype dtype;
+  int rank;          /* in st_dtypes */
+  tstor_dtype dtype; /* the tensor's: uint8 where the bytes stay packed */
   int ndim;
-  int64_t sizes[TSTOR_TENSOR_MAX_DIM];
+  int64_t sizes[TSTOR_TENSOR_MAX_DIM]; /* the header's, in elements of the format's dtype */
   uint64_t begin, end;
 } st_entry;
 
@@ -82,30 +172,26 @@ static int parse_entry(const char *name, json_t *info, st_entry *e) {
   if (!json_is_string(dt) || !json_is_array(shape) || !json_is_array(offs))
     return BAD("tensor '%s' needs \"dtype\" (a string), \"shape\" and \"data_offsets\" (arrays)", name);
   const char *dn = json_string_value(dt);
-  size_t k;
-  for (k = 0; k < NST; k++)
-    if (strcmp(st_dtypes[k].name, dn) == 0) break;
-  if (k == NST) return BAD("tensor '%s' has unknown dtype \"%.32s\"", name, dn);
-  if (st_dtypes[k].dtype < 0)
-    return TSTOR__ERR(TSTOR_ENOTSUP, "safetensors: tensor '%s' is %s, which tstor has no dtype for", name, dn);
-  e->dtype = (tstor_dtype)st_dtypes[k].dtype;
+  e->rank = rank_of_name(dn);
+  if (e->rank < 0) return BAD("tensor '%s' has unknown dtype \"%.32s\"", name, dn);
   if (json_array_size(shape) > TSTOR_TENSOR_MAX_DIM)
     return BAD("tensor '%s' has %zu dimensions (at most %d)", name, json_array_size(shape), TSTOR_TENSOR_MAX_DIM);
   e->ndim = (int)json_array_size(shape);
-  /* the reference's count: elements left to right, then bits, each checked,
-   * so that [2^62, 4, 0] overflows where [0, 2^62, 4] is empty */
-  uint64_t numel = 1, nbytes;
   for (int d = 0; d < e->ndim; d++) {
     json_t *v = json_array_get(shape, (size_t)d);
     if (!json_is_integer(v) || json_integer_value(v) < 0)
       return BAD("tensor '%s': shape entries must be non-negative integers", name);
     e->sizes[d] = json_integer_value(v);
-    if (__builtin_mul_overflow(numel, (uint64_t)e->sizes[d], &numel))
-      return TSTOR__ERR(TSTOR_EOVERFLOW, "safetensors: tensor '%s': its number of elements overflows", name);
   }
-  if (__builtin_mul_overflow(numel, 8 * (uint64_t)tstor_dtype_size(e->dtype), &nbytes))
-    return TSTOR__ERR(TSTOR_EOVERFLOW, "safetensors: tensor '%s': its number of bits overflows", name);
-  nbytes /= 8;
+  /* the reference's count: elements left to right, then bits, each checked,
+   * so that [2^62, 4, 0] overflows where [0, 2^62, 4] is empty */
+  uint64_t nbytes;
+  int rc = packed_nbytes(e->rank, e->ndim, e->sizes, name, &nbytes);
+  if (rc) return rc;
+  /* F4 is float4_e2m1fn_x2 where its last dimension pairs up, as torch reads
+   * it; F6, and F4 that does not pair up, stay packed bytes */
+  e->dtype = st_dtypes[e->rank].dtype < 0 ? TSTOR_UINT8 : (tstor_dtype)st_dtypes[e->rank].dtype;
+  if (e->rank == ST_F4 && (e->ndim == 0 || e->sizes[e->ndim - 1] % 2)) e->dtype = TSTOR_UINT8;
   if (json_array_size(offs) != 2) return BAD("tensor '%s': data_offsets must be [begin, end]", name);
   json_t *b = json_array_get(offs, 0), *en = json_array_get(offs, 1);
   if (!json_is_integer(b) || !json_is_integer(en) || json_integer_value(b) < 0 ||
@@ -114,9 +200,11 @@ static int parse_entry(const char *name, json_t *info, st_entry *e) {
   e->begin = (uint64_t)json_integer_value(b);
   e->end = (uint64_t)json_integer_value(en);
   if (e->end - e->begin != nbytes)
-    return BAD("tensor '%s': %s of shape [%d dims] needs %llu bytes, its range [%llu, %llu) holds %llu", name,
-               dn, e->ndim, (unsigned long long)nbytes, (unsigned long long)e->begin,
-               (unsigned long long)e->end, (unsigned long long)(e->end - e->begin));
+    return BAD(
+        "tensor '%s': %s of shape [%d dims] needs %llu bytes, its range [%llu, %llu) holds %llu",
+        name, st_dtypes[e->rank].name, e->ndim, (unsigned long long)nbytes,
+        (unsigned long long)e->begin, (unsigned long long)e->end,
+        (unsigned long long)(e->end - e->begin));
   return 0;
 }
 
@@ -290,8 +378,14 @@ static int add_tensor(tstor__io_source *src, tstor_checkpoint *ck, tstor_value *
   if (rc) return rc;
   if (!(tv = tstor__io_value_alloc(ck, TSTOR_VALUE_TENSOR))) return TSTOR_ENOMEM;
   tv->u.tensor.storage = idx;
-  rc = tstor_tensor_on_storage(ck->storages[idx].s, e->dtype, 0, e->ndim, e->sizes, NULL,
+  bool packed = e->dtype == TSTOR_UINT8 && st_dtypes[e->rank].dtype != TSTOR_UINT8;
+  int64_t sizes[TSTOR_TENSOR_MAX_DIM];
+  memcpy(sizes, e->sizes, (size_t)e->ndim * sizeof *sizes);
+  if (e->dtype == TSTOR_FLOAT4_E2M1FN_X2) sizes[e->ndim - 1] /= 2;
+  if (packed) sizes[0] = numel;
+  rc = tstor_tensor_on_storage(ck->storages[idx].s, e->dtype, 0, packed ? 1 : e->ndim, sizes, NULL,
                                &tv->u.tensor.t);
+  if (!rc && packed) rc = packed_add(ck, tv, e->rank, e->ndim, e->sizes);
   return rc ? rc : tstor__io_dict_set(dict, name, tv);
 }
 
@@ -390,6 +484,7 @@ typedef struct st_out {
   size_t name_len;
   const tstor_value *v;
   int rank;
+  const tstor__io_packed *packed; /* the format's shape, where v holds packed bytes */
 } st_out;
 
 static int cmp_out(const void *a, const void *b) {
@@ -458,8 +553,9 @@ static bool json_can_carry(const char *s, size_t n) {
   return true;
 }
 
-/* Root entry i, a tensor to write, checked. */
-static int plan_entry(const tstor_value *root, size_t i, st_out *o) {
+/* Root entry i of ck, a tensor to write, checked. */
+static int plan_entry(const tstor_checkpoint *ck, size_t i, st_out *o) {
+  const tstor_value *root = ck->root;
   const tstor_value *k = root->u.seq.keys[i], *v = root->u.seq.items[i];
   if (k->kind != TSTOR_VALUE_STRING || v->kind != TSTOR_VALUE_TENSOR)
     return TSTOR__ERR(TSTOR_EINVAL,
@@ -472,7 +568,25 @@ static int plan_entry(const tstor_value *root, size_t i, st_out *o) {
       !json_can_carry(k->u.str.s, k->u.str.len))
     return TSTOR__ERR(TSTOR_EINVAL, "safetensors: '%s' cannot be a tensor name", k->u.str.s);
   tstor_dtype dt = tstor_tensor_dtype(v->u.tensor.t);
-  *o = (st_out){k->u.str.s, k->u.str.len, v, rank_of(dt)};
+  *o = (st_out){k->u.str.s, k->u.str.len, v, rank_of(dt), packed_find(ck, v)};
+  if (o->packed) {
+    o->rank = rank_of_name(o->packed->dtype);
+    uint64_t nbytes;
+    int rc = packed_nbytes(o->rank, o->packed->ndim, o->packed->sizes, k->u.str.s, &nbytes);
+    if (rc) return rc;
+    if (dt != TSTOR_UINT8 || (uint64_t)tstor_tensor_numel(v->u.tensor.t) != nbytes)
+      return TSTOR__ERR(
+          TSTOR_EINVAL,
+          "safetensors: tensor '%s' of packed %s needs %llu bytes of uint8, it is %lld of %s",
+          k->u.str.s, o->packed->dtype, (unsigned long long)nbytes,
+          (long long)tstor_tensor_numel(v->u.tensor.t), tstor_dtype_name(dt));
+  }
+  if (dt == TSTOR_FLOAT4_E2M1FN_X2 && tstor_tensor_dim(v->u.tensor.t) == 0)
+    return TSTOR__ERR(
+        TSTOR_EINVAL,
+        "safetensors: tensor '%s' is a 0-dimensional float4_e2m1fn_x2, which F4 has no shape for "
+        "(its two elements need a last dimension)",
+        k->u.str.s);
   if (o->rank < 0)
     return TSTOR__ERR(TSTOR_ENOTSUP, "safetensors has no dtype for tensor '%s' (%s)", k->u.str.s,
                       tstor_dtype_name(dt));
@@ -530,8 +644,14 @@ static int tensor_json(const st_out *o, uint64_t *at, json_t *hdr) {
     return header_nomem();
   json_t *shape = json_array();
   if (json_object_set_new(info, "shape", shape)) return header_nomem();
-  for (int d = 0; d < tstor_tensor_dim(t); d++)
-    if (json_array_append_new(shape, json_integer(tstor_tensor_sizes(t)[d]))) return header_nomem();
+  /* the shape in the format's elements: a packed tensor's own, and F4's
+   * last dimension twice float4_e2m1fn_x2's */
+  int nd = o->packed ? o->packed->ndim : tstor_tensor_dim(t);
+  const int64_t *sizes = o->packed ? o->packed->sizes : tstor_tensor_sizes(t);
+  for (int d = 0; d < nd; d++) {
+    int64_t n = sizes[d] * (o->rank == ST_F4 && !o->packed && d == nd - 1 ? 2 : 1);
+    if (json_array_append_new(shape, json_integer(n))) return header_nomem();
+  }
   json_t *offs = json_array();
   if (json_object_set_new(info, "data_offsets", offs) ||
       json_array_append_new(offs, json_integer((json_int_t)*at)) ||
@@ -575,7 +695,7 @@ static int plan(const tstor_checkpoint *ck, unsigned flags, st_plan *p) {
   if (!(p->o = tstor__io_calloc(p->n ? p->n : 1, sizeof *p->o)))
     return TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
   int rc = 0;
-  for (size_t i = 0; i < p->n && !rc; i++) rc = plan_entry(root, i, &p->o[i]);
+  for (size_t i = 0; i < p->n && !rc; i++) rc = plan_entry(ck, i, &p->o[i]);
   if (!rc && !(flags & TSTOR_SAVE_COPY_SHARED)) rc = no_shared(p->o, p->n);
   if (rc) return rc;
   qsort(p->o, p->n, sizeof *p->o, cmp_out);

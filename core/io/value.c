@@ -97,6 +97,7 @@ void tstor_checkpoint_free(tstor_checkpoint *ck) {
   }
   tstor__io_free(ck->storages);
   tstor__io_free(ck->storage_slots);
+  tstor__io_free(ck->packed);
   tstor__io_free(ck);
 }
 

@@ -413,16 +413,18 @@ TSTOR_EXTERN int tstor_torch_save(const tstor_checkpoint *ck, const char *path,
 /* Loads a safetensors file (the format of huggingface/safetensors) with the
  * format's own validation: an 8-byte little-endian header length of at most
  * 100,000,000, a UTF-8 JSON object (nested at most 127 deep, no key twice in
- * an object), known dtype names (BOOL, U8, I8, I16, I32, I64, F16, BF16, F32,
- * F64, C64 as complex64, F8_E5M2, F8_E4M3; the reference's others, such as
- * U16, have no tstor dtype and are refused with TSTOR_ENOTSUP), fields other than dtype,
+ * an object), the reference's 22 dtype names (BOOL, U8, I8, U16, I16, U32,
+ * I32, U64, I64, F16, BF16, F32, F64, C64 as complex64, F8_E5M2, F8_E4M3 as
+ * float8_e4m3fn, F8_E5M2FNUZ, F8_E4M3FNUZ, F8_E8M0 as float8_e8m0fnu; F4 as
+ * float4_e2m1fn_x2 with the last dimension halved, as torch reads it; F6_E2M3,
+ * F6_E3M2 and an F4 whose last dimension is odd or absent as their packed
+ * bytes, tstor_safetensors_packed), fields other than dtype,
  * shape and data_offsets ignored as the reference ignores them, the element
- * count in bits within 64, shape x element size equal to each byte range, ranges that
- * lie inside the file and follow one another with no gap and no overlap up to
- * its end, and a __metadata__ object of strings only. The root is a dict of
- * name -> tensor in file order; each tensor has a storage of its own (the
- * format has no sharing), read into memory, or with TSTOR_LOAD_MMAP mapped
- * from the file on cpu (copy-on-write) where aligned. *out as for
+ * count in bits within 64 and ending on a byte, shape x element size equal to each byte range,
+ * ranges that lie inside the file and follow one another with no gap and no overlap up to its end,
+ * and a __metadata__ object of strings only. The root is a dict of name -> tensor in file order;
+ * each tensor has a storage of its own (the format has no sharing), read into memory, or with
+ * TSTOR_LOAD_MMAP mapped from the file on cpu (copy-on-write) where aligned. *out as for
  * tstor_torch_load. */
 TSTOR_EXTERN int tstor_safetensors_load(tstor_context *ctx, const char *path,
                                         const tstor_load_options *opts, tstor_checkpoint **out);
@@ -440,6 +442,20 @@ TSTOR_EXTERN int tstor_safetensors_load_buffer(tstor_context *ctx, const void *d
  * section's opening says. */
 TSTOR_EXTERN int tstor_safetensors_save(const tstor_checkpoint *ck, const char *path,
                                         const tstor_save_options *opts);
+
+/* A safetensors tensor tstor has no dtype for (F6_E2M3, F6_E3M2, and F4
+ * whose last dimension is odd or absent) is loaded as its packed bytes: v, a
+ * uint8 tensor of one dimension, holds the file's bytes unchanged. This gives
+ * the format's dtype name (static) and shape, *ndim sizes into
+ * sizes[TSTOR_TENSOR_MAX_DIM], which tstor_safetensors_save writes back.
+ * TSTOR_ENOENT where v is not such a tensor of ck. */
+TSTOR_EXTERN int tstor_safetensors_packed(const tstor_checkpoint *ck, const tstor_value *v,
+                                          const char **dtype, int *ndim, int64_t *sizes);
+/* Marks tensor value v of ck, a uint8 tensor, as the packed bytes of a
+ * tensor of safetensors dtype `dtype` and the given shape (its bytes must be
+ * that many), for tstor_safetensors_save. Copies sizes. */
+TSTOR_EXTERN int tstor_safetensors_set_packed(tstor_checkpoint *ck, const tstor_value *v,
+                                              const char *dtype, int ndim, const int64_t *sizes);
 
 /* ---------------------------------------------------------------- Torch7 */
 
