@@ -481,6 +481,103 @@ START_TEST(bad_saves) {
 }
 END_TEST
 
+static int by_string(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* One golden file's listing as gen_st_golden.py writes it: a line per
+ * tensor, sorted (the listing is), newline-terminated. */
+static char *golden_listing(const tstor_checkpoint *ck) {
+  const tstor_value *root = tstor_checkpoint_root(ck);
+  size_t n = tstor_value_len(root);
+  char **lines = calloc(n + 1, sizeof *lines);
+  ck_assert_ptr_nonnull(lines);
+  size_t total = 1;
+  for (size_t i = 0; i < n; i++) {
+    size_t len;
+    const char *name = tstor_value_string(tstor_value_key(root, i), &len);
+    const tstor_value *v = tstor_value_item(root, i);
+    tstor_tensor *t = tstor_value_tensor(v);
+    const char *packed;
+    int nd = tstor_tensor_dim(t);
+    int64_t sizes[TSTOR_TENSOR_MAX_DIM];
+    char dt[64];
+    if (tstor_safetensors_packed(ck, v, &packed, &nd, sizes) == 0) {
+      snprintf(dt, sizeof dt, "packed:%s", packed);
+    } else {
+      snprintf(dt, sizeof dt, "%s", tstor_dtype_name(tstor_tensor_dtype(t)));
+      memcpy(sizes, tstor_tensor_sizes(t), (size_t)nd * sizeof *sizes);
+    }
+    size_t nb = (size_t)tstor_tensor_nbytes(t), cap = 2 * len + 64 + 24 * (size_t)nd + 2 * nb + 2;
+    char *l = malloc(cap), *at = l;
+    ck_assert_ptr_nonnull(l);
+    at += sprintf(at, "t ");
+    for (size_t k = 0; k < len; k++) at += sprintf(at, "%02x", (unsigned char)name[k]);
+    at += sprintf(at, " %s sizes=", dt);
+    for (int d = 0; d < nd; d++) at += sprintf(at, "%s%lld", d ? "," : "", (long long)sizes[d]);
+    at += sprintf(at, " hex=");
+    const unsigned char *p = tstor_tensor_data(t);
+    for (size_t k = 0; k < nb; k++) at += sprintf(at, "%02x", p[k]);
+    if (!nb) at += sprintf(at, "-");
+    lines[i] = l;
+    total += (size_t)(at - l) + 1;
+  }
+  qsort(lines, n, sizeof *lines, by_string);
+  char *all = malloc(total), *at = all;
+  ck_assert_ptr_nonnull(all);
+  *at = 0;
+  for (size_t i = 0; i < n; i++) {
+    at += sprintf(at, "%s\n", lines[i]);
+    free(lines[i]);
+  }
+  free(lines);
+  return all;
+}
+
+/* Files the safetensors package wrote from torch 2.x tensors, every dtype
+ * (ckpt/gen_st_golden.py): each tensor as the package loads it, every byte,
+ * read and mapped; saved again, the package's file byte for byte. */
+START_TEST(golden_from_the_package) {
+  size_t len;
+  char *text = tstor_test_slurp(CKDIR "/st_golden.txt", &len);
+  ck_assert_ptr_nonnull(text);
+  int files = 0, tensors = 0;
+  char *file = strstr(text, "\nfile ");
+  while (file) {
+    char *name = file + 6, *eol = strchr(name, '\n');
+    *eol = 0;
+    char *want = eol + 1, *next = strstr(want, "\nfile ");
+    if (next) next[1] = 0; /* want ends with its newline */
+    char path[512];
+    snprintf(path, sizeof path, CKDIR "/st_golden/%s", name);
+    for (int way = 0; way < 2; way++) {
+      tstor_load_options o = {sizeof o, NULL, way ? 0 : TSTOR_LOAD_MMAP};
+      tstor_checkpoint *ck;
+      ck_tstor_ok(tstor_safetensors_load(ctx, path, &o, &ck));
+      char *got = golden_listing(ck);
+      ck_assert_msg(strcmp(got, want) == 0, "%s: tstor reads\n%s\nthe package\n%s", name, got,
+                    want);
+      free(got);
+      if (way == 0) {
+        tensors += (int)tstor_value_len(tstor_checkpoint_root(ck));
+        ck_tstor_ok(tstor_safetensors_save(ck, path_in("again.safetensors"), NULL));
+        size_t n;
+        char *orig = tstor_test_slurp(path, &n);
+        expect_file(path_in("again.safetensors"), (const unsigned char *)orig, n);
+        free(orig);
+      }
+      tstor_checkpoint_free(ck);
+    }
+    files++;
+    if (next) next[1] = 'f';
+    file = next;
+  }
+  free(text);
+  ck_assert_int_ge(files, 23);
+  ck_assert_int_ge(tensors, 280);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("safetensors");
   TCase *tc = tcase_create("safetensors");
@@ -490,6 +587,7 @@ int main(void) {
   tcase_add_test(tc, complex64_is_c64);
   tcase_add_test(tc, order_and_alignment);
   tcase_add_test(tc, golden_through_safetensors);
+  tcase_add_test(tc, golden_from_the_package);
   tcase_add_test(tc, bad_files);
   tcase_add_test(tc, accepted_as_the_reference_accepts);
   tcase_add_test(tc, bad_saves);
