@@ -9,8 +9,10 @@
 # BUILD is a configured build tree whose check programs are built (make
 # check); SEED defaults to today's date, and is printed, so a failure can be
 # replayed with it. Skipped (exit 0, said so) where /usr/bin/python3 has no
-# torch. TSTOR_DIFF_COUNT (default 3000) and TSTOR_CHAINS_COUNT (default 5000)
-# set the sizes.
+# torch. The safetensors files are judged by the safetensors package of the
+# reference environment (tests/pyref/install.sh --find), where it is.
+# TSTOR_DIFF_COUNT (default 3000) and TSTOR_CHAINS_COUNT (default 5000) set
+# the sizes.
 set -eu
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "$1/tests" && pwd)
@@ -22,6 +24,8 @@ if ! "$PY" -c 'import torch' 2> /dev/null; then
 fi
 TSTOR_BACKEND_DIR="$build/../modules"
 export TSTOR_BACKEND_DIR
+TSTOR_PYREF_PYTHON=${TSTOR_PYREF_PYTHON:-$(sh "$src/tests/pyref/install.sh" --find || true)}
+export TSTOR_PYREF_PYTHON
 echo "differential: seed $seed"
 (cd "$build" && TSTOR_DIFF_COUNT=${TSTOR_DIFF_COUNT:-3000} TSTOR_DIFF_SEED=$seed srcdir="$src/tests" \
    sh "$src/tests/ckpt/diff.sh")

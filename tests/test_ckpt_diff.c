@@ -55,8 +55,10 @@ static expected *read_expect(const char *dir, size_t *n) {
 
 static int by_text(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/* A safetensors file as gen_st_diff.py lists what the reference read: a line
- * per tensor and per metadata entry, sorted ("empty" for none). */
+/* A safetensors file as gen_st_diff.py lists what the package read: a line
+ * per tensor and per metadata entry, sorted ("empty" for none), with the
+ * format's dtype names and shapes (F4's last dimension twice
+ * float4_e2m1fn_x2's; a packed tensor's own). */
 static char *list_safetensors(const tstor_checkpoint *ck) {
   static const struct {
     tstor_dtype dtype;
@@ -66,14 +68,21 @@ static char *list_safetensors(const tstor_checkpoint *ck) {
                {TSTOR_INT8, "I8"},
                {TSTOR_FLOAT8_E5M2, "F8_E5M2"},
                {TSTOR_FLOAT8_E4M3FN, "F8_E4M3"},
+               {TSTOR_FLOAT8_E8M0FNU, "F8_E8M0"},
+               {TSTOR_FLOAT8_E4M3FNUZ, "F8_E4M3FNUZ"},
+               {TSTOR_FLOAT8_E5M2FNUZ, "F8_E5M2FNUZ"},
                {TSTOR_INT16, "I16"},
+               {TSTOR_UINT16, "U16"},
                {TSTOR_FLOAT16, "F16"},
                {TSTOR_BFLOAT16, "BF16"},
                {TSTOR_INT32, "I32"},
+               {TSTOR_UINT32, "U32"},
                {TSTOR_FLOAT32, "F32"},
                {TSTOR_COMPLEX64, "C64"},
                {TSTOR_FLOAT64, "F64"},
-               {TSTOR_INT64, "I64"}};
+               {TSTOR_INT64, "I64"},
+               {TSTOR_UINT64, "U64"},
+               {TSTOR_FLOAT4_E2M1FN_X2, "F4"}};
   const tstor_value *root = tstor_checkpoint_root(ck), *md = tstor_checkpoint_metadata(ck);
   size_t nt = tstor_value_len(root), nm = md ? tstor_value_len(md) : 0, n = 0;
   char **lines = calloc(nt + nm + 1, sizeof *lines);
@@ -81,14 +90,20 @@ static char *list_safetensors(const tstor_checkpoint *ck) {
   for (size_t i = 0; i < nt; i++) {
     size_t len;
     const char *name = tstor_value_string(tstor_value_key(root, i), &len);
-    const tstor_tensor *t = tstor_value_tensor(tstor_value_item(root, i));
+    const tstor_value *v = tstor_value_item(root, i);
+    const tstor_tensor *t = tstor_value_tensor(v);
     const char *dn = "?";
+    int nd = tstor_tensor_dim(t);
+    int64_t sizes[TSTOR_TENSOR_MAX_DIM];
+    memcpy(sizes, tstor_tensor_sizes(t), (size_t)nd * sizeof *sizes);
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
       if (names[k].dtype == tstor_tensor_dtype(t)) dn = names[k].name;
+    if (tstor_tensor_dtype(t) == TSTOR_FLOAT4_E2M1FN_X2 && nd) sizes[nd - 1] *= 2;
+    tstor_safetensors_packed(ck, v, &dn, &nd, sizes); /* where it is packed bytes */
     text l = {0};
     char *h = hex(name, len);
     put(&l, "t s:%s %s sizes=", h, dn);
-    ints(&l, tstor_tensor_sizes(t), tstor_tensor_dim(t));
+    ints(&l, sizes, nd);
     put(&l, " fnv=%016" PRIx64, tensor_fnv(t));
     free(h);
     lines[n++] = l.s;
