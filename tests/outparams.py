@@ -35,6 +35,7 @@ RELEASE = {  # owned output type -> how the test releases one
     "char": "free({})",
     "void": "free({})",
     "DLManagedTensor": "{0}->deleter({0})",
+    "DLManagedTensorVersioned": "{0}->deleter({0})",
 }
 # outputs that are borrowed, not owned: never released
 BORROWED = {("tstor_checkpoint_storage", "storage"), ("tstor_storage_data_checked", "out")}

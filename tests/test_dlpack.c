@@ -151,9 +151,12 @@ END_TEST
 
 START_TEST(dtypes_and_devices) {
   static const tstor_dtype ok[] = {
-      TSTOR_UINT8,     TSTOR_INT8,       TSTOR_INT16,   TSTOR_INT32,    TSTOR_INT64,
-      TSTOR_FLOAT16,   TSTOR_FLOAT32,    TSTOR_FLOAT64, TSTOR_BFLOAT16, TSTOR_COMPLEX32,
-      TSTOR_COMPLEX64, TSTOR_COMPLEX128, TSTOR_UINT16,  TSTOR_UINT32,   TSTOR_UINT64};
+      TSTOR_UINT8,         TSTOR_INT8,          TSTOR_INT16,           TSTOR_INT32,
+      TSTOR_INT64,         TSTOR_FLOAT16,       TSTOR_FLOAT32,         TSTOR_FLOAT64,
+      TSTOR_BFLOAT16,      TSTOR_COMPLEX32,     TSTOR_COMPLEX64,       TSTOR_COMPLEX128,
+      TSTOR_UINT16,        TSTOR_UINT32,        TSTOR_UINT64,          TSTOR_BOOL,
+      TSTOR_FLOAT8_E5M2,   TSTOR_FLOAT8_E4M3FN, TSTOR_FLOAT8_E5M2FNUZ, TSTOR_FLOAT8_E4M3FNUZ,
+      TSTOR_FLOAT8_E8M0FNU};
   for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
     tstor_tensor *t = arange(ok[i], 5), *back;
     DLManagedTensor *m;
@@ -165,8 +168,8 @@ START_TEST(dtypes_and_devices) {
     tstor_tensor_release(back);
     tstor_tensor_release(t);
   }
-  static const tstor_dtype refused[] = {TSTOR_BOOL, TSTOR_QINT8, TSTOR_FLOAT8_E4M3FN,
-                                        TSTOR_FLOAT8_E8M0FNU, TSTOR_FLOAT4_E2M1FN_X2};
+  static const tstor_dtype refused[] = {TSTOR_QINT8, TSTOR_QUINT4X2, TSTOR_BITS8,
+                                        TSTOR_FLOAT4_E2M1FN_X2};
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
     tstor_tensor *t;
     int64_t n = 4;
@@ -199,6 +202,106 @@ START_TEST(dtypes_and_devices) {
 }
 END_TEST
 
+static int deleted;
+static void count_deleter(DLManagedTensorVersioned *self) {
+  (void)self;
+  deleted++;
+}
+
+/* DLPack 1.x: the version, READ_ONLY for borrowed and mapped storages (and
+ * their refusal to a 0.x consumer), IS_COPIED for a copy, the version as
+ * __dlpack__(max_version) negotiates it, and the import side of each. */
+START_TEST(versioned_flags) {
+  ck_assert_int_eq(tstor_dlpack_negotiate(-1, -1), 0); /* no max_version: 0.x */
+  ck_assert_int_eq(tstor_dlpack_negotiate(0, 8), 0);
+  ck_assert_int_eq(tstor_dlpack_negotiate(1, 0), 1);
+  ck_assert_int_eq(tstor_dlpack_negotiate(2, 0), 1);
+  tstor_tensor *t = arange(TSTOR_FLOAT32, 6), *back;
+  DLManagedTensorVersioned *v;
+  ck_tstor_ok(tstor_dlpack_export_versioned(t, 0, &v));
+  ck_assert_int_eq(v->version.major, 1);
+  ck_assert_int_eq(v->version.minor, TSTOR_DLPACK_MINOR);
+  ck_assert_int_eq(v->flags, 0);
+  ck_assert_ptr_eq(v->dl_tensor.data, tstor_tensor_data(t));
+  ck_tstor_ok(tstor_dlpack_import_versioned(ctx, v, 0, &back)); /* zero copy, writable */
+  ck_assert_ptr_eq(tstor_tensor_data(back), tstor_tensor_data(t));
+  tstor_tensor_release(back);
+  /* asked read-only; a copy is the consumer's alone */
+  ck_tstor_ok(tstor_dlpack_export_versioned(t, TSTOR_DLPACK_READ_ONLY, &v));
+  ck_assert_int_eq(v->flags, DLPACK_FLAG_BITMASK_READ_ONLY);
+  v->deleter(v);
+  ck_tstor_ok(tstor_dlpack_export_versioned(t, TSTOR_DLPACK_COPY, &v));
+  ck_assert_int_eq(v->flags, DLPACK_FLAG_BITMASK_IS_COPIED);
+  ck_assert_ptr_ne(v->dl_tensor.data, tstor_tensor_data(t));
+  ck_assert(((float *)v->dl_tensor.data)[5] == 5.0f);
+  v->deleter(v);
+  ck_tstor_err(tstor_dlpack_export_versioned(t, TSTOR_DLPACK_COPY | TSTOR_DLPACK_NO_COPY, &v),
+               TSTOR_EINVAL);
+  ck_tstor_err(tstor_dlpack_export_versioned(t, 1u << 9, &v), TSTOR_EINVAL);
+  tstor_tensor_release(t);
+
+  /* a borrowed storage: READ_ONLY to a 1.x consumer, refused to a 0.x one */
+  float bytes[4] = {1, 2, 3, 4};
+  tstor_storage *s;
+  int64_t n = 4;
+  ck_tstor_ok(tstor_storage_wrap(ctx, cpu, bytes, sizeof bytes, &s));
+  ck_tstor_ok(tstor_tensor_on_storage(s, TSTOR_FLOAT32, 0, 1, &n, NULL, &t));
+  tstor_storage_release(s);
+  DLManagedTensor *m = (DLManagedTensor *)1;
+  ck_tstor_err(tstor_dlpack_export(t, &m), TSTOR_EACCES);
+  ck_last_error_has("borrowed");
+  ck_assert_ptr_null(m);
+  ck_tstor_ok(tstor_dlpack_export_versioned(t, 0, &v));
+  ck_assert_int_eq(v->flags, DLPACK_FLAG_BITMASK_READ_ONLY);
+  /* tstor takes it back as a copy (its storages cannot refuse writes), the
+   * producer's deleter called at once; or refuses it without a copy */
+  ck_tstor_err(tstor_dlpack_import_versioned(ctx, v, TSTOR_DLPACK_NO_COPY, &back), TSTOR_EACCES);
+  ck_tstor_ok(tstor_dlpack_import_versioned(ctx, v, 0, &back));
+  ck_assert_ptr_ne(tstor_tensor_data(back), bytes);
+  int64_t i3 = 3;
+  double d;
+  ck_tstor_ok(tstor_tensor_get_f64(back, &i3, &d));
+  ck_assert(d == 4.0);
+  ck_assert_int_eq(tstor_storage_use_count(tstor_tensor_storage(t)), 1); /* the export is gone */
+  tstor_tensor_release(back);
+  /* a copy of it is writable */
+  ck_tstor_ok(tstor_dlpack_export_versioned(t, TSTOR_DLPACK_COPY, &v));
+  ck_assert_int_eq(v->flags, DLPACK_FLAG_BITMASK_IS_COPIED);
+  v->deleter(v);
+  tstor_tensor_release(t);
+
+  /* another major version: refused before anything else is read, the
+   * deleter left to the caller */
+  DLManagedTensorVersioned other = {{2, 0}, NULL, count_deleter, 0, {0}};
+  deleted = 0;
+  ck_tstor_err(tstor_dlpack_import_versioned(ctx, &other, 0, &back), TSTOR_ENOTSUP);
+  ck_last_error_has("2.0");
+  ck_assert_ptr_null(back);
+  ck_assert_int_eq(deleted, 0);
+  /* a read-only foreign tensor copied: its deleter runs once, at the import */
+  float foreign[2] = {7, 8};
+  int64_t two = 2;
+  DLManagedTensorVersioned ro = {{1, 0},
+                                 NULL,
+                                 count_deleter,
+                                 DLPACK_FLAG_BITMASK_READ_ONLY,
+                                 {foreign, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, &two, NULL, 0}};
+  ck_tstor_ok(tstor_dlpack_import_versioned(ctx, &ro, 0, &back));
+  ck_assert_int_eq(deleted, 1);
+  ck_tstor_ok(tstor_tensor_set_f64(back, &(int64_t){0}, 1.0));
+  ck_assert(foreign[0] == 7.0f);
+  tstor_tensor_release(back);
+  ck_assert_int_eq(deleted, 1);
+  /* a writable one without a copy: the deleter when the storage goes */
+  ro.flags = 0;
+  ck_tstor_ok(tstor_dlpack_import_versioned(ctx, &ro, 0, &back));
+  ck_assert_ptr_eq(tstor_tensor_data(back), foreign);
+  ck_assert_int_eq(deleted, 1);
+  tstor_tensor_release(back);
+  ck_assert_int_eq(deleted, 2);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("dlpack");
   TCase *tc = tcase_create("dlpack");
@@ -206,6 +309,7 @@ int main(void) {
   tcase_add_test(tc, export_views_without_copy);
   tcase_add_test(tc, import_deleter_once);
   tcase_add_test(tc, dtypes_and_devices);
+  tcase_add_test(tc, versioned_flags);
   suite_add_tcase(s, tc);
   return tstor_test_run(s);
 }
