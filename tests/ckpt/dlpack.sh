@@ -1,9 +1,10 @@
 #!/bin/sh
-# DLPack with the real clients (ckpt/dlpack_clients.py): PyTorch and numpy of
-# /usr/bin/python3 exchange tensors with libtstor-io, loaded by ctypes.
-# Skipped (77) where that python has no torch or numpy.
+# DLPack with the real clients, libtstor-io loaded by ctypes: PyTorch 1.13 and
+# numpy 1.24 of /usr/bin/python3 (TSTOR_PYTHON) over DLPack 0.x
+# (ckpt/dlpack_clients.py), and PyTorch 2.x and numpy 2.x of the reference
+# environment (TSTOR_PYREF_PYTHON) over DLPack 1.x (ckpt/dlpack_v1.py). Each
+# runs where its python has torch and numpy; skipped (77) where neither has.
 PY=${TSTOR_PYTHON:-/usr/bin/python3}
-"$PY" -c 'import torch, numpy' 2>/dev/null || { echo "no torch/numpy for $PY: skipped"; exit 77; }
 lib=$(cd ../core/io/.libs && pwd)/libtstor-io.so
 LD_LIBRARY_PATH=$(cd ../core/.libs && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export LD_LIBRARY_PATH
@@ -16,4 +17,17 @@ if [ -n "$asan" ]; then
   ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
   export LD_PRELOAD ASAN_OPTIONS
 fi
-exec "$PY" "${srcdir:-.}/ckpt/dlpack_clients.py" "$lib"
+ran=0
+if "$PY" -c 'import torch, numpy' 2>/dev/null; then
+  "$PY" "${srcdir:-.}/ckpt/dlpack_clients.py" "$lib" || exit 1
+  ran=1
+else
+  echo "no torch/numpy for $PY: DLPack 0.x clients skipped"
+fi
+if [ -n "${TSTOR_PYREF_PYTHON:-}" ] && "$TSTOR_PYREF_PYTHON" -c 'import torch, numpy' 2>/dev/null; then
+  "$TSTOR_PYREF_PYTHON" "${srcdir:-.}/ckpt/dlpack_v1.py" "$lib" || exit 1
+  ran=1
+else
+  echo "no reference environment (tests/pyref/install.sh): DLPack 1.x clients skipped"
+fi
+[ $ran = 1 ] || exit 77
