@@ -41,8 +41,10 @@ static void put(growbuf *b, const char *fmt, ...) {
   }
 }
 
-/* The format's dtypes with their sizes; tstor has none for the unsigned
- * 16/32/64-bit ones, and refuses them. */
+/* The format's whole-byte dtypes with their sizes, then its sub-byte ones
+ * (F4, F6: no size of bytes an element), which the model names only to
+ * break a tensor: its bytes are then never what its shape needs, unless it
+ * holds none. */
 static const struct {
   const char *name;
   int size, supported;
@@ -52,10 +54,13 @@ static const struct {
     {"F8_E5M2", 1, 1, TSTOR_FLOAT8_E5M2}, {"F8_E4M3", 1, 1, TSTOR_FLOAT8_E4M3FN}, {"I16", 2, 1, TSTOR_INT16},
     {"F16", 2, 1, TSTOR_FLOAT16},     {"BF16", 2, 1, TSTOR_BFLOAT16},    {"I32", 4, 1, TSTOR_INT32},
     {"F32", 4, 1, TSTOR_FLOAT32},     {"F64", 8, 1, TSTOR_FLOAT64},      {"I64", 8, 1, TSTOR_INT64},
-    {"U16", 2, 0, TSTOR_UINT8},       {"U32", 4, 0, TSTOR_UINT8},        {"U64", 8, 0, TSTOR_UINT8},
+    {"U16", 2, 1, TSTOR_UINT16},      {"U32", 4, 1, TSTOR_UINT32},       {"U64", 8, 1, TSTOR_UINT64},
+    {"C64", 8, 1, TSTOR_COMPLEX64},   {"F8_E8M0", 1, 1, TSTOR_FLOAT8_E8M0FNU},
+    {"F8_E4M3FNUZ", 1, 1, TSTOR_FLOAT8_E4M3FNUZ}, {"F8_E5M2FNUZ", 1, 1, TSTOR_FLOAT8_E5M2FNUZ},
+    {"F4", 0, 0, TSTOR_UINT8},        {"F6_E2M3", 0, 0, TSTOR_UINT8},    {"F6_E3M2", 0, 0, TSTOR_UINT8},
 };
 #define NDTYPES (sizeof dtypes / sizeof dtypes[0])
-#define NSUPPORTED 12
+#define NSUPPORTED 19
 
 enum brk {
   INTACT,
@@ -63,7 +68,7 @@ enum brk {
   HEADER_SHORTER, /* ... fewer */
   HEADER_HUGE,    /* past the file, or past the format's 100 MB */
   DTYPE_UNKNOWN,
-  DTYPE_UNSUPPORTED,
+  DTYPE_UNSUPPORTED, /* a sub-byte dtype: its bytes no longer match */
   SHAPE_ENTRY,  /* a shape entry that is no size: -1, 1.5, "2", 2^64... */
   SHAPE_EXTRA,  /* one more dimension: its bytes no longer match */
   OFFSET_SHIFT, /* begin or end moved by one */
@@ -198,6 +203,7 @@ static uint8_t *build(const uint8_t *in, size_t size, tensor_model *ts, unsigned
     if (*nt == 0) brk = INTACT;
     else ts[target].name[1] = '\xff';
   }
+  if (brk == DTYPE_UNSUPPORTED && nbytes_of(&ts[target]) == 0) brk = DTYPE_UNKNOWN; /* no bytes fit any */
   *broken = brk != INTACT && brk != FIELD_EXTRA && !(brk == HEADER_LEADING && arg % 4 < 2);
   if (brk == SHAPE_EXTRA && nbytes_of(&ts[target]) == 0) { /* 0 x 2 is still 0 bytes: valid */
     *broken = 0;
