@@ -661,6 +661,18 @@ static int tensor_json(const st_out *o, uint64_t *at, json_t *hdr) {
   return 0;
 }
 
+/* Whether text is the JSON of hdr. jansson (dump.c, 2.14 and before)
+ * ignores a failed write of an object's key: a header dumped while memory
+ * runs out can lack a key and still be returned. Read back and compared,
+ * such a text is refused as the failure it is. */
+static int header_check(const json_t *hdr, const char *text) {
+  json_error_t jerr;
+  json_t *back = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+  int same = back && json_equal(hdr, back);
+  json_decref(back);
+  return same ? 0 : header_nomem();
+}
+
 /* The header, __metadata__ first, then the tensors in writing order, as
  * compact JSON (p->text). */
 static int header_text(const tstor_checkpoint *ck, st_plan *p) {
@@ -671,6 +683,7 @@ static int header_text(const tstor_checkpoint *ck, st_plan *p) {
   uint64_t at = 0;
   for (size_t i = 0; i < p->n && !rc; i++) rc = tensor_json(&p->o[i], &at, hdr);
   if (!rc && !(p->text = json_dumps(hdr, JSON_COMPACT))) rc = header_nomem();
+  if (!rc) rc = header_check(hdr, p->text);
   json_decref(hdr);
   return rc;
 }
