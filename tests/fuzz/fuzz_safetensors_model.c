@@ -50,14 +50,28 @@ static const struct {
   int size, supported;
   tstor_dtype dtype;
 } dtypes[] = {
-    {"BOOL", 1, 1, TSTOR_BOOL},       {"U8", 1, 1, TSTOR_UINT8},         {"I8", 1, 1, TSTOR_INT8},
-    {"F8_E5M2", 1, 1, TSTOR_FLOAT8_E5M2}, {"F8_E4M3", 1, 1, TSTOR_FLOAT8_E4M3FN}, {"I16", 2, 1, TSTOR_INT16},
-    {"F16", 2, 1, TSTOR_FLOAT16},     {"BF16", 2, 1, TSTOR_BFLOAT16},    {"I32", 4, 1, TSTOR_INT32},
-    {"F32", 4, 1, TSTOR_FLOAT32},     {"F64", 8, 1, TSTOR_FLOAT64},      {"I64", 8, 1, TSTOR_INT64},
-    {"U16", 2, 1, TSTOR_UINT16},      {"U32", 4, 1, TSTOR_UINT32},       {"U64", 8, 1, TSTOR_UINT64},
-    {"C64", 8, 1, TSTOR_COMPLEX64},   {"F8_E8M0", 1, 1, TSTOR_FLOAT8_E8M0FNU},
-    {"F8_E4M3FNUZ", 1, 1, TSTOR_FLOAT8_E4M3FNUZ}, {"F8_E5M2FNUZ", 1, 1, TSTOR_FLOAT8_E5M2FNUZ},
-    {"F4", 0, 0, TSTOR_UINT8},        {"F6_E2M3", 0, 0, TSTOR_UINT8},    {"F6_E3M2", 0, 0, TSTOR_UINT8},
+    {"BOOL", 1, 1, TSTOR_BOOL},
+    {"U8", 1, 1, TSTOR_UINT8},
+    {"I8", 1, 1, TSTOR_INT8},
+    {"F8_E5M2", 1, 1, TSTOR_FLOAT8_E5M2},
+    {"F8_E4M3", 1, 1, TSTOR_FLOAT8_E4M3FN},
+    {"I16", 2, 1, TSTOR_INT16},
+    {"F16", 2, 1, TSTOR_FLOAT16},
+    {"BF16", 2, 1, TSTOR_BFLOAT16},
+    {"I32", 4, 1, TSTOR_INT32},
+    {"F32", 4, 1, TSTOR_FLOAT32},
+    {"F64", 8, 1, TSTOR_FLOAT64},
+    {"I64", 8, 1, TSTOR_INT64},
+    {"U16", 2, 1, TSTOR_UINT16},
+    {"U32", 4, 1, TSTOR_UINT32},
+    {"U64", 8, 1, TSTOR_UINT64},
+    {"C64", 8, 1, TSTOR_COMPLEX64},
+    {"F8_E8M0", 1, 1, TSTOR_FLOAT8_E8M0FNU},
+    {"F8_E4M3FNUZ", 1, 1, TSTOR_FLOAT8_E4M3FNUZ},
+    {"F8_E5M2FNUZ", 1, 1, TSTOR_FLOAT8_E5M2FNUZ},
+    {"F4", 0, 0, TSTOR_UINT8},
+    {"F6_E2M3", 0, 0, TSTOR_UINT8},
+    {"F6_E3M2", 0, 0, TSTOR_UINT8},
 };
 #define NDTYPES (sizeof dtypes / sizeof dtypes[0])
 #define NSUPPORTED 19
@@ -69,13 +83,13 @@ enum brk {
   HEADER_HUGE,    /* past the file, or past the format's 100 MB */
   DTYPE_UNKNOWN,
   DTYPE_UNSUPPORTED, /* a sub-byte dtype: its bytes no longer match */
-  SHAPE_ENTRY,  /* a shape entry that is no size: -1, 1.5, "2", 2^64... */
-  SHAPE_EXTRA,  /* one more dimension: its bytes no longer match */
-  OFFSET_SHIFT, /* begin or end moved by one */
-  OFFSET_FORM,  /* data_offsets not two non-negative integers */
+  SHAPE_ENTRY,       /* a shape entry that is no size: -1, 1.5, "2", 2^64... */
+  SHAPE_EXTRA,       /* one more dimension: its bytes no longer match */
+  OFFSET_SHIFT,      /* begin or end moved by one */
+  OFFSET_FORM,       /* data_offsets not two non-negative integers */
   FIELD_MISSING,
-  FIELD_EXTRA,   /* a fourth field, which readers ignore: still valid */
-  NAME_TWICE, /* a second entry with the same name */
+  FIELD_EXTRA, /* a fourth field, which readers ignore: still valid */
+  NAME_TWICE,  /* a second entry with the same name */
   DATA_TRAILING,
   DATA_TRUNCATED,
   METADATA_VALUE, /* a __metadata__ value that is no string */
@@ -203,7 +217,8 @@ static uint8_t *build(const uint8_t *in, size_t size, tensor_model *ts, unsigned
     if (*nt == 0) brk = INTACT;
     else ts[target].name[1] = '\xff';
   }
-  if (brk == DTYPE_UNSUPPORTED && nbytes_of(&ts[target]) == 0) brk = DTYPE_UNKNOWN; /* no bytes fit any */
+  if (brk == DTYPE_UNSUPPORTED && nbytes_of(&ts[target]) == 0)
+    brk = DTYPE_UNKNOWN; /* no bytes fit any */
   *broken = brk != INTACT && brk != FIELD_EXTRA && !(brk == HEADER_LEADING && arg % 4 < 2);
   if (brk == SHAPE_EXTRA && nbytes_of(&ts[target]) == 0) { /* 0 x 2 is still 0 bytes: valid */
     *broken = 0;
