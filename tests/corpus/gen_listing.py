@@ -39,7 +39,22 @@ TORCH113 = os.environ.get("TSTOR_PYTHON", "/usr/bin/python3")
 
 # Read by the reference, refused by tstor by design (docs/formats.md): the
 # code, the words of the message, and why.
-BY_DESIGN = {}
+BY_DESIGN = {
+    "torchfile-function.t7": ("TSTOR_EINVAL", "not a checkpoint tstor knows",
+                              "a Lua function (LuaJIT bytecode), which tstor never runs nor keeps; its tag "
+                              "is not one a checkpoint starts with"),
+    "torchfile-function_upvals.t7": ("TSTOR_EINVAL", "not a checkpoint tstor knows",
+                                     "a Lua function with upvalues (LuaJIT bytecode), which tstor never runs "
+                                     "nor keeps; its tag is not one a checkpoint starts with"),
+    "torchfile-recursive_class.t7": ("TSTOR_EINVAL", "contains itself is refused",
+                                     "an object that holds itself: a cycle, which no tree of values has"),
+    "torchfile-recursive_kv_table.t7": ("TSTOR_EINVAL", "contains itself is refused",
+                                        "a table that is its own key and value: a cycle"),
+    "torchfile-tds_hash.t7": ("TSTOR_ENOTSUP", "class tds.Hash is refused",
+                              "tds.Hash writes a payload of its own, which a reader cannot tell from data"),
+    "torchfile-tds_vec.t7": ("TSTOR_ENOTSUP", "class tds.Vec is refused",
+                             "tds.Vec writes a payload of its own, which a reader cannot tell from data"),
+}
 # Refused by the reference: the code and words tstor gives for the same file.
 REFUSED_AS = {
     "burn-broken.pt": ("TSTOR_EINVAL", "not a checkpoint"),
@@ -187,7 +202,12 @@ def torchfile_tree(path):
             out = T7Storage(T7_TYPES[str(v.dtype)], v.tolist())
             made[id(v)] = out
         elif isinstance(v, torchfile.TorchObject):
-            out = T7Object(v.torch_typename(), v.version_number, None)
+            # torchfile keeps the number after "V " as _version_number
+            # (v.version_number would look the name up in the fields); it
+            # reads a file without a version string as 0 too
+            if not v._version_number:
+                raise SystemExit("%s: version 0 or none, which torchfile does not tell apart" % path)
+            out = T7Object(v.torch_typename(), v._version_number, None)
             made[id(v)] = out
             out.table = conv(v._obj)
         elif isinstance(v, dict):
@@ -205,6 +225,16 @@ def torchfile_tree(path):
 
 class Refusal(Exception):
     pass
+
+
+def torchfile_reads(path):
+    """torchfile reads the whole file (a file tstor refuses by design: a
+    cycle or a tds class has no tree in gen_t7's model to render)."""
+    import torchfile
+    with open(path, "rb") as f:
+        torchfile.T7Reader(f, use_list_heuristic=False, use_int_heuristic=False).read_obj()
+        if f.read(1):
+            raise ValueError("%s: bytes after the object" % path)
 
 
 def torch7_line(path):
@@ -256,6 +286,9 @@ def main():
             except Exception as e:  # noqa: BLE001
                 body = None
                 lines.append("# safetensors %s: refuses (%s)" % (safetensors.__version__, err(e)))
+        elif n in BY_DESIGN:
+            torchfile_reads(path)
+            lines.append("# torchfile: reads")
         else:
             try:
                 body = [torch7_line(path)]
