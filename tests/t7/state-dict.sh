@@ -1,8 +1,9 @@
 #!/bin/sh
-# tstor convert --state-dict on a Lua model, judged by PyTorch 2.x and
-# torchfile (t7/state_dict_check.py says how); then what a user meets on the
-# way: the refusals of a plain convert name --state-dict, and a table root
-# asks for --select. Skipped (77) without the Python references.
+# tstor convert --state-dict on a Lua model and on a real nngraph gModule
+# (corpus/), judged by PyTorch 2.x and torchfile (t7/state_dict_check.py says
+# how); then what a user meets on the way: the refusals of a plain convert
+# name --state-dict, and a table root asks for --select. Skipped (77) without
+# the Python references.
 set -u
 tstor=${top_builddir:-..}/tools/tstor
 PY=${TSTOR_PYREF_PYTHON:-}
@@ -13,7 +14,8 @@ fi
 out=$(mktemp -d) || exit 1
 trap 'rm -rf "$out"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-"$PY" "${srcdir:-.}/t7/state_dict_check.py" "$tstor" "$out" || fail "the migrated model"
+"$PY" "${srcdir:-.}/t7/state_dict_check.py" "$tstor" "$out" \
+  "${srcdir:-.}/corpus/files/torchfile-gmodule_with_linear_identity.t7" || fail "the migrated models"
 $tstor convert "$out/model.t7" "$out/plain.pt" 2> "$out/err" && fail "a network into .pt without --state-dict"
 grep -q -- "--state-dict" "$out/err" || fail "the .pt refusal does not name --state-dict: $(cat "$out/err")"
 $tstor convert "$out/model.t7" "$out/plain.safetensors" 2> "$out/err" && fail "a network into safetensors"

@@ -1,6 +1,6 @@
 """A Lua model migrated with `tstor convert --state-dict`, checked by PyTorch.
 
-    state_dict_check.py TSTOR OUTDIR
+    state_dict_check.py TSTOR OUTDIR GMODULE
 
 Writes a Torch7 model as Lua Torch's nn writes one (gen_t7's writer, which
 gives Torch7's own bytes): nn.Sequential of SpatialConvolutionMM (its weight
@@ -10,6 +10,14 @@ equivalent PyTorch module must load it with load_state_dict(strict=True), and
 its output on an input must equal the forward pass that the Torch7 weights
 imply, computed with numpy from the file as torchfile (an independent Torch7
 reader) reads it.
+
+Then a model Lua Torch itself wrote: GMODULE, python-torchfile's
+gmodule_with_linear_identity.t7 (tests/corpus/SOURCES), the nngraph
+nn.gModule({a, b}, {nn.CAddTable()({b, c})}) with a, b = nn.Identity()() and
+c = nn.Linear(1, 2)(a). Its modules in forward order are Identity,
+Identity, Linear, CAddTable, so the Linear is "2"; the PyTorch module holds
+parameterless modules at 0, 1 and 3. Its output for (a, b) must equal
+b + W a + bias, computed in float64 with numpy from torchfile's values.
 """
 import os
 import subprocess
@@ -23,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gen_t7  # noqa: E402
 from gen_t7 import T7Object, T7Tensor, T7Storage  # noqa: E402
 
-tstor, out = sys.argv[1], sys.argv[2]
+tstor, out, gmodule = sys.argv[1], sys.argv[2], sys.argv[3]
 rng = np.random.default_rng(7)
 
 
@@ -105,3 +113,39 @@ for g, w_ in zip(got, want):
 print('state_dict: %d tensors, loaded with strict=True; outputs equal to the Torch7 forward pass'
       % len(sd))
 print('names:', ' '.join(sd))
+
+
+# ---- the real gModule
+class GModule(torch.nn.Module):  # nn.gModule({a, b}, {nn.CAddTable()({b, nn.Linear(1, 2)(a)})})
+    def __init__(self):
+        super().__init__()
+        self.add_module('0', torch.nn.Identity())
+        self.add_module('1', torch.nn.Identity())
+        self.add_module('2', torch.nn.Linear(1, 2, dtype=torch.float64))
+        self.add_module('3', torch.nn.Identity())  # CAddTable: b + c, in forward
+
+    def forward(self, a, b):
+        a, b = getattr(self, '0')(a), getattr(self, '1')(b)
+        return getattr(self, '3')(b + getattr(self, '2')(a))
+
+
+pt = os.path.join(out, 'gmodule.pt')
+subprocess.run([tstor, 'convert', '--state-dict', gmodule, pt], check=True)
+sd = torch.load(pt, weights_only=True)
+g = GModule()
+g.load_state_dict(sd, strict=True)
+lua = torchfile.load(gmodule)
+kinds = [x.torch_typename().decode() for x in lua[b'modules']]
+assert kinds == ['nn.Identity', 'nn.Identity', 'nn.Linear', 'nn.CAddTable'], kinds
+W, bias = np.asarray(lua[b'modules'][2][b'weight']), np.asarray(lua[b'modules'][2][b'bias'])
+inputs = [(np.array([0.0]), np.array([0.0, 0.0])), (np.array([1.0]), np.array([0.0, 0.0])),
+          (np.array([-2.5]), np.array([3.0, -1.25])), (np.array([1e3]), np.array([-7.0, 0.5]))]
+with torch.no_grad():
+    for a, b in inputs:
+        got = g(torch.from_numpy(a), torch.from_numpy(b)).numpy()
+        want = b + (W @ a + bias)
+        assert got.dtype == np.float64 and np.array_equal(got, want), (a, b, got, want)
+print('gModule (python-torchfile gmodule_with_linear_identity.t7): state_dict %s, loaded with strict=True'
+      % ' '.join('%s%s' % (k, list(v.shape)) for k, v in sd.items()))
+print('gModule: %d inputs (a, b), output equal to b + W a + bias from torchfile, float64, bit for bit'
+      % len(inputs))
