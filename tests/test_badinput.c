@@ -303,8 +303,9 @@ START_TEST(backend_dir_odd_lists) {
     coretest_setenv("TSTOR_BACKEND_DIR", lists[i]);
     /* a backend_dir of its own, so that an installed tstor (the folder a
      * config without one falls back to) cannot supply the module */
-    expect_text("[tstor]\nbackend_dir = /nonexistent/tstor\n[backend cpu]\nlibrary = tstor-cpu.so\n",
-                TSTOR_ELOAD, 0, "tstor-cpu.so");
+    expect_text(
+        "[tstor]\nbackend_dir = /nonexistent/tstor\n[backend cpu]\nlibrary = tstor-cpu.so\n",
+        TSTOR_ELOAD, 0, "tstor-cpu.so");
   }
   coretest_setenv("TSTOR_BACKEND_DIR", modules);
 }
