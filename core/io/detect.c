@@ -17,6 +17,7 @@ const char *tstor_file_format_name(tstor_file_format format) {
     case TSTOR_FORMAT_SAFETENSORS: return "safetensors";
     case TSTOR_FORMAT_TORCH7: return "torch7";
     case TSTOR_FORMAT_TORCH_TAR: return "torch-tar";
+    case TSTOR_FORMAT_GGUF: return "gguf";
     default: return "unknown";
   }
 }
@@ -52,6 +53,7 @@ tstor_file_format tstor_file_format_detect(const void *head, size_t size) {
   if (!p) return TSTOR_FORMAT_UNKNOWN;
   if (size >= 4 && p[0] == 'P' && p[1] == 'K' && ((p[2] == 3 && p[3] == 4) || (p[2] == 5 && p[3] == 6)))
     return TSTOR_FORMAT_TORCH;
+  if (size >= 4 && memcmp(p, "GGUF", 4) == 0) return TSTOR_FORMAT_GGUF;
   if (tstor__io_torch_legacy_magic(p, size, NULL)) return TSTOR_FORMAT_TORCH_LEGACY;
   if (tstor__io_tar_header_ok(p, size)) return TSTOR_FORMAT_TORCH_TAR;
   if (torch7(p, size)) return TSTOR_FORMAT_TORCH7;
@@ -90,11 +92,12 @@ static int load_any(tstor__io_source *src, const char *name, tstor_checkpoint **
     case TSTOR_FORMAT_TORCH_TAR: return tstor__io_torch_load_source(src, name, out);
     case TSTOR_FORMAT_SAFETENSORS: return tstor__io_safetensors_load_source(src, name, out);
     case TSTOR_FORMAT_TORCH7: return tstor__io_torch7_load_source(src, name, out);
+    case TSTOR_FORMAT_GGUF: return tstor__io_gguf_load_source(src, name, out);
     default:
       return TSTOR__ERR(
           TSTOR_EINVAL,
           "%s: not a checkpoint tstor knows (torch.save's zip, legacy or tar format, safetensors, "
-          "Torch7)",
+          "Torch7, GGUF)",
           name);
   }
 }
@@ -134,6 +137,8 @@ int tstor_checkpoint_load_buffer(tstor_context *ctx, const void *data, size_t si
 static int writable(tstor_file_format format, unsigned flags) {
   switch (format) {
     case TSTOR_FORMAT_TORCH: return flags ? TSTOR__ERR(TSTOR_EINVAL, "torch.save: unknown flags 0x%x", flags) : 0;
+    case TSTOR_FORMAT_GGUF:
+      return flags ? TSTOR__ERR(TSTOR_EINVAL, "GGUF save: unknown flags 0x%x", flags) : 0;
     case TSTOR_FORMAT_SAFETENSORS:
     case TSTOR_FORMAT_TORCH7: return 0;
     case TSTOR_FORMAT_TORCH_LEGACY:
@@ -151,6 +156,7 @@ static int save_stream(const tstor_checkpoint *ck, FILE *f, tstor_file_format fo
   if (rc) return rc;
   if (format == TSTOR_FORMAT_TORCH) return tstor__io_torch_save_stream(ck, f);
   if (format == TSTOR_FORMAT_SAFETENSORS) return tstor__io_safetensors_save_stream(ck, f, flags);
+  if (format == TSTOR_FORMAT_GGUF) return tstor__io_gguf_save_stream(ck, f);
   return tstor__io_torch7_save_stream(ck, f, flags);
 }
 

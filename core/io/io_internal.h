@@ -5,17 +5,19 @@
  * (tests/layering.py checks it; a layer may take two lines):
  *
  * layer 1: value.c cursor.c writebuf.c idmap.c host_bytes.c atomic_file.c file_read.c
- * layer 2: unpickle.c pickle_write.c zip.c zip_write.c source.c tar.c
+ * layer 1: ggml_dequant.c gguf_value.c
+ * layer 2: unpickle.c pickle_write.c zip.c zip_write.c source.c tar.c quantized.c
  * layer 3: torch_rules.c
  * layer 4: torch_load.c torch_legacy.c torch_tar.c torch_save.c
- * layer 4: safetensors.c torch7_load.c torch7_save.c
+ * layer 4: safetensors.c torch7_load.c torch7_save.c gguf_load.c gguf_save.c
  * layer 5: detect.c dlpack.c names.c torch7_modules.c
  *
  * 1 holds the value arena and the byte-level pieces every format uses (the
  * reading cursor, the sticky writers to memory and to a file, files read and
- * replaced, maps by identity and by key); 2 the pickle machine and writer,
- * zip archives (zip_format.h's records, read and written), tar archives
- * (read) and the source that turns a file's bytes into storages; 3
+ * replaced, maps by identity and by key), ggml's types decoded and the GGUF
+ * types values carry; 2 the pickle machine and writer, zip archives
+ * (zip_format.h's records, read and written), tar archives (read), the
+ * source that turns a file's bytes into storages, and quantized values; 3
  * torch.save's rules for the machine; 4 one reader or writer per format; 5
  * what works across formats (telling them apart, DLPack, values found and
  * walked by name) and on whole trees (a Lua model's state_dict). */
@@ -149,6 +151,8 @@ struct tstor_value {
   unsigned char colour; /* for the walk that checks a finished tree */
   unsigned char ordered; /* a dict that was an OrderedDict */
   unsigned char lua;     /* a dict that was a Lua table: true is not 1, any key by identity */
+  unsigned char gguf;    /* the GGUF type it is written with, plus 1; 0 for none */
+  unsigned char gguf_elem; /* an ARRAY's element type, plus 1 */
   union {
     int64_t i;
     double f;
@@ -170,13 +174,14 @@ struct tstor_value {
       tstor_value *state;  /* a dict */
     } obj;                 /* a Torch7 class instance */
     struct {
-      tstor_tensor *t;  /* NULL until the storages are loaded */
+      tstor_tensor *t;  /* NULL until the storages are loaded; a QUANTIZED value's blocks */
       long storage;     /* index in the checkpoint's storages; -1 for a meta tensor */
       tstor_storage *s; /* a STORAGE value's storage, borrowed from its record once loaded */
-      int dtype;        /* a meta tensor's or a STORAGE value's dtype */
+      int dtype; /* a meta tensor's or a STORAGE value's dtype; a QUANTIZED value's ggml type */
       int64_t offset;   /* elements */
       int ndim;
-      int64_t *sizes, *strides;
+      int64_t *sizes,
+          *strides; /* owned (strides within sizes); a QUANTIZED value's logical sizes */
     } tensor;
     struct {
       int which; /* TSTOR__G_* */
@@ -193,6 +198,7 @@ typedef struct tstor__io_record {
   tstor_storage *s;      /* loaded storage, or NULL */
   long view_of;          /* a legacy view: the index of its root storage; else -1 */
   int64_t view_offset;   /* a view's first element in its root */
+  int64_t file_offset;   /* where its bytes begin in the file (safetensors, GGUF), or -1 */
 } tstor__io_record;
 
 /* Values are allocated in slabs, not one by one: a pickle builds about a
@@ -455,6 +461,13 @@ int tstor__io_source_run(tstor__io_source *src);
  * data, a storage of that size. */
 int tstor__io_source_record(tstor__io_source *src, tstor__io_record *r, uint64_t off,
                             size_t nbytes);
+/* The storage of a record of `nbytes` at off, of a format that names no
+ * device (safetensors, GGUF): on cpu unless the map_location says another
+ * device (a meta one gets no bytes), a view of the input where it can be
+ * (off aligned to `align`), else read, or queued for tstor__io_source_run
+ * when on cpu. `key` names the record in messages. */
+int tstor__io_source_storage(tstor__io_source *src, uint64_t off, size_t nbytes, size_t align,
+                             const char *key, tstor_storage **out);
 
 /* A format's loader over an open source; `name` names the input in
  * messages. The public loads are one of these two around one. */
@@ -492,6 +505,24 @@ bool tstor__io_tar_header_ok(const uint8_t *p, size_t n);
 int tstor__io_tar_find(const tstor__io_source *src, const char *const *names, size_t n,
                        tstor__io_tar_member *out);
 
+/* ------------------------------------------------------------------ GGUF */
+
+/* gguf_value.c: a GGUF value type's name ("u32"; NULL for no type) and the
+ * bytes of one scalar of it (0 for a string or an array); whether v may be
+ * written as scalar type `type` (its kind, and an int's range: TSTOR_EINVAL,
+ * TSTOR_ERANGE). */
+const char *tstor__io_gguf_type_name(int64_t type);
+size_t tstor__io_gguf_type_size(int type);
+int tstor__io_gguf_scalar_check(const tstor_value *v, int type);
+
+/* quantized.c: the bytes of a tensor of quantized ggml type `type` and
+ * logical sizes, checked (a whole number of blocks a row, no overflow); and
+ * a QUANTIZED value of ck over `blocks` (a reference taken) with storage
+ * record `storage` (-1 for none). */
+int tstor__io_quantized_bytes(int type, int ndim, const int64_t *sizes, uint64_t *nbytes);
+int tstor__io_value_quantized(tstor_checkpoint *ck, int type, int ndim, const int64_t *sizes,
+                              tstor_tensor *blocks, long storage, tstor_value **out);
+
 /* ----------------------------------------------------- torch_legacy.c */
 
 /* 1 when the n bytes at p open with the legacy format's magic number pickle
@@ -513,6 +544,7 @@ int tstor__io_torch_load_source(tstor__io_source *src, const char *name, tstor_c
 int tstor__io_safetensors_load_source(tstor__io_source *src, const char *name,
                                       tstor_checkpoint **out);
 int tstor__io_torch7_load_source(tstor__io_source *src, const char *name, tstor_checkpoint **out);
+int tstor__io_gguf_load_source(tstor__io_source *src, const char *name, tstor_checkpoint **out);
 
 /* Writes a zip archive of stored entries with 64-byte aligned data
  * (zip_write.c) through a file writer (writebuf.h): begin an entry (its size
@@ -553,5 +585,6 @@ int tstor__io_save_atomically(const char *path, tstor__io_stream_writer write, c
 int tstor__io_torch_save_stream(const tstor_checkpoint *ck, FILE *f);
 int tstor__io_safetensors_save_stream(const tstor_checkpoint *ck, FILE *f, unsigned flags);
 int tstor__io_torch7_save_stream(const tstor_checkpoint *ck, FILE *f, unsigned flags);
+int tstor__io_gguf_save_stream(const tstor_checkpoint *ck, FILE *f);
 
 #endif

@@ -208,31 +208,6 @@ static int parse_entry(const char *name, json_t *info, st_entry *e) {
   return 0;
 }
 
-static int make_storage(tstor__io_source *src, const st_entry *e, uint64_t data_start,
-                        tstor_storage **out) {
-  tstor_device dev;
-  int rc = tstor__io_source_device(src, "cpu", e->name, &dev);
-  if (rc) return rc;
-  size_t n = (size_t)(e->end - e->begin);
-  if (tstor__io_source_device_has(src, dev, TSTOR_DEVICE_NO_DATA))
-    return tstor_storage_new(src->ctx, dev, n, out);
-  tstor_storage *host;
-  bool queued;
-  /* a cpu storage is read with the others before the load returns */
-  bool on_cpu = tstor__io_source_device_has(src, dev, TSTOR_DEVICE_HOST) && dev.index == 0;
-  rc = tstor__io_source_host(src, data_start + e->begin, n, tstor_dtype_size(e->dtype),
-                             TSTOR__SOURCE_VIEW | (on_cpu ? TSTOR__SOURCE_QUEUE : 0), e->name,
-                             &host, &queued);
-  if (rc) return rc;
-  if (queued) {
-    *out = host;
-    return 0;
-  }
-  rc = tstor_storage_to(host, dev, out);
-  tstor_storage_release(host);
-  return rc;
-}
-
 /* What the reference's JSON parser (serde_json) refuses and jansson takes:
  * nesting past 127 levels, and -0 as a number (a float to serde_json, so no
  * size or offset). The header must also open an object after any JSON
@@ -374,7 +349,10 @@ static int add_tensor(tstor__io_source *src, tstor_checkpoint *ck, tstor_value *
   int64_t numel = (int64_t)((e->end - e->begin) / tstor_dtype_size(e->dtype));
   int rc = tstor_value_new_string(ck, e->name, strlen(e->name), &name);
   if (!rc) rc = tstor__io_record_add(ck, e->name, strlen(e->name), e->dtype, numel, "cpu", 3, &idx);
-  if (!rc) rc = make_storage(src, e, data_start, &ck->storages[idx].s);
+  if (!rc)
+    rc = tstor__io_source_storage(src, data_start + e->begin, (size_t)(e->end - e->begin),
+                                  tstor_dtype_size(e->dtype), e->name, &ck->storages[idx].s);
+  if (!rc && e->end > e->begin) ck->storages[idx].file_offset = (int64_t)(data_start + e->begin);
   if (rc) return rc;
   if (!(tv = tstor__io_value_alloc(ck, TSTOR_VALUE_TENSOR))) return TSTOR_ENOMEM;
   tv->u.tensor.storage = idx;
@@ -494,36 +472,6 @@ static int cmp_out(const void *a, const void *b) {
   int c = memcmp(x->name, y->name, n);
   if (c) return c;
   return (x->name_len > y->name_len) - (x->name_len < y->name_len);
-}
-
-/* Tensor t's elements in row-major order on the host: t itself, or a copy
- * (*host, a new reference either way). */
-static int host_contiguous(const tstor_tensor *t, tstor_tensor **host) {
-  tstor_context *ctx = tstor_tensor_context(t);
-  int on_host = (tstor_device_type_flags(ctx, tstor_tensor_device(t).type) & TSTOR_DEVICE_HOST) ||
-                tstor_storage_is_pinned(tstor_tensor_storage(t));
-  if (on_host && tstor_tensor_is_contiguous(t)) {
-    *host = tstor_tensor_retain((tstor_tensor *)t);
-    return 0;
-  }
-  if (on_host) return tstor_tensor_contiguous(t, host);
-  tstor_device cpu;
-  tstor_tensor *moved = NULL;
-  int rc = tstor_device_parse(ctx, "cpu", &cpu);
-  if (!rc) rc = tstor_tensor_to(t, cpu, tstor_tensor_dtype(t), &moved);
-  if (!rc) rc = tstor_tensor_contiguous(moved, host);
-  tstor_tensor_release(moved);
-  return rc;
-}
-
-static void write_tensor(tstor__io_fwriter *w, const tstor_tensor *t) {
-  tstor_tensor *host = NULL;
-  int rc = host_contiguous(t, &host);
-  if (rc)
-    tstor__io_fw_fail(w, rc, "%s", tstor_last_error());
-  else
-    tstor__io_fw_append(w, tstor_tensor_data(host), (size_t)tstor_tensor_nbytes(host));
-  tstor_tensor_release(host);
 }
 
 /* What a save writes, worked out before anything is written: the tensors in
@@ -722,7 +670,8 @@ static int write_plan(const void *arg, FILE *f) {
   tstor__io_fw_uint(&w, padded, 8);
   tstor__io_fw_append(&w, p->text, hlen);
   tstor__io_fw_append(&w, "        ", padded - hlen);
-  for (size_t i = 0; i < p->n && tstor__io_fw_ok(&w); i++) write_tensor(&w, p->o[i].v->u.tensor.t);
+  for (size_t i = 0; i < p->n && tstor__io_fw_ok(&w); i++)
+    tstor__io_fw_tensor(&w, p->o[i].v->u.tensor.t);
   return tstor__io_fw_finish(&w);
 }
 

@@ -201,6 +201,30 @@ int tstor__io_source_record(tstor__io_source *src, tstor__io_record *r, uint64_t
   return rc;
 }
 
+int tstor__io_source_storage(tstor__io_source *src, uint64_t off, size_t nbytes, size_t align,
+                             const char *key, tstor_storage **out) {
+  tstor_device dev;
+  int rc = tstor__io_source_device(src, "cpu", key, &dev);
+  if (rc) return rc;
+  if (tstor__io_source_device_has(src, dev, TSTOR_DEVICE_NO_DATA))
+    return tstor_storage_new(src->ctx, dev, nbytes, out);
+  tstor_storage *host;
+  bool queued;
+  /* a cpu storage is read with the others before the load returns */
+  bool on_cpu = tstor__io_source_device_has(src, dev, TSTOR_DEVICE_HOST) && dev.index == 0;
+  rc = tstor__io_source_host(src, off, nbytes, align,
+                             TSTOR__SOURCE_VIEW | (on_cpu ? TSTOR__SOURCE_QUEUE : 0), key, &host,
+                             &queued);
+  if (rc) return rc;
+  if (queued) {
+    *out = host;
+    return 0;
+  }
+  rc = tstor_storage_to(host, dev, out);
+  tstor_storage_release(host);
+  return rc;
+}
+
 int tstor__io_source_run(tstor__io_source *src) {
   return src->reads.n ? tstor__io_read_batch_run(&src->reads, src->fd) : 0;
 }

@@ -37,7 +37,7 @@ tstor_value *tstor__io_value_alloc(tstor_checkpoint *ck, int kind) {
   }
   tstor_value *v = &ck->slabs->v[ck->slabs->n - ck->slab_left--];
   v->kind = kind;
-  if (kind == TSTOR_VALUE_TENSOR) v->u.tensor.storage = -1;
+  if (kind == TSTOR_VALUE_TENSOR || kind == TSTOR_VALUE_QUANTIZED) v->u.tensor.storage = -1;
   ck->values[ck->nvalues++] = v;
   return v;
 }
@@ -67,6 +67,7 @@ static void value_free(tstor_value *v) {
       tstor__io_free(v->u.seq.index);
       break;
     case TSTOR_VALUE_TENSOR:
+    case TSTOR_VALUE_QUANTIZED:
       tstor_tensor_release(v->u.tensor.t);
       tstor__io_free(v->u.tensor.sizes);
       break;
@@ -136,6 +137,10 @@ int tstor_checkpoint_storage(const tstor_checkpoint *ck, size_t i, const char **
 
 const char *tstor_checkpoint_storage_location(const tstor_checkpoint *ck, size_t i) {
   return ck && i < ck->nstorages ? ck->storages[i].location : NULL;
+}
+
+int64_t tstor_checkpoint_storage_offset(const tstor_checkpoint *ck, size_t i) {
+  return ck && i < ck->nstorages ? ck->storages[i].file_offset : -1;
 }
 
 /* --------------------------------------------------------------- hashing */
@@ -256,6 +261,7 @@ int tstor__io_record_add(tstor_checkpoint *ck, const char *key, size_t keylen, t
   r->dtype = dtype;
   r->numel = numel;
   r->view_of = -1;
+  r->file_offset = -1;
   if (2 * (ck->nstorages + 1) > ck->storage_slots_cap) {
     int rc = slots_grow(&ck->storage_slots, &ck->storage_slots_cap, ck->nstorages, storage_hash_at,
                         ck, "storage");
@@ -432,8 +438,9 @@ tstor_value_kind tstor_value_kind_of(const tstor_value *v) {
 }
 
 const char *tstor_value_kind_name(tstor_value_kind kind) {
-  static const char *const names[] = {"none",   "bool",    "int",   "float", "str",    "tuple",
-                                      "list",   "dict",    "tensor", "storage", "bytes", "object"};
+  static const char *const names[] = {"none",  "bool",   "int",      "float",  "str",
+                                      "tuple", "list",   "dict",     "tensor", "storage",
+                                      "bytes", "object", "quantized"};
   return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
 }
 
@@ -479,8 +486,12 @@ const tstor_value *tstor_value_dict_attributes(const tstor_value *v) {
   return v && v->kind == TSTOR_VALUE_DICT ? v->u.seq.attrs : NULL;
 }
 
+static bool has_tensor(const tstor_value *v) {
+  return v && (v->kind == TSTOR_VALUE_TENSOR || v->kind == TSTOR_VALUE_QUANTIZED);
+}
+
 tstor_tensor *tstor_value_tensor(const tstor_value *v) {
-  return v && v->kind == TSTOR_VALUE_TENSOR ? v->u.tensor.t : NULL;
+  return has_tensor(v) ? v->u.tensor.t : NULL;
 }
 const char *tstor_value_object_class(const tstor_value *v) {
   return v && v->kind == TSTOR_VALUE_OBJECT ? v->u.obj.cls : NULL;
@@ -502,7 +513,54 @@ int tstor_value_requires_grad(const tstor_value *v) {
 }
 long tstor_value_storage_index(const tstor_value *v) {
   if (v && v->kind == TSTOR_VALUE_STORAGE) return v->u.tensor.storage;
-  return v && v->kind == TSTOR_VALUE_TENSOR ? v->u.tensor.storage : -1;
+  return has_tensor(v) ? v->u.tensor.storage : -1;
+}
+
+/* ------------------------------------------------------ typed reads */
+
+static int not_a(const tstor_value *v, const char *want) {
+  return TSTOR__ERR(TSTOR_EINVAL, "a value read as %s is %s", want,
+                    v ? tstor_value_kind_name((tstor_value_kind)v->kind) : "NULL");
+}
+
+/* A GGUF u64 keeps its 64 bits in u.i. */
+static bool is_u64(const tstor_value *v) { return v->gguf == TSTOR_GGUF_UINT64 + 1; }
+
+int tstor_value_get_bool(const tstor_value *v, int *out) {
+  if (!v || v->kind != TSTOR_VALUE_BOOL) return not_a(v, "a bool");
+  if (out) *out = v->u.i != 0;
+  return 0;
+}
+
+int tstor_value_get_int64(const tstor_value *v, int64_t *out) {
+  if (!v || v->kind != TSTOR_VALUE_INT) return not_a(v, "an int");
+  if (is_u64(v) && v->u.i < 0)
+    return TSTOR__ERR(TSTOR_ERANGE, "the u64 %llu does not fit an int64",
+                      (unsigned long long)v->u.i);
+  if (out) *out = v->u.i;
+  return 0;
+}
+
+int tstor_value_get_uint64(const tstor_value *v, uint64_t *out) {
+  if (!v || v->kind != TSTOR_VALUE_INT) return not_a(v, "an unsigned int");
+  if (!is_u64(v) && v->u.i < 0)
+    return TSTOR__ERR(TSTOR_ERANGE, "%lld is negative, no unsigned int", (long long)v->u.i);
+  if (out) *out = (uint64_t)v->u.i;
+  return 0;
+}
+
+int tstor_value_get_double(const tstor_value *v, double *out) {
+  if (!v || v->kind != TSTOR_VALUE_FLOAT) return not_a(v, "a float");
+  if (out) *out = v->u.f;
+  return 0;
+}
+
+int tstor_value_get_string(const tstor_value *v, const char **s, size_t *len) {
+  if (!v || (v->kind != TSTOR_VALUE_STRING && v->kind != TSTOR_VALUE_BYTES))
+    return not_a(v, "a str");
+  if (s) *s = v->u.str.s;
+  if (len) *len = v->u.str.len;
+  return 0;
 }
 
 /* ------------------------------------------------------------ builders */

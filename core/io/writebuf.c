@@ -121,4 +121,35 @@ void tstor__io_fw_flush(tstor__io_fwriter *w) {
   if (!w->err.code && fflush(w->f) != 0) fw_errno(w);
 }
 
+/* Tensor t's elements in row-major order on the host: t itself, or a copy
+ * (*host, a new reference either way). */
+static int host_contiguous(const tstor_tensor *t, tstor_tensor **host) {
+  tstor_context *ctx = tstor_tensor_context(t);
+  int on_host = (tstor_device_type_flags(ctx, tstor_tensor_device(t).type) & TSTOR_DEVICE_HOST) ||
+                tstor_storage_is_pinned(tstor_tensor_storage(t));
+  if (on_host && tstor_tensor_is_contiguous(t)) {
+    *host = tstor_tensor_retain((tstor_tensor *)t);
+    return 0;
+  }
+  if (on_host) return tstor_tensor_contiguous(t, host);
+  tstor_device cpu;
+  tstor_tensor *moved = NULL;
+  int rc = tstor_device_parse(ctx, "cpu", &cpu);
+  if (!rc) rc = tstor_tensor_to(t, cpu, tstor_tensor_dtype(t), &moved);
+  if (!rc) rc = tstor_tensor_contiguous(moved, host);
+  tstor_tensor_release(moved);
+  return rc;
+}
+
+void tstor__io_fw_tensor(tstor__io_fwriter *w, const tstor_tensor *t) {
+  if (w->err.code) return;
+  tstor_tensor *host = NULL;
+  int rc = host_contiguous(t, &host);
+  if (rc)
+    tstor__io_fw_fail(w, rc, "%s", tstor_last_error());
+  else
+    tstor__io_fw_append(w, tstor_tensor_data(host), (size_t)tstor_tensor_nbytes(host));
+  tstor_tensor_release(host);
+}
+
 int tstor__io_fw_finish(const tstor__io_fwriter *w) { return sticky_check(&w->err); }

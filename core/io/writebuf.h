@@ -72,6 +72,9 @@ typedef struct tstor__io_fwriter {
 void tstor__io_fw_append(tstor__io_fwriter *w, const void *p, size_t n);
 /* v as width bytes (1 to 8), least significant first. */
 void tstor__io_fw_uint(tstor__io_fwriter *w, uint64_t v, size_t width);
+/* Tensor t's elements in row-major order, copied to the host and made
+ * contiguous first where they are not (a device's, a view's). */
+void tstor__io_fw_tensor(tstor__io_fwriter *w, const tstor_tensor *t);
 /* Records code and its message as the writer's error, unless it has one:
  * the failure of what was to be written (code's message already set) is
  * kept as tstor__io_fw_fail(w, rc, "%s", tstor_last_error()). */

@@ -1,9 +1,9 @@
 /* tstor/serialize.h: PyTorch checkpoints (torch.save's zip and legacy
- * formats, and its first, a tar archive), safetensors files and Lua Torch's
- * .t7 files, read and written (docs/formats.md: the formats and how each maps
- * onto values). Part of libtstor-io (pkg-config module tstor-io), a library
- * layered on libtstor: a program that only needs storages and tensors does
- * not link it.
+ * formats, and its first, a tar archive), safetensors files, Lua Torch's .t7
+ * files and GGUF files, read and written (docs/formats.md: the formats and
+ * how each maps onto values). Part of libtstor-io (pkg-config module
+ * tstor-io), a library layered on libtstor: a program that only needs
+ * storages and tensors does not link it.
  *
  * A checkpoint is an arena of values: the tree torch.save pickled (dicts,
  * lists, tuples, strings, numbers, None) whose leaves are tstor tensors and
@@ -62,11 +62,14 @@ typedef enum tstor_value_kind {
   TSTOR_VALUE_STRING = 4, /* UTF-8, may hold NULs (length given) */
   TSTOR_VALUE_TUPLE = 5,
   TSTOR_VALUE_LIST = 6,
-  TSTOR_VALUE_DICT = 7,   /* dict or OrderedDict: insertion order kept */
+  TSTOR_VALUE_DICT = 7, /* dict or OrderedDict: insertion order kept */
   TSTOR_VALUE_TENSOR = 8,
   TSTOR_VALUE_STORAGE = 9, /* a storage saved as itself (torch.save([t.storage()])), typed */
   TSTOR_VALUE_BYTES = 10,  /* a byte string that is not UTF-8 (a Lua string may hold any bytes) */
-  TSTOR_VALUE_OBJECT = 11  /* a Torch7 class instance (nn.Linear...): class name, version, state dict */
+  TSTOR_VALUE_OBJECT =
+      11, /* a Torch7 class instance (nn.Linear...): class name, version, state dict */
+  TSTOR_VALUE_QUANTIZED =
+      12 /* a tensor of a quantized ggml type (GGUF), its blocks kept as they are */
 } tstor_value_kind;
 
 /* -------------------------------------------------- loading a checkpoint */
@@ -123,11 +126,13 @@ typedef enum tstor_file_format {
   TSTOR_FORMAT_TORCH,        /* torch.save's zip format (PyTorch 1.6 and later) */
   TSTOR_FORMAT_TORCH_LEGACY, /* torch.save before 1.6, or _use_new_zipfile_serialization=False */
   TSTOR_FORMAT_SAFETENSORS,
-  TSTOR_FORMAT_TORCH7,   /* Lua Torch's torch.save / torch.File, binary or ascii */
-  TSTOR_FORMAT_TORCH_TAR /* torch.save's first format, a tar archive (PyTorch 0.1 before 0.1.10) */
+  TSTOR_FORMAT_TORCH7,    /* Lua Torch's torch.save / torch.File, binary or ascii */
+  TSTOR_FORMAT_TORCH_TAR, /* torch.save's first format, a tar archive (PyTorch 0.1 before 0.1.10) */
+  TSTOR_FORMAT_GGUF       /* llama.cpp's and ggml's GGUF, version 2 or 3 */
 } tstor_file_format;
 
-/* "torch", "torch-legacy", "safetensors", "torch7", "torch-tar" or "unknown". */
+/* "torch", "torch-legacy", "safetensors", "torch7", "torch-tar", "gguf" or
+ * "unknown". */
 TSTOR_EXTERN const char *tstor_file_format_name(tstor_file_format format);
 /* The format of the `size` bytes at head, a file's start (16 bytes or more
  * tell every format apart but the tar one, which takes 512: a tar header;
@@ -139,9 +144,10 @@ TSTOR_EXTERN tstor_file_format tstor_file_format_detect(const void *head, size_t
 TSTOR_EXTERN int tstor_file_format_of(const char *path, tstor_file_format *out);
 
 /* Loads the checkpoint at `path` in whatever format its bytes say:
- * tstor_torch_load (each of torch.save's formats), tstor_safetensors_load or
- * tstor_torch7_load, with the same options and ownership; anything else is
- * refused with TSTOR_EINVAL naming the formats tried. */
+ * tstor_torch_load (each of torch.save's formats), tstor_safetensors_load,
+ * tstor_torch7_load or tstor_gguf_load, with the same options and
+ * ownership; anything else is refused with TSTOR_EINVAL naming the formats
+ * tried. */
 TSTOR_EXTERN int tstor_checkpoint_load(tstor_context *ctx, const char *path,
                                        const tstor_load_options *opts, tstor_checkpoint **out);
 /* The same from the file open on fd, which stays the caller's: a regular file
@@ -177,10 +183,15 @@ TSTOR_EXTERN int tstor_checkpoint_storage(const tstor_checkpoint *ck, size_t i,
  * no string), whatever map_location loaded it onto; borrowed. NULL for i out
  * of range. */
 TSTOR_EXTERN const char *tstor_checkpoint_storage_location(const tstor_checkpoint *ck, size_t i);
+/* Where storage i's bytes begin in the file, for the formats whose records
+ * are bytes at a place (safetensors, GGUF); -1 for the others, an empty
+ * record and i out of range. */
+TSTOR_EXTERN int64_t tstor_checkpoint_storage_offset(const tstor_checkpoint *ck, size_t i);
 
-/* The string -> string dict of a safetensors file's __metadata__, or NULL;
+/* The metadata beside the tree: the string -> string dict of a safetensors
+ * file's __metadata__, or a GGUF file's key -> value dict; NULL for none;
  * borrowed. set_metadata makes `dict` (a value of ck, or NULL) the metadata
- * tstor_safetensors_save writes. */
+ * tstor_safetensors_save and tstor_gguf_save write. */
 TSTOR_EXTERN const tstor_value *tstor_checkpoint_metadata(const tstor_checkpoint *ck);
 TSTOR_EXTERN int tstor_checkpoint_set_metadata(tstor_checkpoint *ck, tstor_value *dict);
 
@@ -188,7 +199,7 @@ TSTOR_EXTERN int tstor_checkpoint_set_metadata(tstor_checkpoint *ck, tstor_value
 
 TSTOR_EXTERN tstor_value_kind tstor_value_kind_of(const tstor_value *v);
 /* "none", "bool", "int", "float", "str", "tuple", "list", "dict", "tensor",
- * "storage", "bytes", "object". */
+ * "storage", "bytes", "object", "quantized". */
 TSTOR_EXTERN const char *tstor_value_kind_name(tstor_value_kind kind);
 
 /* Scalars; a value of another kind reads as 0 (and bool/int read as each other). */
@@ -212,8 +223,10 @@ TSTOR_EXTERN const tstor_value *tstor_value_dict_get(const tstor_value *v, const
  * value, or NULL when it has none; borrowed. */
 TSTOR_EXTERN const tstor_value *tstor_value_dict_attributes(const tstor_value *v);
 
-/* The tensor of a TENSOR value, borrowed (retain it to keep it past the
- * checkpoint); NULL for other kinds. */
+/* The tensor of a TENSOR value, or the uint8 tensor of a QUANTIZED value's
+ * blocks (shaped as its rows of bytes: the logical sizes with the last one
+ * made bytes per row, as gguf's GGUFReader shapes its data); borrowed
+ * (retain it to keep it past the checkpoint); NULL for other kinds. */
 TSTOR_EXTERN tstor_tensor *tstor_value_tensor(const tstor_value *v);
 /* An OBJECT's class name ("nn.Linear"), its version as the file wrote it
  * ("1"; NULL for a file from before classes had versions) and its state, a
@@ -227,10 +240,24 @@ TSTOR_EXTERN const tstor_value *tstor_value_object_state(const tstor_value *v);
 TSTOR_EXTERN tstor_storage *tstor_value_storage(const tstor_value *v, tstor_dtype *dtype);
 /* 1 when the tensor was saved as a Parameter or with requires_grad. */
 TSTOR_EXTERN int tstor_value_requires_grad(const tstor_value *v);
-/* The index (for tstor_checkpoint_storage) of the storage a tensor views or
- * a STORAGE value is; -1 for other kinds and for meta tensors, which have no
- * bytes in the file. */
+/* The index (for tstor_checkpoint_storage) of the storage a tensor or a
+ * QUANTIZED value views or a STORAGE value is; -1 for other kinds and for
+ * meta tensors, which have no bytes in the file. */
 TSTOR_EXTERN long tstor_value_storage_index(const tstor_value *v);
+
+/* Typed reads, for values a file chose (GGUF metadata, a checkpoint's
+ * hyperparameters): unlike the scalar reads above, a value of another kind
+ * (or NULL) is TSTOR_EINVAL naming both kinds, and a number that does not
+ * fit *out is TSTOR_ERANGE; *out is left as it was then. get_int64 and
+ * get_uint64 read an INT (a GGUF integer of any width; a GGUF u64 above
+ * INT64_MAX only through get_uint64), get_double a FLOAT, get_bool a BOOL,
+ * get_string a STRING or BYTES value (*s borrowed, NUL-terminated; *len when
+ * len is not NULL). */
+TSTOR_EXTERN int tstor_value_get_bool(const tstor_value *v, int *out);
+TSTOR_EXTERN int tstor_value_get_int64(const tstor_value *v, int64_t *out);
+TSTOR_EXTERN int tstor_value_get_uint64(const tstor_value *v, uint64_t *out);
+TSTOR_EXTERN int tstor_value_get_double(const tstor_value *v, double *out);
+TSTOR_EXTERN int tstor_value_get_string(const tstor_value *v, const char **s, size_t *len);
 
 /* ------------------------------------------------------ values by name */
 
@@ -322,8 +349,8 @@ typedef struct tstor_save_options {
  * (written at its position, left open and unflushed: PyTorch's
  * torch.save(obj, f) for an open file), or to memory (*data from malloc, the
  * caller frees it; PyTorch's torch.save into a BytesIO). `format` is
- * TSTOR_FORMAT_TORCH, TSTOR_FORMAT_SAFETENSORS or TSTOR_FORMAT_TORCH7, opts'
- * flags the format's own (TSTOR_SAVE_COPY_SHARED, TSTOR_SAVE_TORCH7_*; none for torch);
+ * TSTOR_FORMAT_TORCH, TSTOR_FORMAT_SAFETENSORS, TSTOR_FORMAT_TORCH7 or TSTOR_FORMAT_GGUF, opts'
+ * flags the format's own (TSTOR_SAVE_COPY_SHARED, TSTOR_SAVE_TORCH7_*; none for torch and GGUF);
  * the legacy and tar formats are not written (TSTOR_ENOTSUP). tstor_checkpoint_save is
  * the same to a path, as the format's own save writes it. */
 TSTOR_EXTERN int tstor_checkpoint_save(const tstor_checkpoint *ck, const char *path,
@@ -524,6 +551,117 @@ TSTOR_EXTERN int tstor_torch7_state_dict(const tstor_checkpoint *ck, tstor_check
  * TSTOR_SAVE_TORCH7_LONG4. Written as the section on saving says. */
 TSTOR_EXTERN int tstor_torch7_save(const tstor_checkpoint *ck, const char *path,
                                    const tstor_save_options *opts);
+
+/* ------------------------------------------------------------------ GGUF */
+
+/* Loads a GGUF file (llama.cpp's and ggml's model format), version 3 or 2
+ * (which lay out alike; version 1 and big-endian files are refused with
+ * TSTOR_ENOTSUP). The root is a dict of tensor name -> value in the file's
+ * order, each with a storage of its own, read into memory, or with
+ * TSTOR_LOAD_MMAP a copy-on-write view of the file (every tensor's bytes lie
+ * aligned in it). Dimensions come in PyTorch's order: GGUF writes ggml's
+ * ne[], the fastest-varying dimension first, and they are reversed, as the
+ * gguf package's GGUFReader reverses them, so that a [4096, 11008] ne is a
+ * tensor of sizes [11008, 4096]. The plain types are tensors of their dtype
+ * (F32, F16, BF16, F64, I8, I16, I32, I64); every other ggml type is a
+ * QUANTIZED value that keeps the file's blocks as they are (see below),
+ * never refused for being quantized. The metadata is a dict of key -> value
+ * (tstor_checkpoint_metadata), in file order: integers INT, floats FLOAT,
+ * bool BOOL, strings STRING (BYTES where not UTF-8), arrays LIST; each
+ * keeps its GGUF type (tstor_value_gguf_type).
+ *
+ * Refused with TSTOR_EINVAL (TSTOR_EOVERFLOW for a size whose product
+ * overflows) and a message naming the offset of the item at fault, before
+ * anything is allocated for it: counts and lengths the rest of the file
+ * cannot hold, a value or element type that is none of GGUF's, an array of
+ * arrays, a key or tensor name twice, or not UTF-8, general.alignment that is
+ * not a u32 power of two, more than TSTOR_TENSOR_MAX_DIM dimensions, a ggml
+ * type that is none of ggml's, a row that is no whole number of blocks, an
+ * offset that is not a multiple of the alignment, a tensor whose bytes lie
+ * past the file's end or overlap another's. So a file costs memory in
+ * proportion to its size. map_location and *out as for tstor_torch_load. */
+TSTOR_EXTERN int tstor_gguf_load(tstor_context *ctx, const char *path,
+                                 const tstor_load_options *opts, tstor_checkpoint **out);
+TSTOR_EXTERN int tstor_gguf_load_buffer(tstor_context *ctx, const void *data, size_t size,
+                                        const tstor_load_options *opts, tstor_checkpoint **out);
+
+/* Writes ck's root, a dict of string -> tensor or QUANTIZED value, as GGUF
+ * version 3 with ck's metadata (a dict of string -> value, NULL for none):
+ * the metadata and the tensors in dict order, each tensor's dimensions
+ * reversed back into ggml's order, its bytes in row-major order at the next
+ * multiple of general.alignment (32 when absent), zeros between, as the gguf
+ * package's GGUFWriter writes a file. QUANTIZED values are written as their
+ * blocks are, so that a GGUF file loaded and saved is the same file, byte
+ * for byte, wherever it was laid out as GGUF's writers lay one out. A value
+ * that carries a GGUF type is written with it; others: bool BOOL, int
+ * INT64, float FLOAT64, str STRING, a list an ARRAY of its items' type
+ * (all of one kind). Refused: dtypes GGUF has no type for (bool, uint8,
+ * complex, float8: TSTOR_ENOTSUP), a tensor with no data (meta), metadata
+ * GGUF cannot hold (None, a dict, bytes, nested lists: TSTOR_EINVAL).
+ * Written as the section on saving says. */
+TSTOR_EXTERN int tstor_gguf_save(const tstor_checkpoint *ck, const char *path,
+                                 const tstor_save_options *opts);
+
+/* The value types of GGUF metadata (ggml's enum gguf_type). */
+typedef enum tstor_gguf_type {
+  TSTOR_GGUF_UINT8 = 0,
+  TSTOR_GGUF_INT8 = 1,
+  TSTOR_GGUF_UINT16 = 2,
+  TSTOR_GGUF_INT16 = 3,
+  TSTOR_GGUF_UINT32 = 4,
+  TSTOR_GGUF_INT32 = 5,
+  TSTOR_GGUF_FLOAT32 = 6,
+  TSTOR_GGUF_BOOL = 7,
+  TSTOR_GGUF_STRING = 8,
+  TSTOR_GGUF_ARRAY = 9,
+  TSTOR_GGUF_UINT64 = 10,
+  TSTOR_GGUF_INT64 = 11,
+  TSTOR_GGUF_FLOAT64 = 12
+} tstor_gguf_type;
+
+/* The GGUF type v carries (read from a GGUF file, or given by
+ * tstor_value_set_gguf_type), and for an ARRAY its elements' type in *elem
+ * when elem is not NULL; -1 for a value that carries none. */
+TSTOR_EXTERN int tstor_value_gguf_type(const tstor_value *v, tstor_gguf_type *elem);
+/* Gives v the GGUF type a save writes it with: for a number, bool or string
+ * one of that kind (an INT must fit the integer type: TSTOR_ERANGE; a FLOAT
+ * given FLOAT32 is rounded when written); for a list, `type` is its
+ * elements' type, given to each item as to a scalar (an empty list takes
+ * it too). TSTOR_EINVAL for a type that does not hold v's kind. */
+TSTOR_EXTERN int tstor_value_set_gguf_type(tstor_value *v, tstor_gguf_type type);
+
+/* ggml's tensor types, by their ids (ggml.h's enum ggml_type): the gguf
+ * package's name ("Q4_K", "BF16"), or NULL for an id that is no type;
+ * the elements and bytes of one block (TSTOR_EINVAL for no type). */
+TSTOR_EXTERN const char *tstor_ggml_type_name(int type);
+TSTOR_EXTERN int tstor_ggml_type_block(int type, int64_t *block_size, int64_t *type_size);
+
+/* A QUANTIZED value: its ggml type (-1 for other kinds), and its logical
+ * sizes, in PyTorch's order (*sizes borrowed; the return is the number of
+ * dimensions, -1 for other kinds). Its blocks are tstor_value_tensor's. */
+TSTOR_EXTERN int tstor_value_ggml_type(const tstor_value *v);
+TSTOR_EXTERN int tstor_value_quantized_shape(const tstor_value *v, const int64_t **sizes);
+/* The values of a QUANTIZED value, decoded into a new contiguous cpu tensor
+ * of its logical sizes and `dtype`: TSTOR_FLOAT32, bit for bit as the gguf
+ * package's gguf.quants.dequantize decodes each type (and as ggml's
+ * ggml-quants.c, for the types the package does not decode), or
+ * TSTOR_FLOAT16 / TSTOR_BFLOAT16, those float32 values rounded to nearest
+ * even. *out is a new reference. TSTOR_EINVAL for another kind or dtype. */
+TSTOR_EXTERN int tstor_value_dequantize(const tstor_value *v, tstor_dtype dtype,
+                                        tstor_tensor **out);
+/* Replaces every QUANTIZED value of ck's tree by a TENSOR of its values in
+ * `dtype`, as tstor_value_dequantize gives them, each in place of its
+ * storage record, so that the tree saves in any format. */
+TSTOR_EXTERN int tstor_checkpoint_dequantize(tstor_checkpoint *ck, tstor_dtype dtype);
+/* A new QUANTIZED value of ck, of ggml type `type` and logical `sizes` (ndim
+ * of them, PyTorch's order), whose blocks are the bytes of `blocks`: a
+ * contiguous uint8 tensor of as many bytes as the sizes take (its shape does
+ * not matter; a reference is held on it). TSTOR_EINVAL for a plain or
+ * unknown type, a last size that is no whole number of blocks, or bytes of
+ * another count. */
+TSTOR_EXTERN int tstor_value_new_quantized(tstor_checkpoint *ck, int type, int ndim,
+                                           const int64_t *sizes, tstor_tensor *blocks,
+                                           tstor_value **out);
 
 #ifdef __cplusplus
 }
