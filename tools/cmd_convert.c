@@ -1,6 +1,7 @@
-/* tstor convert: between torch.save, safetensors and Torch7 files, the whole
- * tree or the part --select and --flatten name (names.h). Every message that
- * quotes the file goes through tool_complain's escaping. */
+/* tstor convert: between torch.save, safetensors, Torch7 and GGUF files, the
+ * whole tree or the part --select and --flatten name; GGUF's
+ * quantized tensors decoded with --dequantize. Every message that quotes the
+ * file goes through tool_complain's escaping. */
 #include "config.h"
 
 #include <stdio.h>
@@ -41,7 +42,7 @@ typedef struct flat_dict {
 
 static int add_flat(void *arg, const tstor_value_name *name) {
   flat_dict *fl = arg;
-  if (tstor_value_kind_of(name->value) != TSTOR_VALUE_TENSOR) {
+  if (!tool_is_tensor(name->value)) {
     fl->others++;
     return 0;
   }
@@ -92,13 +93,82 @@ static int state_dict(tstor_loaded *f, tstor_checkpoint **sd) {
   return EXIT_FAILED;
 }
 
+/* The quantized tensors, counted, and the first one's name and type. */
+typedef struct quantized_count {
+  size_t n;
+  char *first;
+  int type;
+} quantized_count;
+
+static int count_quantized(void *arg, const tstor_value_name *name) {
+  quantized_count *q = arg;
+  if (tstor_value_kind_of(name->value) != TSTOR_VALUE_QUANTIZED || q->n++) return 0;
+  q->type = tstor_value_ggml_type(name->value);
+  return (q->first = strdup(name->dotted)) ? 0 : TSTOR_ENOMEM;
+}
+
+/* Quantized tensors go into a format without quantized types only decoded
+ * (--dequantize); otherwise the conversion stops here, saying which. */
+static int quantized_check(tstor_loaded *f, tstor_file_format to, int dequantize, tstor_dtype dt) {
+  if (dequantize) {
+    int err = tstor_checkpoint_dequantize(f->ck, dt);
+    if (err) tool_complain("tstor convert: --dequantize: %s", tstor_last_error());
+    return err ? EXIT_FAILED : 0;
+  }
+  if (to == TSTOR_FORMAT_GGUF) return 0;
+  quantized_count q = {0, NULL, 0};
+  int err = tstor_checkpoint_visit(f->ck, TSTOR_VISIT_TENSORS, count_quantized, &q);
+  if (err)
+    tool_complain("tstor convert: %s", tstor_last_error());
+  else if (q.n)
+    tool_complain(
+        "tstor convert: %zu tensors are quantized (the first, '%s', is %s), and %s has no "
+        "quantized types: --dequantize writes them as float32 (--dequantize=float16 or "
+        "=bfloat16 smaller), or convert to a .gguf file",
+        q.n, q.first, tstor_ggml_type_name(q.type), tstor_file_format_name(to));
+  free(q.first);
+  return err || q.n ? EXIT_FAILED : 0;
+}
+
+/* safetensors' metadata holds strings only: a GGUF file's other entries
+ * (numbers, lists such as a tokenizer's vocabulary) are left out, and said. */
+static int strings_only_metadata(tstor_loaded *f) {
+  const tstor_value *md = tstor_checkpoint_metadata(f->ck);
+  size_t n = tstor_value_len(md), kept = 0;
+  tstor_value *keep = NULL;
+  int err = n ? tstor_value_new(f->ck, TSTOR_VALUE_DICT, &keep) : 0;
+  for (size_t i = 0; i < n && !err; i++)
+    if (tstor_value_kind_of(tstor_value_item(md, i)) == TSTOR_VALUE_STRING) {
+      err = tstor_value_dict_set(keep, (tstor_value *)tstor_value_key(md, i),
+                                 (tstor_value *)tstor_value_item(md, i));
+      kept++;
+    }
+  if (!err && kept < n) {
+    err = tstor_checkpoint_set_metadata(f->ck, keep);
+    fprintf(stderr,
+            "tstor convert: safetensors metadata holds strings: %zu of the %zu metadata entries "
+            "are left out\n",
+            n - kept, n);
+  }
+  if (err) tool_complain("tstor convert: %s", tstor_last_error());
+  return err ? EXIT_FAILED : 0;
+}
+
+static tstor_file_format format_for(const char *out) {
+  return ends_with(out, ".safetensors") ? TSTOR_FORMAT_SAFETENSORS
+         : ends_with(out, ".t7")        ? TSTOR_FORMAT_TORCH7
+         : ends_with(out, ".gguf")      ? TSTOR_FORMAT_GGUF
+                                        : TSTOR_FORMAT_TORCH;
+}
+
 static void print_help(void) {
   printf(
-      "usage: tstor convert [--select NAME] [--flatten | --state-dict] [--copy] [--config FILE]\n"
-      "                     IN OUT\n\n"
-      "Converts between torch.save (.pt, any of its formats), safetensors and Torch7\n"
-      "(.t7) files. IN's format is told by its bytes; OUT's is safetensors when its\n"
-      "name ends in .safetensors, Torch7 when it ends in .t7, torch.save otherwise.\n"
+      "usage: tstor convert [--select NAME] [--flatten | --state-dict] [--copy]\n"
+      "                     [--dequantize[=DTYPE]] [--config FILE] IN OUT\n\n"
+      "Converts between torch.save (.pt, any of its formats), safetensors, Torch7\n"
+      "(.t7) and GGUF files. IN's format is told by its bytes; OUT's is safetensors\n"
+      "when its name ends in .safetensors, Torch7 when it ends in .t7, GGUF when it\n"
+      "ends in .gguf, torch.save otherwise.\n"
       "--select NAME writes only the value of that name, as tstor inspect names it\n"
       "(\"model\" of a training checkpoint, or an exact name such as ['a.b']);\n"
       "--flatten writes the tensors as one dict of their names\n"
@@ -110,13 +180,19 @@ static void print_help(void) {
       "\"2.running_mean\"), for load_state_dict(strict=True). safetensors has no\n"
       "shared storage: tensors that share one are refused unless --copy writes\n"
       "each as its own copy.\n"
+      "A GGUF file's quantized tensors (Q4_K...) go into a GGUF file as they are, so\n"
+      "that GGUF to GGUF gives the same file; the other formats have no quantized\n"
+      "types, and take them only decoded: --dequantize writes them as float32,\n"
+      "--dequantize=float16 or --dequantize=bfloat16 rounded to those. GGUF's\n"
+      "metadata goes into GGUF and, its strings only, safetensors.\n"
       "Exit status: 0, 1 for a file that cannot be read or written, 2 for bad usage.\n");
 }
 
 int tstor_cmd_convert(int argc, char **argv) {
   const char *config = NULL, *in = NULL, *out = NULL, *select = NULL;
   unsigned flags = 0;
-  int flat = 0, sd = 0;
+  int flat = 0, sd = 0, dequantize = 0;
+  tstor_dtype deq_dtype = TSTOR_FLOAT32;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
       config = argv[++i];
@@ -128,6 +204,20 @@ int tstor_cmd_convert(int argc, char **argv) {
       sd = 1;
     } else if (strcmp(argv[i], "--copy") == 0) {
       flags |= TSTOR_SAVE_COPY_SHARED;
+    } else if (strncmp(argv[i], "--dequantize", 12) == 0 &&
+               (argv[i][12] == '\0' || argv[i][12] == '=')) {
+      const char *dt = argv[i][12] ? argv[i] + 13 : "float32";
+      dequantize = 1;
+      if (strcmp(dt, "float32") == 0)
+        deq_dtype = TSTOR_FLOAT32;
+      else if (strcmp(dt, "float16") == 0)
+        deq_dtype = TSTOR_FLOAT16;
+      else if (strcmp(dt, "bfloat16") == 0)
+        deq_dtype = TSTOR_BFLOAT16;
+      else {
+        tool_complain("tstor convert: --dequantize=%s: float32, float16 or bfloat16", dt);
+        return EXIT_USAGE;
+      }
     } else if (strcmp(argv[i], "--help") == 0) {
       print_help();
       return 0;
@@ -153,12 +243,12 @@ int tstor_cmd_convert(int argc, char **argv) {
   if (rc) return rc;
   if (select) rc = select_value(&f, select);
   if (!rc && flat) rc = flatten(&f);
+  tstor_file_format to = format_for(out);
+  if (!rc) rc = quantized_check(&f, to, dequantize, deq_dtype);
+  if (!rc && to == TSTOR_FORMAT_SAFETENSORS) rc = strings_only_metadata(&f);
   tstor_checkpoint *dict = NULL;
   if (!rc && sd) rc = state_dict(&f, &dict);
   if (!rc) {
-    tstor_file_format to = ends_with(out, ".safetensors") ? TSTOR_FORMAT_SAFETENSORS
-                           : ends_with(out, ".t7")        ? TSTOR_FORMAT_TORCH7
-                                                          : TSTOR_FORMAT_TORCH;
     tstor_save_options opts = TSTOR_SAVE_OPTIONS_INIT;
     if (to == TSTOR_FORMAT_SAFETENSORS) opts.flags = flags; /* the one format that takes them */
     int err = tstor_checkpoint_save(dict ? dict : f.ck, out, to, &opts);

@@ -1,5 +1,5 @@
 /* tstor inspect: what a checkpoint file holds (torch.save, safetensors,
- * Torch7), as text or JSON. Names, keys and metadata come from the file:
+ * Torch7, GGUF), as text or JSON. Names, keys and metadata come from the file:
  * each is printed escaped (terminal.h) or as its exact name, which holds
  * nothing a terminal acts on. */
 #include "config.h"
@@ -47,7 +47,7 @@ static int add_entry(void *arg, const tstor_value_name *name) {
     return TSTOR_ENOMEM;
   }
   l->n++;
-  l->ntensors += tstor_value_kind_of(name->value) == TSTOR_VALUE_TENSOR;
+  l->ntensors += tool_is_tensor(name->value);
   return 0;
 }
 
@@ -84,10 +84,16 @@ static const char *saved_on(const tstor_checkpoint *ck, const tstor_value *v, co
 /* A value that is not a tensor, as one line of text (a string cut at 80
  * characters), into buf. */
 static void value_text(const tstor_value *v, char *buf, size_t size) {
+  uint64_t u;
   switch (tstor_value_kind_of(v)) {
     case TSTOR_VALUE_NONE: snprintf(buf, size, "None"); break;
     case TSTOR_VALUE_BOOL: snprintf(buf, size, "%s", tstor_value_bool(v) ? "True" : "False"); break;
-    case TSTOR_VALUE_INT: snprintf(buf, size, "%lld", (long long)tstor_value_int(v)); break;
+    case TSTOR_VALUE_INT: /* a GGUF u64 may pass INT64_MAX */
+      if (tstor_value_get_uint64(v, &u) == 0)
+        snprintf(buf, size, "%llu", (unsigned long long)u);
+      else
+        snprintf(buf, size, "%lld", (long long)tstor_value_int(v));
+      break;
     case TSTOR_VALUE_FLOAT: { /* as Python's repr: 1.0, 0.1, 1e-05 */
       double d = tstor_value_float(v);
       tstor_dtype_format(TSTOR_FLOAT64, &d, buf, size, NULL);
@@ -145,6 +151,7 @@ static const char *format_title(const char *format) {
   if (strcmp(format, "torch-legacy") == 0) return "torch.save checkpoint (legacy format)";
   if (strcmp(format, "torch-tar") == 0) return "torch.save checkpoint (tar format of PyTorch 0.1)";
   if (strcmp(format, "torch7") == 0) return "Torch7 file";
+  if (strcmp(format, "gguf") == 0) return "GGUF file";
   return format;
 }
 
@@ -154,7 +161,7 @@ static int name_width(const listing *l, int tensors) {
   size_t w = 40;
   for (size_t i = 0; i < l->n; i++) {
     const entry *e = &l->e[i];
-    int is_tensor = tstor_value_kind_of(e->v) == TSTOR_VALUE_TENSOR;
+    int is_tensor = tool_is_tensor(e->v);
     size_t n = strlen(shown_name(e));
     if (is_tensor == tensors && n > w) w = n;
   }
@@ -197,14 +204,25 @@ static size_t group_end(const by_storage *g, size_t i) {
 
 /* ------------------------------------------------------------------ text */
 
+/* A quantized tensor shows its ggml type, its logical shape and no strides
+ * (its elements lie in blocks). */
 static void print_tensor_line(const tstor_loaded *f, const entry *e, int w) {
   tstor_tensor *t = tstor_value_tensor(e->v);
   char shape[256], strides[256];
-  ints(shape, sizeof shape, tstor_tensor_sizes(t), tstor_tensor_dim(t));
-  ints(strides, sizeof strides, tstor_tensor_strides(t), tstor_tensor_dim(t));
+  const int64_t *qsizes;
+  int qdim = tstor_value_quantized_shape(e->v, &qsizes);
+  const char *dtype = qdim >= 0 ? tstor_ggml_type_name(tstor_value_ggml_type(e->v))
+                                : tstor_dtype_name(tstor_tensor_dtype(t));
+  if (qdim >= 0) {
+    ints(shape, sizeof shape, qsizes, qdim);
+    snprintf(strides, sizeof strides, "-");
+  } else {
+    ints(shape, sizeof shape, tstor_tensor_sizes(t), tstor_tensor_dim(t));
+    ints(strides, sizeof strides, tstor_tensor_strides(t), tstor_tensor_dim(t));
+  }
   print_name(e, w);
-  printf(" %-10s %-18s %-18s %8lld %8ld %12zu ", tstor_dtype_name(tstor_tensor_dtype(t)), shape,
-         strides, (long long)tstor_tensor_storage_offset(t), tstor_value_storage_index(e->v),
+  printf(" %-10s %-18s %-18s %8lld %8ld %12zu ", dtype, shape, strides,
+         (long long)tstor_tensor_storage_offset(t), tstor_value_storage_index(e->v),
          tstor_storage_nbytes(tstor_tensor_storage(t)));
   tool_print_escaped(stdout, saved_on(f->ck, e->v, f->format), 0);
   printf("\n");
@@ -216,7 +234,7 @@ static void print_values(const listing *l) {
   for (size_t i = 0; i < l->n; i++) {
     const entry *e = &l->e[i];
     tstor_value_kind k = tstor_value_kind_of(e->v);
-    if (k == TSTOR_VALUE_TENSOR) continue;
+    if (tool_is_tensor(e->v)) continue;
     char text[160];
     value_text(e->v, text, sizeof text);
     print_name(e, vw);
@@ -247,6 +265,62 @@ static void print_shared(const tstor_loaded *f, const by_storage *g) {
   }
 }
 
+/* ------------------------------------------------------------ metadata */
+
+/* A GGUF value's type ("u32", "arr[str]"), into buf; "" for none. */
+static void gguf_type_text(const tstor_value *v, char *buf, size_t size) {
+  static const char *const names[] = {"u8",   "i8",  "u16", "i16", "u32", "i32", "f32",
+                                      "bool", "str", "arr", "u64", "i64", "f64"};
+  tstor_gguf_type elem = TSTOR_GGUF_UINT8;
+  int t = tstor_value_gguf_type(v, &elem);
+  if (t < 0)
+    snprintf(buf, size, "%s", "");
+  else if (t == TSTOR_GGUF_ARRAY)
+    snprintf(buf, size, "arr[%s]", names[elem]);
+  else
+    snprintf(buf, size, "%s", names[t]);
+}
+
+/* A metadata value as one line: a string as it is, a list as its first items
+ * and its length (a tokenizer's vocabulary is a list of 100,000 strings;
+ * --json has them all). */
+static void metadata_text(const tstor_value *v, char *buf, size_t size) {
+  tstor_value_kind k = tstor_value_kind_of(v);
+  if (k == TSTOR_VALUE_STRING) {
+    snprintf(buf, size, "%s", tstor_value_string(v, NULL));
+    return;
+  }
+  if (k != TSTOR_VALUE_LIST && k != TSTOR_VALUE_TUPLE) {
+    value_text(v, buf, size);
+    return;
+  }
+  size_t n = tstor_value_len(v), at = 0, i;
+  at += (size_t)snprintf(buf + at, size - at, "[");
+  for (i = 0; i < n && at < 100; i++) {
+    char item[160];
+    value_text(tstor_value_item(v, i), item, sizeof item);
+    at += (size_t)snprintf(buf + at, size - at, "%s%s", i ? ", " : "", item);
+    if (at >= size) break;
+  }
+  if (at < size && i < n)
+    snprintf(buf + at, size - at, ", ... %zu items]", n);
+  else if (at < size)
+    snprintf(buf + at, size - at, "]");
+}
+
+static void print_metadata_line(const tstor_value *md, size_t i) {
+  char type[32], text[400];
+  const tstor_value *v = tstor_value_item(md, i);
+  gguf_type_text(v, type, sizeof type);
+  metadata_text(v, text, sizeof text);
+  printf("  ");
+  tool_print_escaped(stdout, tstor_value_string(tstor_value_key(md, i), NULL), 0);
+  if (*type) printf(" (%s)", type);
+  printf(": ");
+  tool_print_escaped(stdout, text, 0);
+  printf("\n");
+}
+
 static void print_text(const char *path, const tstor_loaded *f, const listing *l,
                        const by_storage *g) {
   size_t ns = tstor_checkpoint_storage_count(f->ck);
@@ -258,19 +332,13 @@ static void print_text(const char *path, const tstor_loaded *f, const listing *l
     printf("\n%-*s %-10s %-18s %-18s %8s %8s %12s %s\n", w, "tensor", "dtype", "shape", "strides",
            "offset", "storage", "storage bytes", "device");
   for (size_t i = 0; i < l->n; i++)
-    if (tstor_value_kind_of(l->e[i].v) == TSTOR_VALUE_TENSOR) print_tensor_line(f, &l->e[i], w);
+    if (tool_is_tensor(l->e[i].v)) print_tensor_line(f, &l->e[i], w);
   if (l->n > l->ntensors) print_values(l);
   print_shared(f, g);
   const tstor_value *md = tstor_checkpoint_metadata(f->ck);
   if (md && tstor_value_len(md)) {
     printf("\nmetadata:\n");
-    for (size_t i = 0; i < tstor_value_len(md); i++) {
-      printf("  ");
-      tool_print_escaped(stdout, tstor_value_string(tstor_value_key(md, i), NULL), 0);
-      printf(": ");
-      tool_print_escaped(stdout, tstor_value_string(tstor_value_item(md, i), NULL), 0);
-      printf("\n");
-    }
+    for (size_t i = 0; i < tstor_value_len(md); i++) print_metadata_line(md, i);
   }
 }
 
@@ -304,21 +372,83 @@ static json_t *json_value(const entry *e) {
   return o;
 }
 
+/* A quantized tensor: its ggml type as the dtype, its logical shape, no
+ * strides, and its blocks' sizes. */
+static void json_quantized(json_t *o, const tstor_value *v) {
+  const int64_t *sizes;
+  int nd = tstor_value_quantized_shape(v, &sizes), type = tstor_value_ggml_type(v);
+  int64_t block = 0, bytes = 0;
+  tstor_ggml_type_block(type, &block, &bytes);
+  json_object_set_new(o, "dtype", json_string(tstor_ggml_type_name(type)));
+  json_object_set_new(o, "quantized", json_true());
+  json_object_set_new(o, "ggml_type", json_integer(type));
+  json_object_set_new(o, "block_size", json_integer(block));
+  json_object_set_new(o, "type_size", json_integer(bytes));
+  json_object_set_new(o, "shape", json_ints(sizes, nd));
+  json_object_set_new(o, "strides", json_null());
+}
+
 static json_t *json_tensor(const tstor_loaded *f, const entry *e) {
   tstor_tensor *t = tstor_value_tensor(e->v);
   json_t *o = json_object();
   json_object_set_new(o, "name", json_string(e->dotted));
   json_object_set_new(o, "exact", json_string(e->exact));
   json_object_set_new(o, "device", json_string(saved_on(f->ck, e->v, f->format)));
-  json_object_set_new(o, "dtype", json_string(tstor_dtype_name(tstor_tensor_dtype(t))));
-  json_object_set_new(o, "shape", json_ints(tstor_tensor_sizes(t), tstor_tensor_dim(t)));
-  json_object_set_new(o, "strides", json_ints(tstor_tensor_strides(t), tstor_tensor_dim(t)));
+  if (tstor_value_kind_of(e->v) == TSTOR_VALUE_QUANTIZED) {
+    json_quantized(o, e->v);
+  } else {
+    json_object_set_new(o, "dtype", json_string(tstor_dtype_name(tstor_tensor_dtype(t))));
+    json_object_set_new(o, "shape", json_ints(tstor_tensor_sizes(t), tstor_tensor_dim(t)));
+    json_object_set_new(o, "strides", json_ints(tstor_tensor_strides(t), tstor_tensor_dim(t)));
+  }
   json_object_set_new(o, "storage_offset", json_integer(tstor_tensor_storage_offset(t)));
   json_object_set_new(o, "storage", json_integer(tstor_value_storage_index(e->v)));
   json_object_set_new(o, "storage_nbytes",
                       json_integer((json_int_t)tstor_storage_nbytes(tstor_tensor_storage(t))));
   json_object_set_new(o, "requires_grad", json_boolean(tstor_value_requires_grad(e->v)));
   return o;
+}
+
+/* A metadata value whole, as JSON holds it: bytes that are not UTF-8 as
+ * {"bytes": HEX}, a u64 past JSON's integers (int64) as its decimal string. */
+static json_t *json_metadata(const tstor_value *v) {
+  size_t n;
+  uint64_t u;
+  int64_t i;
+  switch (tstor_value_kind_of(v)) {
+    case TSTOR_VALUE_BOOL: return json_boolean(tstor_value_bool(v));
+    case TSTOR_VALUE_INT: {
+      if (tstor_value_get_int64(v, &i) == 0) return json_integer(i);
+      char dec[24];
+      tstor_value_get_uint64(v, &u);
+      snprintf(dec, sizeof dec, "%llu", (unsigned long long)u);
+      return json_string(dec);
+    }
+    case TSTOR_VALUE_FLOAT: return json_real(tstor_value_float(v));
+    case TSTOR_VALUE_STRING: {
+      const char *t = tstor_value_string(v, &n);
+      json_t *x = json_stringn(t, n);
+      return x ? x : json_null();
+    }
+    case TSTOR_VALUE_BYTES: {
+      const unsigned char *b = (const unsigned char *)tstor_value_string(v, &n);
+      char *hex = malloc(2 * n + 1);
+      if (!hex) return json_null();
+      for (size_t k = 0; k < n; k++) snprintf(hex + 2 * k, 3, "%02x", b[k]);
+      hex[2 * n] = '\0';
+      json_t *o = json_pack("{s:s}", "bytes", hex);
+      free(hex);
+      return o;
+    }
+    case TSTOR_VALUE_LIST:
+    case TSTOR_VALUE_TUPLE: {
+      json_t *a = json_array();
+      for (size_t k = 0; k < tstor_value_len(v); k++)
+        json_array_append_new(a, json_metadata(tstor_value_item(v, k)));
+      return a;
+    }
+    default: return json_null();
+  }
 }
 
 static json_t *json_storages(const tstor_loaded *f, const by_storage *g, json_t *shared) {
@@ -351,7 +481,7 @@ static int print_json(const char *path, const tstor_loaded *f, const listing *l,
   json_object_set_new(root, "complete", json_boolean(!l->cut));
   for (size_t i = 0; i < l->n; i++) {
     const entry *e = &l->e[i];
-    if (tstor_value_kind_of(e->v) == TSTOR_VALUE_TENSOR)
+    if (tool_is_tensor(e->v))
       json_array_append_new(tensors, json_tensor(f, e));
     else
       json_array_append_new(values, json_value(e));
@@ -362,11 +492,19 @@ static int print_json(const char *path, const tstor_loaded *f, const listing *l,
   json_object_set_new(root, "shared", shared);
   const tstor_value *md = tstor_checkpoint_metadata(f->ck);
   if (md) {
-    json_t *m = json_object();
-    for (size_t i = 0; i < tstor_value_len(md); i++)
-      json_object_set_new(m, tstor_value_string(tstor_value_key(md, i), NULL),
-                          json_string(tstor_value_string(tstor_value_item(md, i), NULL)));
+    json_t *m = json_object(), *types = json_object();
+    for (size_t i = 0; i < tstor_value_len(md); i++) {
+      const char *key = tstor_value_string(tstor_value_key(md, i), NULL);
+      char type[32];
+      json_object_set_new(m, key, json_metadata(tstor_value_item(md, i)));
+      gguf_type_text(tstor_value_item(md, i), type, sizeof type);
+      if (*type) json_object_set_new(types, key, json_string(type));
+    }
     json_object_set_new(root, "metadata", m);
+    if (json_object_size(types))
+      json_object_set_new(root, "metadata_types", types);
+    else
+      json_decref(types);
   }
   int rc = json_dumpf(root, stdout, JSON_INDENT(2)) == 0 ? 0 : EXIT_FAILED;
   printf("\n");
@@ -379,11 +517,13 @@ static int print_json(const char *path, const tstor_loaded *f, const listing *l,
 static void print_help(void) {
   printf(
       "usage: tstor inspect [--json] [--config FILE] FILE\n\n"
-      "Lists what a torch.save (.pt, any of its formats), safetensors or Torch7\n"
-      "(.t7) file holds, told by its bytes: each tensor's name (its path in the\n"
-      "tree), dtype, shape, strides, storage offset, the storage it views and that\n"
-      "storage's size, and which tensors share a storage. Nothing in the file is\n"
-      "executed. --json prints the same as JSON.\n\n"
+      "Lists what a torch.save (.pt, any of its formats), safetensors, Torch7 (.t7) or\n"
+      "GGUF file holds, told by its bytes: each tensor's name (its path in the tree),\n"
+      "dtype (a GGUF tensor's quantized type, such as Q4_K), shape, strides, storage\n"
+      "offset, the storage it views and that storage's size, which tensors share a\n"
+      "storage, and the file's metadata (a long list cut to its first items, with\n"
+      "its length). Nothing in the file is executed. --json prints the same as JSON,\n"
+      "the metadata whole.\n\n"
       "A name joins dict keys with '.' (model.layer1.weight) and numbers items\n"
       "([0]). Where two values would have the same name ({\"a.b\": x} and\n"
       "{\"a\": {\"b\": y}}), each is shown by its exact name, every key a Python\n"

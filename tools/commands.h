@@ -46,4 +46,10 @@ int tstor_load_for_command(const char *config, const char *path, int shapes_only
 /* Frees the checkpoint and closes its context. */
 void tstor_unload_for_command(tstor_loaded *l);
 
+/* Whether v is a tensor: a TENSOR, or a QUANTIZED one (GGUF's). */
+static inline int tool_is_tensor(const tstor_value *v) {
+  tstor_value_kind k = tstor_value_kind_of(v);
+  return k == TSTOR_VALUE_TENSOR || k == TSTOR_VALUE_QUANTIZED;
+}
+
 #endif

@@ -17,9 +17,10 @@ static const struct {
     {"info", tstor_cmd_info, "show the version, config, backends, devices and copy table"},
     {"bench", tstor_cmd_bench, "measure storage operations against libc, side by side"},
     {"conformance", tstor_cmd_conformance, "check a backend module and print a pass/fail table"},
-    {"inspect", tstor_cmd_inspect, "list the tensors of a checkpoint (.pt, .safetensors, .t7)"},
+    {"inspect", tstor_cmd_inspect,
+     "list the tensors of a checkpoint (.pt, .safetensors, .t7, .gguf)"},
     {"convert", tstor_cmd_convert,
-     "convert a checkpoint between torch.save, safetensors and Torch7"},
+     "convert a checkpoint between torch.save, safetensors, Torch7 and GGUF"},
 #if HAVE_REMOTE
     {"serve", tstor_cmd_serve, "export this host's devices to tstor-remote.so clients"},
 #endif

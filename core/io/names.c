@@ -334,7 +334,8 @@ int tstor_checkpoint_visit(const tstor_checkpoint *ck, unsigned what, tstor_valu
   if (rc) return rc;
   for (size_t i = 0; i < l.n && !rc; i++) {
     const tstor_value_name *e = &l.e[i];
-    bool tensor = !e->container && tstor_value_kind_of(e->value) == TSTOR_VALUE_TENSOR;
+    tstor_value_kind k = tstor_value_kind_of(e->value);
+    bool tensor = !e->container && (k == TSTOR_VALUE_TENSOR || k == TSTOR_VALUE_QUANTIZED);
     bool wanted = e->container ? (what & TSTOR_VISIT_CONTAINERS)
                   : tensor     ? (what & (TSTOR_VISIT_TENSORS | TSTOR_VISIT_VALUES))
                                : (what & TSTOR_VISIT_VALUES);

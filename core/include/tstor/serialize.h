@@ -286,7 +286,7 @@ typedef struct tstor_value_name {
 
 /* What tstor_checkpoint_visit calls its function for, in bit order. */
 typedef enum tstor_visit_flag {
-  TSTOR_VISIT_TENSORS = 1 << 0,    /* tensors */
+  TSTOR_VISIT_TENSORS = 1 << 0,    /* tensors, a GGUF file's quantized ones too */
   TSTOR_VISIT_VALUES = 1 << 1,     /* every value that is not a container with items: tensors,
                                       numbers, strings, storages, objects, empty containers */
   TSTOR_VISIT_CONTAINERS = 1 << 2, /* dicts, lists and tuples with items */
