@@ -1,6 +1,7 @@
 /* libtstor-io under allocation failure: every allocation of a load (torch.save
- * zip, legacy and tar files, safetensors, Torch7), of a save to memory in each
- * format and of a DLPack export and import is failed in turn. Each failed
+ * zip, legacy and tar files, safetensors, Torch7, GGUF), of a save to memory
+ * in each format, of decoding GGUF's quantized tensors and of a DLPack export
+ * and import is failed in turn. Each failed
  * call must say TSTOR_ENOMEM, hand back nothing, and leave no allocation
  * behind (fault.h's count of the core's and libtstor-io's own allocations,
  * which this test build routes through the core: io_internal.h). */
@@ -144,6 +145,47 @@ START_TEST(test_safetensors) {
 }
 END_TEST
 
+/* GGUF: metadata of every kind, plain and quantized tensors, loaded and
+ * saved; and a whole tree dequantized, which either changes every value or
+ * none. */
+START_TEST(test_gguf) {
+  static const char *const files[] = {"gguf/golden/quant.gguf", "gguf/golden/v2.gguf",
+                                      "gguf/crafted/empty_arrays.gguf"};
+  unsigned long total = 0;
+  for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+    size_t size;
+    void *data = tstor_test_slurp(coretest_src(files[i]), &size);
+    total += sweep_load(files[i], data, size);
+    tstor_checkpoint *ck;
+    ck_tstor_ok(tstor_checkpoint_load_buffer(ctx, data, size, NULL, &ck));
+    total += sweep_save(files[i], ck, TSTOR_FORMAT_GGUF);
+    const tstor_value *root = tstor_checkpoint_root(ck);
+    size_t quantized = 0;
+    for (size_t k = 0; k < tstor_value_len(root); k++)
+      quantized += tstor_value_kind_of(tstor_value_item(root, k)) == TSTOR_VALUE_QUANTIZED;
+    for (unsigned long nth = 1;; nth++) {
+      tstor__fault_arm(TSTOR_FAULT_MALLOC, nth, 0);
+      int rc = tstor_checkpoint_dequantize(ck, TSTOR_BFLOAT16);
+      tstor__fault_disarm();
+      if (tstor__fault_failed() == 0) {
+        ck_tstor_ok(rc);
+        break;
+      }
+      ck_assert_msg(rc == TSTOR_ENOMEM, "%s dequantized, allocation %lu failed: %s", files[i], nth,
+                    tstor_err_name(rc));
+      size_t still = 0; /* nothing half done */
+      for (size_t k = 0; k < tstor_value_len(root); k++)
+        still += tstor_value_kind_of(tstor_value_item(root, k)) == TSTOR_VALUE_QUANTIZED;
+      ck_assert_uint_eq(still, quantized);
+      total++;
+    }
+    tstor_checkpoint_free(ck);
+    free(data);
+  }
+  fprintf(stderr, "gguf: %lu allocations failed in turn, each refused cleanly\n", total);
+}
+END_TEST
+
 static void noop_deleter(DLManagedTensor *m) { (void)m; }
 
 START_TEST(test_dlpack) {
@@ -258,6 +300,7 @@ int main(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, test_loads_and_saves);
   tcase_add_test(tc, test_safetensors);
+  tcase_add_test(tc, test_gguf);
   tcase_add_test(tc, test_dlpack);
   tcase_add_test(tc, test_dlpack_versioned);
   suite_add_tcase(s, tc);
