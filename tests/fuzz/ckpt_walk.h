@@ -40,10 +40,23 @@ static void touch_tensor(const tstor_tensor *t) {
   }
 }
 
+/* A GGUF quantized tensor: its blocks read, and decoded when small. */
+static void touch_quantized(const tstor_value *v) {
+  touch_tensor(tstor_value_tensor(v));
+  const int64_t *sizes;
+  int nd = tstor_value_quantized_shape(v, &sizes);
+  if (nd < 1 || tstor_tensor_numel(tstor_value_tensor(v)) > (1 << 16)) return;
+  tstor_tensor *f;
+  if (tstor_value_dequantize(v, TSTOR_FLOAT32, &f) != 0) abort(); /* a loaded one always decodes */
+  touch_tensor(f);
+  tstor_tensor_release(f);
+}
+
 static void walk(const tstor_value *v, int depth) {
   if (depth > TSTOR_CHECKPOINT_MAX_DEPTH + 1) abort(); /* the reader promised a bound */
   switch (tstor_value_kind_of(v)) {
     case TSTOR_VALUE_TENSOR: touch_tensor(tstor_value_tensor(v)); return;
+    case TSTOR_VALUE_QUANTIZED: touch_quantized(v); return;
     case TSTOR_VALUE_STRING:
     case TSTOR_VALUE_BYTES: {
       size_t len;
@@ -87,6 +100,7 @@ static int load_and_walk(int rc, tstor_checkpoint *ck) {
     return rc;
   }
   walk(tstor_checkpoint_root(ck), 0);
+  if (tstor_checkpoint_metadata(ck)) walk(tstor_checkpoint_metadata(ck), 0);
   tstor_checkpoint_free(ck);
   return 0;
 }

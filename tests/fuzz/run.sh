@@ -10,7 +10,8 @@
 # the time per target. Exits non-zero when a target finds a crash, a leak or
 # undefined behaviour, or when the build fails. FUZZ_TARGETS (default
 # "config ops torch_load torch_tar safetensors safetensors_model pickle
-# torch7_model remote_msg"; remote_msg needs nothing but backends/remote/protocol.c)
+# torch7_model gguf gguf_model remote_msg"; remote_msg needs nothing but
+# backends/remote/protocol.c)
 # picks targets; FUZZ_RUNS=N runs N inputs per target instead of
 # a time limit; FUZZ_FLAGS adds libFuzzer flags (e.g. -jobs=8 -workers=8);
 # FUZZ_JOBS (default FUZZ_MAKE_JOBS, 2) targets run side by side.
@@ -22,7 +23,7 @@ out=${1:-/tmp/tstor-fuzz}
 secs=${2:-60}
 build="$out/fuzz"
 cc=${FUZZ_CC:-clang}
-targets=${FUZZ_TARGETS:-"config ops torch_load torch_tar safetensors safetensors_model pickle torch7_model remote_msg"}
+targets=${FUZZ_TARGETS:-"config ops torch_load torch_tar safetensors safetensors_model pickle torch7_model gguf gguf_model remote_msg"}
 jobs=${FUZZ_MAKE_JOBS:-2}
 
 san="-fsanitize=address,undefined -fno-sanitize-recover=all"
@@ -55,7 +56,7 @@ libs="$build/core/.libs/libtstor.a $(pkg-config --libs inih) -ldl -lpthread -lrt
 iolibs="$build/core/io/.libs/libtstor-io.a $libs $(pkg-config --libs libzip jansson zlib)"
 for t in $targets; do
   case $t in
-    torch_load | torch_tar | safetensors* | pickle | torch7*) l=$iolibs ;;
+    torch_load | torch_tar | safetensors* | pickle | torch7* | gguf*) l=$iolibs ;;
     remote_msg) l="-I$src/backends/remote $src/backends/remote/protocol.c" ;;
     *) l=$libs ;;
   esac
