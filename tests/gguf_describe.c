@@ -74,13 +74,22 @@ static void scalar(const tstor_value *v, int type, char *buf, size_t size) {
   }
 }
 
-static void kv_line(const char *key, const tstor_value *v) {
+/* A key or name, every byte of it (it may hold a NUL). */
+static void put_name(const tstor_value *s) {
+  size_t n;
+  const char *p = tstor_value_string(s, &n);
+  fwrite(p, 1, n, stdout);
+}
+
+static void kv_line(const tstor_value *key, const tstor_value *v) {
   tstor_gguf_type elem;
   int t = tstor_value_gguf_type(v, &elem);
   static char text[1 << 16];
   if (t != 9) {
     scalar(v, t, text, sizeof text);
-    printf("kv %s %s %s\n", key, type_names[t], text);
+    printf("kv ");
+    put_name(key);
+    printf(" %s %s\n", type_names[t], text);
     return;
   }
   size_t n = tstor_value_len(v);
@@ -93,7 +102,9 @@ static void kv_line(const char *key, const tstor_value *v) {
     if (k < 4)
       snprintf(first + strlen(first), sizeof first - strlen(first), "%s%s", k ? " " : "", text);
   }
-  printf("kv %s arr[%s] %zu crc %08lx first %s\n", key, type_names[elem], n, crc, n ? first : "-");
+  printf("kv ");
+  put_name(key);
+  printf(" arr[%s] %zu crc %08lx first %s\n", type_names[elem], n, crc, n ? first : "-");
 }
 
 static uLong crc_of(const void *p, size_t n) {
@@ -131,7 +142,7 @@ static int dequant_crc(const tstor_value *v, tstor_dtype dt, uLong *crc) {
   return 0;
 }
 
-static int tensor_line(const tstor_checkpoint *ck, const char *name, const tstor_value *v,
+static int tensor_line(const tstor_checkpoint *ck, const tstor_value *name, const tstor_value *v,
                        int deq) {
   tstor_tensor *t = tstor_value_tensor(v);
   const int64_t *sizes = tstor_tensor_sizes(t);
@@ -141,7 +152,9 @@ static int tensor_line(const tstor_checkpoint *ck, const char *name, const tstor
     nd = tstor_value_quantized_shape(v, &sizes);
     type = tstor_ggml_type_name(tstor_value_ggml_type(v));
   }
-  printf("tensor %s %s [", name, type);
+  printf("tensor ");
+  put_name(name);
+  printf(" %s [", type);
   for (int d = 0; d < nd; d++) printf("%s%" PRId64, d ? "," : "", sizes[d]);
   size_t nbytes = (size_t)tstor_tensor_nbytes(t);
   int64_t off = tstor_checkpoint_storage_offset(ck, (size_t)tstor_value_storage_index(v));
@@ -155,8 +168,11 @@ static int tensor_line(const tstor_checkpoint *ck, const char *name, const tstor
   int rc = dequant_crc(v, TSTOR_FLOAT32, &c32);
   if (!rc) rc = dequant_crc(v, TSTOR_FLOAT16, &c16);
   if (!rc) rc = dequant_crc(v, TSTOR_BFLOAT16, &cbf);
-  if (!rc) printf("dequant %s f32 %08lx f16 %08lx bf16 %08lx\n", name, c32, c16, cbf);
-  return rc;
+  if (rc) return rc;
+  printf("dequant ");
+  put_name(name);
+  printf(" f32 %08lx f16 %08lx bf16 %08lx\n", c32, c16, cbf);
+  return 0;
 }
 
 static void *slurp(const char *path, size_t *size) {
@@ -211,10 +227,9 @@ int main(int argc, char **argv) {
   if (!rc) {
     const tstor_value *md = tstor_checkpoint_metadata(ck), *root = tstor_checkpoint_root(ck);
     for (size_t i = 0; i < tstor_value_len(md); i++)
-      kv_line(tstor_value_string(tstor_value_key(md, i), NULL), tstor_value_item(md, i));
+      kv_line(tstor_value_key(md, i), tstor_value_item(md, i));
     for (size_t i = 0; i < tstor_value_len(root) && !rc; i++)
-      rc = tensor_line(ck, tstor_value_string(tstor_value_key(root, i), NULL),
-                       tstor_value_item(root, i), deq);
+      rc = tensor_line(ck, tstor_value_key(root, i), tstor_value_item(root, i), deq);
   }
   if (rc) {
     printf("refused %s\n", tstor_err_name(rc));

@@ -19,8 +19,9 @@
 #define HEADER_FIRST ((size_t)1 << 20)
 
 typedef struct tensor_info {
-  const char *name; /* the name value's bytes */
-  uint64_t at;      /* its info's offset, for messages */
+  const char *name; /* the name value's bytes (a NUL among them, maybe) */
+  size_t name_len;
+  uint64_t at; /* its info's offset, for messages */
   int ndim;
   const uint8_t *ne; /* ggml's ne[ndim], u64 each, in the header */
   const tstor__io_ggml_type *type;
@@ -229,15 +230,21 @@ static int tensor_shape(reader *r, tensor_info *t) {
     return fail(r, TSTOR_EINVAL, "tensor '%s' has ggml type %u, which is none of ggml's", t->name,
                 type);
   t->type_id = (int)type;
-  uint64_t numel = 1;
+  /* the sizes but the zeros must multiply within int64, in elements and in
+   * bytes (a tensor's strides are their products), however empty it is */
+  uint64_t numel = 1, span = 1;
   for (int d = 0; d < t->ndim; d++) {
     int64_t n = ne_at(t, d);
     if (n < 0)
       return fail(r, TSTOR_EINVAL, "tensor '%s': dimension %d of %llu elements (at most 2^63 - 1)",
                   t->name, d, (unsigned long long)n);
-    if (__builtin_mul_overflow(numel, (uint64_t)n, &numel) || numel > INT64_MAX)
+    if (n && (__builtin_mul_overflow(span, (uint64_t)n, &span) || span > INT64_MAX))
       return fail(r, TSTOR_EOVERFLOW, "tensor '%s': its number of elements overflows", t->name);
+    numel = n ? numel * (uint64_t)n : 0;
   }
+  uint64_t span_bytes;
+  if (__builtin_mul_overflow(span, (uint64_t)t->type->bytes, &span_bytes) || span_bytes > INT64_MAX)
+    return fail(r, TSTOR_EOVERFLOW, "tensor '%s': its number of bytes overflows", t->name);
   int64_t row = t->ndim ? ne_at(t, 0) : 1;
   if (row % t->type->block)
     return fail(r, TSTOR_EINVAL,
@@ -265,6 +272,7 @@ static int tensor_infos(reader *r, uint64_t count) {
     bool existed;
     if ((rc = name(r, "a tensor name", &nv))) return rc;
     t->name = nv->u.str.s;
+    t->name_len = nv->u.str.len;
     if ((rc = tensor_shape(r, t))) return rc;
     t->value = tstor__io_value_alloc(
         r->ck, t->type->dtype < 0 ? TSTOR_VALUE_QUANTIZED : TSTOR_VALUE_TENSOR);
@@ -332,7 +340,7 @@ static int bind(reader *r, tensor_info *t, uint64_t data_start) {
   size_t esize = tstor_dtype_size(dt);
   long idx;
   tstor__io_record *rec;
-  int rc = tstor__io_record_add(r->ck, t->name, strlen(t->name), dt, (int64_t)(t->nbytes / esize),
+  int rc = tstor__io_record_add(r->ck, t->name, t->name_len, dt, (int64_t)(t->nbytes / esize),
                                 "cpu", 3, &idx);
   if (rc) return rc;
   rec = &r->ck->storages[idx];

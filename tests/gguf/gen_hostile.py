@@ -144,6 +144,8 @@ HOSTILE = [
      "TSTOR_EOVERFLOW", "number of elements overflows"),
     ("numel_overflow_int64.gguf", gguf([ARCH], [info("w", [2**32, 2**31], F32_T, 0)], FOUR),
      "TSTOR_EOVERFLOW", "number of elements overflows"),
+    ("numel_overflow_empty.gguf", gguf([ARCH], [info("w", [0, 2**40, 2**40], F32_T, 0)], FOUR),
+     "TSTOR_EOVERFLOW", "number of elements overflows"),
     ("nbytes_overflow.gguf", gguf([ARCH], [info("w", [2**61, 2], F32_T, 0)], FOUR),
      "TSTOR_EOVERFLOW", "number of bytes overflows"),
     ("row_not_whole_blocks.gguf", gguf([ARCH], [info("w", [33, 2], Q4_0_T, 0)], b"\0" * 64),
