@@ -3,7 +3,9 @@
 # files with one field broken (gen_diff.py), each read by GGUFReader and
 # gguf.quants (describe.py --strict) and by tstor (gguf_describe); both
 # refuse it, or both give the same metadata, tensor types, shapes, offsets,
-# bytes and dequantized values, and tstor never crashes. Where GGUFReader
+# bytes and dequantized values, and tstor never crashes; and each file as
+# GGUFWriter wrote it, before the break, converted GGUF to GGUF by tstor
+# convert, is the same file, byte for byte. Where GGUFReader
 # reads a file that breaks a rule it does not check (describe.py's "rule:"
 # lines), or runs past the time limit, tstor must refuse it; where the two
 # references part (a Q8_1 block, a type newer than the package), tstor
@@ -30,9 +32,19 @@ out=$(mktemp -d) || exit 1
 trap 'rm -rf "$out"' EXIT
 echo "gguf diff: seed $seed, $count files"
 "$py" "$dir/gen_diff.py" "$out" "$seed" "$count"
-same=0 refused=0 rules=0 apart=0 bad=0
+same=0 refused=0 rules=0 apart=0 bad=0 resaved=0
 for f in "$out"/*.gguf; do
   base=${f%.gguf}
+  if ! ../tools/tstor convert "$base.intact" "$base.again.gguf" 2> "$base.c.err" ||
+     ! cmp -s "$base.intact" "$base.again.gguf"; then
+    bad=$((bad + 1))
+    echo "RESAVED: $(basename "$f"): GGUFWriter's file, converted to GGUF, is another file:"
+    tail -3 "$base.c.err"
+    if [ -n "${TSTOR_GGUF_DIFF_KEEP:-}" ]; then cp "$base.intact" "$TSTOR_GGUF_DIFF_KEEP/"; fi
+  else
+    resaved=$((resaved + 1))
+  fi
+  rm -f "$base.again.gguf"
   # a refusal is a line of its output; a nonzero status is a crash
   if ! ./gguf_describe --dequantize "$f" > "$base.c.txt" 2> "$base.c.err"; then
     bad=$((bad + 1))
@@ -58,7 +70,7 @@ for f in "$out"/*.gguf; do
   head -3 "$base.c.err"
   if [ -n "${TSTOR_GGUF_DIFF_KEEP:-}" ]; then cp "$f" "$TSTOR_GGUF_DIFF_KEEP/"; fi
 done
-echo "gguf diff: $same read alike (both refuse or the same reading), $refused refused by both," \
+echo "gguf diff: $same read alike, $refused refused by both," \
   "$rules refused by tstor by a rule GGUFReader does not check, $apart where the references part;" \
-  "$bad disagreements"
+  "$bad disagreements; $resaved of GGUFWriter's files converted GGUF to GGUF byte for byte"
 [ $bad = 0 ]

@@ -4,7 +4,8 @@ writes from a random model (metadata of every value type, arrays among
 them; tensors of every type the package knows, quantized ones as random
 blocks; an alignment now and then), each with one field broken: a count,
 a length, a type, a dimension, an offset, the alignment, a value's bytes,
-the version, or the file cut or lengthened. Beside each, NAME.py.txt is
+the version, or the file cut or lengthened. Beside each, NAME.intact is
+the file as GGUFWriter wrote it, and NAME.py.txt is
 what describe.py --strict --dequantize says of it, from GGUFReader, in this
 one process, with a time limit per file (GGUFReader takes an array's count
 as given, so a small file may keep it busy for hours): "refused timeout"
@@ -160,11 +161,11 @@ def main():
     np.seterr(all="ignore")
     signal.signal(signal.SIGALRM, on_alarm)
     rng = random.Random(seed)
-    tmp = os.path.join(out, "base.tmp")
     for i in range(count):
-        write_model(rng, tmp)
-        data, what = broken(rng, open(tmp, "rb").read())
         name = os.path.join(out, "%05d.gguf" % i)
+        intact = name[:-5] + ".intact"
+        write_model(rng, intact)
+        data, what = broken(rng, open(intact, "rb").read())
         open(name, "wb").write(data)
         open(name[:-5] + ".what", "w").write(what + "\n")
         signal.alarm(5)
@@ -175,7 +176,6 @@ def main():
         finally:
             signal.alarm(0)
         open(name[:-5] + ".py.txt", "w").write("".join(line + "\n" for line in lines))
-    os.remove(tmp)
 
 
 if __name__ == "__main__":
