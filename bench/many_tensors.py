@@ -1,14 +1,16 @@
 #!/usr/bin/python3
 """The cost per tensor of a file of many small tensors, side by side in one
 run: tstor's loads (read into memory, and mapped) of the same state_dict as
-torch.save's zip and legacy formats, safetensors and Torch7, beside
-torch.load, the safetensors package's safe_open and torchfile.
+torch.save's zip and legacy formats, safetensors, Torch7 and GGUF, beside
+torch.load, the safetensors package's safe_open, torchfile and the gguf
+package's GGUFReader.
 
     many_tensors.py BUILDDIR [--counts 1000,10000,100000,1000000] [--reps N] [--dir DIR]
 
 Each count N is a state_dict of N float32 tensors of 10 elements. torch
 writes the .pt files; the safetensors package writes the .safetensors where
-it is installed (tstor convert otherwise); tstor convert writes the .t7.
+it is installed (tstor convert otherwise); tstor convert writes the .t7
+and the .gguf.
 tstor's loads run in `BUILDDIR/bench/ckpt_bench --any` (REPS loads in one
 process, the median); the references run here, REPS times each, the median. Prints
 one markdown table of microseconds per tensor. A reference that is not
@@ -34,6 +36,10 @@ try:
     import torchfile
 except ImportError:
     torchfile = None
+try:
+    import gguf
+except ImportError:
+    gguf = None
 
 ap = argparse.ArgumentParser()
 ap.add_argument("builddir")
@@ -72,33 +78,38 @@ def safe_open_all(path):
             f.get_tensor(k)
 
 
-print("torch %s, safetensors %s, torchfile %s; %d loads each, the median; %s" % (
+print("torch %s, safetensors %s, torchfile %s, gguf %s; %d loads each, the median; %s" % (
     torch.__version__, safetensors.__version__ if safetensors else "(not installed)",
-    "yes" if torchfile else "(not installed)", a.reps, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())))
+    "yes" if torchfile else "(not installed)", "yes" if gguf else "(not installed)", a.reps,
+    time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())))
 print()
 print("| tensors | format | tstor read | tstor mapped | reference | reference us |")
 print("| ---: | --- | ---: | ---: | --- | ---: |")
 for n in [int(c) for c in a.counts.split(",")]:
     sd = {"layer%07d.weight" % i: torch.full((10,), float(i)) for i in range(n)}
     files = {"pt": os.path.join(d, "m%d.pt" % n), "legacy": os.path.join(d, "m%d.legacy.pt" % n),
-             "st": os.path.join(d, "m%d.safetensors" % n), "t7": os.path.join(d, "m%d.t7" % n)}
+             "st": os.path.join(d, "m%d.safetensors" % n), "t7": os.path.join(d, "m%d.t7" % n),
+             "gguf": os.path.join(d, "m%d.gguf" % n)}
     torch.save(sd, files["pt"])
     torch.save(sd, files["legacy"], _use_new_zipfile_serialization=False)
     if safetensors:
         save_file(sd, files["st"])
     else:
         subprocess.run([tstor, "convert", files["pt"], files["st"]], env=env, check=True)
-    subprocess.run([tstor, "convert", files["pt"], files["t7"]], env=env, check=True,
-                   capture_output=True)
+    for k in ("t7", "gguf"):
+        subprocess.run([tstor, "convert", files["pt"], files[k]], env=env, check=True,
+                       capture_output=True)
     del sd
     refs = {
         "pt": ("torch.load", lambda: torch.load(files["pt"])),
         "legacy": ("torch.load", lambda: torch.load(files["legacy"])),
         "st": ("safe_open, every tensor", lambda: safe_open_all(files["st"])) if safetensors else None,
         "t7": ("torchfile.load", lambda: torchfile.load(files["t7"])) if torchfile else None,
+        "gguf": ("GGUFReader", lambda: gguf.GGUFReader(files["gguf"])) if gguf else None,
     }
-    names = {"pt": ".pt (zip)", "legacy": ".pt (legacy)", "st": ".safetensors", "t7": ".t7"}
-    for k in ("pt", "legacy", "st", "t7"):
+    names = {"pt": ".pt (zip)", "legacy": ".pt (legacy)", "st": ".safetensors", "t7": ".t7",
+             "gguf": ".gguf"}
+    for k in ("pt", "legacy", "st", "t7", "gguf"):
         read, mapped = tstor_ms(files[k], False), tstor_ms(files[k], True)
         ref = refs[k]
         ref_us = "%.2f" % (py_ms(ref[1]) * 1e3 / n) if ref else "-"
