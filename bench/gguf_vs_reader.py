@@ -10,8 +10,11 @@ a vocabulary of 32,000 tokens with their scores and types) and, for each
 count in --tensors, the same metadata and that many tensors named as
 llama.cpp names them (blk.N.attn_q.weight...), of Q4_K, Q6_K, F16 and F32
 in turn (small ones: a mapped load does not touch the bytes). Then R
-rounds, each one run of gguf_bench (N timed loads of each file, after one
-untimed) and N timed GGUFReader(path) of each file in this process; the
+rounds, each one run of gguf_bench (10 N timed loads of each file, going
+round the files in turn after one untimed round: a load takes
+milliseconds, and 300 tensors' share of one is below a single load's
+noise) and N GGUFReader(path) of each file in this process, in the same
+order; the
 figure for each is the median over the rounds of each round's median. The
 cost per tensor is the load's time less the metadata-only file's, over
 the count. Run with the gguf package's Python (tests/pyref/install.sh
@@ -89,26 +92,27 @@ env = dict(os.environ, TSTOR_BACKEND_DIR=os.path.join(a.builddir, "modules"))
 bench = os.path.join(a.builddir, "bench", "gguf_bench")
 med = {}  # (label, n) -> the rounds' medians
 for _ in range(a.rounds):
-    out = subprocess.run([bench, "--reps", str(a.reps)] + [p for _, p in files], check=True, env=env,
+    out = subprocess.run([bench, "--reps", str(10 * a.reps)] + [p for _, p in files], check=True, env=env,
                          capture_output=True, text=True).stdout
     for line in out.splitlines():
         path, label, m, _best, nt = line.split()
         n = dict((p, n) for n, p in files)[path]
         assert int(nt) == n
         med.setdefault(("tstor " + label, n), []).append(float(m))
-    for n, path in files:
-        gguf.GGUFReader(path)  # untimed, as gguf_bench's first load
-        ts = []
-        for _ in range(a.reps):
+    ts = {n: [] for n, _ in files}
+    for rep in range(-1, a.reps):  # round the files in turn; the first round untimed, as gguf_bench's
+        for n, path in files:
             t0 = time.perf_counter()
             r = gguf.GGUFReader(path)
-            ts.append((time.perf_counter() - t0) * 1e6)
+            if rep >= 0:
+                ts[n].append((time.perf_counter() - t0) * 1e6)
             assert len(r.tensors) == n
             del r
-        med.setdefault(("GGUFReader", n), []).append(statistics.median(ts))
+    for n, _ in files:
+        med.setdefault(("GGUFReader", n), []).append(statistics.median(ts[n]))
 
-print("gguf %s, numpy %s; %d rounds of %d loads of each file, warm" % (
-    importlib.metadata.version("gguf"), np.__version__, a.rounds, a.reps))
+print("gguf %s, numpy %s; %d rounds of %d loads of each file by tstor, %d by GGUFReader, warm" % (
+    importlib.metadata.version("gguf"), np.__version__, a.rounds, 10 * a.reps, a.reps))
 for n, path in files:
     print("  %s: %d tensors, %d bytes" % (os.path.basename(path), n, os.path.getsize(path)))
 print("%-18s %8s %14s %14s" % ("load", "tensors", "median (us)", "per tensor"))
