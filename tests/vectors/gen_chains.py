@@ -11,6 +11,11 @@ TSTOR_CHAINS_FILE names instead of the committed one), until it exits 0:
 
     until /usr/bin/python3 tests/vectors/gen_chains.py OUTDIR SEED COUNT; do :; done
 
+and, to walk the chains of a tensor_chains.txt again step by step with another
+PyTorch (compare-torch2.sh), whatever random numbers it would draw:
+
+    ~/.cache/tstor/pyref/bin/python tests/vectors/gen_chains.py OUTDIR --replay FILE
+
 Each line is "BASE ; STEP ; STEP ... ; RESULT". BASE is "DTYPE OFFSET SIZES
 STRIDES", a meta tensor as_strided() on a storage of just enough elements;
 each STEP is "OP ARGS" as in tensor_views.txt, and an op that returns several
@@ -608,6 +613,16 @@ def op_of(text):
         "slice": lambda b: T.ops.aten.slice.Tensor(b, i[0], i[1], i[2], i[3]),
         "unflatten": lambda b: T.ops.aten.unflatten.int(b, int(a[0]), numbers(a[1])),
         "view_dtype": lambda b: b.view(DTYPES[a[0]]),
+        "narrow": lambda b: b.narrow(i[0], i[1], i[2]),
+        "transpose": lambda b: b.transpose(i[0], i[1]),
+        "t": lambda b: b.t(),
+        "permute": lambda b: b.permute(numbers(a[0])),
+        "movedim": lambda b: b.movedim(numbers(a[0]), numbers(a[1])),
+        "expand": lambda b: b.expand(numbers(a[0])),
+        "squeeze": lambda b: b.squeeze(),
+        "squeeze_dim": lambda b: b.squeeze(i[0]),
+        "split_sizes": lambda b: T.ops.aten.split_with_sizes(b, numbers(a[0]), int(a[1])),
+        "as_strided": lambda b: b.as_strided(numbers(a[0]), numbers(a[1]), int(a[2])),
     }[op]
 
 
@@ -632,9 +647,10 @@ FOUND = [
 ]
 
 
-def found():
+def found(chains=None):
+    """The FOUND chains, or those of `chains`: (BASE, [STEP, ...]) pairs."""
     lines = []
-    for text, steps in FOUND:
+    for text, steps in FOUND if chains is None else chains:
         w = text.split()
         sizes, strides = numbers(w[2]), numbers(w[3])
         t = base(DTYPES[w[0]], sizes, strides, int(w[1]))
@@ -671,8 +687,27 @@ def long_run(outdir, seed, count):
     os.remove(running)
 
 
+def replayed(path):
+    """The chains of a tensor_chains.txt, each step as it was taken there
+    (compare-torch2.sh: another PyTorch walks the same chains)."""
+    chains = []
+    with open(path) as fh:
+        for line in fh:
+            if not line.startswith("#"):
+                parts = line.rstrip("\n").split(" ; ")
+                chains.append((parts[0], parts[1:-1]))
+    return chains
+
+
 def main():
     outdir = sys.argv[1] if len(sys.argv) > 1 else "."
+    if len(sys.argv) == 4 and sys.argv[2] == "--replay":
+        lines = found(replayed(sys.argv[3]))
+        with open(outdir + "/tensor_chains.txt", "w") as fh:
+            fh.write("# tensor_chains.txt: PyTorch %s; the chains of %s\n" % (torch.__version__, sys.argv[3]))
+            for line in lines:
+                fh.write(line + "\n")
+        return
     if len(sys.argv) > 3:
         long_run(outdir, sys.argv[2], int(sys.argv[3]))
         return

@@ -77,6 +77,16 @@ SIGNATURES = {
     "contiguous": (["input"], [None]),
     "transpose": (["input", "dim0", "dim1"], [None, None, None]),
     "view": (["input", "size"], [None, None]),
+    # called by torch 2.x's multi_head_attention_forward (compare-torch2.sh)
+    "unflatten": (["input", "dim", "sizes"], [None, None, None]),
+    "unsqueeze": (["input", "dim"], [None, None]),
+    "squeeze": (["input", "dim"], [None, None]),
+    "__getitem__": (["input", "index"], [None, None]),
+    "permute": (["input", "dims"], [None, None]),
+    "reshape": (["input", "shape"], [None, None]),
+    "scaled_dot_product_attention": (["query", "key", "value", "attn_mask", "dropout_p", "is_causal",
+                                      "scale", "enable_gqa"], [None, None, None, None, 0.0, False, None,
+                                                               False]),
 }
 # Arguments written as a pair (H, W) whatever form the module gave them in.
 PAIRS = {("conv2d", "stride"), ("conv2d", "dilation"), ("max_pool2d", "kernel_size"),
@@ -145,7 +155,7 @@ class Recorder(TorchFunctionMode):
             raise NotImplementedError("gen_networks.py: no signature for %s" % name)
         names, defaults = SIGNATURES[name]
         bound = list(defaults)
-        if name == "view":  # view(*sizes) or view(sizes)
+        if name in ("view", "permute", "reshape"):  # view(*sizes) or view(sizes)
             bound = [args[0], list(args[1]) if len(args) == 2 and not isinstance(args[1], int)
                      else list(args[1:])]
         else:

@@ -35,6 +35,7 @@ dtype does not count), and otherwise holds the meta device's sizes, strides and
 dtype. The first line names the PyTorch version; the output is deterministic.
 """
 import itertools
+import os
 import sys
 import warnings
 
@@ -50,6 +51,16 @@ DTYPES = [T.uint8, T.int8, T.int16, T.int32, T.int64, T.float16, T.float32, T.fl
 QUANT = [T.qint8, T.quint8, T.qint32, T.quint4x2]
 PLAIN = [d for d in DTYPES if d not in QUANT]
 NAME = {d: str(d).replace("torch.", "") for d in DTYPES}
+
+
+class _Names(dict):
+    """NAME, naming too the dtypes a result of a newer torch may have."""
+
+    def __missing__(self, d):
+        return str(d).replace("torch.", "")
+
+
+NAME = _Names(NAME)
 SCALARS = {T.bool: True, T.int64: 3, T.float64: 2.5, T.complex128: 1 + 2j}
 
 lines = []
@@ -839,7 +850,9 @@ def gen_torch2():
 
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "."
-    if int(T.__version__.split(".")[0]) >= 2:
+    # TSTOR_GEN_ALL_VERSIONS=1: the cases every version has (shapes.txt),
+    # under torch 2.x too, for compare-torch2.sh
+    if int(T.__version__.split(".")[0]) >= 2 and not os.environ.get("TSTOR_GEN_ALL_VERSIONS"):
         gen_torch2()
         with open(out + "/shapes_torch2.txt", "w") as f:
             f.write("# shape inference cases from PyTorch %s; tests/vectors/gen_shapes.py\n"

@@ -32,6 +32,7 @@ tensor_copies.txt -- copy_: "DST ; SRC ; SHARED ; HEX" where DST and SRC are
 The outputs are deterministic (fixed seed).
 """
 import random
+import os
 import sys
 import warnings
 
@@ -667,7 +668,9 @@ def main():
     outdir = sys.argv[1] if len(sys.argv) > 1 else "."
     head = "# PyTorch %s; see gen_tensors.py\n" % torch.__version__
     # one random sequence: the order of the calls is part of the output
-    if int(torch.__version__.split(".")[0]) >= 2:
+    # TSTOR_GEN_ALL_VERSIONS=1: the files of every version, under torch 2.x
+    # too, for compare-torch2.sh
+    if int(torch.__version__.split(".")[0]) >= 2 and not os.environ.get("TSTOR_GEN_ALL_VERSIONS"):
         files = [("tensor_print_torch2.txt", prints2()), ("tensor_copies_torch2.txt", copies2())]
     else:
         files = [("tensor_views.txt", views()), ("tensor_copies.txt", copies()),

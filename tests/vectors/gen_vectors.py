@@ -618,7 +618,9 @@ def main_torch2():
 
 
 if __name__ == "__main__":
-    if int(torch.__version__.split(".")[0]) >= 2:
+    # TSTOR_GEN_ALL_VERSIONS=1: print.txt and conversions.bin under torch 2.x
+    # too, for compare-torch2.sh
+    if int(torch.__version__.split(".")[0]) >= 2 and not os.environ.get("TSTOR_GEN_ALL_VERSIONS"):
         main_torch2()
     else:
         main()
