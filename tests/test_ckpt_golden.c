@@ -601,7 +601,7 @@ static void add(text *t, const void *p, size_t n) {
     t->cap = (t->len + n + 1) * 2;
     ck_assert_ptr_nonnull(t->s = realloc(t->s, t->cap));
   }
-  memcpy(t->s + t->len, p, n);
+  if (n) memcpy(t->s + t->len, p, n); /* an empty member's data may be NULL */
   t->len += n;
 }
 #define ADD(t, literal) add((t), (literal), sizeof(literal) - 1)
