@@ -137,6 +137,7 @@ enum {
 enum {
   TSTOR__G_ORDEREDDICT = 1,
   TSTOR__G_REBUILD_TENSOR_V2,
+  TSTOR__G_REBUILD_TENSOR_V3,
   TSTOR__G_REBUILD_TENSOR,
   TSTOR__G_REBUILD_PARAMETER,
   TSTOR__G_REBUILD_META,
@@ -177,7 +178,8 @@ struct tstor_value {
       tstor_tensor *t;  /* NULL until the storages are loaded; a QUANTIZED value's blocks */
       long storage;     /* index in the checkpoint's storages; -1 for a meta tensor */
       tstor_storage *s; /* a STORAGE value's storage, borrowed from its record once loaded */
-      int dtype; /* a meta tensor's or a STORAGE value's dtype; a QUANTIZED value's ggml type */
+      int dtype; /* a STORAGE value's dtype; a tensor's as its rebuild gave it, -1 for its
+                    storage's; a QUANTIZED value's ggml type */
       int64_t offset;   /* elements */
       int ndim;
       int64_t *sizes,

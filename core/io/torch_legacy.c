@@ -145,7 +145,8 @@ static int storage_sizes(const tstor_checkpoint *ck, uint64_t **out) {
     if (v->kind != TSTOR_VALUE_TENSOR || v->u.tensor.storage < 0) continue;
     const tstor__io_record *r = &ck->storages[v->u.tensor.storage];
     if (r->view_of >= 0) continue; /* a view's tensors grow the view, not its root */
-    uint64_t reach = 1, es = tstor_dtype_size(r->dtype);
+    uint64_t reach = 1, es = tstor_dtype_size(
+                            v->u.tensor.dtype >= 0 ? (tstor_dtype)v->u.tensor.dtype : r->dtype);
     bool empty = false, over = false;
     for (int d = 0; d < v->u.tensor.ndim; d++) {
       uint64_t step;

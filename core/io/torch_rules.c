@@ -28,6 +28,7 @@ static int find_class(tstor__io_unpickler *up, const char *module, size_t mlen, 
   } known[] = {
       {"collections", "OrderedDict", TSTOR__G_ORDEREDDICT},
       {"torch._utils", "_rebuild_tensor_v2", TSTOR__G_REBUILD_TENSOR_V2},
+      {"torch._utils", "_rebuild_tensor_v3", TSTOR__G_REBUILD_TENSOR_V3},
       {"torch._utils", "_rebuild_tensor", TSTOR__G_REBUILD_TENSOR},
       {"torch._utils", "_rebuild_parameter", TSTOR__G_REBUILD_PARAMETER},
       {"torch._utils", "_rebuild_meta_tensor_no_storage", TSTOR__G_REBUILD_META},
@@ -36,6 +37,12 @@ static int find_class(tstor__io_unpickler *up, const char *module, size_t mlen, 
     if (strlen(known[i].module) == mlen && memcmp(known[i].module, module, mlen) == 0 &&
         strlen(known[i].name) == nlen && memcmp(known[i].name, name, nlen) == 0)
       return new_global(up, known[i].which, -1, out);
+  /* PyTorch 2.x's class for the storage of a dtype with no storage class of
+   * its own (float8, uint16...): bytes, which _rebuild_tensor_v3 views as
+   * its dtype; torch.load takes it as a uint8 storage of numel bytes */
+  if (mlen == 13 && memcmp(module, "torch.storage", 13) == 0 && nlen == 14 &&
+      memcmp(name, "UntypedStorage", 14) == 0)
+    return new_global(up, TSTOR__G_STORAGE_CLASS, TSTOR_UINT8, out);
   /* torch.FloatStorage and the other typed storage classes */
   char buf[64];
   if (mlen == 5 && memcmp(module, "torch", 5) == 0 && nlen > 7 && nlen < sizeof buf &&
@@ -55,12 +62,14 @@ static int find_class(tstor__io_unpickler *up, const char *module, size_t mlen, 
         if (names[k] && strlen(names[k]) == nlen && memcmp(names[k], name, nlen) == 0)
           return new_global(up, TSTOR__G_DTYPE, d, out);
     }
-  return FAIL(up, TSTOR_EACCES,
-              "global '%.*s.%.*s' is refused: only torch.save's weights are read "
-              "(collections.OrderedDict, torch._utils._rebuild_tensor_v2/_rebuild_parameter/"
-              "_rebuild_meta_tensor_no_storage, torch.*Storage, torch's dtypes), as "
-              "torch.load(weights_only=True) reads them",
-              (int)(mlen > 200 ? 200 : mlen), module, (int)(nlen > 200 ? 200 : nlen), name);
+  return FAIL(
+      up, TSTOR_EACCES,
+      "global '%.*s.%.*s' is refused: only torch.save's weights are read "
+      "(collections.OrderedDict, torch._utils._rebuild_tensor_v2/_v3/_rebuild_parameter/"
+      "_rebuild_meta_tensor_no_storage, torch.*Storage, torch.storage.UntypedStorage, torch's "
+      "dtypes), as "
+      "torch.load(weights_only=True) reads them",
+      (int)(mlen > 200 ? 200 : mlen), module, (int)(nlen > 200 ? 200 : nlen), name);
 }
 
 /* The storage or tensor class module.name names, for the tar format's
@@ -286,26 +295,47 @@ static int layout_of(tstor__io_unpickler *up, const tstor_value *sizes, const ts
   return 0;
 }
 
-static int rebuild_tensor(tstor__io_unpickler *up, tstor_value **args, size_t nargs, int v2,
+/* _rebuild_tensor(storage, offset, size, stride) (version 1),
+ * _rebuild_tensor_v2(storage, offset, size, stride, requires_grad, hooks[,
+ * metadata]) (2) and PyTorch 2.x's _rebuild_tensor_v3(storage, offset, size,
+ * stride, requires_grad, hooks, dtype[, metadata]) (3), which views the
+ * storage's bytes as `dtype` whatever class named the storage, the offset,
+ * sizes and strides counting elements of that dtype. */
+static int rebuild_tensor(tstor__io_unpickler *up, tstor_value **args, size_t nargs, int version,
                           tstor_value **out) {
-  if (v2 ? (nargs != 6 && nargs != 7) : nargs != 4)
-    return FAIL(up, TSTOR_EINVAL, "%s takes %s arguments, not %zu", v2 ? "_rebuild_tensor_v2" : "_rebuild_tensor",
-                v2 ? "6 or 7" : "4", nargs);
+  static const char *const names[] = {"", "_rebuild_tensor", "_rebuild_tensor_v2",
+                                      "_rebuild_tensor_v3"};
+  static const char *const counts[] = {"", "4", "6 or 7", "7 or 8"};
+  size_t min = version == 1 ? 4 : version == 2 ? 6 : 7, max = version == 1 ? 4 : min + 1;
+  if (nargs < min || nargs > max)
+    return FAIL(up, TSTOR_EINVAL, "%s takes %s arguments, not %zu", names[version], counts[version],
+                nargs);
   if (args[0]->kind != TSTOR_VALUE_STORAGE) return FAIL(up, TSTOR_EINVAL, "a tensor's first argument must be a storage");
   if (args[1]->kind != TSTOR_VALUE_INT || args[1]->u.i < 0)
     return FAIL(up, TSTOR_EINVAL, "a tensor's storage offset must be a non-negative int");
+  if (version == 3 &&
+      (args[6]->kind != TSTOR__VALUE_GLOBAL || args[6]->u.global.which != TSTOR__G_DTYPE))
+    return FAIL(up, TSTOR_EINVAL, "_rebuild_tensor_v3's dtype must be a torch dtype");
   tstor_value *t = NULL;
   int rc = layout_of(up, args[2], args[3], &t);
   if (rc) return rc;
   t->u.tensor.storage = args[0]->u.tensor.storage;
+  t->u.tensor.dtype = version == 3 ? args[6]->u.global.dtype : args[0]->u.tensor.dtype;
   t->u.tensor.offset = args[1]->u.i;
-  if (v2) {
+  if (version >= 2) {
     if (args[4]->kind != TSTOR_VALUE_BOOL) return FAIL(up, TSTOR_EINVAL, "a tensor's requires_grad must be a bool");
     t->requires_grad = (unsigned char)args[4]->u.i;
+    /* torch.load cannot rebuild it: v3 calls set_ on a fresh leaf that
+     * requires grad, which PyTorch 2.x refuses (the file, not the tensor) */
+    if (version == 3 && t->requires_grad)
+      return FAIL(up, TSTOR_EINVAL,
+                  "_rebuild_tensor_v3 with requires_grad=True: torch.load cannot rebuild it "
+                  "(set_ on a leaf that requires grad)");
     /* None where old releases wrote no hooks: torch.load assigns it as it is */
     if (args[5]->kind != TSTOR_VALUE_DICT && args[5]->kind != TSTOR_VALUE_NONE)
       return FAIL(up, TSTOR_EINVAL, "a tensor's backward hooks must be an OrderedDict or None");
-    if (nargs == 7 && args[6]->kind != TSTOR_VALUE_DICT && args[6]->kind != TSTOR_VALUE_NONE)
+    if (nargs == max && args[max - 1]->kind != TSTOR_VALUE_DICT &&
+        args[max - 1]->kind != TSTOR_VALUE_NONE)
       return FAIL(up, TSTOR_EINVAL, "a tensor's metadata must be a dict or None");
   }
   *out = t;
@@ -393,9 +423,9 @@ static int reduce(tstor__io_unpickler *up, tstor_value *fn, tstor_value *args, t
   tstor_value **a = args->u.seq.items;
   switch (fn->u.global.which) {
     case TSTOR__G_ORDEREDDICT: return ordered_dict(up, a, n, out);
-    case TSTOR__G_REBUILD_TENSOR_V2:
-    case TSTOR__G_REBUILD_TENSOR:
-      return rebuild_tensor(up, a, n, fn->u.global.which == TSTOR__G_REBUILD_TENSOR_V2, out);
+    case TSTOR__G_REBUILD_TENSOR: return rebuild_tensor(up, a, n, 1, out);
+    case TSTOR__G_REBUILD_TENSOR_V2: return rebuild_tensor(up, a, n, 2, out);
+    case TSTOR__G_REBUILD_TENSOR_V3: return rebuild_tensor(up, a, n, 3, out);
     case TSTOR__G_REBUILD_PARAMETER: return rebuild_parameter(up, a, n, out);
     case TSTOR__G_REBUILD_META: return rebuild_meta(up, a, n, out);
     case TSTOR__G_DTYPE: return FAIL(up, TSTOR_EACCES, "a dtype cannot be called");
@@ -452,12 +482,18 @@ int tstor__io_torch_bind(tstor_context *ctx, tstor_checkpoint *ck) {
         tstor_error_prefix(rc, "a meta tensor (torch._utils._rebuild_meta_tensor_no_storage)");
       continue;
     }
+    /* the tensor's dtype is its storage's, but for _rebuild_tensor_v3's */
     const tstor__io_record *r = &ck->storages[v->u.tensor.storage];
-    rc = tstor_tensor_on_storage(r->s, r->dtype, v->u.tensor.offset, v->u.tensor.ndim, v->u.tensor.sizes,
+    tstor_dtype dt = v->u.tensor.dtype >= 0 ? (tstor_dtype)v->u.tensor.dtype : r->dtype;
+    rc = tstor_tensor_on_storage(r->s, dt, v->u.tensor.offset, v->u.tensor.ndim, v->u.tensor.sizes,
                                  v->u.tensor.strides, &v->u.tensor.t);
-    if (rc)
+    if (rc && dt == r->dtype)
       tstor_error_prefix(rc, "a tensor on storage '%s' (%lld %s elements) does not fit it", r->key,
                          (long long)r->numel, tstor_dtype_name(r->dtype));
+    else if (rc)
+      tstor_error_prefix(rc, "a %s tensor on storage '%s' (%lld %s elements) does not fit it",
+                         tstor_dtype_name(dt), r->key, (long long)r->numel,
+                         tstor_dtype_name(r->dtype));
   }
   return rc;
 }

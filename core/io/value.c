@@ -37,7 +37,11 @@ tstor_value *tstor__io_value_alloc(tstor_checkpoint *ck, int kind) {
   }
   tstor_value *v = &ck->slabs->v[ck->slabs->n - ck->slab_left--];
   v->kind = kind;
-  if (kind == TSTOR_VALUE_TENSOR || kind == TSTOR_VALUE_QUANTIZED) v->u.tensor.storage = -1;
+  if (kind == TSTOR_VALUE_QUANTIZED) v->u.tensor.storage = -1;
+  if (kind == TSTOR_VALUE_TENSOR) { /* no storage, and its storage's dtype until a rebuild says */
+    v->u.tensor.storage = -1;
+    v->u.tensor.dtype = -1;
+  }
   ck->values[ck->nvalues++] = v;
   return v;
 }

@@ -1,0 +1,168 @@
+#!/usr/bin/python3
+"""Golden checkpoints of PyTorch 2.x, written by torch 2.x itself (the pyref
+environment's), beside gen_golden.py's files of Debian's 1.13.
+
+    gen_golden_torch2.py OUTDIR
+
+writes OUTDIR/golden_torch2/*.pt with OUTDIR/golden_torch2.txt, what
+torch.load(weights_only=True) reads from each of them, in gen_golden.py's
+listing (describe.py), and OUTDIR/hostile_torch2/*.pt with
+OUTDIR/hostile_torch2.txt, files torch 2.x refuses with weights_only=True and
+the error tstor must give for each (FILE CODE WORDS, as hostile.txt).
+
+The files hold what only 2.x writes: the dtypes without a storage class of
+their own (uint16/32/64, the float8 formats, float8_e8m0fnu,
+float4_e2m1fn_x2, complex32, the bits types), which torch.save pickles as
+torch._utils._rebuild_tensor_v3 over a torch.storage.UntypedStorage.
+
+Everything is deterministic: the same torch writes the same bytes.
+"""
+import collections
+import io
+import os
+import struct
+import sys
+import zipfile
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from describe import describe, dname  # noqa: E402
+
+OUT = sys.argv[1] if len(sys.argv) > 1 else "."
+GOLD = os.path.join(OUT, "golden_torch2")
+HOST = os.path.join(OUT, "hostile_torch2")
+os.makedirs(GOLD, exist_ok=True)
+os.makedirs(HOST, exist_ok=True)
+
+golden = []
+hostile = []
+
+
+def case(name, obj):
+    path = os.path.join(GOLD, name + ".pt")
+    torch.save(obj, path)
+    back = torch.load(path, weights_only=True)
+    golden.append("file %s.pt" % name)
+    golden.extend(describe(back))
+
+
+gen = torch.Generator().manual_seed(2015)
+
+
+def raw(n):
+    """n random bytes, as a uint8 tensor."""
+    return torch.randint(0, 256, (n,), generator=gen, dtype=torch.uint8)
+
+
+NEW_FLOATS = [torch.float8_e5m2, torch.float8_e4m3fn, torch.float8_e5m2fnuz, torch.float8_e4m3fnuz,
+              torch.float8_e8m0fnu]
+NEW_INTS = [torch.uint16, torch.uint32, torch.uint64]
+# bytes torch stores and views but has no arithmetic for
+OPAQUE = [torch.float4_e2m1fn_x2, torch.bits1x8, torch.bits2x4, torch.bits4x2, torch.bits8, torch.bits16]
+
+
+def values(dt, shape):
+    n = 1
+    for s in shape:
+        n *= s
+    if dt in NEW_FLOATS:
+        # every byte pattern of the format turns up: NaNs, infinities,
+        # subnormals and the largest finite values included
+        return raw(n).view(dt).reshape(shape)
+    if dt == torch.complex32:
+        return torch.randn(n, 2, generator=gen).to(torch.float16).view(torch.complex32).reshape(shape)
+    size = torch.empty(0, dtype=dt).element_size()
+    return raw(n * size).view(dt).reshape(shape)
+
+
+# 1. every dtype of 2.x that has no storage class, in several shapes
+SHAPES = [(), (0,), (1,), (7,), (2, 3), (2, 3, 4)]
+for dt in NEW_FLOATS + NEW_INTS + [torch.complex32] + OPAQUE:
+    for shape in SHAPES:
+        case("dtype_%s_%s" % (dname(dt), "x".join(map(str, shape)) or "scalar"), {"t": values(dt, shape)})
+
+# 2. views of them: offsets and strides as the view left them, storages shared
+for dt in NEW_FLOATS + NEW_INTS + [torch.complex32]:
+    b = values(dt, (24,))
+    case("view_%s" % dname(dt), collections.OrderedDict(
+        [("base", b), ("t", b.view(4, 6).t()), ("slice", b[5:17]), ("step", b[1::3]),
+         ("narrow2d", b.view(4, 6)[1:3, 2:5]), ("scalar", b[7])]))
+for dt in OPAQUE:
+    b = values(dt, (12,))
+    case("view_%s" % dname(dt), {"base": b, "slice": b[3:9], "rows": b.view(3, 4)[1:]})
+
+# 3. a state_dict of old and new dtypes together: _rebuild_tensor_v2 for the
+# ones with a storage class, _v3 for the others, in one pickle
+torch.manual_seed(15)
+lin = torch.nn.Linear(4, 3)
+sd = lin.state_dict()
+sd["weight_fp8"] = lin.weight.detach().to(torch.float8_e4m3fn)
+sd["scale"] = torch.tensor([2.0 ** -3]).to(torch.float8_e8m0fnu)
+sd["ids"] = torch.arange(5, dtype=torch.int64).to(torch.uint32)
+sd["packed"] = values(torch.float4_e2m1fn_x2, (3, 2))
+case("state_dict_mixed", sd)
+
+
+# ----------------------------------------------------------------- hostile
+FIXED = (1980, 1, 1, 0, 0, 0)
+
+
+def refused(name, data, code, needle):
+    """A file torch 2.x's torch.load(weights_only=True) refuses, and what tstor
+    must answer."""
+    path = os.path.join(HOST, name + ".pt")
+    with open(path, "wb") as f:
+        f.write(data)
+    try:
+        torch.load(path, weights_only=True)
+    except Exception:  # noqa: BLE001 -- any refusal is a refusal
+        pass
+    else:
+        raise AssertionError("torch %s loads %s" % (torch.__version__, name))
+    hostile.append("%s.pt %s %s" % (name, code, needle))
+
+
+def zipped(records):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for rec, data in records:
+            z.writestr(zipfile.ZipInfo("archive/" + rec, date_time=FIXED), data)
+    return buf.getvalue()
+
+
+def s(x):  # BINUNICODE
+    b = x.encode()
+    return b"X" + struct.pack("<I", len(b)) + b
+
+
+def v3_pickle(dtype="float8_e4m3fn", numel=4, size=4):
+    """{'w': _rebuild_tensor_v3(('storage', UntypedStorage, '0', 'cpu', numel), 0, (size,), (1,),
+    False, OrderedDict(), torch.DTYPE)}, as torch 2.x pickles it."""
+    return (b"\x80\x02}" + s("w") + b"ctorch._utils\n_rebuild_tensor_v3\n((" + s("storage") +
+            b"ctorch.storage\nUntypedStorage\n" + s("0") + s("cpu") + b"J" + struct.pack("<i", numel) +
+            b"tQK\x00J" + struct.pack("<i", size) + b"\x85K\x01\x85\x89ccollections\nOrderedDict\n)R" +
+            b"ctorch\n" + dtype.encode() + b"\ntRs.")
+
+
+# a v3 tensor that reaches past its untyped storage's bytes
+refused("v3_past_storage", zipped([("data.pkl", v3_pickle("uint16", 4, 4)), ("data/0", b"\0" * 4),
+                                   ("version", b"3\n")]),
+        "TSTOR_ERANGE", "a uint16 tensor on storage '0' (4 uint8 elements) does not fit it")
+# a v3 tensor that requires grad, as torch.save writes a float8 tensor cast
+# from one that does: torch.load cannot rebuild it (set_ on a leaf that
+# requires grad), so the whole file is refused
+buf = io.BytesIO()
+torch.save({"w": values(torch.float32, (4,)).requires_grad_().to(torch.float8_e5m2)}, buf)
+refused("v3_requires_grad", buf.getvalue(), "TSTOR_EINVAL", "_rebuild_tensor_v3 with requires_grad=True")
+# v3's dtype argument must be a dtype
+refused("v3_dtype_not_dtype", zipped([("data.pkl", v3_pickle("FloatStorage")), ("data/0", b"\0" * 4),
+                                      ("version", b"3\n")]),
+        "TSTOR_EINVAL", "_rebuild_tensor_v3's dtype must be a torch dtype")
+
+with open(os.path.join(OUT, "hostile_torch2.txt"), "w") as f:
+    f.write("# PyTorch %s; FILE  expected error  words of its message\n" % torch.__version__)
+    f.write("\n".join(hostile) + "\n")
+with open(os.path.join(OUT, "golden_torch2.txt"), "w") as f:
+    f.write("# PyTorch %s; torch.load(weights_only=True) of each golden_torch2/*.pt\n" % torch.__version__)
+    f.write("\n".join(golden) + "\n")
