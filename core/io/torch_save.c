@@ -1,7 +1,11 @@
 /* torch.save's zip format, written: a protocol-2 pickle of the tree as
- * torch.save pickles it (what PyTorch 1.13's weights_only loader accepts),
- * one record per distinct storage however many tensors view it, a version
- * and a byteorder record. */
+ * torch.save pickles it, one record per distinct storage however many tensors
+ * view it, a version and a byteorder record. A tensor of a dtype PyTorch 1.13
+ * has a storage class for is written as 1.13 writes it (_rebuild_tensor_v2
+ * over a torch.FloatStorage...), which 1.13 and 2.x read; one of the dtypes
+ * PyTorch 2.x added (uint16/32/64, float8, float4_e2m1fn_x2, the bits types)
+ * and complex32 as 2.x writes it (_rebuild_tensor_v3 over a
+ * torch.storage.UntypedStorage), which only 2.x reads. */
 #include "io_internal.h"
 
 #include <stdlib.h>
@@ -24,7 +28,7 @@ typedef struct saver {
 } saver;
 
 /* The globals' identities in the pickler's memo. */
-static const char g_rebuild, g_odict;
+static const char g_rebuild, g_rebuild_v3, g_untyped, g_odict;
 static const char g_storage[TSTOR_DTYPE_END], g_dtype[TSTOR_DTYPE_END], g_rebuild_meta;
 
 /* The key of storage s, seen as dtype dt elements. An empty storage may be
@@ -70,22 +74,38 @@ static void pickle_ints(tstor__io_pickler *pk, const int64_t *v, int n) {
   tstor__io_pickle_tuple_end(pk, (size_t)n);
 }
 
-static const tstor_dtype_info *savable(tstor_dtype dt) {
+/* Whether torch.save writes a dtype's storages as its storage class (v2) or,
+ * for the dtypes PyTorch 2.x added and complex32, which have none, as
+ * UntypedStorage bytes (v3). Quantized tensors are saved by neither. */
+static const tstor_dtype_info *savable(tstor_dtype dt, bool *untyped) {
   const tstor_dtype_info *info = tstor_dtype_info_of(dt);
-  if (!info || !info->legacy_name || info->kind == TSTOR_KIND_QUANTIZED) {
-    TSTOR__ERR(TSTOR_ENOTSUP, "a %s tensor: torch.save's format (PyTorch 1.13) has no storage class for it",
+  if (!info || info->kind == TSTOR_KIND_QUANTIZED) {
+    TSTOR__ERR(TSTOR_ENOTSUP,
+               "a %s tensor: torch.save writes quantized tensors with their scales "
+               "(_rebuild_qtensor), which tstor does not save",
                tstor_dtype_name(dt));
     return NULL;
   }
+  *untyped = info->legacy_name == NULL;
   return info;
 }
 
 /* ('storage', cls, key, location, numel) as a persistent id: storage s as
- * dtype dt elements, as torch.save pickles a storage, alone or in a tensor. */
-static int pickle_storage(saver *sv, tstor_storage *s, tstor_dtype dt) {
+ * dtype dt elements, as torch.save pickles a storage, alone or in a tensor;
+ * with `untyped`, ('storage', torch.storage.UntypedStorage, key, location,
+ * nbytes), as PyTorch 2.x pickles the storage of a tensor of a dtype with no
+ * storage class (a v3 tensor). */
+static int pickle_storage(saver *sv, tstor_storage *s, tstor_dtype dt, bool untyped) {
   tstor__io_pickler *pk = &sv->pk;
-  const tstor_dtype_info *info = savable(dt);
+  bool none;
+  const tstor_dtype_info *info = savable(dt, &none);
   if (!info) return TSTOR_ENOTSUP;
+  if (none && !untyped)
+    return TSTOR__ERR(
+        TSTOR_ENOTSUP,
+        "a %s storage saved as itself: PyTorch has no storage class for %s (save a tensor "
+        "over it instead)",
+        info->name, info->name);
   size_t key = 0;
   char loc[64];
   int rc = storage_key(sv, s, dt, &key);
@@ -93,16 +113,20 @@ static int pickle_storage(saver *sv, tstor_storage *s, tstor_dtype dt) {
   if (rc) return rc;
   char keybuf[32], cls[64];
   snprintf(keybuf, sizeof keybuf, "%zu", key);
-  snprintf(cls, sizeof cls, "%sStorage", info->legacy_name);
   size_t nbytes = tstor_storage_nbytes(s);
   if (nbytes % info->element_size)
     return TSTOR__ERR(TSTOR_ESIZE, "a %s storage of %zu bytes holds no whole number of elements", info->name, nbytes);
   tstor__io_pickle_op(pk, TSTOR__OP_MARK);
   tstor__io_pickle_str(pk, "storage", 7);
-  tstor__io_pickle_global(pk, &g_storage[dt], "torch", cls);
+  if (untyped) {
+    tstor__io_pickle_global(pk, &g_untyped, "torch.storage", "UntypedStorage");
+  } else {
+    snprintf(cls, sizeof cls, "%sStorage", info->legacy_name);
+    tstor__io_pickle_global(pk, &g_storage[dt], "torch", cls);
+  }
   tstor__io_pickle_str(pk, keybuf, strlen(keybuf));
   tstor__io_pickle_str(pk, loc, strlen(loc));
-  tstor__io_pickle_int(pk, (int64_t)(nbytes / info->element_size));
+  tstor__io_pickle_int(pk, (int64_t)(untyped ? nbytes : nbytes / info->element_size));
   tstor__io_pickle_op(pk, TSTOR__OP_TUPLE);
   tstor__io_pickle_op(pk, TSTOR__OP_BINPERSID);
   return 0;
@@ -134,14 +158,31 @@ static bool on_meta(const tstor_tensor *t) {
 }
 
 /* _rebuild_tensor_v2(('storage', cls, key, location, numel), offset, size,
- * stride, requires_grad, OrderedDict()), as torch.save pickles a tensor. */
+ * stride, requires_grad, OrderedDict()), as torch.save pickles a tensor; for
+ * a dtype with no storage class, as PyTorch 2.x does,
+ * _rebuild_tensor_v3(('storage', UntypedStorage, key, location, nbytes),
+ * offset, size, stride, requires_grad, OrderedDict(), dtype). */
 static int pickle_tensor(saver *sv, const tstor_value *v) {
   tstor__io_pickler *pk = &sv->pk;
   const tstor_tensor *t = v->u.tensor.t;
   if (on_meta(t)) return pickle_meta_tensor(sv, v);
-  tstor__io_pickle_global(pk, &g_rebuild, "torch._utils", "_rebuild_tensor_v2");
+  tstor_dtype dt = tstor_tensor_dtype(t);
+  bool v3;
+  const tstor_dtype_info *info = savable(dt, &v3);
+  if (!info) return TSTOR_ENOTSUP;
+  /* torch.load rebuilds a v3 tensor with set_ on a leaf, which PyTorch
+   * refuses for one that requires grad: the file would not load */
+  if (v3 && v->requires_grad)
+    return TSTOR__ERR(TSTOR_ENOTSUP,
+                      "a %s tensor that requires grad: PyTorch 2.x's torch.load cannot rebuild it "
+                      "(_rebuild_tensor_v3 calls set_ on a leaf that requires grad)",
+                      info->name);
+  if (v3)
+    tstor__io_pickle_global(pk, &g_rebuild_v3, "torch._utils", "_rebuild_tensor_v3");
+  else
+    tstor__io_pickle_global(pk, &g_rebuild, "torch._utils", "_rebuild_tensor_v2");
   tstor__io_pickle_op(pk, TSTOR__OP_MARK);
-  int rc = pickle_storage(sv, tstor_tensor_storage(t), tstor_tensor_dtype(t));
+  int rc = pickle_storage(sv, tstor_tensor_storage(t), dt, v3);
   if (rc) return rc;
   tstor__io_pickle_int(pk, tstor_tensor_storage_offset(t));
   pickle_ints(pk, tstor_tensor_sizes(t), tstor_tensor_dim(t));
@@ -150,6 +191,7 @@ static int pickle_tensor(saver *sv, const tstor_value *v) {
   tstor__io_pickle_global(pk, &g_odict, "collections", "OrderedDict");
   tstor__io_pickle_op(pk, TSTOR__OP_EMPTY_TUPLE);
   tstor__io_pickle_op(pk, TSTOR__OP_REDUCE);
+  if (v3) tstor__io_pickle_global(pk, &g_dtype[dt], "torch", info->name);
   tstor__io_pickle_op(pk, TSTOR__OP_TUPLE);
   tstor__io_pickle_op(pk, TSTOR__OP_REDUCE);
   return 0;
@@ -187,7 +229,9 @@ static int pickle_value(saver *sv, const tstor_value *v) {
     case TSTOR_VALUE_FLOAT: tstor__io_pickle_float(pk, v->u.f); return 0;
     case TSTOR_VALUE_STRING: tstor__io_pickle_str(pk, v->u.str.s, v->u.str.len); break;
     case TSTOR_VALUE_TENSOR: rc = pickle_tensor(sv, v); break;
-    case TSTOR_VALUE_STORAGE: rc = pickle_storage(sv, v->u.tensor.s, (tstor_dtype)v->u.tensor.dtype); break;
+    case TSTOR_VALUE_STORAGE:
+      rc = pickle_storage(sv, v->u.tensor.s, (tstor_dtype)v->u.tensor.dtype, false);
+      break;
     case TSTOR_VALUE_TUPLE: {
       /* a tuple that contains itself cannot exist: the tree was checked */
       size_t n = v->u.seq.n;

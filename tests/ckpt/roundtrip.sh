@@ -4,8 +4,10 @@
 # weights_only=True where the tree holds no floats, and see what golden.txt
 # (tar.txt) says: Debian's torch 1.13
 # (/usr/bin/python3, or $TSTOR_PYTHON) and torch 2.x of the pyref
-# environment ($TSTOR_PYREF_PYTHON), each where it is. Skipped (77) where
-# neither is.
+# environment ($TSTOR_PYREF_PYTHON), each where it is. Then tstor re-saves the
+# golden files of torch 2.x (golden_torch2/, dtypes 1.13 has not) and torch
+# 2.x must read each with weights_only=True and see what golden_torch2.txt
+# says. Skipped (77) where neither torch is.
 dir=${srcdir:-.}/ckpt
 pys=
 for PY in "${TSTOR_PYTHON:-/usr/bin/python3}" "${TSTOR_PYREF_PYTHON:-}"; do
@@ -50,3 +52,13 @@ assert d["meta"] == [5, "five", None, True, (1, 2), -123456789012], d["meta"]
 print("built tree: PyTorch reads values, layouts and sharing")
 PY
 done
+# the files of torch 2.x, read back by it alone (1.13 has no _rebuild_tensor_v3)
+PY=${TSTOR_PYREF_PYTHON:-}
+if [ -n "$PY" ] && "$PY" -c 'import torch' 2>/dev/null; then
+  mkdir "$out/torch2" || exit 1
+  ./ckpt_resave "$out/torch2" "$dir"/golden_torch2/*.pt || exit 1
+  echo "torch $("$PY" -c 'import torch; print(torch.__version__)') ($PY), golden_torch2:"
+  "$PY" -W ignore::UserWarning "$dir/check_torch.py" "$dir/golden_torch2.txt" "$out/torch2" --weights-only || exit 1
+else
+  echo "no torch 2.x (TSTOR_PYREF_PYTHON): golden_torch2 not read back"
+fi
