@@ -104,14 +104,84 @@ static void keyrepr(text *t, const tstor_value *k) {
       put(t, ")");
       break;
     case TSTOR_VALUE_TENSOR: put(t, "T"); break;
+    case TSTOR_VALUE_BYTES: {
+      size_t len;
+      const char *s = tstor_value_string(k, &len);
+      char *h = hex(s, len);
+      put(t, "y:%s", h);
+      free(h);
+      break;
+    }
     default: ck_abort_msg("unexpected key kind");
   }
+}
+
+static void walk(lister *l, const char *path, const tstor_value *v);
+
+typedef struct keyed {
+  char *repr;
+  const tstor_value *v;
+} keyed;
+
+static int keyed_cmp(const void *a, const void *b) {
+  return strcmp(((const keyed *)a)->repr, ((const keyed *)b)->repr);
+}
+
+/* A set's items in the order of their keyrepr, as describe.py lists them. */
+static void walk_set(lister *l, const char *path, const tstor_value *v) {
+  size_t n = tstor_value_len(v);
+  keyed *items = calloc(n ? n : 1, sizeof *items);
+  ck_assert_ptr_nonnull(items);
+  for (size_t i = 0; i < n; i++) {
+    text r = {0};
+    keyrepr(&r, tstor_value_item(v, i));
+    items[i] = (keyed){r.s, tstor_value_item(v, i)};
+  }
+  qsort(items, n, sizeof *items, keyed_cmp);
+  put(&l->out, "%s set %zu\n", path, n);
+  for (size_t i = 0; i < n; i++) {
+    text sub = {0};
+    put(&sub, "%s[%zu]", path, i);
+    walk(l, sub.s, items[i].v);
+    free(sub.s);
+    free(items[i].repr);
+  }
+  free(items);
+}
+
+/* "PATH@" and the attributes, where v has any. */
+static void walk_attributes(lister *l, const char *path, const tstor_value *v) {
+  const tstor_value *attrs = tstor_value_attributes(v);
+  if (!attrs) return;
+  text sub = {0};
+  put(&sub, "%s@", path);
+  walk(l, sub.s, attrs);
+  free(sub.s);
 }
 
 static void walk(lister *l, const char *path, const tstor_value *v) {
   text *t = &l->out;
   tstor_value_kind k = tstor_value_kind_of(v);
+  const char *cls = tstor_value_class(v);
   switch (k) {
+    case TSTOR_VALUE_COMPLEX: {
+      double re, im;
+      uint64_t a, b;
+      ck_assert_int_eq(tstor_value_complex(v, &re, &im), 0);
+      memcpy(&a, &re, 8);
+      memcpy(&b, &im, 8);
+      put(t, "%s complex %016" PRIx64 " %016" PRIx64 "\n", path, a, b);
+      return;
+    }
+    case TSTOR_VALUE_BYTES: {
+      size_t len;
+      const char *s = tstor_value_string(v, &len);
+      char *h = hex(s, len);
+      put(t, "%s %s %s\n", path, cls ? cls : "bytes", h);
+      free(h);
+      return;
+    }
+    case TSTOR_VALUE_SET: walk_set(l, path, v); return;
     case TSTOR_VALUE_NONE: put(t, "%s none\n", path); return;
     case TSTOR_VALUE_BOOL: put(t, "%s bool %d\n", path, tstor_value_bool(v)); return;
     case TSTOR_VALUE_INT: put(t, "%s int %" PRId64 "\n", path, tstor_value_int(v)); return;
@@ -125,6 +195,10 @@ static void walk(lister *l, const char *path, const tstor_value *v) {
     case TSTOR_VALUE_STRING: {
       size_t len;
       const char *s = tstor_value_string(v, &len);
+      if (cls && strcmp(cls, "torch.device") == 0) {
+        put(t, "%s device %s\n", path, s);
+        return;
+      }
       char *h = hex(s, len);
       put(t, "%s str %s\n", path, h);
       free(h);
@@ -143,6 +217,7 @@ static void walk(lister *l, const char *path, const tstor_value *v) {
       if (!l->with_data) put(t, "-\n");
       else if (tstor_value_storage_index(v) < 0) put(t, "meta\n"); /* no bytes in the file */
       else put(t, "%016" PRIx64 "\n", tensor_fnv(x));
+      walk_attributes(l, path, v);
       return;
     }
     case TSTOR_VALUE_STORAGE: {
@@ -159,7 +234,10 @@ static void walk(lister *l, const char *path, const tstor_value *v) {
     default: break;
   }
   size_t n = tstor_value_len(v);
-  put(t, "%s %s %zu\n", path, tstor_value_kind_name(k), n);
+  const char *shown = !cls || strcmp(cls, "collections.OrderedDict") == 0 ? tstor_value_kind_name(k)
+                      : strcmp(cls, "torch.Size") == 0                    ? "size"
+                                                                          : "counter";
+  put(t, "%s %s %zu\n", path, shown, n);
   for (size_t i = 0; i < n; i++) {
     text sub = {0};
     put(&sub, "%s[", path);
@@ -169,13 +247,7 @@ static void walk(lister *l, const char *path, const tstor_value *v) {
     walk(l, sub.s, tstor_value_item(v, i));
     free(sub.s);
   }
-  const tstor_value *attrs = tstor_value_dict_attributes(v);
-  if (attrs) {
-    text sub = {0};
-    put(&sub, "%s@", path);
-    walk(l, sub.s, attrs);
-    free(sub.s);
-  }
+  walk_attributes(l, path, v);
 }
 
 static char *list_checkpoint(const tstor_checkpoint *ck, int with_data) {

@@ -118,6 +118,15 @@ static void value_text(const tstor_value *v, char *buf, size_t size) {
                st ? tstor_storage_nbytes(st) : 0, tstor_value_storage_index(v));
       break;
     }
+    case TSTOR_VALUE_COMPLEX: { /* as Python's repr: (1+2j) */
+      double re = 0, im = 0;
+      char a[40], b[40];
+      tstor_value_complex(v, &re, &im);
+      tstor_dtype_format(TSTOR_FLOAT64, &re, a, sizeof a, NULL);
+      tstor_dtype_format(TSTOR_FLOAT64, &im, b, sizeof b, NULL);
+      snprintf(buf, size, "(%s%s%sj)", a, b[0] == '-' ? "" : "+", b);
+      break;
+    }
     case TSTOR_VALUE_OBJECT: {
       const char *ver = tstor_value_object_version(v);
       snprintf(buf, size, "%s%s%s", tstor_value_object_class(v), ver ? " version " : "",

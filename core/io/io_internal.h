@@ -141,13 +141,33 @@ enum {
   TSTOR__G_REBUILD_TENSOR,
   TSTOR__G_REBUILD_PARAMETER,
   TSTOR__G_REBUILD_META,
+  TSTOR__G_REBUILD_PARAMETER_STATE,
+  TSTOR__G_COUNTER,       /* collections.Counter */
+  TSTOR__G_SIZE,          /* torch.Size */
+  TSTOR__G_DEVICE,        /* torch.device */
+  TSTOR__G_SET,           /* builtins.set */
+  TSTOR__G_BYTEARRAY,     /* builtins.bytearray */
+  TSTOR__G_COMPLEX,       /* builtins.complex */
+  TSTOR__G_ENCODE,        /* _codecs.encode, which pickle's protocol 2 writes bytes with */
   TSTOR__G_STORAGE_CLASS, /* a torch.XStorage class, of u.global.dtype */
   TSTOR__G_DTYPE,         /* torch.float32...: u.global.dtype */
   TSTOR__G_TENSOR_CLASS   /* torch.XTensor, torch.cuda.XTensor: u.global.dtype */
 };
 
+/* The Python class of a value where its kind does not say it
+ * (tstor_value_class); an OrderedDict is `ordered`. */
+enum {
+  TSTOR__CLASS_PLAIN = 0,
+  TSTOR__CLASS_COUNTER,   /* a DICT */
+  TSTOR__CLASS_SIZE,      /* a TUPLE of ints */
+  TSTOR__CLASS_DEVICE,    /* a STRING: "cuda:1" */
+  TSTOR__CLASS_BYTEARRAY, /* BYTES */
+  TSTOR__CLASS_PARAMETER  /* a TENSOR, u.tensor.attrs its attributes or NULL */
+};
+
 struct tstor_value {
   int kind;
+  unsigned char pyclass; /* TSTOR__CLASS_* */
   unsigned char requires_grad;
   unsigned char colour; /* for the walk that checks a finished tree */
   unsigned char ordered; /* a dict that was an OrderedDict */
@@ -157,6 +177,7 @@ struct tstor_value {
   union {
     int64_t i;
     double f;
+    double c[2]; /* a COMPLEX: real, imaginary */
     struct {
       char *s;
       size_t len;
@@ -184,6 +205,7 @@ struct tstor_value {
       int ndim;
       int64_t *sizes,
           *strides; /* owned (strides within sizes); a QUANTIZED value's logical sizes */
+      tstor_value *attrs; /* a Parameter's attributes (a dict), or NULL */
     } tensor;
     struct {
       int which; /* TSTOR__G_* */

@@ -32,6 +32,19 @@ static int find_class(tstor__io_unpickler *up, const char *module, size_t mlen, 
       {"torch._utils", "_rebuild_tensor", TSTOR__G_REBUILD_TENSOR},
       {"torch._utils", "_rebuild_parameter", TSTOR__G_REBUILD_PARAMETER},
       {"torch._utils", "_rebuild_meta_tensor_no_storage", TSTOR__G_REBUILD_META},
+      /* the other values PyTorch 2.x's weights_only loader builds; pickle's
+       * protocol 2 names builtins "__builtin__", which torch maps */
+      {"torch._utils", "_rebuild_parameter_with_state", TSTOR__G_REBUILD_PARAMETER_STATE},
+      {"collections", "Counter", TSTOR__G_COUNTER},
+      {"torch", "Size", TSTOR__G_SIZE},
+      {"torch", "device", TSTOR__G_DEVICE},
+      {"builtins", "set", TSTOR__G_SET},
+      {"__builtin__", "set", TSTOR__G_SET},
+      {"builtins", "bytearray", TSTOR__G_BYTEARRAY},
+      {"__builtin__", "bytearray", TSTOR__G_BYTEARRAY},
+      {"builtins", "complex", TSTOR__G_COMPLEX},
+      {"__builtin__", "complex", TSTOR__G_COMPLEX},
+      {"_codecs", "encode", TSTOR__G_ENCODE},
   };
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
     if (strlen(known[i].module) == mlen && memcmp(known[i].module, module, mlen) == 0 &&
@@ -65,10 +78,10 @@ static int find_class(tstor__io_unpickler *up, const char *module, size_t mlen, 
   return FAIL(
       up, TSTOR_EACCES,
       "global '%.*s.%.*s' is refused: only torch.save's weights are read "
-      "(collections.OrderedDict, torch._utils._rebuild_tensor_v2/_v3/_rebuild_parameter/"
+      "(torch._utils._rebuild_tensor_v2/_v3/_rebuild_parameter/_with_state/"
       "_rebuild_meta_tensor_no_storage, torch.*Storage, torch.storage.UntypedStorage, torch's "
-      "dtypes), as "
-      "torch.load(weights_only=True) reads them",
+      "dtypes, collections.OrderedDict/Counter, torch.Size, torch.device, set, bytearray, "
+      "complex, _codecs.encode), as torch.load(weights_only=True) of PyTorch 2.x reads them",
       (int)(mlen > 200 ? 200 : mlen), module, (int)(nlen > 200 ? 200 : nlen), name);
 }
 
@@ -342,12 +355,9 @@ static int rebuild_tensor(tstor__io_unpickler *up, tstor_value **args, size_t na
   return 0;
 }
 
-static int rebuild_parameter(tstor__io_unpickler *up, tstor_value **args, size_t nargs,
-                             tstor_value **out) {
-  if (nargs != 3) return FAIL(up, TSTOR_EINVAL, "_rebuild_parameter takes 3 arguments, not %zu", nargs);
-  const tstor_value *src = args[0];
-  if (src->kind != TSTOR_VALUE_TENSOR || args[1]->kind != TSTOR_VALUE_BOOL || args[2]->kind != TSTOR_VALUE_DICT)
-    return FAIL(up, TSTOR_EINVAL, "_rebuild_parameter needs (tensor, bool, OrderedDict)");
+/* A Parameter over the tensor src, as nn.Parameter(src, requires_grad). */
+static int parameter_of(tstor__io_unpickler *up, const tstor_value *src, const tstor_value *grad,
+                        tstor_value **out) {
   size_t nd = (size_t)src->u.tensor.ndim;
   tstor_value *t = new_tensor(up, nd);
   if (!t) return TSTOR_ENOMEM;
@@ -356,9 +366,68 @@ static int rebuild_parameter(tstor__io_unpickler *up, tstor_value **args, size_t
   t->u.tensor.storage = src->u.tensor.storage;
   t->u.tensor.offset = src->u.tensor.offset;
   t->u.tensor.dtype = src->u.tensor.dtype;
-  t->requires_grad = (unsigned char)args[1]->u.i;
+  t->requires_grad = (unsigned char)grad->u.i;
+  t->pyclass = TSTOR__CLASS_PARAMETER;
   *out = t;
   return 0;
+}
+
+static int rebuild_parameter(tstor__io_unpickler *up, tstor_value **args, size_t nargs,
+                             tstor_value **out) {
+  if (nargs != 3)
+    return FAIL(up, TSTOR_EINVAL, "_rebuild_parameter takes 3 arguments, not %zu", nargs);
+  if (args[0]->kind != TSTOR_VALUE_TENSOR || args[1]->kind != TSTOR_VALUE_BOOL ||
+      args[2]->kind != TSTOR_VALUE_DICT)
+    return FAIL(up, TSTOR_EINVAL, "_rebuild_parameter needs (tensor, bool, OrderedDict)");
+  return parameter_of(up, args[0], args[1], out);
+}
+
+/* Copies the entries of `from` (a dict) into the attribute dict *attrs,
+ * made on first use: each a name, as setattr takes it. */
+static int add_attributes(tstor__io_unpickler *up, const tstor_value *from, tstor_value **attrs) {
+  for (size_t i = 0; i < from->u.seq.n; i++) {
+    if (from->u.seq.keys[i]->kind != TSTOR_VALUE_STRING)
+      return FAIL(up, TSTOR_EINVAL, "a Parameter's attribute names must be strings, not %s",
+                  tstor_value_kind_name(from->u.seq.keys[i]->kind));
+    if (!*attrs && !(*attrs = tstor__io_unpickler_value(up, TSTOR_VALUE_DICT))) return TSTOR_ENOMEM;
+    int rc = tstor__io_dict_set(*attrs, from->u.seq.keys[i], from->u.seq.items[i]);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* _rebuild_parameter_with_state(data, requires_grad, backward_hooks, state),
+ * PyTorch 2.x's Parameter with Python attributes: state is its __dict__, or
+ * (__dict__, slots), each a dict or None, which torch.load sets with setattr
+ * in that order. The attributes are kept as a dict of values
+ * (tstor_value_attributes). */
+static int rebuild_parameter_with_state(tstor__io_unpickler *up, tstor_value **args, size_t nargs,
+                                        tstor_value **out) {
+  if (nargs != 4)
+    return FAIL(up, TSTOR_EINVAL, "_rebuild_parameter_with_state takes 4 arguments, not %zu",
+                nargs);
+  if (args[0]->kind != TSTOR_VALUE_TENSOR || args[1]->kind != TSTOR_VALUE_BOOL ||
+      (args[2]->kind != TSTOR_VALUE_DICT && args[2]->kind != TSTOR_VALUE_NONE))
+    return FAIL(up, TSTOR_EINVAL,
+                "_rebuild_parameter_with_state needs (tensor, bool, OrderedDict, state)");
+  const tstor_value *state = args[3], *parts[2] = {state, NULL};
+  if (state->kind == TSTOR_VALUE_TUPLE) {
+    if (state->u.seq.n != 2)
+      return FAIL(up, TSTOR_EINVAL, "a Parameter's state tuple holds %zu items, not (dict, slots)",
+                  state->u.seq.n);
+    parts[0] = state->u.seq.items[0];
+    parts[1] = state->u.seq.items[1];
+  }
+  for (int k = 0; k < 2; k++)
+    if (parts[k] && parts[k]->kind != TSTOR_VALUE_DICT && parts[k]->kind != TSTOR_VALUE_NONE)
+      return FAIL(up, TSTOR_EINVAL,
+                  "a Parameter's state must be a dict, None or (dict, slots), not %s",
+                  tstor_value_kind_name(parts[k]->kind));
+  int rc = parameter_of(up, args[0], args[1], out);
+  for (int k = 0; k < 2 && !rc; k++)
+    if (parts[k] && parts[k]->kind == TSTOR_VALUE_DICT)
+      rc = add_attributes(up, parts[k], &(*out)->u.tensor.attrs);
+  return rc;
 }
 
 /* _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad): a
@@ -418,6 +487,201 @@ static int ordered_dict(tstor__io_unpickler *up, tstor_value **args, size_t n, t
   return 0;
 }
 
+/* ------------------------------------------- the other values of 2.x */
+
+/* A copy of the sequence `from` as a new value of `kind` and class `pyclass`. */
+static int copy_items(tstor__io_unpickler *up, const tstor_value *from, int kind, int pyclass,
+                      tstor_value **out) {
+  tstor_value *v = tstor__io_unpickler_value(up, kind);
+  if (!v) return TSTOR_ENOMEM;
+  v->pyclass = (unsigned char)pyclass;
+  for (size_t i = 0; from && i < from->u.seq.n; i++) {
+    int rc = tstor__io_seq_push(v, from->u.seq.items[i]);
+    if (rc) return rc;
+  }
+  *out = v;
+  return 0;
+}
+
+/* collections.Counter(dict) (or ()), as pickle writes a Counter: a dict
+ * of its own with the same entries. */
+static int make_counter(tstor__io_unpickler *up, tstor_value **a, size_t n, tstor_value **out) {
+  if (n > 1 || (n == 1 && a[0]->kind != TSTOR_VALUE_DICT))
+    return FAIL(up, TSTOR_ENOTSUP,
+                "collections.Counter is read from (dict) or (), as pickle writes it");
+  tstor_value *d = tstor__io_unpickler_value(up, TSTOR_VALUE_DICT);
+  if (!d) return TSTOR_ENOMEM;
+  d->pyclass = TSTOR__CLASS_COUNTER;
+  for (size_t i = 0; n && i < a[0]->u.seq.n; i++) {
+    int rc = tstor__io_dict_set(d, a[0]->u.seq.keys[i], a[0]->u.seq.items[i]);
+    if (rc) return rc;
+  }
+  *out = d;
+  return 0;
+}
+
+/* torch.Size(tuple or list of ints) (or ()): a tuple of ints. */
+static int make_size(tstor__io_unpickler *up, tstor_value **a, size_t n, tstor_value **out) {
+  if (n > 1 || (n == 1 && a[0]->kind != TSTOR_VALUE_TUPLE && a[0]->kind != TSTOR_VALUE_LIST))
+    return FAIL(up, TSTOR_EINVAL, "torch.Size is rebuilt from (tuple of ints) or ()");
+  for (size_t i = 0; n && i < a[0]->u.seq.n; i++)
+    if (a[0]->u.seq.items[i]->kind != TSTOR_VALUE_INT)
+      return FAIL(up, TSTOR_EINVAL, "torch.Size takes ints, not %s",
+                  tstor_value_kind_name(a[0]->u.seq.items[i]->kind));
+  return copy_items(up, n ? a[0] : NULL, TSTOR_VALUE_TUPLE, TSTOR__CLASS_SIZE, out);
+}
+
+/* The device types c10 parses (DeviceType.cpp), as torch.device("TYPE") takes them. */
+static bool device_type_known(const char *s, size_t len) {
+  static const char *const types[] = {"cpu",    "cuda",   "ipu",   "xpu",  "mkldnn",
+                                      "opengl", "opencl", "ideep", "hip",  "ve",
+                                      "fpga",   "maia",   "xla",   "lazy", "vulkan",
+                                      "mps",    "meta",   "hpu",   "mtia", "privateuseone"};
+  for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+    if (strlen(types[i]) == len && memcmp(types[i], s, len) == 0) return true;
+  return false;
+}
+
+/* torch.device(type) with type "cuda" or "cuda:1", or torch.device(type,
+ * index): the string "cuda:1", of class torch.device. */
+static int make_device(tstor__io_unpickler *up, tstor_value **a, size_t n, tstor_value **out) {
+  if (n < 1 || n > 2 || a[0]->kind != TSTOR_VALUE_STRING ||
+      (n == 2 && a[1]->kind != TSTOR_VALUE_INT))
+    return FAIL(up, TSTOR_EINVAL, "torch.device is rebuilt from (str) or (str, int)");
+  const char *s = a[0]->u.str.s, *colon = memchr(s, ':', a[0]->u.str.len);
+  size_t tlen = colon ? (size_t)(colon - s) : a[0]->u.str.len;
+  if (!device_type_known(s, tlen))
+    return FAIL(up, TSTOR_EINVAL, "torch.device('%.*s'): not a device type PyTorch knows",
+                (int)(tlen > 60 ? 60 : tlen), s);
+  int64_t index = -1;
+  if (colon) {
+    const char *d = colon + 1, *end = s + a[0]->u.str.len;
+    if (d == end || end - d > 18 || (*d == '0' && end - d > 1))
+      return FAIL(up, TSTOR_EINVAL, "torch.device: '%.*s' is no device index",
+                  (int)(end - d > 20 ? 20 : end - d), d);
+    for (index = 0; d < end; d++) {
+      if (*d < '0' || *d > '9')
+        return FAIL(up, TSTOR_EINVAL, "torch.device: a device index must be digits");
+      index = index * 10 + (*d - '0');
+    }
+    if (n == 2)
+      return FAIL(up, TSTOR_EINVAL,
+                  "torch.device: type (string) must not include an index because index was passed "
+                  "explicitly");
+  } else if (n == 2) {
+    if (a[1]->u.i < 0)
+      return FAIL(up, TSTOR_EINVAL, "torch.device: the device index must not be negative");
+    index = a[1]->u.i;
+  }
+  if (index > INT8_MAX)
+    return FAIL(up, TSTOR_EINVAL, "torch.device: index %lld is past c10's DeviceIndex",
+                (long long)index);
+  char buf[48];
+  int len = index < 0 ? snprintf(buf, sizeof buf, "%.*s", (int)tlen, s)
+                      : snprintf(buf, sizeof buf, "%.*s:%lld", (int)tlen, s, (long long)index);
+  tstor_value *v = tstor__io_unpickler_value(up, TSTOR_VALUE_STRING);
+  if (!v || !(v->u.str.s = tstor__io_malloc((size_t)len + 1)))
+    return TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
+  memcpy(v->u.str.s, buf, (size_t)len + 1);
+  v->u.str.len = (size_t)len;
+  v->pyclass = TSTOR__CLASS_DEVICE;
+  *out = v;
+  return 0;
+}
+
+/* set(list or tuple) (or ()): its distinct items, equal ones once, as Python
+ * hashes them (the first one kept), in the order given. */
+static int make_set(tstor__io_unpickler *up, tstor_value **a, size_t n, tstor_value **out) {
+  if (n > 1 || (n == 1 && a[0]->kind != TSTOR_VALUE_LIST && a[0]->kind != TSTOR_VALUE_TUPLE))
+    return FAIL(up, TSTOR_ENOTSUP, "set is read from (list) or (), as pickle writes it");
+  tstor_value *seen = tstor__io_unpickler_value(up, TSTOR_VALUE_DICT),
+              *v = tstor__io_unpickler_value(up, TSTOR_VALUE_SET);
+  if (!seen || !v) return TSTOR_ENOMEM;
+  for (size_t i = 0; n && i < a[0]->u.seq.n; i++) {
+    tstor_value *item = a[0]->u.seq.items[i];
+    bool existed;
+    int rc = tstor__io_dict_put(seen, item, item, false, &existed);
+    if (!rc && !existed) rc = tstor__io_seq_push(v, item);
+    if (rc) return tstor_error_prefix(rc, "a set's item");
+  }
+  *out = v;
+  return 0;
+}
+
+/* A new BYTES value of class pyclass holding len bytes at p. */
+static int new_bytes(tstor__io_unpickler *up, const void *p, size_t len, int pyclass,
+                     tstor_value **out) {
+  tstor_value *v = tstor__io_unpickler_value(up, TSTOR_VALUE_BYTES);
+  if (!v || !(v->u.str.s = tstor__io_malloc(len + 1)))
+    return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for %zu bytes", len);
+  if (len) memcpy(v->u.str.s, p, len);
+  v->u.str.s[len] = '\0';
+  v->u.str.len = len;
+  v->pyclass = (unsigned char)pyclass;
+  *out = v;
+  return 0;
+}
+
+/* _codecs.encode(str, 'latin1'), which pickle's protocol 2 writes bytes as:
+ * each character one byte, so none may be past U+00FF. */
+static int make_encoded(tstor__io_unpickler *up, tstor_value **a, size_t n, tstor_value **out) {
+  if (n != 2 || a[0]->kind != TSTOR_VALUE_STRING || a[1]->kind != TSTOR_VALUE_STRING)
+    return FAIL(up, TSTOR_EINVAL,
+                "_codecs.encode is read as (str, 'latin1'), as pickle writes bytes");
+  if (!is_str(a[1], "latin1") && !is_str(a[1], "latin-1") && !is_str(a[1], "latin_1"))
+    return FAIL(up, TSTOR_ENOTSUP,
+                "_codecs.encode to '%.*s': tstor reads 'latin1', as pickle writes bytes",
+                (int)(a[1]->u.str.len > 40 ? 40 : a[1]->u.str.len), a[1]->u.str.s);
+  const unsigned char *s = (const unsigned char *)a[0]->u.str.s;
+  size_t len = a[0]->u.str.len, k = 0;
+  unsigned char *b = tstor__io_malloc(len + 1);
+  if (!b) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for %zu bytes", len);
+  for (size_t i = 0; i < len; i++) { /* valid UTF-8, checked when read */
+    if (s[i] < 0x80)
+      b[k++] = s[i];
+    else if ((s[i] == 0xc2 || s[i] == 0xc3) && i + 1 < len) {
+      b[k++] = (unsigned char)(((s[i] & 3) << 6) | (s[i + 1] & 0x3f));
+      i++;
+    } else {
+      tstor__io_free(b);
+      return FAIL(up, TSTOR_EINVAL,
+                  "_codecs.encode: 'latin-1' codec can't encode a character past U+00FF");
+    }
+  }
+  int rc = new_bytes(up, b, k, TSTOR__CLASS_PLAIN, out);
+  tstor__io_free(b);
+  return rc;
+}
+
+/* bytearray(bytes) (or ()), as pickle's protocol 2 writes one. */
+static int make_bytearray(tstor__io_unpickler *up, tstor_value **a, size_t n, tstor_value **out) {
+  if (n > 1 || (n == 1 && a[0]->kind != TSTOR_VALUE_BYTES))
+    return FAIL(up, TSTOR_ENOTSUP, "bytearray is read from (bytes) or (), as pickle writes it");
+  return new_bytes(up, n ? a[0]->u.str.s : "", n ? a[0]->u.str.len : 0, TSTOR__CLASS_BYTEARRAY,
+                   out);
+}
+
+/* complex(real, imag), each part an int or a float (or fewer: 0). */
+static int make_complex(tstor__io_unpickler *up, tstor_value **a, size_t n, tstor_value **out) {
+  double part[2] = {0, 0};
+  if (n > 2) return FAIL(up, TSTOR_EINVAL, "complex takes at most 2 arguments, not %zu", n);
+  for (size_t i = 0; i < n; i++) {
+    if (a[i]->kind == TSTOR_VALUE_FLOAT)
+      part[i] = a[i]->u.f;
+    else if (a[i]->kind == TSTOR_VALUE_INT || a[i]->kind == TSTOR_VALUE_BOOL)
+      part[i] = (double)a[i]->u.i;
+    else
+      return FAIL(up, TSTOR_ENOTSUP, "complex is read from ints and floats, not a %s",
+                  tstor_value_kind_name(a[i]->kind));
+  }
+  tstor_value *v = tstor__io_unpickler_value(up, TSTOR_VALUE_COMPLEX);
+  if (!v) return TSTOR_ENOMEM;
+  v->u.c[0] = part[0];
+  v->u.c[1] = part[1];
+  *out = v;
+  return 0;
+}
+
 static int reduce(tstor__io_unpickler *up, tstor_value *fn, tstor_value *args, tstor_value **out) {
   size_t n = args->u.seq.n;
   tstor_value **a = args->u.seq.items;
@@ -428,6 +692,14 @@ static int reduce(tstor__io_unpickler *up, tstor_value *fn, tstor_value *args, t
     case TSTOR__G_REBUILD_TENSOR_V3: return rebuild_tensor(up, a, n, 3, out);
     case TSTOR__G_REBUILD_PARAMETER: return rebuild_parameter(up, a, n, out);
     case TSTOR__G_REBUILD_META: return rebuild_meta(up, a, n, out);
+    case TSTOR__G_REBUILD_PARAMETER_STATE: return rebuild_parameter_with_state(up, a, n, out);
+    case TSTOR__G_COUNTER: return make_counter(up, a, n, out);
+    case TSTOR__G_SIZE: return make_size(up, a, n, out);
+    case TSTOR__G_DEVICE: return make_device(up, a, n, out);
+    case TSTOR__G_SET: return make_set(up, a, n, out);
+    case TSTOR__G_BYTEARRAY: return make_bytearray(up, a, n, out);
+    case TSTOR__G_COMPLEX: return make_complex(up, a, n, out);
+    case TSTOR__G_ENCODE: return make_encoded(up, a, n, out);
     case TSTOR__G_DTYPE: return FAIL(up, TSTOR_EACCES, "a dtype cannot be called");
     case TSTOR__G_TENSOR_CLASS: return FAIL(up, TSTOR_EACCES, "a tensor class cannot be called");
     default: return FAIL(up, TSTOR_EACCES, "a storage class cannot be called");

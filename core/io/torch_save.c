@@ -29,6 +29,8 @@ typedef struct saver {
 
 /* The globals' identities in the pickler's memo. */
 static const char g_rebuild, g_rebuild_v3, g_untyped, g_odict;
+static const char g_param, g_param_state, g_counter, g_size, g_device, g_set, g_bytearray,
+    g_complex, g_encode;
 static const char g_storage[TSTOR_DTYPE_END], g_dtype[TSTOR_DTYPE_END], g_rebuild_meta;
 
 /* The key of storage s, seen as dtype dt elements. An empty storage may be
@@ -134,7 +136,7 @@ static int pickle_storage(saver *sv, tstor_storage *s, tstor_dtype dt, bool unty
 
 /* A tensor on the meta device, as torch.save pickles one:
  * _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad). */
-static int pickle_meta_tensor(saver *sv, const tstor_value *v) {
+static int pickle_meta_tensor(saver *sv, const tstor_value *v, bool grad) {
   tstor__io_pickler *pk = &sv->pk;
   const tstor_tensor *t = v->u.tensor.t;
   tstor_dtype dt = tstor_tensor_dtype(t);
@@ -145,7 +147,7 @@ static int pickle_meta_tensor(saver *sv, const tstor_value *v) {
   tstor__io_pickle_global(pk, &g_dtype[dt], "torch", info->name);
   pickle_ints(pk, tstor_tensor_sizes(t), tstor_tensor_dim(t));
   pickle_ints(pk, tstor_tensor_strides(t), tstor_tensor_dim(t));
-  tstor__io_pickle_op(pk, v->requires_grad ? TSTOR__OP_NEWTRUE : TSTOR__OP_NEWFALSE);
+  tstor__io_pickle_op(pk, grad ? TSTOR__OP_NEWTRUE : TSTOR__OP_NEWFALSE);
   tstor__io_pickle_op(pk, TSTOR__OP_TUPLE);
   tstor__io_pickle_op(pk, TSTOR__OP_REDUCE);
   return 0;
@@ -162,17 +164,17 @@ static bool on_meta(const tstor_tensor *t) {
  * a dtype with no storage class, as PyTorch 2.x does,
  * _rebuild_tensor_v3(('storage', UntypedStorage, key, location, nbytes),
  * offset, size, stride, requires_grad, OrderedDict(), dtype). */
-static int pickle_tensor(saver *sv, const tstor_value *v) {
+static int pickle_tensor_data(saver *sv, const tstor_value *v, bool grad) {
   tstor__io_pickler *pk = &sv->pk;
   const tstor_tensor *t = v->u.tensor.t;
-  if (on_meta(t)) return pickle_meta_tensor(sv, v);
+  if (on_meta(t)) return pickle_meta_tensor(sv, v, grad);
   tstor_dtype dt = tstor_tensor_dtype(t);
   bool v3;
   const tstor_dtype_info *info = savable(dt, &v3);
   if (!info) return TSTOR_ENOTSUP;
   /* torch.load rebuilds a v3 tensor with set_ on a leaf, which PyTorch
    * refuses for one that requires grad: the file would not load */
-  if (v3 && v->requires_grad)
+  if (v3 && grad)
     return TSTOR__ERR(TSTOR_ENOTSUP,
                       "a %s tensor that requires grad: PyTorch 2.x's torch.load cannot rebuild it "
                       "(_rebuild_tensor_v3 calls set_ on a leaf that requires grad)",
@@ -187,7 +189,7 @@ static int pickle_tensor(saver *sv, const tstor_value *v) {
   tstor__io_pickle_int(pk, tstor_tensor_storage_offset(t));
   pickle_ints(pk, tstor_tensor_sizes(t), tstor_tensor_dim(t));
   pickle_ints(pk, tstor_tensor_strides(t), tstor_tensor_dim(t));
-  tstor__io_pickle_op(pk, v->requires_grad ? TSTOR__OP_NEWTRUE : TSTOR__OP_NEWFALSE);
+  tstor__io_pickle_op(pk, grad ? TSTOR__OP_NEWTRUE : TSTOR__OP_NEWFALSE);
   tstor__io_pickle_global(pk, &g_odict, "collections", "OrderedDict");
   tstor__io_pickle_op(pk, TSTOR__OP_EMPTY_TUPLE);
   tstor__io_pickle_op(pk, TSTOR__OP_REDUCE);
@@ -198,6 +200,106 @@ static int pickle_tensor(saver *sv, const tstor_value *v) {
 }
 
 static int pickle_value(saver *sv, const tstor_value *v);
+static int pickle_items(saver *sv, const tstor_value *v, int dict);
+
+/* A tensor; a Parameter as torch.save pickles one: _rebuild_parameter(data,
+ * requires_grad, OrderedDict()), or with its attributes
+ * _rebuild_parameter_with_state(data, requires_grad, OrderedDict(), dict),
+ * which only PyTorch 2.x reads. */
+static int pickle_tensor(saver *sv, const tstor_value *v) {
+  tstor__io_pickler *pk = &sv->pk;
+  if (v->pyclass != TSTOR__CLASS_PARAMETER) return pickle_tensor_data(sv, v, v->requires_grad);
+  const tstor_value *attrs = v->u.tensor.attrs;
+  if (attrs)
+    tstor__io_pickle_global(pk, &g_param_state, "torch._utils", "_rebuild_parameter_with_state");
+  else
+    tstor__io_pickle_global(pk, &g_param, "torch._utils", "_rebuild_parameter");
+  tstor__io_pickle_op(pk, TSTOR__OP_MARK);
+  int rc = pickle_tensor_data(sv, v, false);
+  if (rc) return rc;
+  tstor__io_pickle_op(pk, v->requires_grad ? TSTOR__OP_NEWTRUE : TSTOR__OP_NEWFALSE);
+  tstor__io_pickle_global(pk, &g_odict, "collections", "OrderedDict");
+  tstor__io_pickle_op(pk, TSTOR__OP_EMPTY_TUPLE);
+  tstor__io_pickle_op(pk, TSTOR__OP_REDUCE);
+  if (attrs && (rc = pickle_value(sv, attrs))) return rc;
+  tstor__io_pickle_op(pk, TSTOR__OP_TUPLE);
+  tstor__io_pickle_op(pk, TSTOR__OP_REDUCE);
+  return 0;
+}
+
+/* bytes as pickle's protocol 2 writes them: _codecs.encode(s, 'latin1'),
+ * s the string whose characters are the bytes. */
+static int pickle_bytes(saver *sv, const unsigned char *p, size_t n) {
+  tstor__io_pickler *pk = &sv->pk;
+  char *s = tstor__io_malloc(2 * n + 1);
+  if (!s) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for %zu bytes", n);
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (p[i] < 0x80) {
+      s[k++] = (char)p[i];
+    } else {
+      s[k++] = (char)(0xc0 | (p[i] >> 6));
+      s[k++] = (char)(0x80 | (p[i] & 0x3f));
+    }
+  tstor__io_pickle_global(pk, &g_encode, "_codecs", "encode");
+  tstor__io_pickle_str(pk, s, k);
+  tstor__io_pickle_str(pk, "latin1", 6);
+  tstor__io_pickle_op(pk, TSTOR__OP_TUPLE2);
+  tstor__io_pickle_op(pk, TSTOR__OP_REDUCE);
+  tstor__io_free(s);
+  return 0;
+}
+
+/* torch.device("cuda:1") as torch pickles it: torch.device('cuda', 1), or
+ * torch.device('cpu') without an index. */
+static void pickle_device(saver *sv, const tstor_value *v) {
+  tstor__io_pickler *pk = &sv->pk;
+  const char *s = v->u.str.s, *colon = memchr(s, ':', v->u.str.len);
+  tstor__io_pickle_global(pk, &g_device, "torch", "device");
+  tstor__io_pickle_str(pk, s, colon ? (size_t)(colon - s) : v->u.str.len);
+  if (colon) tstor__io_pickle_int(pk, strtoll(colon + 1, NULL, 10));
+  tstor__io_pickle_op(pk, colon ? TSTOR__OP_TUPLE2 : TSTOR__OP_TUPLE1);
+  tstor__io_pickle_op(pk, TSTOR__OP_REDUCE);
+}
+
+/* A value of a class pickle writes as a call (PyTorch 2.x reads them all):
+ * torch.Size(tuple), collections.Counter(dict), set(list), bytearray(bytes),
+ * complex(re, im). */
+static int pickle_call(saver *sv, const tstor_value *v) {
+  tstor__io_pickler *pk = &sv->pk;
+  int rc = 0;
+  if (v->kind == TSTOR_VALUE_COMPLEX) {
+    tstor__io_pickle_global(pk, &g_complex, "__builtin__", "complex");
+    tstor__io_pickle_float(pk, v->u.c[0]);
+    tstor__io_pickle_float(pk, v->u.c[1]);
+    tstor__io_pickle_op(pk, TSTOR__OP_TUPLE2);
+  } else if (v->kind == TSTOR_VALUE_BYTES) {
+    tstor__io_pickle_global(pk, &g_bytearray, "__builtin__", "bytearray");
+    if (!v->u.str.len) {
+      tstor__io_pickle_op(pk, TSTOR__OP_EMPTY_TUPLE);
+    } else {
+      rc = pickle_bytes(sv, (const unsigned char *)v->u.str.s, v->u.str.len);
+      tstor__io_pickle_op(pk, TSTOR__OP_TUPLE1);
+    }
+  } else if (v->kind == TSTOR_VALUE_TUPLE) {
+    tstor__io_pickle_global(pk, &g_size, "torch", "Size");
+    tstor__io_pickle_tuple_begin(pk, v->u.seq.n);
+    for (size_t i = 0; i < v->u.seq.n; i++) tstor__io_pickle_int(pk, v->u.seq.items[i]->u.i);
+    tstor__io_pickle_tuple_end(pk, v->u.seq.n);
+    tstor__io_pickle_op(pk, TSTOR__OP_TUPLE1);
+  } else {
+    bool set = v->kind == TSTOR_VALUE_SET;
+    if (set)
+      tstor__io_pickle_global(pk, &g_set, "__builtin__", "set");
+    else
+      tstor__io_pickle_global(pk, &g_counter, "collections", "Counter");
+    tstor__io_pickle_op(pk, set ? TSTOR__OP_EMPTY_LIST : TSTOR__OP_EMPTY_DICT);
+    rc = pickle_items(sv, v, !set);
+    tstor__io_pickle_op(pk, TSTOR__OP_TUPLE1);
+  }
+  tstor__io_pickle_op(pk, TSTOR__OP_REDUCE);
+  return rc;
+}
 
 /* A list's items or a dict's pairs, in batches of 1000 as Python writes them. */
 static int pickle_items(saver *sv, const tstor_value *v, int dict) {
@@ -227,12 +329,23 @@ static int pickle_value(saver *sv, const tstor_value *v) {
       return 0;
     case TSTOR_VALUE_INT: tstor__io_pickle_int(pk, v->u.i); return 0;
     case TSTOR_VALUE_FLOAT: tstor__io_pickle_float(pk, v->u.f); return 0;
-    case TSTOR_VALUE_STRING: tstor__io_pickle_str(pk, v->u.str.s, v->u.str.len); break;
+    case TSTOR_VALUE_STRING:
+      if (v->pyclass == TSTOR__CLASS_DEVICE)
+        pickle_device(sv, v);
+      else
+        tstor__io_pickle_str(pk, v->u.str.s, v->u.str.len);
+      break;
+    case TSTOR_VALUE_COMPLEX:
+    case TSTOR_VALUE_SET: rc = pickle_call(sv, v); break;
     case TSTOR_VALUE_TENSOR: rc = pickle_tensor(sv, v); break;
     case TSTOR_VALUE_STORAGE:
       rc = pickle_storage(sv, v->u.tensor.s, (tstor_dtype)v->u.tensor.dtype, false);
       break;
     case TSTOR_VALUE_TUPLE: {
+      if (v->pyclass == TSTOR__CLASS_SIZE) {
+        rc = pickle_call(sv, v);
+        break;
+      }
       /* a tuple that contains itself cannot exist: the tree was checked */
       size_t n = v->u.seq.n;
       tstor__io_pickle_tuple_begin(pk, n);
@@ -246,6 +359,10 @@ static int pickle_value(saver *sv, const tstor_value *v) {
       tstor__io_pickle_memo_put(pk, v);
       return pickle_items(sv, v, 0);
     case TSTOR_VALUE_DICT:
+      if (v->pyclass == TSTOR__CLASS_COUNTER) {
+        rc = pickle_call(sv, v);
+        break;
+      }
       if (v->ordered || v->u.seq.attrs) {
         tstor__io_pickle_global(pk, &g_odict, "collections", "OrderedDict");
         tstor__io_pickle_op(pk, TSTOR__OP_EMPTY_TUPLE);
@@ -261,8 +378,10 @@ static int pickle_value(saver *sv, const tstor_value *v) {
       }
       return rc;
     case TSTOR_VALUE_BYTES:
-      return TSTOR__ERR(TSTOR_ENOTSUP, "a byte string that is not UTF-8: torch.save's format as weights_only "
-                        "reads it holds text strings only");
+      rc = v->pyclass == TSTOR__CLASS_BYTEARRAY
+               ? pickle_call(sv, v)
+               : pickle_bytes(sv, (const unsigned char *)v->u.str.s, v->u.str.len);
+      break;
     case TSTOR_VALUE_OBJECT:
       return TSTOR__ERR(TSTOR_ENOTSUP,
                         "a Torch7 %s object: torch.save's format has no Lua classes (a network's "

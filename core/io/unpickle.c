@@ -396,10 +396,15 @@ static int set_items(tstor__io_unpickler *up, tstor_value **items, size_t n) {
   if (n % 2) return FAIL(up, TSTOR_EINVAL, "SETITEMS with an odd number of values");
   for (size_t i = 0; i < n; i += 2) {
     int k = items[i]->kind;
-    /* what Python can hash: tensors by identity, tuples by their items */
-    if (k != TSTOR_VALUE_STRING && k != TSTOR_VALUE_INT && k != TSTOR_VALUE_BOOL && k != TSTOR_VALUE_NONE &&
-        k != TSTOR_VALUE_FLOAT && k != TSTOR_VALUE_TUPLE && k != TSTOR_VALUE_TENSOR)
-      return FAIL(up, TSTOR_EINVAL, "a dict key that is a %s", kind_name(k));
+    /* what Python can hash: tensors by identity, tuples by their items, bytes
+     * but not a bytearray (the value layer refuses the rest tstor keeps apart:
+     * a complex, a torch.device) */
+    if (k != TSTOR_VALUE_STRING && k != TSTOR_VALUE_INT && k != TSTOR_VALUE_BOOL &&
+        k != TSTOR_VALUE_NONE && k != TSTOR_VALUE_FLOAT && k != TSTOR_VALUE_TUPLE &&
+        k != TSTOR_VALUE_TENSOR &&
+        (k != TSTOR_VALUE_BYTES || items[i]->pyclass == TSTOR__CLASS_BYTEARRAY))
+      return FAIL(up, TSTOR_EINVAL, "a dict key that is a %s",
+                  items[i]->pyclass == TSTOR__CLASS_BYTEARRAY ? "bytearray" : kind_name(k));
     if ((rc = tstor__io_dict_set(d, items[i], items[i + 1]))) return rc;
   }
   return 0;

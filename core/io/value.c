@@ -66,6 +66,7 @@ static void value_free(tstor_value *v) {
     case TSTOR_VALUE_TUPLE:
     case TSTOR_VALUE_LIST:
     case TSTOR_VALUE_DICT:
+    case TSTOR_VALUE_SET:
       tstor__io_free(v->u.seq.items);
       tstor__io_free(v->u.seq.keys);
       tstor__io_free(v->u.seq.index);
@@ -321,7 +322,13 @@ static int int_equals_float(int64_t i, double f) {
 /* Whether k can be a dict key, as Python's hash() decides: not a list or a
  * dict, nor a tuple holding one. Tuples nest at most as deep as a tree. */
 static int key_check(const tstor_value *k, int depth) {
-  if (k->kind == TSTOR_VALUE_LIST || k->kind == TSTOR_VALUE_DICT)
+  if (k->kind == TSTOR_VALUE_COMPLEX || k->pyclass == TSTOR__CLASS_DEVICE)
+    return TSTOR__ERR(TSTOR_ENOTSUP,
+                      "a %s as a dict key: tstor's keys are None, bools, ints, floats, "
+                      "strings, bytes, tuples of them and tensors",
+                      k->kind == TSTOR_VALUE_COMPLEX ? "complex" : "torch.device");
+  if (k->kind == TSTOR_VALUE_LIST || k->kind == TSTOR_VALUE_DICT || k->kind == TSTOR_VALUE_SET ||
+      k->pyclass == TSTOR__CLASS_BYTEARRAY)
     return TSTOR__ERR(TSTOR_EINVAL, "unhashable type: '%s' as a dict key", tstor_value_kind_name(k->kind));
   if (k->kind != TSTOR_VALUE_TUPLE) return 0;
   if (depth >= TSTOR_CHECKPOINT_MAX_DEPTH)
@@ -442,9 +449,9 @@ tstor_value_kind tstor_value_kind_of(const tstor_value *v) {
 }
 
 const char *tstor_value_kind_name(tstor_value_kind kind) {
-  static const char *const names[] = {"none",  "bool",   "int",      "float",  "str",
-                                      "tuple", "list",   "dict",     "tensor", "storage",
-                                      "bytes", "object", "quantized"};
+  static const char *const names[] = {"none",  "bool",   "int",       "float", "str",
+                                      "tuple", "list",   "dict",      "tensor", "storage",
+                                      "bytes", "object", "quantized", "set",    "complex"};
   return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
 }
 
@@ -465,7 +472,7 @@ const char *tstor_value_string(const tstor_value *v, size_t *len) {
 
 static int is_container(const tstor_value *v) {
   return v && (v->kind == TSTOR_VALUE_TUPLE || v->kind == TSTOR_VALUE_LIST ||
-               v->kind == TSTOR_VALUE_DICT);
+               v->kind == TSTOR_VALUE_DICT || v->kind == TSTOR_VALUE_SET);
 }
 
 size_t tstor_value_len(const tstor_value *v) { return is_container(v) ? v->u.seq.n : 0; }
@@ -496,6 +503,29 @@ static bool has_tensor(const tstor_value *v) {
 
 tstor_tensor *tstor_value_tensor(const tstor_value *v) {
   return has_tensor(v) ? v->u.tensor.t : NULL;
+}
+int tstor_value_complex(const tstor_value *v, double *re, double *im) {
+  if (!v || v->kind != TSTOR_VALUE_COMPLEX)
+    return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_complex: not a complex");
+  if (re) *re = v->u.c[0];
+  if (im) *im = v->u.c[1];
+  return 0;
+}
+const char *tstor_value_class(const tstor_value *v) {
+  if (!v) return NULL;
+  if (v->kind == TSTOR_VALUE_DICT && v->ordered) return "collections.OrderedDict";
+  switch (v->pyclass) {
+    case TSTOR__CLASS_COUNTER: return "collections.Counter";
+    case TSTOR__CLASS_SIZE: return "torch.Size";
+    case TSTOR__CLASS_DEVICE: return "torch.device";
+    case TSTOR__CLASS_BYTEARRAY: return "bytearray";
+    case TSTOR__CLASS_PARAMETER: return "torch.nn.Parameter";
+    default: return NULL;
+  }
+}
+const tstor_value *tstor_value_attributes(const tstor_value *v) {
+  if (v && v->kind == TSTOR_VALUE_TENSOR) return v->u.tensor.attrs;
+  return tstor_value_dict_attributes(v);
 }
 const char *tstor_value_object_class(const tstor_value *v) {
   return v && v->kind == TSTOR_VALUE_OBJECT ? v->u.obj.cls : NULL;
@@ -789,11 +819,13 @@ typedef struct frame {
 
 static size_t nchildren(const tstor_value *v) {
   if (v->kind == TSTOR_VALUE_OBJECT) return 1;
+  if (v->kind == TSTOR_VALUE_TENSOR) return v->u.tensor.attrs ? 1 : 0;
   if (!is_container(v)) return 0;
   return v->u.seq.n * (v->kind == TSTOR_VALUE_DICT ? 2 : 1) + (v->u.seq.attrs ? 1 : 0);
 }
 static tstor_value *child(const tstor_value *v, size_t i) {
   if (v->kind == TSTOR_VALUE_OBJECT) return v->u.obj.state;
+  if (v->kind == TSTOR_VALUE_TENSOR) return v->u.tensor.attrs;
   size_t n = v->u.seq.n;
   if (v->kind == TSTOR_VALUE_DICT) {
     if (i < n) return v->u.seq.keys[i];
@@ -833,7 +865,8 @@ int tstor__io_tree_check(tstor_value *root) {
     else if (c->colour == GREY)
       rc = TSTOR__ERR(TSTOR_EINVAL, "checkpoint: a %s contains itself",
                       tstor_value_kind_name(c->kind));
-    else if (c->colour == BLACK || (!is_container(c) && c->kind != TSTOR_VALUE_OBJECT))
+    else if (c->colour == BLACK || (!is_container(c) && c->kind != TSTOR_VALUE_OBJECT &&
+                                    !(c->kind == TSTOR_VALUE_TENSOR && c->u.tensor.attrs)))
       continue;
     else if (top > TSTOR_CHECKPOINT_MAX_DEPTH)
       rc = TSTOR__ERR(TSTOR_EINVAL, "checkpoint: values nest deeper than %d levels",

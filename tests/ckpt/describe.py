@@ -1,5 +1,6 @@
 """The listing of a loaded checkpoint that golden.txt holds (see gen_golden.py
 for its format); shared by the generator and check_torch.py."""
+import collections
 import struct
 
 import torch
@@ -31,6 +32,8 @@ def keyrepr(k):
         return "i:%d" % k
     if isinstance(k, str):
         return "s:" + (k.encode("utf-8", "surrogatepass").hex() or "-")
+    if isinstance(k, bytes):
+        return "y:" + (k.hex() or "-")
     if k is None:
         return "n"
     if isinstance(k, float):
@@ -57,6 +60,26 @@ def describe(obj):
             lines.append("%s float %s" % (path, struct.pack(">d", v).hex()))
         elif isinstance(v, str):
             lines.append("%s str %s" % (path, v.encode("utf-8", "surrogatepass").hex() or "-"))
+        # the values only torch 2.x's weights_only loader builds
+        elif isinstance(v, complex):
+            lines.append("%s complex %s %s" % (path, struct.pack(">d", v.real).hex(), struct.pack(">d", v.imag).hex()))
+        elif isinstance(v, (bytes, bytearray)):
+            lines.append("%s %s %s" % (path, type(v).__name__, v.hex() or "-"))
+        elif isinstance(v, torch.device):
+            lines.append("%s device %s" % (path, v))
+        elif isinstance(v, torch.Size):
+            lines.append("%s size %d" % (path, len(v)))
+            for i, x in enumerate(v):
+                walk("%s[%d]" % (path, i), x)
+        elif isinstance(v, set):
+            # in the order of the items' keyrepr: a set has no order of its own
+            lines.append("%s set %d" % (path, len(v)))
+            for i, x in enumerate(sorted(v, key=keyrepr)):
+                walk("%s[%d]" % (path, i), x)
+        elif isinstance(v, collections.Counter):
+            lines.append("%s counter %d" % (path, len(v)))
+            for k, x in v.items():
+                walk("%s[%s]" % (path, keyrepr(k)), x)
         elif isinstance(v, torch.storage.TypedStorage):
             sid = storages.setdefault(v._cdata, len(storages))
             raw = torch.tensor([], dtype=torch.uint8).set_(v.untyped()).numpy().tobytes()
@@ -74,6 +97,8 @@ def describe(obj):
             lines.append("%s tensor %s sizes=%s strides=%s offset=%d storage=%d snbytes=%d grad=%d fnv=%s" % (
                 path, dname(v.dtype), ",".join(map(str, v.shape)), ",".join(map(str, v.stride())),
                 v.storage_offset(), sid, st.nbytes(), int(v.requires_grad), fnv(logical_bytes(v))))
+            if isinstance(v, torch.nn.Parameter) and v.__dict__:  # a Parameter's attributes
+                walk(path + "@", dict(v.__dict__))
         elif isinstance(v, tuple):
             lines.append("%s tuple %d" % (path, len(v)))
             for i, x in enumerate(v):

@@ -13,7 +13,10 @@ the error tstor must give for each (FILE CODE WORDS, as hostile.txt).
 The files hold what only 2.x writes: the dtypes without a storage class of
 their own (uint16/32/64, the float8 formats, float8_e8m0fnu,
 float4_e2m1fn_x2, complex32, the bits types), which torch.save pickles as
-torch._utils._rebuild_tensor_v3 over a torch.storage.UntypedStorage.
+torch._utils._rebuild_tensor_v3 over a torch.storage.UntypedStorage; and the
+other values 2.x's weights_only loader builds: a Parameter with attributes
+(_rebuild_parameter_with_state), torch.Size, torch.device,
+collections.Counter, set, bytes, bytearray and complex.
 
 Everything is deterministic: the same torch writes the same bytes.
 """
@@ -104,6 +107,44 @@ sd["packed"] = values(torch.float4_e2m1fn_x2, (3, 2))
 case("state_dict_mixed", sd)
 
 
+# 4. the other values torch 2.x's weights_only loader builds
+p = torch.nn.Parameter(values(torch.float32, (2, 3)).float())
+p.lr_scale = 0.5
+p.tag = "attention.q"
+p.shard = (0, 4)
+p.extra = values(torch.int64, (2,))
+q = torch.nn.Parameter(values(torch.float64, (3,)).double(), requires_grad=False)
+q.frozen = True
+case("parameter_with_state", {"p": p, "q": q, "plain": torch.nn.Parameter(values(torch.float32, (2,)).float())})
+case("parameter_fp8_with_state", [torch.nn.Parameter(values(torch.float8_e4m3fn, (4,)), requires_grad=False)])
+lin8 = torch.nn.Parameter(values(torch.float8_e4m3fn, (4,)), requires_grad=False)
+lin8.scale = torch.tensor([0.25])
+case("parameter_fp8_attrs", {"w": lin8})
+t = values(torch.float32, (2, 3, 4)).float()
+case("values_torch2", collections.OrderedDict([
+    ("shape", t.shape), ("size0", torch.Size([])), ("t", t),
+    ("cuda1", torch.device("cuda", 1)), ("cpu", torch.device("cpu")), ("meta", torch.device("meta")),
+    ("cuda", torch.device("cuda")), ("cpu0", torch.device("cpu:0")),
+    ("counter", collections.Counter({"a": 2, "b": -1, "c": 0})), ("counter0", collections.Counter()),
+    ("set", {1, 2, "x", (1, 2), None, 2.5, False}), ("set0", set()),
+    ("bytes", b"\x00\xff xyz\x80"), ("bytearray", bytearray(b"ab\xff\x00")), ("bytearray0", bytearray()),
+    ("complex", 1 + 2j), ("complex_nan", complex(float("nan"), -0.0)),
+    ("complex_big", complex(float("inf"), 5e-324)), ("complex0", 0j),
+]))
+shared = {3, 4}
+case("values_shared", {"a": [shared, shared], b"key": bytearray(b"v"), "sizes": [torch.Size([1]), torch.Size([1])]})
+
+
+def crafted(name, pkl):
+    """A file written by hand (what pickle writes, but no torch.save call
+    makes), which torch 2.x reads: it goes into the golden list."""
+    path = os.path.join(GOLD, name + ".pt")
+    with open(path, "wb") as f:
+        f.write(zipped([("data.pkl", pkl), ("version", b"3\n")]))
+    golden.append("file %s.pt" % name)
+    golden.extend(describe(torch.load(path, weights_only=True)))
+
+
 # ----------------------------------------------------------------- hostile
 FIXED = (1980, 1, 1, 0, 0, 0)
 
@@ -145,6 +186,16 @@ def v3_pickle(dtype="float8_e4m3fn", numel=4, size=4):
             b"ctorch\n" + dtype.encode() + b"\ntRs.")
 
 
+# set([1, 1.0, True, 'a', 'a']): equal items once, the first kept, as Python's set
+crafted("set_equal_items", b"\x80\x02c__builtin__\nset\n](K\x01G" + struct.pack(">d", 1.0) + b"\x88" + s("a") +
+        s("a") + b"e\x85R.")
+# Counter(dict) with SETITEM onto the Counter itself afterwards
+crafted("counter_setitem", b"\x80\x02ccollections\nCounter\n}" + s("a") + b"K\x01s\x85R" + s("b") + b"K\x02s.")
+# torch.device('cuda:3') as one string; torch.Size from a list
+crafted("device_string", b"\x80\x02(ctorch\ndevice\n" + s("cuda:3") + b"\x85Rctorch\nSize\n](K\x02K\x03e\x85Rt.")
+# complex from ints and a bool
+crafted("complex_ints", b"\x80\x02c__builtin__\ncomplex\nK\x03\x88\x86R.")
+
 # a v3 tensor that reaches past its untyped storage's bytes
 refused("v3_past_storage", zipped([("data.pkl", v3_pickle("uint16", 4, 4)), ("data/0", b"\0" * 4),
                                    ("version", b"3\n")]),
@@ -159,6 +210,28 @@ refused("v3_requires_grad", buf.getvalue(), "TSTOR_EINVAL", "_rebuild_tensor_v3 
 refused("v3_dtype_not_dtype", zipped([("data.pkl", v3_pickle("FloatStorage")), ("data/0", b"\0" * 4),
                                       ("version", b"3\n")]),
         "TSTOR_EINVAL", "_rebuild_tensor_v3's dtype must be a torch dtype")
+
+# values torch 2.x refuses, and tstor with it
+refused("empty_bytes", zipped([("data.pkl", b"\x80\x02c__builtin__\nbytes\n)R."), ("version", b"3\n")]),
+        "TSTOR_EACCES", "global '__builtin__.bytes' is refused")
+refused("device_unknown", zipped([("data.pkl", b"\x80\x02ctorch\ndevice\n" + s("gpu") + b"\x85R."),
+                                  ("version", b"3\n")]),
+        "TSTOR_EINVAL", "torch.device('gpu'): not a device type PyTorch knows")
+refused("device_index_twice", zipped([("data.pkl", b"\x80\x02ctorch\ndevice\n" + s("cuda:1") + b"K\x01\x86R."),
+                                      ("version", b"3\n")]),
+        "TSTOR_EINVAL", "must not include an index")
+refused("size_of_floats", zipped([("data.pkl", b"\x80\x02ctorch\nSize\n(G" + struct.pack(">d", 1.5) + b"t\x85R."),
+                                  ("version", b"3\n")]),
+        "TSTOR_EINVAL", "torch.Size takes ints, not float")
+refused("set_of_lists", zipped([("data.pkl", b"\x80\x02c__builtin__\nset\n]]a\x85R."), ("version", b"3\n")]),
+        "TSTOR_EINVAL", "unhashable type")
+refused("encode_wide", zipped([("data.pkl", b"\x80\x02c_codecs\nencode\n" + s("\u20ac") + s("latin1") + b"\x86R."),
+                               ("version", b"3\n")]),
+        "TSTOR_EINVAL", "'latin-1' codec can't encode")
+refused("parameter_state_int_name", zipped([("data.pkl", b"\x80\x02ctorch._utils\n_rebuild_parameter_with_state\n(" +
+                                            v3_pickle()[3 + 6:-2] + b"\x89N}K\x01K\x02stR."),
+                                           ("data/0", b"\0" * 4), ("version", b"3\n")]),
+        "TSTOR_EINVAL", "a Parameter's attribute names must be strings")
 
 with open(os.path.join(OUT, "hostile_torch2.txt"), "w") as f:
     f.write("# PyTorch %s; FILE  expected error  words of its message\n" % torch.__version__)

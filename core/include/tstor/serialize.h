@@ -64,10 +64,12 @@ typedef enum tstor_value_kind {
   TSTOR_VALUE_LIST = 6,
   TSTOR_VALUE_DICT = 7, /* dict or OrderedDict: insertion order kept */
   TSTOR_VALUE_TENSOR = 8,
-  TSTOR_VALUE_STORAGE = 9,   /* a storage saved as itself (torch.save([t.storage()])), typed */
-  TSTOR_VALUE_BYTES = 10,    /* a byte string that is not UTF-8 (a Lua string may hold any bytes) */
-  TSTOR_VALUE_OBJECT = 11,   /* a Torch7 class instance (nn.Linear): class, version, fields */
-  TSTOR_VALUE_QUANTIZED = 12 /* a tensor of a quantized ggml type (GGUF), its blocks as they are */
+  TSTOR_VALUE_STORAGE = 9,    /* a storage saved as itself (torch.save([t.storage()])), typed */
+  TSTOR_VALUE_BYTES = 10,     /* a byte string that is not UTF-8 (a Lua string may hold any bytes) */
+  TSTOR_VALUE_OBJECT = 11,    /* a Torch7 class instance (nn.Linear): class, version, fields */
+  TSTOR_VALUE_QUANTIZED = 12, /* a tensor of a quantized ggml type (GGUF), its blocks as they are */
+  TSTOR_VALUE_SET = 13,       /* a Python set (PyTorch 2.x reads them): distinct items, as a list's */
+  TSTOR_VALUE_COMPLEX = 14    /* a Python complex: two doubles (tstor_value_complex) */
 } tstor_value_kind;
 
 /* -------------------------------------------------- loading a checkpoint */
@@ -226,6 +228,20 @@ TSTOR_EXTERN const tstor_value *tstor_value_dict_attributes(const tstor_value *v
  * made bytes per row, as gguf's GGUFReader shapes its data); borrowed
  * (retain it to keep it past the checkpoint); NULL for other kinds. */
 TSTOR_EXTERN tstor_tensor *tstor_value_tensor(const tstor_value *v);
+/* A COMPLEX's real and imaginary parts; TSTOR_EINVAL (parts untouched) for
+ * another kind. */
+TSTOR_EXTERN int tstor_value_complex(const tstor_value *v, double *re, double *im);
+/* The Python class a value was saved as, where its kind does not say it all:
+ * "collections.OrderedDict" and "collections.Counter" (DICT), "torch.Size"
+ * (TUPLE of ints), "torch.device" (STRING, "cuda:1" or "cpu"), "bytearray"
+ * (BYTES), "torch.nn.Parameter" (TENSOR); NULL for the plain class of its
+ * kind. The string is static. */
+TSTOR_EXTERN const char *tstor_value_class(const tstor_value *v);
+/* The attributes a value was saved with: an OrderedDict's __dict__, a
+ * Parameter's Python attributes (torch._utils._rebuild_parameter_with_state:
+ * a dict of name to value); NULL when it has none. Borrowed from the
+ * checkpoint. */
+TSTOR_EXTERN const tstor_value *tstor_value_attributes(const tstor_value *v);
 /* An OBJECT's class name ("nn.Linear"), its version as the file wrote it
  * ("1"; NULL for a file from before classes had versions) and its state, a
  * dict of the instance's fields; all borrowed. NULL for other kinds. */
