@@ -231,13 +231,16 @@ static int storage_record(loader *ld, const tstor__io_record *r, uint64_t nbytes
     return TSTOR__ERR(TSTOR_EINVAL, "storage '%s' has no record '%s' in the archive", r->key,
                       *name);
   /* A longer record is read in part, as torch.load does; a shorter one is
-   * refused (torch.load would read past it). */
+   * refused: torch.load read past it, into the memory after it
+   * (CVE-2026-24747). */
   if ((*e)->size < nbytes)
     return TSTOR__ERR(
         TSTOR_ERANGE,
-        "record '%s' holds %llu bytes, but storage '%s' is %lld %s elements (%llu bytes)", *name,
-        (unsigned long long)(*e)->size, r->key, (long long)r->numel, tstor_dtype_name(r->dtype),
-        (unsigned long long)nbytes);
+        "record '%s' holds %llu bytes, but storage '%s' is %lld %s elements (%llu bytes): a "
+        "storage "
+        "declared larger than its record, which old torch.load read past (CVE-2026-24747)",
+        *name, (unsigned long long)(*e)->size, r->key, (long long)r->numel,
+        tstor_dtype_name(r->dtype), (unsigned long long)nbytes);
   if (nbytes > SIZE_MAX)
     return TSTOR__ERR(TSTOR_EOVERFLOW, "storage '%s' of %llu bytes cannot be addressed", r->key,
                       (unsigned long long)nbytes);
@@ -336,6 +339,27 @@ static int load_storages(loader *ld, tstor_checkpoint *ck) {
  * "version" (or ".data/version") that C++'s stoull reads as 1 to 10 (leading
  * blanks and a sign allowed, anything after the digits ignored, a negative
  * number wrapping around). */
+/* A TorchScript archive (torch.jit.save) holds the model's code and a
+ * constants.pkl beside data.pkl, and torch.load hands it to torch.jit.load,
+ * which runs that code: the path of CVE-2025-32434, by which
+ * torch.load(weights_only=True) before 2.6 ran it. PyTorch 2.6 and later
+ * refuse such an archive under weights_only, and so does tstor, before
+ * reading anything else of it. */
+static int refuse_torchscript(loader *ld) {
+  char *name = record_name(ld, "constants.pkl");
+  zip_int64_t idx;
+  if (!name) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
+  bool script = entry_named(ld, name, &idx) != NULL;
+  tstor__io_free(name);
+  if (!script) return 0;
+  return TSTOR__ERR(
+      TSTOR_EACCES,
+      "a TorchScript archive (torch.jit.save: its record '%s/constants.pkl' comes with code "
+      "that torch.jit.load runs, the path of CVE-2025-32434): refused, as "
+      "torch.load(weights_only=True) refuses it; only torch.save's weights are read",
+      ld->prefix);
+}
+
 #define FORMAT_VERSION_MIN 1
 #define FORMAT_VERSION_MAX 10
 static int check_version(loader *ld) {
@@ -372,6 +396,7 @@ static int load(loader *ld, tstor_checkpoint **out) {
   ld->big_endian = (ld->src->flags & TSTOR_LOAD_ASSUME_BIG_ENDIAN) != 0;
   if ((rc = index_archive(ld))) goto fail;
   if ((rc = find_prefix(ld))) goto fail;
+  if ((rc = refuse_torchscript(ld))) goto fail;
   if ((rc = check_version(ld))) goto fail;
   if ((rc = read_small_record(ld, "byteorder", 16, &order, &order_len, 0))) goto fail;
   if (order) {

@@ -392,7 +392,12 @@ static int set_items(tstor__io_unpickler *up, tstor_value **items, size_t n) {
   tstor_value *d = NULL;
   int rc = top(up, &d);
   if (rc) return rc;
-  if (d->kind != TSTOR_VALUE_DICT) return FAIL(up, TSTOR_EINVAL, "SETITEM(S) on a %s, not a dict", kind_name(d->kind));
+  /* as PyTorch 2.x's weights_only loader: items are set on a dict,
+   * OrderedDict or Counter only, never through another object's __setitem__ */
+  if (d->kind != TSTOR_VALUE_DICT)
+    return FAIL(up, TSTOR_EINVAL,
+                "SETITEM(S) on a %s, not a dict: only a dict, OrderedDict or Counter takes items",
+                kind_name(d->kind));
   if (n % 2) return FAIL(up, TSTOR_EINVAL, "SETITEMS with an odd number of values");
   for (size_t i = 0; i < n; i += 2) {
     int k = items[i]->kind;

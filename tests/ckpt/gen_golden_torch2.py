@@ -27,7 +27,12 @@ import struct
 import sys
 import zipfile
 
-import torch
+# a set of strings is pickled in the order of their hashes, which Python
+# randomizes per process unless told
+if os.environ.get("PYTHONHASHSEED") != "0":
+    os.execve(sys.executable, [sys.executable] + sys.argv, dict(os.environ, PYTHONHASHSEED="0"))
+
+import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from describe import describe, dname  # noqa: E402
@@ -210,6 +215,20 @@ refused("v3_requires_grad", buf.getvalue(), "TSTOR_EINVAL", "_rebuild_tensor_v3 
 refused("v3_dtype_not_dtype", zipped([("data.pkl", v3_pickle("FloatStorage")), ("data/0", b"\0" * 4),
                                       ("version", b"3\n")]),
         "TSTOR_EINVAL", "_rebuild_tensor_v3's dtype must be a torch dtype")
+
+# a TorchScript archive (torch.jit.save): code torch.jit.load runs, the path
+# of CVE-2025-32434; refused under weights_only whatever else it holds
+buf = io.BytesIO()
+torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), buf)
+refused("torchscript", buf.getvalue(), "TSTOR_EACCES", "a TorchScript archive (torch.jit.save")
+# SETITEM on a list: items are set on dicts only
+refused("setitem_on_list", zipped([("data.pkl", b"\x80\x02]K\x00K\x01s."), ("version", b"3\n")]),
+        "TSTOR_EINVAL", "SETITEM(S) on a list, not a dict")
+# a storage declared larger than its record, v3's untyped one and a typed one
+# (CVE-2026-24747)
+refused("storage_past_record_v3", zipped([("data.pkl", v3_pickle("uint8", 1 << 20, 4)), ("data/0", b"\0" * 4),
+                                          ("version", b"3\n")]),
+        "TSTOR_ERANGE", "a storage declared larger than its record, which old torch.load read past (CVE-2026-24747)")
 
 # values torch 2.x refuses, and tstor with it
 refused("empty_bytes", zipped([("data.pkl", b"\x80\x02c__builtin__\nbytes\n)R."), ("version", b"3\n")]),
