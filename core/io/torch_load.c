@@ -230,15 +230,22 @@ static int storage_record(loader *ld, const tstor__io_record *r, uint64_t nbytes
   if (!(*e = entry_named(ld, *name, idx)))
     return TSTOR__ERR(TSTOR_EINVAL, "storage '%s' has no record '%s' in the archive", r->key,
                       *name);
-  /* A longer record is read in part, as torch.load does; a shorter one is
-   * refused: torch.load read past it, into the memory after it
-   * (CVE-2026-24747). */
+  /* A shorter record is refused: torch.load read past it, into the memory
+   * after it (CVE-2026-24747). A longer one too, as PyTorch 2.x refuses a
+   * record of any other size than its storage's (1.13 read its first
+   * bytes). */
   if ((*e)->size < nbytes)
     return TSTOR__ERR(
         TSTOR_ERANGE,
         "record '%s' holds %llu bytes, but storage '%s' is %lld %s elements (%llu bytes): a "
-        "storage "
-        "declared larger than its record, which old torch.load read past (CVE-2026-24747)",
+        "storage declared larger than its record, which old torch.load read past (CVE-2026-24747)",
+        *name, (unsigned long long)(*e)->size, r->key, (long long)r->numel,
+        tstor_dtype_name(r->dtype), (unsigned long long)nbytes);
+  if ((*e)->size > nbytes)
+    return TSTOR__ERR(
+        TSTOR_ERANGE,
+        "record '%s' holds %llu bytes, but storage '%s' is %lld %s elements (%llu bytes): "
+        "torch.load of PyTorch 2.x refuses a record of another size than its storage",
         *name, (unsigned long long)(*e)->size, r->key, (long long)r->numel,
         tstor_dtype_name(r->dtype), (unsigned long long)nbytes);
   if (nbytes > SIZE_MAX)

@@ -344,9 +344,10 @@ static int rebuild_tensor(tstor__io_unpickler *up, tstor_value **args, size_t na
       return FAIL(up, TSTOR_EINVAL,
                   "_rebuild_tensor_v3 with requires_grad=True: torch.load cannot rebuild it "
                   "(set_ on a leaf that requires grad)");
-    /* None where old releases wrote no hooks: torch.load assigns it as it is */
-    if (args[5]->kind != TSTOR_VALUE_DICT && args[5]->kind != TSTOR_VALUE_NONE)
-      return FAIL(up, TSTOR_EINVAL, "a tensor's backward hooks must be an OrderedDict or None");
+    /* args[5], the backward hooks (an empty OrderedDict; None where old
+     * releases wrote none), is dropped: torch.load of 2.x assigns whatever
+     * it is to _backward_hooks, which takes any object (1.13 refused what
+     * was no dict) */
     if (nargs == max && args[max - 1]->kind != TSTOR_VALUE_DICT &&
         args[max - 1]->kind != TSTOR_VALUE_NONE)
       return FAIL(up, TSTOR_EINVAL, "a tensor's metadata must be a dict or None");
@@ -406,10 +407,9 @@ static int rebuild_parameter_with_state(tstor__io_unpickler *up, tstor_value **a
   if (nargs != 4)
     return FAIL(up, TSTOR_EINVAL, "_rebuild_parameter_with_state takes 4 arguments, not %zu",
                 nargs);
-  if (args[0]->kind != TSTOR_VALUE_TENSOR || args[1]->kind != TSTOR_VALUE_BOOL ||
-      (args[2]->kind != TSTOR_VALUE_DICT && args[2]->kind != TSTOR_VALUE_NONE))
+  if (args[0]->kind != TSTOR_VALUE_TENSOR || args[1]->kind != TSTOR_VALUE_BOOL)
     return FAIL(up, TSTOR_EINVAL,
-                "_rebuild_parameter_with_state needs (tensor, bool, OrderedDict, state)");
+                "_rebuild_parameter_with_state needs (tensor, bool, hooks, state)");
   const tstor_value *state = args[3], *parts[2] = {state, NULL};
   if (state->kind == TSTOR_VALUE_TUPLE) {
     if (state->u.seq.n != 2)

@@ -29,6 +29,12 @@ OUTDIR gets the files (diff_NNNNN.pt) and expect.txt: for each file a line
 torch.load(map_location="cpu", weights_only=True) returned, and a comment
 line "# mutation ..." saying what was broken. The same SEED gives the same
 files and, with the same torch, the same expectations.
+
+    gen_diff.py --judge OUTDIR
+
+makes no files: it judges the files expect.txt lists with this Python's
+torch (torch 2.x as the second judge of files 1.13 wrote) into
+expect_torch2.txt, in the same form.
 """
 import collections
 import io
@@ -45,8 +51,12 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from describe import describe  # noqa: E402
 
-out, count = sys.argv[1], int(sys.argv[2])
-seed = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+JUDGE = sys.argv[1] == "--judge"
+if JUDGE:
+    out, count, seed = sys.argv[2], 0, 0
+else:
+    out, count = sys.argv[1], int(sys.argv[2])
+    seed = int(sys.argv[3]) if len(sys.argv) > 3 else 1
 rng = random.Random(seed)
 torch.manual_seed(seed)
 os.makedirs(out, exist_ok=True)
@@ -406,6 +416,48 @@ def beyond_tstor_legacy(data, obj):
 
 
 REFUSED = object()
+
+
+def expectation(path):
+    """What torch.load makes of the file at path, as expect.txt lines (None:
+    not comparable, the file removed)."""
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # noqa: BLE001 -- any refusal is a refusal
+        return ["refused"]
+    why = beyond_tstor(path, obj)
+    try:
+        return ["# loaded by torch.load, refused by tstor: " + why, "refused"] if why else describe(obj)
+    except RuntimeError as e:
+        # PyTorch 1.13 loads a stride in the range it keeps for symbolic
+        # sizes, then fails on it when read: nothing to compare against
+        if "is_symbolic" not in str(e):
+            raise
+        return None
+
+
+def judge():
+    """expect_torch2.txt: the files of expect.txt, judged by this torch."""
+    lines = ["# PyTorch %s; torch.load(map_location='cpu', weights_only=True) of the files of expect.txt" %
+             torch.__version__]
+    name = None
+    for line in open(os.path.join(out, "expect.txt")):
+        line = line.rstrip("\n")
+        if line.startswith("file "):
+            name = line[5:]
+            lines.append(line)
+        elif line.startswith("# mutation ") and name:
+            lines.append(line)
+            got = expectation(os.path.join(out, name))
+            lines.extend(got if got is not None else ["# torch cannot read what it loaded", "refused"])
+            name = None
+    with open(os.path.join(out, "expect_torch2.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+if JUDGE:
+    judge()
+    sys.exit(0)
 expect = ["# PyTorch %s; torch.load(map_location='cpu', weights_only=True) of each file, seed %d" %
           (torch.__version__, seed)]
 for i in range(count):
@@ -414,24 +466,11 @@ for i in range(count):
     path = os.path.join(out, name)
     with open(path, "wb") as f:
         f.write(body)
-    try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception:  # noqa: BLE001 -- any refusal is a refusal
-        obj = REFUSED
-    if obj is REFUSED:
-        lines = ["refused"]
-    else:
-        why = beyond_tstor(path, obj)
-        try:
-            lines = ["# loaded by torch.load, refused by tstor: " + why, "refused"] if why else describe(obj)
-        except RuntimeError as e:
-            # PyTorch 1.13 loads a stride in the range it keeps for symbolic
-            # sizes, then fails on it when read: nothing to compare against
-            if "is_symbolic" not in str(e):
-                raise
-            os.remove(path)
-            expect.append("# %s (mutation %s) not compared: PyTorch cannot read what it loaded" % (name, what))
-            continue
+    lines = expectation(path)
+    if lines is None:
+        os.remove(path)
+        expect.append("# %s (mutation %s) not compared: PyTorch cannot read what it loaded" % (name, what))
+        continue
     expect.append("file " + name)
     expect.append("# mutation " + what)
     expect.extend(lines)

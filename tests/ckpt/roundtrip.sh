@@ -21,7 +21,7 @@ trap 'rm -rf "$out"' EXIT
   "$dir"/hostile/big_endian.pt "$dir"/hostile/memo_after_repeated_binput.pt \
   "$dir"/hostile/dict_numeric_keys.pt "$dir"/hostile/unicode_path_swaps_records.pt \
   "$dir"/hostile/stop_two_values.pt "$dir"/hostile/stop_with_mark_open.pt "$dir"/hostile/memo_huge_index.pt \
-  "$dir"/hostile/key_two_dtypes.pt "$dir"/hostile/record_longer_than_storage.pt \
+  "$dir"/hostile/key_two_dtypes.pt \
   "$dir"/hostile/long_int_sign_padded.pt "$dir"/hostile/zero_size_after_huge_sizes.pt \
   "$dir"/hostile/dict_tuple_keys.pt "$dir"/hostile/version_padded.pt "$dir"/hostile/dict_tensor_key.pt \
   "$dir"/hostile/rebuild_v2_none_hooks.pt "$dir"/hostile/legacy_view_other_class.pt \
