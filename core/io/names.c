@@ -217,7 +217,8 @@ static void walk_items(names *l, const tstor_value *c, const char *dotted, const
 
 static void walk(names *l, const tstor_value *v, const char *dotted, const char *exact) {
   tstor_value_kind k = tstor_value_kind_of(v);
-  int container = k == TSTOR_VALUE_DICT || k == TSTOR_VALUE_LIST || k == TSTOR_VALUE_TUPLE;
+  int container = k == TSTOR_VALUE_DICT || k == TSTOR_VALUE_LIST || k == TSTOR_VALUE_TUPLE ||
+                  k == TSTOR_VALUE_SET;
   /* A container met again (a shared subtree) is not walked again, so that a
    * tree shared at every level lists in linear time. */
   if ((container || k == TSTOR_VALUE_OBJECT) && seen_before(l, v)) return;
