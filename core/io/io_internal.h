@@ -199,12 +199,12 @@ struct tstor_value {
       tstor_tensor *t;  /* NULL until the storages are loaded; a QUANTIZED value's blocks */
       long storage;     /* index in the checkpoint's storages; -1 for a meta tensor */
       tstor_storage *s; /* a STORAGE value's storage, borrowed from its record once loaded */
-      int dtype; /* a STORAGE value's dtype; a tensor's as its rebuild gave it, -1 for its
-                    storage's; a QUANTIZED value's ggml type */
+      int dtype;        /* a STORAGE value's dtype; a tensor's as its rebuild gave it, -1 for its
+                           storage's; a QUANTIZED value's ggml type */
       int64_t offset;   /* elements */
       int ndim;
       int64_t *sizes,
-          *strides; /* owned (strides within sizes); a QUANTIZED value's logical sizes */
+          *strides;       /* owned (strides within sizes); a QUANTIZED value's logical sizes */
       tstor_value *attrs; /* a Parameter's attributes (a dict), or NULL */
     } tensor;
     struct {

@@ -449,7 +449,7 @@ tstor_value_kind tstor_value_kind_of(const tstor_value *v) {
 }
 
 const char *tstor_value_kind_name(tstor_value_kind kind) {
-  static const char *const names[] = {"none",  "bool",   "int",       "float", "str",
+  static const char *const names[] = {"none",  "bool",   "int",       "float",  "str",
                                       "tuple", "list",   "dict",      "tensor", "storage",
                                       "bytes", "object", "quantized", "set",    "complex"};
   return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";

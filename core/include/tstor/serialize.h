@@ -64,12 +64,12 @@ typedef enum tstor_value_kind {
   TSTOR_VALUE_LIST = 6,
   TSTOR_VALUE_DICT = 7, /* dict or OrderedDict: insertion order kept */
   TSTOR_VALUE_TENSOR = 8,
-  TSTOR_VALUE_STORAGE = 9,    /* a storage saved as itself (torch.save([t.storage()])), typed */
-  TSTOR_VALUE_BYTES = 10,     /* a byte string that is not UTF-8 (a Lua string may hold any bytes) */
-  TSTOR_VALUE_OBJECT = 11,    /* a Torch7 class instance (nn.Linear): class, version, fields */
+  TSTOR_VALUE_STORAGE = 9, /* a storage saved as itself (torch.save([t.storage()])), typed */
+  TSTOR_VALUE_BYTES = 10,  /* a byte string that is not UTF-8 (a Lua string may hold any bytes) */
+  TSTOR_VALUE_OBJECT = 11, /* a Torch7 class instance (nn.Linear): class, version, fields */
   TSTOR_VALUE_QUANTIZED = 12, /* a tensor of a quantized ggml type (GGUF), its blocks as they are */
-  TSTOR_VALUE_SET = 13,       /* a Python set (PyTorch 2.x reads them): distinct items, as a list's */
-  TSTOR_VALUE_COMPLEX = 14    /* a Python complex: two doubles (tstor_value_complex) */
+  TSTOR_VALUE_SET = 13,    /* a Python set (PyTorch 2.x reads them): distinct items, as a list's */
+  TSTOR_VALUE_COMPLEX = 14 /* a Python complex: two doubles (tstor_value_complex) */
 } tstor_value_kind;
 
 /* -------------------------------------------------- loading a checkpoint */
