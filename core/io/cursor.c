@@ -18,6 +18,16 @@ int tstor__io_cur_fail(const tstor__io_cursor *c, int code, const char *fmt, ...
   return rc;
 }
 
+int tstor__io_fail_at(const char *what, uint64_t at, int code, const char *fmt, ...) {
+  tstor__io_cursor c = tstor__io_cursor_over(NULL, 0, what);
+  c.base = at;
+  va_list ap;
+  va_start(ap, fmt);
+  int rc = tstor__io_cur_vfail(&c, code, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
 int tstor__io_cur_short(tstor__io_cursor *c, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

@@ -48,6 +48,13 @@ int tstor__io_cur_fail(const tstor__io_cursor *c, int code, const char *fmt, ...
     ;
 
 int tstor__io_cur_vfail(const tstor__io_cursor *c, int code, const char *fmt, va_list ap);
+/* The same error for offset `at` of the input named `what`, where no cursor
+ * has read (a header found by a scan, a member of an archive). */
+int tstor__io_fail_at(const char *what, uint64_t at, int code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
 
 /* TSTOR_EINVAL unless n more bytes are there ("it ends inside ..."); both
  * this and tstor__io_cur_short set ran_out. */

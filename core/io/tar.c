@@ -57,16 +57,7 @@ static const struct {
   unsigned at, len;
 } numbers[] = {{100, 8}, {108, 8}, {116, 8}, {SIZE_AT, SIZE_LEN}, {136, 12}, {329, 8}, {337, 8}};
 
-static int bad_at(uint64_t at, int code, const char *fmt, ...) TSTOR__PRINTF_IO(3, 4);
-static int bad_at(uint64_t at, int code, const char *fmt, ...) {
-  tstor__io_cursor c = tstor__io_cursor_over(NULL, 0, WHAT);
-  c.base = at;
-  va_list ap;
-  va_start(ap, fmt);
-  int rc = tstor__io_cur_vfail(&c, code, fmt, ap);
-  va_end(ap);
-  return rc;
-}
+#define bad_at(at, code, ...) tstor__io_fail_at(WHAT, (at), (code), __VA_ARGS__)
 
 static void name_set(name *n, const uint8_t *p, size_t len) {
   n->len = len < NAME_KEPT ? len : NAME_KEPT;

@@ -63,16 +63,7 @@ typedef struct loader {
   size_t nentries, capentries;
 } loader;
 
-static int bad(const member *m, uint64_t at, int code, const char *fmt, ...) TSTOR__PRINTF_IO(4, 5);
-static int bad(const member *m, uint64_t at, int code, const char *fmt, ...) {
-  tstor__io_cursor c = tstor__io_cursor_over(NULL, 0, m->what);
-  c.base = at;
-  va_list ap;
-  va_start(ap, fmt);
-  int rc = tstor__io_cur_vfail(&c, code, fmt, ap);
-  va_end(ap);
-  return rc;
-}
+#define bad(m, at, code, ...) tstor__io_fail_at((m)->what, (at), (code), __VA_ARGS__)
 
 /* ------------------------------------------------------------ reading */
 

@@ -54,16 +54,7 @@ static int read_record(tstor__io_cursor *c, const tstor__io_zip_layout *r, uint6
 }
 
 /* A failure naming the archive's offset `at`, where no cursor has read. */
-static int bad_at(uint64_t at, const char *fmt, ...) TSTOR__PRINTF_IO(2, 3);
-static int bad_at(uint64_t at, const char *fmt, ...) {
-  tstor__io_cursor c = tstor__io_cursor_over(NULL, 0, WHAT);
-  c.base = at;
-  va_list ap;
-  va_start(ap, fmt);
-  int rc = tstor__io_cur_vfail(&c, TSTOR_EINVAL, fmt, ap);
-  va_end(ap);
-  return rc;
-}
+#define bad_at(at, ...) tstor__io_fail_at(WHAT, (at), TSTOR_EINVAL, __VA_ARGS__)
 
 /* Where the archive's bytes come from: memory, or a file read with pread. */
 typedef struct zip_src {
