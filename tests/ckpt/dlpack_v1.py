@@ -22,15 +22,11 @@ import warnings
 import numpy as np
 import torch
 
+from tstor_ctypes import I64, P, Device, capi, open_cpu
+
 warnings.filterwarnings("ignore", "ComplexHalf support is experimental")
-io = ctypes.CDLL(sys.argv[1])
-P = ctypes.c_void_p
-I64 = ctypes.c_int64
+
 U = ctypes.c_uint
-
-
-class Device(ctypes.Structure):
-    _fields_ = [("type", ctypes.c_int32), ("index", ctypes.c_int32)]
 
 
 class DLDataType(ctypes.Structure):
@@ -48,54 +44,16 @@ class Versioned(ctypes.Structure):
                 ("flags", ctypes.c_uint64), ("dl_tensor", DLTensor)]
 
 
-for name, res, args in [
-    ("tstor_context_open", ctypes.c_int, [P, ctypes.POINTER(P)]),
-    ("tstor_context_close", None, [P]),
-    ("tstor_device_parse", ctypes.c_int, [P, ctypes.c_char_p, ctypes.POINTER(Device)]),
-    ("tstor_last_error", ctypes.c_char_p, []),
-    ("tstor_tensor_from_array", ctypes.c_int, [P, Device, ctypes.c_int, ctypes.c_int, P, P, ctypes.POINTER(P)]),
-    ("tstor_tensor_on_storage", ctypes.c_int, [P, ctypes.c_int, I64, ctypes.c_int, P, P, ctypes.POINTER(P)]),
+io, ok, ctx, cpu = open_cpu(sys.argv[1], [
     ("tstor_storage_wrap", ctypes.c_int, [P, Device, P, ctypes.c_size_t, ctypes.POINTER(P)]),
     ("tstor_storage_release", None, [P]),
-    ("tstor_tensor_release", None, [P]),
-    ("tstor_tensor_storage", P, [P]),
-    ("tstor_tensor_data", P, [P]),
-    ("tstor_tensor_dim", ctypes.c_int, [P]),
-    ("tstor_tensor_strides", ctypes.POINTER(I64), [P]),
-    ("tstor_tensor_sizes", ctypes.POINTER(I64), [P]),
-    ("tstor_tensor_dtype", ctypes.c_int, [P]),
-    ("tstor_tensor_set_f64", ctypes.c_int, [P, P, ctypes.c_double]),
-    ("tstor_tensor_get_f64", ctypes.c_int, [P, P, ctypes.POINTER(ctypes.c_double)]),
-    ("tstor_storage_use_count", ctypes.c_long, [P]),
     ("tstor_dlpack_negotiate", ctypes.c_int, [ctypes.c_int, ctypes.c_int]),
-    ("tstor_dlpack_export", ctypes.c_int, [P, ctypes.POINTER(P)]),
     ("tstor_dlpack_export_versioned", ctypes.c_int, [P, U, ctypes.POINTER(P)]),
     ("tstor_dlpack_import_versioned", ctypes.c_int, [P, P, U, ctypes.POINTER(P)]),
-]:
-    f = getattr(io, name)
-    f.restype = res
-    f.argtypes = args
+])
+
 COPY, NO_COPY, READ_ONLY = 1, 2, 4
 FLAG_READ_ONLY, FLAG_IS_COPIED = 1, 2
-
-capi = ctypes.pythonapi
-capi.PyCapsule_New.restype = ctypes.py_object
-capi.PyCapsule_New.argtypes = [P, ctypes.c_char_p, P]
-capi.PyCapsule_GetPointer.restype = P
-capi.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-capi.PyCapsule_SetName.restype = ctypes.c_int
-capi.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
-
-
-def ok(rc, what):
-    if rc != 0:
-        raise SystemExit("%s failed (%d): %s" % (what, rc, io.tstor_last_error().decode()))
-
-
-ctx = P()
-ok(io.tstor_context_open(None, ctypes.byref(ctx)), "context")
-cpu = Device()
-ok(io.tstor_device_parse(ctx, b"cpu", ctypes.byref(cpu)), "cpu")
 
 # every tstor dtype with a DLPack code (typed.h numbers), torch's and numpy's
 DTYPES = [
