@@ -49,6 +49,9 @@ build() {
   name=$1
   shift
   dir="$out/$name"
+  # from scratch: a program left by an earlier run (a benchmark make check
+  # would run) must not outlive the sources it was built from
+  rm -rf "$dir"
   mkdir -p "$dir"
   echo "== $name: configure $*"
   if ! (cd "$dir" && "$src/configure" "$@" > configure.log 2>&1); then
