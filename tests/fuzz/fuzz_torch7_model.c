@@ -13,6 +13,8 @@
 #include "ckpt_walk.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
+#include <string.h>
 
 typedef struct model_reader {
   const uint8_t *p;
@@ -310,7 +312,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!ctx && tstor_context_open(NULL, &ctx) != 0) abort();
   tstor_checkpoint *ck = NULL;
   int rc = tstor_torch7_load_buffer(ctx, w.b, w.len, NULL, &ck);
-  if (intact) {
+  /* Bytes written with 4-byte longs can also frame whole as a file of 8-byte
+   * longs, the reading tried first (Torch7's own on a 64-bit system); where
+   * that reading meets a table that contains itself, a refusal of tstor's and
+   * no evidence against the framing, the file is refused as Torch7 would read
+   * it, not retried (torch7_load.c, t7_load). */
+  bool other_reading = rc && w.long_size == 4 && strstr(tstor_last_error(), "refers to itself");
+  if (intact && !other_reading) {
     if (rc) {
       fprintf(stderr, "fuzz: an intact file refused: %s\n", tstor_last_error());
       abort();
