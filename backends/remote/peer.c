@@ -5,6 +5,7 @@
 #define _GNU_SOURCE /* F_GET_SEALS */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,7 +110,9 @@ static int open_region(peer *p) {
 }
 
 /* One try: connect, hello, auth. *again is set when what failed was the
- * connection (worth another try), not an answer. */
+ * connection (worth another try), not an answer: 1 when it could not be
+ * made, 2 when the peer hung up during the handshake (its gate pushes out
+ * waiting connections when a flood fills its slots). */
 static int handshake(peer *p, int *again) {
   remote *r = p->r;
   char why[256];
@@ -145,7 +148,7 @@ static int handshake(peer *p, int *again) {
   if (rc) {
     /* a refusal (the peer closes after it): keep its reason, and hang up */
     if (!p->failed) peer_fail(p, "%s", p->refusal);
-    *again = p->dropped;
+    *again = p->dropped ? 2 : 0;
     return rc;
   }
   uint8_t expect[TSR_MAC_SIZE];
@@ -171,7 +174,13 @@ int peer_connect(peer *p) {
   for (int attempt = 1;; attempt++) {
     int again;
     int rc = handshake(p, &again);
-    if (rc == 0 || !again || attempt == 3 || now_ms() + 10 * attempt >= deadline) {
+    /* A peer that cannot be reached gets three tries; one that hangs up
+     * during the handshake is tried until the deadline, so that a flood of
+     * connections at its gate delays a client with the secret and cannot
+     * lock it out. */
+    int tries = again == 2 ? INT_MAX : 3;
+    int pause_ms = 10 * (attempt < 10 ? attempt : 10);
+    if (rc == 0 || !again || attempt >= tries || now_ms() + pause_ms >= deadline) {
       if (rc && !p->failed) {
         char reason[sizeof p->failure];
         snprintf(reason, sizeof reason, "%s", p->failure);
@@ -182,7 +191,7 @@ int peer_connect(peer *p) {
     }
     p->r->reg->log(p->r->m, TSTOR_LOG_INFO, "peer %s: %s; trying again", p->name, p->failure);
     p->failed = 0; /* a new connection, a new chance */
-    usleep(10000 * (useconds_t)attempt);
+    usleep(1000 * (useconds_t)pause_ms);
   }
 }
 
