@@ -372,6 +372,8 @@ typedef struct tstor__io_zip_index {
   const tstor__io_zip_entry **by_name; /* the entries sorted by name, for lookups */
   uint8_t *directory;               /* read from a file: the central directory the
                                        names point into; else NULL */
+  bool no_end; /* set when a read failed for want of an end record: the input was cut short,
+                  or is no archive */
 } tstor__io_zip_index;
 
 /* Reads the central directory of the zip archive of `size` bytes at `data`
@@ -379,9 +381,6 @@ typedef struct tstor__io_zip_index {
  * cursor (zip_format.h has their layouts). Every offset is checked against
  * the archive; a failure names the offset of the record at fault. */
 int tstor__io_zip_index_read(const uint8_t *data, size_t size, tstor__io_zip_index *out);
-/* The words of the refusal of an input with no end record, by which a reader
- * tells an archive cut short from something else. */
-#define TSTOR__IO_ZIP_NO_END "no end of central directory record"
 /* The same from the open file fd of `size` bytes, read with pread: only the
  * directory and the local headers are read. A file that ends early (changed
  * while it was read) is TSTOR_EIO. */

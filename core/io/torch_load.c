@@ -516,7 +516,7 @@ static int index_archive(loader *ld) {
   if (rc != TSTOR_EINVAL) return rc;
   char why[256];
   snprintf(why, sizeof why, "%s", tstor_last_error());
-  if (strstr(why, TSTOR__IO_ZIP_NO_END) && opens_as_zip(ld->src))
+  if (ld->ix.no_end && opens_as_zip(ld->src))
     return TSTOR__ERR(TSTOR_EINVAL,
                       "%s: truncated: it opens as a zip archive but has no end record (cut "
                       "short, or still being written)",

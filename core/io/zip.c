@@ -88,7 +88,7 @@ typedef struct zip_end {
 
 /* The end of central directory record in the tail: the last one whose
  * comment runs to the archive's end. The cursor's item is left at it. */
-static int find_eocd(tstor__io_cursor *tail, zip_end *end) {
+static int find_eocd(tstor__io_cursor *tail, zip_end *end, bool *no_end) {
   uint64_t v[ZIP_END_N];
   size_t at = tail->len - ZIP_END_LEN, stop = at > 65535 ? at - 65535 : 0;
   for (;; at--) {
@@ -96,7 +96,10 @@ static int find_eocd(tstor__io_cursor *tail, zip_end *end) {
     if (!read_record(tail, &tstor__io_zip_end, v) && v[ZIP_END_SIG] == ZIP_END_MAGIC &&
         v[ZIP_END_COMMENT_LEN] == tail->len - at - ZIP_END_LEN)
       break;
-    if (at == stop) return BAD(TSTOR__IO_ZIP_NO_END " (not a zip archive)");
+    if (at == stop) {
+      *no_end = true;
+      return BAD("no end of central directory record (not a zip archive)");
+    }
   }
   if (v[ZIP_END_DISK] != 0 || v[ZIP_END_CD_DISK] != 0)
     return CUR_BAD(tail, "multi-disk archives are not supported");
@@ -133,13 +136,13 @@ static int read_zip64_end(const zip_src *s, tstor__io_cursor *tail, zip_end *end
 }
 
 /* The end records, from a cursor over the archive's tail. */
-static int read_end(const zip_src *s, zip_end *end) {
+static int read_end(const zip_src *s, zip_end *end, bool *no_end) {
   const size_t tail_len = s->size < TAIL_MAX ? (size_t)s->size : TAIL_MAX;
   uint8_t *buf = s->bytes ? NULL : tstor__io_malloc(tail_len);
   if (!s->bytes && !buf) return TSTOR__ERR(TSTOR_ENOMEM, WHAT ": out of memory");
   tstor__io_cursor tail;
   int rc = cursor_at(s, s->size - tail_len, tail_len, buf, &tail);
-  if (!rc) rc = find_eocd(&tail, end);
+  if (!rc) rc = find_eocd(&tail, end, no_end);
   if (!rc) rc = read_zip64_end(s, &tail, end);
   tstor__io_free(buf);
   return rc;
@@ -320,7 +323,7 @@ static int index_read(const zip_src *s, tstor__io_zip_index *out) {
   if (s->size < ZIP_END_LEN)
     return BAD("%llu bytes are too few for an archive", (unsigned long long)s->size);
   zip_end end = {0, 0, 0, 0};
-  int rc = read_end(s, &end);
+  int rc = read_end(s, &end, &out->no_end);
   if (!rc) rc = read_directory(s, &end, out);
   if (!rc) rc = no_overlap(out);
   if (!rc) rc = sort_by_name(out);
