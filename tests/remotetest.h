@@ -163,6 +163,35 @@ static inline void server_start(test_server *ts, const char *secret, const char 
   ck_assert_msg(rc == 0, "tstor serve did not start; see %s", ts->log);
 }
 
+/* A test process's secret file, under the build tree, and its Unix socket
+ * path, under /tmp (sun_path holds 108 bytes: the build tree's path may be
+ * longer). Both carry the pid: Check runs each test in a process of its own. */
+typedef struct test_files {
+  char secret[256];
+  char unix_sock[108];
+} test_files;
+
+static inline void test_files_make(test_files *tf, const char *tag, const char *secret_text) {
+  snprintf(tf->secret, sizeof tf->secret, "%s/remote-%s-secret-%d", TSTOR_TEST_BUILDDIR, tag,
+           (int)getpid());
+  write_secret(tf->secret, secret_text, 0600);
+  snprintf(tf->unix_sock, sizeof tf->unix_sock, "/tmp/tstor-%s-%d.sock", tag, (int)getpid());
+  unlink(tf->unix_sock);
+}
+
+static inline void test_files_remove(const test_files *tf) {
+  unlink(tf->secret);
+  unlink(tf->unix_sock);
+}
+
+/* A server of cpu:0 and hpu:0 (SERVER_CPU_HPU) on TCP and on tf's socket. */
+static inline void server_start_unix(test_server *srv, const test_files *tf, const char *tag) {
+  char listen[128];
+  snprintf(listen, sizeof listen, "unix:%s", tf->unix_sock);
+  int rc = server_start_with(srv, SERVER_CPU_HPU, tf->secret, tag, "--listen", listen);
+  ck_assert_msg(rc == 0, "tstor serve did not start; see %s", srv->log);
+}
+
 /* SIGTERM, then waits (at most 10 s) for a clean exit; returns its status. */
 static inline int server_stop(test_server *ts) {
   if (ts->pid <= 0) return -1;

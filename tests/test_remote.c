@@ -12,15 +12,11 @@
 
 #define SECRET "correct horse battery staple 42"
 
-static char secret_path[256];
+static test_files fixture;
 
-static void setup_secret(void) {
-  snprintf(secret_path, sizeof secret_path, "%s/remote-secret-%d", TSTOR_TEST_BUILDDIR,
-           (int)getpid());
-  write_secret(secret_path, SECRET "\n", 0600);
-}
+static void setup_secret(void) { test_files_make(&fixture, "client", SECRET "\n"); }
 
-static void teardown_secret(void) { unlink(secret_path); }
+static void teardown_secret(void) { test_files_remove(&fixture); }
 
 static tstor_context *open_client(const char *peers, const char *secret, long timeout_ms) {
   char ini[2048];
@@ -34,14 +30,14 @@ static tstor_context *open_client(const char *peers, const char *secret, long ti
 static tstor_context *open_client_of(const test_server *ts, long timeout_ms) {
   char peers[64];
   snprintf(peers, sizeof peers, "127.0.0.1:%u", ts->port);
-  return open_client(peers, secret_path, timeout_ms);
+  return open_client(peers, fixture.secret, timeout_ms);
 }
 
 /* A client of two peers, a then b (remote:0, remote:1); their list in peers. */
 static tstor_context *open_client_of_two(const test_server *a, const test_server *b,
                                          long timeout_ms, char peers[128]) {
   snprintf(peers, 128, "127.0.0.1:%u, 127.0.0.1:%u", a->port, b->port);
-  return open_client(peers, secret_path, timeout_ms);
+  return open_client(peers, fixture.secret, timeout_ms);
 }
 
 static tstor_device dev(tstor_context *ctx, const char *name) {
@@ -54,8 +50,8 @@ static tstor_device dev(tstor_context *ctx, const char *name) {
 
 START_TEST(every_dtype_round_trips) {
   test_server a, b;
-  server_start(&a, secret_path, "dtype-a");
-  server_start(&b, secret_path, "dtype-b");
+  server_start(&a, fixture.secret, "dtype-a");
+  server_start(&b, fixture.secret, "dtype-b");
   char peers[128];
   tstor_context *ctx = open_client_of_two(&a, &b, 5000, peers);
   tstor_device cpu = dev(ctx, "cpu"), hpu = dev(ctx, "hpu:0"), r0 = dev(ctx, "remote:0"),
@@ -126,9 +122,9 @@ END_TEST
 
 START_TEST(wrong_secret_gets_no_device) {
   test_server a;
-  server_start(&a, secret_path, "wrong");
+  server_start(&a, fixture.secret, "wrong");
   char wrong[300], peers[64], ini[2048];
-  snprintf(wrong, sizeof wrong, "%s.wrong", secret_path);
+  snprintf(wrong, sizeof wrong, "%s.wrong", fixture.secret);
   write_secret(wrong, "this is not the secret at all\n", 0600);
   snprintf(peers, sizeof peers, "127.0.0.1:%u", a.port);
 
@@ -154,7 +150,7 @@ END_TEST
 
 START_TEST(secret_files_others_can_read_are_refused) {
   char loose[300], peers[64], ini[2048];
-  snprintf(loose, sizeof loose, "%s.loose", secret_path);
+  snprintf(loose, sizeof loose, "%s.loose", fixture.secret);
   write_secret(loose, SECRET "\n", 0640);
 
   /* the server refuses to start */
@@ -163,7 +159,7 @@ START_TEST(secret_files_others_can_read_are_refused) {
   ck_assert_msg(file_has(a.log, "mode 0640"), "see %s", a.log);
 
   /* the client refuses to use it */
-  server_start(&a, secret_path, "loose-ok");
+  server_start(&a, fixture.secret, "loose-ok");
   snprintf(peers, sizeof peers, "127.0.0.1:%u", a.port);
   client_config(ini, sizeof ini, peers, loose, 5000, 0);
   tstor_context *ctx = NULL;
@@ -180,11 +176,11 @@ END_TEST
 
 START_TEST(unreachable_peer_is_reported) {
   test_server a;
-  server_start(&a, secret_path, "unreach");
+  server_start(&a, fixture.secret, "unreach");
   unsigned dead = free_port(); /* nobody listens there */
   char peers[128], ini[2048];
   snprintf(peers, sizeof peers, "127.0.0.1:%u, 127.0.0.1:%u", dead, a.port);
-  client_config(ini, sizeof ini, peers, secret_path, 2000, 1);
+  client_config(ini, sizeof ini, peers, fixture.secret, 2000, 1);
   tstor_context *ctx = NULL;
   double t0 = mono_s();
   ck_tstor_ok(tstor_context_open_string(ini, "unreach.ini", &ctx));
@@ -193,7 +189,7 @@ START_TEST(unreachable_peer_is_reported) {
 
   /* not optional, and nothing reachable: an error naming the peer, in time */
   snprintf(peers, sizeof peers, "127.0.0.1:%u", dead);
-  client_config(ini, sizeof ini, peers, secret_path, 2000, 0);
+  client_config(ini, sizeof ini, peers, fixture.secret, 2000, 0);
   ck_tstor_err(tstor_context_open_string(ini, "unreach.ini", &ctx), TSTOR_EIO);
   ck_last_error_has(peers);
   ck_assert_double_lt(mono_s() - t0, 10.0);
@@ -215,13 +211,13 @@ static void *kill_later(void *arg) {
 
 START_TEST(server_killed_mid_copy) {
   test_server a;
-  server_start(&a, secret_path, "kill9");
+  server_start(&a, fixture.secret, "kill9");
   char peers[64];
   snprintf(peers, sizeof peers, "127.0.0.1:%u", a.port);
   /* Under the sanitizers every byte moves several times slower. */
   const int slow = UNDER_ASAN || UNDER_TSAN;
   const long timeout_ms = slow ? 5000 : 2000;
-  tstor_context *ctx = open_client(peers, secret_path, timeout_ms);
+  tstor_context *ctx = open_client(peers, fixture.secret, timeout_ms);
   const size_t n = (size_t)(slow ? 8 : 64) << 20;
   tstor_storage *host, *remote, *small;
   ck_tstor_ok(tstor_storage_new(ctx, dev(ctx, "cpu"), n, &host));
@@ -264,7 +260,7 @@ END_TEST
 
 START_TEST(server_stopped_with_blocks_held) {
   test_server a;
-  server_start(&a, secret_path, "stop");
+  server_start(&a, fixture.secret, "stop");
   tstor_context *ctx = open_client_of(&a, 2000);
   tstor_storage *s;
   ck_tstor_ok(tstor_storage_new(ctx, dev(ctx, "remote:0"), 1 << 20, &s));
@@ -281,10 +277,10 @@ END_TEST
 
 START_TEST(client_memory_is_capped) {
   test_server a;
-  ck_assert_int_eq(server_start_args(&a, secret_path, "cap", "--max-client-mb", "1"), 0);
+  ck_assert_int_eq(server_start_args(&a, fixture.secret, "cap", "--max-client-mb", "1"), 0);
   char peers[64];
   snprintf(peers, sizeof peers, "127.0.0.1:%u", a.port);
-  tstor_context *ctx = open_client(peers, secret_path, 5000);
+  tstor_context *ctx = open_client(peers, fixture.secret, 5000);
   tstor_storage *s, *t;
   ck_tstor_ok(tstor_storage_new(ctx, dev(ctx, "remote:0"), 768 << 10, &s));
   ck_tstor_err(tstor_storage_new(ctx, dev(ctx, "remote:0"), 512 << 10, &t), TSTOR_ENOMEM);
@@ -324,7 +320,7 @@ static void check_strided_copies(tstor_context *ctx, const char *where) {
 /* check(ctx, "remote:0") with a client of a server of its own (cpu alone). */
 static void on_one_server(const char *tag, void (*check)(tstor_context *, const char *)) {
   test_server a;
-  server_start(&a, secret_path, tag);
+  server_start(&a, fixture.secret, tag);
   tstor_context *ctx = open_client_of(&a, 5000);
   check(ctx, "remote:0");
   tstor_context_close(ctx);
@@ -383,7 +379,7 @@ END_TEST
  * checkpoints. */
 START_TEST(staged_devices_are_exported) {
   test_server a;
-  ck_assert_int_eq(server_start_with(&a, SERVER_CPU_HPU, secret_path, "staged", NULL, NULL), 0);
+  ck_assert_int_eq(server_start_with(&a, SERVER_CPU_HPU, fixture.secret, "staged", NULL, NULL), 0);
   tstor_context *ctx = open_client_of(&a, 10000);
   tstor_device cpu = dev(ctx, "cpu"), r0 = dev(ctx, "remote:0"), r1 = dev(ctx, "remote:1");
   char line[256], want[128];
@@ -454,7 +450,7 @@ END_TEST
  * reason instead of waiting; releasing works in both processes. */
 START_TEST(fork_child_fails_cleanly) {
   test_server a;
-  server_start(&a, secret_path, "fork");
+  server_start(&a, fixture.secret, "fork");
   tstor_context *ctx = open_client_of(&a, 2000);
   tstor_storage *s;
   ck_tstor_ok(tstor_storage_new(ctx, dev(ctx, "remote:0"), 4096, &s));
@@ -494,7 +490,7 @@ static tstor_storage *host_filled(tstor_context *ctx, size_t n, int value) {
  * at once and the work waits, then completes when the server goes on. */
 START_TEST(streams_queue_work_in_order) {
   test_server a;
-  server_start(&a, secret_path, "streams");
+  server_start(&a, fixture.secret, "streams");
   tstor_context *ctx = open_client_of(&a, 20000);
   tstor_device r0 = dev(ctx, "remote:0");
   enum { ROUNDS = 24 };
@@ -574,10 +570,10 @@ END_TEST
  * naming the peer, and the synchronize after that is clean. */
 START_TEST(stream_failure_is_reported_once) {
   test_server a;
-  server_start(&a, secret_path, "streamfail");
+  server_start(&a, fixture.secret, "streamfail");
   char peers[64];
   snprintf(peers, sizeof peers, "127.0.0.1:%u", a.port);
-  tstor_context *ctx = open_client(peers, secret_path, 1000);
+  tstor_context *ctx = open_client(peers, fixture.secret, 1000);
   tstor_device r0 = dev(ctx, "remote:0");
   const size_t n = 1 << 20;
   tstor_storage *remote, *in = host_filled(ctx, n, 5), *out = host_filled(ctx, n, 0);
@@ -624,8 +620,8 @@ END_TEST
  * device stands for, and says when the peer is gone; `tstor info` prints it. */
 START_TEST(devices_describe_their_peer) {
   test_server a, b;
-  server_start(&a, secret_path, "describe-a");
-  server_start(&b, secret_path, "describe-b");
+  server_start(&a, fixture.secret, "describe-a");
+  server_start(&b, fixture.secret, "describe-b");
   char peers[128];
   tstor_context *ctx = open_client_of_two(&a, &b, 1000, peers);
   char line[256], want[128];
@@ -658,7 +654,7 @@ START_TEST(devices_describe_their_peer) {
 
   /* the same through `tstor info` */
   char ini[2048], path[256], cmd[1024], out[300];
-  client_config(ini, sizeof ini, peers, secret_path, 1000, 0);
+  client_config(ini, sizeof ini, peers, fixture.secret, 1000, 0);
   snprintf(path, sizeof path, "%s/remote-describe-%d.ini", TSTOR_TEST_BUILDDIR, (int)getpid());
   snprintf(out, sizeof out, "%s.out", path);
   FILE *f = fopen(path, "w");

@@ -14,7 +14,7 @@
 #define VICTIM_BYTE 0x5a
 #define ATTACK_BYTE 0xee
 
-static char secret_path[256];
+static test_files fixture;
 
 typedef struct attacker {
   ucp_context_h ucp;
@@ -150,7 +150,7 @@ static void attack(const char *tls, unsigned port, uint64_t victim_addr, attacke
 static tstor_context *open_victim(unsigned port) {
   char ini[1024], peers[64];
   snprintf(peers, sizeof peers, "127.0.0.1:%u", port);
-  client_config(ini, sizeof ini, peers, secret_path, 10000, 0);
+  client_config(ini, sizeof ini, peers, fixture.secret, 10000, 0);
   tstor_context *ctx = NULL;
   ck_tstor_ok(tstor_context_open_string(ini, "victim.ini", &ctx));
   return ctx;
@@ -172,7 +172,7 @@ static int victim_intact(tstor_context *ctx, tstor_storage *victim) {
 
 static void ucx_peer_reaches_nothing(const char *tls) {
   test_server srv;
-  server_start(&srv, secret_path, "attack");
+  server_start(&srv, fixture.secret, "attack");
   tstor_context *ctx = open_victim(srv.port);
   tstor_device r0;
   ck_tstor_ok(tstor_device_parse(ctx, "remote:0", &r0));
@@ -212,13 +212,9 @@ END_TEST
 START_TEST(ucx_defaults_reach_nothing) { ucx_peer_reaches_nothing(NULL); }
 END_TEST
 
-static void setup(void) {
-  snprintf(secret_path, sizeof secret_path, "%s/remote-attack-secret-%d", TSTOR_TEST_BUILDDIR,
-           (int)getpid());
-  write_secret(secret_path, SECRET, 0600);
-}
+static void setup(void) { test_files_make(&fixture, "attack", SECRET); }
 
-static void teardown(void) { unlink(secret_path); }
+static void teardown(void) { test_files_remove(&fixture); }
 
 static Suite *attack_suite(void) {
   Suite *s = suite_create("remote attack");

@@ -19,33 +19,18 @@
 
 #define SECRET "correct horse battery staple 42"
 
-static char secret_path[256], unix_path[108];
+static test_files fixture;
 
-static void setup(void) {
-  snprintf(secret_path, sizeof secret_path, "%s/remote-secret-b%d", TSTOR_TEST_BUILDDIR,
-           (int)getpid());
-  write_secret(secret_path, SECRET "\n", 0600);
-  snprintf(unix_path, sizeof unix_path, "/tmp/tstor-batch-%d.sock", (int)getpid());
-  unlink(unix_path);
-}
+static void setup(void) { test_files_make(&fixture, "batch", SECRET "\n"); }
 
-static void teardown(void) {
-  unlink(secret_path);
-  unlink(unix_path);
-}
+static void teardown(void) { test_files_remove(&fixture); }
 
-/* A server of cpu:0 and hpu:0 on TCP and on unix_path. */
-static void start(test_server *srv, const char *tag) {
-  char listen[128];
-  snprintf(listen, sizeof listen, "unix:%s", unix_path);
-  int rc = server_start_with(srv, SERVER_CPU_HPU, secret_path, tag, "--listen", listen);
-  ck_assert_msg(rc == 0, "tstor serve did not start; see %s", srv->log);
-}
+static void start(test_server *srv, const char *tag) { server_start_unix(srv, &fixture, tag); }
 
 /* "127.0.0.1:port" or "unix:path". */
 static const char *peer_name(const test_server *srv, int over_unix, char *buf, size_t size) {
   if (over_unix)
-    snprintf(buf, size, "unix:%s", unix_path);
+    snprintf(buf, size, "unix:%s", fixture.unix_sock);
   else
     snprintf(buf, size, "127.0.0.1:%u", srv->port);
   return buf;
@@ -90,7 +75,7 @@ static peer *connect_to(remote *r, const char *name) {
   r->timeout_ms = 20000;
   r->pid = getpid();
   char why[256];
-  ck_assert_int_eq(tsr_secret_read(secret_path, &r->secret, &r->secret_len, why, sizeof why), 0);
+  ck_assert_int_eq(tsr_secret_read(fixture.secret, &r->secret, &r->secret_len, why, sizeof why), 0);
   peer *p = peer_new(r, name);
   ck_assert_ptr_nonnull(p);
   int rc = peer_connect(p);
@@ -223,7 +208,7 @@ END_TEST
 /* A client of `peers`; with shared memory on Unix sockets unless told no. */
 static tstor_context *open_client_shm(const char *peers, int shared_memory) {
   char ini[2048];
-  client_config(ini, sizeof ini, peers, secret_path, 20000, 0);
+  client_config(ini, sizeof ini, peers, fixture.secret, 20000, 0);
   if (!shared_memory) strcat(ini, "shared_memory = no\n");
   tstor_context *ctx = NULL;
   ck_tstor_ok(tstor_context_open_string(ini, "batch.ini", &ctx));
@@ -347,9 +332,9 @@ END_TEST
 START_TEST(blocks_past_a_full_region) {
   test_server srv;
   char listen[128];
-  snprintf(listen, sizeof listen, "unix:%s", unix_path);
+  snprintf(listen, sizeof listen, "unix:%s", fixture.unix_sock);
   const char *extra[] = {"--listen", listen, "--max-client-mb", "1", NULL};
-  ck_assert_int_eq(server_start_argv(&srv, SERVER_CPU_HPU, secret_path, "full", extra), 0);
+  ck_assert_int_eq(server_start_argv(&srv, SERVER_CPU_HPU, fixture.secret, "full", extra), 0);
   tstor_context *ctx = open_over(&srv, OVER_SHM);
   enum { N = 17000 };
   tstor_storage **r = malloc(N * sizeof *r);
@@ -390,7 +375,7 @@ END_TEST
 START_TEST(every_path_in_one_batch) {
   test_server a, b;
   start(&a, "paths-a");
-  ck_assert_int_eq(server_start_with(&b, SERVER_CPU_HPU, secret_path, "paths-b", NULL, NULL), 0);
+  ck_assert_int_eq(server_start_with(&b, SERVER_CPU_HPU, fixture.secret, "paths-b", NULL, NULL), 0);
   char peers[256], one[160];
   snprintf(peers, sizeof peers, "%s, 127.0.0.1:%u", peer_name(&a, 1, one, sizeof one), b.port);
   tstor_context *ctx = open_client(peers);
@@ -430,7 +415,8 @@ END_TEST
 START_TEST(a_refused_item_is_named) {
   test_server srv;
   ck_assert_int_eq(
-      server_start_with(&srv, SERVER_CPU_HPU, secret_path, "refused", "--max-client-mb", "1"), 0);
+      server_start_with(&srv, SERVER_CPU_HPU, fixture.secret, "refused", "--max-client-mb", "1"),
+      0);
   char name[160];
   tstor_context *ctx = open_client(peer_name(&srv, 0, name, sizeof name));
   tstor_storage *h = new_storage(ctx, "cpu", 4096), *c = new_storage(ctx, "remote:0", 4096);
@@ -474,7 +460,8 @@ START_TEST(server_killed_mid_batch) {
   char name[160];
   const long timeout_ms = 5000;
   char ini[2048];
-  client_config(ini, sizeof ini, peer_name(&srv, 1, name, sizeof name), secret_path, timeout_ms, 0);
+  client_config(ini, sizeof ini, peer_name(&srv, 1, name, sizeof name), fixture.secret, timeout_ms,
+                0);
   strcat(ini, "shared_memory = no\n");
   tstor_context *ctx;
   ck_tstor_ok(tstor_context_open_string(ini, "kill.ini", &ctx));

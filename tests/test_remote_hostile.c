@@ -24,34 +24,17 @@
 #define SECRET "hostile test secret, long enough"
 #define VICTIM_BYTES 65536
 
-static char secret_path[256], unix_path[108];
+static test_files fixture;
 
-static void setup(void) {
-  snprintf(secret_path, sizeof secret_path, "%s/remote-hostile-secret-%d", TSTOR_TEST_BUILDDIR,
-           (int)getpid());
-  write_secret(secret_path, SECRET, 0600);
-  /* sun_path holds 108 bytes: the build tree's path may be longer */
-  snprintf(unix_path, sizeof unix_path, "/tmp/tstor-hostile-%d.sock", (int)getpid());
-  unlink(unix_path);
-}
+static void setup(void) { test_files_make(&fixture, "hostile", SECRET); }
 
-static void teardown(void) {
-  unlink(secret_path);
-  unlink(unix_path);
-}
+static void teardown(void) { test_files_remove(&fixture); }
 
-/* A server with cpu:0 and hpu:0, a 16 MiB cap, listening on TCP and on
- * unix_path. */
-static void start(test_server *srv, const char *tag) {
-  char listen[128];
-  snprintf(listen, sizeof listen, "unix:%s", unix_path);
-  int rc = server_start_with(srv, SERVER_CPU_HPU, secret_path, tag, "--listen", listen);
-  ck_assert_msg(rc == 0, "tstor serve did not start; see %s", srv->log);
-}
+static void start(test_server *srv, const char *tag) { server_start_unix(srv, &fixture, tag); }
 
 /* 127.0.0.1:port, or the Unix socket when `over_unix`. */
 static void open_on(wire *w, const test_server *srv, int over_unix) {
-  wire_open(w, over_unix ? 0 : srv->port, unix_path);
+  wire_open(w, over_unix ? 0 : srv->port, fixture.unix_sock);
 }
 
 /* A client with a block of each device holding a known pattern. */
@@ -320,7 +303,7 @@ START_TEST(a_flood_of_connections_locks_out_nobody) {
   start(&srv, "flood");
   char ini[1024], peers[64];
   snprintf(peers, sizeof peers, "127.0.0.1:%u", srv.port);
-  client_config(ini, sizeof ini, peers, secret_path, 30000, 0);
+  client_config(ini, sizeof ini, peers, fixture.secret, 30000, 0);
   tstor_context *working;
   ck_tstor_ok(tstor_context_open_string(ini, "working.ini", &working));
   tstor_device r0, cpu;
@@ -382,8 +365,8 @@ END_TEST
 
 START_TEST(handshakes_that_never_finish_are_dropped) {
   test_server srv;
-  int rc =
-      server_start_with(&srv, SERVER_CPU, secret_path, "deadline", "--handshake-timeout-ms", "300");
+  int rc = server_start_with(&srv, SERVER_CPU, fixture.secret, "deadline", "--handshake-timeout-ms",
+                             "300");
   ck_assert_msg(rc == 0, "tstor serve did not start; see %s", srv.log);
   uint8_t msg[TSR_MAX_MESSAGE], nonce[TSR_NONCE_SIZE] = {0};
   wire silent, partial, hello_only;
@@ -474,7 +457,7 @@ START_TEST(a_stop_signal_while_starting_ends_the_server) {
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
         sigprocmask(SIG_SETMASK, &old, NULL);
-        execl(REMOTE_TSTOR, "tstor", "serve", "--listen", listen, "--secret-file", secret_path,
+        execl(REMOTE_TSTOR, "tstor", "serve", "--listen", listen, "--secret-file", fixture.secret,
               (char *)NULL);
         _exit(127);
       }
@@ -527,10 +510,10 @@ START_TEST(a_restart_takes_the_same_addresses) {
   ck_assert(wire_closed(&w, 10));
   wire_close(&w);
   struct stat st;
-  ck_assert_int_eq(stat(unix_path, &st), 0); /* left behind */
+  ck_assert_int_eq(stat(fixture.unix_sock, &st), 0); /* left behind */
   char listen_tcp[64], listen_unix[128], config[300], log[200];
   snprintf(listen_tcp, sizeof listen_tcp, "127.0.0.1:%u", srv.port);
-  snprintf(listen_unix, sizeof listen_unix, "unix:%s", unix_path);
+  snprintf(listen_unix, sizeof listen_unix, "unix:%s", fixture.unix_sock);
   snprintf(config, sizeof config, "%s/remote-restart-%d.ini", TSTOR_TEST_BUILDDIR, (int)getpid());
   snprintf(log, sizeof log, "%s/remote-restart-%d.log", TSTOR_TEST_BUILDDIR, (int)getpid());
   FILE *f = fopen(config, "w");
@@ -542,7 +525,7 @@ START_TEST(a_restart_takes_the_same_addresses) {
     dup2(fd, 1);
     dup2(fd, 2);
     execl(REMOTE_TSTOR, "tstor", "serve", "--listen", listen_tcp, "--listen", listen_unix,
-          "--secret-file", secret_path, "--config", config, (char *)NULL);
+          "--secret-file", fixture.secret, "--config", config, (char *)NULL);
     _exit(127);
   }
   test_server again = {.pid = pid, .port = srv.port};
@@ -560,7 +543,7 @@ START_TEST(a_restart_takes_the_same_addresses) {
   ck_assert_int_eq(wire_auth(&w, SECRET, &m), 0);
   wire_close(&w);
   ck_assert_int_eq(server_stop(&again), 0);
-  ck_assert_int_ne(stat(unix_path, &st), 0); /* a clean stop removes its socket */
+  ck_assert_int_ne(stat(fixture.unix_sock, &st), 0); /* a clean stop removes its socket */
   unlink(config);
 }
 END_TEST
@@ -570,8 +553,8 @@ START_TEST(the_client_reaches_a_unix_socket) {
   test_server srv;
   start(&srv, "unix-client");
   char ini[1024], peers[160];
-  snprintf(peers, sizeof peers, "unix:%s", unix_path);
-  client_config(ini, sizeof ini, peers, secret_path, 5000, 0);
+  snprintf(peers, sizeof peers, "unix:%s", fixture.unix_sock);
+  client_config(ini, sizeof ini, peers, fixture.secret, 5000, 0);
   tstor_context *ctx;
   ck_tstor_ok(tstor_context_open_string(ini, "unix.ini", &ctx));
   tstor_device r1, cpu;

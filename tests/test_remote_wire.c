@@ -24,20 +24,16 @@
 
 #define SECRET "wire test secret, sixteen bytes or more"
 
-static char secret_path[256];
+static test_files fixture;
 
-static void setup(void) {
-  snprintf(secret_path, sizeof secret_path, "%s/remote-wire-secret-%d", TSTOR_TEST_BUILDDIR,
-           (int)getpid());
-  write_secret(secret_path, SECRET, 0600);
-}
+static void setup(void) { test_files_make(&fixture, "wire", SECRET); }
 
-static void teardown(void) { unlink(secret_path); }
+static void teardown(void) { test_files_remove(&fixture); }
 
 /* A server with cpu:0 and hpu:0 (staged), a 4 MiB cap per client. */
 static void start_cap4(test_server *srv, const char *tag) {
-  ck_assert_int_eq(server_start_with(srv, SERVER_CPU_HPU, secret_path, tag, "--max-client-mb", "4"),
-                   0);
+  ck_assert_int_eq(
+      server_start_with(srv, SERVER_CPU_HPU, fixture.secret, tag, "--max-client-mb", "4"), 0);
 }
 
 /* Sets the body length in a crafted header. */
@@ -542,7 +538,7 @@ START_TEST(shared_regions_are_each_clients_own) {
   unlink(sock);
   test_server srv;
   const char *extra[] = {"--listen", listen, "--max-client-mb", "8", NULL};
-  ck_assert_int_eq(server_start_argv(&srv, SERVER_CPU_HPU, secret_path, "region", extra), 0);
+  ck_assert_int_eq(server_start_argv(&srv, SERVER_CPU_HPU, fixture.secret, "region", extra), 0);
   wire a, b;
   tsr_msg m;
   uint8_t raw[TSR_MAX_MESSAGE];
@@ -758,7 +754,7 @@ static const char *liar_peer(const liar *l, char *buf, size_t size) {
 /* Opens a client context against the liar; returns what the open returned. */
 static int open_against(liar *l, tstor_context **ctx) {
   char ini[1024], peer[160];
-  client_config(ini, sizeof ini, liar_peer(l, peer, sizeof peer), secret_path, 1000, 0);
+  client_config(ini, sizeof ini, liar_peer(l, peer, sizeof peer), fixture.secret, 1000, 0);
   *ctx = NULL;
   return tstor_context_open_string(ini, "liar.ini", ctx);
 }
