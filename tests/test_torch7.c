@@ -88,6 +88,9 @@ static counts check_manifest(const char *dir, const char *resaved, int bytes) {
       ck_assert_msg(rc != 0, "%s: read, but Torch7 files like it are refused (%s)", file, result);
       ck_assert_ptr_null(ck);
       refusal_says(file, result + 8);
+      /* the format is told by its first bytes, and the Torch7 reader says why */
+      ck_tstor_err(tstor_checkpoint_load(ctx, path, NULL, &ck), rc);
+      refusal_says(file, result + 8);
       c.refused++;
       continue;
     }

@@ -36,16 +36,25 @@ static int safetensors(const uint8_t *p, size_t n) {
   return 0;
 }
 
-/* Torch7's torch.File opens with an object's type, 3 (a table) or 4 (a torch
- * class), and its reference index, 1: as two 4-byte ints of either byte
- * order in a binary file, as "3\n1\n" or "4\n1\n" in an ascii one. */
+/* The types a Torch7 file opens with that carry a reference index: a table
+ * (3), a torch class (4), a function (7, 8: refused by the reader, which says
+ * so, rather than here as "not a checkpoint"). */
+static int torch7_indexed(uint32_t type) {
+  return type == 3 || type == 4 || type == 7 || type == 8;
+}
+
+/* Torch7's torch.File opens with an object's type and its reference index,
+ * 1: as two 4-byte ints of either byte order in a binary file, as "3\n1\n"
+ * and the like in an ascii one. */
 static int torch7(const uint8_t *p, size_t n) {
-  if (n >= 4 && (p[0] == '3' || p[0] == '4') && p[1] == '\n' && p[2] == '1' && p[3] == '\n') return 1;
+  if (n >= 4 && p[0] >= '0' && torch7_indexed((uint32_t)(p[0] - '0')) && p[1] == '\n' &&
+      p[2] == '1' && p[3] == '\n')
+    return 1;
   if (n < 8) return 0;
   uint32_t le = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
   uint32_t be = (uint32_t)p[3] | (uint32_t)p[2] << 8 | (uint32_t)p[1] << 16 | (uint32_t)p[0] << 24;
   int le_one = p[4] == 1 && !p[5] && !p[6] && !p[7], be_one = !p[4] && !p[5] && !p[6] && p[7] == 1;
-  return ((le == 3 || le == 4) && le_one) || ((be == 3 || be == 4) && be_one);
+  return (torch7_indexed(le) && le_one) || (torch7_indexed(be) && be_one);
 }
 
 tstor_file_format tstor_file_format_detect(const void *head, size_t size) {

@@ -40,12 +40,11 @@ TORCH113 = os.environ.get("TSTOR_PYTHON", "/usr/bin/python3")
 # Read by the reference, refused by tstor by design (docs/formats.md): the
 # code, the words of the message, and why.
 BY_DESIGN = {
-    "torchfile-function.t7": ("TSTOR_EINVAL", "not a checkpoint tstor knows",
-                              "a Lua function (LuaJIT bytecode), which tstor never runs nor keeps; its tag "
-                              "is not one a checkpoint starts with"),
-    "torchfile-function_upvals.t7": ("TSTOR_EINVAL", "not a checkpoint tstor knows",
+    "torchfile-function.t7": ("TSTOR_EACCES", "a Lua function (LuaJIT bytecode) is refused",
+                              "a Lua function (LuaJIT bytecode), which tstor never runs nor keeps"),
+    "torchfile-function_upvals.t7": ("TSTOR_EACCES", "a Lua function (LuaJIT bytecode) is refused",
                                      "a Lua function with upvalues (LuaJIT bytecode), which tstor never runs "
-                                     "nor keeps; its tag is not one a checkpoint starts with"),
+                                     "nor keeps"),
     "torchfile-recursive_class.t7": ("TSTOR_EINVAL", "contains itself is refused",
                                      "an object that holds itself: a cycle, which no tree of values has"),
     "torchfile-recursive_kv_table.t7": ("TSTOR_EINVAL", "contains itself is refused",
