@@ -14,7 +14,7 @@
  * of each load is not timed. bench/many_tensors.py runs it on files of many
  * small tensors beside torch.load, safe_open and torchfile.
  *
- * ckpt_bench --fresh FILE VARIANT: one run of one side of the fresh-memory
+ * ckpt_bench --fresh FILE VARIANT [--cold]: one run of one side of the fresh-memory
  * bound (bench/ckpt_vs_torch.py --fresh runs them in rounds), and one line
  * "ms T minflt F majflt J thp_kib H": the time, the page faults
  * (getrusage) and the anonymous memory in transparent huge pages afterwards
@@ -26,7 +26,8 @@
  * thread allocating the records it reads. "malloc": malloc; "populate":
  * mmap with MAP_POPULATE; "huge": mmap aligned to 2 MiB with
  * madvise(MADV_HUGEPAGE); "huge-populate": the same, then
- * madvise(MADV_POPULATE_WRITE). ckpt_bench --threads prints that thread
+ * madvise(MADV_POPULATE_WRITE). --cold drops the file from the page cache
+ * (posix_fadvise) just before the timed part. ckpt_bench --threads prints that thread
  * count. */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -259,8 +260,20 @@ static long thp_kib(void) {
   return kib;
 }
 
-/* ckpt_bench --fresh FILE VARIANT */
-static int run_fresh(const char *path, const char *variant) {
+/* Drops path's pages from the page cache: 0, or 1 with a message. */
+static int evict_file(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) != 0) {
+    perror(path);
+    if (fd >= 0) close(fd);
+    return 1;
+  }
+  close(fd);
+  return 0;
+}
+
+/* ckpt_bench --fresh FILE VARIANT [--cold] */
+static int run_fresh(const char *path, const char *variant, int cold) {
   static const char *const kinds[] = {"malloc", "populate", "huge", "huge-populate"};
   int kind = -1;
   for (int i = 0; i < 4; i++)
@@ -277,6 +290,9 @@ static int run_fresh(const char *path, const char *variant) {
     perror(path);
     return 1;
   }
+  /* the mapped load above read the whole file into the page cache (the
+   * kernel reads around each fault): cold means dropped again here */
+  if (cold && evict_file(path)) return 1;
   tstor_checkpoint *ck = NULL;
   struct rusage r0, r1;
   getrusage(RUSAGE_SELF, &r0);
@@ -324,7 +340,7 @@ int main(int argc, char **argv) {
     fprintf(stderr,
             "usage: ckpt_bench FILE.pt FILE.safetensors [REPS] [--cold] [--variant N]\n"
             "       ckpt_bench --any FILE [REPS] [--mmap]\n"
-            "       ckpt_bench --fresh FILE load|malloc|populate|huge|huge-populate\n");
+            "       ckpt_bench --fresh FILE load|malloc|populate|huge|huge-populate [--cold]\n");
     return 2;
   }
   if (strcmp(argv[1], "--threads") == 0) {
@@ -333,10 +349,11 @@ int main(int argc, char **argv) {
   }
   if (strcmp(argv[1], "--fresh") == 0) {
     if (argc < 4) {
-      fprintf(stderr, "usage: ckpt_bench --fresh FILE load|malloc|populate|huge|huge-populate\n");
+      fprintf(stderr,
+              "usage: ckpt_bench --fresh FILE load|malloc|populate|huge|huge-populate [--cold]\n");
       return 2;
     }
-    return run_fresh(argv[2], argv[3]);
+    return run_fresh(argv[2], argv[3], argc > 4 && strcmp(argv[4], "--cold") == 0);
   }
   if (strcmp(argv[1], "--any") == 0) return run_any(argc, argv);
   int reps = argc > 3 ? atoi(argv[3]) : 5;

@@ -127,7 +127,8 @@ def fresh():
                                        capture_output=True)
                         r = {"ms": (time.perf_counter() - t0) * 1e3}
                     else:
-                        out = subprocess.run([bench, "--fresh", path, v], check=True, env=env,
+                        cold = ["--cold"] if temp == "cold" else []
+                        out = subprocess.run([bench, "--fresh", path, v] + cold, check=True, env=env,
                                              capture_output=True, text=True).stdout.split()
                         r = {out[i]: float(out[i + 1]) for i in range(0, len(out), 2)}
                     label = "dd of the file to /dev/null, 1 MiB blocks" if v is None else FRESH_LABEL[v]
