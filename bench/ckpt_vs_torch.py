@@ -54,6 +54,7 @@ ap.add_argument("--lock", default=None)
 a = ap.parse_args()
 
 d = a.dir or tempfile.mkdtemp(prefix="tstor-ckpt-bench-")
+os.makedirs(d, exist_ok=True)
 pt, st = os.path.join(d, "bench.pt"), os.path.join(d, "bench.safetensors")
 per = a.mib * 1024 * 1024 // 4 // a.tensors
 g = torch.Generator().manual_seed(0)
