@@ -121,7 +121,8 @@ def fresh():
                     elif name != "dd":
                         have = cached_bytes(path)
                         if 0 <= have < fsize:
-                            print("warning: %s only %d of %d bytes in the page cache" % (path, have, fsize))
+                            print("warning: %s only %d of %d bytes in the page cache before %s" % (
+                                path, have, fsize, name))
                     if v is None:
                         t0 = time.perf_counter()
                         subprocess.run(["dd", "if=" + path, "of=/dev/null", "bs=1M"], check=True,
