@@ -202,6 +202,34 @@ START_TEST(on_storage_bounds) {
 }
 END_TEST
 
+/* as_strided checks its layout against the storage as on_storage does, the
+ * offset's sign first (torch 2.x); on meta, as torch 2.x's meta kernel, it
+ * checks no bound, where on_storage still does. */
+START_TEST(as_strided_bounds) {
+  int64_t four[] = {4}, far[] = {3}, one[] = {1};
+  tstor_tensor *t, *v = (tstor_tensor *)1;
+  ck_tstor_ok(tstor_tensor_empty(ctx, cpu, TSTOR_FLOAT32, 1, four, &t));
+  ck_tstor_err(tstor_tensor_as_strided(t, 1, far, one, 2, &v), TSTOR_ERANGE);
+  ck_last_error_has("setStorage: sizes [3], strides [1], storage offset 2");
+  ck_assert_ptr_null(v);
+  ck_tstor_err(tstor_tensor_as_strided(t, 1, far, one, -1, &v), TSTOR_EINVAL);
+  ck_last_error_has("Tensor: invalid storage offset -1");
+  tstor_tensor_release(t);
+  ck_tstor_ok(tstor_tensor_empty(ctx, meta, TSTOR_FLOAT32, 1, four, &t));
+  ck_tstor_ok(tstor_tensor_as_strided(t, 1, far, one, 2, &v));
+  ck_assert_int_eq(tstor_tensor_storage_offset(v), 2);
+  ck_assert_ptr_eq(tstor_tensor_storage(v), tstor_tensor_storage(t));
+  tstor_tensor_release(v);
+  ck_tstor_err(tstor_tensor_as_strided(t, 1, far, one, -1, &v), TSTOR_EINVAL);
+  int64_t huge[] = {INT64_C(1) << 62};
+  ck_tstor_err(tstor_tensor_as_strided(t, 1, far, huge, 0, &v), TSTOR_EOVERFLOW);
+  ck_tstor_err(tstor_tensor_on_storage(tstor_tensor_storage(t), TSTOR_FLOAT32, 2, 1, far, one, &v),
+               TSTOR_ERANGE);
+  ck_assert_ptr_null(v);
+  tstor_tensor_release(t);
+}
+END_TEST
+
 START_TEST(layout_predicates) {
   tstor_storage *s;
   ck_tstor_ok(tstor_storage_new(ctx, cpu, 4096, &s));
@@ -488,7 +516,9 @@ START_TEST(views_refuse_int64_overflow) {
   ck_tstor_err(tstor_tensor_reshape(t, 2, row, &v), TSTOR_EOVERFLOW);
   ck_tstor_err(tstor_tensor_slice(t, 0, 2, 2, 1, &v), TSTOR_EOVERFLOW); /* offset 2^63 */
   ck_assert_ptr_null(v);
-  ck_tstor_err(tstor_tensor_unfold(t, 0, INT64_MIN, 1, &v), TSTOR_EOVERFLOW);
+  /* a negative window is a rule of torch 2.x's unfold, before any product */
+  ck_tstor_err(tstor_tensor_unfold(t, 0, INT64_MIN, 1, &v), TSTOR_EINVAL);
+  ck_last_error_has("size is -9223372036854775808 but must be >= 0");
   ck_assert_ptr_null(v);
   ck_tstor_ok(tstor_tensor_split(t, INT64_MAX, 0, &count, &list)); /* one piece of 2 */
   ck_assert_int_eq(count, 1);
@@ -722,6 +752,7 @@ Suite *tensor_suite(void) {
   tcase_add_test(tc, many_dims);
   tcase_add_test(tc, bad_sizes_and_overflow);
   tcase_add_test(tc, on_storage_bounds);
+  tcase_add_test(tc, as_strided_bounds);
   tcase_add_test(tc, layout_predicates);
   tcase_add_test(tc, copy_transposed_and_contiguous);
   tcase_add_test(tc, copy_broadcast_convert_devices);

@@ -281,7 +281,8 @@ int tstor__infer_size(int ndim, const int64_t *shape, int64_t numel, int64_t *re
       over |= __builtin_mul_overflow(newsize, shape[d], &newsize);
       zero |= shape[d] == 0;
     } else {
-      return tstor__err(TSTOR_EINVAL, "invalid shape dimension %" PRId64, shape[d]);
+      return tstor__err(TSTOR_EINVAL, "invalid shape dimension %" PRId64 " at index %d of shape %s",
+                        shape[d], d, tstor__dims_str(buf, sizeof buf, ndim, shape));
     }
     res[d] = shape[d];
   }

@@ -124,9 +124,12 @@ int tstor_tensor_empty(tstor_context *ctx, tstor_device dev, tstor_dtype dtype, 
 }
 
 /* The prologue looks like tensor_empty's: each message names its own entry
- * point, and the checks themselves are the shared tstor__tensor_check_*. */
-int tstor_tensor_on_storage(tstor_storage *s, tstor_dtype dtype, int64_t offset, int ndim,
-                            const int64_t *sizes, const int64_t *strides, tstor_tensor **out) {
+ * point, and the checks themselves are the shared tstor__tensor_check_*.
+ * `bounded`: the layout must lie inside s (every caller but as_strided on a
+ * device without data, which torch 2.x's meta kernel does not check). */
+int tstor__tensor_place(tstor_storage *s, tstor_dtype dtype, int64_t offset, int ndim,
+                        const int64_t *sizes, const int64_t *strides, int bounded,
+                        tstor_tensor **out) {
   if (out == NULL) return tstor__err(TSTOR_EINVAL, "tensor_on_storage: NULL out");
   *out = NULL;
   if (s == NULL) return tstor__err(TSTOR_EINVAL, "tensor_on_storage: NULL storage");
@@ -143,8 +146,10 @@ int tstor_tensor_on_storage(tstor_storage *s, tstor_dtype dtype, int64_t offset,
   } else if ((rc = tstor__check_strides(ndim, strides, "as_strided"))) {
     return rc;
   }
-  /* PyTorch's order: the bounds (checkInBoundsForStorage, with the offset as
-   * given), then the offset's sign. */
+  /* torch 2.x's order (setStrided): the offset's sign, then the bounds
+   * (checkInBoundsForStorage). */
+  if (offset < 0)
+    return tstor__err(TSTOR_EINVAL, "Tensor: invalid storage offset %" PRId64, offset);
   uint64_t need;
   if ((rc = tstor__compute_storage_nbytes(ndim, sizes, strides, d->element_size, 0, &need))) return rc;
   if (need != 0) {
@@ -152,7 +157,7 @@ int tstor_tensor_on_storage(tstor_storage *s, tstor_dtype dtype, int64_t offset,
     if (__builtin_mul_overflow(offset, (int64_t)d->element_size, &off_bytes) ||
         __builtin_add_overflow((int64_t)need, off_bytes, &total))
       return tstor__layout_overflowed(ndim, sizes, strides);
-    if (total > 0 && (uint64_t)total > tstor_storage_nbytes(s)) {
+    if (bounded && (uint64_t)total > tstor_storage_nbytes(s)) {
       char a[256], b[256];
       return tstor__err(TSTOR_ERANGE,
                         "setStorage: sizes %s, strides %s, storage offset %" PRId64
@@ -163,9 +168,12 @@ int tstor_tensor_on_storage(tstor_storage *s, tstor_dtype dtype, int64_t offset,
                         total, tstor_storage_nbytes(s));
     }
   }
-  if (offset < 0)
-    return tstor__err(TSTOR_EINVAL, "Tensor: invalid storage offset %" PRId64, offset);
   return tstor__tensor_make(s, dtype, offset, ndim, sizes, strides, out);
+}
+
+int tstor_tensor_on_storage(tstor_storage *s, tstor_dtype dtype, int64_t offset, int ndim,
+                            const int64_t *sizes, const int64_t *strides, tstor_tensor **out) {
+  return tstor__tensor_place(s, dtype, offset, ndim, sizes, strides, 1, out);
 }
 
 tstor_tensor *tstor_tensor_retain(tstor_tensor *t) {

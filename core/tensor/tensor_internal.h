@@ -29,6 +29,12 @@ struct tstor_tensor {
  * caller has checked it. strides NULL means contiguous. */
 int tstor__tensor_make(tstor_storage *s, tstor_dtype dtype, int64_t offset, int ndim,
                        const int64_t *sizes, const int64_t *strides, tstor_tensor **out);
+/* tstor_tensor_on_storage, checked; bounded 0 skips only the check that the
+ * layout lies inside s (as_strided on a device without data, as torch 2.x's
+ * meta kernel). */
+int tstor__tensor_place(tstor_storage *s, tstor_dtype dtype, int64_t offset, int ndim,
+                        const int64_t *sizes, const int64_t *strides, int bounded,
+                        tstor_tensor **out);
 /* As tstor__tensor_make at offset 0 on a new storage of exactly the bytes the
  * layout needs, made on dev. */
 int tstor__tensor_make_on_new(tstor_context *ctx, tstor_device dev, size_t nbytes,

@@ -43,7 +43,10 @@ int tstor_tensor_as_strided(const tstor_tensor *t, int ndim, const int64_t *size
   int rc = check(t, out, "tensor_as_strided");
   if (rc) return rc;
   if ((rc = tstor__tensor_check_ndim(ndim, strides, "as_strided"))) return rc;
-  return tstor_tensor_on_storage(t->storage, t->dtype, offset, ndim, sizes, strides, out);
+  /* torch 2.x's meta kernel (as_strided_tensorimpl_meta) leaves out the
+   * check against the storage's size; so does a device without data here. */
+  return tstor__tensor_place(t->storage, t->dtype, offset, ndim, sizes, strides,
+                             tstor__tensor_has_data(t), out);
 }
 
 /* -------------------------------------------------------- view and reshape */
@@ -112,19 +115,18 @@ int tstor_tensor_narrow(const tstor_tensor *t, int64_t dim, int64_t start, int64
   if (rc) return rc;
   if (t->ndim == 0)
     return tstor__err(TSTOR_EINVAL, "narrow() cannot be applied to a 0-dim tensor.");
+  /* torch 2.x's narrow_symint: the length's sign before the dimension, the
+   * start within [-n, n] before it wraps once */
+  if (length < 0) return tstor__err(TSTOR_EINVAL, "narrow(): length must be non-negative.");
   if ((rc = tstor__wrap_dim(dim, t->ndim, 1, &d))) return rc;
   int64_t n = t->sizes[d];
-  if (start != n) {
-    /* maybe_wrap_dim(start, size) */
-    int64_t m = n > 0 ? n : 1;
-    if (start < -m || start > m - 1)
-      return tstor__err(TSTOR_ERANGE,
-                        "Dimension out of range (expected to be in range of [%" PRId64 ", %" PRId64
-                        "], but got %" PRId64 ")",
-                        -m, m - 1, start);
-    if (start < 0) start += m;
-  }
-  if (length < 0 || start > n - length)
+  if (start < -n || start > n)
+    return tstor__err(TSTOR_ERANGE,
+                      "start out of range (expected to be in range of [%" PRId64 ", %" PRId64
+                      "], but got %" PRId64 ")",
+                      -n, n, start);
+  if (start < 0) start += n;
+  if (start > n - length)
     return tstor__err(TSTOR_ERANGE,
                       "start (%" PRId64 ") + length (%" PRId64 ") exceeds dimension size (%" PRId64
                       ").",
@@ -402,8 +404,10 @@ int tstor_tensor_unflatten(const tstor_tensor *t, int64_t dim, int nsizes, const
   int rc = check(t, out, "tensor_unflatten"), d;
   if (rc) return rc;
   if ((rc = tstor__wrap_dim(dim, t->ndim, 1, &d))) return rc;
-  if (t->ndim == 0)
-    return tstor__err(TSTOR_ERANGE, "Dimension specified as 0 but tensor has no dimensions");
+  if (t->ndim == 0) /* torch 2.x wraps the IndexError of 1.13 in these words */
+    return tstor__err(TSTOR_ERANGE,
+                      "unflatten got an unexpected error: Dimension specified as 0 "
+                      "but tensor has no dimensions");
   if (nsizes == 0) return tstor__err(TSTOR_EINVAL, "unflatten: sizes must be non-empty");
   if ((rc = tstor__tensor_check_ndim(nsizes, sizes, "tensor_unflatten"))) return rc;
   if (t->ndim - 1 + nsizes > TSTOR_TENSOR_MAX_DIM)
@@ -444,6 +448,7 @@ int tstor_tensor_unfold(const tstor_tensor *t, int64_t dim, int64_t size, int64_
     return tstor__err(TSTOR_EINVAL,
                       "maximum size for tensor at dimension %d is %" PRId64 " but size is %" PRId64,
                       d, max_size, size);
+  if (size < 0) return tstor__err(TSTOR_EINVAL, "size is %" PRId64 " but must be >= 0", size);
   if (step <= 0) return tstor__err(TSTOR_EINVAL, "step is %" PRId64 " but must be > 0", step);
   int64_t sz[MAXD + 1], st[MAXD + 1];
   for (int i = 0; i < t->ndim; i++) {
@@ -458,13 +463,6 @@ int tstor_tensor_unfold(const tstor_tensor *t, int64_t dim, int64_t size, int64_
   }
   sz[t->ndim] = size;
   st[t->ndim] = t->ndim == 0 ? 1 : t->strides[d];
-  if (size < 0) {
-    char a[512], b[512];
-    return tstor__err(TSTOR_EOVERFLOW,
-                      "Storage size calculation overflowed with sizes=%s and strides=%s",
-                      tstor__dims_str(a, sizeof a, t->ndim + 1, sz),
-                      tstor__dims_str(b, sizeof b, t->ndim + 1, st));
-  }
   return restride(t, t->offset, t->ndim + 1, sz, st, out);
 }
 

@@ -1,20 +1,27 @@
 #!/usr/bin/python3
 """Generates tensor_chains.txt: random chains of views on meta tensors, as
-PyTorch computes them, for tests/test_tensor_vectors.c.
+PyTorch computes them, and tensor_chains_torch2.txt, the same chains as torch
+2.x walks them, for tests/test_tensor_vectors.c.
 
 Run with Debian's /usr/bin/python3 and its python3-torch (PyTorch 1.13):
 
     /usr/bin/python3 tests/vectors/gen_chains.py tests/vectors
 
 and, for a longer run with another seed (the test reads the file that
-TSTOR_CHAINS_FILE names instead of the committed one), until it exits 0:
+TSTOR_CHAINS_FILE names instead of the committed one; tstor follows torch 2.x,
+so the run is torch 2.x's), until it exits 0:
 
-    until /usr/bin/python3 tests/vectors/gen_chains.py OUTDIR SEED COUNT; do :; done
+    until ~/.cache/tstor/pyref/bin/python tests/vectors/gen_chains.py OUTDIR SEED COUNT; do :; done
 
 and, to walk the chains of a tensor_chains.txt again step by step with another
-PyTorch (compare-torch2.sh), whatever random numbers it would draw:
+PyTorch, whatever random numbers it would draw:
 
     ~/.cache/tstor/pyref/bin/python tests/vectors/gen_chains.py OUTDIR --replay FILE
+
+Under torch 2.x it writes tensor_chains_torch2.txt, the file the test reads:
+the chains of the committed tensor_chains.txt (1.13's record) replayed, FILE
+when given; with TSTOR_GEN_ALL_VERSIONS=1 it writes tensor_chains.txt instead
+(compare-torch2.sh compares that with 1.13's).
 
 Each line is "BASE ; STEP ; STEP ... ; RESULT". BASE is "DTYPE OFFSET SIZES
 STRIDES", a meta tensor as_strided() on a storage of just enough elements;
@@ -701,10 +708,17 @@ def replayed(path):
 
 def main():
     outdir = sys.argv[1] if len(sys.argv) > 1 else "."
-    if len(sys.argv) == 4 and sys.argv[2] == "--replay":
-        lines = found(replayed(sys.argv[3]))
-        with open(outdir + "/tensor_chains.txt", "w") as fh:
-            fh.write("# tensor_chains.txt: PyTorch %s; the chains of %s\n" % (torch.__version__, sys.argv[3]))
+    # torch 2.x writes tensor_chains_torch2.txt: the chains of the committed
+    # tensor_chains.txt, replayed (TSTOR_GEN_ALL_VERSIONS=1: tensor_chains.txt
+    # again, for compare-torch2.sh)
+    torch2 = int(torch.__version__.split(".")[0]) >= 2 and not os.environ.get("TSTOR_GEN_ALL_VERSIONS")
+    if (len(sys.argv) == 4 and sys.argv[2] == "--replay") or (torch2 and len(sys.argv) <= 2):
+        source = sys.argv[3] if len(sys.argv) == 4 else os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                     "tensor_chains.txt")
+        lines = found(replayed(source))
+        name = "tensor_chains_torch2.txt" if torch2 else "tensor_chains.txt"
+        with open(outdir + "/" + name, "w") as fh:
+            fh.write("# %s: PyTorch %s; the chains of %s\n" % (name, torch.__version__, os.path.basename(source)))
             for line in lines:
                 fh.write(line + "\n")
         return

@@ -5,7 +5,8 @@ Run with Debian's /usr/bin/python3 and its python3-torch (PyTorch 1.13, CPU):
 
     /usr/bin/python3 tests/vectors/gen_tensors.py tests/vectors
 
-and with torch 2.x for the dtypes 1.13 lacks (see "PyTorch 2.x's dtypes"):
+and with torch 2.x for its answers to the views and the dtypes 1.13 lacks
+(see "PyTorch 2.x's dtypes"):
 
     ~/.cache/tstor/pyref/bin/python tests/vectors/gen_tensors.py tests/vectors
 
@@ -531,8 +532,11 @@ def prints():
 # --------------------------------------------------- PyTorch 2.x's dtypes
 #
 # Run with torch 2.x (tests/pyref/install.sh's environment), the script writes
-# the cases of the dtypes PyTorch 1.13 lacks instead, in the same forms:
+# torch 2.x's answers instead, in the same forms:
 #
+# tensor_views_torch2.txt -- the cases of tensor_views.txt, every one, as
+#     torch 2.x answers them (tstor follows 2.x; tensor_views.txt stays
+#     1.13's record, and compare-torch2.sh counts where the two differ).
 # tensor_print_torch2.txt -- str() of uint16, uint32, uint64, float8_e8m0fnu,
 #     float4_e2m1fn_x2 and bits tensors; "error MESSAGE" in place of the lines
 #     where PyTorch refuses to print (a 0-dim float4_e2m1fn_x2, any bits
@@ -671,7 +675,13 @@ def main():
     # TSTOR_GEN_ALL_VERSIONS=1: the files of every version, under torch 2.x
     # too, for compare-torch2.sh
     if int(torch.__version__.split(".")[0]) >= 2 and not os.environ.get("TSTOR_GEN_ALL_VERSIONS"):
-        files = [("tensor_print_torch2.txt", prints2()), ("tensor_copies_torch2.txt", copies2())]
+        # the cases of tensor_views.txt (drawn from the same seed), answered
+        # by torch 2.x; the random sequence then goes on as if not drawn
+        state = rng.getstate()
+        views2 = views()
+        rng.setstate(state)
+        files = [("tensor_views_torch2.txt", views2), ("tensor_print_torch2.txt", prints2()),
+                 ("tensor_copies_torch2.txt", copies2())]
     else:
         files = [("tensor_views.txt", views()), ("tensor_copies.txt", copies()),
                  ("tensor_print.txt", prints())]

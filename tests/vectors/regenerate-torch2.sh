@@ -17,6 +17,7 @@ compare() {
   esac
 }
 compare gen_vectors.py print_torch2.txt conversions_torch2.bin refusals_torch2.txt
-compare gen_tensors.py tensor_print_torch2.txt tensor_copies_torch2.txt
+compare gen_tensors.py tensor_views_torch2.txt tensor_print_torch2.txt tensor_copies_torch2.txt
+compare gen_chains.py tensor_chains_torch2.txt
 compare gen_shapes.py shapes_torch2.txt
 exit $status

@@ -80,7 +80,8 @@ TSTOR_EXTERN int tstor_tensor_from_array(tstor_context *ctx, tstor_device dev, t
 /* A tensor on an existing storage (PyTorch's set_(storage, offset, sizes,
  * strides)): offset, sizes and strides in elements; strides NULL means
  * contiguous. The tensor holds a new reference on s; s stays the caller's.
- * Refused with TSTOR_ERANGE when the layout reaches past the storage and with
+ * Refused with TSTOR_EINVAL for a negative offset, then (torch 2.x's order)
+ * with TSTOR_ERANGE when the layout reaches past the storage and with
  * TSTOR_EOVERFLOW when its byte count overflows, with a message naming the
  * sizes and strides. A layout with a zero-size dimension fits any storage.
  * *out is a new reference. */
@@ -145,7 +146,9 @@ TSTOR_EXTERN int tstor_tensor_is_channels_last(const tstor_tensor *t);
  * be made. */
 
 /* PyTorch's as_strided: t's storage and dtype with another layout, checked as
- * tstor_tensor_on_storage checks it. */
+ * tstor_tensor_on_storage checks it, except on a device without data (meta),
+ * where torch 2.x checks no bound: the layout may reach past the storage
+ * there, as long as its byte count fits in int64. */
 TSTOR_EXTERN int tstor_tensor_as_strided(const tstor_tensor *t, int ndim, const int64_t *sizes,
                                          const int64_t *strides, int64_t offset,
                                          tstor_tensor **out);
@@ -161,7 +164,7 @@ TSTOR_EXTERN int tstor_tensor_reshape(const tstor_tensor *t, int ndim, const int
                                       tstor_tensor **out);
 
 /* narrow(dim, start, length): elements [start, start + length) of dim; start
- * may be negative (wraps) or equal to the size. */
+ * in [-size, size] (a negative one wraps once), length >= 0, as torch 2.x. */
 TSTOR_EXTERN int tstor_tensor_narrow(const tstor_tensor *t, int64_t dim, int64_t start,
                                      int64_t length, tstor_tensor **out);
 /* select(dim, index): drops dim, keeping element `index` (negative wraps). */
