@@ -1,6 +1,6 @@
 /* Helpers for the typed-storage suites: the conversion vectors generated with
- * PyTorch (tests/vectors/gen_vectors.py: conversions.bin by torch 1.13,
- * conversions_torch2.bin by torch 2.x for the dtypes 1.13 lacks) and a
+ * PyTorch (tests/vectors/gen_vectors.py: conversions_torch2.bin by torch 2.x,
+ * every pair; conversions.bin, torch 1.13's, is kept as the record) and a
  * cpu/meta context. */
 #ifndef TSTOR_TYPEDTEST_H
 #define TSTOR_TYPEDTEST_H

@@ -120,10 +120,11 @@ struct t_bool {
   typedef uint8_t st;
   static HD int64_t load(lt x) { return x != 0; }
   static HD int64_t im(lt) { return 0; }
-  static HD st store(int64_t v, int64_t) { return v != 0; }
-  static HD st store(uint64_t v, uint64_t) { return v != 0; }
-  static HD st store(float v, float) { return v != 0; }
-  static HD st store(double v, double) { return v != 0; }
+  /* a complex element is true when either part is nonzero (torch 2.x) */
+  static HD st store(int64_t v, int64_t im) { return v != 0 || im != 0; }
+  static HD st store(uint64_t v, uint64_t im) { return v != 0 || im != 0; }
+  static HD st store(float v, float im) { return v != 0 || im != 0; }
+  static HD st store(double v, double im) { return v != 0 || im != 0; }
 };
 
 /* The float32-based formats: everything reaches them as a float32. */
@@ -286,8 +287,9 @@ struct convert_elem<S, t_u32> {
   }
 };
 
-/* The NaN bfloat16 gets: 0x7fc0 from float16, the complex dtypes and e8m0
- * (PyTorch's scalar loops), all ones from the rest (its vectorised loops). */
+/* The NaN bfloat16 gets: 0x7fc0 from float16, the complex dtypes and the
+ * float8s, e8m0 included (PyTorch's scalar loops), all ones from the rest
+ * (its vectorised loops). */
 template <class S>
 struct bf16_nan {
   static constexpr uint16_t value = TSTOR_BF16_NAN_VECTOR;
@@ -310,6 +312,22 @@ struct bf16_nan<t_c128> {
 };
 template <>
 struct bf16_nan<t_e8m0> {
+  static constexpr uint16_t value = TSTOR_BF16_NAN_SCALAR;
+};
+template <>
+struct bf16_nan<t_e5m2> {
+  static constexpr uint16_t value = TSTOR_BF16_NAN_SCALAR;
+};
+template <>
+struct bf16_nan<t_e4m3fn> {
+  static constexpr uint16_t value = TSTOR_BF16_NAN_SCALAR;
+};
+template <>
+struct bf16_nan<t_e5m2fnuz> {
+  static constexpr uint16_t value = TSTOR_BF16_NAN_SCALAR;
+};
+template <>
+struct bf16_nan<t_e4m3fnuz> {
   static constexpr uint16_t value = TSTOR_BF16_NAN_SCALAR;
 };
 

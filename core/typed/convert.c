@@ -6,7 +6,8 @@
  *   - float16, bfloat16 and the float8 formats hold a float32 value: they are
  *     read as float32 and written from float32, so float64 and int64 values
  *     are rounded to float32 first (two roundings, as in PyTorch).
- *   - complex sources give their real part to real destinations.
+ *   - complex sources give their real part to real destinations but bool,
+ *     which is true when either part is nonzero.
  *   - float-to-integer casts that C leaves undefined are done the way x86's
  *     cvtt* instructions do them (see typed.h), written out so that the result
  *     is the same on every machine and sanitizers see no undefined behaviour.
@@ -172,7 +173,7 @@ VIA_F32(e8m0, uint8_t, tstor_f32_to_e8m0)
 
 /* What PyTorch's loops do differently by source dtype, one row each:
  *   - the NaN a bfloat16 gets: all ones from its vectorised loops (VECTOR),
- *     0x7fc0 from its scalar ones (SCALAR: float16, complex, e8m0);
+ *     0x7fc0 from its scalar ones (SCALAR: float16, complex, the float8s);
  *   - a NaN into an integer dtype: the cast's value (KEEP), or 0 from the
  *     formats whose one NaN code PyTorch's compiler folds (FNUZ, E8M0);
  *   - a float into uint32: the vector loops' cast (V, tstor_f32_to_u32) or
@@ -194,10 +195,10 @@ VIA_F32(e8m0, uint8_t, tstor_f32_to_e8m0)
 #define RULES_c32 SCALAR, KEEP, S
 #define RULES_c64 SCALAR, KEEP, V
 #define RULES_c128 SCALAR, KEEP, V
-#define RULES_e5m2 VECTOR, KEEP, S
-#define RULES_e4m3fn VECTOR, KEEP, S
-#define RULES_e5m2fnuz VECTOR, FNUZ, S
-#define RULES_e4m3fnuz VECTOR, FNUZ, S
+#define RULES_e5m2 SCALAR, KEEP, S
+#define RULES_e4m3fn SCALAR, KEEP, S
+#define RULES_e5m2fnuz SCALAR, FNUZ, S
+#define RULES_e4m3fnuz SCALAR, FNUZ, S
 #define RULES_e8m0 SCALAR, E8M0, S
 #define FIRST(...) FIRST_(__VA_ARGS__)
 #define FIRST_(a, ...) a
@@ -215,7 +216,11 @@ VIA_F32(e8m0, uint8_t, tstor_f32_to_e8m0)
 #define NAN_FNUZ(r, x) ((x) == 0x80 ? 0 : (r))
 #define NAN_E8M0(r, x) ((x) == 0xff ? 0 : (r))
 
-#define STORE_bool(S, re, im, x) STORE_BY(re, bool_i, bool_u, bool_f, bool_d)
+/* A complex element is true when either part is nonzero (torch 2.x; 1.13
+ * looked at the real part only); a real one's imaginary part is a constant 0. */
+#define STORE_bool(S, re, im, x)                            \
+  ((uint8_t)(STORE_BY(re, bool_i, bool_u, bool_f, bool_d) | \
+             STORE_BY(im, bool_i, bool_u, bool_f, bool_d)))
 #define STORE_u8(S, re, im, x) INT_OUT(S, STORE_BY(re, u8_i, u8_u, u8_f, u8_d), x)
 #define STORE_i8(S, re, im, x) INT_OUT(S, STORE_BY(re, i8_i, i8_u, i8_f, i8_d), x)
 #define STORE_i16(S, re, im, x) INT_OUT(S, STORE_BY(re, i16_i, i16_u, i16_f, i16_d), x)
@@ -398,19 +403,10 @@ AVX2 static size_t hot_f64_f32(void *dst, const void *src, size_t n, int nt) {
   return i;
 }
 
-/* Eight floats s[0..7] as float16. The instruction keeps a NaN's payload
- * where PyTorch writes 0x7e00: a group of eight holding a NaN is redone by
- * the C code. */
+/* Eight floats s[0..7] as float16; the instruction keeps a NaN's payload as
+ * tstor_f32_to_f16 (and torch 2.x) do. */
 AVX2 static inline __m128i f16_of8(const float *s) {
-  __m256 x = _mm256_loadu_ps(s);
-  __m128i h = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
-  if (!_mm256_testz_ps(nan, nan)) {
-    uint16_t fixed[8];
-    for (size_t k = 0; k < 8; k++) fixed[k] = tstor_f32_to_f16(s[k]);
-    h = _mm_loadu_si128((const __m128i *)(const void *)fixed);
-  }
-  return h;
+  return _mm256_cvtps_ph(_mm256_loadu_ps(s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
 
 /* 16 elements a step, so that each store is 32 bytes: with streaming stores,

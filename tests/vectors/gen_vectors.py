@@ -5,11 +5,13 @@ Run with Debian's /usr/bin/python3 and its python3-torch (PyTorch 1.13, CPU):
 
     /usr/bin/python3 tests/vectors/gen_vectors.py tests/vectors
 
-and with torch 2.x for the dtypes 1.13 lacks (main_torch2 below):
+and with torch 2.x for its answers, every dtype it has (main_torch2 below):
 
     ~/.cache/tstor/pyref/bin/python tests/vectors/gen_vectors.py tests/vectors
 
-It writes two files, both committed, that the tests read:
+It writes two files, both committed; the tests read print.txt, and
+conversions.bin is PyTorch 1.13's record (the tests read torch 2.x's
+conversions_torch2.bin, below):
 
 conversions.bin -- what PyTorch's CPU tensor.to(dtype) gives for special and
     random values of every source dtype, into every dtype. Little-endian:
@@ -430,10 +432,13 @@ def main():
 # writes the cases of the dtypes PyTorch 1.13 lacks, every one made by torch
 # itself, beside the files above:
 #
-# conversions_torch2.bin -- conversions.bin's format: each new dtype that
-#     converts (uint16, uint32, uint64, float8_e8m0fnu) into every dtype that
-#     converts, and every other such dtype (the float8s included) into each
-#     new one. Each result is what PyTorch's loops give inside a buffer: the
+# conversions_torch2.bin -- conversions.bin's format: every dtype that
+#     converts (1.13's, the float8s, uint16, uint32, uint64, float8_e8m0fnu)
+#     into every one, the file tstor's conversions are tested against
+#     (conversions.bin stays as 1.13's record). The sources of 1.13's dtypes
+#     are conversions.bin's kinds of values, floats led by the edges of the
+#     new dtypes; a float8 source is every code. Each result is what
+#     PyTorch's loops give inside a buffer: the
 #     middle copy of the source repeated three times, checked against a
 #     repetition of four (the last few elements of a buffer go through a
 #     scalar loop that gives other results for some out-of-range values, and
@@ -545,8 +550,6 @@ def main_torch2():
         src = sources[code]
         dsts = []
         for dcode in sorted(dts):
-            if code not in NEW and dcode not in NEW:
-                continue
             out, tail = convert2(src, dts[dcode])
             if tail:
                 tails[(code, dcode)] = tail

@@ -36,9 +36,9 @@
 #define TSTOR_CODEC_FN static inline
 #endif
 
-/* The NaN bfloat16 gets from float32, float64, the integers and the float8s
- * (PyTorch's vectorised CPU loops) and from float16 and complex (its scalar
- * loops): the second argument of tstor_f32_to_bf16. */
+/* The NaN bfloat16 gets from float32 and float64 (PyTorch's vectorised CPU
+ * loops) and from float16, complex and the float8s (its scalar loops): the
+ * second argument of tstor_f32_to_bf16. */
 #define TSTOR_BF16_NAN_VECTOR ((uint16_t)0xffffu)
 #define TSTOR_BF16_NAN_SCALAR ((uint16_t)0x7fc0u)
 
@@ -90,8 +90,10 @@ TSTOR_CODEC_FN float tstor_f16_to_f32(uint16_t h) {
   return tstor__codec_u2f(sign | r);
 }
 
-/* Round to nearest even; 65520 and up become infinity, NaN the canonical
- * 0x7e00 with its sign. */
+/* Round to nearest even; 65520 and up become infinity. A NaN stays a NaN
+ * with its sign and the top ten bits of its payload, made quiet, as x86's
+ * vcvtps2ph and so torch 2.x give it (0x7fa00000 becomes 0x7f00; PyTorch
+ * 1.13 wrote 0x7e00). */
 TSTOR_CODEC_FN uint16_t tstor_f32_to_f16(float f) {
   uint32_t x = tstor__codec_f2u(f);
   uint32_t sign = (x >> 16) & 0x8000u;
@@ -104,7 +106,7 @@ TSTOR_CODEC_FN uint16_t tstor_f32_to_f16(float f) {
   uint32_t sub = tstor__codec_f2u(tstor__codec_add_rn(tstor__codec_u2f(a), 0.5f)) - 0x3f000000u;
   uint32_t r = a < 0x38800000u ? sub : normal;
   r = a >= 0x477ff000u ? 0x7c00u : r;
-  r = a > 0x7f800000u ? 0x7e00u : r;
+  r = a > 0x7f800000u ? 0x7e00u | ((a >> 13) & 0x3ffu) : r;
   return (uint16_t)(sign | r);
 }
 

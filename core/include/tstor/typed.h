@@ -194,10 +194,13 @@ TSTOR_EXTERN int tstor_dtype_can_convert(tstor_dtype dst_dtype, tstor_dtype src_
  *   - float to float16/bfloat16/float8 rounds to nearest, ties to even, with
  *     subnormals, infinities and signed zeros kept. float64 to float16,
  *     bfloat16 or a float8 goes through float32, rounding twice, as PyTorch does.
- *     NaN becomes 0x7E00 (float16, sign kept); in bfloat16 0xFFFF from float32,
- *     float64 and the float8s (PyTorch's vectorised loops) and 0x7FC0 from
- *     float16 and complex (its scalar ones; PyTorch 1.13 itself writes 0x7FC0
- *     for the last elements of a float64 buffer, which tstor does not copy);
+ *     NaN in float16 keeps its sign and the top ten bits of its float32
+ *     payload, made quiet (0x7FA00000 becomes 0x7F00, as x86's conversion
+ *     instruction and torch 2.x give it; PyTorch 1.13 wrote 0x7E00); in
+ *     bfloat16 0xFFFF from float32 and float64 (PyTorch's vectorised loops)
+ *     and 0x7FC0 from float16, complex and the float8s (its scalar ones;
+ *     PyTorch 1.13 itself writes 0x7FC0 for the last elements of a float64
+ *     buffer, which tstor does not copy);
  *     0x7F with the sign in e4m3fn and e5m2, 0x80 in the fnuz formats, 0xFF
  *     in e8m0.
  *     float8_e4m3fn saturates: values past its range, infinities included,
@@ -213,9 +216,9 @@ TSTOR_EXTERN int tstor_dtype_can_convert(tstor_dtype dst_dtype, tstor_dtype src_
  *     payload (fnuz NaN is float32 0x7F800001, e4m3fn 0x7FF00000, as PyTorch
  *     2.x's c10 decodes them), bfloat16 NaNs unchanged.
  *   - complex to real keeps the real part (complex32 to float16 copies its
- *     bits); real to complex has a +0 imaginary part; complex to bool, like
- *     every complex to real conversion, looks at the real part only (PyTorch
- *     1.13: 1j becomes false).
+ *     bits); real to complex has a +0 imaginary part; complex to bool is true
+ *     when either part is nonzero (torch 2.x: 1j becomes true; PyTorch 1.13
+ *     looked at the real part only).
  *   - to bool: nonzero (NaN included) is true.
  *   - integer to narrower integer wraps (keeps the low bits), and so do
  *     negative values into the unsigned types; uint64 past INT64_MAX to a
