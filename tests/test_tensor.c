@@ -449,6 +449,11 @@ START_TEST(views_refuse_bad_input) {
   ck_assert_ptr_null(list);
   ck_assert_int_eq(count, 0);
   ck_tstor_err(tstor_tensor_split_sizes(t, 2, NULL, 0, &count, &list), TSTOR_EINVAL);
+  int64_t parts[] = {3, -1}; /* the whole list in the words, as PyTorch */
+  ck_tstor_err(tstor_tensor_split_sizes(t, 2, parts, 0, &count, &list), TSTOR_EINVAL);
+  ck_last_error_has(
+      "split_with_sizes expects split_sizes have only non-negative entries, but got "
+      "split_sizes=[3, -1]");
   ck_tstor_err(tstor_tensor_transpose(t, INT32_MIN, 0, &v), TSTOR_ERANGE);
   ck_tstor_err(tstor_tensor_select(t, INT32_MAX, 0, &v), TSTOR_ERANGE);
   ck_tstor_err(tstor_tensor_select(t, 0, INT64_MIN, &v), TSTOR_ERANGE);

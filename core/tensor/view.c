@@ -577,11 +577,13 @@ int tstor_tensor_split_sizes(const tstor_tensor *t, int n, const int64_t *sizes,
     return tstor__err(TSTOR_EINVAL, "tensor_split_sizes: NULL sizes");
   int64_t total = 0;
   for (int i = 0; i < n; i++) {
-    if (sizes[i] < 0)
+    if (sizes[i] < 0) {
+      char buf[512];
       return tstor__err(TSTOR_EINVAL,
                         "split_with_sizes expects split_sizes have only non-negative entries, but "
-                        "got split_sizes=%" PRId64,
-                        sizes[i]);
+                        "got split_sizes=%s",
+                        tstor__dims_str(buf, sizeof buf, n, sizes));
+    }
     if (__builtin_add_overflow(total, sizes[i], &total)) total = -1;
   }
   if (total != t->sizes[d]) {
