@@ -509,22 +509,43 @@ void tstor_tensor_list_free(tstor_tensor **list, int count) {
   tstor__free(list);
 }
 
-static int split_sizes(const tstor_tensor *t, int d, int n, const int64_t *lens, int *count,
-                       tstor_tensor ***out) {
+/* ATen's split_with_sizes along dim (d wrapped): each piece a slice
+ * (clamped to the dimension), a negative size refused when the loop reaches
+ * it, and the sum checked last, so that a piece whose offset overflows is
+ * refused first, as torch 2.x refuses it. Past a sum that overflows, whose
+ * pieces PyTorch clamps to nothing, only the signs are checked. */
+static int split_sizes(const tstor_tensor *t, int64_t dim, int d, int n, const int64_t *lens,
+                       int *count, tstor_tensor ***out) {
   tstor_tensor **list = tstor__calloc((size_t)(n ? n : 1), sizeof *list);
   if (list == NULL) return tstor__err(TSTOR_ENOMEM, "no memory for %d tensors", n);
-  int64_t start = 0;
+  char buf[512];
+  int64_t start = 0, end;
+  int rc = 0, wrapped = 0;
   for (int i = 0; i < n; i++) {
-    int rc = tstor_tensor_narrow(t, d, start, lens[i], &list[i]);
-    if (rc) {
-      tstor_tensor_list_free(list, i);
-      return rc;
+    if (lens[i] < 0) {
+      rc = tstor__err(TSTOR_EINVAL,
+                      "split_with_sizes expects split_sizes have only non-negative entries, but "
+                      "got split_sizes=%s",
+                      tstor__dims_str(buf, sizeof buf, n, lens));
+      goto fail;
     }
-    start += lens[i];
+    if (wrapped || (wrapped = __builtin_add_overflow(start, lens[i], &end))) continue;
+    if ((rc = tstor_tensor_slice(t, d, start, end, 1, &list[i]))) goto fail;
+    start = end;
+  }
+  if (wrapped || start != t->sizes[d]) {
+    rc = tstor__err(TSTOR_ESIZE,
+                    "split_with_sizes expects split_sizes to sum exactly to %" PRId64
+                    " (input tensor's size at dimension %" PRId64 "), but got split_sizes=%s",
+                    t->sizes[d], dim, tstor__dims_str(buf, sizeof buf, n, lens));
+    goto fail;
   }
   *count = n;
   *out = list;
   return 0;
+fail:
+  tstor_tensor_list_free(list, n);
+  return rc;
 }
 
 static int split_check(const tstor_tensor *t, int *count, tstor_tensor ***out, const char *what) {
@@ -560,7 +581,7 @@ int tstor_tensor_split(const tstor_tensor *t, int64_t split_size, int64_t dim, i
   if (lens == NULL) return tstor__err(TSTOR_ENOMEM, "no memory for %" PRId64 " pieces", num);
   for (int64_t i = 0; i < num; i++) lens[i] = split_size;
   lens[num - 1] = n - split_size * (num - 1); /* the product is below n */
-  rc = split_sizes(t, d, (int)num, lens, count, out);
+  rc = split_sizes(t, dim, d, (int)num, lens, count, out);
   tstor__free(lens);
   return rc;
 }
@@ -575,25 +596,7 @@ int tstor_tensor_split_sizes(const tstor_tensor *t, int n, const int64_t *sizes,
   if ((rc = tstor__wrap_dim(dim, t->ndim, 1, &d))) return rc;
   if (n < 0 || (n > 0 && sizes == NULL))
     return tstor__err(TSTOR_EINVAL, "tensor_split_sizes: NULL sizes");
-  int64_t total = 0;
-  for (int i = 0; i < n; i++) {
-    if (sizes[i] < 0) {
-      char buf[512];
-      return tstor__err(TSTOR_EINVAL,
-                        "split_with_sizes expects split_sizes have only non-negative entries, but "
-                        "got split_sizes=%s",
-                        tstor__dims_str(buf, sizeof buf, n, sizes));
-    }
-    if (__builtin_add_overflow(total, sizes[i], &total)) total = -1;
-  }
-  if (total != t->sizes[d]) {
-    char buf[512];
-    return tstor__err(TSTOR_ESIZE,
-                      "split_with_sizes expects split_sizes to sum exactly to %" PRId64
-                      " (input tensor's size at dimension %" PRId64 "), but got split_sizes=%s",
-                      t->sizes[d], dim, tstor__dims_str(buf, sizeof buf, n, sizes));
-  }
-  return split_sizes(t, d, n, sizes, count, out);
+  return split_sizes(t, dim, d, n, sizes, count, out);
 }
 
 int tstor_tensor_chunk(const tstor_tensor *t, int chunks, int64_t dim, int *count,
@@ -612,7 +615,7 @@ int tstor_tensor_chunk(const tstor_tensor *t, int chunks, int64_t dim, int *coun
   if (split_size == 0 && n == 0) {
     int64_t *lens = tstor__calloc((size_t)chunks, 8);
     if (lens == NULL) return tstor__err(TSTOR_ENOMEM, "no memory for %d pieces", chunks);
-    rc = split_sizes(t, d, chunks, lens, count, out);
+    rc = split_sizes(t, dim, d, chunks, lens, count, out);
     tstor__free(lens);
     return rc;
   }

@@ -39,7 +39,8 @@ PyTorch's answer differs, or breaks the invariants a tensor keeps, or is a
 refusal its wrapped arithmetic caused, the step is written "! K overflow",
 followed by the exact layout where one exists: tstor must refuse that step
 with TSTOR_EOVERFLOW or give exactly that layout. FOUND adds chains that once
-went otherwise in tstor. The output is deterministic (fixed seed).
+went otherwise in tstor (FOUND_TORCH2 those found under torch 2.x, to
+tensor_chains_torch2.txt). The output is deterministic (fixed seed).
 """
 import os
 import random
@@ -321,6 +322,7 @@ def inside(r, t):
 # PyTorch's refusals that are its int64 arithmetic overflowing, not a rule of
 # the op (as_strided's own negative-stride and storage-size checks are rules).
 OVERFLOW_MESSAGES = ("numel: integer multiplication overflow", "Storage size calculation overflowed",
+                     "Stride calculation overflowed",  # torch 2.x's computeStride
                      "as_strided: Negative strides are not supported",
                      "IntArrayRef contains an int that cannot be represented as a SymInt",
                      # a view's exact result always lies within its source:
@@ -654,6 +656,17 @@ FOUND = [
 ]
 
 
+# The same, found in runs under torch 2.x: tensor_chains_torch2.txt ends with
+# them (tensor_chains.txt, 1.13's record, does not).
+FOUND_TORCH2 = [
+    # split_with_sizes slices every piece before it checks the sum
+    ("uint8 36028797018963967 2,3,3 1,17179869184,0",
+     ["squeeze", "as_strided 0,2,1 1,1,2 9223372036854775806", "as_strided 0,3,1 1,1,1 9223372036854775806",
+      "split_sizes 0,1,0,0,2,1 1"]),
+    ("int64 0 3,8589934591,3,2 51539607546,6,2,1", ["diagonal 2 -3 3", "unflatten 2 0,4611686018427387905"]),
+]
+
+
 def found(chains=None):
     """The FOUND chains, or those of `chains`: (BASE, [STEP, ...]) pairs."""
     lines = []
@@ -715,7 +728,7 @@ def main():
     if (len(sys.argv) == 4 and sys.argv[2] == "--replay") or (torch2 and len(sys.argv) <= 2):
         source = sys.argv[3] if len(sys.argv) == 4 else os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                                      "tensor_chains.txt")
-        lines = found(replayed(source))
+        lines = found(replayed(source) + (FOUND_TORCH2 if torch2 else []))
         name = "tensor_chains_torch2.txt" if torch2 else "tensor_chains.txt"
         with open(outdir + "/" + name, "w") as fh:
             fh.write("# %s: PyTorch %s; the chains of %s\n" % (name, torch.__version__, os.path.basename(source)))

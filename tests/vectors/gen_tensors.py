@@ -692,4 +692,5 @@ def main():
                 fh.write(line + "\n")
 
 
-main()
+if __name__ == "__main__":  # gen_chains.py imports L and desc
+    main()
