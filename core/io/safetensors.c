@@ -1,12 +1,11 @@
 /* safetensors files, read with the format's own validation rules and written
  * as the reference writer (huggingface/safetensors, tensor.rs) writes them.
- * The JSON header goes through jansson. */
+ * The JSON header is read by json.h's strict reader and written here. */
 #include "io_internal.h"
+#include "json.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <jansson.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -146,13 +145,40 @@ int tstor_safetensors_set_packed(tstor_checkpoint *ck, const tstor_value *v, con
 /* --------------------------------------------------------------- reading */
 
 typedef struct st_entry {
-  const char *name;
+  const char *name; /* in the reader's arena */
+  size_t name_len;
   int rank;          /* in st_dtypes */
   tstor_dtype dtype; /* the tensor's: uint8 where the bytes stay packed */
   int ndim;
-  int64_t sizes[TSTOR_TENSOR_MAX_DIM]; /* the header's, in elements of the format's dtype */
+  size_t
+      sizes_at; /* its sizes in st_header.sizes: the header's, in elements of the format's dtype */
   uint64_t begin, end;
 } st_entry;
+
+/* A __metadata__ entry, both strings in the reader's arena. */
+typedef struct st_pair {
+  const char *k, *v;
+  size_t klen, vlen;
+} st_pair;
+
+/* The header, read: its tensors' entries and the metadata's strings. */
+typedef struct st_header {
+  tstor__json j;
+  st_entry *es;
+  size_t ne, cape;
+  int64_t *sizes; /* every entry's shape, one after another */
+  size_t nsizes, capsizes;
+  st_pair *md; /* NULL for no __metadata__ (or null) */
+  size_t nmd, capmd;
+  bool has_md, seen_md;
+} st_header;
+
+static void header_free(st_header *h) {
+  tstor__json_free(&h->j);
+  tstor__io_free(h->es);
+  tstor__io_free(h->sizes);
+  tstor__io_free(h->md);
+}
 
 static int cmp_begin(const void *a, const void *b) {
   const st_entry *x = a, *y = b;
@@ -162,165 +188,204 @@ static int cmp_begin(const void *a, const void *b) {
 
 #define BAD(...) TSTOR__ERR(TSTOR_EINVAL, "safetensors: " __VA_ARGS__)
 
-static int parse_entry(const char *name, json_t *info, st_entry *e) {
+/* Whether the next value is of kind k: where none is there at all (the text
+ * ends, or no value starts there), the JSON's error is set. */
+static bool next_is(st_header *h, tstor__json_kind k, int *rc) {
+  tstor__json_kind got = tstor__json_peek(&h->j);
+  *rc = got == TSTOR__JSON_END || got == TSTOR__JSON_OTHER ? tstor__json_skip(&h->j) : 0;
+  return got == k;
+}
+
+/* A non-negative integer of the entry (a shape's size, an offset). */
+static int read_uint(st_header *h, const char *name, const char *what, uint64_t *out) {
+  bool is_int;
+  int64_t v = 0;
+  int rc;
+  if (!next_is(h, TSTOR__JSON_NUMBER, &rc))
+    return rc ? rc : BAD("tensor '%s': %s must be non-negative integers", name, what);
+  if ((rc = tstor__json_number(&h->j, &is_int, &v))) return rc;
+  if (!is_int || v < 0) return BAD("tensor '%s': %s must be non-negative integers", name, what);
+  *out = (uint64_t)v;
+  return 0;
+}
+
+/* "shape": an array of sizes, appended to h->sizes. */
+static int read_shape(st_header *h, st_entry *e) {
+  int rc;
+  if (!next_is(h, TSTOR__JSON_ARRAY, &rc))
+    return rc ? rc
+              : BAD("tensor '%s' needs \"dtype\" (a string), \"shape\" and \"data_offsets\" "
+                    "(arrays)",
+                    e->name);
+  rc = tstor__json_array_begin(&h->j);
+  bool more;
+  e->sizes_at = h->nsizes;
+  e->ndim = 0;
+  size_t n = 0;
+  while (!rc && !(rc = tstor__json_array_next(&h->j, &more)) && more) {
+    uint64_t s;
+    if ((rc = read_uint(h, e->name, "shape entries", &s))) return rc;
+    if (++n > TSTOR_TENSOR_MAX_DIM) continue; /* counted for the message */
+    int64_t *p = tstor__io_grow(h->sizes, &h->capsizes, h->nsizes, sizeof *p, 256,
+                                "safetensors: out of memory for the header's shapes");
+    if (!p) return TSTOR_ENOMEM;
+    h->sizes = p;
+    p[h->nsizes++] = (int64_t)s;
+  }
+  if (rc) return rc;
+  if (n > TSTOR_TENSOR_MAX_DIM)
+    return BAD("tensor '%s' has %zu dimensions (at most %d)", e->name, n, TSTOR_TENSOR_MAX_DIM);
+  e->ndim = (int)n;
+  return 0;
+}
+
+/* "data_offsets": [begin, end]. */
+static int read_offsets(st_header *h, st_entry *e) {
+  int rc;
+  if (!next_is(h, TSTOR__JSON_ARRAY, &rc))
+    return rc ? rc
+              : BAD("tensor '%s' needs \"dtype\" (a string), \"shape\" and \"data_offsets\" "
+                    "(arrays)",
+                    e->name);
+  uint64_t v[2];
+  bool more;
+  rc = tstor__json_array_begin(&h->j);
+  for (int i = 0; i < 3 && !rc; i++) {
+    if ((rc = tstor__json_array_next(&h->j, &more))) break;
+    if (more != (i < 2)) return BAD("tensor '%s': data_offsets must be [begin, end]", e->name);
+    if (more) rc = read_uint(h, e->name, "data_offsets", &v[i]);
+  }
+  if (rc) return rc;
+  if (v[1] < v[0])
+    return BAD("tensor '%s': data_offsets must be integers with 0 <= begin <= end", e->name);
+  e->begin = v[0];
+  e->end = v[1];
+  return 0;
+}
+
+/* The entry of tensor `name`: an object with "dtype", "shape" and
+ * "data_offsets" (other keys are ignored, as the reference ignores them). */
+static int read_entry(st_header *h, const char *name, size_t name_len) {
+  st_entry *es = tstor__io_grow(h->es, &h->cape, h->ne, sizeof *es, 64,
+                                "safetensors: out of memory for the header's entries");
+  if (!es) return TSTOR_ENOMEM;
+  h->es = es;
+  st_entry *e = &es[h->ne];
   memset(e, 0, sizeof *e);
   e->name = name;
-  if (!json_is_object(info)) return BAD("tensor '%s': its entry is not an object", name);
-  json_t *dt = json_object_get(info, "dtype"), *shape = json_object_get(info, "shape"),
-         *offs = json_object_get(info, "data_offsets");
-  /* other fields are ignored, as the reference ignores them */
-  if (!json_is_string(dt) || !json_is_array(shape) || !json_is_array(offs))
-    return BAD("tensor '%s' needs \"dtype\" (a string), \"shape\" and \"data_offsets\" (arrays)", name);
-  const char *dn = json_string_value(dt);
-  e->rank = rank_of_name(dn);
-  if (e->rank < 0) return BAD("tensor '%s' has unknown dtype \"%.32s\"", name, dn);
-  if (json_array_size(shape) > TSTOR_TENSOR_MAX_DIM)
-    return BAD("tensor '%s' has %zu dimensions (at most %d)", name, json_array_size(shape), TSTOR_TENSOR_MAX_DIM);
-  e->ndim = (int)json_array_size(shape);
-  for (int d = 0; d < e->ndim; d++) {
-    json_t *v = json_array_get(shape, (size_t)d);
-    if (!json_is_integer(v) || json_integer_value(v) < 0)
-      return BAD("tensor '%s': shape entries must be non-negative integers", name);
-    e->sizes[d] = json_integer_value(v);
+  e->name_len = name_len;
+  int rc;
+  if (!next_is(h, TSTOR__JSON_OBJECT, &rc))
+    return rc ? rc : BAD("tensor '%s': its entry is not an object", name);
+  rc = tstor__json_object_begin(&h->j);
+  bool more, got_dtype = false, got_shape = false, got_offsets = false;
+  const char *key;
+  size_t klen;
+  while (!rc && !(rc = tstor__json_object_next(&h->j, &more, &key, &klen)) && more) {
+    if (klen == 5 && memcmp(key, "dtype", 5) == 0) {
+      const char *dn;
+      size_t dlen;
+      if (!next_is(h, TSTOR__JSON_STRING, &rc))
+        return rc ? rc
+                  : BAD("tensor '%s' needs \"dtype\" (a string), \"shape\" and \"data_offsets\" "
+                        "(arrays)",
+                        name);
+      if ((rc = tstor__json_string(&h->j, &dn, &dlen))) return rc;
+      if ((e->rank = rank_of_name(dn)) < 0)
+        return BAD("tensor '%s' has unknown dtype \"%.32s\"", name, dn);
+      got_dtype = true;
+    } else if (klen == 5 && memcmp(key, "shape", 5) == 0) {
+      rc = read_shape(h, e);
+      got_shape = true;
+    } else if (klen == 12 && memcmp(key, "data_offsets", 12) == 0) {
+      rc = read_offsets(h, e);
+      got_offsets = true;
+    } else {
+      rc = tstor__json_skip(&h->j);
+    }
   }
+  if (rc) return rc;
+  if (!got_dtype || !got_shape || !got_offsets)
+    return BAD("tensor '%s' needs \"dtype\" (a string), \"shape\" and \"data_offsets\" (arrays)",
+               name);
   /* the reference's count: elements left to right, then bits, each checked,
    * so that [2^62, 4, 0] overflows where [0, 2^62, 4] is empty */
+  const int64_t *sizes = h->sizes + e->sizes_at;
   uint64_t nbytes;
-  int rc = packed_nbytes(e->rank, e->ndim, e->sizes, name, &nbytes);
-  if (rc) return rc;
+  if ((rc = packed_nbytes(e->rank, e->ndim, sizes, name, &nbytes))) return rc;
   /* F4 is float4_e2m1fn_x2 where its last dimension pairs up, as torch reads
    * it; F6, and F4 that does not pair up, stay packed bytes */
   e->dtype = st_dtypes[e->rank].dtype < 0 ? TSTOR_UINT8 : (tstor_dtype)st_dtypes[e->rank].dtype;
-  if (e->rank == ST_F4 && (e->ndim == 0 || e->sizes[e->ndim - 1] % 2)) e->dtype = TSTOR_UINT8;
-  if (json_array_size(offs) != 2) return BAD("tensor '%s': data_offsets must be [begin, end]", name);
-  json_t *b = json_array_get(offs, 0), *en = json_array_get(offs, 1);
-  if (!json_is_integer(b) || !json_is_integer(en) || json_integer_value(b) < 0 ||
-      json_integer_value(en) < json_integer_value(b))
-    return BAD("tensor '%s': data_offsets must be integers with 0 <= begin <= end", name);
-  e->begin = (uint64_t)json_integer_value(b);
-  e->end = (uint64_t)json_integer_value(en);
+  if (e->rank == ST_F4 && (e->ndim == 0 || sizes[e->ndim - 1] % 2)) e->dtype = TSTOR_UINT8;
   if (e->end - e->begin != nbytes)
     return BAD(
         "tensor '%s': %s of shape [%d dims] needs %llu bytes, its range [%llu, %llu) holds %llu",
         name, st_dtypes[e->rank].name, e->ndim, (unsigned long long)nbytes,
         (unsigned long long)e->begin, (unsigned long long)e->end,
         (unsigned long long)(e->end - e->begin));
+  h->ne++;
   return 0;
 }
 
-/* What the reference's JSON parser (serde_json) refuses and jansson takes:
- * nesting past 127 levels, and -0 as a number (a float to serde_json, so no
- * size or offset). The header must also open an object after any JSON
- * whitespace, as the reference's derive asks. Strings are skipped whole. */
-#define JSON_DEPTH_MAX 127
-static int check_json_text(const char *s, size_t n) {
-  size_t i = 0;
-  while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) i++;
-  if (i == n || s[i] != '{') return BAD("the header is not a JSON object");
-  int depth = 0;
-  for (; i < n; i++) {
-    char c = s[i];
-    if (c == '"') {
-      for (i++; i < n && s[i] != '"'; i++)
-        if (s[i] == '\\') i++;
-    } else if (c == '{' || c == '[') {
-      if (++depth > JSON_DEPTH_MAX) return BAD("the header nests deeper than %d levels", JSON_DEPTH_MAX);
-    } else if (c == '}' || c == ']') {
-      depth--;
-    } else if (c == '-' && i + 1 < n && s[i + 1] == '0' && (i == 0 || !strchr("0123456789.eE", s[i - 1])) &&
-               (i + 2 == n || !strchr("0123456789.eE", s[i + 2]))) {
-      return BAD("-0 in the header, which the format reads as a float");
-    }
+/* __metadata__: null (an Option in the reference), or an object of strings. */
+static int read_metadata(st_header *h) {
+  if (h->seen_md) return BAD("__metadata__ twice (a duplicate)");
+  h->seen_md = true;
+  int rc;
+  if (tstor__json_peek(&h->j) == TSTOR__JSON_NULL) return tstor__json_null(&h->j);
+  if (!next_is(h, TSTOR__JSON_OBJECT, &rc))
+    return rc ? rc : BAD("__metadata__ is not an object of strings");
+  h->has_md = true;
+  rc = tstor__json_object_begin(&h->j);
+  bool more;
+  const char *key;
+  size_t klen;
+  while (!rc && !(rc = tstor__json_object_next(&h->j, &more, &key, &klen)) && more) {
+    if (!next_is(h, TSTOR__JSON_STRING, &rc))
+      return rc ? rc : BAD("__metadata__ entry '%s' is not a string", key);
+    st_pair *p = tstor__io_grow(h->md, &h->capmd, h->nmd, sizeof *p, 8,
+                                "safetensors: out of memory for the header's metadata");
+    if (!p) return TSTOR_ENOMEM;
+    h->md = p;
+    p[h->nmd].k = key;
+    p[h->nmd].klen = klen;
+    if ((rc = tstor__json_string(&h->j, &p[h->nmd].v, &p[h->nmd].vlen))) return rc;
+    h->nmd++;
   }
-  return 0;
+  return rc;
 }
 
-/* jansson allocates with libc, except in the test build, where its
- * allocations are the core's, as libtstor-io's own are (io_internal.h): the
- * allocation-failure sweeps then fail jansson's allocations too. Its parser
- * reports some failed allocations as syntax errors, so the test build's
- * allocator also notes that one failed. */
-#ifdef TSTOR_IO_CORE_ALLOC
-static _Thread_local bool json_alloc_failed;
-static void *json_malloc(size_t n) {
-  void *p = tstor__malloc(n);
-  if (!p) json_alloc_failed = true;
-  return p;
-}
-static void json_alloc_init(void) { json_set_alloc_funcs(json_malloc, tstor__free); }
-#endif
-
-/* Called before jansson is: its allocator set, no failure noted yet. */
-static void json_begin(void) {
-#ifdef TSTOR_IO_CORE_ALLOC
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
-  pthread_once(&once, json_alloc_init);
-  json_alloc_failed = false;
-#endif
-}
-
-/* Whether json_loadb failed for want of memory: an allocation noted as
- * failed, the code says so, or there is no message at all (its lexer could
- * not start, which only memory stops). */
-static bool json_out_of_memory(const json_error_t *e) {
-#ifdef TSTOR_IO_CORE_ALLOC
-  if (json_alloc_failed) return true;
-#endif
-#if JANSSON_VERSION_HEX >= 0x020b00
-  if (json_error_code(e) == json_error_out_of_memory) return true;
-#endif
-  return e->text[0] == '\0';
-}
-
-/* *root gets the header at hdr, n bytes, parsed: a JSON object. */
-static int parse_header(const char *hdr, uint64_t n, json_t **root) {
+/* The header at hdr, n bytes (at offset 8 of the file), read into h: a
+ * JSON object of tensor entries and __metadata__, as the reference's serde
+ * derive reads it (json.h: what tstor refuses beyond it). */
+static int read_header_json(const char *hdr, uint64_t n, st_header *h) {
+  memset(h, 0, sizeof *h);
   if (!tstor__io_utf8_valid(hdr, (size_t)n)) return BAD("the header is not UTF-8");
-  int rc = check_json_text(hdr, (size_t)n);
+  int rc = tstor__json_init(&h->j, hdr, (size_t)n, 8, "safetensors: header JSON");
   if (rc) return rc;
-  json_error_t jerr;
-  json_begin();
-  *root = json_loadb(hdr, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
-  if (!*root && json_out_of_memory(&jerr))
-    return TSTOR__ERR(TSTOR_ENOMEM, "safetensors: out of memory for the header's JSON");
-  if (!*root) return BAD("header JSON, line %d column %d: %s", jerr.line, jerr.column, jerr.text);
-  if (!json_is_object(*root)) return BAD("the header is not a JSON object");
-  return 0;
+  if (tstor__json_peek(&h->j) != TSTOR__JSON_OBJECT) return BAD("the header is not a JSON object");
+  rc = tstor__json_object_begin(&h->j);
+  bool more;
+  const char *key;
+  size_t klen;
+  while (!rc && !(rc = tstor__json_object_next(&h->j, &more, &key, &klen)) && more)
+    rc = klen == 12 && memcmp(key, "__metadata__", 12) == 0 ? read_metadata(h)
+                                                            : read_entry(h, key, klen);
+  return rc ? rc : tstor__json_finish(&h->j);
 }
 
-/* The __metadata__ object of strings, as ck's metadata dict. */
-static int read_metadata(tstor_checkpoint *ck, json_t *val) {
-  if (!json_is_object(val)) return BAD("__metadata__ is not an object of strings");
+/* The metadata strings, as ck's metadata dict. */
+static int add_metadata(tstor_checkpoint *ck, const st_header *h) {
   tstor_value *md = tstor__io_value_alloc(ck, TSTOR_VALUE_DICT);
   if (!md) return TSTOR_ENOMEM;
-  const char *mk;
-  json_t *mv;
-  json_object_foreach(val, mk, mv) {
-    if (!json_is_string(mv)) return BAD("__metadata__ entry '%s' is not a string", mk);
+  for (size_t i = 0; i < h->nmd; i++) {
     tstor_value *kv, *vv;
-    int rc = tstor_value_new_string(ck, mk, strlen(mk), &kv);
-    if (!rc) rc = tstor_value_new_string(ck, json_string_value(mv), json_string_length(mv), &vv);
+    int rc = tstor_value_new_string(ck, h->md[i].k, h->md[i].klen, &kv);
+    if (!rc) rc = tstor_value_new_string(ck, h->md[i].v, h->md[i].vlen, &vv);
     if (!rc) rc = tstor__io_dict_set(md, kv, vv);
     if (rc) return rc;
   }
   ck->metadata = md;
-  return 0;
-}
-
-/* The header's entries: the metadata into ck, the tensors' into es (*ne of
- * them), sorted by where their bytes begin. */
-static int read_entries(tstor_checkpoint *ck, json_t *root, st_entry *es, size_t *ne) {
-  const char *key;
-  json_t *val;
-  *ne = 0;
-  json_object_foreach(root, key, val) {
-    int rc = 0;
-    if (strcmp(key, "__metadata__") != 0)
-      rc = parse_entry(key, val, &es[(*ne)++]);
-    else if (!json_is_null(val))
-      rc = read_metadata(ck, val); /* null: an Option in the reference */
-    if (rc) return rc;
-  }
-  qsort(es, *ne, sizeof *es, cmp_begin);
   return 0;
 }
 
@@ -343,12 +408,12 @@ static int check_tiling(const st_entry *es, size_t ne, uint64_t data_len) {
 
 /* Entry e's storage record, its storage and a tensor on it, in dict. */
 static int add_tensor(tstor__io_source *src, tstor_checkpoint *ck, tstor_value *dict,
-                      const st_entry *e, uint64_t data_start) {
+                      const st_entry *e, const int64_t *esizes, uint64_t data_start) {
   tstor_value *name, *tv;
   long idx;
   int64_t numel = (int64_t)((e->end - e->begin) / tstor_dtype_size(e->dtype));
-  int rc = tstor_value_new_string(ck, e->name, strlen(e->name), &name);
-  if (!rc) rc = tstor__io_record_add(ck, e->name, strlen(e->name), e->dtype, numel, "cpu", 3, &idx);
+  int rc = tstor_value_new_string(ck, e->name, e->name_len, &name);
+  if (!rc) rc = tstor__io_record_add(ck, e->name, e->name_len, e->dtype, numel, "cpu", 3, &idx);
   if (!rc)
     rc = tstor__io_source_storage(src, data_start + e->begin, (size_t)(e->end - e->begin),
                                   tstor_dtype_size(e->dtype), e->name, &ck->storages[idx].s);
@@ -358,41 +423,43 @@ static int add_tensor(tstor__io_source *src, tstor_checkpoint *ck, tstor_value *
   tv->u.tensor.storage = idx;
   bool packed = e->dtype == TSTOR_UINT8 && st_dtypes[e->rank].dtype != TSTOR_UINT8;
   int64_t sizes[TSTOR_TENSOR_MAX_DIM];
-  memcpy(sizes, e->sizes, (size_t)e->ndim * sizeof *sizes);
+  memcpy(sizes, esizes, (size_t)e->ndim * sizeof *sizes);
   if (e->dtype == TSTOR_FLOAT4_E2M1FN_X2) sizes[e->ndim - 1] /= 2;
   if (packed) sizes[0] = numel;
   rc = tstor_tensor_on_storage(ck->storages[idx].s, e->dtype, 0, packed ? 1 : e->ndim, sizes, NULL,
                                &tv->u.tensor.t);
-  if (!rc && packed) rc = packed_add(ck, tv, e->rank, e->ndim, e->sizes);
+  if (!rc && packed) rc = packed_add(ck, tv, e->rank, e->ndim, esizes);
   return rc ? rc : tstor__io_dict_set(dict, name, tv);
+}
+
+/* Whether the entries are in offset order already, as the reference's
+ * writer leaves them. */
+static bool sorted_by_begin(const st_entry *es, size_t ne) {
+  for (size_t i = 1; i < ne; i++)
+    if (cmp_begin(&es[i - 1], &es[i]) > 0) return false;
+  return true;
 }
 
 /* The header at hdr, n bytes, then every tensor. */
 static int parse_and_load(tstor__io_source *src, const char *hdr, uint64_t n,
                           tstor_checkpoint **out) {
-  json_t *root = NULL;
   tstor_checkpoint *ck = NULL;
-  st_entry *es = NULL;
-  size_t ne = 0;
-  int rc = parse_header(hdr, n, &root);
+  st_header h;
+  int rc = read_header_json(hdr, n, &h);
   if (rc) goto out;
-  size_t count = json_object_size(root);
-  es = tstor__io_calloc(count ? count : 1, sizeof *es);
-  if (!es || (rc = tstor_checkpoint_new(&ck))) {
-    if (!rc) rc = TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
+  if (!sorted_by_begin(h.es, h.ne)) qsort(h.es, h.ne, sizeof *h.es, cmp_begin);
+  if ((rc = check_tiling(h.es, h.ne, src->size - 8 - n)) || (rc = tstor_checkpoint_new(&ck)))
     goto out;
-  }
-  if ((rc = read_entries(ck, root, es, &ne)) || (rc = check_tiling(es, ne, src->size - 8 - n)))
-    goto out;
+  if (h.has_md && (rc = add_metadata(ck, &h))) goto out;
   if (!(ck->root = tstor__io_value_alloc(ck, TSTOR_VALUE_DICT))) {
     rc = TSTOR_ENOMEM;
     goto out;
   }
-  for (size_t i = 0; i < ne && !rc; i++) rc = add_tensor(src, ck, ck->root, &es[i], 8 + n);
+  for (size_t i = 0; i < h.ne && !rc; i++)
+    rc = add_tensor(src, ck, ck->root, &h.es[i], h.sizes + h.es[i].sizes_at, 8 + n);
   if (!rc) rc = tstor__io_source_run(src);
 out:
-  json_decref(root);
-  tstor__io_free(es);
+  header_free(&h);
   if (rc)
     tstor_checkpoint_free(ck);
   else
@@ -479,21 +546,17 @@ static int cmp_out(const void *a, const void *b) {
 typedef struct st_plan {
   st_out *o;
   size_t n;
-  char *text; /* the header's JSON */
+  tstor__io_wbuf text; /* the header's JSON */
 } st_plan;
 
 static void plan_free(st_plan *p) {
   tstor__io_free(p->o);
-  if (p->text) {
-    json_free_t json_free; /* json_dumps' text goes back to jansson's allocator */
-    json_get_alloc_funcs(NULL, &json_free);
-    json_free(p->text);
-  }
+  tstor__io_wbuf_free(&p->text);
 }
 
 /* Whether UTF-8 text s (tstor's strings may hold surrogates, as Python's
- * surrogatepass) is text JSON can carry: the format's strings, and
- * jansson's, have no surrogates. In valid UTF-8, 0xED then 0xA0 or more
+ * surrogatepass) is text JSON can carry: the format's strings have no
+ * surrogates. In valid UTF-8, 0xED then 0xA0 or more
  * starts one. */
 static bool json_can_carry(const char *s, size_t n) {
   for (size_t i = 0; i + 1 < n; i++)
@@ -556,18 +619,40 @@ static int no_shared(const st_out *o, size_t n) {
   return 0;
 }
 
-/* Every jansson call that builds the header fails only for want of memory:
- * what JSON cannot carry was refused before. */
-static int header_nomem(void) {
-  return TSTOR__ERR(TSTOR_ENOMEM, "safetensors: out of memory for the header");
+/* s, n bytes of UTF-8, as a JSON string, escaped as the reference's
+ * writer (serde_json) escapes: the quote, the backslash and the control
+ * characters, nothing else. */
+static void json_string_out(tstor__io_wbuf *b, const char *s, size_t n) {
+  static const char hex[] = "0123456789abcdef";
+  tstor__io_wbuf_byte(b, '"');
+  size_t run = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint8_t c = (uint8_t)s[i];
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    tstor__io_wbuf_append(b, s + run, i - run);
+    run = i + 1;
+    const char *short_form = c == '"'    ? "\\\""
+                             : c == '\\' ? "\\\\"
+                             : c == '\b' ? "\\b"
+                             : c == '\f' ? "\\f"
+                             : c == '\n' ? "\\n"
+                             : c == '\r' ? "\\r"
+                             : c == '\t' ? "\\t"
+                                         : NULL;
+    if (short_form) {
+      tstor__io_wbuf_append(b, short_form, 2);
+    } else {
+      char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+      tstor__io_wbuf_append(b, u, 6);
+    }
+  }
+  tstor__io_wbuf_append(b, s + run, n - run);
+  tstor__io_wbuf_byte(b, '"');
 }
 
-/* __metadata__, ck's metadata strings, into the header. Each new JSON value
- * goes into its parent at once, which owns it from then on (jansson frees
- * it when that fails). */
-static int metadata_json(const tstor_value *md, json_t *hdr) {
-  json_t *obj = json_object();
-  if (json_object_set_new(hdr, "__metadata__", obj)) return header_nomem();
+/* "__metadata__":{...}, ck's metadata strings, into the header. */
+static int metadata_json(const tstor_value *md, tstor__io_wbuf *b) {
+  tstor__io_wbuf_append(b, "\"__metadata__\":{", 16);
   for (size_t i = 0; i < md->u.seq.n; i++) {
     const tstor_value *k = md->u.seq.keys[i], *v = md->u.seq.items[i];
     if (k->kind != TSTOR_VALUE_STRING || v->kind != TSTOR_VALUE_STRING)
@@ -576,64 +661,48 @@ static int metadata_json(const tstor_value *md, json_t *hdr) {
       return TSTOR__ERR(TSTOR_EINVAL,
                         "safetensors metadata '%s': a surrogate, which JSON cannot carry",
                         k->u.str.s);
-    if (json_object_set_new(obj, k->u.str.s, json_stringn(v->u.str.s, v->u.str.len)))
-      return header_nomem();
+    if (i) tstor__io_wbuf_byte(b, ',');
+    json_string_out(b, k->u.str.s, k->u.str.len);
+    tstor__io_wbuf_byte(b, ':');
+    json_string_out(b, v->u.str.s, v->u.str.len);
   }
+  tstor__io_wbuf_byte(b, '}');
   return 0;
 }
 
 /* Tensor o's entry in the header, its bytes at *at, which moves past them. */
-static int tensor_json(const st_out *o, uint64_t *at, json_t *hdr) {
+static void tensor_json(const st_out *o, uint64_t *at, tstor__io_wbuf *b) {
   const tstor_tensor *t = o->v->u.tensor.t;
   uint64_t nb = (uint64_t)tstor_tensor_numel(t) * tstor_dtype_size(tstor_tensor_dtype(t));
-  json_t *info = json_object();
-  if (json_object_set_new(hdr, o->name, info) ||
-      json_object_set_new(info, "dtype", json_string(st_dtypes[o->rank].name)))
-    return header_nomem();
-  json_t *shape = json_array();
-  if (json_object_set_new(info, "shape", shape)) return header_nomem();
+  json_string_out(b, o->name, o->name_len);
+  tstor__io_wbuf_printf(b, ":{\"dtype\":\"%s\",\"shape\":[", st_dtypes[o->rank].name);
   /* the shape in the format's elements: a packed tensor's own, and F4's
    * last dimension twice float4_e2m1fn_x2's */
   int nd = o->packed ? o->packed->ndim : tstor_tensor_dim(t);
   const int64_t *sizes = o->packed ? o->packed->sizes : tstor_tensor_sizes(t);
   for (int d = 0; d < nd; d++) {
     int64_t n = sizes[d] * (o->rank == ST_F4 && !o->packed && d == nd - 1 ? 2 : 1);
-    if (json_array_append_new(shape, json_integer(n))) return header_nomem();
+    tstor__io_wbuf_printf(b, d ? ",%lld" : "%lld", (long long)n);
   }
-  json_t *offs = json_array();
-  if (json_object_set_new(info, "data_offsets", offs) ||
-      json_array_append_new(offs, json_integer((json_int_t)*at)) ||
-      json_array_append_new(offs, json_integer((json_int_t)(*at + nb))))
-    return header_nomem();
+  tstor__io_wbuf_printf(b, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)*at,
+                        (unsigned long long)(*at + nb));
   *at += nb;
-  return 0;
-}
-
-/* Whether text is the JSON of hdr. jansson (dump.c, 2.14 and before)
- * ignores a failed write of an object's key: a header dumped while memory
- * runs out can lack a key and still be returned. Read back and compared,
- * such a text is refused as the failure it is. */
-static int header_check(const json_t *hdr, const char *text) {
-  json_error_t jerr;
-  json_t *back = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
-  int same = back && json_equal(hdr, back);
-  json_decref(back);
-  return same ? 0 : header_nomem();
 }
 
 /* The header, __metadata__ first, then the tensors in writing order, as
  * compact JSON (p->text). */
 static int header_text(const tstor_checkpoint *ck, st_plan *p) {
-  json_begin();
-  json_t *hdr = json_object();
-  int rc = hdr ? 0 : header_nomem();
-  if (!rc && ck->metadata) rc = metadata_json(ck->metadata, hdr);
+  tstor__io_wbuf *b = &p->text;
+  *b = (tstor__io_wbuf)TSTOR__WBUF_INIT("the safetensors header");
+  tstor__io_wbuf_byte(b, '{');
+  int rc = ck->metadata ? metadata_json(ck->metadata, b) : 0;
   uint64_t at = 0;
-  for (size_t i = 0; i < p->n && !rc; i++) rc = tensor_json(&p->o[i], &at, hdr);
-  if (!rc && !(p->text = json_dumps(hdr, JSON_COMPACT))) rc = header_nomem();
-  if (!rc) rc = header_check(hdr, p->text);
-  json_decref(hdr);
-  return rc;
+  for (size_t i = 0; i < p->n && !rc; i++) {
+    if (i || ck->metadata) tstor__io_wbuf_byte(b, ',');
+    tensor_json(&p->o[i], &at, b);
+  }
+  tstor__io_wbuf_byte(b, '}');
+  return rc ? rc : tstor__io_wbuf_error(b);
 }
 
 /* What a save of ck writes, before anything is written: the tensors in
@@ -665,10 +734,10 @@ static int plan(const tstor_checkpoint *ck, unsigned flags, st_plan *p) {
 
 static int write_plan(const void *arg, FILE *f) {
   const st_plan *p = arg;
-  size_t hlen = strlen(p->text), padded = (hlen + 7) / 8 * 8;
+  size_t hlen = p->text.len, padded = (hlen + 7) / 8 * 8;
   tstor__io_fwriter w = TSTOR__FWRITER_INIT(f, "the safetensors file");
   tstor__io_fw_uint(&w, padded, 8);
-  tstor__io_fw_append(&w, p->text, hlen);
+  tstor__io_fw_append(&w, p->text.data, hlen);
   tstor__io_fw_append(&w, "        ", padded - hlen);
   for (size_t i = 0; i < p->n && tstor__io_fw_ok(&w); i++)
     tstor__io_fw_tensor(&w, p->o[i].v->u.tensor.t);
