@@ -45,8 +45,7 @@
  * counts and fails, so that the allocation-failure sweeps walk libtstor-io's
  * error paths as they walk the core's. Memory another library allocates or
  * frees stays libc's: realpath's (atomic_file.c) and open_memstream's (a save
- * to memory). jansson's follows ours (safetensors.c sets its allocator in the
- * test build), so the sweeps reach the safetensors header's failures too. */
+ * to memory). */
 #ifdef TSTOR_IO_CORE_ALLOC
 void *tstor__malloc(size_t n);
 void *tstor__calloc(size_t count, size_t n);
