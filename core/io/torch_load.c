@@ -142,9 +142,13 @@ static int read_compressed(loader *ld, zip_int64_t idx, const tstor__io_zip_entr
 }
 
 static char *record_name(const loader *ld, const char *tail) {
-  size_t n = strlen(ld->prefix) + strlen(tail) + 2;
-  char *s = tstor__io_malloc(n);
-  if (s) snprintf(s, n, "%s/%s", ld->prefix, tail);
+  size_t np = strlen(ld->prefix), nt = strlen(tail);
+  char *s = tstor__io_malloc(np + nt + 2);
+  if (s) { /* prefix/tail, once a storage: no printf */
+    memcpy(s, ld->prefix, np);
+    s[np] = '/';
+    memcpy(s + np + 1, tail, nt + 1);
+  }
   return s;
 }
 
@@ -223,9 +227,10 @@ static int storage_record(loader *ld, const tstor__io_record *r, uint64_t nbytes
                           const tstor__io_zip_entry **e, zip_int64_t *idx) {
   char tail[64 + 8];
   *name = NULL;
-  if (strlen(r->key) > 64)
-    return TSTOR__ERR(TSTOR_EINVAL, "storage key '%.64s...' is too long", r->key);
-  snprintf(tail, sizeof tail, "data/%s", r->key);
+  size_t klen = strlen(r->key);
+  if (klen > 64) return TSTOR__ERR(TSTOR_EINVAL, "storage key '%.64s...' is too long", r->key);
+  memcpy(tail, "data/", 5);
+  memcpy(tail + 5, r->key, klen + 1);
   if (!(*name = record_name(ld, tail))) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory");
   if (!(*e = entry_named(ld, *name, idx)))
     return TSTOR__ERR(TSTOR_EINVAL, "storage '%s' has no record '%s' in the archive", r->key,
