@@ -30,8 +30,10 @@ struct tstor__io_unpickler {
   size_t sp, stack_cap;
   size_t *marks;
   size_t nmarks, marks_cap;
-  memo_slot *memo; /* open addressing on the index, at most half full */
-  size_t memo_cap;
+  tstor_value **dense; /* indices 0 to ndense - 1, as picklers number them */
+  size_t ndense, dense_cap;
+  memo_slot *memo; /* any other index: open addressing, at most half full */
+  size_t memo_cap, nother;
   size_t memo_len;   /* indices stored: where MEMOIZE stores, as Python's len(memo) */
   tstor_value *none; /* one shared None */
   size_t max_values;
@@ -435,11 +437,34 @@ static memo_slot *memo_find(memo_slot *slots, size_t cap, uint64_t idx) {
   return &slots[at];
 }
 
+/* The slot of idx in the table of other indices, NULL where the table is empty. */
+static memo_slot *memo_other(tstor__io_unpickler *up, uint64_t idx) {
+  return up->memo_cap ? memo_find(up->memo, up->memo_cap, idx) : NULL;
+}
+
+/* Picklers store the indices 0, 1, 2, ... in turn: those go into a plain
+ * array (one pointer each, no hash); any other order into the table. An
+ * index lives in one of the two: the array takes only the index after its
+ * last, and only when the table does not hold it already. */
 static int memo_put(tstor__io_unpickler *up, uint64_t idx) {
   tstor_value *v = NULL;
   int rc = top(up, &v);
   if (rc) return rc;
-  if (2 * (up->memo_len + 1) > up->memo_cap) {
+  if (idx < up->ndense) {
+    up->dense[idx] = v;
+    return 0;
+  }
+  memo_slot *other = memo_other(up, idx);
+  if (idx == up->ndense && !(other && other->v)) {
+    tstor_value **d = tstor__io_grow(up->dense, &up->dense_cap, up->ndense, sizeof *d, 64,
+                                     "pickle: out of memory for the memo");
+    if (!d) return TSTOR_ENOMEM;
+    up->dense = d;
+    d[up->ndense++] = v;
+    up->memo_len++;
+    return 0;
+  }
+  if (2 * (up->nother + 1) > up->memo_cap) {
     size_t cap = up->memo_cap ? up->memo_cap * 2 : 64;
     memo_slot *m = tstor__io_calloc(cap, sizeof *m);
     if (!m) return TSTOR__ERR(TSTOR_ENOMEM, "pickle: out of memory for the memo");
@@ -450,14 +475,18 @@ static int memo_put(tstor__io_unpickler *up, uint64_t idx) {
     up->memo_cap = cap;
   }
   memo_slot *slot = memo_find(up->memo, up->memo_cap, idx);
-  if (!slot->v) up->memo_len++;
+  if (!slot->v) {
+    up->memo_len++;
+    up->nother++;
+  }
   slot->idx = idx;
   slot->v = v;
   return 0;
 }
 
 static int memo_get(tstor__io_unpickler *up, uint64_t idx) {
-  memo_slot *slot = up->memo_cap ? memo_find(up->memo, up->memo_cap, idx) : NULL;
+  if (idx < up->ndense) return push(up, up->dense[idx]);
+  memo_slot *slot = memo_other(up, idx);
   if (!slot || !slot->v) return FAIL(up, TSTOR_EINVAL, "memo index %llu was never stored", (unsigned long long)idx);
   return push(up, slot->v);
 }
@@ -592,5 +621,6 @@ int tstor__io_unpickle(tstor_checkpoint *ck, tstor__io_cursor *cur,
   tstor__io_free(up.stack);
   tstor__io_free(up.marks);
   tstor__io_free(up.memo);
+  tstor__io_free(up.dense);
   return rc;
 }
