@@ -6,7 +6,7 @@
  *
  * layer 1: value.c cursor.c writebuf.c idmap.c host_bytes.c atomic_file.c file_read.c
  * layer 1: ggml_dequant.c gguf_value.c
- * layer 2: unpickle.c pickle_write.c zip.c zip_write.c source.c tar.c quantized.c
+ * layer 2: unpickle.c pickle_write.c zip.c zip_write.c source.c tar.c quantized.c json.c
  * layer 3: torch_rules.c
  * layer 4: torch_load.c torch_legacy.c torch_tar.c torch_save.c
  * layer 4: safetensors.c torch7_load.c torch7_save.c gguf_load.c gguf_save.c
@@ -17,7 +17,8 @@
  * replaced, maps by identity and by key), ggml's types decoded and the GGUF
  * types values carry; 2 the pickle machine and writer, zip archives
  * (zip_format.h's records, read and written), tar archives (read), the
- * source that turns a file's bytes into storages, and quantized values; 3
+ * source that turns a file's bytes into storages, quantized values and the
+ * strict JSON reader (json.h) of the safetensors header; 3
  * torch.save's rules for the machine; 4 one reader or writer per format; 5
  * what works across formats (telling them apart, DLPack, values found and
  * walked by name) and on whole trees (a Lua model's state_dict). */
@@ -287,6 +288,8 @@ int tstor__io_tree_check(tstor_value *root);
 /* A 64-bit hash keyed per process (splitmix64's finaliser over x and a random
  * key), for tables whose keys a file chooses. */
 uint64_t tstor__io_hash_u64(uint64_t x);
+/* The same keyed hash of n bytes at p, for tables of names a file chooses. */
+uint64_t tstor__io_hash_bytes(const void *p, size_t n);
 /* The len bytes at s as Python's int(s, base) reads text (base 10, 8, 16 or
  * 2; 0 for a literal's prefix and rules): blanks around, a sign, digits with
  * single underscores between them. TSTOR_EINVAL (no error set) when it is no
@@ -368,7 +371,9 @@ typedef struct tstor__io_zip_entry {
 typedef struct tstor__io_zip_index {
   tstor__io_zip_entry *entries;
   size_t n;
-  const tstor__io_zip_entry **by_name; /* the entries sorted by name, for lookups */
+  uint32_t *by_name; /* lookups by name: open addressing on the name's hash, at most half
+                       full, each slot an entry's position + 1 (0: empty) */
+  size_t by_name_cap;
   uint8_t *directory;               /* read from a file: the central directory the
                                        names point into; else NULL */
   bool no_end; /* set when a read failed for want of an end record: the input was cut short,

@@ -290,7 +290,7 @@ int tstor__json_object_begin(tstor__json *j) { return open_level(j, '{', "'{'");
 
 /* The keys of the object that closes, n of them at k: none twice. Few are
  * compared pairwise; more go through a hash table. */
-static int keys_unique(tstor__json *j, const tstor__json_key *k, size_t n) {
+static int keys_unique(tstor__json *j, tstor__json_key *k, size_t n) {
   const tstor__json_key *dup = NULL;
   if (n <= 8) {
     for (size_t a = 1; a < n && !dup; a++)
@@ -305,6 +305,7 @@ static int keys_unique(tstor__json *j, const tstor__json_key *k, size_t n) {
     uint32_t *slot = tstor__io_calloc(cap, sizeof *slot);
     if (!slot) return TSTOR__ERR(TSTOR_ENOMEM, "%s: out of memory for %zu keys", j->c.what, n);
     for (size_t a = 0; a < n && !dup; a++) {
+      k[a].hash = tstor__io_hash_bytes(k[a].s, k[a].len);
       size_t h = (size_t)k[a].hash & (cap - 1);
       for (; slot[h]; h = (h + 1) & (cap - 1)) {
         const tstor__json_key *o = &k[slot[h] - 1];
@@ -322,25 +323,14 @@ static int keys_unique(tstor__json *j, const tstor__json_key *k, size_t n) {
   return 0;
 }
 
-static uint64_t key_hash(const char *s, size_t n) {
-  uint64_t h = n;
-  for (; n >= 8; s += 8, n -= 8) {
-    uint64_t w;
-    memcpy(&w, s, 8);
-    h = tstor__io_hash_u64(h ^ w);
-  }
-  uint64_t w = 0;
-  memcpy(&w, s, n);
-  return tstor__io_hash_u64(h ^ w);
-}
-
 int tstor__json_object_next(tstor__json *j, bool *more, const char **key, size_t *keylen) {
   tstor__json_level *lv = level(j);
   int b = next_byte(j);
   if (b == '}' || (!lv->first && b != ',')) {
     if (b != '}') return unexpected(j, lv->first ? "a key or '}'" : "',' or '}'");
     j->c.off++;
-    int rc = keys_unique(j, j->keys + lv->mark, j->nkeys - lv->mark);
+    size_t n = j->nkeys - lv->mark; /* keys is NULL before the first key */
+    int rc = n > 1 ? keys_unique(j, j->keys + lv->mark, n) : 0;
     j->nkeys = lv->mark;
     j->depth--;
     *more = false;
@@ -358,7 +348,7 @@ int tstor__json_object_next(tstor__json *j, bool *more, const char **key, size_t
                                       "out of memory for a JSON text's keys");
   if (!k) return TSTOR_ENOMEM;
   j->keys = k;
-  k[j->nkeys++] = (tstor__json_key){*key, *keylen, key_hash(*key, *keylen)};
+  k[j->nkeys++] = (tstor__json_key){*key, *keylen, 0}; /* hashed where many */
   j->c.item = at;
   *more = true;
   return 0;

@@ -37,7 +37,7 @@
 typedef struct tstor__json_key {
   const char *s; /* in the arena */
   size_t len;
-  uint64_t hash;
+  uint64_t hash; /* set when its object closes with many keys */
 } tstor__json_key;
 
 /* Per depth (1 for the outermost value): where that object's keys begin in

@@ -184,6 +184,8 @@ static uint64_t hash_bytes(const char *p, size_t n) {
   return mix(h ^ n);
 }
 
+uint64_t tstor__io_hash_bytes(const void *p, size_t n) { return hash_bytes(p, n); }
+
 /* ------------------------------------------------------ position indexes */
 
 /* Open addressing over an array's positions (a slot holds position + 1, 0 is

@@ -53,7 +53,7 @@ make -C "$build/tests" plugins/fake.la > "$build/make.log" 2>&1 ||
 
 libs="$build/core/.libs/libtstor.a $(pkg-config --libs inih) -ldl -lpthread -lrt -lm"
 # The checkpoint readers' targets link libtstor-io (built in core/io) first.
-iolibs="$build/core/io/.libs/libtstor-io.a $libs $(pkg-config --libs libzip jansson zlib)"
+iolibs="$build/core/io/.libs/libtstor-io.a $libs $(pkg-config --libs libzip zlib)"
 for t in $targets; do
   case $t in
     torch_load | torch_tar | safetensors* | pickle | torch7* | gguf*) l=$iolibs ;;
