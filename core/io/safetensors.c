@@ -363,6 +363,10 @@ static int read_header_json(const char *hdr, uint64_t n, st_header *h) {
   if (!tstor__io_utf8_valid(hdr, (size_t)n)) return BAD("the header is not UTF-8");
   int rc = tstor__json_init(&h->j, hdr, (size_t)n, 8, "safetensors: header JSON");
   if (rc) return rc;
+  /* never NULL, so that every entry's sizes point somewhere, none or not */
+  if (!(h->sizes = tstor__io_grow(NULL, &h->capsizes, 0, sizeof *h->sizes, 256,
+                                  "safetensors: out of memory for the header's shapes")))
+    return TSTOR_ENOMEM;
   if (tstor__json_peek(&h->j) != TSTOR__JSON_OBJECT) return BAD("the header is not a JSON object");
   rc = tstor__json_object_begin(&h->j);
   bool more;
