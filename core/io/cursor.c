@@ -61,31 +61,10 @@ int tstor__io_cur_sub(tstor__io_cursor *c, size_t n, tstor__io_cursor *sub) {
   return 0;
 }
 
-int tstor__io_cur_uint(tstor__io_cursor *c, size_t width, bool big_endian, uint64_t *out) {
+int tstor__io_cur_uint_any(tstor__io_cursor *c, size_t width, bool big_endian, uint64_t *out) {
   const uint8_t *p;
   int rc = tstor__io_cur_bytes(c, width, &p);
   if (rc) return rc;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  /* the widths every format's fields have, little-endian: one load each
-   * (the pickle's opcodes and the zip directory read millions of them) */
-  if (!big_endian) {
-    uint16_t u16;
-    uint32_t u32;
-    switch (width) {
-      case 1: *out = p[0]; return 0;
-      case 2:
-        memcpy(&u16, p, 2);
-        *out = u16;
-        return 0;
-      case 4:
-        memcpy(&u32, p, 4);
-        *out = u32;
-        return 0;
-      case 8: memcpy(out, p, 8); return 0;
-      default: break;
-    }
-  }
-#endif
   uint64_t u = 0;
   for (size_t i = 0; i < width; i++) u |= (uint64_t)p[big_endian ? width - 1 - i : i] << (8 * i);
   *out = u;
