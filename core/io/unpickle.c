@@ -346,10 +346,13 @@ static int load_empty_tuple(tstor__io_unpickler *up) {
 static int make_tuple(tstor__io_unpickler *up, tstor_value **items, size_t n) {
   tstor_value *t = new_value(up, TSTOR_VALUE_TUPLE);
   if (!t) return TSTOR_ENOMEM;
-  /* items may point into the stack array: copied before the push */
-  for (size_t i = 0; i < n; i++) {
-    int rc = tstor__io_seq_push(t, items[i]);
-    if (rc) return rc;
+  /* items may point into the stack array: copied before the push, into an
+   * array of the tuple's length (a tuple never grows) */
+  if (n) {
+    if (!(t->u.seq.items = tstor__io_malloc(n * sizeof *items)))
+      return TSTOR__ERR(TSTOR_ENOMEM, "pickle: out of memory for a tuple of %zu", n);
+    memcpy(t->u.seq.items, items, n * sizeof *items);
+    t->u.seq.n = t->u.seq.cap = n;
   }
   return push(up, t);
 }
