@@ -48,9 +48,18 @@ LAYOUT(tstor__io_zip_end, END);
 
 /* The record of layout r at the cursor, its fields into v, stepped over. */
 static int read_record(tstor__io_cursor *c, const tstor__io_zip_layout *r, uint64_t *v) {
-  int rc = 0;
-  for (size_t i = 0; i < r->n && !rc; i++) rc = tstor__io_cur_uint(c, r->bytes[i], false, &v[i]);
-  return rc;
+  size_t len = 0;
+  for (size_t i = 0; i < r->n; i++) len += r->bytes[i];
+  const uint8_t *p;
+  int rc = tstor__io_cur_bytes(c, len, &p);
+  if (rc) return rc;
+  /* one bounds check a record, then each field as little-endian bytes */
+  for (size_t i = 0; i < r->n; p += r->bytes[i++]) {
+    uint64_t u = 0;
+    for (size_t b = r->bytes[i]; b-- > 0;) u = u << 8 | p[b];
+    v[i] = u;
+  }
+  return 0;
 }
 
 /* A failure naming the archive's offset `at`, where no cursor has read. */
