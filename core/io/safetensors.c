@@ -55,8 +55,8 @@ static int rank_of(tstor_dtype dt) {
 }
 
 static int rank_of_name(const char *name) {
-  for (size_t i = 0; i < NST; i++)
-    if (strcmp(st_dtypes[i].name, name) == 0) return (int)i;
+  for (size_t i = 0; i < NST; i++) /* the first byte first: a header names one a tensor */
+    if (st_dtypes[i].name[0] == name[0] && strcmp(st_dtypes[i].name, name) == 0) return (int)i;
   return -1;
 }
 
