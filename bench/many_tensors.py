@@ -6,6 +6,7 @@ torch.load, the safetensors package's safe_open, torchfile and the gguf
 package's GGUFReader.
 
     many_tensors.py BUILDDIR [--counts 1000,10000,100000,1000000] [--reps N] [--dir DIR]
+                    [--formats pt,legacy,st,t7,gguf] [--before OTHER_BUILDDIR]
 
 Each count N is a state_dict of N float32 tensors of 10 elements. torch
 writes the .pt files; the safetensors package writes the .safetensors where
@@ -15,6 +16,8 @@ tstor's loads run in `BUILDDIR/bench/ckpt_bench --any` (REPS loads in one
 process, the median); the references run here, REPS times each, the median. Prints
 one markdown table of microseconds per tensor. A reference that is not
 installed, or takes over a minute a load, is left out and said so.
+--before times a second build's ckpt_bench (an older commit's) on the same
+files in the same run, in two more columns.
 """
 import argparse
 import os
@@ -46,7 +49,10 @@ ap.add_argument("builddir")
 ap.add_argument("--counts", default="1000,10000,100000,1000000")
 ap.add_argument("--reps", type=int, default=5)
 ap.add_argument("--dir", default=None)
+ap.add_argument("--formats", default="pt,legacy,st,t7,gguf")
+ap.add_argument("--before", default=None)
 a = ap.parse_args()
+formats = a.formats.split(",")
 
 d = a.dir or tempfile.mkdtemp(prefix="tstor-many-")
 env = dict(os.environ, TSTOR_BACKEND_DIR=os.path.join(a.builddir, "modules"))
@@ -55,8 +61,12 @@ bench = os.path.join(a.builddir, "bench", "ckpt_bench")
 SLOW_MS = 60000
 
 
-def tstor_ms(path, mmap):
-    out = subprocess.run([bench, "--any", path, str(a.reps)] + (["--mmap"] if mmap else []), env=env,
+def tstor_ms(path, mmap, builddir=None):
+    b, e = bench, env
+    if builddir:
+        b = os.path.join(builddir, "bench", "ckpt_bench")
+        e = dict(os.environ, TSTOR_BACKEND_DIR=os.path.join(builddir, "modules"))
+    out = subprocess.run([b, "--any", path, str(a.reps)] + (["--mmap"] if mmap else []), env=e,
                          check=True, capture_output=True, text=True).stdout.split()
     return float(out[3])
 
@@ -83,22 +93,25 @@ print("torch %s, safetensors %s, torchfile %s, gguf %s; %d loads each, the media
     "yes" if torchfile else "(not installed)", "yes" if gguf else "(not installed)", a.reps,
     time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())))
 print()
-print("| tensors | format | tstor read | tstor mapped | reference | reference us |")
-print("| ---: | --- | ---: | ---: | --- | ---: |")
+before = " | before read | before mapped" if a.before else ""
+print("| tensors | format%s | tstor read | tstor mapped | reference | reference us |" % before)
+print("| ---: | ---%s | ---: | ---: | --- | ---: |" % (" | ---: | ---:" if a.before else ""))
 for n in [int(c) for c in a.counts.split(",")]:
     sd = {"layer%07d.weight" % i: torch.full((10,), float(i)) for i in range(n)}
     files = {"pt": os.path.join(d, "m%d.pt" % n), "legacy": os.path.join(d, "m%d.legacy.pt" % n),
              "st": os.path.join(d, "m%d.safetensors" % n), "t7": os.path.join(d, "m%d.t7" % n),
              "gguf": os.path.join(d, "m%d.gguf" % n)}
     torch.save(sd, files["pt"])
-    torch.save(sd, files["legacy"], _use_new_zipfile_serialization=False)
-    if safetensors:
+    if "legacy" in formats:
+        torch.save(sd, files["legacy"], _use_new_zipfile_serialization=False)
+    if safetensors and "st" in formats:
         save_file(sd, files["st"])
-    else:
+    elif "st" in formats:
         subprocess.run([tstor, "convert", files["pt"], files["st"]], env=env, check=True)
     for k in ("t7", "gguf"):
-        subprocess.run([tstor, "convert", files["pt"], files[k]], env=env, check=True,
-                       capture_output=True)
+        if k in formats:
+            subprocess.run([tstor, "convert", files["pt"], files[k]], env=env, check=True,
+                           capture_output=True)
     del sd
     refs = {
         "pt": ("torch.load", lambda: torch.load(files["pt"])),
@@ -109,14 +122,19 @@ for n in [int(c) for c in a.counts.split(",")]:
     }
     names = {"pt": ".pt (zip)", "legacy": ".pt (legacy)", "st": ".safetensors", "t7": ".t7",
              "gguf": ".gguf"}
-    for k in ("pt", "legacy", "st", "t7", "gguf"):
+    for k in [f for f in ("pt", "legacy", "st", "t7", "gguf") if f in formats]:
+        old = ""
+        if a.before:
+            old = " | %.2f | %.2f" % (tstor_ms(files[k], False, a.before) * 1e3 / n,
+                                      tstor_ms(files[k], True, a.before) * 1e3 / n)
         read, mapped = tstor_ms(files[k], False), tstor_ms(files[k], True)
         ref = refs[k]
         ref_us = "%.2f" % (py_ms(ref[1]) * 1e3 / n) if ref else "-"
-        print("| %d | %s | %.2f | %.2f | %s | %s |" % (n, names[k], read * 1e3 / n, mapped * 1e3 / n,
-                                                      ref[0] if ref else "(not installed)", ref_us))
+        print("| %d | %s%s | %.2f | %.2f | %s | %s |" % (n, names[k], old, read * 1e3 / n, mapped * 1e3 / n,
+                                                        ref[0] if ref else "(not installed)", ref_us))
         sys.stdout.flush()
     for f in files.values():
-        os.unlink(f)
+        if os.path.exists(f):
+            os.unlink(f)
 if not a.dir:
     os.rmdir(d)
