@@ -201,8 +201,8 @@ struct tstor_value {
       tstor_storage *s; /* a STORAGE value's storage, borrowed from its record once loaded */
       int dtype;        /* a STORAGE value's dtype; a tensor's as its rebuild gave it, -1 for its
                            storage's; a QUANTIZED value's ggml type */
+      int ndim;         /* beside dtype: a value is 80 bytes, not 88 */
       int64_t offset;   /* elements */
-      int ndim;
       int64_t *sizes,
           *strides;       /* owned (strides within sizes); a QUANTIZED value's logical sizes */
       tstor_value *attrs; /* a Parameter's attributes (a dict), or NULL */
