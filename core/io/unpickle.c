@@ -36,6 +36,10 @@ struct tstor__io_unpickler {
   size_t memo_cap, nother;
   size_t memo_len;   /* indices stored: where MEMOIZE stores, as Python's len(memo) */
   tstor_value *none; /* one shared None */
+  /* False and True, shared as None is (made on first use): singletons in
+   * Python too, and one a tensor (requires_grad). Ints are not shared: a
+   * caller may give one a GGUF type of its own (tstor_value_set_gguf_type). */
+  tstor_value *bools[2];
   size_t max_values;
   tstor_value *result; /* set by STOP */
 };
@@ -126,6 +130,16 @@ static int push_int(tstor__io_unpickler *up, int64_t i) {
   return push(up, v);
 }
 
+static int push_bool(tstor__io_unpickler *up, bool b) {
+  tstor_value *v = up->bools[b];
+  if (!v) {
+    if (!(v = new_value(up, TSTOR_VALUE_BOOL))) return TSTOR_ENOMEM;
+    v->u.i = b;
+    up->bools[b] = v;
+  }
+  return push(up, v);
+}
+
 static int push_string(tstor__io_unpickler *up, size_t len) {
   const uint8_t *p;
   int rc = need(up, len);
@@ -181,12 +195,7 @@ static int load_mark(tstor__io_unpickler *up) {
 
 static int load_none(tstor__io_unpickler *up) { return push(up, up->none); }
 
-static int load_bool(tstor__io_unpickler *up) {
-  tstor_value *v = new_value(up, TSTOR_VALUE_BOOL);
-  if (!v) return TSTOR_ENOMEM;
-  v->u.i = up->op == TSTOR__OP_NEWTRUE;
-  return push(up, v);
-}
+static int load_bool(tstor__io_unpickler *up) { return push_bool(up, up->op == TSTOR__OP_NEWTRUE); }
 
 static int load_binint(tstor__io_unpickler *up) {
   uint64_t v;
@@ -254,10 +263,7 @@ static int load_int(tstor__io_unpickler *up) {
   if (rc) return rc;
   if (strtol_line(p, n, &v)) {
     if (n != 2 || (v != 0 && v != 1)) return push_int(up, v);
-    tstor_value *b = new_value(up, TSTOR_VALUE_BOOL);
-    if (!b) return TSTOR_ENOMEM;
-    b->u.i = v;
-    return push(up, b);
+    return push_bool(up, v == 1);
   }
   if ((rc = tstor__io_parse_int((const char *)p, n, 0, &v)) == 0) return push_int(up, v);
   return rc == TSTOR_ERANGE ? FAIL(up, TSTOR_ERANGE, "an int that does not fit in 64 bits")
