@@ -24,6 +24,8 @@ typedef struct loader {
   tstor__io_zip_index ix; /* entries' data offsets in the archive */
   char *prefix;           /* the archive's folder: "archive", or the file's stem */
   int big_endian;
+  size_t next_entry; /* the entry after the last one found: writers put records in the order
+                        the pickle names them */
 } loader;
 
 static int zip_failure(zip_error_t *e, const char *what) {
@@ -37,8 +39,13 @@ static int zip_failure(zip_error_t *e, const char *what) {
  * name with the one in an Info-ZIP Unicode Path extra field, so that a file
  * could name one record for torch.load and another for libzip. */
 static const tstor__io_zip_entry *entry_named(loader *ld, const char *name, zip_int64_t *idx) {
-  const tstor__io_zip_entry *e = tstor__io_zip_find(&ld->ix, name);
+  /* the next entry first: no hash and no jump through a table of 10^6 */
+  const tstor__io_zip_entry *e = ld->next_entry < ld->ix.n ? &ld->ix.entries[ld->next_entry] : NULL;
+  size_t len = strlen(name);
+  if (!e || e->name_len != len || memcmp(e->name, name, len) != 0)
+    e = tstor__io_zip_find(&ld->ix, name);
   *idx = e ? (zip_int64_t)(e - ld->ix.entries) : -1;
+  if (e) ld->next_entry = (size_t)*idx + 1;
   return e;
 }
 
