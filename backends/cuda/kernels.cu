@@ -19,6 +19,8 @@
 #include <tstor/codec.h>
 #include <tstor/typed.h>
 
+#include <type_traits>
+
 #include "kernels.h"
 
 #define HD __host__ __device__ __forceinline__
@@ -287,48 +289,25 @@ struct convert_elem<S, t_u32> {
   }
 };
 
+/* Whether S is one of Ts. */
+template <class S, class... Ts>
+struct one_of {
+  static constexpr bool value = false;
+};
+template <class S, class T, class... Ts>
+struct one_of<S, T, Ts...> {
+  static constexpr bool value = std::is_same<S, T>::value || one_of<S, Ts...>::value;
+};
+
 /* The NaN bfloat16 gets: 0x7fc0 from float16, the complex dtypes and the
  * float8s, e8m0 included (PyTorch's scalar loops), all ones from the rest
  * (its vectorised loops). */
 template <class S>
 struct bf16_nan {
-  static constexpr uint16_t value = TSTOR_BF16_NAN_VECTOR;
-};
-template <>
-struct bf16_nan<t_f16> {
-  static constexpr uint16_t value = TSTOR_BF16_NAN_SCALAR;
-};
-template <>
-struct bf16_nan<t_c32> {
-  static constexpr uint16_t value = TSTOR_BF16_NAN_SCALAR;
-};
-template <>
-struct bf16_nan<t_c64> {
-  static constexpr uint16_t value = TSTOR_BF16_NAN_SCALAR;
-};
-template <>
-struct bf16_nan<t_c128> {
-  static constexpr uint16_t value = TSTOR_BF16_NAN_SCALAR;
-};
-template <>
-struct bf16_nan<t_e8m0> {
-  static constexpr uint16_t value = TSTOR_BF16_NAN_SCALAR;
-};
-template <>
-struct bf16_nan<t_e5m2> {
-  static constexpr uint16_t value = TSTOR_BF16_NAN_SCALAR;
-};
-template <>
-struct bf16_nan<t_e4m3fn> {
-  static constexpr uint16_t value = TSTOR_BF16_NAN_SCALAR;
-};
-template <>
-struct bf16_nan<t_e5m2fnuz> {
-  static constexpr uint16_t value = TSTOR_BF16_NAN_SCALAR;
-};
-template <>
-struct bf16_nan<t_e4m3fnuz> {
-  static constexpr uint16_t value = TSTOR_BF16_NAN_SCALAR;
+  static constexpr uint16_t value = one_of<S, t_f16, t_c32, t_c64, t_c128, t_e8m0, t_e5m2, t_e4m3fn,
+                                           t_e5m2fnuz, t_e4m3fnuz>::value
+                                        ? TSTOR_BF16_NAN_SCALAR
+                                        : TSTOR_BF16_NAN_VECTOR;
 };
 
 template <class S>
