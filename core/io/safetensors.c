@@ -196,6 +196,20 @@ static bool next_is(st_header *h, tstor__json_kind k, int *rc) {
   return got == k;
 }
 
+/* The refusal of an entry that lacks one of its fields or has one of
+ * another kind. */
+static int fields_refused(const char *name) {
+  return BAD("tensor '%s' needs \"dtype\" (a string), \"shape\" and \"data_offsets\" (arrays)",
+             name);
+}
+
+/* 0 when the entry's next value is of kind k; else the JSON's error, or the
+ * entry's refusal. */
+static int expect_field(st_header *h, tstor__json_kind k, const char *name) {
+  int rc;
+  return next_is(h, k, &rc) ? 0 : rc ? rc : fields_refused(name);
+}
+
 /* A non-negative integer of the entry (a shape's size, an offset). */
 static int read_uint(st_header *h, const char *name, const char *what, uint64_t *out) {
   bool is_int;
@@ -212,11 +226,7 @@ static int read_uint(st_header *h, const char *name, const char *what, uint64_t 
 /* "shape": an array of sizes, appended to h->sizes. */
 static int read_shape(st_header *h, st_entry *e) {
   int rc;
-  if (!next_is(h, TSTOR__JSON_ARRAY, &rc))
-    return rc ? rc
-              : BAD("tensor '%s' needs \"dtype\" (a string), \"shape\" and \"data_offsets\" "
-                    "(arrays)",
-                    e->name);
+  if ((rc = expect_field(h, TSTOR__JSON_ARRAY, e->name))) return rc;
   rc = tstor__json_array_begin(&h->j);
   bool more;
   e->sizes_at = h->nsizes;
@@ -242,11 +252,7 @@ static int read_shape(st_header *h, st_entry *e) {
 /* "data_offsets": [begin, end]. */
 static int read_offsets(st_header *h, st_entry *e) {
   int rc;
-  if (!next_is(h, TSTOR__JSON_ARRAY, &rc))
-    return rc ? rc
-              : BAD("tensor '%s' needs \"dtype\" (a string), \"shape\" and \"data_offsets\" "
-                    "(arrays)",
-                    e->name);
+  if ((rc = expect_field(h, TSTOR__JSON_ARRAY, e->name))) return rc;
   uint64_t v[2];
   bool more;
   rc = tstor__json_array_begin(&h->j);
@@ -285,11 +291,7 @@ static int read_entry(st_header *h, const char *name, size_t name_len) {
     if (klen == 5 && memcmp(key, "dtype", 5) == 0) {
       const char *dn;
       size_t dlen;
-      if (!next_is(h, TSTOR__JSON_STRING, &rc))
-        return rc ? rc
-                  : BAD("tensor '%s' needs \"dtype\" (a string), \"shape\" and \"data_offsets\" "
-                        "(arrays)",
-                        name);
+      if ((rc = expect_field(h, TSTOR__JSON_STRING, name))) return rc;
       if ((rc = tstor__json_string(&h->j, &dn, &dlen))) return rc;
       if ((e->rank = rank_of_name(dn)) < 0)
         return BAD("tensor '%s' has unknown dtype \"%.32s\"", name, dn);
@@ -305,9 +307,7 @@ static int read_entry(st_header *h, const char *name, size_t name_len) {
     }
   }
   if (rc) return rc;
-  if (!got_dtype || !got_shape || !got_offsets)
-    return BAD("tensor '%s' needs \"dtype\" (a string), \"shape\" and \"data_offsets\" (arrays)",
-               name);
+  if (!got_dtype || !got_shape || !got_offsets) return fields_refused(name);
   /* the reference's count: elements left to right, then bits, each checked,
    * so that [2^62, 4, 0] overflows where [0, 2^62, 4] is empty */
   const int64_t *sizes = h->sizes + e->sizes_at;
