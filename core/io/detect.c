@@ -43,10 +43,26 @@ static int torch7_indexed(uint32_t type) {
   return type == 3 || type == 4 || type == 7 || type == 8;
 }
 
+/* A Lua function as old Torch7 wrote it (type 6, no reference index): the
+ * bytecode's length as an int, then string.dump's output, which opens with
+ * ESC 'L' (LuaJIT's "\x1bLJ", Lua's "\x1bLua"); in ascii, "6\n" and the
+ * length's digits on lines of their own. */
+static int torch7_plain_function(const uint8_t *p, size_t n) {
+  if (n >= 2 && p[0] == '6' && p[1] == '\n') {
+    size_t i = 2;
+    while (i < n && i < 14 && p[i] >= '0' && p[i] <= '9') i++;
+    return i > 2 && i + 2 < n && p[i] == '\n' && p[i + 1] == 0x1b && p[i + 2] == 'L';
+  }
+  if (n < 10) return 0;
+  int le = p[0] == 6 && !p[1] && !p[2] && !p[3], be = !p[0] && !p[1] && !p[2] && p[3] == 6;
+  return (le || be) && p[8] == 0x1b && p[9] == 'L';
+}
+
 /* Torch7's torch.File opens with an object's type and its reference index,
  * 1: as two 4-byte ints of either byte order in a binary file, as "3\n1\n"
  * and the like in an ascii one. */
 static int torch7(const uint8_t *p, size_t n) {
+  if (torch7_plain_function(p, n)) return 1;
   if (n >= 4 && p[0] >= '0' && torch7_indexed((uint32_t)(p[0] - '0')) && p[1] == '\n' &&
       p[2] == '1' && p[3] == '\n')
     return 1;
