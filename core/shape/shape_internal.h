@@ -142,11 +142,4 @@ typedef int (*tstor__shape_infer)(const tstor_layout *const *in, const void *arg
 int tstor__shape_form(const char *name, int n, const tstor_tensor *const *tensors, int required,
                       tstor__shape_infer infer, const void *args, tstor_tensor **out);
 
-/* -------------------------------------------------------- elementwise.c */
-
-/* The strides of the Python references' compute_elementwise_output_strides
- * for n layouts of one shape (broadcast dimensions with stride 0), as the
- * meta kernels of relu and where lay out their output. */
-void tstor__refs_strides(int n, const tstor_layout *in, int64_t *strides);
-
 #endif
