@@ -1,6 +1,7 @@
 /* The output layout of reductions (sum, mean, amax, argmax), as ATen's
  * ReduceOps.cpp, and of softmax, as SoftMax.cpp: the reduced dimensions
- * dropped (or kept as 1), the dtype of each op's rule, contiguous. */
+ * dropped (or kept as 1), the dtype of each op's rule, contiguous (a kept
+ * dimension of sum and amax strided as torch 2.x's references stride it). */
 #include "shape/shape_internal.h"
 
 /* ---------------------------------------------------------------- reductions */
@@ -15,6 +16,27 @@ static const char *reduction_name(tstor_reduction op) {
   return "?";
 }
 
+/* torch 2.x's sum and amax keep a reduced dimension as the references do:
+ * the result without it, contiguous, then broadcast_in_dim's stride for the
+ * dimension of size 1 put back (that of the next kept dimension times its
+ * size, 1 at the end). They differ from the contiguous strides only where a
+ * size is 0. r holds the kept layout, contiguous; reduced[] marks the n
+ * dimensions of the input. */
+static void keep_dims_strides(int n, const unsigned char *reduced, tstor_layout *r) {
+  int64_t kept_sizes[TSTOR_TENSOR_MAX_DIM], kept_strides[TSTOR_TENSOR_MAX_DIM];
+  int nk = 0;
+  for (int d = 0; d < n; d++)
+    if (!reduced[d]) kept_sizes[nk++] = r->sizes[d];
+  tstor__contiguous_strides(nk, kept_sizes, kept_strides);
+  int k = 0;
+  for (int d = 0; d < n; d++) {
+    if (!reduced[d])
+      r->strides[d] = kept_strides[k++];
+    else
+      r->strides[d] = k == nk ? 1 : tstor__mul_wrap(kept_strides[k], kept_sizes[k]);
+  }
+}
+
 /* as_dtype: sum and mean's dtype=, NULL for none */
 static int reduce(tstor_reduction op, const tstor_layout *in, int ndims, const int64_t *dims,
                   int keepdim, const tstor_dtype *as_dtype, tstor_layout *out) {
@@ -26,6 +48,9 @@ static int reduce(tstor_reduction op, const tstor_layout *in, int ndims, const i
   if (!di || in->ndim < 0 || in->ndim > TSTOR_TENSOR_MAX_DIM)
     return tstor__err(TSTOR_EINVAL, "reduce: bad input layout");
   const char *name = reduction_name(op);
+  /* torch 2.x refuses a complex input first, whatever the dimension */
+  if (op == TSTOR_REDUCE_ARGMAX && tstor__dtype_category(in->dtype) == TSTOR__CAT_COMPLEX)
+    return tstor__err(TSTOR_EDTYPE, "argmax(): does not support complex input");
   if (op == TSTOR_REDUCE_ARGMAX && ndims > 1)
     return tstor__err(TSTOR_EINVAL, "argmax(): takes one dimension or none, not %d", ndims);
   /* which dimensions go */
@@ -101,6 +126,8 @@ static int reduce(tstor_reduction op, const tstor_layout *in, int ndims, const i
       r.sizes[r.ndim++] = 1;
   }
   tstor__layout_contiguous(&r);
+  if (keepdim && (op == TSTOR_REDUCE_SUM || op == TSTOR_REDUCE_AMAX))
+    keep_dims_strides(in->ndim, reduced, &r);
   tstor__layout_copy(out, &r);
   return 0;
 }
