@@ -1,7 +1,7 @@
 /* The output layout of convolutions, as ATen's Convolution.cpp checks and
  * computes it: its argument checks (check_shape_forward), its output sizes
- * (conv_output_size, and conv_input_size for a transposed convolution) and
- * its choice of memory format. */
+ * (conv_output_size, and conv_input_size for a transposed convolution), and
+ * the memory format of torch 2.x's meta kernels: contiguous. */
 #include "shape/shape_internal.h"
 
 #include <stdio.h>
@@ -349,16 +349,6 @@ static int check_output_size(const tstor_layout *in, const tstor_conv_params *p,
   return tstor__layout_nbytes(r->ndim, r->sizes, NULL, tstor_dtype_size(r->dtype), &nbytes);
 }
 
-/* The output's memory format, as PyTorch's meta kernel chooses it:
- * channels-last where the input or the weight suggests it (4 dims),
- * otherwise contiguous. */
-static tstor_memory_format conv_memory_format(const tstor_layout *in, const tstor_layout *weight) {
-  if (in->ndim == 4 && (tstor_layout_memory_format(in) == TSTOR_MEMORY_CHANNELS_LAST ||
-                        tstor_layout_memory_format(weight) == TSTOR_MEMORY_CHANNELS_LAST))
-    return TSTOR_MEMORY_CHANNELS_LAST;
-  return TSTOR_MEMORY_CONTIGUOUS;
-}
-
 /* -------------------------------------------------------------- convolution */
 
 int tstor_layout_conv(const tstor_layout *input, const tstor_layout *weight,
@@ -382,11 +372,10 @@ int tstor_layout_conv(const tstor_layout *input, const tstor_layout *weight,
   else
     conv_output_size(&in, weight->sizes, &q, r.sizes);
   if ((rc = check_output_size(&in, &q, &r)) < 0) return rc;
-  tstor_layout_restride(&r, conv_memory_format(&in, weight));
-  if (input->ndim < in.ndim) { /* unbatched: the output too, contiguous */
-    squeeze0(&r);
-    tstor__layout_contiguous(&r);
-  }
+  /* torch 2.x's meta kernels give a contiguous output whatever the input's
+   * or the weight's memory format (1.13's kept channels-last) */
+  if (input->ndim < in.ndim) squeeze0(&r); /* unbatched: the output too */
+  tstor__layout_contiguous(&r);
   tstor__layout_copy(out, &r);
   return 0;
 }

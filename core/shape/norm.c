@@ -131,7 +131,9 @@ int tstor_layout_batch_norm(const tstor_layout *input, const tstor_layout *runni
 }
 
 /* layer_norm's and group_norm's output, once their shapes are checked: the
- * dtypes checked, the input's sizes and dtype, contiguous. */
+ * dtypes checked, the input's sizes and dtype, contiguous (layer_norm) or in
+ * the input's suggested memory format (torch 2.x's group_norm; 1.13's was
+ * contiguous). */
 static int norm_output(const char *op, const tstor_layout *input, const tstor_layout *weight,
                        const tstor_layout *bias, tstor_layout *out) {
   int rc;
@@ -141,7 +143,10 @@ static int norm_output(const char *op, const tstor_layout *input, const tstor_la
     return rc;
   tstor_layout r;
   tstor__layout_copy(&r, input);
-  tstor__layout_contiguous(&r);
+  if (op[0] == 'g')
+    tstor_layout_restride(&r, tstor_layout_memory_format(input));
+  else
+    tstor__layout_contiguous(&r);
   tstor__layout_copy(out, &r);
   return 0;
 }

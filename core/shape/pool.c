@@ -174,11 +174,15 @@ int tstor_layout_adaptive_avg_pool2d(const tstor_layout *input, const int64_t ou
   if (nd != 3 && nd != 4)
     return tstor__err(TSTOR_EINVAL, "adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got %s",
                       tstor__dims_str(a, sizeof a, nd, input->sizes));
-  /* the meta kernel's new_empty: contiguous whatever the input */
+  /* torch 2.x's meta kernel: in the input's suggested memory format (1.13's
+   * was contiguous whatever the input) */
   tstor__layout_copy(&r, input);
   r.sizes[nd - 2] = output_size[0];
   r.sizes[nd - 1] = output_size[1];
-  tstor__layout_contiguous(&r);
+  if (nd == 4 && tstor_layout_memory_format(input) == TSTOR_MEMORY_CHANNELS_LAST)
+    tstor_layout_restride(&r, TSTOR_MEMORY_CHANNELS_LAST);
+  else
+    tstor__layout_contiguous(&r);
   uint64_t nbytes;
   if ((rc = tstor_layout_bytes(&r, &nbytes)) < 0) return rc;
   tstor__layout_copy(out, &r);
