@@ -174,6 +174,69 @@ static int bmm_form(const tstor_layout *const *in, const void *args, tstor_layou
   return tstor_layout_bmm(in[0], in[1], out);
 }
 
+/* ------------------------------------------------ scaled_dot_product_attention */
+
+static const char *sdpa_dtype_name(tstor_dtype d) {
+  /* the caffe2 type names torch's message prints */
+  switch (d) {
+    case TSTOR_FLOAT32: return "float";
+    case TSTOR_FLOAT64: return "double";
+    case TSTOR_FLOAT16: return "c10::Half";
+    case TSTOR_BFLOAT16: return "c10::BFloat16";
+    default: return tstor_dtype_name(d);
+  }
+}
+
+int tstor_layout_scaled_dot_product_attention(const tstor_layout *query, const tstor_layout *key,
+                                              const tstor_layout *value, tstor_layout *out) {
+  int rc;
+  if ((rc = tstor__check_layout(query, "scaled_dot_product_attention: query")) < 0 ||
+      (rc = tstor__check_layout(key, "scaled_dot_product_attention: key")) < 0 ||
+      (rc = tstor__check_layout(value, "scaled_dot_product_attention: value")) < 0)
+    return rc;
+  if (!out) return tstor__err(TSTOR_EINVAL, "scaled_dot_product_attention: out is NULL");
+  if (query->ndim < 2 || key->ndim < 2 || value->ndim < 2)
+    return tstor__err(TSTOR_EINVAL,
+                      "Expected query, key, and value to all be  at least 2 dimensional, but "
+                      "got query.dim: %d key.dim: %d and value.dim: %d instead.",
+                      query->ndim, key->ndim, value->ndim);
+  if (query->dtype != key->dtype || query->dtype != value->dtype)
+    return tstor__err(TSTOR_EDTYPE,
+                      "Expected query, key, and value to have the same dtype, but got "
+                      "query.dtype: %s key.dtype: %s and value.dtype: %s instead.",
+                      sdpa_dtype_name(query->dtype), sdpa_dtype_name(key->dtype),
+                      sdpa_dtype_name(value->dtype));
+  if (tstor__dtype_category(query->dtype) != TSTOR__CAT_FLOAT || tstor__is_quantized(query->dtype))
+    return tstor__err(TSTOR_EDTYPE, "scaled_dot_product_attention: %s is not a floating dtype",
+                      tstor_dtype_name(query->dtype));
+  /* the math: softmax(query . key^T) . value, each product a matmul */
+  tstor_layout kt, attn, r;
+  tstor__layout_copy(&kt, key);
+  int n = kt.ndim;
+  int64_t t = kt.sizes[n - 1];
+  kt.sizes[n - 1] = kt.sizes[n - 2];
+  kt.sizes[n - 2] = t;
+  t = kt.strides[n - 1];
+  kt.strides[n - 1] = kt.strides[n - 2];
+  kt.strides[n - 2] = t;
+  if ((rc = tstor_layout_matmul(query, &kt, &attn)) < 0 ||
+      (rc = tstor_layout_matmul(&attn, value, &r)) < 0)
+    return rc;
+  tstor__layout_contiguous(&r);
+  tstor__layout_copy(out, &r);
+  return 0;
+}
+
+static int sdpa_form(const tstor_layout *const *in, const void *args, tstor_layout *out) {
+  return tstor_layout_scaled_dot_product_attention(in[0], in[1], in[2], out);
+}
+
+int tstor_shape_scaled_dot_product_attention(const tstor_tensor *query, const tstor_tensor *key,
+                                             const tstor_tensor *value, tstor_tensor **out) {
+  const tstor_tensor *ts[3] = {query, key, value};
+  return tstor__shape_form("shape_scaled_dot_product_attention", 3, ts, 3, sdpa_form, NULL, out);
+}
+
 static int matmul_form(const tstor_layout *const *in, const void *args, tstor_layout *out) {
   return tstor_layout_matmul(in[0], in[1], out);
 }

@@ -257,6 +257,20 @@ TSTOR_EXTERN int tstor_shape_bmm(const tstor_tensor *a, const tstor_tensor *b,
 TSTOR_EXTERN int tstor_shape_linear(const tstor_tensor *input, const tstor_tensor *weight,
                                     const tstor_tensor *bias, tstor_tensor **out);
 
+/* F.scaled_dot_product_attention(query, key, value) with no mask, as torch
+ * 2.x's meta device gives it: query (..., L, E), key (..., S, E), value
+ * (..., S, Ev) of one floating dtype, at least 2 dims each, batch dimensions
+ * broadcast as matmul's; the output (..., L, Ev) contiguous. Dropout, causal
+ * masking and the scale change no layout. *out is a new reference. */
+TSTOR_EXTERN int tstor_layout_scaled_dot_product_attention(const tstor_layout *query,
+                                                           const tstor_layout *key,
+                                                           const tstor_layout *value,
+                                                           tstor_layout *out);
+TSTOR_EXTERN int tstor_shape_scaled_dot_product_attention(const tstor_tensor *query,
+                                                          const tstor_tensor *key,
+                                                          const tstor_tensor *value,
+                                                          tstor_tensor **out);
+
 /* ------------------------------------------------------------ cat and stack */
 
 /* torch.cat of n >= 1 inputs along dim: equal sizes except in dim, the dtypes
