@@ -209,10 +209,10 @@ typedef enum tstor_reduction {
  * of them), keeping them as size 1 when keepdim. The output is contiguous, as
  * PyTorch's (where a size is 0, a kept dimension of sum and amax has torch
  * 2.x's stride: the next kept dimension's stride times its size, 1 last).
- * argmax refuses a complex input (TSTOR_EDTYPE). A zero-dim input takes dimension 0 or -1. amax and argmax refuse a
- * reduced dimension of size 0 (TSTOR_ERANGE) and, without dims, an empty input
+ * A zero-dim input takes dimension 0 or -1. amax and argmax refuse a reduced
+ * dimension of size 0 (TSTOR_ERANGE) and, without dims, an empty input
  * (TSTOR_ERANGE for argmax, TSTOR_EINVAL for amax: PyTorch's IndexError and
- * RuntimeError). */
+ * RuntimeError); argmax refuses a complex input first (TSTOR_EDTYPE). */
 TSTOR_EXTERN int tstor_layout_reduce(tstor_reduction op, const tstor_layout *in, int ndims,
                                      const int64_t *dims, int keepdim, tstor_layout *out);
 /* Tensor form; *out is a new reference. */
@@ -420,14 +420,14 @@ TSTOR_EXTERN int tstor_shape_adaptive_max_pool2d(const tstor_tensor *input,
  * output has the input's shape and the strides tstor_layout_elementwise gives
  * one tensor, as torch 2.x's meta device does. */
 typedef enum tstor_activation {
-  TSTOR_ACT_RELU = 0,        /* keeps the dtype */
-  TSTOR_ACT_RELU6 = 1,       /* hardtanh(0, 6): keeps; refuses bool */
-  TSTOR_ACT_GELU = 2,        /* keeps the dtype */
-  TSTOR_ACT_SILU = 3,        /* keeps the dtype */
-  TSTOR_ACT_SIGMOID = 4,     /* bool and integers give float32 */
-  TSTOR_ACT_TANH = 5,        /* bool and integers give float32 */
-  TSTOR_ACT_HARDSWISH = 6,   /* keeps the dtype */
-  TSTOR_ACT_HARDSIGMOID = 7  /* keeps the dtype */
+  TSTOR_ACT_RELU = 0,       /* keeps the dtype */
+  TSTOR_ACT_RELU6 = 1,      /* hardtanh(0, 6): keeps; refuses bool */
+  TSTOR_ACT_GELU = 2,       /* keeps the dtype */
+  TSTOR_ACT_SILU = 3,       /* keeps the dtype */
+  TSTOR_ACT_SIGMOID = 4,    /* bool and integers give float32 */
+  TSTOR_ACT_TANH = 5,       /* bool and integers give float32 */
+  TSTOR_ACT_HARDSWISH = 6,  /* keeps the dtype */
+  TSTOR_ACT_HARDSIGMOID = 7 /* keeps the dtype */
 } tstor_activation;
 
 TSTOR_EXTERN int tstor_layout_activation(tstor_activation act, const tstor_layout *in,
