@@ -487,6 +487,15 @@ static int run_tensor(const tcase *c, result *r) {
   return 1;
 }
 
+/* The ops whose every refusal tstor words as torch 2.15 does. */
+static const char *const worded_ops[] = {"neg", "sub", "abs", "mean", "mean_dtype"};
+
+static int worded(const char *op) {
+  for (size_t i = 0; i < sizeof worded_ops / sizeof worded_ops[0]; i++)
+    if (!strcmp(op, worded_ops[i])) return 1;
+  return 0;
+}
+
 /* "" when r is what the case wants, else what differs. */
 static const char *compare(const tcase *c, const result *r) {
   static char why[2560]; /* room for two layouts of 1200 */
@@ -499,10 +508,9 @@ static const char *compare(const tcase *c, const result *r) {
                  tstor_last_error());
         return why;
       }
-      /* the refusals tstor words as PyTorch does: TSTOR_ELEMENTWISE_NO_BOOL's
-       * and abs's of bool, and torch 2.x's promotion refusals */
-      if ((!strcmp(c->op, "neg") || !strcmp(c->op, "sub") || !strcmp(c->op, "abs") ||
-           !strncmp(c->message, "Promotion ", 10) ||
+      /* the refusals tstor words as PyTorch does: those of the ops of
+       * worded_ops, and torch 2.x's promotion refusals */
+      if ((worded(c->op) || !strncmp(c->message, "Promotion ", 10) ||
            !strcmp(c->message, "unsupported scalarType")) &&
           strcmp(tstor_last_error(), c->message) != 0) {
         snprintf(why, sizeof why, "said \"%s\", PyTorch \"%s\"", tstor_last_error(), c->message);

@@ -63,8 +63,13 @@ static int reduce(tstor_reduction op, const tstor_layout *in, int ndims, const i
     if ((op == TSTOR_REDUCE_AMAX || op == TSTOR_REDUCE_ARGMAX) && in->ndim > 0 && in->sizes[d] == 0)
       return tstor__err(TSTOR_ERANGE, "%s(): Expected reduction dim %d to have non-zero size.",
                         name, d);
-    if (reduced[d])
+    if (reduced[d]) {
+      /* torch 2.x's mean of a bool or integer input (no dtype) says it other words */
+      if (op == TSTOR_REDUCE_MEAN && !as_dtype &&
+          tstor__dtype_category(in->dtype) < TSTOR__CAT_FLOAT)
+        return tstor__err(TSTOR_EINVAL, "duplicate value in the list of dims");
       return tstor__err(TSTOR_EINVAL, "dim %d appears multiple times in the list of dims", d);
+    }
     reduced[d] = 1;
   }
   int all = ndims == 0;
@@ -84,8 +89,8 @@ static int reduce(tstor_reduction op, const tstor_layout *in, int ndims, const i
     if (op == TSTOR_REDUCE_MEAN && tstor__dtype_category(*as_dtype) < TSTOR__CAT_FLOAT)
       return tstor__err(TSTOR_EDTYPE,
                         "mean(): could not infer output dtype. Optional dtype must "
-                        "be either a floating point or complex dtype. Got: %s",
-                        ai->scalar_type);
+                        "be either a floating point or complex dtype. Got: torch.%s",
+                        tstor_dtype_name(*as_dtype));
     dtype = *as_dtype;
   } else
     switch (op) {
@@ -96,8 +101,8 @@ static int reduce(tstor_reduction op, const tstor_layout *in, int ndims, const i
         if (cat < TSTOR__CAT_FLOAT)
           return tstor__err(TSTOR_EDTYPE,
                             "mean(): could not infer output dtype. Input dtype must "
-                            "be either a floating point or complex dtype. Got: %s",
-                            di->scalar_type);
+                            "be either a floating point or complex dtype. Got: torch.%s",
+                            tstor_dtype_name(in->dtype));
         break;
       case TSTOR_REDUCE_AMAX:
       case TSTOR_REDUCE_ARGMAX:
