@@ -41,9 +41,15 @@ int tstor_layout_dropout(const tstor_layout *in, double p, int training, tstor_l
   /* input * empty_like(input).bernoulli_(1 - p).div_(1 - p): the in-place
    * division by a float refuses what cannot hold one */
   int cat = tstor__dtype_category(in->dtype);
-  if (cat < TSTOR__CAT_FLOAT || tstor__is_quantized(in->dtype))
+  tstor_dtype d = in->dtype;
+  if ((cat < TSTOR__CAT_FLOAT || tstor__is_quantized(d)) &&
+      (d == TSTOR_UINT16 || d == TSTOR_UINT32 || d == TSTOR_UINT64)) /* torch 2.x's names */
+    return tstor__err(TSTOR_EDTYPE,
+                      "result type torch.float32 can't be cast to the desired output type torch.%s",
+                      tstor_dtype_name(d));
+  if (cat < TSTOR__CAT_FLOAT || tstor__is_quantized(d))
     return tstor__err(TSTOR_EDTYPE, "result type Float can't be cast to the desired output type %s",
-                      tstor_dtype_info_of(in->dtype)->scalar_type);
+                      tstor_dtype_info_of(d)->scalar_type);
   tstor_layout ops[2];
   tstor__layout_copy(&ops[0], in);
   tstor__layout_empty_like(in, &ops[1]);

@@ -262,6 +262,8 @@ int tstor_layout_where(const tstor_layout *cond, const tstor_layout *a, const ts
       (rc = tstor__check_layout(b, "where: b")) < 0)
     return rc;
   if (!out) return tstor__err(TSTOR_EINVAL, "where: out is NULL");
+  if (cond->dtype == TSTOR_UINT8) /* torch 2.x's words for the old byte masks */
+    return tstor__err(TSTOR_EDTYPE, "expected predicate to be bool, got torch.uint8");
   if (cond->dtype != TSTOR_BOOL)
     return tstor__err(TSTOR_EDTYPE,
                       "where expected condition to be a boolean tensor, but got a "

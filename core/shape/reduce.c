@@ -111,7 +111,9 @@ static int reduce(tstor_reduction op, const tstor_layout *in, int ndims, const i
           if (all)
             return tstor__err(
                 op == TSTOR_REDUCE_ARGMAX ? TSTOR_ERANGE : TSTOR_EINVAL,
-                "%s(): Expected reduction dim to be specified for input.numel() == 0.", name);
+                "%s(): Expected reduction dim to be specified for input.numel() == 0.%s", name,
+                op == TSTOR_REDUCE_AMAX ? " Specify the reduction dim with the 'dim' argument."
+                                        : "");
           for (int d = 0; d < in->ndim; d++)
             if (reduced[d] && in->sizes[d] == 0)
               return tstor__err(TSTOR_ERANGE,
