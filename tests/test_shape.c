@@ -491,7 +491,7 @@ static int run_tensor(const tcase *c, result *r) {
 static const char *const worded_ops[] = {
     "neg",  "sub",     "abs",    "mean",       "mean_dtype", "mm",
     "bmm",  "matmul",  "linear", "layer_norm", "group_norm", "promote",
-    "amax", "dropout", "where",  "max_pool2d", "avg_pool2d"};
+    "amax", "dropout", "where",  "max_pool2d", "avg_pool2d", "broadcast"};
 
 static int worded(const char *op) {
   for (size_t i = 0; i < sizeof worded_ops / sizeof worded_ops[0]; i++)
@@ -641,8 +641,9 @@ START_TEST(test_broadcast_messages) {
   int nd[] = {2, 2}, n;
   const int64_t *s[] = {a, b};
   ck_tstor_err(tstor_broadcast_shapes(2, nd, s, &n, out), TSTOR_ESIZE);
-  ck_last_error_has("The size of tensor a (3) must match the size of tensor b (2) at "
-                    "non-singleton dimension 1");
+  ck_last_error_has(
+      "Attempting to broadcast a dimension of length 2 at -1! Mismatching argument "
+      "at index 1 had [3, 2]; but expected shape should be broadcastable to [2, 3]");
   ck_tstor_err(tstor_broadcast_shapes(0, nd, s, &n, out), TSTOR_EINVAL);
   int64_t neg[] = {-1};
   int nd1[] = {1};

@@ -276,7 +276,7 @@ int tstor_layout_where(const tstor_layout *cond, const tstor_layout *a, const ts
   int nds[3] = {cond->ndim, a->ndim, b->ndim};
   const int64_t *szs[3] = {cond->sizes, a->sizes, b->sizes};
   tstor_layout r;
-  if ((rc = tstor_broadcast_shapes(3, nds, szs, &r.ndim, r.sizes)) < 0) return rc;
+  if ((rc = tstor__broadcast_shapes(3, nds, szs, &r.ndim, r.sizes)) < 0) return rc;
   /* the order of the condition, a, then b */
   const tstor_layout *ls[3] = {cond, a, b};
   operand in[3];

@@ -156,7 +156,7 @@ int tstor_layout_matmul(const tstor_layout *a, const tstor_layout *b, tstor_layo
     int ba = da > 2 ? da - 2 : 0, bb = db > 2 ? db - 2 : 0;
     int ndims[2] = {ba, bb};
     const int64_t *sz[2] = {a->sizes, b->sizes};
-    if ((rc = tstor_broadcast_shapes(2, ndims, sz, &nd, s)) < 0) return rc;
+    if ((rc = tstor__broadcast_shapes(2, ndims, sz, &nd, s)) < 0) return rc;
     if (k != k2) {
       if (da >= 3 && db <= 2)
         return tstor__err(TSTOR_EINVAL,
@@ -228,7 +228,7 @@ int tstor_layout_linear(const tstor_layout *input, const tstor_layout *weight,
     const int64_t *sz[2] = {r.sizes, bias->sizes};
     int64_t s[TSTOR_TENSOR_MAX_DIM];
     char a[TSTOR__SHAPE_STR_MAX], b[TSTOR__SHAPE_STR_MAX];
-    rc = tstor_broadcast_shapes(2, ndims, sz, &nd, s);
+    rc = tstor__broadcast_shapes(2, ndims, sz, &nd, s);
     if (rc < 0 && addmm && r.ndim >= 1 && bias->ndim <= 2) rc = addmm_expand_error(input, &r, bias);
     if (rc == 0 && (nd != r.ndim || memcmp(s, r.sizes, sizeof(int64_t) * (size_t)nd) != 0))
       rc = tstor__err(TSTOR_EINVAL,

@@ -152,8 +152,11 @@ TSTOR_EXTERN int tstor_result_type_tensors(int n, const tstor_tensor *const *ten
  * the last dimension, sizes equal or 1 (a 1 stretches, also to 0). shape i has
  * ndims[i] dimensions at sizes[i]. Writes *out_ndim and out_sizes[0..*out_ndim)
  * (room for TSTOR_TENSOR_MAX_DIM). TSTOR_ESIZE when two sizes differ and
- * neither is 1, naming both: "The size of tensor a (3) must match the size of
- * tensor b (2) at non-singleton dimension 1". */
+ * neither is 1, in torch 2.x's words: "Attempting to broadcast a dimension of
+ * length 2 at -1! Mismatching argument at index 1 had [3, 2]; but expected
+ * shape should be broadcastable to [2, 3]" (the operations that broadcast
+ * their operands say "The size of tensor a (3) must match the size of tensor
+ * b (2) at non-singleton dimension 1"). */
 TSTOR_EXTERN int tstor_broadcast_shapes(int n, const int *ndims, const int64_t *const *sizes,
                                         int *out_ndim, int64_t *out_sizes);
 
