@@ -489,9 +489,10 @@ static int run_tensor(const tcase *c, result *r) {
 
 /* The ops whose every refusal tstor words as torch 2.15 does. */
 static const char *const worded_ops[] = {
-    "neg",    "sub",        "abs",        "mean",       "mean_dtype", "mm",   "bmm",
-    "matmul", "linear",     "layer_norm", "group_norm", "promote",    "amax", "dropout",
-    "where",  "max_pool2d", "avg_pool2d", "broadcast",  "embedding"};
+    "neg",        "sub",        "abs",       "mean",      "mean_dtype",
+    "mm",         "bmm",        "matmul",    "linear",    "layer_norm",
+    "group_norm", "promote",    "amax",      "dropout",   "where",
+    "max_pool2d", "avg_pool2d", "broadcast", "embedding", "conv_transpose1d"};
 
 static int worded(const char *op) {
   for (size_t i = 0; i < sizeof worded_ops / sizeof worded_ops[0]; i++)

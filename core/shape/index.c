@@ -4,37 +4,9 @@
 #include "shape/shape_internal.h"
 
 #include <inttypes.h>
-#include <stdio.h>
 #include <string.h>
 
 static int is_index_dtype(tstor_dtype d) { return d == TSTOR_INT32 || d == TSTOR_INT64; }
-
-/* The name torch's argument checks give a CPU tensor's type: the legacy
- * Python class where the dtype has one ("torch.FloatTensor"), else the C++
- * type's ("CPUUInt16Type"). */
-static const char *tensor_type_name(tstor_dtype d, char *buf, size_t size) {
-  const char *legacy = NULL;
-  switch (d) {
-    case TSTOR_UINT8: legacy = "Byte"; break;
-    case TSTOR_INT8: legacy = "Char"; break;
-    case TSTOR_INT16: legacy = "Short"; break;
-    case TSTOR_INT32: legacy = "Int"; break;
-    case TSTOR_INT64: legacy = "Long"; break;
-    case TSTOR_FLOAT16: legacy = "Half"; break;
-    case TSTOR_FLOAT32: legacy = "Float"; break;
-    case TSTOR_FLOAT64: legacy = "Double"; break;
-    case TSTOR_BOOL: legacy = "Bool"; break;
-    case TSTOR_BFLOAT16: legacy = "BFloat16"; break;
-    case TSTOR_COMPLEX64: legacy = "ComplexFloat"; break;
-    case TSTOR_COMPLEX128: legacy = "ComplexDouble"; break;
-    default: break;
-  }
-  if (legacy)
-    snprintf(buf, size, "torch.%sTensor", legacy);
-  else
-    snprintf(buf, size, "CPU%sType", tstor_dtype_info_of(d)->scalar_type);
-  return buf;
-}
 
 int tstor_layout_embedding(const tstor_layout *weight, const tstor_layout *indices,
                            tstor_layout *out) {
@@ -51,7 +23,7 @@ int tstor_layout_embedding(const tstor_layout *weight, const tstor_layout *indic
                       "Expected tensor for argument #1 'indices' to have one of "
                       "the following scalar types: Long, Int; but got %s instead (while checking "
                       "arguments for embedding)",
-                      tensor_type_name(indices->dtype, type, sizeof type));
+                      tstor__tensor_type_name(indices->dtype, type, sizeof type));
   }
   if (indices->ndim + 1 > TSTOR_TENSOR_MAX_DIM)
     return tstor__err(TSTOR_EINVAL, "embedding: indices have too many dimensions");

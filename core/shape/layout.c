@@ -6,6 +6,7 @@
  * file. */
 #include "shape/shape_internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------ helpers */
@@ -366,4 +367,31 @@ int tstor__broadcast_shapes(int n, const int *ndims, const int64_t *const *sizes
   *out_ndim = nd;
   memcpy(out_sizes, r, sizeof(int64_t) * (size_t)nd);
   return 0;
+}
+
+/* The name torch's argument checks give a CPU tensor's type: the legacy
+ * Python class where the dtype has one ("torch.FloatTensor"), else the C++
+ * type's ("CPUUInt16Type"). */
+const char *tstor__tensor_type_name(tstor_dtype d, char *buf, size_t size) {
+  const char *legacy = NULL;
+  switch (d) {
+    case TSTOR_UINT8: legacy = "Byte"; break;
+    case TSTOR_INT8: legacy = "Char"; break;
+    case TSTOR_INT16: legacy = "Short"; break;
+    case TSTOR_INT32: legacy = "Int"; break;
+    case TSTOR_INT64: legacy = "Long"; break;
+    case TSTOR_FLOAT16: legacy = "Half"; break;
+    case TSTOR_FLOAT32: legacy = "Float"; break;
+    case TSTOR_FLOAT64: legacy = "Double"; break;
+    case TSTOR_BOOL: legacy = "Bool"; break;
+    case TSTOR_BFLOAT16: legacy = "BFloat16"; break;
+    case TSTOR_COMPLEX64: legacy = "ComplexFloat"; break;
+    case TSTOR_COMPLEX128: legacy = "ComplexDouble"; break;
+    default: break;
+  }
+  if (legacy)
+    snprintf(buf, size, "torch.%sTensor", legacy);
+  else
+    snprintf(buf, size, "CPU%sType", tstor_dtype_info_of(d)->scalar_type);
+  return buf;
 }

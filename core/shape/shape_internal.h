@@ -139,6 +139,10 @@ typedef int (*tstor__shape_infer)(const tstor_layout *const *in, const void *arg
  * `name`), checks that they share a device, runs infer on their layouts, and
  * makes *out a new tensor of the layout it wrote, on that device (or a new
  * reference to tensors[0] for TSTOR__SHAPE_IS_INPUT). */
+/* The name torch's argument checks give a CPU tensor of dtype d
+ * ("torch.FloatTensor", "CPUUInt16Type"), into buf. */
+const char *tstor__tensor_type_name(tstor_dtype d, char *buf, size_t size);
+
 /* tstor_broadcast_shapes with the words of the ops that broadcast their
  * operands ("The size of tensor a (3) must match the size of tensor b ..."). */
 int tstor__broadcast_shapes(int n, const int *ndims, const int64_t *const *sizes, int *out_ndim,
