@@ -1,7 +1,8 @@
-/* Whole networks planned on tstor's meta device: every call that PyTorch
- * 1.13's meta device made running torchvision's resnet18 (contiguous and
+/* Whole networks planned on tstor's meta device: every call that torch
+ * 2.15's meta device made running torchvision's resnet18 (contiguous and
  * channels-last), mobilenet_v3_small and two torch.nn transformer encoder
- * layers (tests/vectors/networks.txt, from gen_networks.py) is replayed
+ * layers (tests/vectors/networks_torch2.txt, from gen_networks.py; 1.13's
+ * record is networks.txt) is replayed
  * through tstor's shape inference and view operations, each output's sizes,
  * strides and dtype compared with PyTorch's. */
 #define _GNU_SOURCE
@@ -31,7 +32,7 @@ static void teardown(void) { tstor_context_close(ctx); }
 static void parse_layout(const char *s, tstor_layout *l, int line) {
   char name[32];
   const char *c = strchr(s, ':');
-  ck_assert_msg(c != NULL, "networks.txt:%d: bad layout %s", line, s);
+  ck_assert_msg(c != NULL, "networks_torch2.txt:%d: bad layout %s", line, s);
   snprintf(name, sizeof name, "%.*s", (int)(c - s), s);
   ck_tstor_ok(tstor_dtype_parse(name, &l->dtype));
   int n = 0;
@@ -75,30 +76,32 @@ typedef struct call {
 static tstor_tensor *ids[MAX_IDS];
 
 static tstor_tensor *tensor_arg(const call *c, int i) {
-  ck_assert_msg(i < c->ntok, "networks.txt:%d: %s: argument %d missing", c->line, c->op, i);
+  ck_assert_msg(i < c->ntok, "networks_torch2.txt:%d: %s: argument %d missing", c->line, c->op, i);
   const char *t = c->tok[i];
   if (t[0] == 'n') return NULL;
-  ck_assert_msg(t[0] == '%', "networks.txt:%d: argument %d is not a tensor: %s", c->line, i, t);
+  ck_assert_msg(t[0] == '%', "networks_torch2.txt:%d: argument %d is not a tensor: %s", c->line, i,
+                t);
   int id = atoi(t + 1);
-  ck_assert_msg(id >= 0 && id < MAX_IDS && ids[id], "networks.txt:%d: %s is unknown", c->line, t);
+  ck_assert_msg(id >= 0 && id < MAX_IDS && ids[id], "networks_torch2.txt:%d: %s is unknown",
+                c->line, t);
   return ids[id];
 }
 
 static int64_t int_arg(const call *c, int i) {
-  ck_assert_msg(i < c->ntok && c->tok[i][0] == 'i', "networks.txt:%d: argument %d: want i:",
-                c->line, i);
+  ck_assert_msg(i < c->ntok && c->tok[i][0] == 'i',
+                "networks_torch2.txt:%d: argument %d: want i:", c->line, i);
   return strtoll(c->tok[i] + 2, NULL, 10);
 }
 
 static double real_arg(const call *c, int i) {
-  ck_assert_msg(i < c->ntok && c->tok[i][0] == 'f', "networks.txt:%d: argument %d: want f:",
-                c->line, i);
+  ck_assert_msg(i < c->ntok && c->tok[i][0] == 'f',
+                "networks_torch2.txt:%d: argument %d: want f:", c->line, i);
   return strtod(c->tok[i] + 2, NULL);
 }
 
 static int list_arg(const call *c, int i, int64_t *out) {
-  ck_assert_msg(i < c->ntok && c->tok[i][0] == 'l', "networks.txt:%d: argument %d: want l:",
-                c->line, i);
+  ck_assert_msg(i < c->ntok && c->tok[i][0] == 'l',
+                "networks_torch2.txt:%d: argument %d: want l:", c->line, i);
   return parse_ints(c->tok[i] + 2, out);
 }
 
@@ -120,7 +123,7 @@ static int in_place(const call *c, tstor_tensor *self, tstor_tensor *computed, t
   ck_tstor_ok(tstor_layout_of(computed, &b));
   ck_assert_msg(a.ndim == b.ndim && !memcmp(a.sizes, b.sizes, sizeof(int64_t) * (size_t)a.ndim) &&
                     a.dtype == b.dtype,
-                "networks.txt:%d: %s in place would change self", c->line, c->op);
+                "networks_torch2.txt:%d: %s in place would change self", c->line, c->op);
   tstor_tensor_release(computed);
   *out = tstor_tensor_retain(self);
   return 0;
@@ -240,8 +243,29 @@ static int replay(const call *c, tstor_tensor **outs, int *nouts) {
   } else if (!strcmp(op, "view")) {
     int n = list_arg(c, 1, l1);
     return tstor_tensor_view(tensor_arg(c, 0), n, l1, &outs[0]);
+  } else if (!strcmp(op, "reshape")) {
+    int n = list_arg(c, 1, l1);
+    return tstor_tensor_reshape(tensor_arg(c, 0), n, l1, &outs[0]);
+  } else if (!strcmp(op, "permute")) {
+    int n = list_arg(c, 1, l1);
+    return tstor_tensor_permute(tensor_arg(c, 0), n, l1, &outs[0]);
+  } else if (!strcmp(op, "unflatten")) {
+    int n = list_arg(c, 2, l1);
+    return tstor_tensor_unflatten(tensor_arg(c, 0), int_arg(c, 1), n, l1, &outs[0]);
+  } else if (!strcmp(op, "unsqueeze")) {
+    return tstor_tensor_unsqueeze(tensor_arg(c, 0), int_arg(c, 1), &outs[0]);
+  } else if (!strcmp(op, "squeeze")) {
+    return tstor_tensor_squeeze_dim(tensor_arg(c, 0), int_arg(c, 1), &outs[0]);
+  } else if (!strcmp(op, "__getitem__")) {
+    return tstor_tensor_select(tensor_arg(c, 0), 0, int_arg(c, 1), &outs[0]);
+  } else if (!strcmp(op, "scaled_dot_product_attention")) {
+    /* query key value attn_mask dropout_p is_causal scale enable_gqa */
+    ck_assert_msg(c->ntok > 3 && !strcmp(c->tok[3], "n:"), "networks_torch2.txt:%d: a mask",
+                  c->line);
+    return tstor_shape_scaled_dot_product_attention(tensor_arg(c, 0), tensor_arg(c, 1),
+                                                    tensor_arg(c, 2), &outs[0]);
   }
-  ck_abort_msg("networks.txt:%d: no replay for %s", c->line, op);
+  ck_abort_msg("networks_torch2.txt:%d: no replay for %s", c->line, op);
   return TSTOR_ENOTSUP;
 }
 
@@ -277,8 +301,8 @@ static int run_net(FILE *f, int *line, const char *label, int *differ, uint64_t 
     int rc = replay(&c, got, &n);
     calls++;
     if (rc < 0) {
-      fprintf(stderr, "networks.txt:%d: %s %s: %s: %s\n", c.line, label, c.op, tstor_err_name(rc),
-              tstor_last_error());
+      fprintf(stderr, "networks_torch2.txt:%d: %s %s: %s: %s\n", c.line, label, c.op,
+              tstor_err_name(rc), tstor_last_error());
       (*differ)++;
       /* later calls need the output: stand in PyTorch's */
       for (int i = 0; i < c.nouts; i++) ck_tstor_ok(tstor_layout_empty(ctx, meta, &c.want[i], &got[i]));
@@ -291,8 +315,9 @@ static int run_net(FILE *f, int *line, const char *label, int *differ, uint64_t 
       ck_assert_int_eq(tstor_tensor_device(got[i]).type, meta.type);
       if (!shapetest_same_layout(&l, &c.want[i])) {
         char g[1200], w[1200];
-        fprintf(stderr, "networks.txt:%d: %s %s: got %s, want %s\n", c.line, label, c.op,
-                shapetest_layout_str(g, sizeof g, &l), shapetest_layout_str(w, sizeof w, &c.want[i]));
+        fprintf(stderr, "networks_torch2.txt:%d: %s %s: got %s, want %s\n", c.line, label, c.op,
+                shapetest_layout_str(g, sizeof g, &l),
+                shapetest_layout_str(w, sizeof w, &c.want[i]));
         (*differ)++;
       }
       if (strcmp(c.op, "param") != 0) *bytes += tstor_tensor_nbytes(got[i]);
@@ -306,7 +331,7 @@ static int run_net(FILE *f, int *line, const char *label, int *differ, uint64_t 
 }
 
 START_TEST(test_networks_plan_as_pytorch) {
-  const char *path = TSTOR_TEST_SRCDIR "/vectors/networks.txt";
+  const char *path = TSTOR_TEST_SRCDIR "/vectors/networks_torch2.txt";
   FILE *f = fopen(path, "r");
   ck_assert_msg(f != NULL, "cannot open %s", path);
   char buf[8192];

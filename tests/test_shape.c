@@ -1,6 +1,8 @@
-/* Shape inference: every case of tests/vectors/shapes.txt (PyTorch 1.13's own
- * results, from gen_shapes.py) through the layout forms and the tensor forms
- * on the meta device, then n-ary promotion, devices, layouts and bad input. */
+/* Shape inference: every case of tests/vectors/shapes_torch2.txt (torch
+ * 2.15's own results, from gen_shapes.py; tstor follows 2.x) through the
+ * layout forms and the tensor forms on the meta device, then n-ary promotion,
+ * devices, layouts and bad input. shapes.txt keeps 1.13's answers as the
+ * record (tests/vectors/compare-torch2.sh counts the differences). */
 #define _GNU_SOURCE
 #include "coretest.h"
 
@@ -87,11 +89,38 @@ static void parse_arg(const char *tok, arg *a, int line) {
 static tcase *cases;
 static int ncases;
 
+/* The cases whose result torch 2.15 promotes to its bcomplex32 (bfloat16 with
+ * a complex operand), a dtype tstor does not have yet: skipped, each by its
+ * text, and counted. Nothing else is skipped. */
+static const char *const need_bcomplex32[] = {
+    "result_type t:complex32:: t:bfloat16:2:1",  "result_type t:complex64:: t:bfloat16:2:1",
+    "result_type t:complex128:: t:bfloat16:2:1", "result_type t:bfloat16:2:1 t:complex32::",
+    "result_type t:bfloat16:2:1 t:complex64::",  "result_type t:bfloat16:2:1 t:complex128::",
+    "result_type t:bfloat16:2:1 s:complex128",   "result_type s:complex128 t:bfloat16:2:1",
+    "result_type t:bfloat16:: s:complex128",     "result_type s:complex128 t:bfloat16::",
+    "div t:bfloat16:2,3:3,1 t:complex32::",      "div t:bfloat16:2,3:3,1 t:complex64::",
+    "div t:bfloat16:2,3:3,1 t:complex128::",     "mul t:bfloat16:2,3:3,1 s:complex128",
+    "div t:bfloat16:3,1:1,1 s:complex128",       "sub t:bfloat16:2,3:3,1 s:complex128",
+};
+#define N_NEED_BCOMPLEX32 ((int)(sizeof need_bcomplex32 / sizeof need_bcomplex32[0]))
+static int skipped; /* cases of the list met by load_cases */
+
+static int needs_bcomplex32(const char *line) {
+  const char *end = strstr(line, " =>");
+  if (!end) return 0;
+  for (int i = 0; i < N_NEED_BCOMPLEX32; i++)
+    if (strlen(need_bcomplex32[i]) == (size_t)(end - line) &&
+        !strncmp(line, need_bcomplex32[i], (size_t)(end - line)))
+      return 1;
+  return 0;
+}
+
 /* Reads tests/vectors/NAME into cases[] (replacing what was there). */
 static void load_cases(const char *name) {
   free(cases);
   cases = NULL;
   ncases = 0;
+  skipped = 0;
   char path[512];
   snprintf(path, sizeof path, "%s/vectors/%s", TSTOR_TEST_SRCDIR, name);
   FILE *f = fopen(path, "r");
@@ -101,6 +130,10 @@ static void load_cases(const char *name) {
   while (fgets(buf, sizeof buf, f)) {
     line++;
     if (buf[0] == '#') continue;
+    if (needs_bcomplex32(buf)) {
+      skipped++;
+      continue;
+    }
     char *hash = strstr(buf, "  # ");
     int index_error = hash && strncmp(hash + 4, "IndexError", 10) == 0;
     char message[256] = "";
@@ -454,6 +487,19 @@ static int run_tensor(const tcase *c, result *r) {
   return 1;
 }
 
+/* The ops whose every refusal tstor words as torch 2.15 does. */
+static const char *const worded_ops[] = {
+    "neg",        "sub",        "abs",       "mean",      "mean_dtype",
+    "mm",         "bmm",        "matmul",    "linear",    "layer_norm",
+    "group_norm", "promote",    "amax",      "dropout",   "where",
+    "max_pool2d", "avg_pool2d", "broadcast", "embedding", "conv_transpose1d"};
+
+static int worded(const char *op) {
+  for (size_t i = 0; i < sizeof worded_ops / sizeof worded_ops[0]; i++)
+    if (!strcmp(op, worded_ops[i])) return 1;
+  return 0;
+}
+
 /* "" when r is what the case wants, else what differs. */
 static const char *compare(const tcase *c, const result *r) {
   static char why[2560]; /* room for two layouts of 1200 */
@@ -466,10 +512,9 @@ static const char *compare(const tcase *c, const result *r) {
                  tstor_last_error());
         return why;
       }
-      /* the refusals tstor words as PyTorch does: TSTOR_ELEMENTWISE_NO_BOOL's
-       * and abs's of bool, and torch 2.x's promotion refusals */
-      if ((!strcmp(c->op, "neg") || !strcmp(c->op, "sub") || !strcmp(c->op, "abs") ||
-           !strncmp(c->message, "Promotion ", 10) ||
+      /* the refusals tstor words as PyTorch does: those of the ops of
+       * worded_ops, and torch 2.x's promotion refusals */
+      if ((worded(c->op) || !strncmp(c->message, "Promotion ", 10) ||
            !strcmp(c->message, "unsupported scalarType")) &&
           strcmp(tstor_last_error(), c->message) != 0) {
         snprintf(why, sizeof why, "said \"%s\", PyTorch \"%s\"", tstor_last_error(), c->message);
@@ -529,14 +574,15 @@ static int run_cases(const char *name) {
   }
   fprintf(stderr, "%s: %d PyTorch cases, %d through tensors on meta, %d differ\n", name, run, run_t,
           failed);
+  if (skipped) fprintf(stderr, "%s: %d cases need bcomplex32, skipped\n", name, skipped);
   return failed;
 }
 
-START_TEST(test_pytorch_cases) { ck_assert_int_eq(run_cases("shapes.txt"), 0); }
-END_TEST
-
-/* The dtypes PyTorch 1.13 lacks, against torch 2.x (shapes_torch2.txt). */
-START_TEST(test_torch2_cases) { ck_assert_int_eq(run_cases("shapes_torch2.txt"), 0); }
+/* torch 2.15's answers over every dtype: what tstor follows. */
+START_TEST(test_pytorch_cases) {
+  ck_assert_int_eq(run_cases("shapes_torch2.txt"), 0);
+  ck_assert_int_eq(skipped, N_NEED_BCOMPLEX32);
+}
 END_TEST
 
 /* -------------------------------------------------------- beyond the file */
@@ -596,8 +642,9 @@ START_TEST(test_broadcast_messages) {
   int nd[] = {2, 2}, n;
   const int64_t *s[] = {a, b};
   ck_tstor_err(tstor_broadcast_shapes(2, nd, s, &n, out), TSTOR_ESIZE);
-  ck_last_error_has("The size of tensor a (3) must match the size of tensor b (2) at "
-                    "non-singleton dimension 1");
+  ck_last_error_has(
+      "Attempting to broadcast a dimension of length 2 at -1! Mismatching argument "
+      "at index 1 had [3, 2]; but expected shape should be broadcastable to [2, 3]");
   ck_tstor_err(tstor_broadcast_shapes(0, nd, s, &n, out), TSTOR_EINVAL);
   int64_t neg[] = {-1};
   int nd1[] = {1};
@@ -848,7 +895,7 @@ START_TEST(test_network_ops_beyond_cases) {
   ck_tstor_ok(tstor_layout_layer_norm(&in, 1, s1, &w, &w, &out));
   w.dtype = TSTOR_FLOAT64;
   ck_tstor_err(tstor_layout_layer_norm(&in, 1, s1, &w, NULL, &out), TSTOR_EDTYPE);
-  ck_last_error_has("weight is float64");
+  ck_last_error_has("expect parameter to have scalar type of Float");
   /* batch_norm wants (N, C, ...): PyTorch reads past the sizes of a 1-d or
    * 0-d input; tstor refuses it */
   ck_tstor_ok(tstor_layout_init(&in, TSTOR_FLOAT32, 1, v3, NULL));
@@ -1029,7 +1076,6 @@ int main(void) {
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_pytorch_cases);
-  tcase_add_test(tc, test_torch2_cases);
   tcase_add_test(tc, test_result_type_nary);
   tcase_add_test(tc, test_broadcast_messages);
   tcase_add_test(tc, test_layouts);

@@ -1,8 +1,6 @@
-/* The output layout of activations, as ATen's Activation.cpp (and the meta
- * kernels of PyTorch 1.13, tests/vectors/shapes.txt): TensorIterator's
- * layout through tstor_layout_elementwise, but relu's, whose meta kernel is
- * a Python reference (where(a <= 0, 0, a)) and orders as the references do;
- * and of dropout, as Dropout.cpp. */
+/* The output layout of activations, as ATen's Activation.cpp and torch 2.x's
+ * meta kernels (tests/vectors/shapes_torch2.txt) give it: the elementwise
+ * layout (tstor_layout_elementwise); and of dropout, as Dropout.cpp. */
 #include "shape/shape_internal.h"
 
 /* ------------------------------------------------------------ activations */
@@ -20,31 +18,14 @@ int tstor_layout_activation(tstor_activation act, const tstor_layout *in, tstor_
   if (tstor__is_quantized(in->dtype))
     return tstor__err(TSTOR_EDTYPE, "%s: quantized %s is not supported", name,
                       tstor_dtype_name(in->dtype));
-  int cat = tstor__dtype_category(in->dtype);
-  if (cat == TSTOR__CAT_COMPLEX &&
-      (act == TSTOR_ACT_RELU || act == TSTOR_ACT_RELU6 || act == TSTOR_ACT_HARDSWISH))
-    return tstor__err(TSTOR_EDTYPE, "clamp is not supported for complex types");
-  if (cat == TSTOR__CAT_BOOL && act == TSTOR_ACT_RELU)
-    return tstor__err(TSTOR_EDTYPE, "Boolean inputs not supported for relu");
-  if (cat == TSTOR__CAT_BOOL && act == TSTOR_ACT_RELU6)
+  /* torch 2.x computes relu, relu6 and hardswish of complex tensors too,
+   * and relu of bool; hardtanh (relu6) still refuses bool */
+  if (tstor__dtype_category(in->dtype) == TSTOR__CAT_BOOL && act == TSTOR_ACT_RELU6)
     return tstor__err(TSTOR_EDTYPE, "Bool inputs not supported for hardtanh");
   tstor_elementwise_rule rule = act == TSTOR_ACT_SIGMOID || act == TSTOR_ACT_TANH
                                     ? TSTOR_ELEMENTWISE_FLOAT
                                     : TSTOR_ELEMENTWISE_PROMOTE;
-  if (act != TSTOR_ACT_RELU) return tstor_layout_elementwise(rule, 1, in, 0, NULL, out);
-  /* relu's meta kernel is where(le(a, 0), 0, a), whose prim orders the
-   * operands a (the number 0, no tensor), b (the input), then the predicate
-   * (the comparison, with TensorIterator's layout) */
-  tstor_layout ops[2];
-  tstor_dtype zero = TSTOR_INT64;
-  tstor__layout_copy(&ops[0], in);
-  if ((rc = tstor_layout_elementwise(TSTOR_ELEMENTWISE_BOOL, 1, in, 1, &zero, &ops[1])) < 0)
-    return rc;
-  tstor_layout r;
-  tstor__layout_copy(&r, in);
-  tstor__refs_strides(2, ops, r.strides);
-  tstor__layout_copy(out, &r);
-  return 0;
+  return tstor_layout_elementwise(rule, 1, in, 0, NULL, out);
 }
 
 int tstor_layout_dropout(const tstor_layout *in, double p, int training, tstor_layout *out) {
@@ -60,9 +41,15 @@ int tstor_layout_dropout(const tstor_layout *in, double p, int training, tstor_l
   /* input * empty_like(input).bernoulli_(1 - p).div_(1 - p): the in-place
    * division by a float refuses what cannot hold one */
   int cat = tstor__dtype_category(in->dtype);
-  if (cat < TSTOR__CAT_FLOAT || tstor__is_quantized(in->dtype))
+  tstor_dtype d = in->dtype;
+  if ((cat < TSTOR__CAT_FLOAT || tstor__is_quantized(d)) &&
+      (d == TSTOR_UINT16 || d == TSTOR_UINT32 || d == TSTOR_UINT64)) /* torch 2.x's names */
+    return tstor__err(TSTOR_EDTYPE,
+                      "result type torch.float32 can't be cast to the desired output type torch.%s",
+                      tstor_dtype_name(d));
+  if (cat < TSTOR__CAT_FLOAT || tstor__is_quantized(d))
     return tstor__err(TSTOR_EDTYPE, "result type Float can't be cast to the desired output type %s",
-                      tstor_dtype_info_of(in->dtype)->scalar_type);
+                      tstor_dtype_info_of(d)->scalar_type);
   tstor_layout ops[2];
   tstor__layout_copy(&ops[0], in);
   tstor__layout_empty_like(in, &ops[1]);

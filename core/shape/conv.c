@@ -1,7 +1,7 @@
 /* The output layout of convolutions, as ATen's Convolution.cpp checks and
  * computes it: its argument checks (check_shape_forward), its output sizes
- * (conv_output_size, and conv_input_size for a transposed convolution) and
- * its choice of memory format. */
+ * (conv_output_size, and conv_input_size for a transposed convolution), and
+ * the memory format of torch 2.x's meta kernels: contiguous. */
 #include "shape/shape_internal.h"
 
 #include <stdio.h>
@@ -197,7 +197,7 @@ static int check_weight(const tstor_layout *in, const tstor_layout *weight,
   if (weight->sizes[0] % p->groups != 0)
     return tstor__err(TSTOR_EINVAL,
                       "Given groups=%lld, expected weight to be divisible by %lld "
-                      "at dimension 0, but got weight of size %s instead",
+                      "at dimension 0, but got weight of size [%s] instead",
                       g, g, tstor__dims_str(a, sizeof a, weight->ndim, weight->sizes));
   return 0;
 }
@@ -268,6 +268,17 @@ static int check_transposed_channels(const tstor_layout *in, const tstor_layout 
   for (int i = 0; i < p->spatial; i++)
     if (p->output_padding[i] >= p->stride[i] && p->output_padding[i] >= p->dilation[i]) {
       char s1[128], s2[128], s3[128];
+      if (p->spatial <= 2) { /* torch 2.x's slow_conv_transpose2d, a 1-d one as (1, w) */
+        int h = p->spatial == 2;
+        return tstor__err(
+            TSTOR_EINVAL,
+            "output padding must be smaller than either stride or dilation, but got "
+            "output_padding_height: %lld output_padding_width: %lld stride_height: %lld "
+            "stride_width: %lld dilation_height: %lld dilation_width: %lld",
+            (long long)(h ? p->output_padding[0] : 0), (long long)p->output_padding[h],
+            (long long)(h ? p->stride[0] : 1), (long long)p->stride[h],
+            (long long)(h ? p->dilation[0] : 1), (long long)p->dilation[h]);
+      }
       return tstor__err(TSTOR_EINVAL,
                         "output padding must be smaller than either stride or "
                         "dilation, but got output_padding: (%s) stride: (%s) dilation: (%s)",
@@ -297,9 +308,14 @@ static int check_same_type(const tstor_layout *in, const tstor_layout *weight,
   if (bias && bias->dtype != in->dtype)
     return tstor__err(TSTOR_EDTYPE, "%s: bias type %s and input type %s should be the same", name,
                       tstor_dtype_name(bias->dtype), tstor_dtype_name(in->dtype));
-  if (weight->dtype != in->dtype)
-    return tstor__err(TSTOR_EDTYPE, "Input type (%s) and weight type (%s) should be the same",
-                      tstor_dtype_name(in->dtype), tstor_dtype_name(weight->dtype));
+  if (weight->dtype != in->dtype) {
+    char a[64], b[64];
+    return tstor__err(TSTOR_EDTYPE,
+                      "Input type (%s) and weight type (%s) should be the same or input should be "
+                      "a MKLDNN tensor and weight is a dense tensor",
+                      tstor__tensor_type_name(in->dtype, a, sizeof a),
+                      tstor__tensor_type_name(weight->dtype, b, sizeof b));
+  }
   return 0;
 }
 
@@ -349,16 +365,6 @@ static int check_output_size(const tstor_layout *in, const tstor_conv_params *p,
   return tstor__layout_nbytes(r->ndim, r->sizes, NULL, tstor_dtype_size(r->dtype), &nbytes);
 }
 
-/* The output's memory format, as PyTorch's meta kernel chooses it:
- * channels-last where the input or the weight suggests it (4 dims),
- * otherwise contiguous. */
-static tstor_memory_format conv_memory_format(const tstor_layout *in, const tstor_layout *weight) {
-  if (in->ndim == 4 && (tstor_layout_memory_format(in) == TSTOR_MEMORY_CHANNELS_LAST ||
-                        tstor_layout_memory_format(weight) == TSTOR_MEMORY_CHANNELS_LAST))
-    return TSTOR_MEMORY_CHANNELS_LAST;
-  return TSTOR_MEMORY_CONTIGUOUS;
-}
-
 /* -------------------------------------------------------------- convolution */
 
 int tstor_layout_conv(const tstor_layout *input, const tstor_layout *weight,
@@ -382,11 +388,10 @@ int tstor_layout_conv(const tstor_layout *input, const tstor_layout *weight,
   else
     conv_output_size(&in, weight->sizes, &q, r.sizes);
   if ((rc = check_output_size(&in, &q, &r)) < 0) return rc;
-  tstor_layout_restride(&r, conv_memory_format(&in, weight));
-  if (input->ndim < in.ndim) { /* unbatched: the output too, contiguous */
-    squeeze0(&r);
-    tstor__layout_contiguous(&r);
-  }
+  /* torch 2.x's meta kernels give a contiguous output whatever the input's
+   * or the weight's memory format (1.13's kept channels-last) */
+  if (input->ndim < in.ndim) squeeze0(&r); /* unbatched: the output too */
+  tstor__layout_contiguous(&r);
   tstor__layout_copy(out, &r);
   return 0;
 }

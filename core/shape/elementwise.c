@@ -1,9 +1,7 @@
-/* The output layout of elementwise operations, as ATen's TensorIterator.cpp
- * computes it (its fast set-up for inputs of one dense layout, otherwise its
- * reorder_dimensions), so that the layout tstor computes is the one a PyTorch
- * kernel would write; and that of where, whose meta kernel is a Python
- * reference (torch/_prims_common compute_elementwise_output_strides), with
- * that order (tstor__refs_strides, which relu's kernel shares). */
+/* The output layout of elementwise operations and of where, as torch 2.x's
+ * meta kernels give it: the order of torch/_prims_common's
+ * compute_elementwise_output_strides (refs_strides below), so that the layout tstor computes is
+ * the one a PyTorch kernel would write. */
 #include "shape/shape_internal.h"
 
 #include <string.h>
@@ -19,89 +17,92 @@ typedef struct {
   const int64_t *sizes, *strides;
 } operand;
 
-static int is_contiguous(const operand *o) {
-  return tstor__compute_contiguous(o->ndim, o->sizes, o->strides);
-}
+/* ------------------------------------------------- the references' order */
 
-/* TensorIterator's channels-last fast path is for 4 dimensions only. */
-static int is_channels_last_contiguous(const operand *o) {
-  return o->ndim == 4 && tstor__channels_last_contiguous(o->ndim, o->sizes, o->strides);
-}
-
-static int is_non_overlapping_and_dense(const operand *o) {
-  return tstor__non_overlapping_and_dense(o->ndim, o->sizes, o->strides);
-}
-
-static int same_dims(int n, const int64_t *a, const int64_t *b) {
-  for (int i = 0; i < n; i++)
-    if (a[i] != b[i]) return 0;
-  return 1;
-}
-
+/* n operands broadcast to one shape, as expand lays them out (stride 0
+ * along a dimension an operand stretches). */
 typedef struct {
   int n;
   const operand *in;
   int ndim;
   const int64_t *sizes; /* the broadcast shape */
-} iterator_order;
+} refs_order;
 
-/* TensorIterator's should_swap over the inputs' strides on the broadcast shape
- * (0 where an input is broadcast along the dim). */
-static int iterator_should_swap(const void *ctx, int d0, int d1) {
-  const iterator_order *o = ctx;
-  const int64_t *sizes = o->sizes;
+static int64_t expanded_stride(const refs_order *o, int k, int d) {
+  const operand *in = &o->in[k];
+  int off = o->ndim - in->ndim;
+  if (d >= off) return in->sizes[d - off] == o->sizes[d] ? in->strides[d - off] : 0;
+  /* a new dimension of size 1 nests around the next (inferExpandGeometry) */
+  if (o->sizes[d] != 1 || d == o->ndim - 1) return 0;
+  return tstor__mul_wrap(o->sizes[d + 1], expanded_stride(o, k, d + 1));
+}
+
+/* torch/_prims_common's ge(a, b): a >= b, or b divides a (0 divides
+ * nothing, and everything is >= 0). */
+static int refs_ge(int64_t a, int64_t b) {
+  if (b == 0) return 1;
+  if (a == 0) return 0;
+  return a >= b || b == -1 || a % b == 0;
+}
+
+/* compute_elementwise_output_logical_to_physical_perm's should_swap: >0
+ * when dimension a goes outside b. */
+static int refs_should_swap(const void *ctx, int a, int b) {
+  const refs_order *o = ctx;
   for (int k = 0; k < o->n; k++) {
-    const operand *in = &o->in[k];
-    int off = o->ndim - in->ndim;
-    int64_t s0 = d0 >= off ? in->strides[d0 - off] : 0;
-    int64_t s1 = d1 >= off ? in->strides[d1 - off] : 0;
-    if (d0 >= off && in->sizes[d0 - off] == 1 && sizes[d0] != 1) s0 = 0;
-    if (d1 >= off && in->sizes[d1 - off] == 1 && sizes[d1] != 1) s1 = 0;
-    if (s0 == 0 || s1 == 0) continue;
-    if (s0 < s1) return -1;
-    if (s0 > s1) return 1;
-    if (sizes[d0] > sizes[d1]) return 1;
+    int64_t sa = expanded_stride(o, k, a), sb = expanded_stride(o, k, b);
+    if (sa == 0 || sb == 0) continue;
+    if (sa == sb) {
+      if (refs_ge(o->sizes[b], o->sizes[a])) continue;
+      return 1;
+    }
+    if (refs_ge(sb, sa)) return -1;
+    if (refs_ge(sa, sb)) return 1;
   }
   return 0;
 }
 
-/* The output strides (for the broadcast sizes) of TensorIterator's general
- * path: order the dimensions by the inputs' strides, then lay the output out
- * densely in that order. 1 when that order is the contiguous one. */
-static int iterator_strides(int n, const operand *in, int nd, const int64_t *sizes,
-                            int64_t *strides) {
+/* The output strides torch 2.x's meta kernels give an elementwise operation
+ * (its operator, where, the activations): compute_elementwise_output_strides
+ * of torch/_prims_common without its short cut for one tensor (abs of a
+ * complex tensor shows it). The operands' dimensions in order, contiguous
+ * and channels-last (4 dimensions) decided first, then laid out densely,
+ * a size of 0 counting as 1. 1 when the strides are the contiguous ones. */
+static int refs_strides(const refs_order *o, int64_t *strides) {
+  int nd = o->ndim;
   if (nd == 0) return 1;
-  /* A first input that spans every dimension, none of size 1, with strides
-   * that fall strictly from the first dimension to the last orders every pair
-   * of dimensions by itself, as they stand: the output is contiguous. That is
-   * a full tensor combined with broadcast ones, decided without the sort. */
-  const operand *first = &in[0];
-  int ordered = first->ndim == nd && first->strides[nd - 1] > 0;
-  for (int d = 0; d < nd && ordered; d++)
-    ordered = first->sizes[d] > 1 && (d == nd - 1 || first->strides[d] > first->strides[d + 1]);
-  if (ordered) {
-    tstor__contiguous_strides(nd, sizes, strides);
+  if (nd == 1) {
+    strides[0] = 1;
     return 1;
   }
-  int perm[TSTOR_TENSOR_MAX_DIM];
-  for (int i = 0; i < nd; i++) perm[i] = nd - 1 - i;
-  iterator_order o = {n, in, nd, sizes};
-  tstor__reorder_dims(nd, perm, iterator_should_swap, &o);
-  int inverted = 1;
-  for (int j = 0; j < nd; j++)
-    if (perm[j] != nd - 1 - j) inverted = 0;
-  if (inverted) {
-    tstor__contiguous_strides(nd, sizes, strides);
+  int contig = 1, cl = nd == 4;
+  for (int k = 0; k < o->n && (contig || cl); k++) {
+    int64_t st[TSTOR_TENSOR_MAX_DIM];
+    for (int d = 0; d < nd; d++) st[d] = expanded_stride(o, k, d);
+    contig &= tstor__compute_contiguous(nd, o->sizes, st);
+    cl = cl && tstor__channels_last_contiguous(nd, o->sizes, st);
+  }
+  if (contig && !cl) {
+    tstor__contiguous_strides(nd, o->sizes, strides);
     return 1;
   }
-  /* TensorIterator's compatible_stride: plain products, so a size of 0 zeroes
-   * every slower stride */
-  int64_t next = 1;
-  for (int j = 0; j < nd; j++) {
-    strides[perm[j]] = next;
-    next = tstor__mul_wrap(next, sizes[perm[j]]);
+  int perm[TSTOR_TENSOR_MAX_DIM]; /* innermost first */
+  if (cl && !contig) {
+    perm[0] = 1;
+    for (int i = 1; i < nd - 1; i++) perm[i] = nd - i;
+    perm[nd - 1] = 0;
+  } else {
+    for (int i = 0; i < nd; i++) perm[i] = nd - 1 - i;
+    tstor__reorder_dims(nd, perm, refs_should_swap, o);
   }
-  return 0;
+  int64_t acc = 1;
+  for (int i = 0; i < nd; i++) {
+    strides[perm[i]] = acc;
+    acc = tstor__mul_wrap(acc, o->sizes[perm[i]] > 1 ? o->sizes[perm[i]] : 1);
+  }
+  for (int i = 0; i < nd; i++)
+    if (perm[i] != nd - 1 - i) return 0;
+  return 1;
 }
 
 /* The broadcast rank of the inputs: the output's number of dimensions. */
@@ -167,62 +168,17 @@ static int elementwise(tstor_elementwise_rule rule, int n, const operand *in, in
   if (rule == TSTOR_ELEMENTWISE_BOOL) common = TSTOR_BOOL;
   if (rule == TSTOR_ELEMENTWISE_REAL && common == TSTOR_BOOL)
     return tstor__err(TSTOR_EDTYPE, "\"abs_cpu\" not implemented for 'Bool'");
-  *contiguous = 0;
-  if (rule == TSTOR_ELEMENTWISE_REAL && tstor__dtype_category(common) == TSTOR__CAT_COMPLEX) {
+  if (rule == TSTOR_ELEMENTWISE_REAL && tstor__dtype_category(common) == TSTOR__CAT_COMPLEX)
     common = tstor__complex_part(common);
-    if (n == 1 && nnumbers == 0) {
-      /* abs of a complex tensor writes into empty_like(input): its own
-       * strides where dense, dense in its order otherwise */
-      *dtype = common;
-      for (int d = 0; d < in[0].ndim; d++) sizes[d] = in[0].sizes[d];
-      if (is_non_overlapping_and_dense(&in[0]))
-        for (int d = 0; d < in[0].ndim; d++) strides[d] = in[0].strides[d];
-      else
-        tstor__infer_dense_strides(in[0].ndim, in[0].sizes, in[0].strides, strides);
-      return 0;
-    }
-  }
   *dtype = common;
 
-  /* the shape; numbers are zero-dim operands, which count for "all the same
-   * shape" as TensorIterator's wrapped numbers do */
+  /* the shape; numbers are no operands of the layout */
   int nd = in[0].ndim;
   for (int d = 0; d < nd; d++) sizes[d] = in[0].sizes[d];
-  int same_shape = 1;
-  for (int i = 1; i < n; i++) {
-    if (in[i].ndim != nd || !same_dims(nd, in[i].sizes, sizes)) same_shape = 0;
-    rc = tstor__broadcast_into(&nd, sizes, in[i].ndim, in[i].sizes);
-    if (rc < 0) return rc;
-  }
-  if (nnumbers && nd != 0) same_shape = 0;
-
-  /* TensorIterator's fast set-up: inputs of one shape and one dense layout */
-  if (same_shape) {
-    int contig = 1, cl = 1, dense = 1;
-    for (int i = 0; i < n; i++) {
-      contig &= is_contiguous(&in[i]);
-      cl &= is_channels_last_contiguous(&in[i]);
-      dense &= is_non_overlapping_and_dense(&in[i]);
-    }
-    if (contig) {
-      tstor__contiguous_strides(nd, sizes, strides);
-      *contiguous = 1;
-      return 0;
-    }
-    if (cl) {
-      tstor__channels_last_strides(nd, sizes, strides);
-      return 0;
-    }
-    if (dense) {
-      int same = 1;
-      for (int i = 1; i < n; i++) same &= same_dims(nd, in[i].strides, in[0].strides);
-      if (same) {
-        for (int d = 0; d < nd; d++) strides[d] = in[n - 1].strides[d];
-        return 0;
-      }
-    }
-  }
-  *contiguous = iterator_strides(n, in, nd, sizes, strides);
+  for (int i = 1; i < n; i++)
+    if ((rc = tstor__broadcast_into(&nd, sizes, in[i].ndim, in[i].sizes)) < 0) return rc;
+  refs_order o = {n, in, nd, sizes};
+  *contiguous = refs_strides(&o, strides);
   return 0;
 }
 
@@ -296,94 +252,6 @@ int tstor_shape_binary_number(tstor_elementwise_rule rule, const tstor_tensor *a
   return elementwise_tensor(rule, 1, &a, 1, &number, out);
 }
 
-/* ------------------------------------------------- the references' order */
-
-/* The strides of PyTorch's compute_elementwise_output_strides for n layouts
- * of one shape (broadcast dimensions with stride 0): the dimensions sorted,
- * outermost first, by Python's sorted(..., key=cmp_to_key(cmp),
- * reverse=True), then laid out densely. The comparison is not a strict order
- * (a zero stride skips a tensor), so the result depends on the sorting
- * algorithm; this is CPython's for fewer than 64 items (a run, then binary
- * insertion), on the reversed list as its reverse=True does. At exactly 64
- * dimensions CPython would sort two runs and merge them; the insertion agrees
- * with that wherever the comparison is consistent. */
-typedef struct {
-  int n;
-  const tstor_layout *in;
-} refs_order;
-
-/* cmp(a, b) < 0: dimension a is inner to b */
-static int refs_cmp(const refs_order *o, int a, int b) {
-  const int64_t *shape = o->in[0].sizes;
-  for (int k = 0; k < o->n; k++) {
-    int64_t sa = o->in[k].strides[a], sb = o->in[k].strides[b];
-    if (sa == 0 || sb == 0) continue;
-    if (sa < sb) return -1;
-    if (sa > sb) return 1;
-    if (shape[a] > shape[b]) return 1;
-    if (shape[a] < shape[b]) return -1;
-  }
-  return 0;
-}
-
-void tstor__refs_strides(int n, const tstor_layout *in, int64_t *strides) {
-  int nd = in[0].ndim;
-  if (nd <= 1) {
-    if (nd == 1) strides[0] = 1;
-    return;
-  }
-  refs_order o = {n, in};
-  int v[TSTOR_TENSOR_MAX_DIM];
-  for (int i = 0; i < nd; i++) v[i] = nd - 1 - i; /* reverse=True reverses first */
-  /* the first run: strictly descending (then reversed) or non-descending */
-  int run = 2;
-  if (refs_cmp(&o, v[1], v[0]) < 0) {
-    while (run < nd && refs_cmp(&o, v[run], v[run - 1]) < 0) run++;
-    for (int i = 0, j = run - 1; i < j; i++, j--) {
-      int t = v[i];
-      v[i] = v[j];
-      v[j] = t;
-    }
-  } else {
-    while (run < nd && !(refs_cmp(&o, v[run], v[run - 1]) < 0)) run++;
-  }
-  /* binary insertion of the rest */
-  for (int start = run; start < nd; start++) {
-    int pivot = v[start], l = 0, r = start;
-    while (l < r) {
-      int p = l + ((r - l) >> 1);
-      if (refs_cmp(&o, pivot, v[p]) < 0)
-        r = p;
-      else
-        l = p + 1;
-    }
-    memmove(v + l + 1, v + l, sizeof(int) * (size_t)(start - l));
-    v[l] = pivot;
-  }
-  /* ascending now; reversed, v[nd-1] is the outermost: lay out innermost first */
-  int64_t acc = 1;
-  for (int i = 0; i < nd; i++) {
-    int d = v[i];
-    strides[d] = acc;
-    if (in[0].sizes[d] != 0) acc = tstor__mul_wrap(acc, in[0].sizes[d]);
-  }
-}
-
-/* l expanded to the ndim/sizes it broadcasts to: stride 0 where it is
- * stretched or missing. */
-static void expand_to(const tstor_layout *l, int ndim, const int64_t *sizes, tstor_layout *out) {
-  int off = ndim - l->ndim;
-  out->dtype = l->dtype;
-  out->ndim = ndim;
-  for (int d = 0; d < ndim; d++) {
-    out->sizes[d] = sizes[d];
-    if (d < off)
-      out->strides[d] = 0;
-    else
-      out->strides[d] = l->sizes[d - off] == sizes[d] ? l->strides[d - off] : 0;
-  }
-}
-
 /* -------------------------------------------------------------------- where */
 
 int tstor_layout_where(const tstor_layout *cond, const tstor_layout *a, const tstor_layout *b,
@@ -394,6 +262,8 @@ int tstor_layout_where(const tstor_layout *cond, const tstor_layout *a, const ts
       (rc = tstor__check_layout(b, "where: b")) < 0)
     return rc;
   if (!out) return tstor__err(TSTOR_EINVAL, "where: out is NULL");
+  if (cond->dtype == TSTOR_UINT8) /* torch 2.x's words for the old byte masks */
+    return tstor__err(TSTOR_EDTYPE, "expected predicate to be bool, got torch.uint8");
   if (cond->dtype != TSTOR_BOOL)
     return tstor__err(TSTOR_EDTYPE,
                       "where expected condition to be a boolean tensor, but got a "
@@ -406,14 +276,15 @@ int tstor_layout_where(const tstor_layout *cond, const tstor_layout *a, const ts
   int nds[3] = {cond->ndim, a->ndim, b->ndim};
   const int64_t *szs[3] = {cond->sizes, a->sizes, b->sizes};
   tstor_layout r;
-  if ((rc = tstor_broadcast_shapes(3, nds, szs, &r.ndim, r.sizes)) < 0) return rc;
-  /* the prim's order: a, b, then the condition */
-  tstor_layout ex[3];
-  expand_to(a, r.ndim, r.sizes, &ex[0]);
-  expand_to(b, r.ndim, r.sizes, &ex[1]);
-  expand_to(cond, r.ndim, r.sizes, &ex[2]);
+  if ((rc = tstor__broadcast_shapes(3, nds, szs, &r.ndim, r.sizes)) < 0) return rc;
+  /* the order of the condition, a, then b */
+  const tstor_layout *ls[3] = {cond, a, b};
+  operand in[3];
+  for (int i = 0; i < 3; i++)
+    in[i] = (operand){ls[i]->dtype, ls[i]->ndim, ls[i]->sizes, ls[i]->strides};
+  refs_order o = {3, in, r.ndim, r.sizes};
   r.dtype = dtype;
-  tstor__refs_strides(3, ex, r.strides);
+  refs_strides(&o, r.strides);
   uint64_t nbytes;
   if ((rc = tstor_layout_bytes(&r, &nbytes)) < 0) return rc;
   tstor__layout_copy(out, &r);

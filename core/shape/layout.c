@@ -6,6 +6,7 @@
  * file. */
 #include "shape/shape_internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------ helpers */
@@ -319,8 +320,37 @@ int tstor__shape_form(const char *name, int n, const tstor_tensor *const *tensor
 
 /* ------------------------------------------------------------ broadcasting */
 
+/* torch.broadcast_shapes in torch 2.x's words (its references'
+ * _broadcast_shapes): the shapes taken in turn into a common shape of ones. */
 int tstor_broadcast_shapes(int n, const int *ndims, const int64_t *const *sizes, int *out_ndim,
                            int64_t *out_sizes) {
+  int rc = tstor__broadcast_shapes(n, ndims, sizes, out_ndim, out_sizes);
+  if (rc != TSTOR_ESIZE) return rc;
+  int nd = 0;
+  for (int i = 0; i < n; i++)
+    if (ndims[i] > nd) nd = ndims[i];
+  int64_t common[TSTOR_TENSOR_MAX_DIM];
+  for (int d = 0; d < nd; d++) common[d] = 1;
+  for (int i = 0; i < n; i++)
+    for (int idx = -1; idx >= -ndims[i]; idx--) {
+      int64_t s = sizes[i][ndims[i] + idx], *c = &common[nd + idx];
+      if (*c == 1) {
+        *c = s;
+      } else if (s != 1 && *c != s) {
+        char a[TSTOR__SHAPE_STR_MAX], b[TSTOR__SHAPE_STR_MAX];
+        return tstor__err(TSTOR_ESIZE,
+                          "Attempting to broadcast a dimension of length %lld at %d! Mismatching "
+                          "argument at index %d had %s; but expected shape should be "
+                          "broadcastable to %s",
+                          (long long)s, idx, i, tstor__dims_str(a, sizeof a, ndims[i], sizes[i]),
+                          tstor__dims_str(b, sizeof b, nd, common));
+      }
+    }
+  return rc; /* not reached: the two agree on what broadcasts */
+}
+
+int tstor__broadcast_shapes(int n, const int *ndims, const int64_t *const *sizes, int *out_ndim,
+                            int64_t *out_sizes) {
   if (n < 1 || !ndims || !sizes || !out_ndim || !out_sizes)
     return tstor__err(TSTOR_EINVAL, "broadcast_shapes: %s", n < 1 ? "no shapes" : "NULL argument");
   int nd = 0;
@@ -337,4 +367,31 @@ int tstor_broadcast_shapes(int n, const int *ndims, const int64_t *const *sizes,
   *out_ndim = nd;
   memcpy(out_sizes, r, sizeof(int64_t) * (size_t)nd);
   return 0;
+}
+
+/* The name torch's argument checks give a CPU tensor's type: the legacy
+ * Python class where the dtype has one ("torch.FloatTensor"), else the C++
+ * type's ("CPUUInt16Type"). */
+const char *tstor__tensor_type_name(tstor_dtype d, char *buf, size_t size) {
+  const char *legacy = NULL;
+  switch (d) {
+    case TSTOR_UINT8: legacy = "Byte"; break;
+    case TSTOR_INT8: legacy = "Char"; break;
+    case TSTOR_INT16: legacy = "Short"; break;
+    case TSTOR_INT32: legacy = "Int"; break;
+    case TSTOR_INT64: legacy = "Long"; break;
+    case TSTOR_FLOAT16: legacy = "Half"; break;
+    case TSTOR_FLOAT32: legacy = "Float"; break;
+    case TSTOR_FLOAT64: legacy = "Double"; break;
+    case TSTOR_BOOL: legacy = "Bool"; break;
+    case TSTOR_BFLOAT16: legacy = "BFloat16"; break;
+    case TSTOR_COMPLEX64: legacy = "ComplexFloat"; break;
+    case TSTOR_COMPLEX128: legacy = "ComplexDouble"; break;
+    default: break;
+  }
+  if (legacy)
+    snprintf(buf, size, "torch.%sTensor", legacy);
+  else
+    snprintf(buf, size, "CPU%sType", tstor_dtype_info_of(d)->scalar_type);
+  return buf;
 }

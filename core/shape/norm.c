@@ -45,9 +45,30 @@ static int param_dtype(const char *op, const char *what, const tstor_layout *p, 
 }
 
 static int floating_input(const char *op, const tstor_layout *in) {
-  if (tstor__dtype_category(in->dtype) != TSTOR__CAT_FLOAT || tstor__is_quantized(in->dtype))
+  int cat = tstor__dtype_category(in->dtype);
+  if (cat < TSTOR__CAT_FLOAT && !tstor__is_quantized(in->dtype)) /* torch 2.x: mean's refusal */
+    return tstor__err(TSTOR_EDTYPE,
+                      "mean(): could not infer output dtype. Input dtype must be either a "
+                      "floating point or complex dtype. Got: torch.%s",
+                      tstor_dtype_name(in->dtype));
+  if (cat != TSTOR__CAT_FLOAT || tstor__is_quantized(in->dtype))
     return tstor__err(TSTOR_EDTYPE, "%s: input is %s, expected a floating dtype", op,
                       tstor_dtype_name(in->dtype));
+  return 0;
+}
+
+/* torch 2.x's CPU kernels of layer_norm and group_norm check mixed dtypes
+ * first (mixed_data_type.h): where a parameter's dtype is not the input's,
+ * every parameter must be float32 and the input float16 or bfloat16. */
+static int check_mixed_dtype(const tstor_layout *in, const tstor_layout *weight,
+                             const tstor_layout *bias) {
+  const tstor_layout *p = weight ? weight : bias;
+  if (!p || p->dtype == in->dtype) return 0;
+  if ((weight && weight->dtype != TSTOR_FLOAT32) || (bias && bias->dtype != TSTOR_FLOAT32))
+    return tstor__err(TSTOR_EDTYPE,
+                      "mixed dtype (CPU): expect parameter to have scalar type of Float");
+  if (in->dtype != TSTOR_FLOAT16 && in->dtype != TSTOR_BFLOAT16)
+    return tstor__err(TSTOR_EDTYPE, "mixed dtype (CPU): all inputs must share same datatype.");
   return 0;
 }
 
@@ -131,17 +152,22 @@ int tstor_layout_batch_norm(const tstor_layout *input, const tstor_layout *runni
 }
 
 /* layer_norm's and group_norm's output, once their shapes are checked: the
- * dtypes checked, the input's sizes and dtype, contiguous. */
+ * dtypes checked, the input's sizes and dtype, contiguous (layer_norm) or in
+ * the input's suggested memory format (torch 2.x's group_norm; 1.13's was
+ * contiguous). */
 static int norm_output(const char *op, const tstor_layout *input, const tstor_layout *weight,
                        const tstor_layout *bias, tstor_layout *out) {
   int rc;
-  if ((rc = floating_input(op, input)) < 0 ||
+  if ((rc = check_mixed_dtype(input, weight, bias)) < 0 || (rc = floating_input(op, input)) < 0 ||
       (rc = param_dtype(op, "weight", weight, input->dtype)) < 0 ||
       (rc = param_dtype(op, "bias", bias, input->dtype)) < 0)
     return rc;
   tstor_layout r;
   tstor__layout_copy(&r, input);
-  tstor__layout_contiguous(&r);
+  if (op[0] == 'g')
+    tstor_layout_restride(&r, tstor_layout_memory_format(input));
+  else
+    tstor__layout_contiguous(&r);
   tstor__layout_copy(out, &r);
   return 0;
 }
@@ -160,6 +186,7 @@ int tstor_layout_layer_norm(const tstor_layout *input, int ndims, const int64_t 
     return rc;
   if (!out || ndims < 0 || ndims > TSTOR_TENSOR_MAX_DIM || (ndims && !normalized_shape))
     return tstor__err(TSTOR_EINVAL, "layer_norm: bad arguments");
+  if ((rc = check_mixed_dtype(input, weight, bias)) < 0) return rc;
   char a[TSTOR__SHAPE_STR_MAX], b[TSTOR__SHAPE_STR_MAX];
   if (ndims < 1)
     return tstor__err(TSTOR_EINVAL,
@@ -197,9 +224,13 @@ int tstor_layout_group_norm(const tstor_layout *input, int64_t groups, const tst
     return rc;
   if (!out) return tstor__err(TSTOR_EINVAL, "group_norm: out is NULL");
   char a[TSTOR__SHAPE_STR_MAX], b[TSTOR__SHAPE_STR_MAX];
-  int d;
-  if ((rc = tstor__shape_wrap_dim(1, input->ndim, &d)) < 0) return rc; /* F.group_norm's size(1) */
-  if (groups <= 0)
+  /* F.group_norm's own checks, then its N * C // groups */
+  if (input->ndim < 2)
+    return tstor__err(TSTOR_EINVAL,
+                      "Expected at least 2 dimensions for input tensor but received %d",
+                      input->ndim);
+  if (groups == 0) return tstor__err(TSTOR_EINVAL, "integer division or modulo by zero");
+  if (groups < 0)
     return tstor__err(TSTOR_EINVAL, "group_norm: num_groups must be positive, got %lld",
                       (long long)groups);
   int64_t n = input->sizes[0], c = input->sizes[1];

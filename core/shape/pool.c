@@ -19,11 +19,12 @@ static int pool_out(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t 
   if (stride == 0) return tstor__err(TSTOR_EINVAL, "stride should not be zero");
   if (pad < 0)
     return tstor__err(TSTOR_EINVAL, "pad must be non-negative, but got pad: %lld", (long long)pad);
-  if (pad > k / 2)
+  /* torch 2.x: half of the dilated kernel */
+  if (pad > ((k - 1) * dil + 1) / 2)
     return tstor__err(TSTOR_EINVAL,
-                      "pad should be at most half of kernel size, but got pad=%lld "
-                      "and kernel_size=%lld",
-                      (long long)pad, (long long)k);
+                      "pad should be at most half of effective kernel size, but got pad=%lld, "
+                      "kernel_size=%lld and dilation=%lld",
+                      (long long)pad, (long long)k, (long long)dil);
   int64_t o = div_floor(in + 2 * pad - dil * (k - 1) - 1 + (ceil ? stride - 1 : 0), stride) + 1;
   /* in ceil mode the last window must start inside the input or the left
    * padding, never in the right padding alone */
@@ -75,8 +76,15 @@ static int pool2d(const char *name, int dilated, const tstor_layout *input,
            (nd == 4 && s[1] != 0 && s[2] != 0 && s[3] != 0);
   if (!ok) {
     char a[TSTOR__SHAPE_STR_MAX];
-    /* avg_pool2d reads dimension -3 first: PyTorch's IndexError */
-    return tstor__err(!dilated && nd < 3 ? TSTOR_ERANGE : TSTOR_EINVAL,
+    /* under 3 dimensions avg_pool2d reads dimension -3 first (PyTorch's
+     * IndexError) and max_pool2d says it in its own words */
+    if (nd < 3 && !dilated)
+      return tstor__err(TSTOR_ERANGE,
+                        "Dimension out of range (expected to be in range of [%d, %d], but got -3)",
+                        nd ? -nd : -1, nd ? nd - 1 : 0);
+    if (nd < 3)
+      return tstor__err(TSTOR_EINVAL, "non-empty 3D or 4D (batch mode) tensor expected for input");
+    return tstor__err(TSTOR_EINVAL,
                       "Expected 3D or 4D (batch mode) tensor with optional 0 dim "
                       "batch size for input, but got:%s",
                       tstor__dims_str(a, sizeof a, nd, s));
@@ -174,11 +182,15 @@ int tstor_layout_adaptive_avg_pool2d(const tstor_layout *input, const int64_t ou
   if (nd != 3 && nd != 4)
     return tstor__err(TSTOR_EINVAL, "adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got %s",
                       tstor__dims_str(a, sizeof a, nd, input->sizes));
-  /* the meta kernel's new_empty: contiguous whatever the input */
+  /* torch 2.x's meta kernel: in the input's suggested memory format (1.13's
+   * was contiguous whatever the input) */
   tstor__layout_copy(&r, input);
   r.sizes[nd - 2] = output_size[0];
   r.sizes[nd - 1] = output_size[1];
-  tstor__layout_contiguous(&r);
+  if (nd == 4 && tstor_layout_memory_format(input) == TSTOR_MEMORY_CHANNELS_LAST)
+    tstor_layout_restride(&r, TSTOR_MEMORY_CHANNELS_LAST);
+  else
+    tstor__layout_contiguous(&r);
   uint64_t nbytes;
   if ((rc = tstor_layout_bytes(&r, &nbytes)) < 0) return rc;
   tstor__layout_copy(out, &r);

@@ -90,8 +90,8 @@ int tstor_promote_types(tstor_dtype a, tstor_dtype b, tstor_dtype *out) {
   }
   if (da->kind == TSTOR_KIND_QUANTIZED || db->kind == TSTOR_KIND_QUANTIZED)
     return tstor__err(TSTOR_EDTYPE,
-                      "promoteTypes with quantized numbers is not handled yet; offending "
-                      "types: %s %s",
+                      "promoteTypes with quantized numbers is not handled yet; figure out "
+                      "what the correct rules should be, offending types: %s %s",
                       da->scalar_type, db->scalar_type);
   if (is_bits(da) || is_bits(db))
     return tstor__err(TSTOR_EDTYPE, "Promotion from %s and %s is unsupported.", da->scalar_type,

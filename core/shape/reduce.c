@@ -1,6 +1,7 @@
 /* The output layout of reductions (sum, mean, amax, argmax), as ATen's
  * ReduceOps.cpp, and of softmax, as SoftMax.cpp: the reduced dimensions
- * dropped (or kept as 1), the dtype of each op's rule, contiguous. */
+ * dropped (or kept as 1), the dtype of each op's rule, contiguous (a kept
+ * dimension of sum and amax strided as torch 2.x's references stride it). */
 #include "shape/shape_internal.h"
 
 /* ---------------------------------------------------------------- reductions */
@@ -15,6 +16,27 @@ static const char *reduction_name(tstor_reduction op) {
   return "?";
 }
 
+/* torch 2.x's sum and amax keep a reduced dimension as the references do:
+ * the result without it, contiguous, then broadcast_in_dim's stride for the
+ * dimension of size 1 put back (that of the next kept dimension times its
+ * size, 1 at the end). They differ from the contiguous strides only where a
+ * size is 0. r holds the kept layout, contiguous; reduced[] marks the n
+ * dimensions of the input. */
+static void keep_dims_strides(int n, const unsigned char *reduced, tstor_layout *r) {
+  int64_t kept_sizes[TSTOR_TENSOR_MAX_DIM], kept_strides[TSTOR_TENSOR_MAX_DIM];
+  int nk = 0;
+  for (int d = 0; d < n; d++)
+    if (!reduced[d]) kept_sizes[nk++] = r->sizes[d];
+  tstor__contiguous_strides(nk, kept_sizes, kept_strides);
+  int k = 0;
+  for (int d = 0; d < n; d++) {
+    if (!reduced[d])
+      r->strides[d] = kept_strides[k++];
+    else
+      r->strides[d] = k == nk ? 1 : tstor__mul_wrap(kept_strides[k], kept_sizes[k]);
+  }
+}
+
 /* as_dtype: sum and mean's dtype=, NULL for none */
 static int reduce(tstor_reduction op, const tstor_layout *in, int ndims, const int64_t *dims,
                   int keepdim, const tstor_dtype *as_dtype, tstor_layout *out) {
@@ -26,6 +48,9 @@ static int reduce(tstor_reduction op, const tstor_layout *in, int ndims, const i
   if (!di || in->ndim < 0 || in->ndim > TSTOR_TENSOR_MAX_DIM)
     return tstor__err(TSTOR_EINVAL, "reduce: bad input layout");
   const char *name = reduction_name(op);
+  /* torch 2.x refuses a complex input first, whatever the dimension */
+  if (op == TSTOR_REDUCE_ARGMAX && tstor__dtype_category(in->dtype) == TSTOR__CAT_COMPLEX)
+    return tstor__err(TSTOR_EDTYPE, "argmax(): does not support complex input");
   if (op == TSTOR_REDUCE_ARGMAX && ndims > 1)
     return tstor__err(TSTOR_EINVAL, "argmax(): takes one dimension or none, not %d", ndims);
   /* which dimensions go */
@@ -38,8 +63,13 @@ static int reduce(tstor_reduction op, const tstor_layout *in, int ndims, const i
     if ((op == TSTOR_REDUCE_AMAX || op == TSTOR_REDUCE_ARGMAX) && in->ndim > 0 && in->sizes[d] == 0)
       return tstor__err(TSTOR_ERANGE, "%s(): Expected reduction dim %d to have non-zero size.",
                         name, d);
-    if (reduced[d])
+    if (reduced[d]) {
+      /* torch 2.x's mean of a bool or integer input (no dtype) says it other words */
+      if (op == TSTOR_REDUCE_MEAN && !as_dtype &&
+          tstor__dtype_category(in->dtype) < TSTOR__CAT_FLOAT)
+        return tstor__err(TSTOR_EINVAL, "duplicate value in the list of dims");
       return tstor__err(TSTOR_EINVAL, "dim %d appears multiple times in the list of dims", d);
+    }
     reduced[d] = 1;
   }
   int all = ndims == 0;
@@ -59,8 +89,8 @@ static int reduce(tstor_reduction op, const tstor_layout *in, int ndims, const i
     if (op == TSTOR_REDUCE_MEAN && tstor__dtype_category(*as_dtype) < TSTOR__CAT_FLOAT)
       return tstor__err(TSTOR_EDTYPE,
                         "mean(): could not infer output dtype. Optional dtype must "
-                        "be either a floating point or complex dtype. Got: %s",
-                        ai->scalar_type);
+                        "be either a floating point or complex dtype. Got: torch.%s",
+                        tstor_dtype_name(*as_dtype));
     dtype = *as_dtype;
   } else
     switch (op) {
@@ -71,8 +101,8 @@ static int reduce(tstor_reduction op, const tstor_layout *in, int ndims, const i
         if (cat < TSTOR__CAT_FLOAT)
           return tstor__err(TSTOR_EDTYPE,
                             "mean(): could not infer output dtype. Input dtype must "
-                            "be either a floating point or complex dtype. Got: %s",
-                            di->scalar_type);
+                            "be either a floating point or complex dtype. Got: torch.%s",
+                            tstor_dtype_name(in->dtype));
         break;
       case TSTOR_REDUCE_AMAX:
       case TSTOR_REDUCE_ARGMAX:
@@ -81,7 +111,9 @@ static int reduce(tstor_reduction op, const tstor_layout *in, int ndims, const i
           if (all)
             return tstor__err(
                 op == TSTOR_REDUCE_ARGMAX ? TSTOR_ERANGE : TSTOR_EINVAL,
-                "%s(): Expected reduction dim to be specified for input.numel() == 0.", name);
+                "%s(): Expected reduction dim to be specified for input.numel() == 0.%s", name,
+                op == TSTOR_REDUCE_AMAX ? " Specify the reduction dim with the 'dim' argument."
+                                        : "");
           for (int d = 0; d < in->ndim; d++)
             if (reduced[d] && in->sizes[d] == 0)
               return tstor__err(TSTOR_ERANGE,
@@ -101,6 +133,8 @@ static int reduce(tstor_reduction op, const tstor_layout *in, int ndims, const i
       r.sizes[r.ndim++] = 1;
   }
   tstor__layout_contiguous(&r);
+  if (keepdim && (op == TSTOR_REDUCE_SUM || op == TSTOR_REDUCE_AMAX))
+    keep_dims_strides(in->ndim, reduced, &r);
   tstor__layout_copy(out, &r);
   return 0;
 }

@@ -139,14 +139,16 @@ typedef int (*tstor__shape_infer)(const tstor_layout *const *in, const void *arg
  * `name`), checks that they share a device, runs infer on their layouts, and
  * makes *out a new tensor of the layout it wrote, on that device (or a new
  * reference to tensors[0] for TSTOR__SHAPE_IS_INPUT). */
+/* The name torch's argument checks give a CPU tensor of dtype d
+ * ("torch.FloatTensor", "CPUUInt16Type"), into buf. */
+const char *tstor__tensor_type_name(tstor_dtype d, char *buf, size_t size);
+
+/* tstor_broadcast_shapes with the words of the ops that broadcast their
+ * operands ("The size of tensor a (3) must match the size of tensor b ..."). */
+int tstor__broadcast_shapes(int n, const int *ndims, const int64_t *const *sizes, int *out_ndim,
+                            int64_t *out_sizes);
+
 int tstor__shape_form(const char *name, int n, const tstor_tensor *const *tensors, int required,
                       tstor__shape_infer infer, const void *args, tstor_tensor **out);
-
-/* -------------------------------------------------------- elementwise.c */
-
-/* The strides of the Python references' compute_elementwise_output_strides
- * for n layouts of one shape (broadcast dimensions with stride 0), as the
- * meta kernels of relu and where lay out their output. */
-void tstor__refs_strides(int n, const tstor_layout *in, int64_t *strides);
 
 #endif

@@ -20,7 +20,25 @@ venv=${TSTOR_PYREF:-${XDG_CACHE_HOME:-$HOME/.cache}/tstor/pyref}
 req="$here/requirements.txt"
 stamp="$venv/tstor-requirements.txt"
 
+# The packages installed without their dependencies (requirements-nodeps.txt:
+# torchvision, whose pins would move torch), once, into a ready environment;
+# optional: the suites that need them skip without them, and --find never
+# waits for them.
+nodeps="$here/requirements-nodeps.txt"
+nodeps_stamp="$venv/tstor-requirements-nodeps.txt"
+add_nodeps() {
+  cmp -s "$nodeps" "$nodeps_stamp" 2> /dev/null && return 0
+  echo "pyref: installing $nodeps without dependencies" >&2
+  if "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
+    -r "$nodeps" >&2; then
+    cp "$nodeps" "$nodeps_stamp"
+  else
+    echo "pyref: could not install $nodeps: the networks of torch 2.x are not regenerated" >&2
+  fi
+}
+
 if [ -x "$venv/bin/python" ] && cmp -s "$req" "$stamp" 2> /dev/null; then
+  [ "${1:-}" = --find ] || add_nodeps
   echo "$venv/bin/python"
   exit 0
 fi
@@ -50,4 +68,5 @@ if ! "$made" -m venv "$venv" >&2 ||
   exit 77
 fi
 cp "$req" "$stamp"
+add_nodeps
 echo "$venv/bin/python"

@@ -6,7 +6,9 @@ python3-torchvision:
 
     /usr/bin/python3 tests/vectors/gen_networks.py tests/vectors
 
-It writes networks.txt, committed. torchvision's resnet18 and
+It writes networks.txt, committed, the record of 1.13's answers. Under torch
+2.x with torchvision (tests/pyref; torchvision installed with --no-deps) it
+writes networks_torch2.txt, which test_networks checks: tstor follows 2.x. torchvision's resnet18 and
 mobilenet_v3_small and torch.nn's TransformerEncoderLayer are built with random
 weights (no download), moved to the meta device and run forward once under a
 TorchFunctionMode that records every call of torch's Python API that makes a
@@ -24,6 +26,7 @@ appear as "%N = param => LAYOUT" before their first use, the network's input as
 inference on tstor's meta device and compares each layout. The output is
 deterministic.
 """
+import os
 import sys
 import warnings
 
@@ -205,7 +208,12 @@ def main():
                     torch.nn.TransformerEncoderLayer(64, 8, 256, activation="gelu",
                                                      batch_first=True, norm_first=True),
                     torch.empty(3, 7, 64))
-    with open(out + "/networks.txt", "w") as f:
+    # torch 2.x writes networks_torch2.txt, what test_networks checks; with
+    # TSTOR_GEN_ALL_VERSIONS=1 networks.txt (1.13's record), for compare-torch2.sh
+    name = "networks.txt"
+    if int(torch.__version__.split(".")[0]) >= 2 and not os.environ.get("TSTOR_GEN_ALL_VERSIONS"):
+        name = "networks_torch2.txt"
+    with open(out + "/" + name, "w") as f:
         f.write("# PyTorch %s; torchvision %s, meta device, tests/vectors/gen_networks.py\n"
                 % (torch.__version__, torchvision.__version__))
         for line in lines:

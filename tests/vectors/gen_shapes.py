@@ -5,11 +5,13 @@ Run with Debian's /usr/bin/python3 and its python3-torch (PyTorch 1.13):
 
     /usr/bin/python3 tests/vectors/gen_shapes.py tests/vectors
 
-and with torch 2.x for the dtypes 1.13 lacks (gen_torch2 below):
+and with torch 2.x, whose answers tstor follows:
 
     ~/.cache/tstor/pyref/bin/python tests/vectors/gen_shapes.py tests/vectors
 
-It writes shapes.txt, committed: one case a line,
+Under 1.13 it writes shapes.txt, the record of 1.13's answers; under torch 2.x
+shapes_torch2.txt, the same cases and those of the dtypes 1.13 lacks
+(gen_torch2 below). Both committed: one case a line,
 
     OP ARG ARG ... => RESULT  # PyTorch's message, for errors
 
@@ -741,8 +743,8 @@ def gen_view():
 
 # ------------------------------------------------------ PyTorch 2.x's dtypes
 #
-# Run with torch 2.x (tests/pyref/install.sh's environment), the script writes
-# shapes_torch2.txt instead: the cases above that involve the dtypes PyTorch
+# Run with torch 2.x (tests/pyref/install.sh's environment), the script adds to
+# shapes_torch2.txt, after the cases above, those that involve the dtypes PyTorch
 # 1.13 lacks (uint16, uint32, uint64, float8_e8m0fnu, float4_e2m1fn_x2, the
 # bits types' promotion, and the float8s where promotion meets them), as
 # torch 2.x answers them.
@@ -848,18 +850,7 @@ def gen_torch2():
             case("result_type", T.result_type, t(a, (2,)), ("scalar", sc), cpu=False)
 
 
-def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else "."
-    # TSTOR_GEN_ALL_VERSIONS=1: the cases every version has (shapes.txt),
-    # under torch 2.x too, for compare-torch2.sh
-    if int(T.__version__.split(".")[0]) >= 2 and not os.environ.get("TSTOR_GEN_ALL_VERSIONS"):
-        gen_torch2()
-        with open(out + "/shapes_torch2.txt", "w") as f:
-            f.write("# shape inference cases from PyTorch %s; tests/vectors/gen_shapes.py\n"
-                    % T.__version__)
-            for line in lines:
-                f.write(line + "\n")
-        return
+def gen_all():
     gen_promotion()
     gen_broadcast()
     gen_elementwise()
@@ -876,11 +867,27 @@ def main():
     gen_where()
     gen_reduce_dtype()
     gen_conv_same()
-    with open(out + "/shapes.txt", "w") as f:
+
+
+def write(path):
+    with open(path, "w") as f:
         f.write("# shape inference cases from PyTorch %s; tests/vectors/gen_shapes.py\n"
                 % T.__version__)
         for line in lines:
             f.write(line + "\n")
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else "."
+    gen_all()
+    # torch 2.x writes shapes_torch2.txt: every case above, then those of the
+    # dtypes 1.13 lacks; with TSTOR_GEN_ALL_VERSIONS=1 it writes shapes.txt
+    # (the cases 1.13 has) instead, for compare-torch2.sh
+    if int(T.__version__.split(".")[0]) >= 2 and not os.environ.get("TSTOR_GEN_ALL_VERSIONS"):
+        gen_torch2()
+        write(out + "/shapes_torch2.txt")
+    else:
+        write(out + "/shapes.txt")
 
 
 if __name__ == "__main__":

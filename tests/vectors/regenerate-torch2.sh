@@ -20,4 +20,9 @@ compare gen_vectors.py print_torch2.txt conversions_torch2.bin refusals_torch2.t
 compare gen_tensors.py tensor_views_torch2.txt tensor_print_torch2.txt tensor_copies_torch2.txt
 compare gen_chains.py tensor_chains_torch2.txt
 compare gen_shapes.py shapes_torch2.txt
+if "$py" -c 'import torchvision' 2> /dev/null; then
+  compare gen_networks.py networks_torch2.txt
+else
+  echo "no torchvision for $py (tests/pyref/requirements-nodeps.txt): networks_torch2.txt not regenerated"
+fi
 exit $status

@@ -5,11 +5,11 @@
  * would this operation return? It works on tensors of any device (their data
  * is never touched) and is what makes the meta device useful: a whole model can
  * be laid out, its activations counted and its memory planned before one
- * buffer is allocated. The results are PyTorch 1.13's, checked case by case
+ * buffer is allocated. The results are torch 2.15's, checked case by case
  * against PyTorch itself (tests/vectors/gen_shapes.py): the same type
  * promotion, the same broadcasting, the same output strides (a channels-last
- * input gives a channels-last output where PyTorch's does) and an error where
- * PyTorch raises one.
+ * input gives a channels-last output where PyTorch's meta device does) and an
+ * error where PyTorch raises one.
  *
  * The header reads top to bottom: layouts (the metadata of a tensor as a plain
  * value), type promotion, broadcasting, then the operations. Each operation
@@ -152,8 +152,11 @@ TSTOR_EXTERN int tstor_result_type_tensors(int n, const tstor_tensor *const *ten
  * the last dimension, sizes equal or 1 (a 1 stretches, also to 0). shape i has
  * ndims[i] dimensions at sizes[i]. Writes *out_ndim and out_sizes[0..*out_ndim)
  * (room for TSTOR_TENSOR_MAX_DIM). TSTOR_ESIZE when two sizes differ and
- * neither is 1, naming both: "The size of tensor a (3) must match the size of
- * tensor b (2) at non-singleton dimension 1". */
+ * neither is 1, in torch 2.x's words: "Attempting to broadcast a dimension of
+ * length 2 at -1! Mismatching argument at index 1 had [3, 2]; but expected
+ * shape should be broadcastable to [2, 3]" (the operations that broadcast
+ * their operands say "The size of tensor a (3) must match the size of tensor
+ * b (2) at non-singleton dimension 1"). */
 TSTOR_EXTERN int tstor_broadcast_shapes(int n, const int *ndims, const int64_t *const *sizes,
                                         int *out_ndim, int64_t *out_sizes);
 
@@ -177,11 +180,11 @@ typedef enum tstor_elementwise_rule {
 
 /* The output of an elementwise operation of n >= 1 tensors and nnumbers
  * numbers (Python-like scalars of the given kinds; NULL when 0): the
- * broadcast shape, the dtype of `rule`, and PyTorch's TensorIterator strides:
- * inputs of one shape and one dense layout (contiguous, channels-last, or the
- * same strides) give that layout; otherwise the output is dense in the order of
- * the first input's strides, later inputs breaking ties (so a channels-last
- * operand keeps a broadcast result channels-last). */
+ * broadcast shape, the dtype of `rule`, and the strides of torch 2.x's meta
+ * device (its references' compute_elementwise_output_strides): inputs all
+ * contiguous give a contiguous output, all channels-last (4 dims) a
+ * channels-last one; otherwise the output is dense (a size of 0 counting as 1)
+ * in the order of the first input's strides, later inputs breaking ties. */
 TSTOR_EXTERN int tstor_layout_elementwise(tstor_elementwise_rule rule, int n,
                                           const tstor_layout *inputs, int nnumbers,
                                           const tstor_dtype *numbers, tstor_layout *out);
@@ -207,10 +210,12 @@ typedef enum tstor_reduction {
 
 /* Reduces `in` over ndims dimensions dims[0..ndims) (each once; none means all
  * of them), keeping them as size 1 when keepdim. The output is contiguous, as
- * PyTorch's. A zero-dim input takes dimension 0 or -1. amax and argmax refuse a
- * reduced dimension of size 0 (TSTOR_ERANGE) and, without dims, an empty input
+ * PyTorch's (where a size is 0, a kept dimension of sum and amax has torch
+ * 2.x's stride: the next kept dimension's stride times its size, 1 last).
+ * A zero-dim input takes dimension 0 or -1. amax and argmax refuse a reduced
+ * dimension of size 0 (TSTOR_ERANGE) and, without dims, an empty input
  * (TSTOR_ERANGE for argmax, TSTOR_EINVAL for amax: PyTorch's IndexError and
- * RuntimeError). */
+ * RuntimeError); argmax refuses a complex input first (TSTOR_EDTYPE). */
 TSTOR_EXTERN int tstor_layout_reduce(tstor_reduction op, const tstor_layout *in, int ndims,
                                      const int64_t *dims, int keepdim, tstor_layout *out);
 /* Tensor form; *out is a new reference. */
@@ -256,6 +261,20 @@ TSTOR_EXTERN int tstor_shape_bmm(const tstor_tensor *a, const tstor_tensor *b,
                                  tstor_tensor **out);
 TSTOR_EXTERN int tstor_shape_linear(const tstor_tensor *input, const tstor_tensor *weight,
                                     const tstor_tensor *bias, tstor_tensor **out);
+
+/* F.scaled_dot_product_attention(query, key, value) with no mask, as torch
+ * 2.x's meta device gives it: query (..., L, E), key (..., S, E), value
+ * (..., S, Ev) of one floating dtype, at least 2 dims each, batch dimensions
+ * broadcast as matmul's; the output (..., L, Ev) contiguous. Dropout, causal
+ * masking and the scale change no layout. *out is a new reference. */
+TSTOR_EXTERN int tstor_layout_scaled_dot_product_attention(const tstor_layout *query,
+                                                           const tstor_layout *key,
+                                                           const tstor_layout *value,
+                                                           tstor_layout *out);
+TSTOR_EXTERN int tstor_shape_scaled_dot_product_attention(const tstor_tensor *query,
+                                                          const tstor_tensor *key,
+                                                          const tstor_tensor *value,
+                                                          tstor_tensor **out);
 
 /* ------------------------------------------------------------ cat and stack */
 
@@ -314,9 +333,8 @@ typedef struct tstor_conv_params {
  * spatial...); weight (out, C / groups, k...) or, transposed, (C, out / groups,
  * k...); bias NULL or (out). Each spatial size is (in + 2 pad - dil (k - 1) -
  * 1) / stride + 1, transposed (in - 1) stride - 2 pad + dil (k - 1) +
- * output_padding + 1. The output is channels-last where the input or the weight
- * suggests channels-last (4 dims), contiguous otherwise, as PyTorch's meta
- * kernel; an unbatched output is contiguous. The input, weight and bias must
+ * output_padding + 1. The output is contiguous whatever the input's or the
+ * weight's memory format, as torch 2.x's meta kernels make it. The input, weight and bias must
  * have one dtype (TSTOR_EDTYPE). Strides, paddings and dilations from 2^30 and
  * sizes from 2^31 are refused with TSTOR_EOVERFLOW. With TSTOR_CONV_PADDING_SAME
  * each spatial size is the input's (stride 1 only: "padding='same' is not
@@ -376,7 +394,8 @@ TSTOR_EXTERN int tstor_shape_avg_pool2d(const tstor_tensor *input, const tstor_p
 /* adaptive_avg_pool2d / adaptive_max_pool2d of input (N, C, H, W) or (C, H, W)
  * to output_size {oh, ow} (>= 0; PyTorch's None is the input's own size, pass
  * it): the input's sizes with H and W replaced.
- *   adaptive_avg_pool2d: contiguous, as PyTorch's meta kernel makes it, and H
+ *   adaptive_avg_pool2d: in the input's suggested memory format (channels-last
+ *     or contiguous), as torch 2.x's meta kernel makes it, and H
  *     and W must not be empty; except for output size {1, 1}, which PyTorch
  *     computes as mean(-1, -2, keepdim): channels-last for a channels-last
  *     input, and no emptiness check.
@@ -400,19 +419,18 @@ TSTOR_EXTERN int tstor_shape_adaptive_max_pool2d(const tstor_tensor *input,
 /* -------------------------------------------------------------- activations */
 
 /* The activation functions of torch.nn.functional, each with its own dtype
- * rule from PyTorch 1.13 (checked against its meta and cpu kernels). The
- * output has the input's shape; its strides are PyTorch's: TensorIterator's
- * for all but relu, whose meta kernel is PyTorch's Python reference
- * (where(a <= 0, 0, a)) and orders ambiguous size-1 dimensions its own way. */
+ * rule from torch 2.15 (checked against its meta and cpu kernels). The
+ * output has the input's shape and the strides tstor_layout_elementwise gives
+ * one tensor, as torch 2.x's meta device does. */
 typedef enum tstor_activation {
-  TSTOR_ACT_RELU = 0,        /* keeps the dtype; refuses bool and complex */
-  TSTOR_ACT_RELU6 = 1,       /* hardtanh(0, 6): keeps; refuses bool, complex */
-  TSTOR_ACT_GELU = 2,        /* keeps the dtype */
-  TSTOR_ACT_SILU = 3,        /* keeps the dtype */
-  TSTOR_ACT_SIGMOID = 4,     /* bool and integers give float32 */
-  TSTOR_ACT_TANH = 5,        /* bool and integers give float32 */
-  TSTOR_ACT_HARDSWISH = 6,   /* keeps the dtype; refuses complex */
-  TSTOR_ACT_HARDSIGMOID = 7  /* keeps the dtype */
+  TSTOR_ACT_RELU = 0,       /* keeps the dtype */
+  TSTOR_ACT_RELU6 = 1,      /* hardtanh(0, 6): keeps; refuses bool */
+  TSTOR_ACT_GELU = 2,       /* keeps the dtype */
+  TSTOR_ACT_SILU = 3,       /* keeps the dtype */
+  TSTOR_ACT_SIGMOID = 4,    /* bool and integers give float32 */
+  TSTOR_ACT_TANH = 5,       /* bool and integers give float32 */
+  TSTOR_ACT_HARDSWISH = 6,  /* keeps the dtype */
+  TSTOR_ACT_HARDSIGMOID = 7 /* keeps the dtype */
 } tstor_activation;
 
 TSTOR_EXTERN int tstor_layout_activation(tstor_activation act, const tstor_layout *in,
@@ -458,8 +476,8 @@ TSTOR_EXTERN int tstor_layout_layer_norm(const tstor_layout *input, int ndims,
                                          tstor_layout *out);
 
 /* F.group_norm(input, groups, weight, bias): input (N, C, ...) with C
- * divisible by groups, weight and bias NULL or (C). The output is contiguous
- * with the input's sizes and dtype. */
+ * divisible by groups, weight and bias NULL or (C). The output has the input's
+ * sizes and dtype, in its suggested memory format (torch 2.x). */
 TSTOR_EXTERN int tstor_layout_group_norm(const tstor_layout *input, int64_t groups,
                                          const tstor_layout *weight, const tstor_layout *bias,
                                          tstor_layout *out);
@@ -495,7 +513,8 @@ TSTOR_EXTERN int tstor_shape_where(const tstor_tensor *cond, const tstor_tensor 
 /* embedding: weight (num, dim) and int32/int64 indices of any shape give
  * indices' shape plus (dim), weight's dtype, contiguous.
  * index_select: `in` with dimension dim replaced by the number of entries of a
- * 1-d or zero-dim int32/int64 index, contiguous.
+ * 1-d or zero-dim int32/int64 index (exactly one entry for a zero-dim `in`),
+ * contiguous.
  * softmax: in's sizes and dtype along dim, contiguous. */
 TSTOR_EXTERN int tstor_layout_embedding(const tstor_layout *weight, const tstor_layout *indices,
                                         tstor_layout *out);
