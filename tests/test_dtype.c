@@ -49,6 +49,7 @@ START_TEST(table_matches_pytorch) {
       {TSTOR_BITS4X2, "bits4x2", 1, TSTOR_KIND_OPAQUE},
       {TSTOR_BITS8, "bits8", 1, TSTOR_KIND_OPAQUE},
       {TSTOR_BITS16, "bits16", 2, TSTOR_KIND_OPAQUE},
+      {TSTOR_BCOMPLEX32, "bcomplex32", 4, TSTOR_KIND_COMPLEX},
   };
   int valid = 0;
   for (int v = -2; v < TSTOR_DTYPE_END + 2; v++)
@@ -79,7 +80,11 @@ START_TEST(table_matches_pytorch) {
   ck_assert_int_eq(TSTOR_UINT64, 29);
   ck_assert_int_eq(TSTOR_FLOAT8_E8M0FNU, 44);
   ck_assert_int_eq(TSTOR_FLOAT4_E2M1FN_X2, 45);
-  ck_assert_int_eq(TSTOR_DTYPE_END, 46);
+  ck_assert_int_eq(TSTOR_BCOMPLEX32, 46);
+  ck_assert_int_eq(TSTOR_DTYPE_END, 47);
+  ck_assert_int_eq(tstor_dtype_info_of(TSTOR_BCOMPLEX32)->is_signed, 1);
+  ck_assert_str_eq(tstor_dtype_info_of(TSTOR_BCOMPLEX32)->scalar_type, "BComplex32");
+  ck_assert_ptr_null(tstor_dtype_info_of(TSTOR_BCOMPLEX32)->legacy_name);
   ck_assert_int_eq(tstor_dtype_info_of(TSTOR_UINT32)->is_signed, 0);
   ck_assert_int_eq(tstor_dtype_info_of(TSTOR_FLOAT8_E8M0FNU)->is_signed, 0);
   ck_assert_int_eq(tstor_dtype_info_of(TSTOR_FLOAT4_E2M1FN_X2)->is_signed, 1);
@@ -134,6 +139,8 @@ START_TEST(names_parse_back) {
       {"torch.float4_e2m1fn_x2", TSTOR_FLOAT4_E2M1FN_X2},
       {"bits8", TSTOR_BITS8},
       {"Bits16", TSTOR_BITS16},
+      {"torch.bcomplex32", TSTOR_BCOMPLEX32},
+      {"BComplex32", TSTOR_BCOMPLEX32},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     tstor_dtype dt = (tstor_dtype)-1;
@@ -153,7 +160,9 @@ START_TEST(names_parse_back) {
                        "UInt16Storage",
                        "torch.UInt64Storage",
                        "uint4",
-                       "e8m0"};
+                       "e8m0",
+                       "BComplex32Storage",
+                       "cbfloat16"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     tstor_dtype dt = TSTOR_INT8;
     ck_tstor_err(tstor_dtype_parse(bad[i], &dt), TSTOR_ENOENT);
@@ -223,6 +232,11 @@ START_TEST(elements_format_as_python) {
   ck_assert_str_eq(fmt(TSTOR_FLOAT8_E8M0FNU, &e[0]), "5.877471754111438e-39");
   ck_assert_str_eq(fmt(TSTOR_FLOAT8_E8M0FNU, &e[1]), "1.0");
   ck_assert_str_eq(fmt(TSTOR_FLOAT8_E8M0FNU, &e[2]), "nan");
+  /* bcomplex32 as Python's complex of its two bfloat16 parts. */
+  uint16_t bc[][2] = {{0x3f80, 0x4000}, {0x0000, 0xbf80}, {0x7fc0, 0xff80}, {0x3dcd, 0x8000}};
+  const char *bcw[] = {"(1+2j)", "-1j", "(nan-infj)", "(0.10009765625-0j)"};
+  for (size_t i = 0; i < sizeof bc / sizeof bc[0]; i++)
+    ck_assert_str_eq(fmt(TSTOR_BCOMPLEX32, bc[i]), bcw[i]);
   /* float4_e2m1fn_x2 has no value PyTorch reads (item() refuses). */
   ck_tstor_err(tstor_dtype_format(TSTOR_FLOAT4_E2M1FN_X2, e, small, sizeof small, NULL),
                TSTOR_EDTYPE);
@@ -319,7 +333,7 @@ END_TEST
 
 /* The dtypes PyTorch 1.13 lacks, against torch 2.x's str() of them. */
 START_TEST(printing_matches_torch2) {
-  ck_assert_int_eq(check_print_file("print_torch2.txt"), 4 * 4 + 6 * 3);
+  ck_assert_int_eq(check_print_file("print_torch2.txt"), 5 * 4 + 6 * 3);
 }
 END_TEST
 

@@ -221,6 +221,22 @@ TAG_COMPLEX(t_c64, c64_t, t_f32, id_f)
 TAG_COMPLEX(t_c128, c128_t, t_f64, id_d)
 #undef TAG_COMPLEX
 
+/* bcomplex32: two bfloat16, each part stored with the NaN of PyTorch's scalar
+ * loops, which are the only ones it has into bcomplex32. */
+struct t_bc32 {
+  typedef c32_t lt;
+  typedef c32_t st;
+  static HD float load(lt x) { return tstor_bf16_to_f32(x.re); }
+  static HD float im(lt x) { return tstor_bf16_to_f32(x.im); }
+  template <class V>
+  static HD st store(V re, V im) {
+    st out;
+    out.re = t_bf16::store(re, (uint16_t)TSTOR_BF16_NAN_SCALAR);
+    out.im = t_bf16::store(im, (uint16_t)TSTOR_BF16_NAN_SCALAR);
+    return out;
+  }
+};
+
 /* What PyTorch's loops do differently by source dtype (core/typed/convert.c's
  * RULES_ table): a NaN into an integer dtype is the cast's value, or 0 from
  * the formats whose one NaN code PyTorch's compiler folds; and a float into
@@ -315,11 +331,25 @@ struct convert_elem<S, t_bf16> {
   static HD uint16_t apply(typename S::lt x) { return t_bf16::store(S::load(x), bf16_nan<S>::value); }
 };
 
-/* complex32 to float16 moves the real half as it is (PyTorch does not go
- * through float32 there, so NaN payloads survive). */
+/* complex32 to float16 and bcomplex32 to bfloat16 move the real half as it
+ * is, and bfloat16 to bcomplex32 is the value with a +0 imaginary part
+ * (PyTorch does not go through float32 there, so NaN payloads survive). */
 template <>
 struct convert_elem<t_c32, t_f16> {
   static HD uint16_t apply(c32_t x) { return x.re; }
+};
+template <>
+struct convert_elem<t_bc32, t_bf16> {
+  static HD uint16_t apply(c32_t x) { return x.re; }
+};
+template <>
+struct convert_elem<t_bf16, t_bc32> {
+  static HD c32_t apply(uint16_t x) {
+    c32_t out;
+    out.re = x;
+    out.im = 0;
+    return out;
+  }
 };
 
 template <class S, class D>

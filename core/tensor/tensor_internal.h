@@ -61,10 +61,13 @@ static inline void tstor__tensor_complete(tstor_tensor *t, tstor_storage *s, tst
   t->contiguous = contiguous;
 }
 
-
-/* The float dtype of a complex one's parts (complex32's are float16). */
+/* The float dtype of a complex one's parts (complex32's are float16, bcomplex32's
+ * bfloat16). */
 static inline tstor_dtype tstor__complex_part(tstor_dtype d) {
-  return d == TSTOR_COMPLEX32 ? TSTOR_FLOAT16 : d == TSTOR_COMPLEX64 ? TSTOR_FLOAT32 : TSTOR_FLOAT64;
+  return d == TSTOR_COMPLEX32    ? TSTOR_FLOAT16
+         : d == TSTOR_BCOMPLEX32 ? TSTOR_BFLOAT16
+         : d == TSTOR_COMPLEX64  ? TSTOR_FLOAT32
+                                 : TSTOR_FLOAT64;
 }
 
 /* Whether the tensor's device holds bytes / is host memory. */

@@ -58,7 +58,7 @@ typedef uint64_t u64_lt, u64_st;
 typedef uint16_t f16_lt, f16_st, bf16_lt, bf16_st;
 typedef float f32_lt, f32_st;
 typedef double f64_lt, f64_st;
-typedef c32_t c32_lt, c32_st;
+typedef c32_t c32_lt, c32_st, bc32_lt, bc32_st;
 typedef c64_t c64_lt, c64_st;
 typedef c128_t c128_lt, c128_st;
 typedef uint8_t e5m2_lt, e5m2_st, e4m3fn_lt, e4m3fn_st, e5m2fnuz_lt, e5m2fnuz_st, e4m3fnuz_lt,
@@ -78,6 +78,7 @@ typedef uint8_t e5m2_lt, e5m2_st, e4m3fn_lt, e4m3fn_st, e5m2fnuz_lt, e5m2fnuz_st
 #define LOAD_f32(x) (x)
 #define LOAD_f64(x) (x)
 #define LOAD_c32(x) tstor_f16_to_f32((x).re)
+#define LOAD_bc32(x) tstor_bf16_to_f32((x).re)
 #define LOAD_c64(x) ((x).re)
 #define LOAD_c128(x) ((x).re)
 #define LOAD_e5m2(x) tstor_e5m2_to_f32(x)
@@ -100,6 +101,7 @@ typedef uint8_t e5m2_lt, e5m2_st, e4m3fn_lt, e4m3fn_st, e5m2fnuz_lt, e5m2fnuz_st
 #define IM_f32(x) 0.0f
 #define IM_f64(x) 0.0
 #define IM_c32(x) tstor_f16_to_f32((x).im)
+#define IM_bc32(x) tstor_bf16_to_f32((x).im)
 #define IM_c64(x) ((x).im)
 #define IM_c128(x) ((x).im)
 #define IM_e5m2(x) 0.0f
@@ -193,6 +195,7 @@ VIA_F32(e8m0, uint8_t, tstor_f32_to_e8m0)
 #define RULES_f32 VECTOR, KEEP, V
 #define RULES_f64 VECTOR, KEEP, V
 #define RULES_c32 SCALAR, KEEP, S
+#define RULES_bc32 SCALAR, KEEP, V
 #define RULES_c64 SCALAR, KEEP, V
 #define RULES_c128 SCALAR, KEEP, V
 #define RULES_e5m2 SCALAR, KEEP, S
@@ -245,6 +248,7 @@ VIA_F32(e8m0, uint8_t, tstor_f32_to_e8m0)
 /* Complex destinations: each part as the matching real dtype would store it
  * (the parts of complex32 as float16). */
 #define STORE_c32(S, re, im, x) ((c32_t){STORE_f16(S, re, 0, x), STORE_f16(S, im, 0, x)})
+#define STORE_bc32(S, re, im, x) ((c32_t){BF16_SCALAR(re), BF16_SCALAR(im)})
 #define STORE_c64(S, re, im, x) ((c64_t){STORE_f32(S, re, 0, x), STORE_f32(S, im, 0, x)})
 #define STORE_c128(S, re, im, x) ((c128_t){STORE_f64(S, re, 0, x), STORE_f64(S, im, 0, x)})
 
@@ -273,6 +277,7 @@ typedef void (*cvt_fn)(void *dst, const void *src, size_t n);
 #define HOT_f64 1
 #define HOT_bool 0
 #define HOT_c32 0
+#define HOT_bc32 0
 #define HOT_c64 0
 #define HOT_c128 0
 #define HOT_e5m2 0
@@ -328,12 +333,19 @@ EXPAND(TSTOR_DTYPE_MAP(DEF_SRC, _))
 static const cvt_fn kernels[TSTOR_DTYPE_END][TSTOR_DTYPE_END] = {
     EXPAND(TSTOR_DTYPE_MAP(ROW_SRC, _))};
 
-/* complex32 to float16 copies the real half as it is (PyTorch moves the Half
- * without a float32 round trip, so NaN payloads survive). */
-static void cvt_c32_f16_bits(void *dst, const void *src, size_t n) {
+/* complex32 to float16 and bcomplex32 to bfloat16 copy the real half as it
+ * is, and bfloat16 to bcomplex32 is the value with a +0 imaginary part
+ * (PyTorch moves the Half or BFloat16 without a float32 round trip, so NaN
+ * payloads survive). */
+static void cvt_real_half_bits(void *dst, const void *src, size_t n) {
   const c32_t *s = src;
   uint16_t *d = dst;
   for (size_t i = 0; i < n; i++) d[i] = s[i].re;
+}
+static void cvt_bf16_bc32_bits(void *dst, const void *src, size_t n) {
+  const uint16_t *s = src;
+  c32_t *d = dst;
+  for (size_t i = 0; i < n; i++) d[i] = (c32_t){s[i], 0};
 }
 
 #ifdef TSTOR__CLONES
@@ -529,8 +541,11 @@ static void convert_aligned(void *dst, tstor_dtype dst_dtype, const void *src,
     src = (const char *)src + done * tstor_dtype_size(src_dtype);
     n -= done;
   }
-  if (src_dtype == TSTOR_COMPLEX32 && dst_dtype == TSTOR_FLOAT16)
-    cvt_c32_f16_bits(dst, src, n);
+  if ((src_dtype == TSTOR_COMPLEX32 && dst_dtype == TSTOR_FLOAT16) ||
+      (src_dtype == TSTOR_BCOMPLEX32 && dst_dtype == TSTOR_BFLOAT16))
+    cvt_real_half_bits(dst, src, n);
+  else if (src_dtype == TSTOR_BFLOAT16 && dst_dtype == TSTOR_BCOMPLEX32)
+    cvt_bf16_bc32_bits(dst, src, n);
   else
     kernels[src_dtype][dst_dtype](dst, src, n);
 }

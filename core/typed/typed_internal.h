@@ -25,9 +25,9 @@ static inline int tstor__opaque_float(tstor_dtype d) { return d == TSTOR_FLOAT4_
 int tstor__opaque_copy_refused(tstor_dtype dst, tstor_dtype src, int contiguous);
 
 /* 0 when PyTorch reads or writes elements of d as numbers; TSTOR_EDTYPE for
- * an opaque dtype, in the words of the kernel PyTorch lacks for it: `kernel`
- * is TSTOR__READ_ONE (item, tolist, str), TSTOR__SET_ONE (x[i] = v) or
- * TSTOR__FILL (fill_, ones, full). */
+ * an opaque dtype, and for a fill of bcomplex32, in the words of the kernel
+ * PyTorch lacks for it: `kernel` is TSTOR__READ_ONE (item, tolist, str),
+ * TSTOR__SET_ONE (x[i] = v) or TSTOR__FILL (fill_, ones, full). */
 #define TSTOR__READ_ONE "_local_scalar_dense_cpu"
 #define TSTOR__SET_ONE "fill_out"
 #define TSTOR__FILL "fill_cpu"

@@ -77,9 +77,10 @@ def raw_bytes(t):
     if t.dtype == T.bool:
         return bytes(t.to(T.uint8).tolist())
     if t.dtype.is_complex:
-        part = {T.complex32: T.float16, T.complex64: T.float32, T.complex128: T.float64}[t.dtype]
+        part = {T.complex32: T.float16, T.complex64: T.float32, T.complex128: T.float64}.get(
+            t.dtype) or T.bfloat16  # torch 2.15's bcomplex32
         size = torch.tensor([], dtype=part).element_size()
-        t = t.view(part) if t.dtype != T.complex32 else t.view(T.float16)
+        t = t.view(part) if size > 2 else t.view(T.int32).view(T.int16)
         t = t.view(INT_VIEW[size])
         fmt = {2: "<h", 4: "<i", 8: "<q"}[size]
     else:
@@ -433,7 +434,8 @@ def main():
 # itself, beside the files above:
 #
 # conversions_torch2.bin -- conversions.bin's format: every dtype that
-#     converts (1.13's, the float8s, uint16, uint32, uint64, float8_e8m0fnu)
+#     converts (1.13's, the float8s, uint16, uint32, uint64, float8_e8m0fnu,
+#     bcomplex32)
 #     into every one, the file tstor's conversions are tested against
 #     (conversions.bin stays as 1.13's record). The sources of 1.13's dtypes
 #     are conversions.bin's kinds of values, floats led by the edges of the
@@ -452,7 +454,7 @@ def main():
 # print_torch2.txt -- print.txt's form for the new dtypes, and "error
 #     MESSAGE" in place of the lines where PyTorch refuses to print.
 
-NEW = {27: "uint16", 28: "uint32", 29: "uint64", 44: "float8_e8m0fnu"}
+NEW = {27: "uint16", 28: "uint32", 29: "uint64", 44: "float8_e8m0fnu", 46: "bcomplex32"}
 F4 = 45
 BITS = {18: "bits1x8", 19: "bits2x4", 20: "bits4x2", 21: "bits8", 22: "bits16"}
 
@@ -461,7 +463,7 @@ def torch2_dtypes():
     dts = dict(DT)
     dts.update({23: T.float8_e5m2, 24: T.float8_e4m3fn, 25: T.float8_e5m2fnuz,
                 26: T.float8_e4m3fnuz, 27: T.uint16, 28: T.uint32, 29: T.uint64,
-                44: T.float8_e8m0fnu})
+                44: T.float8_e8m0fnu, 46: T.bcomplex32})
     return dts
 
 
@@ -504,10 +506,26 @@ def unsigned_source(dtype):
     return torch.tensor(vals, dtype=dtype)
 
 
+def bcomplex32_source():
+    """bcomplex32 (torch 2.15): bfloat16's specials, NaN payloads, subnormals,
+    ties and random bits as either part; made by bits, since torch converts
+    nothing else into it without rounding first."""
+    re = float_source(15)
+    re = torch.cat([re, from_bits([rng.getrandbits(16) for _ in range(N)], T.bfloat16)])[:N]
+    perm = list(range(N))
+    rng.shuffle(perm)
+    both = torch.stack([re, re[perm]], dim=1).contiguous()
+    return both.view(T.int16).view(T.int32).reshape(-1).view(T.bcomplex32)
+
+
 def source2(code, dts):
     dtype = dts[code]
     if dtype in (T.uint16, T.uint32, T.uint64):
         return unsigned_source(dtype)
+    if dtype == T.bcomplex32:
+        edge = torch.tensor(edge_floats(), dtype=T.float64)
+        edge = torch.complex(edge, edge.roll(1)).to(dtype)
+        return torch.cat([edge, bcomplex32_source()])[:N]
     if dtype.itemsize == 1 and dtype.is_floating_point:  # float8: every code
         return torch.arange(256, dtype=T.int32).to(T.uint8).view(dtype)
     t = source(code)

@@ -118,7 +118,9 @@ extern "C" {
      FLOAT8_E8M0FNU)                                                                               \
   /* OCP MX FP4 E2M1, two per byte, the first in the low nibble */                                 \
   XX(A, FLOAT4_E2M1FN_X2, 45, f4x2, "float4_e2m1fn_x2", NULL, NULL, "Float4_e2m1fn_x2", 1, OPAQUE, \
-     1, FLOAT4_E2M1FN_X2)
+     1, FLOAT4_E2M1FN_X2)                                                                          \
+  /* torch.bcomplex32 (PyTorch 2.15): two bfloat16, real first */                                  \
+  XX(A, BCOMPLEX32, 46, bc32, "bcomplex32", NULL, NULL, "BComplex32", 4, COMPLEX, 1, BCOMPLEX32)
 
 typedef enum tstor_dtype {
 #define TSTOR__DTYPE_ENUM(A, e, v, ...) TSTOR_##e = v,
@@ -128,14 +130,14 @@ typedef enum tstor_dtype {
 
 /* One past the largest dtype value, for loops and tables (check validity with
  * tstor_dtype_info: not every value below it is a dtype). */
-#define TSTOR_DTYPE_END 46
+#define TSTOR_DTYPE_END 47
 
 typedef enum tstor_dtype_kind {
   TSTOR_KIND_BOOL = 0,
   TSTOR_KIND_UNSIGNED = 1,  /* uint8, uint16, uint32, uint64 */
   TSTOR_KIND_SIGNED = 2,    /* int8 .. int64 */
   TSTOR_KIND_FLOAT = 3,     /* float16, bfloat16, float32, float64, the float8s */
-  TSTOR_KIND_COMPLEX = 4,   /* complex32, complex64, complex128 */
+  TSTOR_KIND_COMPLEX = 4,   /* complex32, complex64, complex128, bcomplex32 */
   TSTOR_KIND_QUANTIZED = 5, /* qint8, quint8, qint32, quint4x2, quint2x4 */
   TSTOR_KIND_OPAQUE = 6     /* float4_e2m1fn_x2 and the bits types: bytes
                                PyTorch stores, copies to the same dtype and
@@ -240,6 +242,10 @@ TSTOR_EXTERN int tstor_dtype_can_convert(tstor_dtype dst_dtype, tstor_dtype src_
  *     out-of-range complex64 values; tstor gives the vector loop's throughout.
  *     The NaN of the fnuz formats and of e8m0 becomes 0 in every integer
  *     dtype (PyTorch's compiler folds their one NaN code).
+ *   - bcomplex32 (PyTorch 2.15) is two bfloat16: each part is written as a
+ *     float32 rounded to bfloat16, NaN 0x7FC0 (PyTorch's scalar loops);
+ *     bfloat16 to and from it moves the real part's bits (NaN payloads
+ *     kept); to uint32 it takes the vector loops' cast.
  *   - float4_e2m1fn_x2 and the bits types convert to nothing but themselves,
  *     as in PyTorch 2.x.
  * TSTOR_EDTYPE where tstor_dtype_can_convert refuses; TSTOR_EINVAL for a NULL
