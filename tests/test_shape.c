@@ -89,38 +89,11 @@ static void parse_arg(const char *tok, arg *a, int line) {
 static tcase *cases;
 static int ncases;
 
-/* The cases whose result torch 2.15 promotes to its bcomplex32 (bfloat16 with
- * a complex operand), a dtype tstor does not have yet: skipped, each by its
- * text, and counted. Nothing else is skipped. */
-static const char *const need_bcomplex32[] = {
-    "result_type t:complex32:: t:bfloat16:2:1",  "result_type t:complex64:: t:bfloat16:2:1",
-    "result_type t:complex128:: t:bfloat16:2:1", "result_type t:bfloat16:2:1 t:complex32::",
-    "result_type t:bfloat16:2:1 t:complex64::",  "result_type t:bfloat16:2:1 t:complex128::",
-    "result_type t:bfloat16:2:1 s:complex128",   "result_type s:complex128 t:bfloat16:2:1",
-    "result_type t:bfloat16:: s:complex128",     "result_type s:complex128 t:bfloat16::",
-    "div t:bfloat16:2,3:3,1 t:complex32::",      "div t:bfloat16:2,3:3,1 t:complex64::",
-    "div t:bfloat16:2,3:3,1 t:complex128::",     "mul t:bfloat16:2,3:3,1 s:complex128",
-    "div t:bfloat16:3,1:1,1 s:complex128",       "sub t:bfloat16:2,3:3,1 s:complex128",
-};
-#define N_NEED_BCOMPLEX32 ((int)(sizeof need_bcomplex32 / sizeof need_bcomplex32[0]))
-static int skipped; /* cases of the list met by load_cases */
-
-static int needs_bcomplex32(const char *line) {
-  const char *end = strstr(line, " =>");
-  if (!end) return 0;
-  for (int i = 0; i < N_NEED_BCOMPLEX32; i++)
-    if (strlen(need_bcomplex32[i]) == (size_t)(end - line) &&
-        !strncmp(line, need_bcomplex32[i], (size_t)(end - line)))
-      return 1;
-  return 0;
-}
-
 /* Reads tests/vectors/NAME into cases[] (replacing what was there). */
 static void load_cases(const char *name) {
   free(cases);
   cases = NULL;
   ncases = 0;
-  skipped = 0;
   char path[512];
   snprintf(path, sizeof path, "%s/vectors/%s", TSTOR_TEST_SRCDIR, name);
   FILE *f = fopen(path, "r");
@@ -130,10 +103,6 @@ static void load_cases(const char *name) {
   while (fgets(buf, sizeof buf, f)) {
     line++;
     if (buf[0] == '#') continue;
-    if (needs_bcomplex32(buf)) {
-      skipped++;
-      continue;
-    }
     char *hash = strstr(buf, "  # ");
     int index_error = hash && strncmp(hash + 4, "IndexError", 10) == 0;
     char message[256] = "";
@@ -574,15 +543,11 @@ static int run_cases(const char *name) {
   }
   fprintf(stderr, "%s: %d PyTorch cases, %d through tensors on meta, %d differ\n", name, run, run_t,
           failed);
-  if (skipped) fprintf(stderr, "%s: %d cases need bcomplex32, skipped\n", name, skipped);
   return failed;
 }
 
 /* torch 2.15's answers over every dtype: what tstor follows. */
-START_TEST(test_pytorch_cases) {
-  ck_assert_int_eq(run_cases("shapes_torch2.txt"), 0);
-  ck_assert_int_eq(skipped, N_NEED_BCOMPLEX32);
-}
+START_TEST(test_pytorch_cases) { ck_assert_int_eq(run_cases("shapes_torch2.txt"), 0); }
 END_TEST
 
 /* -------------------------------------------------------- beyond the file */

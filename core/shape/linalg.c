@@ -22,6 +22,7 @@ static const char *cpp_type_name(tstor_dtype d, char *buf, size_t size) {
     case TSTOR_FLOAT64: return "double";
     case TSTOR_BOOL: return "bool";
     case TSTOR_COMPLEX32: return "c10::complex<c10::Half>";
+    case TSTOR_BCOMPLEX32: return "c10::complex<c10::BFloat16>";
     case TSTOR_COMPLEX64: return "c10::complex<float>";
     case TSTOR_COMPLEX128: return "c10::complex<double>";
     case TSTOR_QINT8: return "c10::qint8";
@@ -39,7 +40,7 @@ static const char *cpp_type_name(tstor_dtype d, char *buf, size_t size) {
 /* The dtypes torch 2.x added, whose scalar-type checks print Python's names. */
 static int is_torch2_dtype(tstor_dtype d) {
   return d == TSTOR_UINT16 || d == TSTOR_UINT32 || d == TSTOR_UINT64 || d == TSTOR_FLOAT8_E8M0FNU ||
-         d == TSTOR_FLOAT4_E2M1FN_X2;
+         d == TSTOR_FLOAT4_E2M1FN_X2 || d == TSTOR_BCOMPLEX32;
 }
 
 /* TSTOR_EDTYPE unless a and b have one dtype: bmm's words, and the batched

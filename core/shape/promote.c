@@ -3,7 +3,9 @@
  * Derived from the categories rather than kept as a table: bool < integers <
  * floats < complex, and within a category the wider type, with the two
  * exceptions PyTorch (and NumPy before it) makes: uint8 with int8 needs int16,
- * and float16 with bfloat16 needs float32 because neither holds the other.
+ * and float16 with bfloat16 needs float32 because neither holds the other (so
+ * complex32 with bcomplex32 needs complex64). In torch 2.15 bfloat16's complex
+ * type is bcomplex32, where earlier releases had complex64.
  * torch 2.x's dtypes add refusals ahead of those rules: the bits types and
  * float8 with anything else, and uint16/32/64 with anything but a float. The
  * whole matrix is checked against torch.promote_types by the tests (1.13's
@@ -48,14 +50,12 @@ int tstor__dtype_category(tstor_dtype d) {
   return i ? category(i) : -1;
 }
 
-/* The complex dtype of a float. */
+/* The complex dtype of a float, as torch 2.15's c10 toComplexType has it. */
 static int to_complex(tstor_dtype f, tstor_dtype *out) {
   switch (f) {
   case TSTOR_FLOAT16: *out = TSTOR_COMPLEX32; return 0;
-  case TSTOR_FLOAT32:
-  case TSTOR_BFLOAT16: /* the range of float32, as c10's toComplexType has it */
-    *out = TSTOR_COMPLEX64;
-    return 0;
+  case TSTOR_BFLOAT16: *out = TSTOR_BCOMPLEX32; return 0;
+  case TSTOR_FLOAT32: *out = TSTOR_COMPLEX64; return 0;
   case TSTOR_FLOAT64: *out = TSTOR_COMPLEX128; return 0;
   default:
     return tstor__err(TSTOR_EDTYPE, "Unknown Complex ScalarType for %s",
@@ -75,6 +75,8 @@ static tstor_dtype promote_same_category(tstor_dtype a, tstor_dtype b, int cat) 
     }
   } else if (cat == TSTOR__CAT_FLOAT && sa == sb) {
     return TSTOR_FLOAT32; /* float16 with bfloat16 */
+  } else if (cat == TSTOR__CAT_COMPLEX && sa == sb) {
+    return TSTOR_COMPLEX64; /* complex32 with bcomplex32 */
   }
   return sa >= sb ? a : b;
 }

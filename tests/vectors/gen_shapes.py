@@ -745,14 +745,14 @@ def gen_view():
 #
 # Run with torch 2.x (tests/pyref/install.sh's environment), the script adds to
 # shapes_torch2.txt, after the cases above, those that involve the dtypes PyTorch
-# 1.13 lacks (uint16, uint32, uint64, float8_e8m0fnu, float4_e2m1fn_x2, the
-# bits types' promotion, and the float8s where promotion meets them), as
+# 1.13 lacks (uint16, uint32, uint64, float8_e8m0fnu, float4_e2m1fn_x2,
+# bcomplex32, the bits types' promotion, and the float8s where promotion meets them), as
 # torch 2.x answers them.
 # Promotion refusals of elementwise ops are kept there ("Promotion for ..."):
 # torch 2.x refuses to promote the new unsigned types with most others.
 
 def torch2_dtypes():
-    new = [T.uint16, T.uint32, T.uint64, T.float8_e8m0fnu, T.float4_e2m1fn_x2]
+    new = [T.uint16, T.uint32, T.uint64, T.float8_e8m0fnu, T.float4_e2m1fn_x2, T.bcomplex32]
     f8 = [T.float8_e5m2, T.float8_e4m3fn, T.float8_e5m2fnuz, T.float8_e4m3fnuz]
     for d in new + f8:
         NAME[d] = str(d).replace("torch.", "")
