@@ -12,7 +12,7 @@ the error tstor must give for each (FILE CODE WORDS, as hostile.txt).
 
 The files hold what only 2.x writes: the dtypes without a storage class of
 their own (uint16/32/64, the float8 formats, float8_e8m0fnu,
-float4_e2m1fn_x2, complex32, the bits types), which torch.save pickles as
+float4_e2m1fn_x2, complex32, 2.15's bcomplex32, the bits types), which torch.save pickles as
 torch._utils._rebuild_tensor_v3 over a torch.storage.UntypedStorage; and the
 other values 2.x's weights_only loader builds: a Parameter with attributes
 (_rebuild_parameter_with_state), torch.Size, torch.device,
@@ -138,6 +138,23 @@ case("values_torch2", collections.OrderedDict([
 ]))
 shared = {3, 4}
 case("values_shared", {"a": [shared, shared], b"key": bytearray(b"v"), "sizes": [torch.Size([1]), torch.Size([1])]})
+
+# 5. torch 2.15's bcomplex32 (two bfloat16), from a random stream of its own
+# so that the files above keep their bytes: every bit pattern of either part,
+# NaNs and infinities included; its views; and beside bfloat16 and complex64
+gen_before, gen = gen, torch.Generator().manual_seed(46)
+BC = torch.bcomplex32
+for shape in SHAPES:
+    case("dtype_bcomplex32_%s" % ("x".join(map(str, shape)) or "scalar"), {"t": values(BC, shape)})
+b = values(BC, (24,))
+case("view_bcomplex32", collections.OrderedDict(
+    [("base", b), ("t", b.view(4, 6).t()), ("slice", b[5:17]), ("step", b[1::3]),
+     ("narrow2d", b.view(4, 6)[1:3, 2:5]), ("scalar", b[7])]))
+w = torch.randn(3, 4, generator=gen)
+case("state_dict_bcomplex32", collections.OrderedDict(
+    [("w", w), ("w_bf16", w.to(torch.bfloat16)), ("w_bc32", torch.complex(w, -w).to(BC)),
+     ("w_c64", torch.complex(w, w))]))
+gen = gen_before
 
 
 def crafted(name, pkl):
