@@ -12,8 +12,9 @@
  * bool (kDLBool, 8 bits), and float8_e5m2, float8_e4m3fn, float8_e5m2fnuz,
  * float8_e4m3fnuz and float8_e8m0fnu (kDLFloat8_*, DLPack 1.1's codes, in a
  * DLManagedTensor as well, as PyTorch writes them). The quantized and bits
- * dtypes and float4_e2m1fn_x2 (two elements a byte, which DLPack's
- * kDLFloat4_e2m1fn counts as one each) are refused with TSTOR_ENOTSUP.
+ * dtypes, float4_e2m1fn_x2 (two elements a byte, which DLPack's
+ * kDLFloat4_e2m1fn counts as one each) and bcomplex32 (DLPack has no complex
+ * of bfloat16; PyTorch 2.15 refuses it too) are refused with TSTOR_ENOTSUP.
  *
  * Read-only: a storage that maps a file or borrows its bytes
  * (TSTOR_FLAG_MAPPED, TSTOR_FLAG_BORROWED) is exported with READ_ONLY, and

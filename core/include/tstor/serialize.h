@@ -479,8 +479,10 @@ TSTOR_EXTERN int tstor_safetensors_load_buffer(tstor_context *ctx, const void *d
  * header compact JSON with __metadata__ first, padded with spaces to a
  * multiple of 8, each tensor's elements in row-major order. Two tensors
  * viewing one storage are refused with TSTOR_EINVAL naming both (the format
- * has no sharing) unless opts has TSTOR_SAVE_COPY_SHARED. Written as the
- * section's opening says. */
+ * has no sharing) unless opts has TSTOR_SAVE_COPY_SHARED. A tensor of a
+ * dtype the format has no name for (complex32, complex128, bcomplex32, the
+ * quantized and bits types) is refused with TSTOR_ENOTSUP naming it. Written
+ * as the section's opening says. */
 TSTOR_EXTERN int tstor_safetensors_save(const tstor_checkpoint *ck, const char *path,
                                         const tstor_save_options *opts);
 
