@@ -746,6 +746,42 @@ START_TEST(opaque_tensors) {
 }
 END_TEST
 
+/* bcomplex32 (torch 2.15) tensors read and write elements as numbers (the
+ * real part), have bfloat16 parts, and are zeroed as torch.zeros does; fill,
+ * ones and full are refused, as torch has no fill kernel for them. */
+START_TEST(bcomplex32_tensors) {
+  const tstor_dtype bc = TSTOR_BCOMPLEX32;
+  int64_t sz[] = {2}, idx[] = {1};
+  const uint16_t parts[] = {0x3f80, 0x4000, 0xc040, 0x3f00}; /* 1+2j, -3+0.5j */
+  tstor_tensor *t, *z, *re, *im;
+  ck_tstor_ok(tstor_tensor_from_array(ctx, cpu, bc, 1, sz, parts, &t));
+  ck_tstor_ok(tstor_tensor_zeros(ctx, fake, bc, 1, sz, &z));
+  double d;
+  ck_tstor_ok(tstor_tensor_get_f64(t, idx, &d));
+  ck_assert_double_eq(d, -3.0);
+  ck_tstor_ok(tstor_tensor_set_f64(t, idx, 2.5));
+  ck_tstor_ok(tstor_tensor_real(t, &re));
+  ck_tstor_ok(tstor_tensor_imag(t, &im));
+  ck_assert_int_eq(tstor_tensor_dtype(re), TSTOR_BFLOAT16);
+  uint16_t got[4];
+  ck_tstor_ok(tstor_tensor_to_array(im, got, TSTOR_BFLOAT16, 2));
+  ck_assert_uint_eq(got[0], 0x4000);
+  ck_assert_uint_eq(got[1], 0); /* x[i] = 2.5 sets 2.5+0j */
+  ck_tstor_ok(tstor_tensor_to_array(re, got, TSTOR_BFLOAT16, 2));
+  ck_assert_uint_eq(got[1], 0x4020);
+  ck_tstor_ok(tstor_tensor_to_array(z, got, bc, 2));
+  for (int i = 0; i < 4; i++) ck_assert_uint_eq(got[i], 0);
+  ck_tstor_err(tstor_tensor_fill(t, 1.0), TSTOR_EDTYPE);
+  ck_assert_str_eq(tstor_last_error(), typedtest_refusal("fill", "bcomplex32"));
+  tstor_tensor *o = (tstor_tensor *)1;
+  ck_tstor_err(tstor_tensor_ones(ctx, cpu, bc, 1, sz, &o), TSTOR_EDTYPE);
+  ck_assert_ptr_null(o);
+  ck_tstor_err(tstor_tensor_full(ctx, cpu, bc, 1, sz, 0.0, &o), TSTOR_EDTYPE);
+  tstor_tensor *list[] = {t, z, re, im};
+  for (int i = 0; i < 4; i++) tstor_tensor_release(list[i]);
+}
+END_TEST
+
 Suite *tensor_suite(void) {
   Suite *s = suite_create("tensor");
   TCase *tc = tcase_create("object");
@@ -753,6 +789,7 @@ Suite *tensor_suite(void) {
   tcase_set_timeout(tc, 60); /* hundreds of megabytes, maybe under a sanitizer (8 s under TSan) */
   tcase_add_test(tc, empty_contiguous);
   tcase_add_test(tc, opaque_tensors);
+  tcase_add_test(tc, bcomplex32_tensors);
   tcase_add_test(tc, zero_dim_and_zero_size);
   tcase_add_test(tc, many_dims);
   tcase_add_test(tc, bad_sizes_and_overflow);

@@ -32,6 +32,7 @@ tensor_copies.txt -- copy_: "DST ; SRC ; SHARED ; HEX" where DST and SRC are
 
 The outputs are deterministic (fixed seed).
 """
+import math
 import random
 import os
 import sys
@@ -371,6 +372,8 @@ def raw_hex(t):
         t = t.view(T.uint8)
     elif t.dtype == T.complex32:
         t = t.view(T.int16)
+    elif t.dtype == getattr(T, "bcomplex32", None):
+        t = t.view(T.int32)
     b = t.view(T.uint8)
     return bytes(b.tolist()).hex()
 
@@ -614,6 +617,50 @@ def prints2():
             out.append("meta %s %s" % (str(dt)[6:], L(shape)))
             out.extend(str(torch.empty(shape, dtype=dt, device="meta")).split("\n"))
             out.append("end")
+    return out + prints_bcomplex32()
+
+
+# torch 2.15's bcomplex32, from a random sequence of its own so that the
+# cases above keep theirs
+rng_bc = random.Random(46)
+
+
+def bcomplex32_values(n):
+    """n bcomplex32 values in one of the styles that make PyTorch choose a
+    format (each part as bfloat16 rounds it)."""
+    style = rng_bc.choice(["small", "ones", "fractions", "wide", "special"])
+    pick = {"small": lambda: float(rng_bc.randint(-20, 20)),
+            "ones": lambda: rng_bc.choice([0.0, 1.0, -1.0]),
+            "fractions": lambda: rng_bc.randint(-400, 400) / 64,
+            "wide": lambda: rng_bc.choice([-1, 1]) * 10.0 ** rng_bc.uniform(-12, 12),
+            "special": lambda: rng_bc.choice([0.0, -0.0, math.inf, -math.inf, math.nan, 1.5,
+                                               1e-40, 3e38])}[style]
+    vals = [complex(pick(), pick()) for _ in range(n)]
+    return torch.tensor(vals, dtype=T.complex128).to(T.bcomplex32)
+
+
+def prints_bcomplex32():
+    out = []
+    shapes = [[], [1], [3], [5], [10], [1, 1], [2, 3], [3, 4], [2, 3, 4], [40], [0], [0, 3],
+              [1001], [34, 30], [2, 2, 260], [2, 3, 2, 3, 2]]
+    for i in range(48):
+        shape = shapes[i % len(shapes)]
+        n = 1
+        for x in shape:
+            n *= x
+        t = bcomplex32_values(n).reshape(shape)
+        perm = list(range(len(shape)))
+        if len(shape) >= 2 and rng_bc.random() < 0.4:
+            rng_bc.shuffle(perm)
+        shown = t.permute(perm) if perm else t
+        out.append("print bcomplex32 %s %s" % (L(shape), L(perm) if perm != list(range(len(shape))) else "-"))
+        out.append("data " + (raw_hex(t) or "-"))
+        out.extend(str(shown).split("\n"))
+        out.append("end")
+    for shape in ([], [3], [2, 3]):
+        out.append("meta bcomplex32 %s" % L(shape))
+        out.extend(str(torch.empty(shape, dtype=T.bcomplex32, device="meta")).split("\n"))
+        out.append("end")
     return out
 
 
@@ -661,6 +708,41 @@ def copies2():
             continue
         out.append(line + raw_hex(storage.view(T.uint8) if dd.itemsize == 1 or dd == T.bits16
                                   else storage))
+    return out + copies_bcomplex32()
+
+
+def copies_bcomplex32():
+    """copy_ into and out of bcomplex32, with the common dtypes and the other
+    new ones (float4_e2m1fn_x2 refused)."""
+    out = []
+    others = [T.bcomplex32, T.complex64, T.complex32, T.bfloat16, T.float32, T.float64, T.int64,
+              T.uint8, T.bool, T.uint16, T.float8_e8m0fnu, T.float4_e2m1fn_x2]
+    for i in range(120):
+        sizes = [rng_bc.randint(0, 4) for _ in range(rng_bc.randint(0, 3))]
+        strides, z = [0] * len(sizes), 1
+        for k in reversed(range(len(sizes))):
+            strides[k] = z * rng_bc.choice([1, 1, 2])
+            z *= max(sizes[k], 1)
+        off = rng_bc.choice([0, 1, 3])
+        other = rng_bc.choice(others)
+        dd, sd = (T.bcomplex32, other) if i % 2 == 0 else (other, T.bcomplex32)
+        perm = list(range(len(sizes)))
+        rng_bc.shuffle(perm)
+        sst, z = [0] * len(sizes), 1
+        for k in perm:
+            sst[k] = z
+            z *= max(sizes[k], 1)
+        soff = rng_bc.choice([0, 1, 5])
+        storage = fill2(need(sizes, strides, off), dd)
+        d = storage.as_strided(sizes, strides, off)
+        s = fill2(need(sizes, sst, soff), sd).as_strided(sizes, sst, soff)
+        line = "%s ; %s ; 0 ; " % (desc2(d), desc2(s))
+        try:
+            d.copy_(s)
+        except Exception as e:  # noqa: BLE001
+            out.append(line + err(e))
+            continue
+        out.append(line + raw_hex(storage.view(T.uint8) if dd.itemsize == 1 else storage))
     return out
 
 

@@ -610,6 +610,9 @@ def main_torch2():
             for op, fn in (("item", lambda: o[0].item()), ("setitem", lambda: o.clone().__setitem__(0, 1.0)),
                            ("fill", lambda: o.clone().fill_(1.0))):
                 f.write("%s %s => %s\n" % (op, oname[oc], error_text(fn)))
+        # bcomplex32 reads and writes one element, but has no fill kernel
+        x = sources[46][:4].clone()
+        f.write("fill bcomplex32 => %s\n" % error_text(lambda: x.fill_(1.0)))
 
     with open("%s/print_torch2.txt" % outdir, "w") as f:
         f.write("# str() of torch.TypedStorage, PyTorch %s; see gen_vectors.py\n" % torch.__version__)
