@@ -321,7 +321,10 @@ TSTOR_EXTERN int tstor_typed_to_array(const tstor_storage *s, tstor_dtype dtype,
  * (an int32 fill from a double's bytes fills garbage; use the _f64 form). */
 TSTOR_EXTERN int tstor_typed_fill(tstor_storage *s, tstor_dtype dtype, const void *value);
 /* The same from a number, converted to dtype as tstor_dtype_convert does
- * (PyTorch's storage.fill_(3.7) into an IntStorage fills 3). */
+ * (PyTorch's storage.fill_(3.7) into an IntStorage fills 3). The opaque
+ * dtypes and bcomplex32, which PyTorch 2.15 has no fill kernel for, are
+ * refused in its words (TSTOR_EDTYPE, "\"fill_cpu\" not implemented for
+ * 'BComplex32'"). */
 TSTOR_EXTERN int tstor_typed_fill_f64(tstor_storage *s, tstor_dtype dtype, double value);
 
 /* A new storage on `dev` from nbytes of `buffer` read as elements of `dtype` in
