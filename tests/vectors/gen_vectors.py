@@ -80,7 +80,12 @@ def raw_bytes(t):
         part = {T.complex32: T.float16, T.complex64: T.float32, T.complex128: T.float64}.get(
             t.dtype) or T.bfloat16  # torch 2.15's bcomplex32
         size = torch.tensor([], dtype=part).element_size()
-        t = t.view(part) if size > 2 else t.view(T.int32).view(T.int16)
+        if t.dtype == T.complex32:
+            t = t.view(T.float16)
+        elif size == 2:  # bcomplex32: by its bits
+            t = t.view(T.int32).view(T.int16)
+        else:
+            t = t.view(part)
         t = t.view(INT_VIEW[size])
         fmt = {2: "<h", 4: "<i", 8: "<q"}[size]
     else:
