@@ -162,12 +162,16 @@ def fresh():
                     temp, fmt, label, ms, min(r["ms"] for r in rs), fsize / (ms / 1e3) / 1e9, extra))
 
 
-if a.fresh:
-    fresh()
+def remove_files():
     os.unlink(pt)
     os.unlink(st)
     if not a.dir:
         os.rmdir(d)
+
+
+if a.fresh:
+    fresh()
+    remove_files()
     sys.exit(0)
 
 # Rounds alternate between torch.load, dd and one run of each tstor variant
@@ -212,7 +216,4 @@ for label, ts in results.items():
         label, m, min(ts), base / m, size / (m / 1e3) / 1e9))
 if a.and_fresh:
     fresh()
-os.unlink(pt)
-os.unlink(st)
-if not a.dir:
-    os.rmdir(d)
+remove_files()

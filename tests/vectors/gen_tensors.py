@@ -697,18 +697,22 @@ def copies2():
         if i >= 400 and rng.random() < 0.3:  # a source broadcast along dims
             ssz = [1 if rng.random() < 0.5 else x for x in ssz]
             sst = [0 if x == 1 and rng.random() < 0.5 else st for x, st in zip(ssz, sst)]
-        storage = fill2(need(sizes, strides, off), dd)
-        d = storage.as_strided(sizes, strides, off)
-        s = fill2(need(ssz, sst, soff), sd).as_strided(ssz, sst, soff)
-        line = "%s ; %s ; 0 ; " % (desc2(d), desc2(s))
-        try:
-            d.copy_(s)
-        except Exception as e:  # noqa: BLE001
-            out.append(line + err(e))
-            continue
-        out.append(line + raw_hex(storage.view(T.uint8) if dd.itemsize == 1 or dd == T.bits16
-                                  else storage))
+        out.append(copy_case(dd, sizes, strides, off, sd, ssz, sst, soff))
     return out + copies_bcomplex32()
+
+
+def copy_case(dd, sizes, strides, off, sd, ssz, sst, soff):
+    """One copy_ case's line: a destination view of dtype dd, a source view of
+    sd, each over a storage of its own, and the destination storage after."""
+    storage = fill2(need(sizes, strides, off), dd)
+    d = storage.as_strided(sizes, strides, off)
+    s = fill2(need(ssz, sst, soff), sd).as_strided(ssz, sst, soff)
+    line = "%s ; %s ; 0 ; " % (desc2(d), desc2(s))
+    try:
+        d.copy_(s)
+    except Exception as e:  # noqa: BLE001
+        return line + err(e)
+    return line + raw_hex(storage.view(T.uint8) if dd.itemsize == 1 or dd == T.bits16 else storage)
 
 
 def copies_bcomplex32():
@@ -733,16 +737,7 @@ def copies_bcomplex32():
             sst[k] = z
             z *= max(sizes[k], 1)
         soff = rng_bc.choice([0, 1, 5])
-        storage = fill2(need(sizes, strides, off), dd)
-        d = storage.as_strided(sizes, strides, off)
-        s = fill2(need(sizes, sst, soff), sd).as_strided(sizes, sst, soff)
-        line = "%s ; %s ; 0 ; " % (desc2(d), desc2(s))
-        try:
-            d.copy_(s)
-        except Exception as e:  # noqa: BLE001
-            out.append(line + err(e))
-            continue
-        out.append(line + raw_hex(storage.view(T.uint8) if dd.itemsize == 1 else storage))
+        out.append(copy_case(dd, sizes, strides, off, sd, sizes, sst, soff))
     return out
 
 
