@@ -81,13 +81,15 @@ static void read_listing(golden_set *gs, const char *path) {
   free(all);
 }
 
-/* PyTorch's files (1.13's, and the tar format's files that gen_tar.py wrote
- * as PyTorch 0.1 did, which PyTorch 1.13 and 2.x read alike), or 2.x's. */
+/* PyTorch's files (1.13's, as PyTorch 2.x reads them: golden_as_torch2.txt,
+ * which differs from 1.13's golden.txt where docs/formats.md says; and the
+ * tar format's files that gen_tar.py wrote as PyTorch 0.1 did, which 1.13 and
+ * 2.x read alike), or 2.x's. */
 static golden_set *read_golden(int which) {
   golden_set *gs = &sets[which];
   if (gs->cases) return gs;
   if (which == 0) {
-    read_listing(gs, CKDIR "/golden.txt");
+    read_listing(gs, CKDIR "/golden_as_torch2.txt");
     read_listing(gs, CKDIR "/tar.txt");
   } else {
     read_listing(gs, CKDIR "/golden_torch2.txt");
@@ -209,7 +211,10 @@ END_TEST
 
 /* Every golden file, loaded, saved by tstor and loaded again, lists the same:
  * values, layouts, sharing and bytes. (ckpt/roundtrip.sh has PyTorch load
- * the same re-saved files.) */
+ * the same re-saved files.) But one: tensors that view one storage as three
+ * dtypes, which torch.save's format cannot hold (gen_golden_torch2.py checks
+ * that torch.save refuses them). */
+#define UNSAVABLE "storage_three_dtypes.pt"
 START_TEST(golden_resave) {
   const golden_set *gs = read_golden(_i);
   const golden *cases = gs->cases;
@@ -223,6 +228,13 @@ START_TEST(golden_resave) {
       tstor_checkpoint *ck, *back;
       ck_tstor_ok(load_way(way, path, NULL, 0, &ck));
       int rc = tstor_torch_save(ck, out, NULL);
+      if (strcmp(cases[i].name, UNSAVABLE) == 0) { /* as torch.save refuses it */
+        ck_assert_int_eq(rc, TSTOR_EINVAL);
+        ck_assert_ptr_nonnull(
+            strstr(tstor_last_error(), "two tensors view one storage as float32 and as int32"));
+        tstor_checkpoint_free(ck);
+        continue;
+      }
       ck_assert_msg(rc == 0, "%s: %s", cases[i].name, tstor_last_error());
       ck_tstor_ok(tstor_torch_load(ctx, out, NULL, &back));
       char *a = list_checkpoint(ck, 1), *b = list_checkpoint(back, 1);

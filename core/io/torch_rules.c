@@ -129,37 +129,79 @@ static int key_ok(tstor__io_unpickler *up, const tstor_value *key) {
   return 0;
 }
 
+/* The empty storage of `dtype` that the legacy format's key of record
+ * `idx` gives an id of another dtype and size: a view of none of the root's
+ * bytes, a new one for each such id as in torch.load, recorded as
+ * "KEY/DTYPE/INDEX" (no key the file names holds a '/'). */
+static int empty_alias(tstor__io_unpickler *up, long idx, tstor_dtype dtype, long *out) {
+  tstor_checkpoint *ck = tstor__io_unpickler_checkpoint(up);
+  const tstor__io_record *r = &ck->storages[idx];
+  long root = r->view_of >= 0 ? r->view_of : idx;
+  size_t len = strlen(r->key) + 48;
+  char *name = tstor__io_malloc(len);
+  if (!name) return TSTOR__ERR(TSTOR_ENOMEM, "pickle: out of memory for a storage key");
+  int n = snprintf(name, len, "%s/%s/%zu", r->key, tstor_dtype_name(dtype), ck->nstorages);
+  const char *loc = ck->storages[root].location;
+  int rc = tstor__io_record_add(ck, name, (size_t)n, dtype, 0, loc, strlen(loc), out);
+  if (!rc) {
+    ck->storages[*out].view_of = root;
+    ck->storages[*out].view_offset = 0;
+  }
+  tstor__io_free(name);
+  return rc;
+}
+
 /* The storage `key` of `count` elements of the class's dtype at `location`:
- * as in torch.load, the first persistent id that names a key gives its
- * dtype, size and location, and later ones only find it (torch.load reads
- * nothing else of them). *idx gets its index in ck->storages. */
+ * the first persistent id that names a key gives its size and location, and
+ * its dtype to the ids that name the key again with that dtype. An id of
+ * another dtype over as many bytes views the same bytes as its own dtype,
+ * as torch.load of PyTorch 2.x reads it (1.13 gave it the first dtype).
+ * Over another number of bytes, 2.x loads the record again with the new
+ * size, which its size check then refuses (the zip format), or gives it a
+ * fresh empty storage (the legacy format, `legacy`): here a view of none of
+ * the root's bytes, so that a tensor with elements on it does not fit.
+ * *idx gets the index in ck->storages, *dtype the dtype the id sees. */
 static int storage_named(tstor__io_unpickler *up, tstor_value *cls, tstor_value *key,
-                         tstor_value *location, tstor_value *count, long *idx) {
+                         tstor_value *location, tstor_value *count, bool legacy, long *idx,
+                         tstor_dtype *dtype) {
   tstor_checkpoint *ck = tstor__io_unpickler_checkpoint(up);
   if (cls->kind != TSTOR__VALUE_GLOBAL || cls->u.global.which != TSTOR__G_STORAGE_CLASS)
     return FAIL(up, TSTOR_EINVAL, "a storage's class must be a torch.*Storage");
   int rc = key_ok(up, key);
   if (rc) return rc;
-  if ((*idx = tstor__io_record_find(ck, key->u.str.s, key->u.str.len)) >= 0) return 0;
-  if (count->kind != TSTOR_VALUE_INT || count->u.i < 0)
-    return FAIL(up, TSTOR_EINVAL, "a storage's size must be a non-negative int");
   tstor_dtype dt = (tstor_dtype)cls->u.global.dtype;
-  int64_t numel = count->u.i;
-  if ((uint64_t)numel > (uint64_t)INT64_MAX / tstor_dtype_size(dt))
-    return FAIL(up, TSTOR_EOVERFLOW, "storage '%s' of %lld %s elements: the byte size overflows", key->u.str.s,
-                (long long)numel, tstor_dtype_name(dt));
+  *dtype = dt;
+  bool sized = count->kind == TSTOR_VALUE_INT && count->u.i >= 0 &&
+               (uint64_t)count->u.i <= (uint64_t)INT64_MAX / tstor_dtype_size(dt);
+  uint64_t nbytes = sized ? (uint64_t)count->u.i * tstor_dtype_size(dt) : 0;
+  if ((*idx = tstor__io_record_find(ck, key->u.str.s, key->u.str.len)) >= 0) {
+    const tstor__io_record *r = &ck->storages[*idx];
+    uint64_t first = (uint64_t)r->numel * tstor_dtype_size(r->dtype);
+    if (r->dtype == dt || (sized && nbytes == first)) return 0;
+    if (!legacy)
+      return FAIL(up, TSTOR_EINVAL,
+                  "storage '%s' is named as %lld %s elements (%llu bytes) and again as %s of "
+                  "another size: one record cannot hold both (torch.load's record size check)",
+                  r->key, (long long)r->numel, tstor_dtype_name(r->dtype),
+                  (unsigned long long)first, tstor_dtype_name(dt));
+    return empty_alias(up, *idx, dt, idx);
+  }
+  if (!sized && count->kind == TSTOR_VALUE_INT && count->u.i >= 0)
+    return FAIL(up, TSTOR_EOVERFLOW, "storage '%s' of %lld %s elements: the byte size overflows",
+                key->u.str.s, (long long)count->u.i, tstor_dtype_name(dt));
+  if (!sized) return FAIL(up, TSTOR_EINVAL, "a storage's size must be a non-negative int");
   /* A location that is no string is kept as "": torch.load ignores it under
    * a map_location, and the loader refuses it without one. */
   int named = location->kind == TSTOR_VALUE_STRING;
-  return tstor__io_record_add(ck, key->u.str.s, key->u.str.len, dt, numel,
+  return tstor__io_record_add(ck, key->u.str.s, key->u.str.len, dt, count->u.i,
                               named ? location->u.str.s : "", named ? location->u.str.len : 0, idx);
 }
 
-static int storage_value(tstor__io_unpickler *up, long idx, tstor_value **out) {
+static int storage_value(tstor__io_unpickler *up, long idx, tstor_dtype dtype, tstor_value **out) {
   tstor_value *s = tstor__io_unpickler_value(up, TSTOR_VALUE_STORAGE);
   if (!s) return TSTOR_ENOMEM;
   s->u.tensor.storage = idx;
-  s->u.tensor.dtype = (int)tstor__io_unpickler_checkpoint(up)->storages[idx].dtype;
+  s->u.tensor.dtype = (int)dtype;
   *out = s;
   return 0;
 }
@@ -172,8 +214,9 @@ static int persistent_load(tstor__io_unpickler *up, tstor_value *pid, tstor_valu
   tstor_value **f = pid->u.seq.items;
   if (!is_str(f[0], "storage")) return FAIL(up, TSTOR_EACCES, "only persistent ids of storages are allowed");
   long idx;
-  int rc = storage_named(up, f[1], f[2], f[3], f[4], &idx);
-  return rc ? rc : storage_value(up, idx, out);
+  tstor_dtype dt;
+  int rc = storage_named(up, f[1], f[2], f[3], f[4], false, &idx, &dt);
+  return rc ? rc : storage_value(up, idx, dt, out);
 }
 
 /* ('storage', storage_class, root_key, location, numel, view_metadata): the
@@ -191,8 +234,9 @@ static int persistent_load_legacy(tstor__io_unpickler *up, tstor_value *pid, tst
                 "a persistent id must be the 6-tuple ('storage', class, key, location, numel, view_metadata)");
   tstor_value **f = pid->u.seq.items;
   long root;
-  int rc = storage_named(up, f[1], f[2], f[3], f[4], &root);
-  if (rc || f[5]->kind == TSTOR_VALUE_NONE) return rc ? rc : storage_value(up, root, out);
+  tstor_dtype dt;
+  int rc = storage_named(up, f[1], f[2], f[3], f[4], true, &root, &dt);
+  if (rc || f[5]->kind == TSTOR_VALUE_NONE) return rc ? rc : storage_value(up, root, dt, out);
   tstor_value *vm = f[5];
   tstor_checkpoint *ck = tstor__io_unpickler_checkpoint(up);
   if (vm->kind != TSTOR_VALUE_TUPLE || vm->u.seq.n != 3 || vm->u.seq.items[1]->kind != TSTOR_VALUE_INT ||
@@ -203,11 +247,15 @@ static int persistent_load_legacy(tstor__io_unpickler *up, tstor_value *pid, tst
   long view = tstor__io_record_find(ck, vkey->u.str.s, vkey->u.str.len);
   if (view < 0) {
     const tstor__io_record *r = &ck->storages[root];
-    if (r->view_of >= 0) return FAIL(up, TSTOR_EINVAL, "storage '%s' is a view, and views have no views", r->key);
-    tstor_dtype dt = (tstor_dtype)f[1]->u.global.dtype;
+    bool empty = r->view_of >= 0 && r->numel == 0; /* whose every slice is empty */
+    if (r->view_of >= 0 && !empty)
+      return FAIL(up, TSTOR_EINVAL, "storage '%s' is a view, and views have no views", r->key);
     uint64_t es = tstor_dtype_size(dt), bytes = (uint64_t)r->numel * tstor_dtype_size(r->dtype);
     uint64_t off = (uint64_t)vm->u.seq.items[1]->u.i, n = (uint64_t)vm->u.seq.items[2]->u.i;
-    if (off > bytes / es || n > (bytes - off * es) / es)
+    long base = empty ? r->view_of : root;
+    if (empty)
+      off = n = 0;
+    else if (off > bytes / es || n > (bytes - off * es) / es)
       return FAIL(up, TSTOR_ERANGE,
                   "view '%s' of %llu %s elements at %llu lies past storage '%s' of %llu bytes",
                   vkey->u.str.s, (unsigned long long)n, tstor_dtype_name(dt),
@@ -215,10 +263,10 @@ static int persistent_load_legacy(tstor__io_unpickler *up, tstor_value *pid, tst
     if ((rc = tstor__io_record_add(ck, vkey->u.str.s, vkey->u.str.len, dt, (int64_t)n, r->location,
                                    strlen(r->location), &view)))
       return rc;
-    ck->storages[view].view_of = root;
+    ck->storages[view].view_of = base;
     ck->storages[view].view_offset = (int64_t)off;
   }
-  return storage_value(up, view, out);
+  return storage_value(up, view, ck->storages[view].dtype, out);
 }
 
 /* The tar format's persistent ids: a storage's or a tensor's key (the
@@ -308,6 +356,66 @@ static int layout_of(tstor__io_unpickler *up, const tstor_value *sizes, const ts
   return 0;
 }
 
+/* Python's truth of a value, where the unpickler can know it: a tensor's
+ * (which needs its elements) and a global's (always true) are not asked. */
+static bool truthy(const tstor_value *v) {
+  switch (v->kind) {
+    case TSTOR_VALUE_NONE: return false;
+    case TSTOR_VALUE_BOOL:
+    case TSTOR_VALUE_INT: return v->u.i != 0;
+    case TSTOR_VALUE_FLOAT: return v->u.f != 0.0;
+    case TSTOR_VALUE_COMPLEX: return v->u.c[0] != 0.0 || v->u.c[1] != 0.0;
+    case TSTOR_VALUE_STRING:
+    case TSTOR_VALUE_BYTES: return v->u.str.len != 0;
+    case TSTOR_VALUE_TUPLE:
+    case TSTOR_VALUE_LIST:
+    case TSTOR_VALUE_SET:
+    case TSTOR_VALUE_DICT: return v->u.seq.n != 0;
+    default: return true;
+  }
+}
+
+/* A tensor's metadata, the last argument of _rebuild_tensor_v2/_v3, as
+ * torch.load of 2.x takes it: nothing when it is false (None, {}, (), 0...),
+ * else a dict of str to a value a C++ bool converts from (bool, int,
+ * float, complex, None) whose keys "conj" and "neg" set the tensor's
+ * conjugate and negative bits, whatever their values (torch.save writes
+ * {'conj': True} for x.conj() and {'neg': True} for a negative view).
+ * tstor keeps no such bits: those tensors are refused rather than read as
+ * the bytes they view. */
+static int tensor_metadata(tstor__io_unpickler *up, const tstor_value *md, tstor_dtype dtype) {
+  if (md->kind != TSTOR_VALUE_DICT && md->kind != TSTOR_VALUE_TENSOR && !truthy(md)) return 0;
+  if (md->kind != TSTOR_VALUE_DICT)
+    return FAIL(
+        up, TSTOR_EINVAL, "a tensor's metadata must be a dict (torch.load: expected dict, got %s)",
+        md->kind == TSTOR__VALUE_GLOBAL ? "a class or function"
+                                        : tstor_value_kind_name((tstor_value_kind)md->kind));
+  for (size_t i = 0; i < md->u.seq.n; i++) {
+    const tstor_value *k = md->u.seq.keys[i], *v = md->u.seq.items[i];
+    if (k->kind != TSTOR_VALUE_STRING)
+      return FAIL(up, TSTOR_EINVAL, "a tensor's metadata must have str keys");
+    if (v->kind != TSTOR_VALUE_BOOL && v->kind != TSTOR_VALUE_INT && v->kind != TSTOR_VALUE_FLOAT &&
+        v->kind != TSTOR_VALUE_COMPLEX && v->kind != TSTOR_VALUE_NONE)
+      return FAIL(up, TSTOR_EINVAL, "a tensor's metadata '%.*s' must be a bool, not a %s",
+                  (int)(k->u.str.len > 100 ? 100 : k->u.str.len), k->u.str.s,
+                  tstor_value_kind_name((tstor_value_kind)v->kind));
+    bool conj = is_str(k, "conj");
+    if (conj && tstor_dtype_info_of(dtype)->kind != TSTOR_KIND_COMPLEX)
+      return FAIL(up, TSTOR_EINVAL,
+                  "a %s tensor saved as conjugate (metadata 'conj'): only complex tensors have a "
+                  "conjugate bit",
+                  tstor_dtype_name(dtype));
+    if (conj || is_str(k, "neg"))
+      return FAIL(
+          up, TSTOR_ENOTSUP,
+          "a tensor saved as a %s view (metadata '%s'): tstor keeps no %s bit, and its bytes are "
+          "not its values (save it after .%s())",
+          conj ? "conjugate" : "negative", conj ? "conj" : "neg", conj ? "conjugate" : "negative",
+          conj ? "resolve_conj" : "resolve_neg");
+  }
+  return 0;
+}
+
 /* _rebuild_tensor(storage, offset, size, stride) (version 1),
  * _rebuild_tensor_v2(storage, offset, size, stride, requires_grad, hooks[,
  * metadata]) (2) and PyTorch 2.x's _rebuild_tensor_v3(storage, offset, size,
@@ -348,9 +456,8 @@ static int rebuild_tensor(tstor__io_unpickler *up, tstor_value **args, size_t na
      * releases wrote none), is dropped: torch.load of 2.x assigns whatever
      * it is to _backward_hooks, which takes any object (1.13 refused what
      * was no dict) */
-    if (nargs == max && args[max - 1]->kind != TSTOR_VALUE_DICT &&
-        args[max - 1]->kind != TSTOR_VALUE_NONE)
-      return FAIL(up, TSTOR_EINVAL, "a tensor's metadata must be a dict or None");
+    if (nargs == max && (rc = tensor_metadata(up, args[max - 1], (tstor_dtype)t->u.tensor.dtype)))
+      return rc;
   }
   *out = t;
   return 0;

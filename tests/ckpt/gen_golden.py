@@ -448,12 +448,13 @@ bad("too_many_dims", one_tensor(tensor_pickle(size=(1,) * 65, stride=(1,) * 65))
 bad("unknown_storage_class", one_tensor(tensor_pickle(cls="FancyStorage")), "TSTOR_EACCES",
     "torch.FancyStorage")
 bad("key_with_slash", one_tensor(tensor_pickle(key="../0")), "TSTOR_EINVAL", "not a record name")
-# a key named again with another class and size: torch.load keeps the first
-# (it reads nothing else of a key it has), so both tensors are float32
-good_variant("key_two_dtypes", zipped("archive", [("data.pkl", PROTO + b"(" + tensor_pickle() +
-                                                   tensor_pickle(cls="IntStorage", numel=99) + b"t."),
-                                                  ("data/0", bytes(range(16))), ("version", b"3\n")]),
-             weights_only=True)
+# a key named again with another class and size: torch.load of 1.13 keeps the
+# first (both tensors float32); 2.x reads the record again as the second size,
+# which its size check refuses, and tstor follows 2.x
+bad("key_two_dtypes", zipped("archive", [("data.pkl", PROTO + b"(" + tensor_pickle() +
+                                          tensor_pickle(cls="IntStorage", numel=99) + b"t."),
+                                         ("data/0", bytes(range(16))), ("version", b"3\n")]),
+    "TSTOR_EINVAL", "one record cannot hold both")
 # a record longer than its storage: torch.load of 1.13 reads its first bytes,
 # 2.x refuses it, and tstor follows 2.x
 bad("record_longer_than_storage", one_tensor(tensor_pickle(), data=bytes(range(20)), extra=[("version", b"3\n")]),
@@ -539,6 +540,21 @@ good_variant("legacy_view_other_class", legacy_file(
     PROTO + b"}(" + s("f") + legacy_tensor("FloatStorage", "0", 4, None, 4) +
     s("d") + legacy_tensor("DoubleStorage", "0", 2, ("1", 1, 1), 1) + b"u.",
     [("0", 4, struct.pack("<4f", 2.0, 4.0, 0.5, 1.5))]))
+
+# a key named again with another class and byte size: 1.13 gives the ids the
+# first class's storage; 2.x gives them a fresh empty storage of their own
+# class (and slices of it), so only empty tensors fit; tstor follows 2.x
+good_variant("legacy_key_other_size", legacy_file(
+    PROTO + b"}(" + s("f") + legacy_tensor("FloatStorage", "0", 4, None, 4) +
+    s("e") + legacy_tensor("ShortStorage", "0", 3, None, 0) +
+    s("v") + legacy_tensor("ShortStorage", "0", 3, ("1", 1, 2), 0) + b"u.",
+    [("0", 4, struct.pack("<4f", 2.0, 4.0, 0.5, 1.5))]))
+# the same with elements on the empty storage, which 2.x grows to fit them
+# (bytes no file gave) and tstor refuses
+bad("legacy_key_other_size_elements", legacy_file(
+    PROTO + b"}(" + s("f") + legacy_tensor("FloatStorage", "0", 4, None, 4) +
+    s("e") + legacy_tensor("ShortStorage", "0", 3, None, 3) + b"u.",
+    [("0", 4, struct.pack("<4f", 2.0, 4.0, 0.5, 1.5))]), "TSTOR_ERANGE", "'0/int16/1'")
 
 
 def unicode_path(raw, shown):

@@ -157,12 +157,13 @@ case("state_dict_bcomplex32", collections.OrderedDict(
 gen = gen_before
 
 
-def crafted(name, pkl):
+def crafted(name, pkl, records=()):
     """A file written by hand (what pickle writes, but no torch.save call
-    makes), which torch 2.x reads: it goes into the golden list."""
+    makes), with its records, which torch 2.x reads: it goes into the golden
+    list."""
     path = os.path.join(GOLD, name + ".pt")
     with open(path, "wb") as f:
-        f.write(zipped([("data.pkl", pkl), ("version", b"3\n")]))
+        f.write(zipped([("data.pkl", pkl)] + list(records) + [("version", b"3\n")], align=True))
     golden.append("file %s.pt" % name)
     golden.extend(describe(torch.load(path, weights_only=True)))
 
@@ -186,11 +187,27 @@ def refused(name, data, code, needle):
     hostile.append("%s.pt %s %s" % (name, code, needle))
 
 
-def zipped(records):
+def beyond(name, data, code, needle):
+    """A file torch 2.x reads and tstor refuses by design (docs/formats.md
+    lists each), and what tstor must answer."""
+    path = os.path.join(HOST, name + ".pt")
+    with open(path, "wb") as f:
+        f.write(data)
+    torch.load(path, weights_only=True)
+    hostile.append("%s.pt %s %s" % (name, code, needle))
+
+
+def zipped(records, align=False):
+    """A zip of records under archive/; align: each data/ record's bytes at a
+    multiple of 64, as torch.save places them (padded by an extra field)."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
         for rec, data in records:
-            z.writestr(zipfile.ZipInfo("archive/" + rec, date_time=FIXED), data)
+            zi = zipfile.ZipInfo("archive/" + rec, date_time=FIXED)
+            if align and rec.startswith("data/"):
+                pad = -(buf.tell() + 30 + len(zi.filename) + 4) % 64
+                zi.extra = struct.pack("<HH", 0x4246, pad) + b"Z" * pad
+            z.writestr(zi, data)
     return buf.getvalue()
 
 
@@ -268,6 +285,64 @@ refused("parameter_state_int_name", zipped([("data.pkl", b"\x80\x02ctorch._utils
                                             v3_pickle()[3 + 6:-2] + b"\x89N}K\x01K\x02stR."),
                                            ("data/0", b"\0" * 4), ("version", b"3\n")]),
         "TSTOR_EINVAL", "a Parameter's attribute names must be strings")
+
+
+
+def v2_pickle(cls="FloatStorage", numel=4, size=4, hooks=b"ccollections\nOrderedDict\n)R", metadata=None):
+    """_rebuild_tensor_v2(('storage', torch.CLS, '0', 'cpu', numel), 0, (size,), (1,), False, hooks[,
+    metadata]), metadata a pickled value or None for the 6-argument form."""
+    return (b"ctorch._utils\n_rebuild_tensor_v2\n((" + s("storage") + b"ctorch\n" + cls.encode() + b"\n" +
+            s("0") + s("cpu") + b"J" + struct.pack("<i", numel) + b"tQK\x00J" + struct.pack("<i", size) +
+            b"\x85K\x01\x85\x89" + hooks + (metadata or b"") + b"tR")
+
+
+def dict_of(items):
+    return b"\x80\x02}(" + b"".join(s(k) + v for k, v in items) + b"u."
+
+
+record16 = [("data/0", struct.pack("<4f", 1.5, -2.0, 0.25, 3.0))]
+# the metadata argument torch 2.x's _rebuild_tensor_v2 takes: nothing when
+# false, else a dict of str to bool whose other keys than conj and neg it
+# ignores; and the hooks, which it assigns whatever they are (here the class
+# OrderedDict, where a REDUCE was deleted)
+crafted("metadata_ignored", dict_of([(k, v2_pickle(metadata=m)) for k, m in [
+    ("tuple", b")"), ("list", b"]"), ("dict", b"}"), ("none", b"N"), ("zero", b"K\x00"), ("false", b"\x89"),
+    ("float_zero", b"G" + struct.pack(">d", 0.0)), ("str", s("")), ("other_key", b"}" + s("a") + b"G" +
+                                                                      struct.pack(">d", 1.5) + b"s"),
+    ("other_key_none", b"}" + s("b") + b"Ns")]] +
+    [("hooks_class", v2_pickle(hooks=b"ccollections\nOrderedDict\n", metadata=b")"))]), record16)
+# one storage named as float32, int32 and float64 over its 16 bytes: each
+# tensor views the bytes as its own class's dtype (1.13 gave each the first)
+crafted("storage_three_dtypes", dict_of([("f", v2_pickle()), ("i", v2_pickle("IntStorage")),
+                                         ("d", v2_pickle("DoubleStorage", 2, 2))]), record16)
+# (which torch.save then refuses to write, and tstor's writer with it)
+try:
+    torch.save(torch.load(os.path.join(GOLD, "storage_three_dtypes.pt"), weights_only=True), io.BytesIO())
+except RuntimeError:
+    pass
+else:
+    raise AssertionError("torch %s saves one storage as three dtypes" % torch.__version__)
+for name, md, code, needle in [
+        ("metadata_true", b"\x88", "TSTOR_EINVAL", "expected dict, got bool"),
+        ("metadata_tuple", b"K\x01\x85", "TSTOR_EINVAL", "expected dict, got tuple"),
+        ("metadata_int_key", b"}K\x01\x88s", "TSTOR_EINVAL", "must have str keys"),
+        ("metadata_str_value", b"}" + s("neg") + s("yes") + b"s", "TSTOR_EINVAL", "must be a bool, not a str"),
+        ("metadata_conj_float", b"}" + s("conj") + b"\x88s", "TSTOR_EINVAL", "only complex tensors have a conjugate")]:
+    refused(name, zipped([("data.pkl", dict_of([("w", v2_pickle(metadata=md))]))] + record16 +
+                         [("version", b"3\n")]), code, needle)
+# a key named again with another class and byte size
+refused("key_other_size", zipped([("data.pkl", dict_of([("f", v2_pickle()), ("h", v2_pickle("HalfStorage", 4, 4))]))] +
+                                 record16 + [("version", b"3\n")]),
+        "TSTOR_EINVAL", "one record cannot hold both")
+# a conjugate and a negative view, as torch.save writes them: torch.load
+# gives tensors whose bits say their values are not their bytes
+for name, t in [("conj_view", torch.complex(values(torch.float32, (3,)), values(torch.float32, (3,))).conj()),
+                ("neg_view", torch._neg_view(values(torch.float32, (3,)))),
+                ("neg_conj_view", torch._neg_view(torch.complex(values(torch.float64, (2,)),
+                                                                values(torch.float64, (2,))).conj()))]:
+    buf = io.BytesIO()
+    torch.save({"t": t}, buf)
+    beyond(name, buf.getvalue(), "TSTOR_ENOTSUP", "tstor keeps no")
 
 with open(os.path.join(OUT, "hostile_torch2.txt"), "w") as f:
     f.write("# PyTorch %s; FILE  expected error  words of its message\n" % torch.__version__)

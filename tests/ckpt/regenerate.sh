@@ -2,7 +2,8 @@
 # Regenerates the golden and hostile checkpoints with PyTorch and checks that
 # they are the ones committed: golden/ and hostile/ with /usr/bin/python3's
 # torch 1.13, golden_torch2/ and hostile_torch2/ with the pyref environment's
-# torch 2.x ($TSTOR_PYREF_PYTHON). Skipped (77) where neither has the torch
+# torch 2.x ($TSTOR_PYREF_PYTHON), which also lists what it reads from
+# golden/ (golden_as_torch2.txt). Skipped (77) where neither has the torch
 # the committed files came from.
 PY=${TSTOR_PYTHON:-/usr/bin/python3}
 dir=${srcdir:-.}/ckpt
@@ -42,6 +43,9 @@ have=$([ -n "$PY2" ] && "$PY2" -c 'import torch; print(torch.__version__)' 2>/de
 if [ "$have" = "$want" ]; then
   "$PY2" "$dir/gen_golden_torch2.py" "$out" > "$out/log2" 2>&1 || { cat "$out/log2"; exit 1; }
   compare "golden_torch2.txt hostile_torch2.txt" "golden_torch2 hostile_torch2"
+  # and 1.13's committed files as 2.x reads them
+  "$PY2" -W ignore "$dir/list_as_torch2.py" "$dir/golden.txt" "$dir/golden" > "$out/golden_as_torch2.txt" || exit 1
+  compare golden_as_torch2.txt ""
   ran=1
 else
   echo "torch '${have:-none}' (TSTOR_PYREF_PYTHON), checkpoints from $want: golden_torch2/ not compared"

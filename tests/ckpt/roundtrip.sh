@@ -1,8 +1,10 @@
 #!/bin/sh
 # tstor re-saves every golden checkpoint (and the hostile files PyTorch
 # reads, and the tar format's files) and PyTorch must load each one, with
-# weights_only=True where the tree holds no floats, and see what golden.txt
-# (tar.txt) says: Debian's torch 1.13
+# weights_only=True where the tree holds no floats, and see what it read
+# from the original (golden_as_torch2.txt for 2.x; golden.txt for 1.13, but
+# for the files the two read differently, where tstor follows 2.x;
+# tar.txt): Debian's torch 1.13
 # (/usr/bin/python3, or $TSTOR_PYTHON) and torch 2.x of the pyref
 # environment ($TSTOR_PYREF_PYTHON), each where it is. Then tstor re-saves the
 # golden files of torch 2.x (golden_torch2/, dtypes 1.13 has not) and torch
@@ -21,10 +23,10 @@ trap 'rm -rf "$out"' EXIT
   "$dir"/hostile/big_endian.pt "$dir"/hostile/memo_after_repeated_binput.pt \
   "$dir"/hostile/dict_numeric_keys.pt "$dir"/hostile/unicode_path_swaps_records.pt \
   "$dir"/hostile/stop_two_values.pt "$dir"/hostile/stop_with_mark_open.pt "$dir"/hostile/memo_huge_index.pt \
-  "$dir"/hostile/key_two_dtypes.pt \
   "$dir"/hostile/long_int_sign_padded.pt "$dir"/hostile/zero_size_after_huge_sizes.pt \
   "$dir"/hostile/dict_tuple_keys.pt "$dir"/hostile/version_padded.pt "$dir"/hostile/dict_tensor_key.pt \
   "$dir"/hostile/rebuild_v2_none_hooks.pt "$dir"/hostile/legacy_view_other_class.pt \
+  "$dir"/hostile/legacy_key_other_size.pt \
   "$dir"/hostile/ordereddict_items.pt || exit 1
 ./ckpt_resave --built "$out/built.pt" || exit 1
 # the tar format's files too (PyTorch 0.1's; those saved on cuda need a
@@ -34,7 +36,15 @@ mkdir "$out/tar" || exit 1
 awk '/^file /{skip = ($2 ~ /\/cuda_/)} !skip' "$dir/tar.txt" > "$out/tar.txt" || exit 1
 for PY in $pys; do
 echo "torch $("$PY" -c 'import torch; print(torch.__version__)') ($PY):"
-"$PY" -W ignore::UserWarning "$dir/check_torch.py" "$dir/golden.txt" "$out" || exit 1
+# 2.x against what it reads from the 1.13 files; 1.13 against what it reads,
+# but for the files the two read differently (docs/formats.md), where tstor
+# and its re-save follow 2.x
+if "$PY" -c 'import sys, torch; sys.exit(torch.__version__ < "2")' 2>/dev/null; then
+  "$PY" -W ignore::UserWarning "$dir/check_torch.py" "$dir/golden_as_torch2.txt" "$out" || exit 1
+else
+  "$PY" -W ignore::UserWarning "$dir/check_torch.py" "$dir/golden.txt" "$out" \
+    --where-same "$dir/golden_as_torch2.txt" || exit 1
+fi
 "$PY" -W ignore::UserWarning "$dir/check_torch.py" "$out/tar.txt" "$out/tar" || exit 1
 # a tree built with the value API: PyTorch sees the values, the layouts and
 # that w, wt, row, col and again are views of one storage
@@ -56,9 +66,13 @@ done
 PY=${TSTOR_PYREF_PYTHON:-}
 if [ -n "$PY" ] && "$PY" -c 'import torch' 2>/dev/null; then
   mkdir "$out/torch2" || exit 1
-  ./ckpt_resave "$out/torch2" "$dir"/golden_torch2/*.pt || exit 1
+  # but the file whose tensors view one storage as three dtypes, which
+  # torch.save refuses to write, and tstor with it (test_ckpt_golden)
+  ./ckpt_resave "$out/torch2" $(ls "$dir"/golden_torch2/*.pt | grep -v /storage_three_dtypes.pt) || exit 1
+  awk '/^file /{skip = ($2 == "storage_three_dtypes.pt")} !skip' "$dir/golden_torch2.txt" > "$out/golden_torch2.txt" ||
+    exit 1
   echo "torch $("$PY" -c 'import torch; print(torch.__version__)') ($PY), golden_torch2:"
-  "$PY" -W ignore::UserWarning "$dir/check_torch.py" "$dir/golden_torch2.txt" "$out/torch2" --weights-only || exit 1
+  "$PY" -W ignore::UserWarning "$dir/check_torch.py" "$out/golden_torch2.txt" "$out/torch2" --weights-only || exit 1
 else
   echo "no torch 2.x (TSTOR_PYREF_PYTHON): golden_torch2 not read back"
 fi

@@ -165,15 +165,6 @@ def source(path):
     return "torch" if head[:2] in (b"PK", b"\x80\x02") else "torch", tree, tensors(tree, [])
 
 
-# Where tstor reads a source otherwise than torch 2.x, so that what it writes
-# back is read otherwise too: found by this test, not yet fixed (see
-# docs/formats.md). An empty storage named with two dtypes (an empty tensor
-# and its .view(torch.int32)): tstor, as torch 1.13, gives both tensors the
-# first dtype; torch 2.x's persistent_load gives each its own dtype over the
-# one (empty) storage.
-KNOWN = {"empty_two_dtypes.pt", "legacy_empty_two_dtypes.pt"}
-
-
 def main():
     out, sources = sys.argv[1], sys.argv[2:]
     n = bad = refused = half = 0
@@ -218,9 +209,7 @@ def main():
             except Exception as e:  # noqa: BLE001 - the reference refused what tstor wrote
                 ok = False
                 print("%s -> .%s: the reference refuses it: %s: %s" % (name, ext, type(e).__name__, e))
-            if not ok and name in KNOWN:
-                print("%s -> .%s: read otherwise, as listed in KNOWN" % (name, ext))
-            elif not ok:
+            if not ok:
                 bad += 1
                 print("%s -> .%s: the reference reads other values than it read from the source" % (name, ext))
     print("%d files tstor wrote, read back by torch %s, safetensors %s and torchfile: %d as the source, "

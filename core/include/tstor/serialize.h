@@ -249,8 +249,9 @@ TSTOR_EXTERN const char *tstor_value_object_class(const tstor_value *v);
 TSTOR_EXTERN const char *tstor_value_object_version(const tstor_value *v);
 TSTOR_EXTERN const tstor_value *tstor_value_object_state(const tstor_value *v);
 /* The storage of a STORAGE value, borrowed, and (dtype not NULL) the dtype
- * PyTorch gives it: the first one the file names for that storage, as for
- * the tensors that view it. NULL for other kinds. */
+ * PyTorch 2.x gives it, as to the tensors that view it: the class its
+ * reference names (a storage the file names with two dtypes over as many
+ * bytes is seen as each). NULL for other kinds. */
 TSTOR_EXTERN tstor_storage *tstor_value_storage(const tstor_value *v, tstor_dtype *dtype);
 /* 1 when the tensor was saved as a Parameter or with requires_grad. */
 TSTOR_EXTERN int tstor_value_requires_grad(const tstor_value *v);
