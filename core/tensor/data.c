@@ -42,6 +42,9 @@ static int fill_element(tstor_tensor *t, const unsigned char *elem) {
 
 int tstor_tensor_fill(tstor_tensor *t, double value) {
   if (t == NULL) return tstor__err(TSTOR_EINVAL, "tensor_fill: NULL tensor");
+  /* a device without data runs no fill kernel, so the dtypes whose elements
+   * are no numbers fill there too, as torch's meta kernels let them */
+  if (!tstor__tensor_has_data(t)) return 0;
   _Alignas(16) unsigned char elem[16];
   int rc = scalar_bytes(t->dtype, value, elem, "tensor_fill", TSTOR__FILL);
   return rc ? rc : fill_element(t, elem);

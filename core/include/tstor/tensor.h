@@ -59,9 +59,9 @@ TSTOR_EXTERN int tstor_tensor_empty_strided(tstor_context *ctx, tstor_device dev
 
 /* Contiguous tensors filled with 0, 1 or `value` (converted to dtype as
  * tstor_dtype_convert converts a float64). Zeros are zero bytes, so zeros
- * works on every dtype; ones and full refuse the opaque ones and bcomplex32,
- * as PyTorch 2.x does (TSTOR_EDTYPE, "\"fill_cpu\" not implemented for
- * ..."). *out is a new reference. */
+ * works on every dtype; ones and full refuse the opaque ones and bcomplex32
+ * on a device with data, as PyTorch 2.x does (TSTOR_EDTYPE, "\"fill_cpu\"
+ * not implemented for ..."), and pass on meta. *out is a new reference. */
 TSTOR_EXTERN int tstor_tensor_zeros(tstor_context *ctx, tstor_device dev, tstor_dtype dtype,
                                     int ndim, const int64_t *sizes, tstor_tensor **out);
 TSTOR_EXTERN int tstor_tensor_ones(tstor_context *ctx, tstor_device dev, tstor_dtype dtype,
@@ -273,7 +273,8 @@ TSTOR_EXTERN int tstor_tensor_to(const tstor_tensor *t, tstor_device dev, tstor_
 /* Sets every element of t to `value`, converted as tstor_dtype_convert
  * converts a float64 (PyTorch's fill_; like it, elements that overlap one
  * another, as after expand, are allowed). The opaque dtypes and bcomplex32
- * are refused (TSTOR_EDTYPE), as PyTorch 2.x refuses them. */
+ * are refused (TSTOR_EDTYPE), as PyTorch 2.x refuses them, but on a device
+ * without data (meta), where no kernel runs. */
 TSTOR_EXTERN int tstor_tensor_fill(tstor_tensor *t, double value);
 
 /* Element access by multi-index (ndim = dim() indices, each wrapping when
