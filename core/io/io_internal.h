@@ -142,16 +142,19 @@ enum {
   TSTOR__G_REBUILD_PARAMETER,
   TSTOR__G_REBUILD_META,
   TSTOR__G_REBUILD_PARAMETER_STATE,
-  TSTOR__G_COUNTER,       /* collections.Counter */
-  TSTOR__G_SIZE,          /* torch.Size */
-  TSTOR__G_DEVICE,        /* torch.device */
-  TSTOR__G_SET,           /* builtins.set */
-  TSTOR__G_BYTEARRAY,     /* builtins.bytearray */
-  TSTOR__G_COMPLEX,       /* builtins.complex */
-  TSTOR__G_ENCODE,        /* _codecs.encode, which pickle's protocol 2 writes bytes with */
-  TSTOR__G_STORAGE_CLASS, /* a torch.XStorage class, of u.global.dtype */
-  TSTOR__G_DTYPE,         /* torch.float32...: u.global.dtype */
-  TSTOR__G_TENSOR_CLASS   /* torch.XTensor, torch.cuda.XTensor: u.global.dtype */
+  TSTOR__G_COUNTER,           /* collections.Counter */
+  TSTOR__G_SIZE,              /* torch.Size */
+  TSTOR__G_DEVICE,            /* torch.device */
+  TSTOR__G_SET,               /* builtins.set */
+  TSTOR__G_BYTEARRAY,         /* builtins.bytearray */
+  TSTOR__G_COMPLEX,           /* builtins.complex */
+  TSTOR__G_ENCODE,            /* _codecs.encode, which pickle's protocol 2 writes bytes with */
+  TSTOR__G_STORAGE_CLASS,     /* a torch.XStorage class, of u.global.dtype */
+  TSTOR__G_DTYPE,             /* torch.float32...: u.global.dtype */
+  TSTOR__G_TENSOR_CLASS,      /* torch.XTensor, torch.cuda.XTensor: u.global.dtype */
+  TSTOR__G_REBUILD_FROM_TYPE, /* torch._tensor._rebuild_from_type_v2 */
+  TSTOR__G_TENSOR_TYPE,       /* the class torch.Tensor */
+  TSTOR__G_PARAMETER_TYPE     /* the class torch.nn.parameter.Parameter */
 };
 
 /* The Python class of a value where its kind does not say it

@@ -45,6 +45,11 @@ static int find_class(tstor__io_unpickler *up, const char *module, size_t mlen, 
       {"builtins", "complex", TSTOR__G_COMPLEX},
       {"__builtin__", "complex", TSTOR__G_COMPLEX},
       {"_codecs", "encode", TSTOR__G_ENCODE},
+      /* a tensor with Python attributes: _rebuild_from_type_v2(func,
+       * torch.Tensor, args, state), and the classes it may make */
+      {"torch._tensor", "_rebuild_from_type_v2", TSTOR__G_REBUILD_FROM_TYPE},
+      {"torch", "Tensor", TSTOR__G_TENSOR_TYPE},
+      {"torch.nn.parameter", "Parameter", TSTOR__G_PARAMETER_TYPE},
   };
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
     if (strlen(known[i].module) == mlen && memcmp(known[i].module, module, mlen) == 0 &&
@@ -81,7 +86,8 @@ static int find_class(tstor__io_unpickler *up, const char *module, size_t mlen, 
       "(torch._utils._rebuild_tensor_v2/_v3/_rebuild_parameter/_with_state/"
       "_rebuild_meta_tensor_no_storage, torch.*Storage, torch.storage.UntypedStorage, torch's "
       "dtypes, collections.OrderedDict/Counter, torch.Size, torch.device, set, bytearray, "
-      "complex, _codecs.encode), as torch.load(weights_only=True) of PyTorch 2.x reads them",
+      "complex, _codecs.encode, torch._tensor._rebuild_from_type_v2, torch.Tensor, "
+      "torch.nn.parameter.Parameter), as torch.load(weights_only=True) of PyTorch 2.x reads them",
       (int)(mlen > 200 ? 200 : mlen), module, (int)(nlen > 200 ? 200 : nlen), name);
 }
 
@@ -495,7 +501,7 @@ static int rebuild_parameter(tstor__io_unpickler *up, tstor_value **args, size_t
 static int add_attributes(tstor__io_unpickler *up, const tstor_value *from, tstor_value **attrs) {
   for (size_t i = 0; i < from->u.seq.n; i++) {
     if (from->u.seq.keys[i]->kind != TSTOR_VALUE_STRING)
-      return FAIL(up, TSTOR_EINVAL, "a Parameter's attribute names must be strings, not %s",
+      return FAIL(up, TSTOR_EINVAL, "a tensor's attribute names must be strings, not %s",
                   tstor_value_kind_name(from->u.seq.keys[i]->kind));
     if (!*attrs && !(*attrs = tstor__io_unpickler_value(up, TSTOR_VALUE_DICT))) return TSTOR_ENOMEM;
     int rc = tstor__io_dict_set(*attrs, from->u.seq.keys[i], from->u.seq.items[i]);
@@ -504,11 +510,36 @@ static int add_attributes(tstor__io_unpickler *up, const tstor_value *from, tsto
   return 0;
 }
 
-/* _rebuild_parameter_with_state(data, requires_grad, backward_hooks, state),
- * PyTorch 2.x's Parameter with Python attributes: state is its __dict__, or
- * (__dict__, slots), each a dict or None, which torch.load sets with setattr
- * in that order. The attributes are kept as a dict of values
+/* An object's pickled state set on a tensor as torch._utils._set_obj_state
+ * sets it: its __dict__, or (__dict__, slots), each set with setattr where
+ * Python finds it true, and so a dict (or an OrderedDict or Counter) of
+ * str names. The attributes are kept as a dict of values
  * (tstor_value_attributes). */
+static int set_obj_state(tstor__io_unpickler *up, const tstor_value *state, tstor_value *t) {
+  const tstor_value *parts[2] = {state, NULL};
+  if (state->kind == TSTOR_VALUE_TUPLE) {
+    if (state->u.seq.n != 2)
+      return FAIL(up, TSTOR_EINVAL, "a tensor's state tuple holds %zu items, not (dict, slots)",
+                  state->u.seq.n);
+    parts[0] = state->u.seq.items[0];
+    parts[1] = state->u.seq.items[1];
+  }
+  for (int k = 0; k < 2; k++) {
+    if (!parts[k] || (parts[k]->kind != TSTOR_VALUE_TENSOR && !truthy(parts[k]))) continue;
+    if (parts[k]->kind != TSTOR_VALUE_DICT)
+      return FAIL(up, TSTOR_EINVAL,
+                  "a tensor's state must be a dict, None or (dict, slots), not %s",
+                  parts[k]->kind == TSTOR__VALUE_GLOBAL
+                      ? "a class or function"
+                      : tstor_value_kind_name((tstor_value_kind)parts[k]->kind));
+    int rc = add_attributes(up, parts[k], &t->u.tensor.attrs);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* _rebuild_parameter_with_state(data, requires_grad, backward_hooks, state),
+ * PyTorch 2.x's Parameter with Python attributes. */
 static int rebuild_parameter_with_state(tstor__io_unpickler *up, tstor_value **args, size_t nargs,
                                         tstor_value **out) {
   if (nargs != 4)
@@ -517,24 +548,40 @@ static int rebuild_parameter_with_state(tstor__io_unpickler *up, tstor_value **a
   if (args[0]->kind != TSTOR_VALUE_TENSOR || args[1]->kind != TSTOR_VALUE_BOOL)
     return FAIL(up, TSTOR_EINVAL,
                 "_rebuild_parameter_with_state needs (tensor, bool, hooks, state)");
-  const tstor_value *state = args[3], *parts[2] = {state, NULL};
-  if (state->kind == TSTOR_VALUE_TUPLE) {
-    if (state->u.seq.n != 2)
-      return FAIL(up, TSTOR_EINVAL, "a Parameter's state tuple holds %zu items, not (dict, slots)",
-                  state->u.seq.n);
-    parts[0] = state->u.seq.items[0];
-    parts[1] = state->u.seq.items[1];
-  }
-  for (int k = 0; k < 2; k++)
-    if (parts[k] && parts[k]->kind != TSTOR_VALUE_DICT && parts[k]->kind != TSTOR_VALUE_NONE)
-      return FAIL(up, TSTOR_EINVAL,
-                  "a Parameter's state must be a dict, None or (dict, slots), not %s",
-                  tstor_value_kind_name(parts[k]->kind));
   int rc = parameter_of(up, args[0], args[1], out);
-  for (int k = 0; k < 2 && !rc; k++)
-    if (parts[k] && parts[k]->kind == TSTOR_VALUE_DICT)
-      rc = add_attributes(up, parts[k], &(*out)->u.tensor.attrs);
-  return rc;
+  return rc ? rc : set_obj_state(up, args[3], *out);
+}
+
+static int reduce(tstor__io_unpickler *up, tstor_value *fn, tstor_value *args, tstor_value **out);
+
+/* _rebuild_from_type_v2(func, new_type, args, state): func(*args), which
+ * must build a tensor, made a new_type (torch.Tensor or Parameter, as
+ * Tensor.as_subclass makes it, requires_grad kept), with state set on it:
+ * what torch.save writes for a tensor with Python attributes (an
+ * nn.Buffer's 'persistent' and '_is_buffer'). */
+static int rebuild_from_type(tstor__io_unpickler *up, tstor_value **args, size_t nargs,
+                             tstor_value **out) {
+  if (nargs != 4)
+    return FAIL(up, TSTOR_EINVAL, "_rebuild_from_type_v2 takes 4 arguments, not %zu", nargs);
+  if (args[0]->kind != TSTOR__VALUE_GLOBAL || args[2]->kind != TSTOR_VALUE_TUPLE)
+    return FAIL(up, TSTOR_EINVAL,
+                "_rebuild_from_type_v2 needs (function, class, args tuple, state)");
+  if (args[1]->kind != TSTOR__VALUE_GLOBAL || (args[1]->u.global.which != TSTOR__G_TENSOR_TYPE &&
+                                               args[1]->u.global.which != TSTOR__G_PARAMETER_TYPE))
+    return FAIL(
+        up, TSTOR_EINVAL,
+        "_rebuild_from_type_v2 makes a torch.Tensor or torch.nn.parameter.Parameter, and no "
+        "other class");
+  tstor_value *t = NULL;
+  int rc = reduce(up, args[0], args[2], &t);
+  if (rc) return rc;
+  if (t->kind != TSTOR_VALUE_TENSOR)
+    return FAIL(up, TSTOR_EINVAL, "_rebuild_from_type_v2's function built a %s, not a tensor",
+                tstor_value_kind_name((tstor_value_kind)t->kind));
+  t->pyclass = args[1]->u.global.which == TSTOR__G_PARAMETER_TYPE ? TSTOR__CLASS_PARAMETER
+                                                                  : TSTOR__CLASS_PLAIN;
+  *out = t;
+  return set_obj_state(up, args[3], t);
 }
 
 /* _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad): a
@@ -800,6 +847,9 @@ static int reduce(tstor__io_unpickler *up, tstor_value *fn, tstor_value *args, t
     case TSTOR__G_REBUILD_PARAMETER: return rebuild_parameter(up, a, n, out);
     case TSTOR__G_REBUILD_META: return rebuild_meta(up, a, n, out);
     case TSTOR__G_REBUILD_PARAMETER_STATE: return rebuild_parameter_with_state(up, a, n, out);
+    case TSTOR__G_REBUILD_FROM_TYPE: return rebuild_from_type(up, a, n, out);
+    case TSTOR__G_TENSOR_TYPE:
+    case TSTOR__G_PARAMETER_TYPE: return FAIL(up, TSTOR_EACCES, "a tensor class cannot be called");
     case TSTOR__G_COUNTER: return make_counter(up, a, n, out);
     case TSTOR__G_SIZE: return make_size(up, a, n, out);
     case TSTOR__G_DEVICE: return make_device(up, a, n, out);

@@ -30,7 +30,7 @@ typedef struct saver {
 /* The globals' identities in the pickler's memo. */
 static const char g_rebuild, g_rebuild_v3, g_untyped, g_odict;
 static const char g_param, g_param_state, g_counter, g_size, g_device, g_set, g_bytearray,
-    g_complex, g_encode;
+    g_complex, g_encode, g_from_type, g_tensor;
 static const char g_storage[TSTOR_DTYPE_END], g_dtype[TSTOR_DTYPE_END], g_rebuild_meta;
 
 /* The key of storage s, seen as dtype dt elements. An empty storage may be
@@ -135,21 +135,23 @@ static int pickle_storage(saver *sv, tstor_storage *s, tstor_dtype dt, bool unty
 }
 
 /* A tensor on the meta device, as torch.save pickles one:
- * _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad). */
-static int pickle_meta_tensor(saver *sv, const tstor_value *v, bool grad) {
+ * _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad); the
+ * function, then `between` (when not NULL) and the arguments' tuple. */
+static int pickle_meta_tensor(saver *sv, const tstor_value *v, bool grad,
+                              void (*between)(saver *)) {
   tstor__io_pickler *pk = &sv->pk;
   const tstor_tensor *t = v->u.tensor.t;
   tstor_dtype dt = tstor_tensor_dtype(t);
   const tstor_dtype_info *info = tstor_dtype_info_of(dt);
   if (!info) return TSTOR__ERR(TSTOR_EINVAL, "a tensor of unknown dtype %d", (int)dt);
   tstor__io_pickle_global(pk, &g_rebuild_meta, "torch._utils", "_rebuild_meta_tensor_no_storage");
+  if (between) between(sv);
   tstor__io_pickle_op(pk, TSTOR__OP_MARK);
   tstor__io_pickle_global(pk, &g_dtype[dt], "torch", info->name);
   pickle_ints(pk, tstor_tensor_sizes(t), tstor_tensor_dim(t));
   pickle_ints(pk, tstor_tensor_strides(t), tstor_tensor_dim(t));
   tstor__io_pickle_op(pk, grad ? TSTOR__OP_NEWTRUE : TSTOR__OP_NEWFALSE);
   tstor__io_pickle_op(pk, TSTOR__OP_TUPLE);
-  tstor__io_pickle_op(pk, TSTOR__OP_REDUCE);
   return 0;
 }
 
@@ -163,11 +165,13 @@ static bool on_meta(const tstor_tensor *t) {
  * stride, requires_grad, OrderedDict()), as torch.save pickles a tensor; for
  * a dtype with no storage class, as PyTorch 2.x does,
  * _rebuild_tensor_v3(('storage', UntypedStorage, key, location, nbytes),
- * offset, size, stride, requires_grad, OrderedDict(), dtype). */
-static int pickle_tensor_data(saver *sv, const tstor_value *v, bool grad) {
+ * offset, size, stride, requires_grad, OrderedDict(), dtype). The function,
+ * then `between` (when not NULL) and the arguments' tuple, not yet called. */
+static int pickle_tensor_call(saver *sv, const tstor_value *v, bool grad,
+                              void (*between)(saver *)) {
   tstor__io_pickler *pk = &sv->pk;
   const tstor_tensor *t = v->u.tensor.t;
-  if (on_meta(t)) return pickle_meta_tensor(sv, v, grad);
+  if (on_meta(t)) return pickle_meta_tensor(sv, v, grad, between);
   tstor_dtype dt = tstor_tensor_dtype(t);
   bool v3;
   const tstor_dtype_info *info = savable(dt, &v3);
@@ -183,6 +187,7 @@ static int pickle_tensor_data(saver *sv, const tstor_value *v, bool grad) {
     tstor__io_pickle_global(pk, &g_rebuild_v3, "torch._utils", "_rebuild_tensor_v3");
   else
     tstor__io_pickle_global(pk, &g_rebuild, "torch._utils", "_rebuild_tensor_v2");
+  if (between) between(sv);
   tstor__io_pickle_op(pk, TSTOR__OP_MARK);
   int rc = pickle_storage(sv, tstor_tensor_storage(t), dt, v3);
   if (rc) return rc;
@@ -195,21 +200,41 @@ static int pickle_tensor_data(saver *sv, const tstor_value *v, bool grad) {
   tstor__io_pickle_op(pk, TSTOR__OP_REDUCE);
   if (v3) tstor__io_pickle_global(pk, &g_dtype[dt], "torch", info->name);
   tstor__io_pickle_op(pk, TSTOR__OP_TUPLE);
-  tstor__io_pickle_op(pk, TSTOR__OP_REDUCE);
   return 0;
+}
+
+static int pickle_tensor_data(saver *sv, const tstor_value *v, bool grad) {
+  int rc = pickle_tensor_call(sv, v, grad, NULL);
+  if (!rc) tstor__io_pickle_op(&sv->pk, TSTOR__OP_REDUCE);
+  return rc;
 }
 
 static int pickle_value(saver *sv, const tstor_value *v);
 static int pickle_items(saver *sv, const tstor_value *v, int dict);
 
-/* A tensor; a Parameter as torch.save pickles one: _rebuild_parameter(data,
+static void pickle_tensor_type(saver *sv) {
+  tstor__io_pickle_global(&sv->pk, &g_tensor, "torch", "Tensor");
+}
+
+/* A tensor; with Python attributes as PyTorch 2.x pickles one:
+ * _rebuild_from_type_v2(_rebuild_tensor_v2, torch.Tensor, args, dict). A
+ * Parameter as torch.save pickles one: _rebuild_parameter(data,
  * requires_grad, OrderedDict()), or with its attributes
  * _rebuild_parameter_with_state(data, requires_grad, OrderedDict(), dict),
  * which only PyTorch 2.x reads. */
 static int pickle_tensor(saver *sv, const tstor_value *v) {
   tstor__io_pickler *pk = &sv->pk;
-  if (v->pyclass != TSTOR__CLASS_PARAMETER) return pickle_tensor_data(sv, v, v->requires_grad);
   const tstor_value *attrs = v->u.tensor.attrs;
+  if (v->pyclass != TSTOR__CLASS_PARAMETER && attrs) {
+    tstor__io_pickle_global(pk, &g_from_type, "torch._tensor", "_rebuild_from_type_v2");
+    tstor__io_pickle_op(pk, TSTOR__OP_MARK);
+    int rc = pickle_tensor_call(sv, v, v->requires_grad, pickle_tensor_type);
+    if (!rc) rc = pickle_value(sv, attrs);
+    tstor__io_pickle_op(pk, TSTOR__OP_TUPLE);
+    tstor__io_pickle_op(pk, TSTOR__OP_REDUCE);
+    return rc;
+  }
+  if (v->pyclass != TSTOR__CLASS_PARAMETER) return pickle_tensor_data(sv, v, v->requires_grad);
   if (attrs)
     tstor__io_pickle_global(pk, &g_param_state, "torch._utils", "_rebuild_parameter_with_state");
   else

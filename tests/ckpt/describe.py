@@ -91,13 +91,15 @@ def describe(obj):
                 path, dname(v.dtype), ",".join(map(str, v.shape)), ",".join(map(str, v.stride())),
                 v.storage_offset(), len(storages), v.storage().nbytes(), int(v.requires_grad)))
             storages[object()] = len(storages)
+            if v.__dict__:
+                walk(path + "@", dict(v.__dict__))
         elif isinstance(v, torch.Tensor):
             st = v.storage()
             sid = storages.setdefault(st._cdata, len(storages))
             lines.append("%s tensor %s sizes=%s strides=%s offset=%d storage=%d snbytes=%d grad=%d fnv=%s" % (
                 path, dname(v.dtype), ",".join(map(str, v.shape)), ",".join(map(str, v.stride())),
                 v.storage_offset(), sid, st.nbytes(), int(v.requires_grad), fnv(logical_bytes(v))))
-            if isinstance(v, torch.nn.Parameter) and v.__dict__:  # a Parameter's attributes
+            if v.__dict__:  # a tensor's Python attributes (a Parameter's, an nn.Buffer's)
                 walk(path + "@", dict(v.__dict__))
         elif isinstance(v, tuple):
             lines.append("%s tuple %d" % (path, len(v)))

@@ -284,7 +284,7 @@ refused("encode_wide", zipped([("data.pkl", b"\x80\x02c_codecs\nencode\n" + s("\
 refused("parameter_state_int_name", zipped([("data.pkl", b"\x80\x02ctorch._utils\n_rebuild_parameter_with_state\n(" +
                                             v3_pickle()[3 + 6:-2] + b"\x89N}K\x01K\x02stR."),
                                            ("data/0", b"\0" * 4), ("version", b"3\n")]),
-        "TSTOR_EINVAL", "a Parameter's attribute names must be strings")
+        "TSTOR_EINVAL", "a tensor's attribute names must be strings")
 
 
 
@@ -343,6 +343,44 @@ for name, t in [("conj_view", torch.complex(values(torch.float32, (3,)), values(
     buf = io.BytesIO()
     torch.save({"t": t}, buf)
     beyond(name, buf.getvalue(), "TSTOR_ENOTSUP", "tstor keeps no")
+
+# tensors with Python attributes, which torch.save writes as
+# _rebuild_from_type_v2(func, torch.Tensor, args, state): an nn.Buffer, a
+# tensor given attributes, one that views another's storage, a float8 one
+# (_rebuild_tensor_v3 inside) and a meta one
+base = values(torch.float32, (3, 4))
+tagged, view = base.clone(), base[1]
+tagged.note, tagged.scale = "calibrated", 0.5
+view.row = 1
+f8 = values(torch.float32, (5,)).to(torch.float8_e4m3fn)
+f8.fmt = "e4m3"
+meta = torch.empty(2, 3, device="meta")
+meta.kind = ("shape", 2)
+case("tensor_attributes", {"buffer": torch.nn.Buffer(values(torch.float64, (4,))), "tagged": tagged,
+                           "base": base, "view": view, "f8": f8, "meta": meta})
+# the same call made by hand: a Parameter made from a plain tensor, state as
+# (dict, slots) and as None
+from_type = b"ctorch._tensor\n_rebuild_from_type_v2\n(ctorch._utils\n_rebuild_tensor_v2\n"
+crafted("from_type_by_hand", dict_of([
+    ("param", from_type + b"ctorch.nn.parameter\nParameter\n(" + v2_pickle()[len(b"ctorch._utils\n_rebuild_tensor_v2\n("):-2] +
+     b"t(}" + s("a") + b"K\x01s}" + s("b") + b"K\x02st" + b"tR"),
+    ("plain", from_type + b"ctorch\nTensor\n(" + v2_pickle()[len(b"ctorch._utils\n_rebuild_tensor_v2\n("):-2] +
+     b"tNtR")]), record16)
+for name, cls, state, code, needle in [
+        ("from_type_state_triple", b"ctorch\nTensor\n", b"(K\x01K\x02K\x03t", "TSTOR_EINVAL", "not (dict, slots)"),
+        ("from_type_state_list", b"ctorch\nTensor\n", b"]K\x01a", "TSTOR_EINVAL", "must be a dict, None or (dict, slots)"),
+        ("from_type_float_tensor", b"ctorch\nFloatTensor\n", b"N", "TSTOR_EACCES",
+         "global 'torch.FloatTensor' is refused"),
+        ("from_type_storage_class", b"ctorch\nFloatStorage\n", b"N", "TSTOR_EINVAL",
+         "makes a torch.Tensor or torch.nn.parameter.Parameter")]:
+    refused(name, zipped([("data.pkl", dict_of([("w", from_type + cls + b"(" +
+                                                 v2_pickle()[len(b"ctorch._utils\n_rebuild_tensor_v2\n("):-2] +
+                                                 b"t" + state + b"tR")]))] + record16 + [("version", b"3\n")]),
+            code, needle)
+refused("from_type_not_a_tensor", zipped([("data.pkl", dict_of([("w", b"ctorch._tensor\n_rebuild_from_type_v2\n("
+                                                                   b"ccollections\nOrderedDict\nctorch\nTensor\n)NtR")]))] +
+                                         [("version", b"3\n")]),
+        "TSTOR_EINVAL", "built a dict, not a tensor")
 
 with open(os.path.join(OUT, "hostile_torch2.txt"), "w") as f:
     f.write("# PyTorch %s; FILE  expected error  words of its message\n" % torch.__version__)

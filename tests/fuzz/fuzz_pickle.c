@@ -152,6 +152,7 @@ static size_t parse(const uint8_t *d, size_t n, op *ops, size_t max_ops) {
 #define V(s) {s, sizeof s - 1}
 static const struct { const char *bytes; size_t len; } vocabulary[] = {
     V("ctorch._utils\n_rebuild_tensor_v2\n"), V("ctorch._utils\n_rebuild_parameter\n"),
+    V("ctorch._tensor\n_rebuild_from_type_v2\n"), V("ctorch\nTensor\n"), V("ctorch\nIntStorage\n"),
     V("ccollections\nOrderedDict\n"), V("ctorch\nFloatStorage\n"), V("ctorch\nLongStorage\n"),
     V("b"), V("u"), V("s"), V("R"), V("Q"), V("("), V(")"), V("t"), V("\x85"), V("\x86"),
     V("\x87"), V("]"), V("}"), V("a"), V("e"), V("N"), V("\x88"), V("\x89"), V("0"),

@@ -238,9 +238,10 @@ TSTOR_EXTERN int tstor_value_complex(const tstor_value *v, double *re, double *i
  * kind. The string is static. */
 TSTOR_EXTERN const char *tstor_value_class(const tstor_value *v);
 /* The attributes a value was saved with: an OrderedDict's __dict__, a
- * Parameter's Python attributes (torch._utils._rebuild_parameter_with_state:
- * a dict of name to value); NULL when it has none. Borrowed from the
- * checkpoint. */
+ * tensor's or Parameter's Python attributes (an nn.Buffer's "persistent" and
+ * "_is_buffer"; torch._tensor._rebuild_from_type_v2 and
+ * torch._utils._rebuild_parameter_with_state: a dict of name to value); NULL
+ * when it has none. Borrowed from the checkpoint. */
 TSTOR_EXTERN const tstor_value *tstor_value_attributes(const tstor_value *v);
 /* An OBJECT's class name ("nn.Linear"), its version as the file wrote it
  * ("1"; NULL for a file from before classes had versions) and its state, a
