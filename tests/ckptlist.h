@@ -7,6 +7,7 @@
 #define TSTOR_TEST_CKPTLIST_H
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -159,6 +160,62 @@ static void walk_attributes(lister *l, const char *path, const tstor_value *v) {
   free(sub.s);
 }
 
+/* Item i of a quantized tensor's scales or zero points (a tensor or a list). */
+static double channel_param(const tstor_value *v, int64_t i) {
+  double d;
+  if (tstor_value_kind_of(v) == TSTOR_VALUE_TENSOR) {
+    ck_assert_int_eq(tstor_tensor_get_f64(tstor_value_tensor(v), &i, &d), 0);
+    return d;
+  }
+  const tstor_value *x = tstor_value_item(v, (size_t)i);
+  return tstor_value_kind_of(x) == TSTOR_VALUE_FLOAT ? tstor_value_float(x)
+                                                     : (double)tstor_value_int(x);
+}
+
+static void put_double(text *t, double d) {
+  uint64_t b;
+  memcpy(&b, &d, 8);
+  put(t, "%016" PRIx64, b);
+}
+
+/* "PATH% SCHEME ..." for a quantized tensor: its scale and zero point, or
+ * its axis and per-channel ones as torch holds them (float64 and int64, or
+ * float32 and float32 for float_qparams). */
+static void walk_qparams(lister *l, const char *path, const tstor_value *v) {
+  tstor_qparams q;
+  if (tstor_value_qparams(v, &q)) return;
+  text *t = &l->out;
+  put(t, "%s%% %s ", path, q.scheme);
+  if (!q.scales) {
+    put(t, "scale=");
+    put_double(t, q.scale);
+    put(t, " zero_point=%" PRId64 "\n", q.zero_point);
+    return;
+  }
+  put(t, "axis=%" PRId64 " scales=", q.axis);
+  if (!l->with_data) {
+    put(t, "- zero_points=-\n");
+    return;
+  }
+  bool fq = strcmp(q.scheme, "per_channel_affine_float_qparams") == 0;
+  int64_t n = tstor_tensor_sizes(tstor_value_tensor(v))[q.axis];
+  for (int64_t i = 0; i < n; i++) {
+    double d = channel_param(q.scales, i);
+    put(t, i ? "," : "");
+    put_double(t, fq ? (double)(float)d : d);
+  }
+  put(t, " zero_points=");
+  for (int64_t i = 0; i < n; i++) {
+    double d = channel_param(q.zero_points, i);
+    put(t, i ? "," : "");
+    if (fq)
+      put_double(t, (double)(float)d);
+    else
+      put(t, "%" PRId64, (int64_t)d);
+  }
+  put(t, "\n");
+}
+
 static void walk(lister *l, const char *path, const tstor_value *v) {
   text *t = &l->out;
   tstor_value_kind k = tstor_value_kind_of(v);
@@ -217,6 +274,7 @@ static void walk(lister *l, const char *path, const tstor_value *v) {
       if (!l->with_data) put(t, "-\n");
       else if (tstor_value_storage_index(v) < 0) put(t, "meta\n"); /* no bytes in the file */
       else put(t, "%016" PRIx64 "\n", tensor_fnv(x));
+      walk_qparams(l, path, v);
       walk_attributes(l, path, v);
       return;
     }

@@ -154,8 +154,21 @@ enum {
   TSTOR__G_TENSOR_CLASS,      /* torch.XTensor, torch.cuda.XTensor: u.global.dtype */
   TSTOR__G_REBUILD_FROM_TYPE, /* torch._tensor._rebuild_from_type_v2 */
   TSTOR__G_TENSOR_TYPE,       /* the class torch.Tensor */
-  TSTOR__G_PARAMETER_TYPE     /* the class torch.nn.parameter.Parameter */
+  TSTOR__G_PARAMETER_TYPE,    /* the class torch.nn.parameter.Parameter */
+  TSTOR__G_REBUILD_QTENSOR,   /* torch._utils._rebuild_qtensor */
+  TSTOR__G_QSCHEME            /* torch.per_tensor_affine...: u.global.dtype the TSTOR__QSCHEME_* */
 };
+
+/* torch's quantization schemes, as its qscheme enum numbers them. */
+enum {
+  TSTOR__QSCHEME_PER_TENSOR_AFFINE = 0,
+  TSTOR__QSCHEME_PER_CHANNEL_AFFINE,
+  TSTOR__QSCHEME_PER_TENSOR_SYMMETRIC,
+  TSTOR__QSCHEME_PER_CHANNEL_SYMMETRIC,
+  TSTOR__QSCHEME_PER_CHANNEL_AFFINE_FLOAT_QPARAMS,
+  TSTOR__QSCHEME_END
+};
+extern const char *const tstor__io_qscheme_names[TSTOR__QSCHEME_END];
 
 /* The Python class of a value where its kind does not say it
  * (tstor_value_class); an OrderedDict is `ordered`. */
@@ -201,7 +214,12 @@ struct tstor_value {
     struct {
       tstor_tensor *t;  /* NULL until the storages are loaded; a QUANTIZED value's blocks */
       long storage;     /* index in the checkpoint's storages; -1 for a meta tensor */
-      tstor_storage *s; /* a STORAGE value's storage, borrowed from its record once loaded */
+      union {
+        tstor_storage *s; /* a STORAGE value's storage, borrowed from its record once loaded */
+        tstor_value *quantizer; /* a quantized TENSOR's: (scheme, scale, zero_point) or (scheme,
+                                   scales, zero_points, axis), the scheme a STRING as torch.load
+                                   makes it; NULL for the others */
+      };
       int dtype;        /* a STORAGE value's dtype; a tensor's as its rebuild gave it, -1 for its
                            storage's; a QUANTIZED value's ggml type */
       int ndim;         /* beside dtype: a value is 80 bytes, not 88 */

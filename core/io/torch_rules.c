@@ -50,11 +50,17 @@ static int find_class(tstor__io_unpickler *up, const char *module, size_t mlen, 
       {"torch._tensor", "_rebuild_from_type_v2", TSTOR__G_REBUILD_FROM_TYPE},
       {"torch", "Tensor", TSTOR__G_TENSOR_TYPE},
       {"torch.nn.parameter", "Parameter", TSTOR__G_PARAMETER_TYPE},
+      /* a quantized tensor, and its quantization schemes */
+      {"torch._utils", "_rebuild_qtensor", TSTOR__G_REBUILD_QTENSOR},
   };
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
     if (strlen(known[i].module) == mlen && memcmp(known[i].module, module, mlen) == 0 &&
         strlen(known[i].name) == nlen && memcmp(known[i].name, name, nlen) == 0)
       return new_global(up, known[i].which, -1, out);
+  for (int q = 0; mlen == 5 && memcmp(module, "torch", 5) == 0 && q < TSTOR__QSCHEME_END; q++)
+    if (strlen(tstor__io_qscheme_names[q]) == nlen &&
+        memcmp(tstor__io_qscheme_names[q], name, nlen) == 0)
+      return new_global(up, TSTOR__G_QSCHEME, q, out);
   /* PyTorch 2.x's class for the storage of a dtype with no storage class of
    * its own (float8, uint16...): bytes, which _rebuild_tensor_v3 views as
    * its dtype; torch.load takes it as a uint8 storage of numel bytes */
@@ -87,7 +93,8 @@ static int find_class(tstor__io_unpickler *up, const char *module, size_t mlen, 
       "_rebuild_meta_tensor_no_storage, torch.*Storage, torch.storage.UntypedStorage, torch's "
       "dtypes, collections.OrderedDict/Counter, torch.Size, torch.device, set, bytearray, "
       "complex, _codecs.encode, torch._tensor._rebuild_from_type_v2, torch.Tensor, "
-      "torch.nn.parameter.Parameter), as torch.load(weights_only=True) of PyTorch 2.x reads them",
+      "torch.nn.parameter.Parameter, torch._utils._rebuild_qtensor and its schemes), as "
+      "torch.load(weights_only=True) of PyTorch 2.x reads them",
       (int)(mlen > 200 ? 200 : mlen), module, (int)(nlen > 200 ? 200 : nlen), name);
 }
 
@@ -469,6 +476,136 @@ static int rebuild_tensor(tstor__io_unpickler *up, tstor_value **args, size_t na
   return 0;
 }
 
+const char *const tstor__io_qscheme_names[TSTOR__QSCHEME_END] = {
+    "per_tensor_affine", "per_channel_affine", "per_tensor_symmetric", "per_channel_symmetric",
+    "per_channel_affine_float_qparams"};
+
+/* The per-channel scales or zero points of a quantized tensor of `channels`
+ * channels: a 1-dimensional tensor (of floats for scales) or a list of
+ * numbers, *floating set when they are floats. */
+static int channel_params(tstor__io_unpickler *up, const tstor_value *v, bool scales,
+                          int64_t channels, bool *floating) {
+  const char *what = scales ? "scales" : "zero_points";
+  int64_t n;
+  if (v->kind == TSTOR_VALUE_LIST) {
+    n = (int64_t)v->u.seq.n;
+    *floating = false;
+    for (size_t i = 0; i < v->u.seq.n; i++) {
+      int k = v->u.seq.items[i]->kind;
+      if (k != TSTOR_VALUE_INT && k != TSTOR_VALUE_BOOL && k != TSTOR_VALUE_FLOAT)
+        return FAIL(up, TSTOR_EINVAL, "a quantized tensor's %s must be numbers", what);
+    }
+  } else if (v->kind == TSTOR_VALUE_TENSOR) {
+    if (v->u.tensor.ndim != 1)
+      return FAIL(up, TSTOR_EINVAL, "a quantized tensor's %s tensor must have dimension 1", what);
+    n = v->u.tensor.sizes[0];
+    tstor_dtype_kind kind = tstor_dtype_info_of((tstor_dtype)v->u.tensor.dtype)->kind;
+    *floating = kind == TSTOR_KIND_FLOAT;
+    if (!*floating && ((kind != TSTOR_KIND_SIGNED && kind != TSTOR_KIND_UNSIGNED) || scales))
+      return FAIL(up, TSTOR_EINVAL, "a quantized tensor's %s tensor must be %s, not %s", what,
+                  scales ? "floating point" : "integers or floating point",
+                  tstor_dtype_name((tstor_dtype)v->u.tensor.dtype));
+  } else {
+    return FAIL(up, TSTOR_EINVAL, "a quantized tensor's %s must be a tensor or a list", what);
+  }
+  if (n != channels)
+    return FAIL(up, TSTOR_EINVAL,
+                "a quantized tensor's %s number %lld, not size[axis] = %lld (_rebuild_qtensor)",
+                what, (long long)n, (long long)channels);
+  return 0;
+}
+
+/* _rebuild_qtensor(storage, offset, size, stride, quantizer_params,
+ * requires_grad, hooks): a tensor of a quantized dtype (its storage's: the
+ * integer codes) with (per_tensor_affine, scale, zero_point) or
+ * (per_channel_affine or _float_qparams, scales, zero_points, axis), kept
+ * as the tensor's quantizer with the scheme torch.load makes of it: per
+ * channel, float zero points make it per_channel_affine_float_qparams
+ * (torch.save writes per_channel_affine for both). tstor keeps the scales
+ * and zero points as the file gives them; torch converts them to float64
+ * and int64, or float32 and float32. */
+static int rebuild_qtensor(tstor__io_unpickler *up, tstor_value **args, size_t nargs,
+                           tstor_value **out) {
+  if (nargs != 7)
+    return FAIL(up, TSTOR_EINVAL, "_rebuild_qtensor takes 7 arguments, not %zu", nargs);
+  if (args[0]->kind != TSTOR_VALUE_STORAGE)
+    return FAIL(up, TSTOR_EINVAL, "a tensor's first argument must be a storage");
+  tstor_dtype dt = (tstor_dtype)args[0]->u.tensor.dtype;
+  if (tstor_dtype_info_of(dt)->kind != TSTOR_KIND_QUANTIZED)
+    return FAIL(up, TSTOR_EINVAL,
+                "a quantized tensor over a %s storage: creation of quantized tensor requires "
+                "quantized dtype "
+                "like torch.quint8",
+                tstor_dtype_name(dt));
+  if (dt == TSTOR_QUINT4X2 || dt == TSTOR_QUINT2X4)
+    return FAIL(up, TSTOR_ENOTSUP,
+                "a %s tensor: tstor does not read quantized tensors of packed sub-byte codes",
+                tstor_dtype_name(dt));
+  if (args[1]->kind != TSTOR_VALUE_INT || args[1]->u.i < 0)
+    return FAIL(up, TSTOR_EINVAL, "a tensor's storage offset must be a non-negative int");
+  if (args[5]->kind != TSTOR_VALUE_BOOL)
+    return FAIL(up, TSTOR_EINVAL, "a tensor's requires_grad must be a bool");
+  if (args[5]->u.i)
+    return FAIL(up, TSTOR_EINVAL,
+                "a quantized tensor that requires grad: only tensors of floating point "
+                "dtype can require gradients");
+  const tstor_value *qp = args[4];
+  if (qp->kind != TSTOR_VALUE_TUPLE || qp->u.seq.n < 1 ||
+      qp->u.seq.items[0]->kind != TSTOR__VALUE_GLOBAL ||
+      qp->u.seq.items[0]->u.global.which != TSTOR__G_QSCHEME)
+    return FAIL(up, TSTOR_EINVAL,
+                "a quantized tensor's parameters must be a tuple that begins with its qscheme");
+  int scheme = qp->u.seq.items[0]->u.global.dtype;
+  tstor_value **p = qp->u.seq.items;
+  tstor_value *t = NULL;
+  int rc = layout_of(up, args[2], args[3], &t);
+  if (rc) return rc;
+  if (scheme == TSTOR__QSCHEME_PER_TENSOR_AFFINE) {
+    if (qp->u.seq.n != 3 ||
+        (p[1]->kind != TSTOR_VALUE_FLOAT && p[1]->kind != TSTOR_VALUE_INT &&
+         p[1]->kind != TSTOR_VALUE_BOOL) ||
+        (p[2]->kind != TSTOR_VALUE_INT && p[2]->kind != TSTOR_VALUE_BOOL))
+      return FAIL(up, TSTOR_EINVAL,
+                  "per_tensor_affine's parameters must be (qscheme, scale, zero_point)");
+  } else if (scheme == TSTOR__QSCHEME_PER_CHANNEL_AFFINE ||
+             scheme == TSTOR__QSCHEME_PER_CHANNEL_AFFINE_FLOAT_QPARAMS) {
+    if (qp->u.seq.n != 4 || p[3]->kind != TSTOR_VALUE_INT)
+      return FAIL(up, TSTOR_EINVAL, "%s's parameters must be (qscheme, scales, zero_points, axis)",
+                  tstor__io_qscheme_names[scheme]);
+    if (p[3]->u.i < 0 || p[3]->u.i >= t->u.tensor.ndim)
+      return FAIL(up, TSTOR_EINVAL,
+                  "_rebuild_qtensor: per_channel axis %lld out of range for %d dimensions",
+                  (long long)p[3]->u.i, t->u.tensor.ndim);
+    int64_t channels = t->u.tensor.sizes[p[3]->u.i];
+    bool fs, fz;
+    if ((rc = channel_params(up, p[1], true, channels, &fs)) ||
+        (rc = channel_params(up, p[2], false, channels, &fz)))
+      return rc;
+    /* lists keep the scheme the file names; tensors' zero points decide */
+    if (p[1]->kind != TSTOR_VALUE_LIST || p[2]->kind != TSTOR_VALUE_LIST)
+      scheme =
+          fz ? TSTOR__QSCHEME_PER_CHANNEL_AFFINE_FLOAT_QPARAMS : TSTOR__QSCHEME_PER_CHANNEL_AFFINE;
+  } else {
+    return FAIL(up, TSTOR_EINVAL, "Can't deserialize quantized tensor with qscheme torch.%s",
+                tstor__io_qscheme_names[scheme]);
+  }
+  tstor_checkpoint *ck = tstor__io_unpickler_checkpoint(up);
+  const char *sname = tstor__io_qscheme_names[scheme];
+  tstor_value *q = NULL, *name = NULL;
+  if ((rc = tstor_value_new(ck, TSTOR_VALUE_TUPLE, &q)) ||
+      (rc = tstor_value_new_string(ck, sname, strlen(sname), &name)) ||
+      (rc = tstor__io_seq_push(q, name)))
+    return rc;
+  for (size_t i = 1; i < qp->u.seq.n; i++)
+    if ((rc = tstor__io_seq_push(q, p[i]))) return rc;
+  t->u.tensor.storage = args[0]->u.tensor.storage;
+  t->u.tensor.dtype = (int)dt;
+  t->u.tensor.offset = args[1]->u.i;
+  t->u.tensor.quantizer = q;
+  *out = t;
+  return 0;
+}
+
 /* A Parameter over the tensor src, as nn.Parameter(src, requires_grad). */
 static int parameter_of(tstor__io_unpickler *up, const tstor_value *src, const tstor_value *grad,
                         tstor_value **out) {
@@ -480,6 +617,7 @@ static int parameter_of(tstor__io_unpickler *up, const tstor_value *src, const t
   t->u.tensor.storage = src->u.tensor.storage;
   t->u.tensor.offset = src->u.tensor.offset;
   t->u.tensor.dtype = src->u.tensor.dtype;
+  t->u.tensor.quantizer = src->u.tensor.quantizer;
   t->requires_grad = (unsigned char)grad->u.i;
   t->pyclass = TSTOR__CLASS_PARAMETER;
   *out = t;
@@ -848,6 +986,8 @@ static int reduce(tstor__io_unpickler *up, tstor_value *fn, tstor_value *args, t
     case TSTOR__G_REBUILD_META: return rebuild_meta(up, a, n, out);
     case TSTOR__G_REBUILD_PARAMETER_STATE: return rebuild_parameter_with_state(up, a, n, out);
     case TSTOR__G_REBUILD_FROM_TYPE: return rebuild_from_type(up, a, n, out);
+    case TSTOR__G_REBUILD_QTENSOR: return rebuild_qtensor(up, a, n, out);
+    case TSTOR__G_QSCHEME: return FAIL(up, TSTOR_EACCES, "a qscheme cannot be called");
     case TSTOR__G_TENSOR_TYPE:
     case TSTOR__G_PARAMETER_TYPE: return FAIL(up, TSTOR_EACCES, "a tensor class cannot be called");
     case TSTOR__G_COUNTER: return make_counter(up, a, n, out);

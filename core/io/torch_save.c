@@ -30,7 +30,7 @@ typedef struct saver {
 /* The globals' identities in the pickler's memo. */
 static const char g_rebuild, g_rebuild_v3, g_untyped, g_odict;
 static const char g_param, g_param_state, g_counter, g_size, g_device, g_set, g_bytearray,
-    g_complex, g_encode, g_from_type, g_tensor;
+    g_complex, g_encode, g_from_type, g_tensor, g_qtensor, g_qscheme[TSTOR__QSCHEME_END];
 static const char g_storage[TSTOR_DTYPE_END], g_dtype[TSTOR_DTYPE_END], g_rebuild_meta;
 
 /* The key of storage s, seen as dtype dt elements. An empty storage may be
@@ -79,12 +79,12 @@ static void pickle_ints(tstor__io_pickler *pk, const int64_t *v, int n) {
 /* Whether torch.save writes a dtype's storages as its storage class (v2) or,
  * for the dtypes PyTorch 2.x added and complex32, which have none, as
  * UntypedStorage bytes (v3). Quantized tensors are saved by neither. */
-static const tstor_dtype_info *savable(tstor_dtype dt, bool *untyped) {
+static const tstor_dtype_info *savable(tstor_dtype dt, bool *untyped, bool quantized) {
   const tstor_dtype_info *info = tstor_dtype_info_of(dt);
-  if (!info || info->kind == TSTOR_KIND_QUANTIZED) {
+  if (!info || (info->kind == TSTOR_KIND_QUANTIZED && !quantized)) {
     TSTOR__ERR(TSTOR_ENOTSUP,
-               "a %s tensor: torch.save writes quantized tensors with their scales "
-               "(_rebuild_qtensor), which tstor does not save",
+               "a %s tensor without its scales: torch.save writes a quantized tensor with them "
+               "(_rebuild_qtensor), as tstor writes one a file gave",
                tstor_dtype_name(dt));
     return NULL;
   }
@@ -97,10 +97,11 @@ static const tstor_dtype_info *savable(tstor_dtype dt, bool *untyped) {
  * with `untyped`, ('storage', torch.storage.UntypedStorage, key, location,
  * nbytes), as PyTorch 2.x pickles the storage of a tensor of a dtype with no
  * storage class (a v3 tensor). */
-static int pickle_storage(saver *sv, tstor_storage *s, tstor_dtype dt, bool untyped) {
+static int pickle_storage(saver *sv, tstor_storage *s, tstor_dtype dt, bool untyped,
+                          bool quantized) {
   tstor__io_pickler *pk = &sv->pk;
   bool none;
-  const tstor_dtype_info *info = savable(dt, &none);
+  const tstor_dtype_info *info = savable(dt, &none, quantized);
   if (!info) return TSTOR_ENOTSUP;
   if (none && !untyped)
     return TSTOR__ERR(
@@ -174,7 +175,7 @@ static int pickle_tensor_call(saver *sv, const tstor_value *v, bool grad,
   if (on_meta(t)) return pickle_meta_tensor(sv, v, grad, between);
   tstor_dtype dt = tstor_tensor_dtype(t);
   bool v3;
-  const tstor_dtype_info *info = savable(dt, &v3);
+  const tstor_dtype_info *info = savable(dt, &v3, false);
   if (!info) return TSTOR_ENOTSUP;
   /* torch.load rebuilds a v3 tensor with set_ on a leaf, which PyTorch
    * refuses for one that requires grad: the file would not load */
@@ -189,7 +190,7 @@ static int pickle_tensor_call(saver *sv, const tstor_value *v, bool grad,
     tstor__io_pickle_global(pk, &g_rebuild, "torch._utils", "_rebuild_tensor_v2");
   if (between) between(sv);
   tstor__io_pickle_op(pk, TSTOR__OP_MARK);
-  int rc = pickle_storage(sv, tstor_tensor_storage(t), dt, v3);
+  int rc = pickle_storage(sv, tstor_tensor_storage(t), dt, v3, false);
   if (rc) return rc;
   tstor__io_pickle_int(pk, tstor_tensor_storage_offset(t));
   pickle_ints(pk, tstor_tensor_sizes(t), tstor_tensor_dim(t));
@@ -212,6 +213,44 @@ static int pickle_tensor_data(saver *sv, const tstor_value *v, bool grad) {
 static int pickle_value(saver *sv, const tstor_value *v);
 static int pickle_items(saver *sv, const tstor_value *v, int dict);
 
+/* A quantized tensor as torch.save pickles one: _rebuild_qtensor(storage,
+ * offset, size, stride, quantizer_params, requires_grad, OrderedDict()),
+ * the parameters' scheme a global (per_channel_affine for float_qparams too,
+ * as torch.save writes it). */
+static int pickle_qtensor(saver *sv, const tstor_value *v) {
+  tstor__io_pickler *pk = &sv->pk;
+  const tstor_tensor *t = v->u.tensor.t;
+  const tstor_value *q = v->u.tensor.quantizer;
+  if (on_meta(t))
+    return TSTOR__ERR(TSTOR_ENOTSUP,
+                      "a quantized tensor on the meta device: torch.save has no form for it");
+  tstor__io_pickle_global(pk, &g_qtensor, "torch._utils", "_rebuild_qtensor");
+  tstor__io_pickle_op(pk, TSTOR__OP_MARK);
+  int rc = pickle_storage(sv, tstor_tensor_storage(t), tstor_tensor_dtype(t), false, true);
+  if (rc) return rc;
+  tstor__io_pickle_int(pk, tstor_tensor_storage_offset(t));
+  pickle_ints(pk, tstor_tensor_sizes(t), tstor_tensor_dim(t));
+  pickle_ints(pk, tstor_tensor_strides(t), tstor_tensor_dim(t));
+  tstor__io_pickle_op(pk, TSTOR__OP_MARK);
+  const char *scheme = q->u.seq.items[0]->u.str.s;
+  int which = strcmp(scheme, "per_tensor_affine") == 0 ? TSTOR__QSCHEME_PER_TENSOR_AFFINE
+                                                       : TSTOR__QSCHEME_PER_CHANNEL_AFFINE;
+  if (strcmp(scheme, "per_channel_affine_float_qparams") == 0 &&
+      (q->u.seq.items[1]->kind == TSTOR_VALUE_LIST && q->u.seq.items[2]->kind == TSTOR_VALUE_LIST))
+    which = TSTOR__QSCHEME_PER_CHANNEL_AFFINE_FLOAT_QPARAMS; /* lists keep the scheme */
+  tstor__io_pickle_global(pk, &g_qscheme[which], "torch", tstor__io_qscheme_names[which]);
+  for (size_t i = 1; i < q->u.seq.n && !rc; i++) rc = pickle_value(sv, q->u.seq.items[i]);
+  if (rc) return rc;
+  tstor__io_pickle_op(pk, TSTOR__OP_TUPLE);
+  tstor__io_pickle_op(pk, TSTOR__OP_NEWFALSE);
+  tstor__io_pickle_global(pk, &g_odict, "collections", "OrderedDict");
+  tstor__io_pickle_op(pk, TSTOR__OP_EMPTY_TUPLE);
+  tstor__io_pickle_op(pk, TSTOR__OP_REDUCE);
+  tstor__io_pickle_op(pk, TSTOR__OP_TUPLE);
+  tstor__io_pickle_op(pk, TSTOR__OP_REDUCE);
+  return 0;
+}
+
 static void pickle_tensor_type(saver *sv) {
   tstor__io_pickle_global(&sv->pk, &g_tensor, "torch", "Tensor");
 }
@@ -225,6 +264,13 @@ static void pickle_tensor_type(saver *sv) {
 static int pickle_tensor(saver *sv, const tstor_value *v) {
   tstor__io_pickler *pk = &sv->pk;
   const tstor_value *attrs = v->u.tensor.attrs;
+  if (v->u.tensor.quantizer) {
+    if (attrs || v->pyclass == TSTOR__CLASS_PARAMETER)
+      return TSTOR__ERR(TSTOR_ENOTSUP,
+                        "a quantized tensor with attributes or as a Parameter: tstor writes "
+                        "quantized tensors as _rebuild_qtensor alone");
+    return pickle_qtensor(sv, v);
+  }
   if (v->pyclass != TSTOR__CLASS_PARAMETER && attrs) {
     tstor__io_pickle_global(pk, &g_from_type, "torch._tensor", "_rebuild_from_type_v2");
     tstor__io_pickle_op(pk, TSTOR__OP_MARK);
@@ -364,7 +410,7 @@ static int pickle_value(saver *sv, const tstor_value *v) {
     case TSTOR_VALUE_SET: rc = pickle_call(sv, v); break;
     case TSTOR_VALUE_TENSOR: rc = pickle_tensor(sv, v); break;
     case TSTOR_VALUE_STORAGE:
-      rc = pickle_storage(sv, v->u.tensor.s, (tstor_dtype)v->u.tensor.dtype, false);
+      rc = pickle_storage(sv, v->u.tensor.s, (tstor_dtype)v->u.tensor.dtype, false, false);
       break;
     case TSTOR_VALUE_TUPLE: {
       if (v->pyclass == TSTOR__CLASS_SIZE) {

@@ -552,6 +552,23 @@ tstor_storage *tstor_value_storage(const tstor_value *v, tstor_dtype *dtype) {
   if (dtype) *dtype = (tstor_dtype)v->u.tensor.dtype;
   return v->u.tensor.s;
 }
+int tstor_value_qparams(const tstor_value *v, tstor_qparams *out) {
+  if (!v || !out || v->kind != TSTOR_VALUE_TENSOR || !v->u.tensor.quantizer)
+    return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_qparams: not a quantized tensor");
+  tstor_value **p = v->u.tensor.quantizer->u.seq.items;
+  tstor_qparams q = {p[0]->u.str.s, 0, 0, NULL, NULL, 0};
+  if (v->u.tensor.quantizer->u.seq.n == 3) {
+    q.scale = p[1]->kind == TSTOR_VALUE_FLOAT ? p[1]->u.f : (double)p[1]->u.i;
+    q.zero_point = p[2]->u.i;
+  } else {
+    q.scales = p[1];
+    q.zero_points = p[2];
+    q.axis = p[3]->u.i;
+  }
+  *out = q;
+  return 0;
+}
+
 int tstor_value_requires_grad(const tstor_value *v) {
   return v && v->kind == TSTOR_VALUE_TENSOR ? v->requires_grad : 0;
 }
@@ -828,18 +845,21 @@ enum { WHITE = 0, GREY = 1, BLACK = 2 };
 
 typedef struct frame {
   tstor_value *v;
-  size_t next; /* next child: a dict's keys first, then the items, then attrs */
+  size_t next; /* next child: a dict's keys first, then the items, then attrs; a
+                  tensor's attrs, then its quantizer */
 } frame;
 
 static size_t nchildren(const tstor_value *v) {
   if (v->kind == TSTOR_VALUE_OBJECT) return 1;
-  if (v->kind == TSTOR_VALUE_TENSOR) return v->u.tensor.attrs ? 1 : 0;
+  if (v->kind == TSTOR_VALUE_TENSOR)
+    return (v->u.tensor.attrs ? 1 : 0) + (v->u.tensor.quantizer ? 1 : 0);
   if (!is_container(v)) return 0;
   return v->u.seq.n * (v->kind == TSTOR_VALUE_DICT ? 2 : 1) + (v->u.seq.attrs ? 1 : 0);
 }
 static tstor_value *child(const tstor_value *v, size_t i) {
   if (v->kind == TSTOR_VALUE_OBJECT) return v->u.obj.state;
-  if (v->kind == TSTOR_VALUE_TENSOR) return v->u.tensor.attrs;
+  if (v->kind == TSTOR_VALUE_TENSOR)
+    return i || !v->u.tensor.attrs ? v->u.tensor.quantizer : v->u.tensor.attrs;
   size_t n = v->u.seq.n;
   if (v->kind == TSTOR_VALUE_DICT) {
     if (i < n) return v->u.seq.keys[i];
@@ -879,8 +899,8 @@ int tstor__io_tree_check(tstor_value *root) {
     else if (c->colour == GREY)
       rc = TSTOR__ERR(TSTOR_EINVAL, "checkpoint: a %s contains itself",
                       tstor_value_kind_name(c->kind));
-    else if (c->colour == BLACK || (!is_container(c) && c->kind != TSTOR_VALUE_OBJECT &&
-                                    !(c->kind == TSTOR_VALUE_TENSOR && c->u.tensor.attrs)))
+    else if (c->colour == BLACK ||
+             (!is_container(c) && c->kind != TSTOR_VALUE_OBJECT && nchildren(c) == 0))
       continue;
     else if (top > TSTOR_CHECKPOINT_MAX_DEPTH)
       rc = TSTOR__ERR(TSTOR_EINVAL, "checkpoint: values nest deeper than %d levels",

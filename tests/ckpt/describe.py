@@ -45,6 +45,21 @@ def keyrepr(k):
     raise TypeError(k)
 
 
+def hexd(x):
+    return struct.pack(">d", x).hex()
+
+
+def quantizer(path, v):
+    """A quantized tensor's scheme and parameters, as torch holds them."""
+    scheme = str(v.qscheme()).replace("torch.", "")
+    if v.qscheme() == torch.per_tensor_affine:
+        return "%s%% %s scale=%s zero_point=%d" % (path, scheme, hexd(v.q_scale()), v.q_zero_point())
+    zps = v.q_per_channel_zero_points().tolist()
+    return "%s%% %s axis=%d scales=%s zero_points=%s" % (
+        path, scheme, v.q_per_channel_axis(), ",".join(hexd(x) for x in v.q_per_channel_scales().tolist()),
+        ",".join(hexd(z) if isinstance(z, float) else str(z) for z in zps))
+
+
 def describe(obj):
     lines = []
     storages = {}
@@ -98,7 +113,10 @@ def describe(obj):
             sid = storages.setdefault(st._cdata, len(storages))
             lines.append("%s tensor %s sizes=%s strides=%s offset=%d storage=%d snbytes=%d grad=%d fnv=%s" % (
                 path, dname(v.dtype), ",".join(map(str, v.shape)), ",".join(map(str, v.stride())),
-                v.storage_offset(), sid, st.nbytes(), int(v.requires_grad), fnv(logical_bytes(v))))
+                v.storage_offset(), sid, st.nbytes(), int(v.requires_grad),
+                fnv(logical_bytes(v.int_repr() if v.is_quantized else v))))
+            if v.is_quantized:
+                lines.append(quantizer(path, v))
             if v.__dict__:  # a tensor's Python attributes (a Parameter's, an nn.Buffer's)
                 walk(path + "@", dict(v.__dict__))
         elif isinstance(v, tuple):

@@ -382,6 +382,55 @@ refused("from_type_not_a_tensor", zipped([("data.pkl", dict_of([("w", b"ctorch._
                                          [("version", b"3\n")]),
         "TSTOR_EINVAL", "built a dict, not a tensor")
 
+# quantized tensors (_rebuild_qtensor): per tensor, per channel along either
+# axis, float_qparams, qint32, a view and a transpose of one
+xq = values(torch.float32, (4, 3))
+qt = torch.quantize_per_tensor(xq, 0.05, 7, torch.qint8)
+case("quantized", {
+    "per_tensor": qt, "row": qt[1:], "t": qt.t(),
+    "quint8": torch.quantize_per_tensor(xq, 0.1, 128, torch.quint8),
+    "qint32": torch.quantize_per_tensor(xq, 0.001, -5, torch.qint32),
+    "per_channel": torch.quantize_per_channel(xq, torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.double),
+                                              torch.tensor([0, 1, -2, 3]), 0, torch.qint8),
+    "axis1": torch.quantize_per_channel(xq, torch.tensor([0.5, 0.25, 0.125], dtype=torch.double),
+                                        torch.tensor([10, 20, 30]), 1, torch.quint8),
+    "float_qparams": torch.quantize_per_channel(xq, torch.tensor([0.1, 0.2, 0.3, 0.4]),
+                                                torch.tensor([0.5, 1.0, 2.0, 3.0]), 0, torch.quint8)})
+
+
+def qtensor_pickle(cls="QInt8Storage", numel=4, size=4, params=b"ctorch\nper_tensor_affine\nG" +
+                   struct.pack(">d", 0.5) + b"K\x03\x87", grad=b"\x89"):
+    """{'w': _rebuild_qtensor(('storage', torch.CLS, '0', 'cpu', numel), 0, (size,), (1,), params,
+    requires_grad, OrderedDict())}"""
+    return dict_of([("w", b"ctorch._utils\n_rebuild_qtensor\n((" + s("storage") + b"ctorch\n" + cls.encode() +
+                     b"\n" + s("0") + s("cpu") + b"J" + struct.pack("<i", numel) + b"tQK\x00J" +
+                     struct.pack("<i", size) + b"\x85K\x01\x85" + params + grad +
+                     b"ccollections\nOrderedDict\n)RtR")])
+
+
+# per channel with lists, as _rebuild_qtensor also takes them
+crafted("quantized_lists", qtensor_pickle(params=b"(ctorch\nper_channel_affine\n](G" + struct.pack(">d", 0.5) +
+                                          b"K\x02e](K\x01K\x02eK\x00t", numel=2, size=2),
+        [("data/0", bytes([5, 250]))])
+for name, pkl, code, needle in [
+        ("qtensor_float_storage", qtensor_pickle(cls="FloatStorage"), "TSTOR_EINVAL", "requires quantized dtype"),
+        ("qtensor_symmetric", qtensor_pickle(params=b"ctorch\nper_tensor_symmetric\nG" + struct.pack(">d", 0.5) +
+                                             b"K\x03\x87"), "TSTOR_EINVAL", "qscheme torch.per_tensor_symmetric"),
+        ("qtensor_axis", qtensor_pickle(params=b"(ctorch\nper_channel_affine\n](G" + struct.pack(">d", 0.5) +
+                                        b"e](K\x01eK\x01t"), "TSTOR_EINVAL", "axis 1 out of range"),
+        ("qtensor_scales_length", qtensor_pickle(params=b"(ctorch\nper_channel_affine\n](G" +
+                                                 struct.pack(">d", 0.5) + b"e](K\x01eK\x00t"),
+         "TSTOR_EINVAL", "scales number 1, not size[axis] = 4"),
+        ("qtensor_requires_grad", qtensor_pickle(grad=b"\x88"), "TSTOR_EINVAL", "only tensors of floating point"),
+        ("qtensor_params_short", qtensor_pickle(params=b"ctorch\nper_tensor_affine\nG" + struct.pack(">d", 0.5) +
+                                                b"\x86"), "TSTOR_EINVAL", "(qscheme, scale, zero_point)")]:
+    refused(name, zipped([("data.pkl", pkl), ("data/0", bytes(4)), ("version", b"3\n")]), code, needle)
+# packed sub-byte codes, which torch reads and tstor does not
+buf = io.BytesIO()
+torch.save({"t": torch.quantize_per_channel(xq, torch.tensor([0.1, 0.2, 0.3, 0.4]), torch.tensor([0., 1., 2., 3.]), 0,
+                                            torch.quint4x2)}, buf)
+beyond("quint4x2", buf.getvalue(), "TSTOR_ENOTSUP", "packed sub-byte codes")
+
 with open(os.path.join(OUT, "hostile_torch2.txt"), "w") as f:
     f.write("# PyTorch %s; FILE  expected error  words of its message\n" % torch.__version__)
     f.write("\n".join(hostile) + "\n")

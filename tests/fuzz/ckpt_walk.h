@@ -52,10 +52,31 @@ static void touch_quantized(const tstor_value *v) {
   tstor_tensor_release(f);
 }
 
+static void walk(const tstor_value *v, int depth);
+
+/* A torch tensor: its elements, its attributes, and a quantized one's
+ * parameters, whose per-channel ones number size[axis] (the reader
+ * promised). */
+static void touch_torch_tensor(const tstor_value *v, int depth) {
+  const tstor_tensor *t = tstor_value_tensor(v);
+  touch_tensor(t);
+  if (tstor_value_attributes(v)) walk(tstor_value_attributes(v), depth + 1);
+  tstor_qparams q;
+  if (tstor_value_qparams(v, &q) || !q.scales) return;
+  if (q.axis < 0 || q.axis >= tstor_tensor_dim(t)) abort();
+  int64_t n = tstor_tensor_sizes(t)[q.axis];
+  const tstor_value *pv[2] = {q.scales, q.zero_points};
+  for (int k = 0; k < 2; k++) {
+    const tstor_tensor *p = tstor_value_tensor(pv[k]);
+    if (p ? tstor_tensor_numel(p) != n : (int64_t)tstor_value_len(pv[k]) != n) abort();
+    walk(pv[k], depth + 1);
+  }
+}
+
 static void walk(const tstor_value *v, int depth) {
   if (depth > TSTOR_CHECKPOINT_MAX_DEPTH + 1) abort(); /* the reader promised a bound */
   switch (tstor_value_kind_of(v)) {
-    case TSTOR_VALUE_TENSOR: touch_tensor(tstor_value_tensor(v)); return;
+    case TSTOR_VALUE_TENSOR: touch_torch_tensor(v, depth); return;
     case TSTOR_VALUE_QUANTIZED: touch_quantized(v); return;
     case TSTOR_VALUE_STRING:
     case TSTOR_VALUE_BYTES: {

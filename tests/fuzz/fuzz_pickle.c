@@ -152,7 +152,6 @@ static size_t parse(const uint8_t *d, size_t n, op *ops, size_t max_ops) {
 #define V(s) {s, sizeof s - 1}
 static const struct { const char *bytes; size_t len; } vocabulary[] = {
     V("ctorch._utils\n_rebuild_tensor_v2\n"), V("ctorch._utils\n_rebuild_parameter\n"),
-    V("ctorch._tensor\n_rebuild_from_type_v2\n"), V("ctorch\nTensor\n"), V("ctorch\nIntStorage\n"),
     V("ccollections\nOrderedDict\n"), V("ctorch\nFloatStorage\n"), V("ctorch\nLongStorage\n"),
     V("b"), V("u"), V("s"), V("R"), V("Q"), V("("), V(")"), V("t"), V("\x85"), V("\x86"),
     V("\x87"), V("]"), V("}"), V("a"), V("e"), V("N"), V("\x88"), V("\x89"), V("0"),
@@ -160,7 +159,24 @@ static const struct { const char *bytes; size_t len; } vocabulary[] = {
     V("r\xff\xff\xff\xff"), V("j\x05\x00\x00\x00"), V("X\x07\x00\x00\x00storage"),
     V("X\x03\x00\x00\x00cpu"), V("X\x01\x00\x00\x000"), V("X\x00\x00\x00\x00"), V("."),
 };
+/* and the globals of the rebuilds PyTorch 2.x's loader reads besides */
+static const struct {
+  const char *bytes;
+  size_t len;
+} globals_2x[] = {
+    V("ctorch._tensor\n_rebuild_from_type_v2\n"),
+    V("ctorch\nTensor\n"),
+    V("ctorch\nIntStorage\n"),
+    V("ctorch._utils\n_rebuild_qtensor\n"),
+    V("ctorch\nQInt8Storage\n"),
+    V("ctorch\nper_tensor_affine\n"),
+    V("ctorch\nper_channel_affine\n"),
+};
 #undef V
+enum {
+  NVOCAB = sizeof vocabulary / sizeof vocabulary[0],
+  N2X = sizeof globals_2x / sizeof globals_2x[0]
+};
 
 static const int64_t extremes[] = {0, 1, -1, 2, 7, 8, 63, 64, 255, 256, 65535, 65536, INT32_MAX, INT32_MIN,
                                    (int64_t)1 << 32, (int64_t)1 << 62, INT64_MAX, INT64_MIN, INT64_MAX / 8};
@@ -196,8 +212,9 @@ size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size, unsi
       break;
     }
     case 1: { /* an opcode inserted */
-      size_t v = (size_t)(rnd() % (sizeof vocabulary / sizeof vocabulary[0]));
-      src = (const uint8_t *)vocabulary[v].bytes, plen = vocabulary[v].len, drop = 0;
+      size_t v = (size_t)(rnd() % (NVOCAB + N2X));
+      src = (const uint8_t *)(v < NVOCAB ? vocabulary[v].bytes : globals_2x[v - NVOCAB].bytes);
+      plen = v < NVOCAB ? vocabulary[v].len : globals_2x[v - NVOCAB].len, drop = 0;
       break;
     }
     case 2: /* deleted */ plen = 0; break;

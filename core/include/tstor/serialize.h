@@ -256,6 +256,27 @@ TSTOR_EXTERN const tstor_value *tstor_value_object_state(const tstor_value *v);
 TSTOR_EXTERN tstor_storage *tstor_value_storage(const tstor_value *v, tstor_dtype *dtype);
 /* 1 when the tensor was saved as a Parameter or with requires_grad. */
 TSTOR_EXTERN int tstor_value_requires_grad(const tstor_value *v);
+
+/* How a quantized tensor (torch.save's _rebuild_qtensor: a tensor of qint8,
+ * quint8 or qint32 codes) maps its codes to numbers, x = (q - zero_point) *
+ * scale: one scale and zero point for the tensor, or one per index along
+ * `axis`. */
+typedef struct tstor_qparams {
+  /* "per_tensor_affine", "per_channel_affine" or
+   * "per_channel_affine_float_qparams" (float zero points), as torch.load
+   * makes it */
+  const char *scheme;
+  double scale;       /* per tensor */
+  int64_t zero_point; /* per tensor */
+  /* per channel: 1-dimensional tensors (or lists of numbers) of size[axis]
+   * items, as the file holds them; torch takes them as float64 and int64,
+   * or float32 and float32 for float_qparams */
+  const tstor_value *scales, *zero_points;
+  int64_t axis;
+} tstor_qparams;
+/* A quantized tensor's parameters into *out (borrowed from the checkpoint);
+ * TSTOR_EINVAL, *out untouched, for any other value. */
+TSTOR_EXTERN int tstor_value_qparams(const tstor_value *v, tstor_qparams *out);
 /* The index (for tstor_checkpoint_storage) of the storage a tensor or a
  * QUANTIZED value views or a STORAGE value is; -1 for other kinds and for
  * meta tensors, which have no bytes in the file. */
