@@ -57,6 +57,25 @@ static int find_class(tstor__io_unpickler *up, const char *module, size_t mlen, 
     if (strlen(known[i].module) == mlen && memcmp(known[i].module, module, mlen) == 0 &&
         strlen(known[i].name) == nlen && memcmp(known[i].name, name, nlen) == 0)
       return new_global(up, known[i].which, -1, out);
+  /* what PyTorch 2.x's weights_only loader reads and tstor does not, named */
+  static const struct {
+    const char *module, *name, *what;
+  } unread[] = {
+      {"torch._utils", "_rebuild_sparse_tensor", "a sparse tensor (save it as .to_dense())"},
+      {"torch.serialization", "_get_layout", "a sparse tensor's layout (save it as .to_dense())"},
+      {"torch._utils", "_rebuild_wrapper_subclass",
+       "a tensor subclass without storage (a wrapper subclass)"},
+      {"torch._utils", "_rebuild_device_tensor_from_cpu_tensor",
+       "a tensor of a device without storage, saved through the cpu (save it as .cpu())"},
+      {"torch._utils", "_rebuild_device_tensor_from_numpy",
+       "a tensor of a device without storage, saved through numpy (save it as .cpu())"},
+  };
+  for (size_t i = 0; i < sizeof unread / sizeof unread[0]; i++)
+    if (strlen(unread[i].module) == mlen && memcmp(unread[i].module, module, mlen) == 0 &&
+        strlen(unread[i].name) == nlen && memcmp(unread[i].name, name, nlen) == 0)
+      return FAIL(up, TSTOR_ENOTSUP,
+                  "global '%s.%s', %s: tstor reads strided tensors with storages only",
+                  unread[i].module, unread[i].name, unread[i].what);
   for (int q = 0; mlen == 5 && memcmp(module, "torch", 5) == 0 && q < TSTOR__QSCHEME_END; q++)
     if (strlen(tstor__io_qscheme_names[q]) == nlen &&
         memcmp(tstor__io_qscheme_names[q], name, nlen) == 0)

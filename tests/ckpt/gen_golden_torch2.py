@@ -430,6 +430,12 @@ buf = io.BytesIO()
 torch.save({"t": torch.quantize_per_channel(xq, torch.tensor([0.1, 0.2, 0.3, 0.4]), torch.tensor([0., 1., 2., 3.]), 0,
                                             torch.quint4x2)}, buf)
 beyond("quint4x2", buf.getvalue(), "TSTOR_ENOTSUP", "packed sub-byte codes")
+# sparse tensors, which torch reads and tstor does not
+for name, t in [("sparse_coo", values(torch.float32, (4, 3)).to_sparse()),
+                ("sparse_csr", values(torch.float32, (4, 3)).to_sparse_csr())]:
+    buf = io.BytesIO()
+    torch.save({"t": t}, buf)
+    beyond(name, buf.getvalue(), "TSTOR_ENOTSUP", "a sparse tensor")
 
 with open(os.path.join(OUT, "hostile_torch2.txt"), "w") as f:
     f.write("# PyTorch %s; FILE  expected error  words of its message\n" % torch.__version__)
