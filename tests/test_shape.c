@@ -281,6 +281,9 @@ static int run_layout(const tcase *c, result *r) {
     r->err = tstor_layout_mm(&a[0].layout, &a[1].layout, &r->layout);
   } else if (!strcmp(op, "bmm")) {
     r->err = tstor_layout_bmm(&a[0].layout, &a[1].layout, &r->layout);
+  } else if (!strcmp(op, "sdpa")) {
+    r->err = tstor_layout_scaled_dot_product_attention(&a[0].layout, &a[1].layout, &a[2].layout,
+                                                       &r->layout);
   } else if (!strcmp(op, "linear")) {
     r->err = tstor_layout_linear(&a[0].layout, &a[1].layout,
                                  a[2].kind == 't' ? &a[2].layout : NULL, &r->layout);
@@ -384,6 +387,8 @@ static int run_tensor(const tcase *c, result *r) {
     rc = tstor_shape_mm(t[0], t[1], &out);
   } else if (!strcmp(op, "bmm")) {
     rc = tstor_shape_bmm(t[0], t[1], &out);
+  } else if (!strcmp(op, "sdpa")) {
+    rc = tstor_shape_scaled_dot_product_attention(t[0], t[1], t[2], &out);
   } else if (!strcmp(op, "linear")) {
     rc = tstor_shape_linear(t[0], t[1], t[2], &out);
   } else if (!strcmp(op, "cat") || !strcmp(op, "stack")) {

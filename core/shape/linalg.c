@@ -277,10 +277,36 @@ int tstor_layout_scaled_dot_product_attention(const tstor_layout *query, const t
                       cpp_type_name(query->dtype, x, sizeof x),
                       cpp_type_name(key->dtype, y, sizeof y),
                       cpp_type_name(value->dtype, z, sizeof z));
-  if (tstor__dtype_category(query->dtype) != TSTOR__CAT_FLOAT || tstor__is_quantized(query->dtype))
+  int cat = tstor__dtype_category(query->dtype);
+  if (tstor__is_quantized(query->dtype) ||
+      (tstor_dtype_info_of(query->dtype)->kind == TSTOR_KIND_OPAQUE && cat != TSTOR__CAT_FLOAT))
     return tstor__err(TSTOR_EDTYPE, "scaled_dot_product_attention: %s is not a floating dtype",
                       tstor_dtype_name(query->dtype));
-  /* the math: softmax(query . key^T) . value, each product a matmul */
+  /* the math: softmax(query . key^T) . value, which torch computes with float
+   * attention weights: its matmul refuses them beside integers, while its
+   * meta kernels let complex and float8 through */
+  if (cat == TSTOR__CAT_BOOL || cat == TSTOR__CAT_INTEGER)
+    return tstor__err(TSTOR_EDTYPE,
+                      "expected m1 and m2 to have the same dtype, but got: float != %s",
+                      cpp_type_name(query->dtype, x, sizeof x));
+  /* three 3-dimensional inputs are computed as 4-dimensional ones with a
+   * leading batch of 1, which torch's broadcast errors then count in */
+  tstor_layout lifted[3];
+  bool lift = query->ndim == 3 && key->ndim == 3 && value->ndim == 3;
+  if (lift) {
+    const tstor_layout *in[3] = {query, key, value};
+    for (int i = 0; i < 3; i++) {
+      tstor_layout *l = &lifted[i];
+      l->dtype = in[i]->dtype;
+      l->ndim = 4;
+      l->sizes[0] = 1;
+      l->strides[0] = in[i]->sizes[0] * in[i]->strides[0];
+      memcpy(l->sizes + 1, in[i]->sizes, 3 * sizeof l->sizes[0]);
+      memcpy(l->strides + 1, in[i]->strides, 3 * sizeof l->strides[0]);
+    }
+    query = &lifted[0], key = &lifted[1], value = &lifted[2];
+  }
+  /* each product a matmul */
   tstor_layout kt, attn, r;
   tstor__layout_copy(&kt, key);
   int n = kt.ndim;
@@ -293,6 +319,10 @@ int tstor_layout_scaled_dot_product_attention(const tstor_layout *query, const t
   if ((rc = tstor_layout_matmul(query, &kt, &attn)) < 0 ||
       (rc = tstor_layout_matmul(&attn, value, &r)) < 0)
     return rc;
+  if (lift) { /* the leading 1 dropped */
+    r.ndim = 3;
+    memmove(r.sizes, r.sizes + 1, 3 * sizeof r.sizes[0]);
+  }
   tstor__layout_contiguous(&r);
   tstor__layout_copy(out, &r);
   return 0;

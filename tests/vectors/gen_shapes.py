@@ -833,6 +833,7 @@ def gen_torch2():
     for a in unsigned:
         case("conv2d", F.conv2d, t(a, (2, 3, 8, 8)), t(a, (4, 3, 3, 3)), None, (1, 1), (0, 0),
              (1, 1), 1)
+    gen_sdpa(PLAIN + f8 + new)
     # the bits types promote with nothing but themselves (their elementwise
     # ops have no kernel, not even on meta)
     bits = [T.bits1x8, T.bits2x4, T.bits4x2, T.bits8, T.bits16]
@@ -848,6 +849,33 @@ def gen_torch2():
                 case("result_type", T.result_type, t(a, sa), t(b, sb), cpu=False)
         for sc in SCALARS:
             case("result_type", T.result_type, t(a, (2,)), ("scalar", sc), cpu=False)
+
+
+def gen_sdpa(dtypes):
+    """F.scaled_dot_product_attention (PyTorch 2.x): the shapes, broadcast batch
+    dimensions, the refusals (fewer than 2 dimensions, mixed dtypes, sizes
+    that do not multiply) and every dtype."""
+    sdpa = F.scaled_dot_product_attention
+    for q, k, v in [((2, 3), (4, 3), (4, 5)), ((3,), (4, 3), (4, 5)), ((2, 3), (4,), (4, 5)),
+                    ((2, 3), (4, 3), (5,)), ((), (4, 3), (4, 5)), ((2, 3), (4, 2), (4, 5)),
+                    ((2, 3), (4, 3), (3, 5)), ((2, 1, 2, 3), (3, 4, 3), (3, 4, 5)),
+                    ((0, 3), (4, 3), (4, 5)), ((2, 3), (0, 3), (0, 5)), ((2, 3, 0), (2, 4, 0), (2, 4, 5)),
+                    ((2, 2, 3), (3, 4, 3), (3, 4, 5)), ((5, 2, 3), (4, 3), (4, 6)),
+                    ((1, 2, 3), (2, 4, 3), (1, 4, 5)), ((2, 3, 2, 8), (2, 3, 6, 8), (2, 1, 6, 4)),
+                    # three 3-dimensional inputs count their batch mismatch as torch's 4-dimensional
+                    # ones would; two of them do not
+                    ((2, 2, 3), (2, 4, 3), (5, 4, 5)), ((5, 2, 3), (3, 4, 3), (3, 4, 6)),
+                    ((2, 3), (2, 4, 3), (3, 4, 5)), ((2, 2, 3), (4, 3), (3, 4, 5)), ((2, 2, 3), (3, 4, 3), (4, 5)),
+                    ((2, 2, 3), (2, 4, 3), (1, 5, 4, 5)), ((2, 2, 3), (3, 1, 4, 3), (3, 1, 4, 5)),
+                    ((2, 3, 4, 2, 3), (2, 3, 5, 4, 3), (2, 3, 5, 4, 5)), ((2, 2, 2, 3), (3, 4, 3), (3, 4, 5))]:
+        case("sdpa", sdpa, f32(q), f32(k), f32(v))
+    # strided inputs: the output is contiguous whatever they are
+    case("sdpa", sdpa, f32((2, 3), (1, 2)), f32((4, 3), (1, 4)), f32((4, 5), (1, 4)))
+    case("sdpa", sdpa, f32((2, 4, 3), (3, 6, 1)), f32((2, 5, 3), (0, 3, 1)), f32((2, 5, 4), (20, 4, 1)))
+    for d in dtypes:
+        case("sdpa", sdpa, t(d, (2, 3)), t(d, (4, 3)), t(d, (4, 5)))
+        case("sdpa", sdpa, t(d, (2, 3)), t(d, (4, 3)), f32((4, 5)))
+        case("sdpa", sdpa, f32((2, 3)), t(d, (4, 3)), f32((4, 5)))
 
 
 def gen_all():

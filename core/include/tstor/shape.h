@@ -264,9 +264,11 @@ TSTOR_EXTERN int tstor_shape_linear(const tstor_tensor *input, const tstor_tenso
 
 /* F.scaled_dot_product_attention(query, key, value) with no mask, as torch
  * 2.x's meta device gives it: query (..., L, E), key (..., S, E), value
- * (..., S, Ev) of one floating dtype, at least 2 dims each, batch dimensions
- * broadcast as matmul's; the output (..., L, Ev) contiguous. Dropout, causal
- * masking and the scale change no layout. *out is a new reference. */
+ * (..., S, Ev) of one floating or complex dtype (integers and bool are
+ * refused as torch's CPU refuses them), at least 2 dims each, batch
+ * dimensions broadcast as matmul's; the output (..., L, Ev) contiguous.
+ * Dropout, causal masking and the scale change no layout. *out is a new
+ * reference. */
 TSTOR_EXTERN int tstor_layout_scaled_dot_product_attention(const tstor_layout *query,
                                                            const tstor_layout *key,
                                                            const tstor_layout *value,
