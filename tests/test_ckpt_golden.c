@@ -801,6 +801,59 @@ static int save_either(int which, const tstor_checkpoint *ck, const char *path) 
   return which ? tstor_safetensors_save(ck, path, NULL) : tstor_torch_save(ck, path, NULL);
 }
 
+/* Torch's quantized tensors decode as torch's dequantize() decodes them, bit
+ * for bit (ckpt/quantized_values.txt: every 8-bit code, 32-bit codes to the
+ * extremes, per tensor and per channel along either axis, float_qparams,
+ * views), alone and through tstor_checkpoint_dequantize, after which the
+ * tree saves as safetensors. */
+START_TEST(torch_quantized_dequantize) {
+  tstor_checkpoint *ck;
+  ck_tstor_ok(tstor_torch_load(ctx, CKDIR "/golden_torch2/quantized_values.pt", NULL, &ck));
+  char *all = tstor_test_slurp(CKDIR "/quantized_values.txt", NULL);
+  const tstor_value *root = tstor_checkpoint_root(ck);
+  uint64_t *want = calloc(tstor_value_len(root), sizeof *want);
+  int n = 0;
+  for (char *line = strtok(strchr(all, '\n') + 1, "\n"); line; line = strtok(NULL, "\n"), n++) {
+    char name[64];
+    unsigned long long h;
+    ck_assert_int_eq(sscanf(line, "%63s %llx", name, &h), 2);
+    const tstor_value *v = tstor_value_dict_get(root, name);
+    ck_assert_ptr_nonnull(v);
+    tstor_qparams q;
+    ck_tstor_ok(tstor_value_qparams(v, &q));
+    tstor_tensor *f;
+    ck_tstor_ok(tstor_value_dequantize(v, TSTOR_FLOAT32, &f));
+    ck_assert_msg(tensor_fnv(f) == h, "%s (%s): tstor's values differ from torch's dequantize()",
+                  name, q.scheme);
+    tstor_tensor_release(f);
+    want[n] = h;
+    ck_assert_str_eq(tstor_value_string(tstor_value_key(root, (size_t)n), NULL), name);
+  }
+  ck_assert_int_eq(n, (int)tstor_value_len(root));
+  ck_assert_int_gt(n, 20);
+  ck_tstor_err(
+      tstor_value_dequantize(tstor_value_item(root, 0), TSTOR_INT32, &(tstor_tensor *){NULL}),
+      TSTOR_EINVAL);
+  ck_tstor_ok(tstor_checkpoint_dequantize(ck, TSTOR_FLOAT32));
+  for (int i = 0; i < n; i++) {
+    const tstor_value *v = tstor_value_item(root, (size_t)i);
+    tstor_qparams q;
+    ck_tstor_err(tstor_value_qparams(v, &q), TSTOR_EINVAL);
+    ck_assert_int_eq(tstor_tensor_dtype(tstor_value_tensor(v)), TSTOR_FLOAT32);
+    ck_assert(tensor_fnv(tstor_value_tensor(v)) == want[i]);
+  }
+  char path[] = "/tmp/tstor-dequantized-XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  ck_tstor_ok(tstor_safetensors_save(ck, path, NULL));
+  unlink(path);
+  free(want);
+  free(all);
+  tstor_checkpoint_free(ck);
+}
+END_TEST
+
 /* The dtypes PyTorch 2.x added are saved as 2.x saves them: a
  * _rebuild_tensor_v3 over the bytes of a torch.storage.UntypedStorage, the
  * dtype an argument (ckpt/roundtrip.sh has torch 2.x read them back); the
@@ -1093,6 +1146,7 @@ int main(void) {
   tcase_add_test(tc, formats_by_their_bytes);
   tcase_add_test(tc, saves_keep_what_the_path_is);
   tcase_add_test(tc, new_dtypes_save_as_torch2);
+  tcase_add_test(tc, torch_quantized_dequantize);
   tcase_add_test(tc, loads_outlive_their_file);
   tcase_add_test(tc, small_files_cost_little);
   tcase_add_test(tc, bad_arguments);

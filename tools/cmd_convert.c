@@ -183,7 +183,9 @@ static void print_help(void) {
       "A GGUF file's quantized tensors (Q4_K...) go into a GGUF file as they are, so\n"
       "that GGUF to GGUF gives the same file; the other formats have no quantized\n"
       "types, and take them only decoded: --dequantize writes them as float32,\n"
-      "--dequantize=float16 or --dequantize=bfloat16 rounded to those. GGUF's\n"
+      "--dequantize=float16 or --dequantize=bfloat16 rounded to those. The same\n"
+      "for a torch.save file's quantized tensors (qint8, quint8, qint32), which\n"
+      "--dequantize decodes as torch's dequantize() does. GGUF's\n"
       "metadata goes into GGUF and, its strings only, safetensors.\n"
       "Exit status: 0, 1 for a file that cannot be read or written, 2 for bad usage.\n");
 }

@@ -349,6 +349,9 @@ void tstor__io_keymap_free(tstor__io_keymap *m);
  * when it is host memory, else a copy on cpu (*tmp, which the caller
  * releases). */
 int tstor__io_host_bytes(tstor_storage *s, tstor_storage **tmp, const void **p);
+/* A torch quantized tensor's values in a new contiguous float32 cpu tensor,
+ * as torch's CPU dequantize computes them (torch_dequantize.c). */
+int tstor__io_torch_dequantize(const tstor_value *v, tstor_tensor **out);
 
 /* ---------------------------------------------------------------- pickle */
 

@@ -1,5 +1,7 @@
 /* QUANTIZED values: tensors of ggml's quantized types, kept as the file's
- * blocks with their logical shape beside them, and decoded on demand. */
+ * blocks with their logical shape beside them, and decoded on demand; and
+ * the decoding of torch's quantized tensors (torch_dequantize.c) beside
+ * theirs. */
 #include "io_internal.h"
 
 #include <string.h>
@@ -86,30 +88,47 @@ static int host_view(const tstor_tensor *t, tstor_storage **tmp, const uint8_t *
   return rc;
 }
 
-int tstor_value_dequantize(const tstor_value *v, tstor_dtype dtype, tstor_tensor **out) {
-  if (out) *out = NULL;
-  if (!v || !out || v->kind != TSTOR_VALUE_QUANTIZED)
-    return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_dequantize: needs a quantized value and out");
-  if (dtype != TSTOR_FLOAT32 && dtype != TSTOR_FLOAT16 && dtype != TSTOR_BFLOAT16)
-    return TSTOR__ERR(TSTOR_EINVAL,
-                      "tstor_value_dequantize: to float32, float16 or bfloat16, not %s",
-                      tstor_dtype_name(dtype));
+/* A torch quantized tensor (_rebuild_qtensor), not a ggml one. */
+static bool torch_quantized(const tstor_value *v) {
+  return v->kind == TSTOR_VALUE_TENSOR && v->u.tensor.quantizer;
+}
+
+/* A QUANTIZED value's blocks decoded into a new float32 tensor. */
+static int ggml_dequantize(const tstor_value *v, tstor_tensor **out) {
   const tstor_tensor *blocks = v->u.tensor.t;
   const tstor__io_ggml_type *type = tstor__io_ggml_type_of(v->u.tensor.dtype);
   tstor_context *ctx = tstor_tensor_context(blocks);
   tstor_device cpu;
   tstor_storage *tmp = NULL;
-  tstor_tensor *f32 = NULL;
   const uint8_t *p = NULL;
   int rc = tstor_device_parse(ctx, "cpu", &cpu);
   if (!rc)
-    rc = tstor_tensor_empty(ctx, cpu, TSTOR_FLOAT32, v->u.tensor.ndim, v->u.tensor.sizes, &f32);
+    rc = tstor_tensor_empty(ctx, cpu, TSTOR_FLOAT32, v->u.tensor.ndim, v->u.tensor.sizes, out);
   if (!rc && tstor_tensor_numel(blocks)) rc = host_view(blocks, &tmp, &p);
   if (!rc)
     rc = tstor__io_ggml_dequantize(v->u.tensor.dtype, p, tstor_tensor_numel(blocks) / type->bytes,
-                                   tstor_tensor_data(f32));
+                                   tstor_tensor_data(*out));
   tstor_storage_release(tmp);
-  if (!rc && dtype != TSTOR_FLOAT32) {
+  if (rc) {
+    tstor_tensor_release(*out);
+    *out = NULL;
+  }
+  return rc;
+}
+
+int tstor_value_dequantize(const tstor_value *v, tstor_dtype dtype, tstor_tensor **out) {
+  if (out) *out = NULL;
+  if (!v || !out || (v->kind != TSTOR_VALUE_QUANTIZED && !torch_quantized(v)))
+    return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_dequantize: needs a quantized value and out");
+  if (dtype != TSTOR_FLOAT32 && dtype != TSTOR_FLOAT16 && dtype != TSTOR_BFLOAT16)
+    return TSTOR__ERR(TSTOR_EINVAL,
+                      "tstor_value_dequantize: to float32, float16 or bfloat16, not %s",
+                      tstor_dtype_name(dtype));
+  tstor_tensor *f32 = NULL;
+  int rc = torch_quantized(v) ? tstor__io_torch_dequantize(v, &f32) : ggml_dequantize(v, &f32);
+  tstor_device cpu;
+  if (!rc && dtype != TSTOR_FLOAT32 &&
+      !(rc = tstor_device_parse(tstor_tensor_context(f32), "cpu", &cpu))) {
     rc = tstor_tensor_to(f32, cpu, dtype, out);
     tstor_tensor_release(f32);
   } else if (!rc) {
@@ -120,20 +139,55 @@ int tstor_value_dequantize(const tstor_value *v, tstor_dtype dtype, tstor_tensor
   return rc;
 }
 
+/* Torch quantized tensor v made t, its values (a reference the call takes),
+ * on a record of its own. */
+static int torch_dequantized(tstor_checkpoint *ck, tstor_value *v, tstor_tensor *t) {
+  const tstor__io_record *r = &ck->storages[v->u.tensor.storage];
+  size_t len = strlen(r->key) + 48;
+  char *key = tstor__io_malloc(len);
+  long idx = -1;
+  int rc = key ? 0 : TSTOR__ERR(TSTOR_ENOMEM, "out of memory for a storage key");
+  if (!rc) {
+    int n = snprintf(key, len, "%s/dequantized/%zu", r->key, ck->nstorages);
+    rc = tstor__io_record_add(ck, key, (size_t)n, tstor_tensor_dtype(t), tstor_tensor_numel(t),
+                              "cpu", 3, &idx);
+  }
+  tstor__io_free(key);
+  if (rc) {
+    tstor_tensor_release(t);
+    return rc;
+  }
+  ck->storages[idx].s = tstor_storage_retain(tstor_tensor_storage(t));
+  tstor_tensor_release(v->u.tensor.t);
+  v->u.tensor.t = t;
+  v->u.tensor.storage = idx;
+  v->u.tensor.dtype = (int)tstor_tensor_dtype(t);
+  v->u.tensor.offset = 0;
+  memcpy(v->u.tensor.strides, tstor_tensor_strides(t), (size_t)v->u.tensor.ndim * sizeof(int64_t));
+  v->u.tensor.quantizer = NULL;
+  return 0;
+}
+
 int tstor_checkpoint_dequantize(tstor_checkpoint *ck, tstor_dtype dtype) {
   if (!ck) return TSTOR__ERR(TSTOR_EINVAL, "tstor_checkpoint_dequantize: ck is NULL");
   size_t n = 0;
-  for (size_t i = 0; i < ck->nvalues; i++) n += ck->values[i]->kind == TSTOR_VALUE_QUANTIZED;
+  for (size_t i = 0; i < ck->nvalues; i++)
+    n += ck->values[i]->kind == TSTOR_VALUE_QUANTIZED || torch_quantized(ck->values[i]);
   if (!n) return 0;
   /* every value decoded first, so that a failure changes nothing */
   tstor_tensor **done = tstor__io_calloc(n, sizeof *done);
   if (!done) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for %zu tensors", n);
   int rc = 0;
   for (size_t i = 0, k = 0; i < ck->nvalues && !rc; i++)
-    if (ck->values[i]->kind == TSTOR_VALUE_QUANTIZED)
+    if (ck->values[i]->kind == TSTOR_VALUE_QUANTIZED || torch_quantized(ck->values[i]))
       rc = tstor_value_dequantize(ck->values[i], dtype, &done[k++]);
   for (size_t i = 0, k = 0; i < ck->nvalues && !rc; i++) {
     tstor_value *v = ck->values[i];
+    if (torch_quantized(v)) { /* views of one record each get their own storage */
+      rc = torch_dequantized(ck, v, done[k]);
+      done[k++] = NULL;
+      continue;
+    }
     if (v->kind != TSTOR_VALUE_QUANTIZED) continue;
     tstor_tensor *t = done[k];
     done[k++] = NULL;

@@ -553,8 +553,7 @@ static int rebuild_qtensor(tstor__io_unpickler *up, tstor_value **args, size_t n
   if (tstor_dtype_info_of(dt)->kind != TSTOR_KIND_QUANTIZED)
     return FAIL(up, TSTOR_EINVAL,
                 "a quantized tensor over a %s storage: creation of quantized tensor requires "
-                "quantized dtype "
-                "like torch.quint8",
+                "quantized dtype like torch.quint8",
                 tstor_dtype_name(dt));
   if (dt == TSTOR_QUINT4X2 || dt == TSTOR_QUINT2X4)
     return FAIL(up, TSTOR_ENOTSUP,

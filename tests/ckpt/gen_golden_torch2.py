@@ -35,7 +35,7 @@ if os.environ.get("PYTHONHASHSEED") != "0":
 import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from describe import describe, dname  # noqa: E402
+from describe import describe, dname, fnv  # noqa: E402
 
 OUT = sys.argv[1] if len(sys.argv) > 1 else "."
 GOLD = os.path.join(OUT, "golden_torch2")
@@ -396,6 +396,46 @@ case("quantized", {
                                         torch.tensor([10, 20, 30]), 1, torch.quint8),
     "float_qparams": torch.quantize_per_channel(xq, torch.tensor([0.1, 0.2, 0.3, 0.4]),
                                                 torch.tensor([0.5, 1.0, 2.0, 3.0]), 0, torch.quint8)})
+
+# quantized tensors over every 8-bit code and 32-bit ones to the extremes,
+# per tensor and per channel, and what torch's dequantize() makes of each:
+# quantized_values.txt holds the fnv of its float32 bytes
+g8 = torch.Generator().manual_seed(88)
+
+
+def scales_of(n):
+    return torch.rand(n, generator=g8, dtype=torch.float64) * 10.0 ** torch.randint(-9, 5, (n,), generator=g8)
+
+
+i8 = torch.arange(-128, 128, dtype=torch.int8).repeat(8).reshape(32, 64)
+u8 = torch.arange(0, 256, dtype=torch.int32).to(torch.uint8).repeat(8).reshape(32, 64)
+i32 = torch.cat([torch.tensor([2 ** 31 - 1, -2 ** 31, 2 ** 31 - 2, -2 ** 31 + 1, 0, 16777217, -16777217], dtype=torch.int32),
+                 torch.randint(-2 ** 31, 2 ** 31 - 1, (2041,), generator=g8, dtype=torch.int64).to(torch.int32)]).reshape(32, 64)
+qv = {}
+for name, codes, lo, hi in [("qint8", i8, -128, 128), ("quint8", u8, 0, 256), ("qint32", i32, -1000, 1000)]:
+    for k, s_ in enumerate(scales_of(3).tolist()):
+        zp = int(torch.randint(lo, hi, (1,), generator=g8))
+        qv["%s_tensor_%d" % (name, k)] = torch._make_per_tensor_quantized_tensor(codes, s_, zp)
+    qv["%s_tensor_wraps" % name] = torch._make_per_tensor_quantized_tensor(codes, 0.5, -7 if name == "qint32" else 3)
+    for axis in (0, 1):
+        n = codes.shape[axis]
+        zps = torch.randint(lo if name != "qint32" else -100, hi if name != "qint32" else 100, (n,), generator=g8)
+        qv["%s_channel_%d" % (name, axis)] = torch._make_per_channel_quantized_tensor(codes, scales_of(n), zps, axis)
+    if name != "qint32":
+        qv["%s_float_qparams" % name] = torch._make_per_channel_quantized_tensor(
+            codes, scales_of(32).float(), (torch.rand(32, generator=g8) * 300 - 50).float(), 0)
+qv["view_t"] = qv["qint8_tensor_0"].t()
+qv["view_rows"] = qv["quint8_channel_1"][3:9]
+qv["view_cols"] = qv["qint32_channel_0"][:, 5:40:3]
+path = os.path.join(GOLD, "quantized_values.pt")
+torch.save(qv, path)
+with open(os.path.join(OUT, "quantized_values.txt"), "w") as f:
+    f.write("# PyTorch %s; NAME fnv of torch.load(quantized_values.pt)[NAME].dequantize()'s bytes\n"
+            % torch.__version__)
+    for k, v in torch.load(path, weights_only=True).items():
+        f.write("%s %s\n" % (k, fnv(v.dequantize().contiguous().view(torch.uint8).numpy().tobytes())))
+golden.append("file quantized_values.pt")
+golden.extend(describe(torch.load(path, weights_only=True)))
 
 
 def qtensor_pickle(cls="QInt8Storage", numel=4, size=4, params=b"ctorch\nper_tensor_affine\nG" +

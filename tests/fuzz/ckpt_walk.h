@@ -62,7 +62,14 @@ static void touch_torch_tensor(const tstor_value *v, int depth) {
   touch_tensor(t);
   if (tstor_value_attributes(v)) walk(tstor_value_attributes(v), depth + 1);
   tstor_qparams q;
-  if (tstor_value_qparams(v, &q) || !q.scales) return;
+  if (tstor_value_qparams(v, &q)) return;
+  if (tstor_tensor_numel(t) <= (1 << 16) && tstor_tensor_data(t)) { /* its bytes always decode */
+    tstor_tensor *f;
+    if (tstor_value_dequantize(v, TSTOR_FLOAT32, &f) != 0) abort();
+    touch_tensor(f);
+    tstor_tensor_release(f);
+  }
+  if (!q.scales) return;
   if (q.axis < 0 || q.axis >= tstor_tensor_dim(t)) abort();
   int64_t n = tstor_tensor_sizes(t)[q.axis];
   const tstor_value *pv[2] = {q.scales, q.zero_points};

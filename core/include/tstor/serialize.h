@@ -685,12 +685,15 @@ TSTOR_EXTERN int tstor_value_quantized_shape(const tstor_value *v, const int64_t
  * package's gguf.quants.dequantize decodes each type (and as ggml's
  * ggml-quants.c, for the types the package does not decode), or
  * TSTOR_FLOAT16 / TSTOR_BFLOAT16, those float32 values rounded to nearest
- * even. *out is a new reference. TSTOR_EINVAL for another kind or dtype. */
+ * even. The same for a torch quantized tensor (tstor_value_qparams), its
+ * float32 values bit for bit as torch's CPU dequantize() gives them. *out is
+ * a new reference. TSTOR_EINVAL for another kind or dtype. */
 TSTOR_EXTERN int tstor_value_dequantize(const tstor_value *v, tstor_dtype dtype,
                                         tstor_tensor **out);
 /* Replaces every QUANTIZED value of ck's tree by a TENSOR of its values in
  * `dtype`, as tstor_value_dequantize gives them, each in place of its
- * storage record, so that the tree saves in any format. */
+ * storage record, and every torch quantized tensor by one on a record of its
+ * own, so that the tree saves in any format. */
 TSTOR_EXTERN int tstor_checkpoint_dequantize(tstor_checkpoint *ck, tstor_dtype dtype);
 /* A new QUANTIZED value of ck, of ggml type `type` and logical `sizes` (ndim
  * of them, PyTorch's order), whose blocks are the bytes of `blocks`: a
