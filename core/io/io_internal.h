@@ -290,6 +290,11 @@ tstor_value *tstor__io_value_alloc(tstor_checkpoint *ck, int kind);
 tstor_value *tstor__io_value_global(tstor_checkpoint *ck, int which, int dtype);
 int tstor__io_seq_push(tstor_value *seq, tstor_value *item);
 int tstor__io_dict_set(tstor_value *dict, tstor_value *key, tstor_value *value);
+/* A tuple of the characters of STRING str, each a string, as Python
+ * iterates a str. */
+int tstor__io_chars(tstor_checkpoint *ck, const tstor_value *str, tstor_value **out);
+/* The position of key in dict, or -1 (an unhashable key is in no dict). */
+long tstor__io_dict_find(const tstor_value *dict, const tstor_value *key);
 /* dict[key] = value unless key is there (*existed then true; replaced only
  * with `replace`). */
 int tstor__io_dict_put(tstor_value *dict, tstor_value *key, tstor_value *value, bool replace,

@@ -815,19 +815,39 @@ static int copy_items(tstor__io_unpickler *up, const tstor_value *from, int kind
 
 /* collections.Counter(dict) (or ()), as pickle writes a Counter: a dict
  * of its own with the same entries. */
+/* Counts x once more in Counter d. */
+static int count_item(tstor__io_unpickler *up, tstor_value *d, tstor_value *x) {
+  tstor_checkpoint *ck = tstor__io_unpickler_checkpoint(up);
+  long pos = tstor__io_dict_find(d, x);
+  tstor_value *c = NULL;
+  int rc = tstor_value_new_int(ck, pos >= 0 ? d->u.seq.items[pos]->u.i + 1 : 1, &c);
+  if (rc) return rc;
+  if (pos < 0) return tstor__io_dict_set(d, x, c);
+  d->u.seq.items[pos] = c;
+  return 0;
+}
+
+/* collections.Counter(mapping or iterable) (or ()): a dict of the mapping's
+ * items, or of each distinct item of a tuple, list or set, or character of
+ * a string, with how many times it comes. */
 static int make_counter(tstor__io_unpickler *up, tstor_value **a, size_t n, tstor_value **out) {
-  if (n > 1 || (n == 1 && a[0]->kind != TSTOR_VALUE_DICT))
+  int k = n ? a[0]->kind : TSTOR_VALUE_DICT;
+  if (n > 1 || (k != TSTOR_VALUE_DICT && k != TSTOR_VALUE_TUPLE && k != TSTOR_VALUE_LIST &&
+                k != TSTOR_VALUE_SET && k != TSTOR_VALUE_STRING))
     return FAIL(up, TSTOR_ENOTSUP,
-                "collections.Counter is read from (dict) or (), as pickle writes it");
+                "collections.Counter is read from a dict, a tuple, list, set or str, or nothing");
   tstor_value *d = tstor__io_unpickler_value(up, TSTOR_VALUE_DICT);
   if (!d) return TSTOR_ENOMEM;
   d->pyclass = TSTOR__CLASS_COUNTER;
-  for (size_t i = 0; n && i < a[0]->u.seq.n; i++) {
-    int rc = tstor__io_dict_set(d, a[0]->u.seq.keys[i], a[0]->u.seq.items[i]);
-    if (rc) return rc;
-  }
+  tstor_value *from = n ? a[0] : NULL;
+  int rc = k == TSTOR_VALUE_STRING
+               ? tstor__io_chars(tstor__io_unpickler_checkpoint(up), a[0], &from)
+               : 0;
+  for (size_t i = 0; from && i < from->u.seq.n && !rc; i++)
+    rc = k == TSTOR_VALUE_DICT ? tstor__io_dict_set(d, from->u.seq.keys[i], from->u.seq.items[i])
+                               : count_item(up, d, from->u.seq.items[i]);
   *out = d;
-  return 0;
+  return rc;
 }
 
 /* torch.Size(tuple or list of ints) (or ()): a tuple of ints. */
@@ -899,18 +919,25 @@ static int make_device(tstor__io_unpickler *up, tstor_value **a, size_t n, tstor
   return 0;
 }
 
-/* set(list or tuple) (or ()): its distinct items, equal ones once, as Python
+/* set(iterable) (or ()): the distinct items of a list, tuple or set, the
+ * keys of a dict or the characters of a str, equal ones once, as Python
  * hashes them (the first one kept), in the order given. */
 static int make_set(tstor__io_unpickler *up, tstor_value **a, size_t n, tstor_value **out) {
-  if (n > 1 || (n == 1 && a[0]->kind != TSTOR_VALUE_LIST && a[0]->kind != TSTOR_VALUE_TUPLE))
-    return FAIL(up, TSTOR_ENOTSUP, "set is read from (list) or (), as pickle writes it");
+  int k = n ? a[0]->kind : TSTOR_VALUE_LIST;
+  if (n > 1 || (k != TSTOR_VALUE_LIST && k != TSTOR_VALUE_TUPLE && k != TSTOR_VALUE_SET &&
+                k != TSTOR_VALUE_DICT && k != TSTOR_VALUE_STRING))
+    return FAIL(up, TSTOR_ENOTSUP, "set is read from a list, tuple, set, dict or str, or nothing");
   tstor_value *seen = tstor__io_unpickler_value(up, TSTOR_VALUE_DICT),
-              *v = tstor__io_unpickler_value(up, TSTOR_VALUE_SET);
+              *v = tstor__io_unpickler_value(up, TSTOR_VALUE_SET), *from = n ? a[0] : NULL;
   if (!seen || !v) return TSTOR_ENOMEM;
-  for (size_t i = 0; n && i < a[0]->u.seq.n; i++) {
-    tstor_value *item = a[0]->u.seq.items[i];
+  int rc = k == TSTOR_VALUE_STRING
+               ? tstor__io_chars(tstor__io_unpickler_checkpoint(up), a[0], &from)
+               : 0;
+  if (rc) return rc;
+  for (size_t i = 0; from && i < from->u.seq.n; i++) {
+    tstor_value *item = k == TSTOR_VALUE_DICT ? from->u.seq.keys[i] : from->u.seq.items[i];
     bool existed;
-    int rc = tstor__io_dict_put(seen, item, item, false, &existed);
+    rc = tstor__io_dict_put(seen, item, item, false, &existed);
     if (!rc && !existed) rc = tstor__io_seq_push(v, item);
     if (rc) return tstor_error_prefix(rc, "a set's item");
   }

@@ -565,12 +565,35 @@ static int load_binpersid(tstor__io_unpickler *up) {
   return (rc = up->rules->persistent_load(up, pid, &v)) ? rc : push(up, v);
 }
 
+/* REDUCE's arguments as the tuple Python's func(*args) makes of them: a
+ * list's items, a dict's keys, a string's characters. A set is taken only
+ * with at most one item, since Python's order of its items is its hashes'. */
+static int reduce_args(tstor__io_unpickler *up, tstor_value *args, tstor_value **out) {
+  tstor_checkpoint *ck = tstor__io_unpickler_checkpoint(up);
+  *out = args;
+  if (args->kind == TSTOR_VALUE_TUPLE) return 0;
+  bool chars = args->kind == TSTOR_VALUE_STRING;
+  if (!chars && args->kind != TSTOR_VALUE_LIST && args->kind != TSTOR_VALUE_DICT &&
+      !(args->kind == TSTOR_VALUE_SET && args->u.seq.n <= 1))
+    return FAIL(up, TSTOR_EINVAL,
+                "REDUCE's arguments must be a tuple (or a list, dict or str, which "
+                "func(*args) takes apart), not a %s",
+                kind_name(args->kind));
+  if (chars) return tstor__io_chars(ck, args, out);
+  tstor_value *t = NULL;
+  int rc = tstor_value_new(ck, TSTOR_VALUE_TUPLE, &t);
+  tstor_value **from = args->kind == TSTOR_VALUE_DICT ? args->u.seq.keys : args->u.seq.items;
+  for (size_t i = 0; i < args->u.seq.n && !rc; i++) rc = tstor__io_seq_push(t, from[i]);
+  if (!rc) *out = t;
+  return rc;
+}
+
 static int load_reduce(tstor__io_unpickler *up) {
   tstor_value *args = NULL, *fn = NULL, *res = NULL;
   int rc = pop(up, &args);
   if (!rc) rc = top(up, &fn);
+  if (!rc) rc = reduce_args(up, args, &args);
   if (rc) return rc;
-  if (args->kind != TSTOR_VALUE_TUPLE) return FAIL(up, TSTOR_EINVAL, "REDUCE's arguments must be a tuple");
   if (fn->kind != TSTOR__VALUE_GLOBAL || !up->rules || !up->rules->reduce)
     return FAIL(up, TSTOR_EINVAL, "REDUCE calls a %s, not a permitted function", kind_name(fn->kind));
   if ((rc = up->rules->reduce(up, fn, args, &res))) return rc;

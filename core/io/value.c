@@ -428,6 +428,22 @@ static long dict_find(const tstor_value *d, const tstor_value *key) {
   return slot_find(d->u.seq.index, d->u.seq.index_cap, key_hash(key), dict_key_is, d, key);
 }
 
+int tstor__io_chars(tstor_checkpoint *ck, const tstor_value *str, tstor_value **out) {
+  int rc = tstor_value_new(ck, TSTOR_VALUE_TUPLE, out);
+  const unsigned char *p = (const unsigned char *)str->u.str.s;
+  for (size_t i = 0, n; i < str->u.str.len && !rc; i += n) {
+    tstor_value *c = NULL;
+    for (n = 1; i + n < str->u.str.len && (p[i + n] & 0xc0) == 0x80; n++) continue;
+    if (!(rc = tstor_value_new_string(ck, (const char *)p + i, n, &c)))
+      rc = tstor__io_seq_push(*out, c);
+  }
+  return rc;
+}
+
+long tstor__io_dict_find(const tstor_value *d, const tstor_value *key) {
+  return key_check(key, 0) ? -1 : dict_find(d, key);
+}
+
 int tstor__io_dict_set(tstor_value *d, tstor_value *key, tstor_value *value) {
   bool existed;
   return tstor__io_dict_put(d, key, value, true, &existed);

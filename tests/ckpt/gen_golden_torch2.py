@@ -232,6 +232,16 @@ crafted("set_equal_items", b"\x80\x02c__builtin__\nset\n](K\x01G" + struct.pack(
 crafted("counter_setitem", b"\x80\x02ccollections\nCounter\n}" + s("a") + b"K\x01s\x85R" + s("b") + b"K\x02s.")
 # torch.device('cuda:3') as one string; torch.Size from a list
 crafted("device_string", b"\x80\x02(ctorch\ndevice\n" + s("cuda:3") + b"\x85Rctorch\nSize\n](K\x02K\x03e\x85Rt.")
+# Counter and set of any iterable, and REDUCE's arguments as a list or a dict:
+# Python's func(*args) and the constructors take each apart
+crafted("iterables", b"\x80\x02(ccollections\nCounter\n" + s("abca") + b"\x85R" +
+        b"ccollections\nCounter\n](K\x01K\x01K\x02\x88e\x85R" +
+        b"ccollections\nCounter\n" + s("h\u00e9\u00e9") + b"\x85R" +
+        b"c__builtin__\nset\n" + s("aba") + b"\x85R" +
+        b"c__builtin__\nset\n}(" + s("x") + b"K\x01" + s("y") + b"K\x02u\x85R" +
+        b"c__builtin__\ncomplex\n](K\x01K\x02eR" +
+        b"ccollections\nCounter\n}" + s("q") + b"K\x05sR" +
+        b"ccollections\nCounter\n" + s("z") + b"Rt.")
 # complex from ints and a bool
 crafted("complex_ints", b"\x80\x02c__builtin__\ncomplex\nK\x03\x88\x86R.")
 
