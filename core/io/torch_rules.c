@@ -990,10 +990,42 @@ static int make_encoded(tstor__io_unpickler *up, tstor_value **a, size_t n, tsto
   return rc;
 }
 
-/* bytearray(bytes) (or ()), as pickle's protocol 2 writes one. */
+/* bytearray(bytes) (or ()), as pickle's protocol 2 writes one; or, as
+ * Python takes them, bytearray(n), n zero bytes (up to 1 MiB: no more from a
+ * few bytes of pickle), and bytearray(list or tuple of ints 0..255). */
 static int make_bytearray(tstor__io_unpickler *up, tstor_value **a, size_t n, tstor_value **out) {
-  if (n > 1 || (n == 1 && a[0]->kind != TSTOR_VALUE_BYTES))
-    return FAIL(up, TSTOR_ENOTSUP, "bytearray is read from (bytes) or (), as pickle writes it");
+  int k = n ? a[0]->kind : TSTOR_VALUE_BYTES;
+  if (n == 1 && (k == TSTOR_VALUE_INT || k == TSTOR_VALUE_BOOL)) {
+    if (a[0]->u.i < 0 || a[0]->u.i > (1 << 20))
+      return FAIL(up, TSTOR_EINVAL, "bytearray(%lld): a count from 0 to 1 MiB",
+                  (long long)a[0]->u.i);
+    unsigned char *z = tstor__io_calloc((size_t)a[0]->u.i + 1, 1);
+    if (!z) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for %lld bytes", (long long)a[0]->u.i);
+    int rc = new_bytes(up, z, (size_t)a[0]->u.i, TSTOR__CLASS_BYTEARRAY, out);
+    tstor__io_free(z);
+    return rc;
+  }
+  if (n == 1 && (k == TSTOR_VALUE_LIST || k == TSTOR_VALUE_TUPLE)) {
+    size_t len = a[0]->u.seq.n;
+    unsigned char *b = tstor__io_malloc(len + 1);
+    if (!b) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for %zu bytes", len);
+    for (size_t i = 0; i < len; i++) {
+      const tstor_value *x = a[0]->u.seq.items[i];
+      if ((x->kind != TSTOR_VALUE_INT && x->kind != TSTOR_VALUE_BOOL) || x->u.i < 0 ||
+          x->u.i > 255) {
+        tstor__io_free(b);
+        return FAIL(up, TSTOR_EINVAL, "bytearray of a %s: its items must be ints in range(0, 256)",
+                    tstor_value_kind_name((tstor_value_kind)a[0]->kind));
+      }
+      b[i] = (unsigned char)x->u.i;
+    }
+    int rc = new_bytes(up, b, len, TSTOR__CLASS_BYTEARRAY, out);
+    tstor__io_free(b);
+    return rc;
+  }
+  if (n > 1 || k != TSTOR_VALUE_BYTES)
+    return FAIL(up, TSTOR_ENOTSUP,
+                "bytearray is read from bytes, an int, a list or tuple of ints, or nothing");
   return new_bytes(up, n ? a[0]->u.str.s : "", n ? a[0]->u.str.len : 0, TSTOR__CLASS_BYTEARRAY,
                    out);
 }

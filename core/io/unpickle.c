@@ -566,24 +566,32 @@ static int load_binpersid(tstor__io_unpickler *up) {
 }
 
 /* REDUCE's arguments as the tuple Python's func(*args) makes of them: a
- * list's items, a dict's keys, a string's characters. A set is taken only
- * with at most one item, since Python's order of its items is its hashes'. */
+ * list's items, a dict's keys, a string's characters, a bytes' ints. A set
+ * is taken only with at most one item, since Python's order of its items is
+ * its hashes'. */
 static int reduce_args(tstor__io_unpickler *up, tstor_value *args, tstor_value **out) {
   tstor_checkpoint *ck = tstor__io_unpickler_checkpoint(up);
   *out = args;
   if (args->kind == TSTOR_VALUE_TUPLE) return 0;
-  bool chars = args->kind == TSTOR_VALUE_STRING;
-  if (!chars && args->kind != TSTOR_VALUE_LIST && args->kind != TSTOR_VALUE_DICT &&
+  bool chars = args->kind == TSTOR_VALUE_STRING, bytes = args->kind == TSTOR_VALUE_BYTES;
+  if (!chars && !bytes && args->kind != TSTOR_VALUE_LIST && args->kind != TSTOR_VALUE_DICT &&
       !(args->kind == TSTOR_VALUE_SET && args->u.seq.n <= 1))
     return FAIL(up, TSTOR_EINVAL,
-                "REDUCE's arguments must be a tuple (or a list, dict or str, which "
+                "REDUCE's arguments must be a tuple (or a list, dict, str or bytes, which "
                 "func(*args) takes apart), not a %s",
                 kind_name(args->kind));
+  /* no permitted function takes more than 8 arguments: torch.load fails
+   * them all, and a long str would cost a value a character */
+  if ((chars || bytes ? args->u.str.len > 64 : args->u.seq.n > 16))
+    return FAIL(up, TSTOR_EINVAL, "REDUCE with more arguments than any permitted function takes");
   if (chars) return tstor__io_chars(ck, args, out);
-  tstor_value *t = NULL;
+  tstor_value *t = NULL, *x = NULL;
   int rc = tstor_value_new(ck, TSTOR_VALUE_TUPLE, &t);
+  size_t n = bytes ? args->u.str.len : args->u.seq.n;
   tstor_value **from = args->kind == TSTOR_VALUE_DICT ? args->u.seq.keys : args->u.seq.items;
-  for (size_t i = 0; i < args->u.seq.n && !rc; i++) rc = tstor__io_seq_push(t, from[i]);
+  for (size_t i = 0; i < n && !rc; i++)
+    if (!bytes || !(rc = tstor_value_new_int(ck, (unsigned char)args->u.str.s[i], &x)))
+      rc = tstor__io_seq_push(t, bytes ? x : from[i]);
   if (!rc) *out = t;
   return rc;
 }
