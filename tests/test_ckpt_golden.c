@@ -540,12 +540,17 @@ START_TEST(saved_on_a_gpu) {
 }
 END_TEST
 
-/* ck saved with torch.save to a file of its own and loaded back (ck freed). */
-static tstor_checkpoint *save_and_load(tstor_checkpoint *ck) {
-  char path[] = "/tmp/tstor-bounds-XXXXXX";
+/* Makes the file path names from its template (mkstemp's XXXXXX). */
+static void make_temp(char *path) {
   int fd = mkstemp(path);
   ck_assert_int_ge(fd, 0);
   close(fd);
+}
+
+/* ck saved with torch.save to a file of its own and loaded back (ck freed). */
+static tstor_checkpoint *save_and_load(tstor_checkpoint *ck) {
+  char path[] = "/tmp/tstor-bounds-XXXXXX";
+  make_temp(path);
   ck_tstor_ok(tstor_torch_save(ck, path, NULL));
   tstor_checkpoint_free(ck);
   tstor_checkpoint *back;
@@ -843,9 +848,7 @@ START_TEST(torch_quantized_dequantize) {
     ck_assert(tensor_fnv(tstor_value_tensor(v)) == want[i]);
   }
   char path[] = "/tmp/tstor-dequantized-XXXXXX";
-  int fd = mkstemp(path);
-  ck_assert_int_ge(fd, 0);
-  close(fd);
+  make_temp(path);
   ck_tstor_ok(tstor_safetensors_save(ck, path, NULL));
   unlink(path);
   free(want);
