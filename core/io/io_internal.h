@@ -5,7 +5,7 @@
  * (tests/layering.py checks it; a layer may take two lines):
  *
  * layer 1: value.c cursor.c writebuf.c idmap.c host_bytes.c atomic_file.c file_read.c
- * layer 1: ggml_dequant.c gguf_value.c
+ * layer 1: ggml_dequant.c gguf_value.c torch_dequantize.c
  * layer 2: unpickle.c pickle_write.c zip.c zip_write.c source.c tar.c quantized.c json.c
  * layer 3: torch_rules.c
  * layer 4: torch_load.c torch_legacy.c torch_tar.c torch_save.c
@@ -14,14 +14,14 @@
  *
  * 1 holds the value arena and the byte-level pieces every format uses (the
  * reading cursor, the sticky writers to memory and to a file, files read and
- * replaced, maps by identity and by key), ggml's types decoded and the GGUF
- * types values carry; 2 the pickle machine and writer, zip archives
- * (zip_format.h's records, read and written), tar archives (read), the
- * source that turns a file's bytes into storages, quantized values and the
- * strict JSON reader (json.h) of the safetensors header; 3
- * torch.save's rules for the machine; 4 one reader or writer per format; 5
- * what works across formats (telling them apart, DLPack, values found and
- * walked by name) and on whole trees (a Lua model's state_dict). */
+ * replaced, maps by identity and by key), ggml's types and torch's quantized
+ * tensors decoded, and the GGUF types values carry; 2 the pickle machine and
+ * writer, zip archives (zip_format.h's records, read and written), tar
+ * archives (read), the source that turns a file's bytes into storages,
+ * quantized values and the strict JSON reader (json.h) of the safetensors
+ * header; 3 torch.save's rules for the machine; 4 one reader or writer per
+ * format; 5 what works across formats (telling them apart, DLPack, values
+ * found and walked by name) and on whole trees (a Lua model's state_dict). */
 #ifndef TSTOR_IO_INTERNAL_H
 #define TSTOR_IO_INTERNAL_H
 
