@@ -71,9 +71,9 @@ int tstor__io_torch_dequantize(const tstor_value *v, tstor_tensor **out) {
   int64_t n = tstor_tensor_numel(t), channels = q.scales ? sizes[q.axis] : 1, inner = 1;
   for (int d = q.scales ? (int)q.axis + 1 : nd; d < nd; d++) inner *= sizes[d];
   bool fq = strcmp(q.scheme, "per_channel_affine_float_qparams") == 0;
-  double *scale = tstor__io_calloc((size_t)channels, sizeof *scale),
-         *zpf = tstor__io_calloc((size_t)channels, sizeof *zpf);
-  int64_t *zp = tstor__io_calloc((size_t)channels, sizeof *zp);
+  size_t room = channels ? (size_t)channels : 1; /* none along an empty axis */
+  double *scale = tstor__io_calloc(room, sizeof *scale), *zpf = tstor__io_calloc(room, sizeof *zpf);
+  int64_t *zp = tstor__io_calloc(room, sizeof *zp);
   tstor_tensor *codes = NULL, *f32 = NULL;
   tstor_storage *tmp = NULL;
   tstor_device cpu;
