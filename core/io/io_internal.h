@@ -290,9 +290,10 @@ tstor_value *tstor__io_value_alloc(tstor_checkpoint *ck, int kind);
 tstor_value *tstor__io_value_global(tstor_checkpoint *ck, int which, int dtype);
 int tstor__io_seq_push(tstor_value *seq, tstor_value *item);
 int tstor__io_dict_set(tstor_value *dict, tstor_value *key, tstor_value *value);
-/* A tuple of the characters of STRING str, each a string, as Python
- * iterates a str. */
-int tstor__io_chars(tstor_checkpoint *ck, const tstor_value *str, tstor_value **out);
+/* The items of v as Python iterates it, in *out's u.seq: v itself for a
+ * tuple, list or set, else a new tuple of a dict's keys, a str's characters
+ * (each a string) or a bytes' ints. v must be one of those kinds. */
+int tstor__io_iterate(tstor_checkpoint *ck, tstor_value *v, tstor_value **out);
 /* The position of key in dict, or -1 (an unhashable key is in no dict). */
 long tstor__io_dict_find(const tstor_value *dict, const tstor_value *key);
 /* dict[key] = value unless key is there (*existed then true; replaced only
@@ -303,6 +304,11 @@ int tstor__io_dict_put(tstor_value *dict, tstor_value *key, tstor_value *value, 
  * key and location are copied. */
 int tstor__io_record_add(tstor_checkpoint *ck, const char *key, size_t keylen, tstor_dtype dtype,
                          int64_t numel, const char *location, size_t loclen, long *index);
+/* A record no file names, made from record `from`: keyed "KEY/WHAT/INDEX"
+ * (no key a file names holds a '/'), INDEX its position. */
+int tstor__io_record_add_derived(tstor_checkpoint *ck, long from, const char *what,
+                                 tstor_dtype dtype, int64_t numel, const char *location,
+                                 long *index);
 /* -1 when absent. */
 long tstor__io_record_find(const tstor_checkpoint *ck, const char *key, size_t keylen);
 /* Checks a finished tree: no cycle, at most TSTOR_CHECKPOINT_MAX_DEPTH deep,

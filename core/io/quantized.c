@@ -93,6 +93,11 @@ static bool torch_quantized(const tstor_value *v) {
   return v->kind == TSTOR_VALUE_TENSOR && v->u.tensor.quantizer;
 }
 
+/* A value tstor_value_dequantize decodes: ggml's or torch's. */
+static bool decodable(const tstor_value *v) {
+  return v->kind == TSTOR_VALUE_QUANTIZED || torch_quantized(v);
+}
+
 /* A QUANTIZED value's blocks decoded into a new float32 tensor. */
 static int ggml_dequantize(const tstor_value *v, tstor_tensor **out) {
   const tstor_tensor *blocks = v->u.tensor.t;
@@ -118,7 +123,7 @@ static int ggml_dequantize(const tstor_value *v, tstor_tensor **out) {
 
 int tstor_value_dequantize(const tstor_value *v, tstor_dtype dtype, tstor_tensor **out) {
   if (out) *out = NULL;
-  if (!v || !out || (v->kind != TSTOR_VALUE_QUANTIZED && !torch_quantized(v)))
+  if (!v || !out || !decodable(v))
     return TSTOR__ERR(TSTOR_EINVAL, "tstor_value_dequantize: needs a quantized value and out");
   if (dtype != TSTOR_FLOAT32 && dtype != TSTOR_FLOAT16 && dtype != TSTOR_BFLOAT16)
     return TSTOR__ERR(TSTOR_EINVAL,
@@ -142,17 +147,9 @@ int tstor_value_dequantize(const tstor_value *v, tstor_dtype dtype, tstor_tensor
 /* Torch quantized tensor v made t, its values (a reference the call takes),
  * on a record of its own. */
 static int torch_dequantized(tstor_checkpoint *ck, tstor_value *v, tstor_tensor *t) {
-  const tstor__io_record *r = &ck->storages[v->u.tensor.storage];
-  size_t len = strlen(r->key) + 48;
-  char *key = tstor__io_malloc(len);
   long idx = -1;
-  int rc = key ? 0 : TSTOR__ERR(TSTOR_ENOMEM, "out of memory for a storage key");
-  if (!rc) {
-    int n = snprintf(key, len, "%s/dequantized/%zu", r->key, ck->nstorages);
-    rc = tstor__io_record_add(ck, key, (size_t)n, tstor_tensor_dtype(t), tstor_tensor_numel(t),
-                              "cpu", 3, &idx);
-  }
-  tstor__io_free(key);
+  int rc = tstor__io_record_add_derived(ck, v->u.tensor.storage, "dequantized",
+                                        tstor_tensor_dtype(t), tstor_tensor_numel(t), "cpu", &idx);
   if (rc) {
     tstor_tensor_release(t);
     return rc;
@@ -171,16 +168,14 @@ static int torch_dequantized(tstor_checkpoint *ck, tstor_value *v, tstor_tensor 
 int tstor_checkpoint_dequantize(tstor_checkpoint *ck, tstor_dtype dtype) {
   if (!ck) return TSTOR__ERR(TSTOR_EINVAL, "tstor_checkpoint_dequantize: ck is NULL");
   size_t n = 0;
-  for (size_t i = 0; i < ck->nvalues; i++)
-    n += ck->values[i]->kind == TSTOR_VALUE_QUANTIZED || torch_quantized(ck->values[i]);
+  for (size_t i = 0; i < ck->nvalues; i++) n += decodable(ck->values[i]);
   if (!n) return 0;
   /* every value decoded first, so that a failure changes nothing */
   tstor_tensor **done = tstor__io_calloc(n, sizeof *done);
   if (!done) return TSTOR__ERR(TSTOR_ENOMEM, "out of memory for %zu tensors", n);
   int rc = 0;
   for (size_t i = 0, k = 0; i < ck->nvalues && !rc; i++)
-    if (ck->values[i]->kind == TSTOR_VALUE_QUANTIZED || torch_quantized(ck->values[i]))
-      rc = tstor_value_dequantize(ck->values[i], dtype, &done[k++]);
+    if (decodable(ck->values[i])) rc = tstor_value_dequantize(ck->values[i], dtype, &done[k++]);
   for (size_t i = 0, k = 0; i < ck->nvalues && !rc; i++) {
     tstor_value *v = ck->values[i];
     if (torch_quantized(v)) { /* views of one record each get their own storage */

@@ -17,6 +17,11 @@ static int new_global(tstor__io_unpickler *up, int which, int dtype, tstor_value
   return *out ? 0 : TSTOR_ENOMEM;
 }
 
+/* Whether the n bytes at p are the string s. */
+static bool same(const char *s, const char *p, size_t n) {
+  return s && strlen(s) == n && memcmp(s, p, n) == 0;
+}
+
 /* The permitted globals, as "module.name": what torch.save writes for a
  * state_dict. Everything else is refused by name, as torch.load(weights_only=
  * True) refuses it. */
@@ -54,8 +59,7 @@ static int find_class(tstor__io_unpickler *up, const char *module, size_t mlen, 
       {"torch._utils", "_rebuild_qtensor", TSTOR__G_REBUILD_QTENSOR},
   };
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
-    if (strlen(known[i].module) == mlen && memcmp(known[i].module, module, mlen) == 0 &&
-        strlen(known[i].name) == nlen && memcmp(known[i].name, name, nlen) == 0)
+    if (same(known[i].module, module, mlen) && same(known[i].name, name, nlen))
       return new_global(up, known[i].which, -1, out);
   /* what PyTorch 2.x's weights_only loader reads and tstor does not, named */
   static const struct {
@@ -71,25 +75,22 @@ static int find_class(tstor__io_unpickler *up, const char *module, size_t mlen, 
        "a tensor of a device without storage, saved through numpy (save it as .cpu())"},
   };
   for (size_t i = 0; i < sizeof unread / sizeof unread[0]; i++)
-    if (strlen(unread[i].module) == mlen && memcmp(unread[i].module, module, mlen) == 0 &&
-        strlen(unread[i].name) == nlen && memcmp(unread[i].name, name, nlen) == 0)
+    if (same(unread[i].module, module, mlen) && same(unread[i].name, name, nlen))
       return FAIL(up, TSTOR_ENOTSUP,
                   "global '%s.%s', %s: tstor reads strided tensors with storages only",
                   unread[i].module, unread[i].name, unread[i].what);
-  for (int q = 0; mlen == 5 && memcmp(module, "torch", 5) == 0 && q < TSTOR__QSCHEME_END; q++)
-    if (strlen(tstor__io_qscheme_names[q]) == nlen &&
-        memcmp(tstor__io_qscheme_names[q], name, nlen) == 0)
+  bool torch = same("torch", module, mlen);
+  for (int q = 0; torch && q < TSTOR__QSCHEME_END; q++)
+    if (same(tstor__io_qscheme_names[q], name, nlen))
       return new_global(up, TSTOR__G_QSCHEME, q, out);
   /* PyTorch 2.x's class for the storage of a dtype with no storage class of
    * its own (float8, uint16...): bytes, which _rebuild_tensor_v3 views as
    * its dtype; torch.load takes it as a uint8 storage of numel bytes */
-  if (mlen == 13 && memcmp(module, "torch.storage", 13) == 0 && nlen == 14 &&
-      memcmp(name, "UntypedStorage", 14) == 0)
+  if (same("torch.storage", module, mlen) && same("UntypedStorage", name, nlen))
     return new_global(up, TSTOR__G_STORAGE_CLASS, TSTOR_UINT8, out);
   /* torch.FloatStorage and the other typed storage classes */
   char buf[64];
-  if (mlen == 5 && memcmp(module, "torch", 5) == 0 && nlen > 7 && nlen < sizeof buf &&
-      memcmp(name + nlen - 7, "Storage", 7) == 0) {
+  if (torch && nlen > 7 && nlen < sizeof buf && memcmp(name + nlen - 7, "Storage", 7) == 0) {
     memcpy(buf, name, nlen);
     buf[nlen] = '\0';
     tstor_dtype dt;
@@ -97,14 +98,11 @@ static int find_class(tstor__io_unpickler *up, const char *module, size_t mlen, 
       return new_global(up, TSTOR__G_STORAGE_CLASS, (int)dt, out);
   }
   /* torch.float32 and the other dtypes, by the names torch has for them */
-  if (mlen == 5 && memcmp(module, "torch", 5) == 0)
-    for (int d = 0; d < TSTOR_DTYPE_END; d++) {
-      const tstor_dtype_info *info = tstor_dtype_info_of((tstor_dtype)d);
-      const char *names[2] = {info ? info->name : NULL, info ? info->alias : NULL};
-      for (int k = 0; k < 2; k++)
-        if (names[k] && strlen(names[k]) == nlen && memcmp(names[k], name, nlen) == 0)
-          return new_global(up, TSTOR__G_DTYPE, d, out);
-    }
+  for (int d = 0; torch && d < TSTOR_DTYPE_END; d++) {
+    const tstor_dtype_info *info = tstor_dtype_info_of((tstor_dtype)d);
+    if (info && (same(info->name, name, nlen) || same(info->alias, name, nlen)))
+      return new_global(up, TSTOR__G_DTYPE, d, out);
+  }
   return FAIL(
       up, TSTOR_EACCES,
       "global '%.*s.%.*s' is refused: only torch.save's weights are read "
@@ -124,8 +122,7 @@ static int find_class_header(tstor__io_unpickler *up, const char *module, size_t
                              const char *name, size_t nlen, tstor_value **out) {
   static const char *const kinds[] = {"Storage", "Tensor"};
   char buf[64];
-  bool torch = (mlen == 5 && memcmp(module, "torch", 5) == 0) ||
-               (mlen == 10 && memcmp(module, "torch.cuda", 10) == 0);
+  bool torch = same("torch", module, mlen) || same("torch.cuda", module, mlen);
   for (int k = 0; k < 2 && torch; k++) {
     size_t klen = strlen(kinds[k]);
     if (nlen <= klen || nlen - klen + 7 >= sizeof buf ||
@@ -146,8 +143,7 @@ static int find_class_header(tstor__io_unpickler *up, const char *module, size_t
 /* ------------------------------------------------------ persistent ids */
 
 static int is_str(const tstor_value *v, const char *s) {
-  return v->kind == TSTOR_VALUE_STRING && v->u.str.len == strlen(s) &&
-         memcmp(v->u.str.s, s, v->u.str.len) == 0;
+  return v->kind == TSTOR_VALUE_STRING && same(s, v->u.str.s, v->u.str.len);
 }
 
 /* A storage key the file names, checked once: torch.save's zip format makes
@@ -164,22 +160,16 @@ static int key_ok(tstor__io_unpickler *up, const tstor_value *key) {
 /* The empty storage of `dtype` that the legacy format's key of record
  * `idx` gives an id of another dtype and size: a view of none of the root's
  * bytes, a new one for each such id as in torch.load, recorded as
- * "KEY/DTYPE/INDEX" (no key the file names holds a '/'). */
+ * "KEY/DTYPE/INDEX". */
 static int empty_alias(tstor__io_unpickler *up, long idx, tstor_dtype dtype, long *out) {
   tstor_checkpoint *ck = tstor__io_unpickler_checkpoint(up);
-  const tstor__io_record *r = &ck->storages[idx];
-  long root = r->view_of >= 0 ? r->view_of : idx;
-  size_t len = strlen(r->key) + 48;
-  char *name = tstor__io_malloc(len);
-  if (!name) return TSTOR__ERR(TSTOR_ENOMEM, "pickle: out of memory for a storage key");
-  int n = snprintf(name, len, "%s/%s/%zu", r->key, tstor_dtype_name(dtype), ck->nstorages);
-  const char *loc = ck->storages[root].location;
-  int rc = tstor__io_record_add(ck, name, (size_t)n, dtype, 0, loc, strlen(loc), out);
+  long root = ck->storages[idx].view_of >= 0 ? ck->storages[idx].view_of : idx;
+  int rc = tstor__io_record_add_derived(ck, idx, tstor_dtype_name(dtype), dtype, 0,
+                                        ck->storages[root].location, out);
   if (!rc) {
     ck->storages[*out].view_of = root;
     ck->storages[*out].view_offset = 0;
   }
-  tstor__io_free(name);
   return rc;
 }
 
@@ -839,14 +829,17 @@ static int make_counter(tstor__io_unpickler *up, tstor_value **a, size_t n, tsto
   tstor_value *d = tstor__io_unpickler_value(up, TSTOR_VALUE_DICT);
   if (!d) return TSTOR_ENOMEM;
   d->pyclass = TSTOR__CLASS_COUNTER;
-  tstor_value *from = n ? a[0] : NULL;
-  int rc = k == TSTOR_VALUE_STRING
-               ? tstor__io_chars(tstor__io_unpickler_checkpoint(up), a[0], &from)
-               : 0;
-  for (size_t i = 0; from && i < from->u.seq.n && !rc; i++)
-    rc = k == TSTOR_VALUE_DICT ? tstor__io_dict_set(d, from->u.seq.keys[i], from->u.seq.items[i])
-                               : count_item(up, d, from->u.seq.items[i]);
   *out = d;
+  if (!n) return 0;
+  if (k == TSTOR_VALUE_DICT) { /* a mapping: its items */
+    int rc = 0;
+    for (size_t i = 0; i < a[0]->u.seq.n && !rc; i++)
+      rc = tstor__io_dict_set(d, a[0]->u.seq.keys[i], a[0]->u.seq.items[i]);
+    return rc;
+  }
+  tstor_value *items;
+  int rc = tstor__io_iterate(tstor__io_unpickler_checkpoint(up), a[0], &items);
+  for (size_t i = 0; !rc && i < items->u.seq.n; i++) rc = count_item(up, d, items->u.seq.items[i]);
   return rc;
 }
 
@@ -868,7 +861,7 @@ static bool device_type_known(const char *s, size_t len) {
                                       "fpga",   "maia",   "xla",   "lazy", "vulkan",
                                       "mps",    "meta",   "hpu",   "mtia", "privateuseone"};
   for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
-    if (strlen(types[i]) == len && memcmp(types[i], s, len) == 0) return true;
+    if (same(types[i], s, len)) return true;
   return false;
 }
 
@@ -928,14 +921,12 @@ static int make_set(tstor__io_unpickler *up, tstor_value **a, size_t n, tstor_va
                 k != TSTOR_VALUE_DICT && k != TSTOR_VALUE_STRING))
     return FAIL(up, TSTOR_ENOTSUP, "set is read from a list, tuple, set, dict or str, or nothing");
   tstor_value *seen = tstor__io_unpickler_value(up, TSTOR_VALUE_DICT),
-              *v = tstor__io_unpickler_value(up, TSTOR_VALUE_SET), *from = n ? a[0] : NULL;
+              *v = tstor__io_unpickler_value(up, TSTOR_VALUE_SET), *from = NULL;
   if (!seen || !v) return TSTOR_ENOMEM;
-  int rc = k == TSTOR_VALUE_STRING
-               ? tstor__io_chars(tstor__io_unpickler_checkpoint(up), a[0], &from)
-               : 0;
+  int rc = n ? tstor__io_iterate(tstor__io_unpickler_checkpoint(up), a[0], &from) : 0;
   if (rc) return rc;
   for (size_t i = 0; from && i < from->u.seq.n; i++) {
-    tstor_value *item = k == TSTOR_VALUE_DICT ? from->u.seq.keys[i] : from->u.seq.items[i];
+    tstor_value *item = from->u.seq.items[i];
     bool existed;
     rc = tstor__io_dict_put(seen, item, item, false, &existed);
     if (!rc && !existed) rc = tstor__io_seq_push(v, item);

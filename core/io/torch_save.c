@@ -135,6 +135,31 @@ static int pickle_storage(saver *sv, tstor_storage *s, tstor_dtype dt, bool unty
   return 0;
 }
 
+/* OrderedDict(), the empty backward hooks torch.save writes. */
+static void pickle_odict(tstor__io_pickler *pk) {
+  tstor__io_pickle_global(pk, &g_odict, "collections", "OrderedDict");
+  tstor__io_pickle_op(pk, TSTOR__OP_EMPTY_TUPLE);
+  tstor__io_pickle_op(pk, TSTOR__OP_REDUCE);
+}
+
+/* A rebuild's requires_grad and backward hooks. */
+static void pickle_grad_hooks(tstor__io_pickler *pk, bool grad) {
+  tstor__io_pickle_op(pk, grad ? TSTOR__OP_NEWTRUE : TSTOR__OP_NEWFALSE);
+  pickle_odict(pk);
+}
+
+/* A rebuild's first four arguments: t's storage (pickle_storage's),
+ * storage offset, sizes and strides. */
+static int pickle_layout(saver *sv, const tstor_tensor *t, bool untyped, bool quantized) {
+  tstor__io_pickler *pk = &sv->pk;
+  int rc = pickle_storage(sv, tstor_tensor_storage(t), tstor_tensor_dtype(t), untyped, quantized);
+  if (rc) return rc;
+  tstor__io_pickle_int(pk, tstor_tensor_storage_offset(t));
+  pickle_ints(pk, tstor_tensor_sizes(t), tstor_tensor_dim(t));
+  pickle_ints(pk, tstor_tensor_strides(t), tstor_tensor_dim(t));
+  return 0;
+}
+
 /* A tensor on the meta device, as torch.save pickles one:
  * _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad); the
  * function, then `between` (when not NULL) and the arguments' tuple. */
@@ -190,15 +215,9 @@ static int pickle_tensor_call(saver *sv, const tstor_value *v, bool grad,
     tstor__io_pickle_global(pk, &g_rebuild, "torch._utils", "_rebuild_tensor_v2");
   if (between) between(sv);
   tstor__io_pickle_op(pk, TSTOR__OP_MARK);
-  int rc = pickle_storage(sv, tstor_tensor_storage(t), dt, v3, false);
+  int rc = pickle_layout(sv, t, v3, false);
   if (rc) return rc;
-  tstor__io_pickle_int(pk, tstor_tensor_storage_offset(t));
-  pickle_ints(pk, tstor_tensor_sizes(t), tstor_tensor_dim(t));
-  pickle_ints(pk, tstor_tensor_strides(t), tstor_tensor_dim(t));
-  tstor__io_pickle_op(pk, grad ? TSTOR__OP_NEWTRUE : TSTOR__OP_NEWFALSE);
-  tstor__io_pickle_global(pk, &g_odict, "collections", "OrderedDict");
-  tstor__io_pickle_op(pk, TSTOR__OP_EMPTY_TUPLE);
-  tstor__io_pickle_op(pk, TSTOR__OP_REDUCE);
+  pickle_grad_hooks(pk, grad);
   if (v3) tstor__io_pickle_global(pk, &g_dtype[dt], "torch", info->name);
   tstor__io_pickle_op(pk, TSTOR__OP_TUPLE);
   return 0;
@@ -226,11 +245,8 @@ static int pickle_qtensor(saver *sv, const tstor_value *v) {
                       "a quantized tensor on the meta device: torch.save has no form for it");
   tstor__io_pickle_global(pk, &g_qtensor, "torch._utils", "_rebuild_qtensor");
   tstor__io_pickle_op(pk, TSTOR__OP_MARK);
-  int rc = pickle_storage(sv, tstor_tensor_storage(t), tstor_tensor_dtype(t), false, true);
+  int rc = pickle_layout(sv, t, false, true);
   if (rc) return rc;
-  tstor__io_pickle_int(pk, tstor_tensor_storage_offset(t));
-  pickle_ints(pk, tstor_tensor_sizes(t), tstor_tensor_dim(t));
-  pickle_ints(pk, tstor_tensor_strides(t), tstor_tensor_dim(t));
   tstor__io_pickle_op(pk, TSTOR__OP_MARK);
   const char *scheme = q->u.seq.items[0]->u.str.s;
   int which = strcmp(scheme, "per_tensor_affine") == 0 ? TSTOR__QSCHEME_PER_TENSOR_AFFINE
@@ -242,10 +258,7 @@ static int pickle_qtensor(saver *sv, const tstor_value *v) {
   for (size_t i = 1; i < q->u.seq.n && !rc; i++) rc = pickle_value(sv, q->u.seq.items[i]);
   if (rc) return rc;
   tstor__io_pickle_op(pk, TSTOR__OP_TUPLE);
-  tstor__io_pickle_op(pk, TSTOR__OP_NEWFALSE);
-  tstor__io_pickle_global(pk, &g_odict, "collections", "OrderedDict");
-  tstor__io_pickle_op(pk, TSTOR__OP_EMPTY_TUPLE);
-  tstor__io_pickle_op(pk, TSTOR__OP_REDUCE);
+  pickle_grad_hooks(pk, false);
   tstor__io_pickle_op(pk, TSTOR__OP_TUPLE);
   tstor__io_pickle_op(pk, TSTOR__OP_REDUCE);
   return 0;
@@ -288,10 +301,7 @@ static int pickle_tensor(saver *sv, const tstor_value *v) {
   tstor__io_pickle_op(pk, TSTOR__OP_MARK);
   int rc = pickle_tensor_data(sv, v, false);
   if (rc) return rc;
-  tstor__io_pickle_op(pk, v->requires_grad ? TSTOR__OP_NEWTRUE : TSTOR__OP_NEWFALSE);
-  tstor__io_pickle_global(pk, &g_odict, "collections", "OrderedDict");
-  tstor__io_pickle_op(pk, TSTOR__OP_EMPTY_TUPLE);
-  tstor__io_pickle_op(pk, TSTOR__OP_REDUCE);
+  pickle_grad_hooks(pk, v->requires_grad);
   if (attrs && (rc = pickle_value(sv, attrs))) return rc;
   tstor__io_pickle_op(pk, TSTOR__OP_TUPLE);
   tstor__io_pickle_op(pk, TSTOR__OP_REDUCE);
@@ -435,9 +445,7 @@ static int pickle_value(saver *sv, const tstor_value *v) {
         break;
       }
       if (v->ordered || v->u.seq.attrs) {
-        tstor__io_pickle_global(pk, &g_odict, "collections", "OrderedDict");
-        tstor__io_pickle_op(pk, TSTOR__OP_EMPTY_TUPLE);
-        tstor__io_pickle_op(pk, TSTOR__OP_REDUCE);
+        pickle_odict(pk);
       } else {
         tstor__io_pickle_op(pk, TSTOR__OP_EMPTY_DICT);
       }

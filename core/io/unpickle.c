@@ -565,35 +565,24 @@ static int load_binpersid(tstor__io_unpickler *up) {
   return (rc = up->rules->persistent_load(up, pid, &v)) ? rc : push(up, v);
 }
 
-/* REDUCE's arguments as the tuple Python's func(*args) makes of them: a
- * list's items, a dict's keys, a string's characters, a bytes' ints. A set
- * is taken only with at most one item, since Python's order of its items is
- * its hashes'. */
+/* REDUCE's arguments as Python's func(*args) takes them apart: a tuple's
+ * items, or a list's, a dict's keys, a string's characters, a bytes' ints.
+ * A set is taken only with at most one item, since Python's order of its
+ * items is its hashes'. */
 static int reduce_args(tstor__io_unpickler *up, tstor_value *args, tstor_value **out) {
-  tstor_checkpoint *ck = tstor__io_unpickler_checkpoint(up);
-  *out = args;
-  if (args->kind == TSTOR_VALUE_TUPLE) return 0;
-  bool chars = args->kind == TSTOR_VALUE_STRING, bytes = args->kind == TSTOR_VALUE_BYTES;
-  if (!chars && !bytes && args->kind != TSTOR_VALUE_LIST && args->kind != TSTOR_VALUE_DICT &&
-      !(args->kind == TSTOR_VALUE_SET && args->u.seq.n <= 1))
+  int k = args->kind;
+  bool text = k == TSTOR_VALUE_STRING || k == TSTOR_VALUE_BYTES;
+  if (!text && k != TSTOR_VALUE_TUPLE && k != TSTOR_VALUE_LIST && k != TSTOR_VALUE_DICT &&
+      !(k == TSTOR_VALUE_SET && args->u.seq.n <= 1))
     return FAIL(up, TSTOR_EINVAL,
                 "REDUCE's arguments must be a tuple (or a list, dict, str or bytes, which "
                 "func(*args) takes apart), not a %s",
-                kind_name(args->kind));
+                kind_name(k));
   /* no permitted function takes more than 8 arguments: torch.load fails
    * them all, and a long str would cost a value a character */
-  if ((chars || bytes ? args->u.str.len > 64 : args->u.seq.n > 16))
+  if (k != TSTOR_VALUE_TUPLE && (text ? args->u.str.len > 64 : args->u.seq.n > 16))
     return FAIL(up, TSTOR_EINVAL, "REDUCE with more arguments than any permitted function takes");
-  if (chars) return tstor__io_chars(ck, args, out);
-  tstor_value *t = NULL, *x = NULL;
-  int rc = tstor_value_new(ck, TSTOR_VALUE_TUPLE, &t);
-  size_t n = bytes ? args->u.str.len : args->u.seq.n;
-  tstor_value **from = args->kind == TSTOR_VALUE_DICT ? args->u.seq.keys : args->u.seq.items;
-  for (size_t i = 0; i < n && !rc; i++)
-    if (!bytes || !(rc = tstor_value_new_int(ck, (unsigned char)args->u.str.s[i], &x)))
-      rc = tstor__io_seq_push(t, bytes ? x : from[i]);
-  if (!rc) *out = t;
-  return rc;
+  return tstor__io_iterate(tstor__io_unpickler_checkpoint(up), args, out);
 }
 
 static int load_reduce(tstor__io_unpickler *up) {

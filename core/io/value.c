@@ -291,6 +291,20 @@ int tstor__io_record_add(tstor_checkpoint *ck, const char *key, size_t keylen, t
   return 0;
 }
 
+int tstor__io_record_add_derived(tstor_checkpoint *ck, long from, const char *what,
+                                 tstor_dtype dtype, int64_t numel, const char *location,
+                                 long *index) {
+  const char *base = ck->storages[from].key;
+  size_t len = strlen(base) + strlen(what) + 24;
+  char *key = tstor__io_malloc(len);
+  if (!key) return TSTOR__ERR(TSTOR_ENOMEM, "checkpoint: out of memory for a storage key");
+  int n = snprintf(key, len, "%s/%s/%zu", base, what, ck->nstorages);
+  int rc =
+      tstor__io_record_add(ck, key, (size_t)n, dtype, numel, location, strlen(location), index);
+  tstor__io_free(key);
+  return rc;
+}
+
 long tstor__io_record_find(const tstor_checkpoint *ck, const char *key, size_t keylen) {
   if (!ck->storage_slots_cap) return -1;
   key_bytes want = {key, keylen};
@@ -428,14 +442,26 @@ static long dict_find(const tstor_value *d, const tstor_value *key) {
   return slot_find(d->u.seq.index, d->u.seq.index_cap, key_hash(key), dict_key_is, d, key);
 }
 
-int tstor__io_chars(tstor_checkpoint *ck, const tstor_value *str, tstor_value **out) {
+int tstor__io_iterate(tstor_checkpoint *ck, tstor_value *v, tstor_value **out) {
+  *out = v;
+  if (v->kind == TSTOR_VALUE_TUPLE || v->kind == TSTOR_VALUE_LIST || v->kind == TSTOR_VALUE_SET)
+    return 0;
   int rc = tstor_value_new(ck, TSTOR_VALUE_TUPLE, out);
-  const unsigned char *p = (const unsigned char *)str->u.str.s;
-  for (size_t i = 0, n; i < str->u.str.len && !rc; i += n) {
+  if (v->kind == TSTOR_VALUE_DICT) {
+    for (size_t i = 0; i < v->u.seq.n && !rc; i++) rc = tstor__io_seq_push(*out, v->u.seq.keys[i]);
+    return rc;
+  }
+  const unsigned char *p = (const unsigned char *)v->u.str.s;
+  for (size_t i = 0, n; i < v->u.str.len && !rc; i += n) {
     tstor_value *c = NULL;
-    for (n = 1; i + n < str->u.str.len && (p[i + n] & 0xc0) == 0x80; n++) continue;
-    if (!(rc = tstor_value_new_string(ck, (const char *)p + i, n, &c)))
-      rc = tstor__io_seq_push(*out, c);
+    if (v->kind == TSTOR_VALUE_BYTES) { /* a byte, an int */
+      n = 1;
+      rc = tstor_value_new_int(ck, p[i], &c);
+    } else { /* a character, a string of its UTF-8 bytes */
+      for (n = 1; i + n < v->u.str.len && (p[i + n] & 0xc0) == 0x80; n++) continue;
+      rc = tstor_value_new_string(ck, (const char *)p + i, n, &c);
+    }
+    if (!rc) rc = tstor__io_seq_push(*out, c);
   }
   return rc;
 }
