@@ -298,12 +298,18 @@ refused("parameter_state_int_name", zipped([("data.pkl", b"\x80\x02ctorch._utils
 
 
 
-def v2_pickle(cls="FloatStorage", numel=4, size=4, hooks=b"ccollections\nOrderedDict\n)R", metadata=None):
-    """_rebuild_tensor_v2(('storage', torch.CLS, '0', 'cpu', numel), 0, (size,), (1,), False, hooks[,
-    metadata]), metadata a pickled value or None for the 6-argument form."""
-    return (b"ctorch._utils\n_rebuild_tensor_v2\n((" + s("storage") + b"ctorch\n" + cls.encode() + b"\n" +
-            s("0") + s("cpu") + b"J" + struct.pack("<i", numel) + b"tQK\x00J" + struct.pack("<i", size) +
-            b"\x85K\x01\x85\x89" + hooks + (metadata or b"") + b"tR")
+def v2_args(cls="FloatStorage", numel=4, size=4, hooks=b"ccollections\nOrderedDict\n)R", metadata=None):
+    """The arguments of _rebuild_tensor_v2, pickled one after the other: ('storage', torch.CLS, '0',
+    'cpu', numel), 0, (size,), (1,), False, hooks[, metadata], metadata a pickled value or None for the
+    6-argument form."""
+    return (b"(" + s("storage") + b"ctorch\n" + cls.encode() + b"\n" + s("0") + s("cpu") + b"J" +
+            struct.pack("<i", numel) + b"tQK\x00J" + struct.pack("<i", size) + b"\x85K\x01\x85\x89" + hooks +
+            (metadata or b""))
+
+
+def v2_pickle(*a, **k):
+    """_rebuild_tensor_v2(v2_args(...))"""
+    return b"ctorch._utils\n_rebuild_tensor_v2\n(" + v2_args(*a, **k) + b"tR"
 
 
 def dict_of(items):
@@ -370,12 +376,18 @@ case("tensor_attributes", {"buffer": torch.nn.Buffer(values(torch.float64, (4,))
                            "base": base, "view": view, "f8": f8, "meta": meta})
 # the same call made by hand: a Parameter made from a plain tensor, state as
 # (dict, slots) and as None
-from_type = b"ctorch._tensor\n_rebuild_from_type_v2\n(ctorch._utils\n_rebuild_tensor_v2\n"
+
+
+def from_type_pickle(cls, state):
+    """_rebuild_from_type_v2(_rebuild_tensor_v2, CLS, (v2_args()), state), cls and state pickled."""
+    return (b"ctorch._tensor\n_rebuild_from_type_v2\n(ctorch._utils\n_rebuild_tensor_v2\n" + cls + b"(" +
+            v2_args() + b"t" + state + b"tR")
+
+
 crafted("from_type_by_hand", dict_of([
-    ("param", from_type + b"ctorch.nn.parameter\nParameter\n(" + v2_pickle()[len(b"ctorch._utils\n_rebuild_tensor_v2\n("):-2] +
-     b"t(}" + s("a") + b"K\x01s}" + s("b") + b"K\x02st" + b"tR"),
-    ("plain", from_type + b"ctorch\nTensor\n(" + v2_pickle()[len(b"ctorch._utils\n_rebuild_tensor_v2\n("):-2] +
-     b"tNtR")]), record16)
+    ("param", from_type_pickle(b"ctorch.nn.parameter\nParameter\n",
+                               b"(}" + s("a") + b"K\x01s}" + s("b") + b"K\x02st")),
+    ("plain", from_type_pickle(b"ctorch\nTensor\n", b"N"))]), record16)
 for name, cls, state, code, needle in [
         ("from_type_state_triple", b"ctorch\nTensor\n", b"(K\x01K\x02K\x03t", "TSTOR_EINVAL", "not (dict, slots)"),
         ("from_type_state_list", b"ctorch\nTensor\n", b"]K\x01a", "TSTOR_EINVAL", "must be a dict, None or (dict, slots)"),
@@ -383,10 +395,8 @@ for name, cls, state, code, needle in [
          "global 'torch.FloatTensor' is refused"),
         ("from_type_storage_class", b"ctorch\nFloatStorage\n", b"N", "TSTOR_EINVAL",
          "makes a torch.Tensor or torch.nn.parameter.Parameter")]:
-    refused(name, zipped([("data.pkl", dict_of([("w", from_type + cls + b"(" +
-                                                 v2_pickle()[len(b"ctorch._utils\n_rebuild_tensor_v2\n("):-2] +
-                                                 b"t" + state + b"tR")]))] + record16 + [("version", b"3\n")]),
-            code, needle)
+    refused(name, zipped([("data.pkl", dict_of([("w", from_type_pickle(cls, state))]))] + record16 +
+                         [("version", b"3\n")]), code, needle)
 refused("from_type_not_a_tensor", zipped([("data.pkl", dict_of([("w", b"ctorch._tensor\n_rebuild_from_type_v2\n("
                                                                    b"ccollections\nOrderedDict\nctorch\nTensor\n)NtR")]))] +
                                          [("version", b"3\n")]),
