@@ -364,7 +364,9 @@ void register_autocast() {
   ops = std::make_unique<torch::Library>(torch::Library::IMPL, "aten",
                                          c10::DispatchKey::AutocastPrivateUse1, __FILE__, __LINE__);
   torch::Library &m = *ops;
-  using at::IntArrayRef, at::Scalar, at::ScalarType, at::Tensor; // the lists' signatures
+  // The lists' signatures name at's types unqualified, and which types
+  // differs by version (2.11's name DimnameList, which 2.15 no longer has).
+  using namespace at;
 #define TSTOR_AUTOCAST_LOWER(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, lower_precision_fp)
 #define TSTOR_AUTOCAST_FP32(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32)
 #define TSTOR_AUTOCAST_FP32_SET_OPT_DTYPE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32_set_opt_dtype)
