@@ -7,8 +7,9 @@
 # freshly built libtstor-torch (TSTOR_TORCH_LIB, set by make check;
 # run-torch2.sh runs this for 2.x) and the build tree's backends. A backend
 # that passes conformance must also work under PyTorch: the suites run, and
-# all must pass. test_privateuse1.py runs again on the backend guide's toy
-# device. 77 where there is nothing to run the second half with.
+# all must pass. They run again on a type of one device, and
+# test_privateuse1.py on the backend guide's toy device. 77 where there is
+# nothing to run the second half with.
 PY=${TSTOR_PYTHON:-/usr/bin/python3}
 tstor=${TSTOR_BIN:-../tools/tstor}
 modules=${TSTOR_BACKEND_DIR:?TSTOR_BACKEND_DIR is set by make check}
@@ -29,6 +30,15 @@ rc=0
 "$PY" "${srcdir:-.}/pytorch/test_privateuse1.py" -v || rc=1
 "$PY" "${srcdir:-.}/pytorch/test_torch_suite.py" -v || rc=1
 "$PY" "${srcdir:-.}/pytorch/test_openreg.py" -v || rc=1
+# A type of one device, as on a machine with one GPU (devices.py): the cases
+# that move tensors between devices move within it; those that need two skip.
+ini=$(mktemp "${TMPDIR:-/tmp}/tstor-one.XXXXXX") || exit 99
+printf '[backend cpu]\nlibrary = %s\n[backend hpu]\nlibrary = %s\ndevices = 1\n' \
+  "$modules/tstor-cpu.so" "$modules/tstor-hpu-stub.so" > "$ini"
+for suite in test_privateuse1 test_torch_suite test_openreg; do
+  TSTOR_CONFIG=$ini "$PY" "${srcdir:-.}/pytorch/$suite.py" -v || rc=1
+done
+rm -f "$ini"
 # A device type of an author's own, by name: the backend guide's minimal
 # example ("toy"), which PyTorch 2.x then calls by that name.
 toy=${TSTOR_TEST_PLUGINS:-}/guide_minimal.so

@@ -59,8 +59,6 @@ Left out, with why:
 - The numpy halves of test_tensor_factory, test_new_tensor and test_as_tensor:
   numpy cannot see device memory; they test the cpu.
 """
-import gc
-import os
 import random
 import unittest
 from functools import partial
@@ -69,10 +67,10 @@ import torch
 from torch.testing import make_tensor
 
 import tstor_torch
+from devices import DEV, DEV1, allocated
 
 TORCH_2 = tstor_torch.TORCH_2
-DEV = tstor_torch.name
-DEVICES = [DEV + ":0", DEV + ":1"]
+DEVICES = [DEV + ":0", DEV1]
 
 # all_types_and_complex_and(torch.half, torch.bool, torch.bfloat16)
 ALL_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float32,
@@ -82,12 +80,10 @@ ALL_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, to
 
 class Base(unittest.TestCase):
     def setUp(self):
-        gc.collect()
-        self.before = [torch.ops.tstor.memory_allocated(i) for i in range(2)]
+        self.before = allocated()
 
     def tearDown(self):
-        gc.collect()
-        after = [torch.ops.tstor.memory_allocated(i) for i in range(2)]
+        after = allocated()
         self.assertEqual(after, self.before, "bytes left on the device after the test")
 
     def same(self, actual, expected, atol=None, rtol=None, exact_dtype=True):
