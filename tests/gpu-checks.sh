@@ -9,7 +9,12 @@
 #   bench_cuda against cudaMalloc/cudaMemcpy and PyTorch (from Python, and from
 #   C++ when its libtorch and a g++ are found); then both GPU suites, caches
 #   off, under compute-sanitizer's memcheck, racecheck, initcheck and
-#   synccheck, the four at once.
+#   synccheck, the four at once. Between the two, what needs this machine's
+#   PyTorch (TSTOR_GPU_CHECKS_PYTHON, default python3): DLPack 1.x with its
+#   cuda tensors both ways, with the stream handshake (ckpt/dlpack_cuda.py),
+#   and the PyTorch device built here against its torch, with tstor's cuda
+#   type as PrivateUse1 beside torch's own CUDA, through the three suites of
+#   tests/pytorch (a training step against torch's cuda among them).
 #
 # Usage: tests/gpu-checks.sh BUILDDIR LOGDIR
 # TSTOR_GPU_CHECKS_SANITIZER_S bounds each sanitizer run (default 420 s).
@@ -52,9 +57,12 @@ step() {
 
 command -v nvidia-smi >/dev/null && nvidia-smi >"$logs/nvidia-smi.log" 2>&1
 
-# PyTorch's allocator from C++, built in the background while the suites run.
-cxx=""
-torch_dir=$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>/dev/null)
+# PyTorch's allocator from C++, and the PyTorch device against this machine's
+# torch (the tree's libtstor-torch2 serves the torch configure found), built
+# in the background while the suites run.
+py=${TSTOR_GPU_CHECKS_PYTHON:-python3}
+cxx="" bridge=""
+torch_dir=$("$py" -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>/dev/null)
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
 if [ -n "$torch_dir" ] && command -v g++ >/dev/null; then
   cxx=$logs/torch_alloc
@@ -62,6 +70,18 @@ if [ -n "$torch_dir" ] && command -v g++ >/dev/null; then
     "$src/bench/cuda_torch_alloc.cc" -L"$torch_dir/lib" -Wl,-rpath,"$torch_dir/lib" \
     -Wl,--no-as-needed -ltorch_cpu -ltorch_cuda -lc10_cuda -lc10 -o "$cxx" >"$logs/torch_alloc-build.log" 2>&1 &
   cxx_pid=$!
+  # as bindings/pytorch/Makefile.am builds it, with torch-paths.py's answers
+  bridge=$logs/libtstor-torch2.so
+  paths=$("$py" "$src/bindings/pytorch/torch-paths.py")
+  includes=$(echo "$paths" | sed -n 3p | sed 's/[^ ][^ ]*/-isystem &/g')
+  libdir=$(echo "$paths" | sed -n 4p)
+  # shellcheck disable=SC2086 # the include flags are words
+  g++ -O2 -std=c++20 -fPIC -shared -Wall -Wextra -fvisibility=hidden -fvisibility-inlines-hidden \
+    -D_GLIBCXX_USE_CXX11_ABI="$(echo "$paths" | sed -n 2p)" -I"$src/core/include" $includes \
+    "$src/bindings/pytorch/tstor_torch.cc" "$src/bindings/pytorch/torch2.cc" \
+    -L"$b/core/.libs" -Wl,-rpath,"$b/core/.libs" -ltstor -L"$libdir" -Wl,-rpath,"$libdir" \
+    -ltorch -ltorch_cpu -lc10 -o "$bridge" >"$logs/libtstor-torch2-build.log" 2>&1 &
+  bridge_pid=$!
 fi
 
 step info 60 "$b/tools/tstor" info
@@ -73,11 +93,31 @@ step test_cuda_tensor-nocache 300 env TSTOR_TEST_CUDA_CACHING=no $run "$b/tests/
 step conformance 300 "$b/tools/tstor" conformance "$b/modules/tstor-cuda.so" --strict \
   --no-hardware max_devices=0
 
-if [ -n "$cxx" ]; then
+if [ -n "$cxx" ]; then # both builds end before the timings start
   wait "$cxx_pid" || cxx=""
+  wait "$bridge_pid" || bridge="$logs/libtstor-torch2.so: its build failed (libtstor-torch2-build.log)"
 fi
 step bench_cuda 400 $run "$b/tests/bench_cuda" --torch-script "$src/bench/cuda_torch_alloc.py" \
   ${cxx:+--torch-cxx "$cxx"}
+
+# what needs this machine's torch, on a context of cpu, cuda and meta
+ini=$logs/cuda.ini
+cat >"$ini" <<EOF
+[backend cpu]
+library = tstor-cpu.so
+[backend cuda]
+library = tstor-cuda.so
+[backend meta]
+library = tstor-meta.so
+EOF
+io=$b/core/io/.libs/libtstor-io.so
+step dlpack_cuda 120 env TSTOR_CONFIG="$ini" LD_LIBRARY_PATH="$b/core/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+  "$py" "$src/tests/ckpt/dlpack_cuda.py" "$io"
+for suite in test_privateuse1 test_torch_suite test_openreg; do
+  step "pytorch-$suite" 300 env TSTOR_CONFIG="$ini" TSTOR_TORCH_DEVICE=cuda \
+    TSTOR_TORCH_LIB="${bridge:-no torch or no g++ here to build libtstor-torch2 with}" TSTOR_IO_LIB="$io" \
+    PYTHONPATH="$src/bindings/pytorch" "$py" "$src/tests/pytorch/$suite.py" -v
+done
 
 sanitizer=$(command -v compute-sanitizer || echo "$cuda_home/bin/compute-sanitizer")
 pids=""

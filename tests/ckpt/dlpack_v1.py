@@ -22,26 +22,12 @@ import warnings
 import numpy as np
 import torch
 
-from tstor_ctypes import I64, P, Device, capi, open_cpu
+from tstor_ctypes import COPY, FLAG_IS_COPIED, FLAG_READ_ONLY, I64, NO_COPY, P, Device, Versioned, capi, \
+    dlpack_dtypes, open_cpu
 
 warnings.filterwarnings("ignore", "ComplexHalf support is experimental")
 
 U = ctypes.c_uint
-
-
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [("data", P), ("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32),
-                ("ndim", ctypes.c_int32), ("dtype", DLDataType), ("shape", ctypes.POINTER(I64)),
-                ("strides", ctypes.POINTER(I64)), ("byte_offset", ctypes.c_uint64)]
-
-
-class Versioned(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32), ("manager_ctx", P), ("deleter", P),
-                ("flags", ctypes.c_uint64), ("dl_tensor", DLTensor)]
 
 
 io, ok, ctx, cpu = open_cpu(sys.argv[1], [
@@ -52,19 +38,7 @@ io, ok, ctx, cpu = open_cpu(sys.argv[1], [
     ("tstor_dlpack_import_versioned", ctypes.c_int, [P, P, U, ctypes.POINTER(P)]),
 ])
 
-COPY, NO_COPY, READ_ONLY = 1, 2, 4
-FLAG_READ_ONLY, FLAG_IS_COPIED = 1, 2
-
-# every tstor dtype with a DLPack code (typed.h numbers), torch's and numpy's
-DTYPES = [
-    (0, torch.uint8, np.uint8), (1, torch.int8, np.int8), (2, torch.int16, np.int16), (3, torch.int32, np.int32),
-    (4, torch.int64, np.int64), (5, torch.float16, np.float16), (6, torch.float32, np.float32),
-    (7, torch.float64, np.float64), (8, torch.complex32, None), (9, torch.complex64, np.complex64),
-    (10, torch.complex128, np.complex128), (11, torch.bool, np.bool_), (15, torch.bfloat16, None),
-    (23, torch.float8_e5m2, None), (24, torch.float8_e4m3fn, None), (25, torch.float8_e5m2fnuz, None),
-    (26, torch.float8_e4m3fnuz, None), (27, torch.uint16, np.uint16), (28, torch.uint32, np.uint32),
-    (29, torch.uint64, np.uint64), (44, torch.float8_e8m0fnu, None),
-]
+DTYPES = dlpack_dtypes(torch, np)
 checks = 0
 asked = {}
 

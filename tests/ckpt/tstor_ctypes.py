@@ -1,6 +1,7 @@
 """libtstor-io through ctypes, for the DLPack clients' tests (dlpack_clients.py
-under PyTorch 1.13, dlpack_v1.py under 2.x): the library with the signatures
-both use, PyCapsule's C API, and a context with its cpu device.
+under PyTorch 1.13, dlpack_v1.py under 2.x, dlpack_cuda.py on a GPU): the
+library with the signatures all use, PyCapsule's C API, a context with its cpu
+device, and what the 1.x clients share: the structs, the flags and the dtypes.
 
     io, ctx, cpu = tstor_ctypes.open_cpu(path, [(name, restype, argtypes), ...])
 """
@@ -61,3 +62,37 @@ def open_cpu(path, more=()):
     cpu = Device()
     ok(io.tstor_device_parse(ctx, b"cpu", ctypes.byref(cpu)), "cpu")
     return io, ok, ctx, cpu
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [("data", P), ("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32),
+                ("ndim", ctypes.c_int32), ("dtype", DLDataType), ("shape", ctypes.POINTER(I64)),
+                ("strides", ctypes.POINTER(I64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class Versioned(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32), ("manager_ctx", P), ("deleter", P),
+                ("flags", ctypes.c_uint64), ("dl_tensor", DLTensor)]
+
+
+# tstor_dlpack_flags, and DLPack's DLPACK_FLAG_BITMASK_*
+COPY, NO_COPY, READ_ONLY = 1, 2, 4
+FLAG_READ_ONLY, FLAG_IS_COPIED = 1, 2
+
+
+def dlpack_dtypes(torch, np):
+    """Every tstor dtype with a DLPack code (typed.h's numbers), with torch
+    2.x's and numpy's (None where numpy has none)."""
+    return [
+        (0, torch.uint8, np.uint8), (1, torch.int8, np.int8), (2, torch.int16, np.int16),
+        (3, torch.int32, np.int32), (4, torch.int64, np.int64), (5, torch.float16, np.float16),
+        (6, torch.float32, np.float32), (7, torch.float64, np.float64), (8, torch.complex32, None),
+        (9, torch.complex64, np.complex64), (10, torch.complex128, np.complex128), (11, torch.bool, np.bool_),
+        (15, torch.bfloat16, None), (23, torch.float8_e5m2, None), (24, torch.float8_e4m3fn, None),
+        (25, torch.float8_e5m2fnuz, None), (26, torch.float8_e4m3fnuz, None), (27, torch.uint16, np.uint16),
+        (28, torch.uint32, np.uint32), (29, torch.uint64, np.uint64), (44, torch.float8_e8m0fnu, None),
+    ]
