@@ -18,6 +18,9 @@
 #
 # Usage: tests/gpu-checks.sh BUILDDIR LOGDIR
 # TSTOR_GPU_CHECKS_SANITIZER_S bounds each sanitizer run (default 420 s).
+# TSTOR_GPU_CHECKS_LIBS names a folder of the shared libraries the build
+# links (tests/gpu-stage.sh makes one): each that this machine's loader does
+# not find is used from there, and the machine's own come first.
 # Each step's output goes to LOGDIR/STEP.log and one line per step to
 # LOGDIR/summary.txt (also printed). Exit status 0 when every step passed.
 set -u
@@ -33,6 +36,16 @@ logs=$(cd "$logs" && pwd)
 summary=$logs/summary.txt
 : >"$summary"
 export TSTOR_BACKEND_DIR="$b/modules" TSTOR_TEST_PLUGINS="$b/tests/plugins/.libs"
+if [ -n "${TSTOR_GPU_CHECKS_LIBS:-}" ]; then
+  mkdir -p "$logs/lib"
+  for lib in "$TSTOR_GPU_CHECKS_LIBS"/*.so*; do
+    name=${lib##*/}
+    ldconfig -p | grep -q "^[[:space:]]*$name " || ln -sf "$(cd "${lib%/*}" && pwd)/$name" "$logs/lib/$name"
+  done
+  LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$logs/lib
+  export LD_LIBRARY_PATH
+  echo "libraries this machine lacks, from $TSTOR_GPU_CHECKS_LIBS: $(ls "$logs/lib" | tr '\n' ' ')" >"$logs/libs.log"
+fi
 unset TSTOR_CONFIG TSTOR_DEFAULT_DEVICE TSTOR_LOG
 run="$b/libtool --mode=execute"
 failed=0
