@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch.utils import dlpack as tdl
 
-from tstor_ctypes import I64, P, capi, open_cpu
+from tstor_ctypes import P, arr, capi, open_cpu, strided_view
 
 warnings.filterwarnings("ignore", "ComplexHalf support is experimental")
 
@@ -39,25 +39,8 @@ DTYPES = [  # (tstor, torch, numpy or None)
 checks = 0
 
 
-def arr(vals):
-    return (I64 * len(vals))(*vals)
-
-
 def idx2(i, j):
     return ctypes.cast(arr([i, j]), P)
-
-
-def tstor_view(tdt, src):
-    """A tstor tensor over a copy of src's 24 elements, and the view
-    [offset 5, sizes (3, 2), strides (1, 6)] of it."""
-    n = arr([24])
-    base = P()
-    ok(io.tstor_tensor_from_array(ctx, cpu, tdt, 1, ctypes.cast(n, P), P(src.data_ptr()), ctypes.byref(base)),
-       "from_array")
-    view = P()
-    ok(io.tstor_tensor_on_storage(io.tstor_tensor_storage(base), tdt, 5, 2, ctypes.cast(arr([3, 2]), P),
-                                  ctypes.cast(arr([1, 6]), P), ctypes.byref(view)), "on_storage")
-    return base, view
 
 
 def get(t, i, j):
@@ -101,7 +84,7 @@ for tdt, tt, nt in DTYPES:
     for client in ("torch", "numpy"):
         if client == "numpy" and nt is None:
             continue
-        base, view = tstor_view(tdt, src)
+        base, view = strided_view(io, ok, ctx, cpu, tdt, src)
         storage = io.tstor_tensor_storage(base)
         uses = io.tstor_storage_use_count(storage)
         cap = export_capsule(view)

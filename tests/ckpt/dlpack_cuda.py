@@ -31,7 +31,8 @@ import warnings
 import numpy as np
 import torch
 
-from tstor_ctypes import COPY, FLAG_IS_COPIED, I64, P, Device, Versioned, capi, dlpack_dtypes, open_cpu
+from tstor_ctypes import COPY, FLAG_IS_COPIED, P, Device, Versioned, arr, capi, dlpack_dtypes, open_cpu, \
+    strided_view
 
 warnings.filterwarnings("ignore", "ComplexHalf support is experimental")
 
@@ -66,10 +67,6 @@ if not torch.cuda.is_available():
 DTYPES = dlpack_dtypes(torch, np)
 checks = 0
 streams_passed = []
-
-
-def arr(vals):
-    return (I64 * len(vals))(*vals)
 
 
 def raw(x):
@@ -127,12 +124,7 @@ def import_capsule(cap, flags=0):
 for tdt, tt, _ in DTYPES:
     src = source(tt)
     want = src[5:].as_strided((3, 2), (1, 6))
-    base = P()
-    ok(io.tstor_tensor_from_array(ctx, gpu, tdt, 1, ctypes.cast(arr([24]), P), P(src.data_ptr()),
-                                  ctypes.byref(base)), "from_array")
-    view = P()
-    ok(io.tstor_tensor_on_storage(io.tstor_tensor_storage(base), tdt, 5, 2, ctypes.cast(arr([3, 2]), P),
-                                  ctypes.cast(arr([1, 6]), P), ctypes.byref(view)), "on_storage")
+    base, view = strided_view(io, ok, ctx, gpu, tdt, src)
     storage = io.tstor_tensor_storage(base)
     uses = io.tstor_storage_use_count(storage)
     x = torch.from_dlpack(Exported(view))

@@ -22,8 +22,8 @@ import warnings
 import numpy as np
 import torch
 
-from tstor_ctypes import COPY, FLAG_IS_COPIED, FLAG_READ_ONLY, I64, NO_COPY, P, Device, Versioned, capi, \
-    dlpack_dtypes, open_cpu
+from tstor_ctypes import COPY, FLAG_IS_COPIED, FLAG_READ_ONLY, NO_COPY, P, Device, Versioned, arr, capi, \
+    dlpack_dtypes, open_cpu, strided_view
 
 warnings.filterwarnings("ignore", "ComplexHalf support is experimental")
 
@@ -43,10 +43,6 @@ checks = 0
 asked = {}
 
 
-def arr(vals):
-    return (I64 * len(vals))(*vals)
-
-
 def raw(x):
     """x's elements, row-major, as bytes."""
     if isinstance(x, np.ndarray):
@@ -57,18 +53,6 @@ def raw(x):
 def source(tt):
     v = torch.arange(24, dtype=torch.float64) + 1
     return (v.remainder(2) == 0) if tt == torch.bool else v.to(tt)
-
-
-def tstor_view(tdt, src):
-    """A tstor tensor over a copy of src's 24 elements, and the view
-    [offset 5, sizes (3, 2), strides (1, 6)] of it."""
-    base = P()
-    ok(io.tstor_tensor_from_array(ctx, cpu, tdt, 1, ctypes.cast(arr([24]), P), P(src.data_ptr()),
-                                  ctypes.byref(base)), "from_array")
-    view = P()
-    ok(io.tstor_tensor_on_storage(io.tstor_tensor_storage(base), tdt, 5, 2, ctypes.cast(arr([3, 2]), P),
-                                  ctypes.cast(arr([1, 6]), P), ctypes.byref(view)), "on_storage")
-    return base, view
 
 
 class Exported:
@@ -103,7 +87,7 @@ for tdt, tt, nt in DTYPES:
     for client in ("torch", "numpy"):
         if client == "numpy" and nt is None:
             continue
-        base, view = tstor_view(tdt, src)
+        base, view = strided_view(io, ok, ctx, cpu, tdt, src)
         storage = io.tstor_tensor_storage(base)
         uses = io.tstor_storage_use_count(storage)
         e = Exported(view, client=client)

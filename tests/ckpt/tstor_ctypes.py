@@ -44,6 +44,25 @@ capi.PyCapsule_SetName.restype = ctypes.c_int
 capi.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 
+def arr(vals):
+    """An int64 array of vals, for the sizes and strides tstor takes."""
+    return (I64 * len(vals))(*vals)
+
+
+def strided_view(io, ok, ctx, dev, tdt, src):
+    """A tstor tensor on dev over a copy of src's 24 elements (a host
+    tensor's, at src.data_ptr()), and the view [offset 5, sizes (3, 2),
+    strides (1, 6)] of it: the strided view with an offset the clients'
+    exchanges start from."""
+    base = P()
+    ok(io.tstor_tensor_from_array(ctx, dev, tdt, 1, ctypes.cast(arr([24]), P), P(src.data_ptr()),
+                                  ctypes.byref(base)), "from_array")
+    view = P()
+    ok(io.tstor_tensor_on_storage(io.tstor_tensor_storage(base), tdt, 5, 2, ctypes.cast(arr([3, 2]), P),
+                                  ctypes.cast(arr([1, 6]), P), ctypes.byref(view)), "on_storage")
+    return base, view
+
+
 def open_cpu(path, more=()):
     """The library at path with SIGNATURES and `more` declared, a context
     and its cpu device; exits naming tstor's error where either fails."""

@@ -54,6 +54,37 @@ class Case(unittest.TestCase):
         after = allocated()
         self.assertEqual(after, self.before, "bytes left on the device after the test")
 
+    def train_alike(self, widths, batch, where, ref_where, lr, **close):
+        """Three steps of SGD with momentum (learning rate lr) and of Adam on
+        an MLP of the given widths on `where`, and the same steps from the
+        same weights and batches on `ref_where`: after each step the losses
+        and every parameter are torch.allclose(**close)."""
+        def mlp():
+            return torch.nn.Sequential(torch.nn.Linear(widths[0], widths[1]), torch.nn.ReLU(),
+                                       torch.nn.Linear(widths[1], widths[2]))
+        for name, make in (("SGD", lambda p: torch.optim.SGD(p, lr=lr, momentum=0.9)),
+                           ("Adam", lambda p: torch.optim.Adam(p, lr=0.01))):
+            with self.subTest(optimizer=name):
+                torch.manual_seed(0)
+                model, ref = mlp(), mlp()
+                ref.load_state_dict(model.state_dict())
+                model, ref = model.to(where), ref.to(ref_where)
+                opt, ref_opt = make(model.parameters()), make(ref.parameters())
+                for step in range(3):
+                    x, target = torch.randn(batch, widths[0]), torch.randn(batch, widths[2])
+                    losses = []
+                    for m, o, dev in ((model, opt, where), (ref, ref_opt, ref_where)):
+                        o.zero_grad()
+                        loss = torch.nn.functional.mse_loss(m(x.to(dev)), target.to(dev))
+                        loss.backward()
+                        o.step()
+                        losses.append(loss.detach().cpu())
+                    self.assertTrue(torch.allclose(losses[0], losses[1], **close), "step %d" % step)
+                    for p, q in zip(model.parameters(), ref.parameters()):
+                        self.assertEqual(p.device.type, torch.device(where).type)
+                        self.assertTrue(torch.allclose(p.cpu(), q.cpu(), **close), "step %d" % step)
+                del model, opt
+
 
 class Device(Case):
     def test_issue_example(self):
@@ -272,30 +303,9 @@ class Device(Case):
         del model, loss
 
     def test_module_training_steps(self):
-        # three optimizer steps, SGD with momentum and Adam, each step's
-        # parameters equal to the cpu's (the optimizers' foreach and
-        # in-place updates run through the cpu fallback)
-        for name, make in (("SGD", lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9)),
-                           ("Adam", lambda p: torch.optim.Adam(p, lr=0.01))):
-            with self.subTest(optimizer=name):
-                torch.manual_seed(0)
-                model = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.ReLU(),
-                                            torch.nn.Linear(8, 3))
-                ref = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.ReLU(),
-                                          torch.nn.Linear(8, 3))
-                ref.load_state_dict(model.state_dict())
-                model = model.to(DEV)
-                opt, ref_opt = make(model.parameters()), make(ref.parameters())
-                for step in range(3):
-                    x, target = torch.randn(4, 5), torch.randn(4, 3)
-                    for m, o, dev in ((model, opt, DEV), (ref, ref_opt, "cpu")):
-                        o.zero_grad()
-                        torch.nn.functional.mse_loss(m(x.to(dev)), target.to(dev)).backward()
-                        o.step()
-                    for p, q in zip(model.parameters(), ref.parameters()):
-                        self.assertEqual(p.device.type, DEV)
-                        self.assertTrue(torch.allclose(p.cpu(), q, atol=1e-6), "step %d" % step)
-                del model, opt
+        # each step's parameters equal to the cpu's (the optimizers' foreach
+        # and in-place updates run through the cpu fallback)
+        self.train_alike((5, 8, 3), 4, DEV, "cpu", 0.1, atol=1e-6)
 
     def test_copies_of_conj_and_neg_views(self):
         # .conj() and _neg_view() set a bit instead of touching the bytes;
@@ -809,40 +819,12 @@ class BesideTorchCuda(Case):
         self.assertEqual(p.total_memory, torch.cuda.mem_get_info(D1)[1])
 
     def test_training_steps_follow_torchs_cuda(self):
-        # three steps of SGD with momentum and of Adam on an MLP, from the
-        # same weights and batches: the losses and every parameter within
-        # float32's rounding of one another (cuBLAS and the cpu's BLAS sum
-        # in different orders, so equal bits are not to be had)
+        # within float32's rounding of one another: cuBLAS and the cpu's
+        # BLAS sum in different orders, so equal bits are not to be had
         tf32 = torch.backends.cuda.matmul.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = False
         try:
-            for name, make in (("SGD", lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9)),
-                               ("Adam", lambda p: torch.optim.Adam(p, lr=0.01))):
-                with self.subTest(optimizer=name):
-                    torch.manual_seed(0)
-                    model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(),
-                                                torch.nn.Linear(64, 8))
-                    ref = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(),
-                                              torch.nn.Linear(64, 8))
-                    ref.load_state_dict(model.state_dict())
-                    model, ref = model.to(DEV1), ref.to(torch.device("cuda", D1))
-                    opt, ref_opt = make(model.parameters()), make(ref.parameters())
-                    for step in range(3):
-                        x, target = torch.randn(32, 16), torch.randn(32, 8)
-                        losses = []
-                        for m, o in ((model, opt), (ref, ref_opt)):
-                            dev = next(m.parameters()).device
-                            o.zero_grad()
-                            loss = torch.nn.functional.mse_loss(m(x.to(dev)), target.to(dev))
-                            loss.backward()
-                            o.step()
-                            losses.append(loss.item())
-                        self.assertAlmostEqual(losses[0], losses[1], delta=1e-5 * abs(losses[1]))
-                        for p, q in zip(model.parameters(), ref.parameters()):
-                            self.assertEqual((p.device.type, q.device.type), (DEV, "cuda"))
-                            self.assertTrue(torch.allclose(p.cpu(), q.cpu(), rtol=1e-4, atol=1e-6),
-                                            "step %d" % step)
-                    del model, opt
+            self.train_alike((16, 64, 8), 32, DEV1, torch.device("cuda", D1), 0.05, rtol=1e-4, atol=1e-6)
         finally:
             torch.backends.cuda.matmul.allow_tf32 = tf32
 
