@@ -16,35 +16,39 @@
 
 #include "testutil.h"
 
-/* The storages of `dev`, a load onto device `where`, against those of `host`,
- * a load of the same file onto the cpu: as many, in the same order, each on
- * `where` (a meta storage stays meta, as torch.load leaves it) and holding
- * the host's bytes, read back through tstor_storage_to. (The includer
- * defines _GNU_SOURCE, for asprintf.) */
-static void ondevice_same_storages(tstor_context *ctx, tstor_checkpoint *dev,
-                                   tstor_checkpoint *host, tstor_device where, const char *name) {
-  size_t n = tstor_checkpoint_storage_count(host);
+/* The storages of `dev`, a load onto device `where`, against those of
+ * `ref`, a load of the same file onto the cpu or elsewhere: as many, in the
+ * same order, each on `where` (a meta storage stays meta, as torch.load
+ * leaves it) and holding ref's bytes, both read back to the cpu through
+ * tstor_storage_to. (The includer defines _GNU_SOURCE, for asprintf.) */
+static void ondevice_same_storages(tstor_context *ctx, tstor_checkpoint *dev, tstor_checkpoint *ref,
+                                   tstor_device where, const char *name) {
+  tstor_device cpu;
+  ck_tstor_ok(tstor_device_parse(ctx, "cpu", &cpu));
+  size_t n = tstor_checkpoint_storage_count(ref);
   ck_assert_msg(tstor_checkpoint_storage_count(dev) == n,
-                "%s: %zu storages on the device, %zu on the cpu", name,
+                "%s: %zu storages on the device, %zu in the reference", name,
                 tstor_checkpoint_storage_count(dev), n);
   for (size_t k = 0; k < n; k++) {
-    tstor_storage *sd, *sh, *back;
+    tstor_storage *sd, *sr, *bd, *br;
     ck_tstor_ok(tstor_checkpoint_storage(dev, k, NULL, &sd));
-    ck_tstor_ok(tstor_checkpoint_storage(host, k, NULL, &sh));
-    tstor_device hd = tstor_storage_device(sh), dd = tstor_storage_device(sd);
-    ck_assert_uint_eq(tstor_storage_nbytes(sd), tstor_storage_nbytes(sh));
-    if (tstor_device_type_flags(ctx, hd.type) & TSTOR_DEVICE_NO_DATA) {
-      ck_assert_msg(dd.type == hd.type, "%s: storage %zu left meta", name, k);
+    ck_tstor_ok(tstor_checkpoint_storage(ref, k, NULL, &sr));
+    tstor_device rd = tstor_storage_device(sr), dd = tstor_storage_device(sd);
+    ck_assert_uint_eq(tstor_storage_nbytes(sd), tstor_storage_nbytes(sr));
+    if (tstor_device_type_flags(ctx, rd.type) & TSTOR_DEVICE_NO_DATA) {
+      ck_assert_msg(dd.type == rd.type, "%s: storage %zu left meta", name, k);
       continue;
     }
     ck_assert_msg(dd.type == where.type && dd.index == where.index,
                   "%s: storage %zu is not on the device", name, k);
-    ck_tstor_ok(tstor_storage_to(sd, hd, &back));
+    ck_tstor_ok(tstor_storage_to(sd, cpu, &bd));
+    ck_tstor_ok(tstor_storage_to(sr, cpu, &br));
     ck_assert_msg(
-        tstor_storage_nbytes(sh) == 0 ||
-            memcmp(tstor_storage_data(back), tstor_storage_data(sh), tstor_storage_nbytes(sh)) == 0,
+        tstor_storage_nbytes(br) == 0 ||
+            memcmp(tstor_storage_data(bd), tstor_storage_data(br), tstor_storage_nbytes(br)) == 0,
         "%s: storage %zu differs on the device", name, k);
-    tstor_storage_release(back);
+    tstor_storage_release(bd);
+    tstor_storage_release(br);
   }
 }
 
