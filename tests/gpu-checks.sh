@@ -18,6 +18,8 @@
 #
 # Usage: tests/gpu-checks.sh BUILDDIR LOGDIR
 # TSTOR_GPU_CHECKS_SANITIZER_S bounds each sanitizer run (default 420 s).
+# TSTOR_GPU_CHECKS_PARTS (default "suites bench torch sanitizers") runs only
+# the parts it names, so that the checks fit a machine's time in two runs.
 # TSTOR_GPU_CHECKS_LIBS names a folder of the shared libraries the build
 # links (tests/gpu-stage.sh makes one): each that this machine's loader does
 # not find is used from there, and the machine's own come first.
@@ -69,6 +71,8 @@ step() {
 }
 
 command -v nvidia-smi >/dev/null && nvidia-smi >"$logs/nvidia-smi.log" 2>&1
+parts=" ${TSTOR_GPU_CHECKS_PARTS:-suites bench torch sanitizers} "
+part() { case $parts in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 # PyTorch's allocator from C++, and the PyTorch device against this machine's
 # torch (the tree's libtstor-torch2 serves the torch configure found), built
@@ -77,7 +81,7 @@ py=${TSTOR_GPU_CHECKS_PYTHON:-python3}
 cxx="" bridge=""
 torch_dir=$("$py" -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>/dev/null)
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
-if [ -n "$torch_dir" ] && command -v g++ >/dev/null; then
+if [ -n "$torch_dir" ] && command -v g++ >/dev/null && { part bench || part torch; }; then
   cxx=$logs/torch_alloc
   g++ -O2 -std=c++17 -I"$torch_dir/include" -I"$cuda_home/include" \
     "$src/bench/cuda_torch_alloc.cc" -L"$torch_dir/lib" -Wl,-rpath,"$torch_dir/lib" \
@@ -98,19 +102,21 @@ if [ -n "$torch_dir" ] && command -v g++ >/dev/null; then
 fi
 
 step info 60 "$b/tools/tstor" info
-step test_cuda_module 120 $run "$b/tests/test_cuda_module"
-step test_cuda 300 $run "$b/tests/test_cuda"
-step test_cuda_tensor 300 $run "$b/tests/test_cuda_tensor"
-step test_cuda-nocache 300 env TSTOR_TEST_CUDA_CACHING=no $run "$b/tests/test_cuda"
-step test_cuda_tensor-nocache 300 env TSTOR_TEST_CUDA_CACHING=no $run "$b/tests/test_cuda_tensor"
-step conformance 300 "$b/tools/tstor" conformance "$b/modules/tstor-cuda.so" --strict \
-  --no-hardware max_devices=0
+if part suites; then
+  step test_cuda_module 120 $run "$b/tests/test_cuda_module"
+  step test_cuda 300 $run "$b/tests/test_cuda"
+  step test_cuda_tensor 300 $run "$b/tests/test_cuda_tensor"
+  step test_cuda-nocache 300 env TSTOR_TEST_CUDA_CACHING=no $run "$b/tests/test_cuda"
+  step test_cuda_tensor-nocache 300 env TSTOR_TEST_CUDA_CACHING=no $run "$b/tests/test_cuda_tensor"
+  step conformance 300 "$b/tools/tstor" conformance "$b/modules/tstor-cuda.so" --strict \
+    --no-hardware max_devices=0
+fi
 
 if [ -n "$cxx" ]; then # both builds end before the timings start
   wait "$cxx_pid" || cxx=""
   wait "$bridge_pid" || bridge="$logs/libtstor-torch2.so: its build failed (libtstor-torch2-build.log)"
 fi
-step bench_cuda 400 $run "$b/tests/bench_cuda" --torch-script "$src/bench/cuda_torch_alloc.py" \
+part bench && step bench_cuda 400 $run "$b/tests/bench_cuda" --torch-script "$src/bench/cuda_torch_alloc.py" \
   ${cxx:+--torch-cxx "$cxx"}
 
 # what needs this machine's torch, on a context of cpu, cuda and meta
@@ -124,30 +130,35 @@ library = tstor-cuda.so
 library = tstor-meta.so
 EOF
 io=$b/core/io/.libs/libtstor-io.so
-step dlpack_cuda 120 env TSTOR_CONFIG="$ini" LD_LIBRARY_PATH="$b/core/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-  "$py" "$src/tests/ckpt/dlpack_cuda.py" "$io"
-for suite in test_privateuse1 test_torch_suite test_openreg; do
-  step "pytorch-$suite" 300 env TSTOR_CONFIG="$ini" TSTOR_TORCH_DEVICE=cuda \
-    TSTOR_TORCH_LIB="${bridge:-no torch or no g++ here to build libtstor-torch2 with}" TSTOR_IO_LIB="$io" \
-    PYTHONPATH="$src/bindings/pytorch" "$py" "$src/tests/pytorch/$suite.py" -v
-done
+if part torch; then
+  step dlpack_cuda 120 env TSTOR_CONFIG="$ini" \
+    LD_LIBRARY_PATH="$b/core/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    "$py" "$src/tests/ckpt/dlpack_cuda.py" "$io"
+  for suite in test_privateuse1 test_torch_suite test_openreg; do
+    step "pytorch-$suite" 300 env TSTOR_CONFIG="$ini" TSTOR_TORCH_DEVICE=cuda \
+      TSTOR_TORCH_LIB="${bridge:-no torch or no g++ here to build libtstor-torch2 with}" TSTOR_IO_LIB="$io" \
+      PYTHONPATH="$src/bindings/pytorch" "$py" "$src/tests/pytorch/$suite.py" -v
+  done
+fi
 
-sanitizer=$(command -v compute-sanitizer || echo "$cuda_home/bin/compute-sanitizer")
-pids=""
-for tool in memcheck racecheck initcheck synccheck; do
-  extra=""
-  [ $tool = memcheck ] && extra="--leak-check full"
-  (
-    # The out-of-memory tests make cudaMalloc fail on purpose, which memcheck
-    # reports as an error of the program; the runs above cover them.
-    for suite in test_cuda test_cuda_tensor; do
-      step "$tool-$suite" "${TSTOR_GPU_CHECKS_SANITIZER_S:-420}" \
-        env TSTOR_TEST_CUDA_CACHING=no CK_EXCLUDE_TAGS=oom \
-        $run "$sanitizer" --tool $tool $extra --error-exitcode 1 "$b/tests/$suite"
-    done
-  ) &
-  pids="$pids $!"
-done
-for pid in $pids; do wait "$pid"; done
+if part sanitizers; then
+  sanitizer=$(command -v compute-sanitizer || echo "$cuda_home/bin/compute-sanitizer")
+  pids=""
+  for tool in memcheck racecheck initcheck synccheck; do
+    extra=""
+    [ $tool = memcheck ] && extra="--leak-check full"
+    (
+      # The out-of-memory tests make cudaMalloc fail on purpose, which memcheck
+      # reports as an error of the program; the runs above cover them.
+      for suite in test_cuda test_cuda_tensor; do
+        step "$tool-$suite" "${TSTOR_GPU_CHECKS_SANITIZER_S:-420}" \
+          env TSTOR_TEST_CUDA_CACHING=no CK_EXCLUDE_TAGS=oom \
+          $run "$sanitizer" --tool $tool $extra --error-exitcode 1 "$b/tests/$suite"
+      done
+    ) &
+    pids="$pids $!"
+  done
+  for pid in $pids; do wait "$pid"; done
+fi
 grep -q FAIL "$summary" && failed=1
 exit $failed
