@@ -8,11 +8,10 @@
 
 #include <string.h>
 
-/* Item c of a quantized tensor's per-channel scales or zero points (a tensor,
- * or a list of numbers), taken into *d as `as` (float64, float32 or int64),
- * converted as torch converts them. */
+/* The n per-channel scales or zero points of a quantized tensor (a tensor,
+ * or a list of numbers), converted to `as` as torch converts them: into d[]
+ * for float64 and float32, into i[] for int64. */
 static int channel_values(const tstor_value *v, tstor_dtype as, int64_t n, double *d, int64_t *i) {
-  tstor_context *ctx = NULL;
   tstor_tensor *src = v->kind == TSTOR_VALUE_TENSOR ? v->u.tensor.t : NULL, *conv = NULL;
   if (!src) {
     for (int64_t c = 0; c < n; c++) {
@@ -27,9 +26,8 @@ static int channel_values(const tstor_value *v, tstor_dtype as, int64_t n, doubl
     }
     return 0;
   }
-  ctx = tstor_tensor_context(src);
   tstor_device cpu;
-  int rc = tstor_device_parse(ctx, "cpu", &cpu);
+  int rc = tstor_device_parse(tstor_tensor_context(src), "cpu", &cpu);
   if (!rc) rc = tstor_tensor_to(src, cpu, as, &conv);
   for (int64_t c = 0; c < n && !rc; c++) {
     if (as == TSTOR_INT64) {

@@ -803,8 +803,6 @@ static int copy_items(tstor__io_unpickler *up, const tstor_value *from, int kind
   return 0;
 }
 
-/* collections.Counter(dict) (or ()), as pickle writes a Counter: a dict
- * of its own with the same entries. */
 /* Counts x once more in Counter d. */
 static int count_item(tstor__io_unpickler *up, tstor_value *d, tstor_value *x) {
   tstor_checkpoint *ck = tstor__io_unpickler_checkpoint(up);
