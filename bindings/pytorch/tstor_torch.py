@@ -38,7 +38,15 @@ def _library():
                         "libtstor-torch2.so" if TORCH_2 else "libtstor-torch.so")
 
 
-torch.ops.load_library(_library())
+try:
+    torch.ops.load_library(_library())
+except OSError as why:
+    # a library built against another torch fails here, on a symbol this
+    # torch lacks, before it can say which torch it was built for (2.x's
+    # load_library keeps the loader's words in the cause)
+    raise ImportError("tstor_torch: cannot load %s into torch %s: %s (a libtstor-torch loads only "
+                      "into the torch it was built against)"
+                      % (_library(), torch.__version__, why.__cause__ or why)) from why
 _ops = torch.ops.tstor
 
 _built_for = _ops.torch_version()

@@ -863,6 +863,15 @@ class Errors(unittest.TestCase):
         self.assertIn("no-such-backend.so", out)
         self.assertIn("privateuseone cannot be used", self.load_warning)
 
+    def test_library_that_does_not_load(self):
+        # as one built against another torch fails: an ImportError that
+        # names the library and this torch
+        r = self.run_python("import tstor_torch", {"TSTOR_TORCH_LIB": os.path.abspath(__file__)})
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("ImportError: tstor_torch: cannot load %s into torch %s: "
+                      % (os.path.abspath(__file__), torch.__version__), r.stderr)
+        self.assertIn("loads only into the torch it was built against", r.stderr)
+
     def test_host_device_type_is_refused(self):
         out = self.raised("torch.ops.tstor.device_type()", {"TSTOR_TORCH_DEVICE": "cpu"})
         self.assertIn("is host memory or has no data", out)
